@@ -1,0 +1,46 @@
+# idemwork — see README.md. Every target works from a clean clone.
+GO      ?= go
+BIN     := bin/idemwork
+FUZZTIME ?= 5s
+# Fuzz targets as package:Target, each run for FUZZTIME by `make fuzz`.
+FUZZ_TARGETS := ./config:FuzzDecode
+
+.PHONY: run build test test-go test-race test-fuzz test-tmux lint fuzz bench clean
+
+## run: build, start the embedded cluster, seed demo data (idempotent) and open the TUI
+run: build
+	./$(BIN)
+
+## build: compile bin/idemwork
+build:
+	$(GO) build -o $(BIN) .
+
+## test: the whole suite against real PostgreSQL (the tests start their own cluster)
+test: lint test-go test-race test-fuzz
+
+test-go:
+	$(GO) test -count=1 -timeout 15m ./...
+
+test-race:
+	$(GO) test -count=1 -race -timeout 15m ./idem/... ./kernel/... ./store/...
+
+# Each fuzz target for a few seconds: long enough to catch a regression in a parser.
+test-fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "fuzz $$pkg $$name ($(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	done
+
+## lint: gofmt, go vet, staticcheck
+lint:
+	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) tool staticcheck ./...
+
+## fuzz: run every fuzz target longer (FUZZTIME=1m make fuzz)
+fuzz: FUZZTIME=1m
+fuzz: test-fuzz
+
+clean:
+	rm -rf bin

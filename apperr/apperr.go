@@ -1,0 +1,124 @@
+// Package apperr defines the coded errors of SPEC §9. Every layer (store, idem, kernel) returns
+// them so the CLI can pick an exit code and the HTTP adapter a status without string matching;
+// they work with errors.As and errors.Is on the code.
+package apperr
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// Code is a stable machine-readable error code.
+type Code string
+
+// The codes of SPEC §9, plus INTERNAL for anything unexpected (never shown with raw details).
+const (
+	ScopeConflict      Code = "IDEMPOTENCY_SCOPE_CONFLICT"
+	InProgress         Code = "IDEMPOTENCY_IN_PROGRESS"
+	KeyReused          Code = "IDEMPOTENCY_KEY_REUSED"
+	PolicyMismatch     Code = "IDEMPOTENCY_POLICY_MISMATCH"
+	RevisionConflict   Code = "REVISION_CONFLICT"
+	RecordNotFound     Code = "RECORD_NOT_FOUND"
+	ValidationFailed   Code = "VALIDATION_FAILED"
+	LegacyWriteDisable Code = "LEGACY_WRITE_DISABLED"
+	SnapshotIntegrity  Code = "SNAPSHOT_INTEGRITY_VIOLATION"
+	ReadOnly           Code = "READ_ONLY"
+	Internal           Code = "INTERNAL"
+	// Adapter-level codes (HTTP and CLI input), not part of the kernel's vocabulary.
+	BadRequest      Code = "BAD_REQUEST"
+	Unauthorized    Code = "UNAUTHORIZED"
+	PayloadTooLarge Code = "PAYLOAD_TOO_LARGE"
+	NotFound        Code = "NOT_FOUND"
+	Usage           Code = "USAGE"
+	NotRunning      Code = "CLUSTER_NOT_RUNNING"
+)
+
+var statuses = map[Code]int{
+	ScopeConflict:      http.StatusConflict,
+	InProgress:         http.StatusConflict,
+	KeyReused:          http.StatusUnprocessableEntity,
+	PolicyMismatch:     http.StatusInternalServerError,
+	RevisionConflict:   http.StatusConflict,
+	RecordNotFound:     http.StatusNotFound,
+	ValidationFailed:   http.StatusUnprocessableEntity,
+	LegacyWriteDisable: http.StatusGone,
+	SnapshotIntegrity:  http.StatusInternalServerError,
+	ReadOnly:           http.StatusForbidden,
+	Internal:           http.StatusInternalServerError,
+	BadRequest:         http.StatusBadRequest,
+	Unauthorized:       http.StatusUnauthorized,
+	PayloadTooLarge:    http.StatusRequestEntityTooLarge,
+	NotFound:           http.StatusNotFound,
+	Usage:              http.StatusBadRequest,
+	NotRunning:         http.StatusConflict,
+}
+
+// Status is the HTTP status of a code (500 for an unknown one).
+func (c Code) Status() int {
+	if s, ok := statuses[c]; ok {
+		return s
+	}
+	return http.StatusInternalServerError
+}
+
+// Error is a coded error. Message is safe to show a user; Err (optional) is the cause kept for
+// logs and errors.Is, never printed to users for internal errors.
+type Error struct {
+	Code    Code
+	Message string
+	Err     error
+}
+
+func (e *Error) Error() string {
+	if e.Message != "" {
+		return string(e.Code) + ": " + e.Message
+	}
+	return string(e.Code)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, apperr.New(code, "")) match on the code alone.
+func (e *Error) Is(target error) bool {
+	var t *Error
+	if errors.As(target, &t) {
+		return t.Code == e.Code
+	}
+	return false
+}
+
+// Status is the HTTP status of the error's code.
+func (e *Error) Status() int { return e.Code.Status() }
+
+// New returns a coded error with a user-facing message.
+func New(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Wrap returns a coded error that keeps cause for errors.Is/As.
+func Wrap(code Code, cause error, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...), Err: cause}
+}
+
+// CodeOf returns the code of err, or Internal when err carries none.
+func CodeOf(err error) Code {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return Internal
+}
+
+// As returns err as a coded error; an uncoded error becomes INTERNAL with a generic message so a
+// raw SQL or Go error never reaches a user.
+func As(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return &Error{Code: Internal, Message: "internal error (see the log for details)", Err: err}
+}
+
+// Is reports whether err carries code.
+func Is(err error, code Code) bool { return CodeOf(err) == code }

@@ -1,0 +1,118 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+
+	"idemwork/apperr"
+)
+
+// Exit codes of SPEC §10.2.
+const (
+	ExitOK       = 0
+	ExitUsage    = 2
+	ExitRejected = 3
+	ExitInternal = 4
+)
+
+// usageError marks a command-line mistake (exit 2).
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return &usageError{msg: fmt.Sprintf(format, args...)} }
+
+// isCobraUsage recognises cobra's own argument errors, which it does not type.
+func isCobraUsage(err error) bool {
+	msg := err.Error()
+	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "required flag",
+		"accepts ", "requires at least", "requires at most", "invalid argument", "flag needs an argument",
+		"bad flag syntax", "if any flags in the group"} {
+		if strings.HasPrefix(msg, p) || strings.Contains(msg, " "+p) {
+			return true
+		}
+	}
+	return false
+}
+
+// errorBody is the JSON shape of every error: {"error": {"code", "status", "message"}}.
+type errorBody struct {
+	Error struct {
+		Code    apperr.Code `json:"code"`
+		Status  int         `json:"status"`
+		Message string      `json:"message"`
+	} `json:"error"`
+}
+
+// classify turns any error into its code, HTTP status, user message and exit code. Uncoded
+// errors from setup (embedded cluster, config, connection) keep their message, which is written
+// for users; uncoded errors from a write or read path never show raw SQL.
+func classify(err error) (apperr.Code, int, string, int) {
+	var ue *usageError
+	if errors.As(err, &ue) || isCobraUsage(err) {
+		return apperr.Usage, http.StatusBadRequest, err.Error(), ExitUsage
+	}
+	var ae *apperr.Error
+	if errors.As(err, &ae) {
+		exit := ExitInternal
+		if ae.Status() < 500 {
+			exit = ExitRejected
+		}
+		msg := ae.Message
+		if msg == "" {
+			msg = string(ae.Code)
+		}
+		return ae.Code, ae.Status(), msg, exit
+	}
+	var se *setupError
+	if errors.As(err, &se) {
+		return apperr.Internal, http.StatusInternalServerError, se.Error(), ExitInternal
+	}
+	return apperr.Internal, http.StatusInternalServerError, "internal error: " + oneLine(err.Error()), ExitInternal
+}
+
+// setupError is a failure to reach or prepare the database; its message is meant for users.
+type setupError struct{ err error }
+
+func (e *setupError) Error() string { return e.err.Error() }
+func (e *setupError) Unwrap() error { return e.err }
+
+func oneLine(s string) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if len(s) > 500 {
+		s = s[:500] + "…"
+	}
+	return s
+}
+
+// printError writes err to stdout as JSON (when asJSON) or to stderr as text; it returns the
+// exit code.
+func printError(stdout, stderr io.Writer, asJSON bool, err error) int {
+	code, status, msg, exit := classify(err)
+	if asJSON {
+		var body errorBody
+		body.Error.Code, body.Error.Status, body.Error.Message = code, status, msg
+		writeJSON(stdout, body)
+	} else {
+		fmt.Fprintf(stderr, "idemwork: %s: %s\n", code, msg)
+		if exit == ExitUsage {
+			fmt.Fprintln(stderr, "Run 'idemwork --help' for usage.")
+		}
+	}
+	if os.Getenv("IDEMWORK_DEBUG") != "" {
+		fmt.Fprintf(stderr, "debug: %+v\n", err)
+	}
+	return exit
+}
+
+func writeJSON(w io.Writer, v any) {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}

@@ -1,0 +1,60 @@
+package cli
+
+import (
+	"context"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"idemwork/config"
+)
+
+// Main runs the command line with the process's arguments and returns the exit code.
+func Main() int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return Run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
+}
+
+// Run executes one command line. It is what tests call: nothing is global.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv config.Getenv) int {
+	a := &app{stdout: stdout, stderr: stderr, getenv: getenv}
+	defer a.close()
+	root := newRoot(a)
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	if err := root.ExecuteContext(ctx); err != nil {
+		return printError(stdout, stderr, a.flags.json, err)
+	}
+	return ExitOK
+}
+
+func newRoot(a *app) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "idemwork",
+		Short: "A terminal workbench for idempotent writes over PostgreSQL",
+		Long: "idemwork embeds a record kernel and an idempotency runner over PostgreSQL (a private embedded\n" +
+			"cluster by default). Run it bare for the TUI, or use the commands below from scripts (--json).",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args:          cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runTUI(cmd.Context(), a)
+		},
+	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usagef("%v", err) })
+	pf := root.PersistentFlags()
+	pf.StringVar(&a.flags.dsn, "dsn", "", "PostgreSQL URL (default: IDEMWORK_DSN, DATABASE_URL, config, else the embedded cluster)")
+	pf.StringVar(&a.flags.configPath, "config", "", "config file (default: IDEMWORK_CONFIG or ~/.config/idemwork/config.toml)")
+	pf.StringVar(&a.flags.dataDir, "data-dir", "", "embedded cluster directory (default: "+"$XDG_DATA_HOME/idemwork/pg; /var/lib/idemwork/pg as root)")
+	pf.BoolVar(&a.flags.json, "json", false, "print exactly one JSON object on stdout")
+	pf.BoolVar(&a.flags.allowWrites, "allow-writes", false, "allow writes to a database given by URL (read-only otherwise)")
+
+	root.AddCommand(newDBCmd(a), newMigrateCmd(a))
+	addCommands(root, a)
+	return root
+}

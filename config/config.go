@@ -1,0 +1,247 @@
+// Package config loads idemwork's settings: defaults, then a TOML file (strict: an unknown key
+// is an error naming it), then environment variables, then command-line flags (applied by the
+// caller through Overrides). Every key is documented in config.example.toml.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pelletier/go-toml/v2"
+)
+
+// Duration is a time.Duration written as "24h", "90s" in TOML.
+type Duration struct{ time.Duration }
+
+// UnmarshalText parses a Go duration string.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("%q is not a duration (e.g. \"24h\", \"90s\")", string(b))
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalText writes the duration back in Go syntax.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// Config is the whole configuration.
+type Config struct {
+	Database    Database    `toml:"database"`
+	Idempotency Idempotency `toml:"idempotency"`
+	Modules     Modules     `toml:"modules"`
+	HTTP        HTTP        `toml:"http"`
+	TUI         TUI         `toml:"tui"`
+	Outbox      Outbox      `toml:"outbox"`
+
+	// Source names the file the settings came from ("" for defaults only).
+	Source string `toml:"-"`
+}
+
+// Database selects and tunes the database.
+type Database struct {
+	URL         string `toml:"url"`
+	AllowWrites bool   `toml:"allow_writes"`
+	DataDir     string `toml:"data_dir"`
+	PGBinDir    string `toml:"pg_bindir"`
+	TCPPort     int    `toml:"tcp_port"`
+	MaxConns    int    `toml:"max_conns"`
+}
+
+// Idempotency tunes the runner.
+type Idempotency struct {
+	TTL Duration `toml:"ttl"`
+}
+
+// Modules holds the module rules that can change at run time.
+type Modules struct {
+	MEM001 MemModule `toml:"MEM-001"`
+}
+
+// MemModule is MEM-001's rule set.
+type MemModule struct {
+	MaxContentLength int `toml:"max_content_length"`
+}
+
+// HTTP configures idemwork serve.
+type HTTP struct {
+	Addr         string            `toml:"addr"`
+	MaxBodyBytes int64             `toml:"max_body_bytes"`
+	Tokens       map[string]string `toml:"tokens"`
+}
+
+// TUI configures the workbench.
+type TUI struct {
+	Owner string `toml:"owner"`
+}
+
+// Outbox configures the delivery worker.
+type Outbox struct {
+	MaxAttempts int      `toml:"max_attempts"`
+	BaseBackoff Duration `toml:"base_backoff"`
+}
+
+// Default returns the built-in settings.
+func Default() Config {
+	return Config{
+		Idempotency: Idempotency{TTL: Duration{24 * time.Hour}},
+		Modules:     Modules{MEM001: MemModule{MaxContentLength: 2000}},
+		HTTP:        HTTP{Addr: "127.0.0.1:8787", MaxBodyBytes: 256 << 10, Tokens: map[string]string{}},
+		TUI:         TUI{Owner: "alice"},
+		Outbox:      Outbox{MaxAttempts: 5, BaseBackoff: Duration{500 * time.Millisecond}},
+	}
+}
+
+// DefaultPath is $XDG_CONFIG_HOME/idemwork/config.toml, else ~/.config/idemwork/config.toml.
+func DefaultPath() string {
+	if x := os.Getenv("XDG_CONFIG_HOME"); x != "" {
+		return filepath.Join(x, "idemwork", "config.toml")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(home, ".config", "idemwork", "config.toml")
+}
+
+// Getenv is how Load reads the environment; tests pass a map's lookup.
+type Getenv func(string) string
+
+// Load reads path (explicit: it must exist), else IDEMWORK_CONFIG, else the default path when
+// present, over the defaults, then applies the environment.
+func Load(path string, getenv Getenv) (Config, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	cfg := Default()
+	explicit := path != ""
+	if !explicit {
+		if p := getenv("IDEMWORK_CONFIG"); p != "" {
+			path, explicit = p, true
+		} else {
+			path = DefaultPath()
+		}
+	}
+	if path != "" {
+		b, err := os.ReadFile(path)
+		switch {
+		case err == nil:
+			if err := Decode(b, &cfg); err != nil {
+				return Config{}, fmt.Errorf("config %s: %w", path, err)
+			}
+			cfg.Source = path
+		case explicit || !errors.Is(err, os.ErrNotExist):
+			return Config{}, fmt.Errorf("config: %w", err)
+		}
+	}
+	if err := cfg.applyEnv(getenv); err != nil {
+		return Config{}, err
+	}
+	if err := cfg.Validate(); err != nil {
+		if cfg.Source != "" {
+			return Config{}, fmt.Errorf("config %s: %w", cfg.Source, err)
+		}
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	return cfg, nil
+}
+
+// Decode parses TOML strictly into cfg (over whatever cfg already holds).
+func Decode(b []byte, cfg *Config) error {
+	dec := toml.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(cfg); err != nil {
+		var strict *toml.StrictMissingError
+		if errors.As(err, &strict) {
+			var keys []string
+			for _, e := range strict.Errors {
+				row, _ := e.Position()
+				keys = append(keys, fmt.Sprintf("%s (line %d)", strings.Join(e.Key(), "."), row))
+			}
+			return fmt.Errorf("unknown key %s; see config.example.toml for the keys idemwork reads", strings.Join(keys, ", "))
+		}
+		var de *toml.DecodeError
+		if errors.As(err, &de) {
+			row, col := de.Position()
+			key := strings.Join(de.Key(), ".")
+			if key != "" {
+				return fmt.Errorf("key %s (line %d, column %d): %s", key, row, col, de.Error())
+			}
+			return fmt.Errorf("line %d, column %d: %s", row, col, de.Error())
+		}
+		return err
+	}
+	return nil
+}
+
+func (c *Config) applyEnv(getenv Getenv) error {
+	// SPEC §10.1: IDEMWORK_DSN wins over DATABASE_URL, both over the file.
+	if v := getenv("DATABASE_URL"); v != "" {
+		c.Database.URL = v
+	}
+	if v := getenv("IDEMWORK_DSN"); v != "" {
+		c.Database.URL = v
+	}
+	if v := getenv("IDEMWORK_DATA_DIR"); v != "" {
+		c.Database.DataDir = v
+	}
+	if v := getenv("IDEMWORK_PG_BINDIR"); v != "" {
+		c.Database.PGBinDir = v
+	}
+	if v := getenv("IDEMWORK_ALLOW_WRITES"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("IDEMWORK_ALLOW_WRITES=%q: want true or false", v)
+		}
+		c.Database.AllowWrites = b
+	}
+	if v := getenv("IDEMWORK_OWNER"); v != "" {
+		c.TUI.Owner = v
+	}
+	return nil
+}
+
+var ownerRE = regexp.MustCompile(`^[A-Za-z0-9._:@-]{1,128}$`)
+
+// Validate checks every value and names the key of the first bad one.
+func (c *Config) Validate() error {
+	switch {
+	case c.Idempotency.TTL.Duration <= 0:
+		return fmt.Errorf("idempotency.ttl must be positive, got %s", c.Idempotency.TTL)
+	case c.Modules.MEM001.MaxContentLength <= 0:
+		return fmt.Errorf("modules.MEM-001.max_content_length must be positive, got %d", c.Modules.MEM001.MaxContentLength)
+	case c.Database.TCPPort < -1 || c.Database.TCPPort > 65535:
+		return fmt.Errorf("database.tcp_port must be 0 (socket only), -1 (any free port) or 1-65535, got %d", c.Database.TCPPort)
+	case c.Database.MaxConns < 0 || c.Database.MaxConns > 1000:
+		return fmt.Errorf("database.max_conns must be 0 (default) to 1000, got %d", c.Database.MaxConns)
+	case c.HTTP.MaxBodyBytes <= 0:
+		return fmt.Errorf("http.max_body_bytes must be positive, got %d", c.HTTP.MaxBodyBytes)
+	case c.Outbox.MaxAttempts <= 0:
+		return fmt.Errorf("outbox.max_attempts must be positive, got %d", c.Outbox.MaxAttempts)
+	case c.Outbox.BaseBackoff.Duration <= 0:
+		return fmt.Errorf("outbox.base_backoff must be positive, got %s", c.Outbox.BaseBackoff)
+	case !ownerRE.MatchString(c.TUI.Owner):
+		return fmt.Errorf("tui.owner %q is not an owner id (1-128 of A-Z a-z 0-9 . _ : @ -)", c.TUI.Owner)
+	}
+	if _, _, err := net.SplitHostPort(c.HTTP.Addr); err != nil {
+		return fmt.Errorf("http.addr %q: want host:port, e.g. 127.0.0.1:8787", c.HTTP.Addr)
+	}
+	for token, owner := range c.HTTP.Tokens {
+		if len(token) < 8 {
+			return fmt.Errorf("http.tokens: a token must be at least 8 characters (owner %q has a shorter one)", owner)
+		}
+		if !ownerRE.MatchString(owner) {
+			return fmt.Errorf("http.tokens: %q is not an owner id", owner)
+		}
+	}
+	return nil
+}

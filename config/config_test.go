@@ -1,0 +1,87 @@
+package config_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"idemwork/config"
+)
+
+func env(m map[string]string) config.Getenv { return func(k string) string { return m[k] } }
+
+func write(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "config.toml")
+	require.NoError(t, os.WriteFile(p, []byte(body), 0o600))
+	return p
+}
+
+func TestDefaultsWithoutAFile(t *testing.T) {
+	t.Parallel()
+	cfg, err := config.Load("", env(map[string]string{"XDG_CONFIG_HOME": t.TempDir()}))
+	require.NoError(t, err)
+	require.Equal(t, 24*time.Hour, cfg.Idempotency.TTL.Duration)
+	require.Equal(t, 2000, cfg.Modules.MEM001.MaxContentLength)
+	require.Equal(t, "127.0.0.1:8787", cfg.HTTP.Addr)
+}
+
+func TestTheExampleConfigIsValidAndComplete(t *testing.T) {
+	t.Parallel()
+	cfg, err := config.Load("../config.example.toml", env(nil))
+	require.NoError(t, err)
+	require.Equal(t, config.Default().Idempotency, cfg.Idempotency)
+}
+
+func TestAnUnknownKeyIsAnErrorNamingIt(t *testing.T) {
+	t.Parallel()
+	_, err := config.Load(write(t, "[database]\nurll = \"x\"\n"), env(nil))
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "database.urll")
+	require.Contains(t, err.Error(), "line 2")
+}
+
+func TestABadValueNamesItsKey(t *testing.T) {
+	t.Parallel()
+	_, err := config.Load(write(t, "[idempotency]\nttl = \"soon\"\n"), env(nil))
+	require.ErrorContains(t, err, "idempotency.ttl")
+	_, err = config.Load(write(t, "[modules.MEM-001]\nmax_content_length = 0\n"), env(nil))
+	require.ErrorContains(t, err, "modules.MEM-001.max_content_length")
+	_, err = config.Load(write(t, "[database]\ntcp_port = \"x\"\n"), env(nil))
+	require.ErrorContains(t, err, "database.tcp_port")
+}
+
+func TestAnExplicitMissingFileIsAnError(t *testing.T) {
+	t.Parallel()
+	_, err := config.Load(filepath.Join(t.TempDir(), "nope.toml"), env(nil))
+	require.Error(t, err)
+}
+
+func TestEnvironmentOverridesTheFileInSpecOrder(t *testing.T) {
+	t.Parallel()
+	p := write(t, "[database]\nurl = \"postgres://file/db\"\n")
+	cfg, err := config.Load(p, env(map[string]string{"DATABASE_URL": "postgres://dburl/db"}))
+	require.NoError(t, err)
+	require.Equal(t, "postgres://dburl/db", cfg.Database.URL)
+	cfg, err = config.Load(p, env(map[string]string{"DATABASE_URL": "postgres://dburl/db", "IDEMWORK_DSN": "postgres://idem/db"}))
+	require.NoError(t, err)
+	require.Equal(t, "postgres://idem/db", cfg.Database.URL)
+	_, err = config.Load(p, env(map[string]string{"IDEMWORK_ALLOW_WRITES": "maybe"}))
+	require.ErrorContains(t, err, "IDEMWORK_ALLOW_WRITES")
+}
+
+func FuzzDecode(f *testing.F) {
+	b, _ := os.ReadFile("../config.example.toml")
+	f.Add(string(b))
+	f.Add("[database]\nurl = 1\n")
+	f.Add("[[x]]\n")
+	f.Fuzz(func(t *testing.T, doc string) {
+		cfg := config.Default()
+		if err := config.Decode([]byte(doc), &cfg); err == nil {
+			_ = cfg.Validate() // must not panic on anything that decodes
+		}
+	})
+}
