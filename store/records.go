@@ -1,0 +1,184 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ErrNotFound is returned by Find* when no row matches.
+var ErrNotFound = errors.New("not found")
+
+// Repositories route every statement to the ambient transaction when ctx carries one.
+
+// InsertRecord writes a new record row.
+func (db *DB) InsertRecord(ctx context.Context, r Record) error {
+	_, err := db.Q(ctx).Exec(ctx, `INSERT INTO record (owner_id, id, module_code, revision, title, summary, payload, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+		r.OwnerID, r.ID, r.ModuleCode, r.Revision, r.Title, r.Summary, r.Payload, r.CreatedAt, r.UpdatedAt)
+	if err != nil {
+		return fmt.Errorf("insert record: %w", err)
+	}
+	return nil
+}
+
+// UpdateRecordAt writes r as the next revision if the stored revision is still fromRevision
+// (optimistic lock). It reports whether the row was updated.
+func (db *DB) UpdateRecordAt(ctx context.Context, r Record, fromRevision int) (bool, error) {
+	tag, err := db.Q(ctx).Exec(ctx, `UPDATE record SET revision = $4, title = $5, summary = $6, payload = $7, updated_at = $8
+		WHERE owner_id = $1 AND module_code = $2 AND id = $3 AND revision = $9`,
+		r.OwnerID, r.ModuleCode, r.ID, r.Revision, r.Title, r.Summary, r.Payload, r.UpdatedAt, fromRevision)
+	if err != nil {
+		return false, fmt.Errorf("update record: %w", err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// InsertRevision writes an immutable revision whose snapshot is r.
+func (db *DB) InsertRevision(ctx context.Context, r Record, key *string) error {
+	snap, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	_, err = db.Q(ctx).Exec(ctx, `INSERT INTO record_revision (owner_id, record_id, revision, snapshot, idempotency_key, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6)`, r.OwnerID, r.ID, r.Revision, snap, key, r.UpdatedAt)
+	if err != nil {
+		return fmt.Errorf("insert revision: %w", err)
+	}
+	return nil
+}
+
+// InsertExecution writes a feature execution.
+func (db *DB) InsertExecution(ctx context.Context, e Execution) error {
+	_, err := db.Q(ctx).Exec(ctx, `INSERT INTO feature_execution (owner_id, id, module_code, record_id, feature_id, mode, status,
+			record_revision, input, output, idempotency_key, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+		e.OwnerID, e.ID, e.ModuleCode, e.RecordID, e.FeatureID, e.Mode, e.Status, e.RecordRevision, e.Input, e.Output,
+		e.IdempotencyKey, e.CreatedAt, e.UpdatedAt)
+	if err != nil {
+		return fmt.Errorf("insert execution: %w", err)
+	}
+	return nil
+}
+
+// InsertAudit writes an audit event.
+func (db *DB) InsertAudit(ctx context.Context, a AuditEvent) error {
+	detail := a.Detail
+	if detail == nil {
+		detail = json.RawMessage(`{}`)
+	}
+	_, err := db.Q(ctx).Exec(ctx, `INSERT INTO audit_event (owner_id, id, module_code, record_id, action, revision, execution_id, idempotency_key, detail, at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+		a.OwnerID, a.ID, a.ModuleCode, a.RecordID, a.Action, a.Revision, a.ExecutionID, a.IdempotencyKey, detail, a.At)
+	if err != nil {
+		return fmt.Errorf("insert audit event: %w", err)
+	}
+	return nil
+}
+
+// InsertReview writes an immutable commitment review.
+func (db *DB) InsertReview(ctx context.Context, r Review) error {
+	_, err := db.Q(ctx).Exec(ctx, `INSERT INTO commitment_review (owner_id, id, module_code, record_id, record_revision, verdict, comment, idempotency_key, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+		r.OwnerID, r.ID, r.ModuleCode, r.RecordID, r.RecordRevision, r.Verdict, r.Comment, r.IdempotencyKey, r.CreatedAt)
+	if err != nil {
+		return fmt.Errorf("insert review: %w", err)
+	}
+	return nil
+}
+
+// InsertOutbox queues a message for the delivery worker.
+func (db *DB) InsertOutbox(ctx context.Context, m OutboxMessage) error {
+	_, err := db.Q(ctx).Exec(ctx, `INSERT INTO outbox_message (owner_id, id, execution_id, provider, payload_ref, idempotency_id, status,
+			attempts, next_attempt_at, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8, $9, $9)`,
+		m.OwnerID, m.ID, m.ExecutionID, m.Provider, m.PayloadRef, m.IdempotencyID, m.Status, m.NextAttemptAt, m.CreatedAt)
+	if err != nil {
+		return fmt.Errorf("insert outbox message: %w", err)
+	}
+	return nil
+}
+
+const recordColumns = `id, owner_id, module_code, revision, title, summary, payload, created_at, updated_at`
+
+func scanRecord(row pgx.Row) (Record, error) {
+	var r Record
+	err := row.Scan(&r.ID, &r.OwnerID, &r.ModuleCode, &r.Revision, &r.Title, &r.Summary, &r.Payload, &r.CreatedAt, &r.UpdatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return r, ErrNotFound
+	}
+	return r, err
+}
+
+// FindRecord reads the current record of owner and module; lock takes a row lock (FOR NO KEY
+// UPDATE) so concurrent features on one record serialise.
+func (db *DB) FindRecord(ctx context.Context, owner, module, id string, lock bool) (Record, error) {
+	q := `SELECT ` + recordColumns + ` FROM record WHERE owner_id = $1 AND module_code = $2 AND id = $3`
+	if lock {
+		q += ` FOR NO KEY UPDATE`
+	}
+	return scanRecord(db.Q(ctx).QueryRow(ctx, q, owner, module, id))
+}
+
+// RevisionWithParent is a revision row joined with its parent record's module.
+type RevisionWithParent struct {
+	Revision
+	ParentModule string
+	ParentID     string
+	ParentOwner  string
+}
+
+// FindRevision reads one revision of a record of owner and module (joined to the parent, so
+// another module's record is not found).
+func (db *DB) FindRevision(ctx context.Context, owner, module, recordID string, revision int) (RevisionWithParent, error) {
+	var r RevisionWithParent
+	err := db.Q(ctx).QueryRow(ctx, `SELECT rv.owner_id, rv.record_id, rv.revision, rv.snapshot, rv.idempotency_key, rv.created_at,
+			p.owner_id, p.id, p.module_code
+		FROM record_revision rv JOIN record p ON p.owner_id = rv.owner_id AND p.id = rv.record_id
+		WHERE rv.owner_id = $1 AND rv.record_id = $2 AND rv.revision = $3 AND p.module_code = $4`,
+		owner, recordID, revision, module).
+		Scan(&r.OwnerID, &r.RecordID, &r.Revision.Revision, &r.Snapshot, &r.IdempotencyKey, &r.CreatedAt, &r.ParentOwner, &r.ParentID, &r.ParentModule)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return r, ErrNotFound
+	}
+	if err != nil {
+		return r, fmt.Errorf("find revision: %w", err)
+	}
+	return r, nil
+}
+
+const executionColumns = `id, owner_id, module_code, record_id, feature_id, mode, status, record_revision, input, output, idempotency_key, created_at, updated_at`
+
+func scanExecution(row pgx.Row) (Execution, error) {
+	var e Execution
+	err := row.Scan(&e.ID, &e.OwnerID, &e.ModuleCode, &e.RecordID, &e.FeatureID, &e.Mode, &e.Status, &e.RecordRevision,
+		&e.Input, &e.Output, &e.IdempotencyKey, &e.CreatedAt, &e.UpdatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return e, ErrNotFound
+	}
+	return e, err
+}
+
+// FindExecution reads one execution by owner, module, record and id.
+func (db *DB) FindExecution(ctx context.Context, owner, module, recordID, id string) (Execution, error) {
+	return scanExecution(db.Q(ctx).QueryRow(ctx, `SELECT `+executionColumns+` FROM feature_execution
+		WHERE owner_id = $1 AND module_code = $2 AND record_id = $3 AND id = $4`, owner, module, recordID, id))
+}
+
+// FindReview reads one review of owner by record and id.
+func (db *DB) FindReview(ctx context.Context, owner, recordID, id string) (Review, error) {
+	var r Review
+	err := db.Q(ctx).QueryRow(ctx, `SELECT id, owner_id, module_code, record_id, record_revision, verdict, comment, idempotency_key, created_at
+		FROM commitment_review WHERE owner_id = $1 AND record_id = $2 AND id = $3`, owner, recordID, id).
+		Scan(&r.ID, &r.OwnerID, &r.ModuleCode, &r.RecordID, &r.RecordRevision, &r.Verdict, &r.Comment, &r.IdempotencyKey, &r.CreatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return r, ErrNotFound
+	}
+	if err != nil {
+		return r, fmt.Errorf("find review: %w", err)
+	}
+	return r, nil
+}
