@@ -9,7 +9,9 @@ import (
 
 func newDemoCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{Use: "demo", Short: "Demo data and guided demos", Args: cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error { return usagef("demo needs a subcommand: seed or blocked-external") }}
+		RunE: func(*cobra.Command, []string) error {
+			return usagef("demo needs a subcommand: seed or blocked-external")
+		}}
 	seed := &cobra.Command{Use: "seed", Short: "Write a small demo data set for alice and bob (idempotent)", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			k, err := a.kernel(cmd.Context())

@@ -24,12 +24,12 @@ type Kernel struct {
 	runner   *idem.Runner
 	Registry *Registry
 
-	recordPolicy    recordSnapshotPolicy
-	featurePolicy   featureExecutionPolicy
-	reviewPolicy    commitmentReviewPolicy
-	observe         func(step string)
-	idMu            sync.Mutex
-	entropy         *ulid.MonotonicEntropy
+	recordPolicy  recordSnapshotPolicy
+	featurePolicy featureExecutionPolicy
+	reviewPolicy  commitmentReviewPolicy
+	observe       func(step string)
+	idMu          sync.Mutex
+	entropy       *ulid.MonotonicEntropy
 }
 
 // Options configures a Kernel.
@@ -94,7 +94,9 @@ func OpFeature(module, recordID, featureID string) string {
 }
 
 // OpReview is the operation of creating a commitment review.
-func OpReview(recordID string) string { return ModuleCommitment + ":record:" + recordID + ":review:create" }
+func OpReview(recordID string) string {
+	return ModuleCommitment + ":record:" + recordID + ":review:create"
+}
 
 // OpLegacyIdentityCreate is the disabled legacy operation whose receipts may be redacted.
 const OpLegacyIdentityCreate = "identity:create"
