@@ -3,4 +3,6 @@ package cli
 import "github.com/spf13/cobra"
 
 // addMoreCommands registers storm, serve and their worker commands.
-func addMoreCommands(root *cobra.Command, a *app) {}
+func addMoreCommands(root *cobra.Command, a *app) {
+	root.AddCommand(newStormCmd(a), newStormWorkerCmd(a), newServeCmd(a))
+}

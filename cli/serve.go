@@ -1,0 +1,71 @@
+package cli
+
+import (
+	"fmt"
+	"log"
+
+	"github.com/spf13/cobra"
+
+	"idemwork/apperr"
+	"idemwork/httpapi"
+)
+
+func newServeCmd(a *app) *cobra.Command {
+	var addr string
+	var devAuth, allowRemote bool
+	cmd := &cobra.Command{Use: "serve", Short: "Serve the kernel over HTTP (SPEC §10.3) on loopback",
+		Long: "serve answers POST/PATCH/GET under /v1/modules/{module}/records with the kernel behind it. The owner\n" +
+			"is the one config [http.tokens] maps the request's 'Authorization: Bearer <token>' to; with --dev-auth,\n" +
+			"loopback clients may name it in X-Owner-Id instead. It stops gracefully on SIGINT/SIGTERM.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			if err := a.loadConfig(); err != nil {
+				return err
+			}
+			if !cmd.Flags().Changed("addr") {
+				addr = a.cfg.HTTP.Addr
+			}
+			if !allowRemote {
+				if err := httpapi.CheckLoopbackAddr(addr); err != nil {
+					return usagef("%s", apperr.As(err).Message)
+				}
+			}
+			k, err := a.kernel(ctx)
+			if err != nil {
+				return err
+			}
+			ln, err := httpapi.Listen(addr, allowRemote)
+			if err != nil {
+				if ae, ok := err.(*apperr.Error); ok && ae.Code == apperr.Usage {
+					return usagef("%s", ae.Message)
+				}
+				return &setupError{err}
+			}
+			api := httpapi.New(k, httpapi.Options{Tokens: a.cfg.HTTP.Tokens, MaxBodyBytes: a.cfg.HTTP.MaxBodyBytes,
+				DevAuth: devAuth, AccessLog: a.stderr})
+			srv := httpapi.NewServer(api, log.New(a.stderr, "idemwork serve: ", 0))
+			url := "http://" + ln.Addr().String()
+			if a.flags.json {
+				writeJSON(a.stdout, map[string]any{"listening": url, "tokens": len(a.cfg.HTTP.Tokens), "devAuth": devAuth,
+					"database": a.conn.Display, "readOnly": a.conn.ReadOnly})
+			} else {
+				fmt.Fprintf(a.stdout, "idemwork serve: listening on %s (database %s%s; %d token(s)%s); Ctrl-C stops\n", url,
+					a.conn.Display, map[bool]string{true: ", read-only", false: ""}[a.conn.ReadOnly],
+					len(a.cfg.HTTP.Tokens), map[bool]string{true: ", --dev-auth on loopback", false: ""}[devAuth])
+			}
+			if len(a.cfg.HTTP.Tokens) == 0 && !devAuth {
+				fmt.Fprintln(a.stderr, "idemwork serve: no [http.tokens] configured: every request will get 401 (see config.example.toml, or use --dev-auth)")
+			}
+			if err := httpapi.Serve(ctx, srv, ln, httpapi.ShutdownGrace); err != nil {
+				return &setupError{err}
+			}
+			fmt.Fprintln(a.stderr, "idemwork serve: stopped")
+			return nil
+		}}
+	f := cmd.Flags()
+	f.StringVar(&addr, "addr", "127.0.0.1:8787", "listen address (loopback only; default: config http.addr)")
+	f.BoolVar(&devAuth, "dev-auth", false, "accept X-Owner-Id as the owner from loopback clients (development only)")
+	f.BoolVar(&allowRemote, "allow-remote", false, "allow a non-loopback --addr (put TLS and a proxy in front)")
+	return cmd
+}

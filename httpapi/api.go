@@ -1,0 +1,415 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"idemwork/apperr"
+	"idemwork/idem"
+	"idemwork/kernel"
+)
+
+// Header names of the API.
+const (
+	HeaderIdempotencyKey = "Idempotency-Key"
+	// HeaderReplayed is "true" on a response restored from the first result (REPLAYED) or shared
+	// from an in-process leader (JOINED).
+	HeaderReplayed = "Idempotent-Replayed"
+	// HeaderOutcome names the outcome of a write: EXECUTED, REPLAYED or JOINED.
+	HeaderOutcome = "Idempotency-Outcome"
+	// HeaderWaited is "true" when a replay first waited on the unique index for the winner.
+	HeaderWaited = "Idempotency-Waited"
+	// HeaderShare set to "off" asks the server not to share an in-process flight for this
+	// request (the CLI's --no-share): it only bypasses an optimisation, never a rule.
+	HeaderShare = "X-Idemwork-Share"
+	// HeaderDevOwner names the owner in --dev-auth mode (loopback clients only).
+	HeaderDevOwner = "X-Owner-Id"
+)
+
+// DefaultMaxBodyBytes caps request bodies when Options.MaxBodyBytes is 0.
+const DefaultMaxBodyBytes = 256 << 10
+
+// Adapter-level codes without an entry in apperr.
+const (
+	codeMethodNotAllowed apperr.Code = "METHOD_NOT_ALLOWED"
+)
+
+// Options configures the handler.
+type Options struct {
+	// Tokens maps a bearer token to the owner it acts as (config http.tokens).
+	Tokens map[string]string
+	// MaxBodyBytes caps a request body (413 PAYLOAD_TOO_LARGE above it); 0 = DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// DevAuth accepts X-Owner-Id as the owner, and only from a loopback remote address.
+	DevAuth bool
+	// AccessLog receives one line per request; nil logs nothing.
+	AccessLog io.Writer
+	// RequestContext, when set, derives each request's context (storms use it to inject a
+	// fault into the server's work).
+	RequestContext func(context.Context) context.Context
+}
+
+// API is the HTTP handler over a kernel.
+type API struct {
+	k       *kernel.Kernel
+	opts    Options
+	tokens  []tokenEntry
+	log     *slog.Logger
+	mux     *http.ServeMux
+	methods []string
+}
+
+type tokenEntry struct {
+	sum   [32]byte
+	owner string
+}
+
+// New returns the handler serving SPEC §10.3 over k.
+func New(k *kernel.Kernel, opts Options) *API {
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	a := &API{k: k, opts: opts, mux: http.NewServeMux(),
+		methods: []string{http.MethodGet, http.MethodPost, http.MethodPatch, http.MethodPut, http.MethodDelete}}
+	for tok, owner := range opts.Tokens {
+		a.tokens = append(a.tokens, tokenEntry{sum: sha256.Sum256([]byte(tok)), owner: owner})
+	}
+	if opts.AccessLog != nil {
+		a.log = slog.New(slog.NewTextHandler(opts.AccessLog, nil))
+	}
+	m := a.mux
+	m.HandleFunc("POST /v1/modules/{module}/records", a.endpoint(a.createRecord))
+	m.HandleFunc("PATCH /v1/modules/{module}/records/{id}", a.endpoint(a.patchRecord))
+	m.HandleFunc("POST /v1/modules/{module}/records/{id}/features/{featureId}", a.endpoint(a.runFeature))
+	m.HandleFunc("POST /v1/modules/{module}/records/{id}/reviews", a.endpoint(a.createReview))
+	m.HandleFunc("GET /v1/modules/{module}/records/{id}", a.endpoint(a.getRecord))
+	m.HandleFunc("GET /v1/modules/{module}/records/{id}/{part}", a.endpoint(a.getRecordPart))
+	m.HandleFunc("GET /v1/keys/{key...}", a.endpoint(a.getKey))
+	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+	})
+	m.HandleFunc("/", a.fallback)
+	return a
+}
+
+// accessEntry is what a handler tells the access log about its request.
+type accessEntry struct {
+	outcome string
+	owner   string
+	err     error
+}
+
+type entryKey struct{}
+
+func entryOf(r *http.Request) *accessEntry {
+	if e, ok := r.Context().Value(entryKey{}).(*accessEntry); ok {
+		return e
+	}
+	return &accessEntry{}
+}
+
+// statusWriter remembers the status written.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// ServeHTTP logs the request, recovers a panicking handler into a 500, and routes.
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	entry := &accessEntry{}
+	ctx := context.WithValue(r.Context(), entryKey{}, entry)
+	if a.opts.RequestContext != nil {
+		ctx = a.opts.RequestContext(ctx)
+	}
+	r = r.WithContext(ctx)
+	sw := &statusWriter{ResponseWriter: w}
+	defer func() {
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			entry.err = fmt.Errorf("panic: %v", p)
+			if sw.status == 0 {
+				writeError(sw, apperr.New(apperr.Internal, "internal error (see the server log)"))
+			}
+		}
+		if a.log == nil {
+			return
+		}
+		attrs := []any{"method", r.Method, "path", r.URL.Path, "status", sw.status,
+			"outcome", entry.outcome, "duration", time.Since(start).Round(time.Microsecond).String()}
+		if entry.owner != "" {
+			attrs = append(attrs, "owner", entry.owner)
+		}
+		if entry.err != nil && sw.status >= 500 {
+			attrs = append(attrs, "error", entry.err.Error())
+		}
+		a.log.Info("request", attrs...)
+	}()
+	a.mux.ServeHTTP(sw, r)
+}
+
+// fallback answers what no route matched: 405 with Allow when the path exists under another
+// method, else 404, both as coded JSON.
+func (a *API) fallback(w http.ResponseWriter, r *http.Request) {
+	var allowed []string
+	for _, m := range a.methods {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := a.mux.Handler(probe); pattern != "" && pattern != "/" {
+			allowed = append(allowed, m)
+		}
+	}
+	e := entryOf(r)
+	if len(allowed) > 0 {
+		w.Header().Set("Allow", strings.Join(allowed, ", "))
+		e.outcome = string(codeMethodNotAllowed)
+		writeErrorStatus(w, http.StatusMethodNotAllowed, codeMethodNotAllowed,
+			fmt.Sprintf("%s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, strings.Join(allowed, ", ")))
+		return
+	}
+	e.outcome = string(apperr.NotFound)
+	writeError(w, apperr.New(apperr.NotFound, "no route %s %s (see SPEC §10.3: /v1/modules/{module}/records...)", r.Method, r.URL.Path))
+}
+
+// reply is what an endpoint answers on success.
+type reply struct {
+	status  int
+	body    any
+	outcome idem.Outcome
+	waited  bool
+	header  map[string]string
+}
+
+type endpointFunc func(r *http.Request, owner string) (reply, error)
+
+// endpoint authenticates the owner, runs fn and writes its reply or coded error.
+func (a *API) endpoint(fn endpointFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		e := entryOf(r)
+		owner, err := a.authenticate(r)
+		if err != nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="idemwork"`)
+			e.outcome = string(apperr.CodeOf(err))
+			writeError(w, err)
+			return
+		}
+		e.owner = owner
+		rep, err := fn(r, owner)
+		if err != nil {
+			e.err = err
+			e.outcome = string(apperr.As(err).Code)
+			writeError(w, err)
+			return
+		}
+		if rep.outcome != "" {
+			e.outcome = string(rep.outcome)
+			w.Header().Set(HeaderOutcome, string(rep.outcome))
+			if rep.outcome == idem.Replayed || rep.outcome == idem.Joined {
+				w.Header().Set(HeaderReplayed, "true")
+			}
+			if rep.waited {
+				w.Header().Set(HeaderWaited, "true")
+			}
+		}
+		for k, v := range rep.header {
+			w.Header().Set(k, v)
+		}
+		writeJSON(w, rep.status, rep.body)
+	}
+}
+
+// authenticate names the owner of a request: the owner its bearer token maps to, or (with
+// --dev-auth, from loopback only) X-Owner-Id. Never a body field.
+func (a *API) authenticate(r *http.Request) (string, error) {
+	var tokenOwner string
+	if h := r.Header.Get("Authorization"); h != "" {
+		scheme, tok, ok := strings.Cut(h, " ")
+		tok = strings.TrimSpace(tok)
+		if !ok || !strings.EqualFold(scheme, "Bearer") || tok == "" {
+			return "", apperr.New(apperr.Unauthorized, "Authorization must be 'Bearer <token>'")
+		}
+		owner, found := a.lookupToken(tok)
+		if !found {
+			return "", apperr.New(apperr.Unauthorized, "the bearer token is not one of http.tokens")
+		}
+		tokenOwner = owner
+	}
+	if values, present := r.Header[http.CanonicalHeaderKey(HeaderDevOwner)]; present {
+		if !a.opts.DevAuth {
+			return "", apperr.New(apperr.Unauthorized, "%s is accepted only when the server runs with --dev-auth; authenticate with Authorization: Bearer <token>", HeaderDevOwner)
+		}
+		if !isLoopbackRemote(r.RemoteAddr) {
+			return "", apperr.New(apperr.Unauthorized, "%s is accepted only from a loopback address", HeaderDevOwner)
+		}
+		if len(values) != 1 {
+			return "", apperr.New(apperr.Unauthorized, "%s must appear once", HeaderDevOwner)
+		}
+		dev := values[0]
+		if err := idem.ValidateOwner(dev); err != nil {
+			return "", apperr.New(apperr.Unauthorized, "%s: %s", HeaderDevOwner, apperr.As(err).Message)
+		}
+		if tokenOwner != "" && tokenOwner != dev {
+			return "", apperr.New(apperr.Unauthorized, "the bearer token cannot act as another owner than its own")
+		}
+		return dev, nil
+	}
+	if tokenOwner == "" {
+		return "", apperr.New(apperr.Unauthorized, "missing Authorization: Bearer <token> (tokens are mapped to owners in config http.tokens)")
+	}
+	return tokenOwner, nil
+}
+
+// lookupToken compares against every configured token in constant time, so response timing
+// does not reveal how much of a guess was right.
+func (a *API) lookupToken(tok string) (string, bool) {
+	sum := sha256.Sum256([]byte(tok))
+	owner, found := "", false
+	for _, t := range a.tokens {
+		if subtle.ConstantTimeCompare(sum[:], t.sum[:]) == 1 {
+			owner, found = t.owner, true
+		}
+	}
+	return owner, found
+}
+
+func isLoopbackRemote(remote string) bool {
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		host = remote
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// decodeBody reads a capped JSON body strictly into dst: anything but exactly one JSON object,
+// unknown fields and mistyped fields are 400 BAD_REQUEST, a body over the cap 413
+// PAYLOAD_TOO_LARGE. An empty body is accepted only when optional.
+func (a *API) decodeBody(r *http.Request, dst any, optional bool) error {
+	limit := a.opts.MaxBodyBytes
+	if r.ContentLength > limit {
+		return tooLarge(limit)
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, limit))
+	var raw json.RawMessage
+	err := dec.Decode(&raw)
+	switch {
+	case errors.Is(err, io.EOF):
+		if optional {
+			return nil
+		}
+		return apperr.New(apperr.BadRequest, "the request body must be a JSON object")
+	case err != nil:
+		return badBody(err, limit)
+	}
+	if err := dec.Decode(&struct{}{}); !errors.Is(err, io.EOF) {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return tooLarge(limit)
+		}
+		return apperr.New(apperr.BadRequest, "the request body must hold exactly one JSON object")
+	}
+	if raw = bytes.TrimSpace(raw); len(raw) == 0 || raw[0] != '{' {
+		return apperr.New(apperr.BadRequest, "the request body must be a JSON object")
+	}
+	strict := json.NewDecoder(bytes.NewReader(raw))
+	strict.DisallowUnknownFields()
+	if err := strict.Decode(dst); err != nil {
+		return badBody(err, limit)
+	}
+	return nil
+}
+
+func tooLarge(limit int64) error {
+	return apperr.New(apperr.PayloadTooLarge, "the request body exceeds http.max_body_bytes (%d bytes)", limit)
+}
+
+func badBody(err error, limit int64) error {
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return tooLarge(limit)
+	}
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		return apperr.New(apperr.BadRequest, "malformed JSON at byte %d: %v", syn.Offset, syn)
+	case errors.As(err, &typ):
+		if typ.Field != "" {
+			return apperr.New(apperr.BadRequest, "field %q: want %s, got JSON %s", typ.Field, typ.Type, typ.Value)
+		}
+		return apperr.New(apperr.BadRequest, "the request body must be a JSON object, got JSON %s", typ.Value)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return apperr.New(apperr.BadRequest, "malformed JSON: the body ends early")
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return apperr.New(apperr.BadRequest, "unknown field %s (the owner comes from the bearer token, never from the body)", strings.TrimPrefix(err.Error(), "json: unknown field "))
+	}
+	return apperr.New(apperr.BadRequest, "malformed JSON: %v", err)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+// ErrorBody is the JSON of every error: {"error": {"code", "status", "message"}}.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail is the inside of ErrorBody.
+type ErrorDetail struct {
+	Code    apperr.Code `json:"code"`
+	Status  int         `json:"status"`
+	Message string      `json:"message"`
+}
+
+// writeError writes a coded error with its status; an uncoded error becomes a generic 500 so a
+// raw SQL or Go error never reaches a client.
+func writeError(w http.ResponseWriter, err error) {
+	ae := apperr.As(err)
+	msg := ae.Message
+	if msg == "" {
+		msg = string(ae.Code)
+	}
+	writeErrorStatus(w, ae.Status(), ae.Code, msg)
+}
+
+func writeErrorStatus(w http.ResponseWriter, status int, code apperr.Code, msg string) {
+	if status == http.StatusRequestEntityTooLarge {
+		// The rest of an oversized body is never read; the connection cannot be reused.
+		w.Header().Set("Connection", "close")
+	}
+	writeJSON(w, status, ErrorBody{Error: ErrorDetail{Code: code, Status: status, Message: msg}})
+}

@@ -1,0 +1,78 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"idemwork/apperr"
+)
+
+// FuzzDecodeBody: whatever a client sends, decoding a body either fills the request struct from
+// exactly one JSON object within the cap, or fails with 400 BAD_REQUEST / 413
+// PAYLOAD_TOO_LARGE — never a panic, never another code.
+func FuzzDecodeBody(f *testing.F) {
+	for _, s := range []string{`{"title":"t"}`, `{"title":"t","payload":{"a":[1,2]}}`, `{"expectRevision":1}`, ``, `{`, `[]`,
+		`{"title":"t"} {}`, `{"owner":"x"}`, `null`, `{"title":1}`, "{\"title\":\"\u0000\"}", `{"title":"t"}` + string(bytes.Repeat([]byte(" "), 300))} {
+		f.Add([]byte(s), false)
+		f.Add([]byte(s), true)
+	}
+	a := &API{opts: Options{MaxBodyBytes: 256}}
+	f.Fuzz(func(t *testing.T, body []byte, patch bool) {
+		r := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
+		var dst any = &CreateBody{}
+		if patch {
+			dst = &PatchBody{}
+		}
+		err := a.decodeBody(r, dst, false)
+		if err == nil {
+			if len(body) > 256 {
+				t.Fatalf("accepted %d bytes over a 256-byte cap", len(body))
+			}
+			var m map[string]json.RawMessage
+			if json.Unmarshal(body, &m) != nil || m == nil {
+				t.Fatalf("accepted a body that is not one JSON object: %q", body)
+			}
+			return
+		}
+		switch c := apperr.CodeOf(err); c {
+		case apperr.BadRequest, apperr.PayloadTooLarge:
+		default:
+			t.Fatalf("code %s for %q: %v", c, body, err)
+		}
+	})
+}
+
+// FuzzAuthenticate: only an exact configured token (or, in dev mode from loopback, a valid
+// X-Owner-Id agreeing with it) names an owner; anything else is 401.
+func FuzzAuthenticate(f *testing.F) {
+	const token = "token-alice-0001"
+	for _, s := range []string{"Bearer " + token, "bearer " + token, "Bearer  " + token + " ", "Bearer", "Basic x", "",
+		"Bearer token-alice-000", "Bearer " + token + "x"} {
+		f.Add(s, "", false)
+		f.Add(s, "alice", true)
+		f.Add(s, "bob", true)
+	}
+	f.Fuzz(func(t *testing.T, authz, devOwner string, dev bool) {
+		a := New(nil, Options{Tokens: map[string]string{token: "alice"}, DevAuth: dev})
+		r := httptest.NewRequest(http.MethodGet, "/", nil) // RemoteAddr 192.0.2.1: not loopback
+		if authz != "" {
+			r.Header.Set("Authorization", authz)
+		}
+		if devOwner != "" {
+			r.Header.Set(HeaderDevOwner, devOwner)
+		}
+		owner, err := a.authenticate(r)
+		if err != nil {
+			if c := apperr.CodeOf(err); c != apperr.Unauthorized {
+				t.Fatalf("code %s", c)
+			}
+			return
+		}
+		if owner != "alice" || devOwner != "" {
+			t.Fatalf("authenticated %q with Authorization %q and X-Owner-Id %q from a non-loopback address", owner, authz, devOwner)
+		}
+	})
+}

@@ -1,0 +1,186 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"idemwork/apperr"
+	"idemwork/kernel"
+	"idemwork/store"
+)
+
+// Request bodies. Unknown fields are rejected (400), so an "owner" in a body never silently
+// does anything: the owner is the token's.
+
+// CreateBody is the body of POST /v1/modules/{module}/records.
+type CreateBody struct {
+	Title   string          `json:"title"`
+	Summary *string         `json:"summary,omitempty"`
+	Payload json.RawMessage `json:"payload,omitempty"`
+}
+
+// PatchBody is the body of PATCH /v1/modules/{module}/records/{id}.
+type PatchBody struct {
+	ExpectRevision int             `json:"expectRevision"`
+	Title          *string         `json:"title,omitempty"`
+	Summary        *string         `json:"summary,omitempty"`
+	Payload        json.RawMessage `json:"payload,omitempty"`
+}
+
+// FeatureBody is the (optional) body of POST .../features/{featureId}.
+type FeatureBody struct {
+	Input json.RawMessage `json:"input,omitempty"`
+}
+
+// ReviewBody is the body of POST /v1/modules/COMMITMENT/records/{id}/reviews.
+type ReviewBody struct {
+	Verdict string `json:"verdict"`
+	Comment string `json:"comment"`
+}
+
+// shareOf reads the per-request sharing switch: nil (the runner's default) unless the client
+// sent X-Idemwork-Share: off.
+func shareOf(r *http.Request) *bool {
+	switch strings.ToLower(strings.TrimSpace(r.Header.Get(HeaderShare))) {
+	case "off", "false", "0", "no":
+		f := false
+		return &f
+	}
+	return nil
+}
+
+func keyOf(r *http.Request) string { return r.Header.Get(HeaderIdempotencyKey) }
+
+// rawOrNil keeps an absent JSON field absent (nil) rather than a literal null.
+func rawOrNil(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 {
+		return nil
+	}
+	return raw
+}
+
+func writeReply(status int, res kernel.WriteResult) reply {
+	return reply{status: status, body: res, outcome: res.Outcome, waited: res.Waited}
+}
+
+func (a *API) createRecord(r *http.Request, owner string) (reply, error) {
+	var b CreateBody
+	if err := a.decodeBody(r, &b, false); err != nil {
+		return reply{}, err
+	}
+	module := r.PathValue("module")
+	res, err := a.k.Create(r.Context(), kernel.CreateInput{Owner: owner, Module: module, Key: keyOf(r),
+		Title: b.Title, Summary: b.Summary, Payload: rawOrNil(b.Payload), ShareInFlight: shareOf(r)})
+	if err != nil {
+		return reply{}, err
+	}
+	rep := writeReply(http.StatusCreated, res)
+	if res.Record != nil {
+		rep.header = map[string]string{"Location": recordPath(res.Record.ModuleCode, res.Record.ID)}
+	}
+	return rep, nil
+}
+
+func recordPath(module, id string) string {
+	return "/v1/modules/" + url.PathEscape(module) + "/records/" + url.PathEscape(id)
+}
+
+func (a *API) patchRecord(r *http.Request, owner string) (reply, error) {
+	var b PatchBody
+	if err := a.decodeBody(r, &b, false); err != nil {
+		return reply{}, err
+	}
+	res, err := a.k.Patch(r.Context(), kernel.PatchInput{Owner: owner, Module: r.PathValue("module"), RecordID: r.PathValue("id"),
+		Key: keyOf(r), ExpectRevision: b.ExpectRevision, Title: b.Title, Summary: b.Summary, Payload: rawOrNil(b.Payload),
+		ShareInFlight: shareOf(r)})
+	if err != nil {
+		return reply{}, err
+	}
+	return writeReply(http.StatusOK, res), nil
+}
+
+func (a *API) runFeature(r *http.Request, owner string) (reply, error) {
+	var b FeatureBody
+	if err := a.decodeBody(r, &b, true); err != nil {
+		return reply{}, err
+	}
+	res, err := a.k.RunFeature(r.Context(), kernel.FeatureInput{Owner: owner, Module: r.PathValue("module"), RecordID: r.PathValue("id"),
+		FeatureID: r.PathValue("featureId"), Key: keyOf(r), Input: rawOrNil(b.Input), ShareInFlight: shareOf(r)})
+	if err != nil {
+		return reply{}, err
+	}
+	return writeReply(http.StatusOK, res), nil
+}
+
+func (a *API) createReview(r *http.Request, owner string) (reply, error) {
+	if m := r.PathValue("module"); m != kernel.ModuleCommitment {
+		return reply{}, apperr.New(apperr.NotFound, "reviews exist only for %s records (POST /v1/modules/%s/records/{id}/reviews), not %s",
+			kernel.ModuleCommitment, kernel.ModuleCommitment, m)
+	}
+	var b ReviewBody
+	if err := a.decodeBody(r, &b, false); err != nil {
+		return reply{}, err
+	}
+	res, err := a.k.CreateReview(r.Context(), kernel.ReviewInput{Owner: owner, RecordID: r.PathValue("id"), Key: keyOf(r),
+		Verdict: b.Verdict, Comment: b.Comment, ShareInFlight: shareOf(r)})
+	if err != nil {
+		return reply{}, err
+	}
+	return reply{status: http.StatusCreated, body: res, outcome: res.Outcome, waited: res.Waited}, nil
+}
+
+func (a *API) recordDetail(r *http.Request, owner string) (store.RecordDetail, error) {
+	id := r.PathValue("id")
+	if err := kernel.CheckRecordID(id); err != nil {
+		return store.RecordDetail{}, err
+	}
+	return a.k.DB().GetRecordDetail(r.Context(), owner, r.PathValue("module"), id)
+}
+
+func (a *API) getRecord(r *http.Request, owner string) (reply, error) {
+	d, err := a.recordDetail(r, owner)
+	if err != nil {
+		return reply{}, err
+	}
+	return reply{status: http.StatusOK, body: d}, nil
+}
+
+func (a *API) getRecordPart(r *http.Request, owner string) (reply, error) {
+	part := r.PathValue("part")
+	switch part {
+	case "revisions", "executions", "audit":
+	default:
+		return reply{}, apperr.New(apperr.NotFound, "no route GET %s (a record has /revisions, /executions and /audit)", r.URL.Path)
+	}
+	d, err := a.recordDetail(r, owner)
+	if err != nil {
+		return reply{}, err
+	}
+	var body any
+	switch part {
+	case "revisions":
+		body = map[string]any{"revisions": nonNil(d.Revisions)}
+	case "executions":
+		body = map[string]any{"executions": nonNil(d.Executions)}
+	default:
+		body = map[string]any{"audit": nonNil(d.Audit)}
+	}
+	return reply{status: http.StatusOK, body: body}, nil
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+func (a *API) getKey(r *http.Request, owner string) (reply, error) {
+	v, err := a.k.InspectKey(r.Context(), owner, r.PathValue("key"))
+	if err != nil {
+		return reply{}, err
+	}
+	return reply{status: http.StatusOK, body: v}, nil
+}

@@ -1,0 +1,259 @@
+package storm
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"io"
+	"net/url"
+	"time"
+
+	"idemwork/apperr"
+	"idemwork/config"
+	"idemwork/idem"
+	"idemwork/kernel"
+)
+
+// Op names the operation a storm fires.
+type Op string
+
+// The operations a storm can fire.
+const (
+	OpCreate Op = "create"
+	OpPatch  Op = "patch"
+	OpAction Op = "action"
+)
+
+// How requests reach the kernel.
+const (
+	ViaInproc = "inproc"
+	ViaHTTP   = "http"
+)
+
+// Limits and defaults of a storm.
+const (
+	MaxRequests        = 100_000
+	MaxProcesses       = 64
+	MaxConcurrency     = 256 // per process
+	DefaultConcurrency = 32  // per process, when Spec.Concurrency is 0
+)
+
+// Codes a storm reports besides the kernel's.
+const (
+	// CodeInjectedFault is the outcome of the one request whose work FailFirst broke.
+	CodeInjectedFault apperr.Code = "INJECTED_FAULT"
+	// CodeNoResponse counts requests that produced no result (cancelled, or their process died).
+	CodeNoResponse apperr.Code = "NO_RESPONSE"
+	// CodeCancelled is a request cut short by the storm's context.
+	CodeCancelled apperr.Code = "CANCELLED"
+	// CodeHTTPError is a request that got no HTTP response (connection refused, reset...).
+	CodeHTTPError apperr.Code = "HTTP_ERROR"
+	// CodeDisagrees is the error of a storm whose responses the database contradicts.
+	CodeDisagrees apperr.Code = "STORM_VERIFICATION_FAILED"
+)
+
+// Spec is one storm: N requests of one operation on one owner and key.
+type Spec struct {
+	Op Op
+	// The request of Op (only that one is read). Its Key is the storm's key: empty gets a
+	// generated one (reported in the summary). ShareInFlight is ignored: Share decides.
+	Create kernel.CreateInput
+	Patch  kernel.PatchInput
+	Action kernel.FeatureInput
+	// N requests in all; Concurrency workers in each process (0: min(requests per process,
+	// DefaultConcurrency)); Processes child processes (0 or 1: this process only).
+	N           int
+	Concurrency int
+	Processes   int
+	// Share is in-process flight sharing: true lets followers JOIN a leader; false sends every
+	// request to the database, where losers wait on the unique index.
+	Share bool
+	// Via is ViaInproc (default) or ViaHTTP.
+	Via string
+	// URL of a running `idemwork serve` for ViaHTTP; empty starts a loopback server in this
+	// process over Env.Kernel.
+	URL string
+	// Token is the bearer token for URL (a self-started server makes its own).
+	Token string
+	// FailFirst injects a failure into the first attempt's work (after its audit step), once
+	// across the whole storm: the transaction rolls back and another request must execute.
+	FailFirst bool
+}
+
+// Env is what the engine needs from its host.
+type Env struct {
+	// Kernel serves in-process requests and the self-started HTTP server, and its database is
+	// the one the verdict is read from. Required.
+	Kernel *kernel.Kernel
+	// DSN is the database children connect to (multi-process storms via inproc).
+	DSN string
+	// Executable is the binary children run (default os.Executable()); WorkerArgs its
+	// arguments (default ["storm-worker"]); WorkerEnv extra environment entries.
+	Executable string
+	WorkerArgs []string
+	WorkerEnv  []string
+	// HTTP configures the self-started server (MaxBodyBytes).
+	HTTP config.HTTP
+	// Stderr receives the children's stderr as it comes (nil: kept only for error messages).
+	Stderr io.Writer
+	// ReadyTimeout bounds how long children may take to connect and warm up (default 1 minute).
+	ReadyTimeout time.Duration
+}
+
+// Event is one finished request.
+type Event struct {
+	Index int `json:"index"`
+	PID   int `json:"pid"`
+	// Outcome is EXECUTED, REPLAYED, JOINED, or the error code.
+	Outcome     string  `json:"outcome"`
+	Waited      bool    `json:"waited"`
+	LatencyMs   float64 `json:"latencyMs"`
+	RecordID    string  `json:"recordId,omitempty"`
+	Revision    int     `json:"revision,omitempty"`
+	ExecutionID string  `json:"executionId,omitempty"`
+	Err         string  `json:"err,omitempty"`
+	// Status is the HTTP status of the response (or of the error's code in process).
+	Status int `json:"status,omitempty"`
+}
+
+// Succeeded reports whether the request got a result (EXECUTED, REPLAYED or JOINED).
+func (e Event) Succeeded() bool {
+	switch idem.Outcome(e.Outcome) {
+	case idem.Executed, idem.Replayed, idem.Joined:
+		return true
+	}
+	return false
+}
+
+// Key is the storm's Idempotency-Key.
+func (s Spec) Key() string {
+	switch s.Op {
+	case OpPatch:
+		return s.Patch.Key
+	case OpAction:
+		return s.Action.Key
+	}
+	return s.Create.Key
+}
+
+func (s *Spec) setKey(k string) {
+	switch s.Op {
+	case OpPatch:
+		s.Patch.Key = k
+	case OpAction:
+		s.Action.Key = k
+	default:
+		s.Create.Key = k
+	}
+}
+
+// Owner is the owner the storm writes as.
+func (s Spec) Owner() string {
+	switch s.Op {
+	case OpPatch:
+		return s.Patch.Owner
+	case OpAction:
+		return s.Action.Owner
+	}
+	return s.Create.Owner
+}
+
+// Module is the route's module.
+func (s Spec) Module() string {
+	switch s.Op {
+	case OpPatch:
+		return s.Patch.Module
+	case OpAction:
+		return s.Action.Module
+	}
+	return s.Create.Module
+}
+
+// Operation is the operation string the key binds to (SPEC §4.1).
+func (s Spec) Operation() string {
+	switch s.Op {
+	case OpPatch:
+		return kernel.OpPatch(s.Patch.Module, s.Patch.RecordID)
+	case OpAction:
+		return kernel.OpFeature(s.Action.Module, s.Action.RecordID, s.Action.FeatureID)
+	}
+	return kernel.OpCreate(s.Create.Module)
+}
+
+// perProcess is how many requests process i (of Processes) fires.
+func (s Spec) perProcess(i int) int {
+	n := s.N / s.Processes
+	if i < s.N%s.Processes {
+		n++
+	}
+	return n
+}
+
+func usage(format string, args ...any) error { return apperr.New(apperr.Usage, format, args...) }
+
+// Normalized fills the defaults of s (Processes, Concurrency, Via, a generated key) and checks
+// it; errors are coded USAGE (flags) or VALIDATION_FAILED (owner, key).
+func (s Spec) Normalized() (Spec, error) {
+	switch s.Op {
+	case OpCreate, OpPatch, OpAction:
+	default:
+		return s, usage("storm operation %q: want create, patch or action", s.Op)
+	}
+	if s.N < 1 || s.N > MaxRequests {
+		return s, usage("--n: want 1-%d requests, got %d", MaxRequests, s.N)
+	}
+	if s.Processes <= 0 {
+		s.Processes = 1
+	}
+	if s.Processes > MaxProcesses {
+		return s, usage("--processes: at most %d, got %d", MaxProcesses, s.Processes)
+	}
+	if s.Processes > s.N {
+		s.Processes = s.N
+	}
+	per := s.perProcess(0)
+	if s.Concurrency < 0 || s.Concurrency > MaxConcurrency {
+		return s, usage("--concurrency: want 1-%d per process, got %d", MaxConcurrency, s.Concurrency)
+	}
+	if s.Concurrency == 0 {
+		s.Concurrency = min(per, DefaultConcurrency)
+	}
+	s.Concurrency = min(s.Concurrency, per)
+	switch s.Via {
+	case "":
+		s.Via = ViaInproc
+	case ViaInproc, ViaHTTP:
+	default:
+		return s, usage("--via %q: want inproc or http", s.Via)
+	}
+	if s.URL != "" {
+		if s.Via != ViaHTTP {
+			return s, usage("--url needs --via http")
+		}
+		u, err := url.Parse(s.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return s, usage("--url %q: want http://host:port", s.URL)
+		}
+		if s.FailFirst {
+			return s, usage("--fail-first injects the failure into this process's kernel: it needs the storm's own server (drop --url)")
+		}
+		if s.Token == "" {
+			return s, usage("--url needs a bearer token (IDEMWORK_TOKEN, --token, or a config http.tokens entry for owner %s)", s.Owner())
+		}
+	}
+	if err := idem.ValidateOwner(s.Owner()); err != nil {
+		return s, err
+	}
+	if s.Key() == "" {
+		s.setKey("storm-" + randomHex(8))
+	}
+	if err := idem.ValidateKey(s.Key()); err != nil {
+		return s, err
+	}
+	return s, nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

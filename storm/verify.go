@@ -1,0 +1,201 @@
+package storm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"idemwork/idem"
+	"idemwork/kernel"
+	"idemwork/store"
+)
+
+// Verified is what the database holds for the storm's owner and key after the storm, read back
+// with queries (never inferred from the responses), and whether it agrees with the responses.
+type Verified struct {
+	// KeyStatus is the idempotency row's status: SUCCEEDED, PROCESSING, or ABSENT.
+	KeyStatus string `json:"keyStatus"`
+	// Operation is the operation the key is bound to in the database.
+	Operation string `json:"operation,omitempty"`
+	// Rows carrying the key: feature executions, record revisions and audit events.
+	Executions  int `json:"executions"`
+	Revisions   int `json:"revisions"`
+	AuditEvents int `json:"auditEvents"`
+	// Envelope is the stored result reference every replay restores.
+	Envelope *Reference `json:"envelope"`
+	// Agrees: the key succeeded with the storm's operation, exactly one execution/revision (as
+	// the operation writes) and one audit event carry the key, the envelope points at them, at
+	// most one request reports EXECUTED, and every successful response points at the same result.
+	Agrees   bool     `json:"agrees"`
+	Problems []string `json:"problems,omitempty"`
+}
+
+// Reference is an envelope's result reference.
+type Reference struct {
+	RecordID    string `json:"recordId"`
+	Revision    int    `json:"revision"`
+	ExecutionID string `json:"executionId,omitempty"`
+}
+
+type revisionRow struct {
+	recordID string
+	revision int
+}
+
+type executionRow struct {
+	id, mode, status, recordID string
+	revision                   int
+}
+
+// verify reads the key's rows and checks them against the responses.
+func verify(ctx context.Context, db *store.DB, spec Spec, results []Event, got []bool) Verified {
+	v := Verified{KeyStatus: "ABSENT"}
+	problem := func(format string, args ...any) { v.Problems = append(v.Problems, fmt.Sprintf(format, args...)) }
+	owner, key := spec.Owner(), spec.Key()
+
+	var status, operation string
+	var response []byte
+	err := db.Pool.QueryRow(ctx, `SELECT status, operation, response FROM idempotency_record
+		WHERE owner_id = $1 AND idempotency_key = $2`, owner, key).Scan(&status, &operation, &response)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+	case err != nil:
+		problem("reading the key failed: %v", err)
+		return v
+	default:
+		v.KeyStatus, v.Operation = status, operation
+	}
+
+	revs, err := collectRows(ctx, db, `SELECT record_id, revision FROM record_revision
+		WHERE owner_id = $1 AND idempotency_key = $2 ORDER BY record_id, revision`, owner, key,
+		func(r pgx.Rows) (revisionRow, error) {
+			var x revisionRow
+			return x, r.Scan(&x.recordID, &x.revision)
+		})
+	if err != nil {
+		problem("reading revisions failed: %v", err)
+		return v
+	}
+	execs, err := collectRows(ctx, db, `SELECT id, mode, status, record_id, record_revision FROM feature_execution
+		WHERE owner_id = $1 AND idempotency_key = $2 ORDER BY id`, owner, key,
+		func(r pgx.Rows) (executionRow, error) {
+			var x executionRow
+			return x, r.Scan(&x.id, &x.mode, &x.status, &x.recordID, &x.revision)
+		})
+	if err != nil {
+		problem("reading executions failed: %v", err)
+		return v
+	}
+	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM audit_event WHERE owner_id = $1 AND idempotency_key = $2`,
+		owner, key).Scan(&v.AuditEvents); err != nil {
+		problem("reading audit events failed: %v", err)
+		return v
+	}
+	v.Revisions, v.Executions = len(revs), len(execs)
+
+	if response != nil {
+		env, err := idem.ParseEnvelope(response)
+		var ref Reference
+		if err == nil && !env.Legacy {
+			err = json.Unmarshal(env.Result, &ref)
+		}
+		if err != nil || env.Legacy {
+			problem("the stored envelope is not a result reference: %s", response)
+		} else {
+			v.Envelope = &ref
+		}
+	}
+
+	successes, executed := 0, 0
+	for i, ev := range results {
+		if !got[i] || !ev.Succeeded() {
+			continue
+		}
+		successes++
+		if ev.Outcome == string(idem.Executed) {
+			executed++
+		}
+	}
+
+	switch {
+	case v.KeyStatus == "ABSENT":
+		problem("the database holds no idempotency row for owner %s and key %q", owner, key)
+	case v.KeyStatus != "SUCCEEDED":
+		problem("the key is %s in the database, not SUCCEEDED", v.KeyStatus)
+	}
+	if v.Operation != "" && v.Operation != spec.Operation() {
+		problem("the key is bound to %s, not %s", v.Operation, spec.Operation())
+	}
+	if successes == 0 {
+		problem("no request succeeded")
+	}
+	if executed > 1 {
+		problem("%d requests report EXECUTED for one key", executed)
+	}
+
+	wantRevisions, wantExecutions := 1, 0
+	if spec.Op == OpAction {
+		wantExecutions = 1
+		if len(execs) == 1 && execs[0].mode != string(kernel.ModeInternal) {
+			wantRevisions = 0 // blocked_external and outbox runs leave the revision where it was
+		}
+	}
+	if v.Revisions != wantRevisions {
+		problem("%d revisions carry the key, want %d", v.Revisions, wantRevisions)
+	}
+	if v.Executions != wantExecutions {
+		problem("%d feature executions carry the key, want %d", v.Executions, wantExecutions)
+	}
+	if v.AuditEvents != 1 {
+		problem("%d audit events carry the key, want 1", v.AuditEvents)
+	}
+
+	if ref := v.Envelope; ref != nil {
+		if len(revs) == 1 && (revs[0].recordID != ref.RecordID || revs[0].revision != ref.Revision) {
+			problem("the envelope references %s@%d but the key wrote revision %s@%d", ref.RecordID, ref.Revision, revs[0].recordID, revs[0].revision)
+		}
+		if len(execs) == 1 && (execs[0].id != ref.ExecutionID || execs[0].recordID != ref.RecordID) {
+			problem("the envelope references execution %q but the key wrote %q", ref.ExecutionID, execs[0].id)
+		}
+		mismatched, example := 0, ""
+		for i, ev := range results {
+			if !got[i] || !ev.Succeeded() {
+				continue
+			}
+			if ev.RecordID != ref.RecordID || ev.Revision != ref.Revision || ev.ExecutionID != ref.ExecutionID {
+				mismatched++
+				if example == "" {
+					example = fmt.Sprintf("request %d (%s) returned %s@%d %s", ev.Index, ev.Outcome, ev.RecordID, ev.Revision, ev.ExecutionID)
+				}
+			}
+		}
+		if mismatched > 0 {
+			problem("%d successful responses do not point at the stored result, e.g. %s", mismatched, example)
+		}
+	} else if v.KeyStatus == "SUCCEEDED" {
+		problem("the key succeeded but its envelope could not be read")
+	}
+
+	v.Agrees = len(v.Problems) == 0
+	return v
+}
+
+func collectRows[T any](ctx context.Context, db *store.DB, sql, owner, key string, scan func(pgx.Rows) (T, error)) ([]T, error) {
+	rows, err := db.Pool.Query(ctx, sql, owner, key)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		x, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, x)
+	}
+	return out, rows.Err()
+}
