@@ -3,26 +3,26 @@ GO      ?= go
 BIN     := bin/idemwork
 FUZZTIME ?= 5s
 # Fuzz targets as package:Target, each run for FUZZTIME by `make fuzz`.
-FUZZ_TARGETS := ./config:FuzzDecode
+FUZZ_TARGETS := ./config:FuzzDecode ./idem:FuzzValidateKey ./idem:FuzzValidateOwner ./idem:FuzzParseEnvelope ./kernel:FuzzCheckJSONObject
 
 .PHONY: run build test test-go test-race test-fuzz test-tmux lint fuzz bench clean
 
 ## run: build, start the embedded cluster, seed demo data (idempotent) and open the TUI
 run: build
-	./$(BIN)
+	./$(BIN) --demo
 
 ## build: compile bin/idemwork
 build:
 	$(GO) build -o $(BIN) .
 
 ## test: the whole suite against real PostgreSQL (the tests start their own cluster)
-test: lint test-go test-race test-fuzz
+test: lint test-tmux test-fuzz test-race test-go
 
 test-go:
 	$(GO) test -count=1 -timeout 15m ./...
 
 test-race:
-	$(GO) test -count=1 -race -timeout 15m ./idem/... ./kernel/... ./store/...
+	$(GO) test -count=1 -race -timeout 15m ./idem/... ./kernel/... ./store/... ./storm/... ./httpapi/... ./outbox/...
 
 # Each fuzz target for a few seconds: long enough to catch a regression in a parser.
 test-fuzz:
@@ -31,6 +31,10 @@ test-fuzz:
 		echo "fuzz $$pkg $$name ($(FUZZTIME))"; \
 		$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	done
+
+# The real binary in a real terminal: create, replay, storm, quit (scripts/tui-smoke.sh).
+test-tmux: build
+	scripts/tui-smoke.sh $(BIN)
 
 ## lint: gofmt, go vet, staticcheck
 lint:

@@ -46,6 +46,12 @@ type ConnInfo struct {
 	DSN      string `json:"-"`
 }
 
+// Pool ceilings when database.max_conns is 0.
+const (
+	defaultEmbeddedConns = 64
+	defaultRemoteConns   = 10
+)
+
 // embeddedDatabase is the database idemwork creates inside its private cluster.
 const embeddedDatabase = "idemwork"
 
@@ -94,6 +100,14 @@ func (a *app) openDB(ctx context.Context, migrate bool) (*store.DB, error) {
 		return nil, err
 	}
 	opts := store.Options{Migrate: migrate, MaxConns: int32(a.cfg.Database.MaxConns)}
+	if opts.MaxConns == 0 {
+		// Connections open lazily; the ceiling is what lets a storm of C concurrent requests
+		// really reach the database (and queue on its unique index) instead of on the pool.
+		opts.MaxConns = defaultEmbeddedConns
+		if a.cfg.Database.URL != "" {
+			opts.MaxConns = defaultRemoteConns
+		}
+	}
 	if a.cfg.Database.URL != "" {
 		opts.ReadOnly = !a.cfg.Database.AllowWrites
 		a.conn = ConnInfo{Display: describeDSN(a.cfg.Database.URL), Database: databaseOf(a.cfg.Database.URL),

@@ -34,6 +34,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv co
 }
 
 func newRoot(a *app) *cobra.Command {
+	var tuiOpts tuiOptions
 	root := &cobra.Command{
 		Use:   "idemwork",
 		Short: "A terminal workbench for idempotent writes over PostgreSQL",
@@ -43,9 +44,11 @@ func newRoot(a *app) *cobra.Command {
 		SilenceErrors: true,
 		Args:          cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runTUI(cmd.Context(), a)
+			return runTUI(cmd.Context(), a, tuiOpts)
 		},
 	}
+	root.Flags().StringVar(&tuiOpts.owner, "owner", "", "owner the workbench opens on (default: config tui.owner, IDEMWORK_OWNER)")
+	root.Flags().BoolVar(&tuiOpts.demo, "demo", false, "seed the demo data (idempotent) before opening the workbench")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usagef("%v", err) })
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.flags.dsn, "dsn", "", "PostgreSQL URL (default: IDEMWORK_DSN, DATABASE_URL, config, else the embedded cluster)")

@@ -59,8 +59,12 @@ func clampLimit(n int) int {
 	return n
 }
 
-// page trims a limit+1 result to limit and returns the next cursor.
+// page trims a limit+1 result to limit and returns the next cursor. An empty page is an empty
+// list, never nil, so JSON shows [] rather than null.
 func page[T any](rows []T, limit int, cursorOf func(T) Cursor) ([]T, string) {
+	if rows == nil {
+		rows = []T{}
+	}
 	if len(rows) <= limit {
 		return rows, ""
 	}
@@ -104,7 +108,8 @@ const detailCap = 1000
 // GetRecordDetail reads a record of owner and module with its history (each list capped at the
 // newest 1000, oldest first).
 func (db *DB) GetRecordDetail(ctx context.Context, owner, module, id string) (RecordDetail, error) {
-	var d RecordDetail
+	// Empty lists print as [], never null (SPEC §10.2 shapes).
+	d := RecordDetail{Revisions: []Revision{}, Executions: []Execution{}, Audit: []AuditEvent{}}
 	err := db.X.GetContext(ctx, &d.Record, `SELECT `+recordColumns+` FROM record WHERE owner_id = $1 AND module_code = $2 AND id = $3`, owner, module, id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return d, apperr.New(apperr.RecordNotFound, "owner %s has no %s record %s", owner, module, id)
@@ -216,19 +221,24 @@ func (db *DB) AuditPage(ctx context.Context, owner, actionPrefix string, limit i
 	if err != nil {
 		return nil, "", err
 	}
-	q := `SELECT ` + auditColumns + ` FROM audit_event WHERE owner_id = $1 AND ($2 = '' OR action LIKE $2 || '%')`
-	args := []any{owner, strings.ReplaceAll(strings.ReplaceAll(actionPrefix, `\`, `\\`), "%", `\%`)}
-	if c != nil {
-		q += ` AND (at, id) < ($3, $4)`
-		args = append(args, c.At, c.ID)
-	}
-	q += fmt.Sprintf(` ORDER BY at DESC, id DESC LIMIT %d`, limit+1)
+	q, args := auditPageSQL(owner, actionPrefix, limit, c)
 	var rows []AuditEvent
 	if err := db.X.SelectContext(ctx, &rows, q, args...); err != nil {
 		return nil, "", fmt.Errorf("list audit: %w", err)
 	}
 	out, next := page(rows, limit, func(a AuditEvent) Cursor { return Cursor{At: a.At, ID: a.ID} })
 	return out, next, nil
+}
+
+func auditPageSQL(owner, actionPrefix string, limit int, c *Cursor) (string, []any) {
+	q := `SELECT ` + auditColumns + ` FROM audit_event WHERE owner_id = $1 AND ($2 = '' OR action LIKE $2 || '%')`
+	args := []any{owner, strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(actionPrefix)}
+	if c != nil {
+		q += ` AND (at, id) < ($3, $4)`
+		args = append(args, c.At, c.ID)
+	}
+	q += fmt.Sprintf(` ORDER BY at DESC, id DESC LIMIT %d`, limit+1)
+	return q, args
 }
 
 // OutboxPage lists an owner's outbox messages, newest first.
@@ -281,6 +291,18 @@ func (db *DB) History(ctx context.Context, owner string, limit int, cursor strin
 	if err != nil {
 		return nil, "", err
 	}
+	q, args := historySQL(owner, limit, c, desc)
+	var rows []Event
+	if err := db.X.SelectContext(ctx, &rows, q, args...); err != nil {
+		return nil, "", fmt.Errorf("read history: %w", err)
+	}
+	out, next := page(rows, limit, func(e Event) Cursor { return Cursor{At: e.At, Kind: e.Kind, ID: e.ID} })
+	return out, next, nil
+}
+
+// historySQL builds the merged timeline query: one index-ordered, limited subquery per source,
+// merged and limited again.
+func historySQL(owner string, limit int, c *Cursor, desc bool) (string, []any) {
 	cmp, order := ">", "ASC"
 	if desc {
 		cmp, order = "<", "DESC"
@@ -308,10 +330,5 @@ func (db *DB) History(ctx context.Context, owner string, limit int, cursor strin
 	if c != nil {
 		args = append(args, c.At, c.Kind, c.ID)
 	}
-	var rows []Event
-	if err := db.X.SelectContext(ctx, &rows, q, args...); err != nil {
-		return nil, "", fmt.Errorf("read history: %w", err)
-	}
-	out, next := page(rows, limit, func(e Event) Cursor { return Cursor{At: e.At, Kind: e.Kind, ID: e.ID} })
-	return out, next, nil
+	return q, args
 }

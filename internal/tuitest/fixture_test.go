@@ -1,0 +1,24 @@
+package tuitest_test
+
+import (
+	"context"
+	"github.com/stretchr/testify/require"
+	"idemwork/internal/testdb"
+	"idemwork/internal/tuitest"
+	"testing"
+)
+
+func TestMain(m *testing.M) { testdb.Main(m) }
+func TestTheFixedDataRestoresThroughTheKernel(t *testing.T) {
+	b := tuitest.New(t)
+	tuitest.SeedFixed(t, b)
+	v, err := b.Kernel.InspectKey(context.Background(), "alice", "fixed-create")
+	require.NoError(t, err)
+	require.Nil(t, v.RestoreError, "%+v", v.RestoreError)
+	require.Equal(t, 1, v.Restored.Record.Revision)
+	require.Equal(t, 2, v.Latest.Record.Revision)
+	v, err = b.Kernel.InspectKey(context.Background(), "alice", "fixed-publish")
+	require.NoError(t, err)
+	require.Nil(t, v.RestoreError, "%+v", v.RestoreError)
+	require.Equal(t, "BLOCKED", v.Restored.Execution.Status)
+}

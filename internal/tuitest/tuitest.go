@@ -1,0 +1,97 @@
+// Package tuitest builds a workbench program context over a real test database for the TUI's
+// tests, with a pinned display clock and a fixed data set whose ids and times never change, so
+// screens can be compared with golden files.
+package tuitest
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"idemwork/idem"
+	"idemwork/internal/testdb"
+	"idemwork/kernel"
+	"idemwork/outbox"
+	tctx "idemwork/tui/context"
+)
+
+// Now is the pinned display time of every test screen.
+var Now = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+// Bundle is one test's workbench.
+type Bundle struct {
+	DB     *testdb.DB
+	Kernel *kernel.Kernel
+	Ctx    *tctx.ProgramContext
+}
+
+// New returns a program context over a fresh database.
+func New(t *testing.T) Bundle {
+	t.Helper()
+	db := testdb.NewWith(t, testdb.Options{MaxConns: 16})
+	clock := &idem.OffsetClock{}
+	k := kernel.New(idem.NewRunner(db.DB, idem.Options{Clock: clock}), kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
+	provider := outbox.NewMemoryProvider()
+	ctx := &tctx.ProgramContext{
+		Styles:   tctx.NewStyles(tctx.DefaultTheme()),
+		Keys:     tctx.DefaultKeys(),
+		Conn:     tctx.Conn{Embedded: true, Display: "embedded /test/pg", Database: "idemwork"},
+		Kernel:   k,
+		DB:       db.DB,
+		Clock:    clock,
+		Outbox:   outbox.NewWorker(db.DB, outbox.Options{Providers: map[string]outbox.Provider{"notifier": provider}, Clock: clock}),
+		Provider: provider,
+		Owner:    "alice",
+		NowFunc:  func() time.Time { return Now },
+	}
+	return Bundle{DB: db, Kernel: k, Ctx: ctx}
+}
+
+// Fixed record ids of SeedFixed.
+const (
+	NoteID = "01JDEMONOTE000000000000001"
+	MemID  = "01JDEMOMEM0000000000000001"
+)
+
+// SeedFixed writes a small data set with fixed ids and times, as the kernel would have: a NOTE
+// record created with key "fixed-create" and patched to revision 2 with "fixed-patch", and a
+// MEM-001 record whose F02 publish failed closed (BLOCKED) under "fixed-publish".
+func SeedFixed(t *testing.T, b Bundle) {
+	t.Helper()
+	ctx := context.Background()
+	t0 := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	exp := t0.Add(24 * time.Hour)
+	// Constants only, so the whole script runs as one simple-protocol batch.
+	script := strings.NewReplacer("$1", "'"+NoteID+"'", "$2", "'"+MemID+"'",
+		"$3", "'"+t0.Format(time.RFC3339)+"'::timestamptz", "$4", "'"+exp.Format(time.RFC3339)+"'::timestamptz").Replace(`
+INSERT INTO record VALUES
+ ('alice', $1, 'NOTE', 2, 'Groceries (Saturday)', 'weekly list', '{"items":["milk","eggs","bread"]}', $3, $3 + interval '5 minutes'),
+ ('alice', $2, 'MEM-001', 1, 'Meeting notes', '', '{"currentContent":"Ship it","originalContent":"Ship it"}', $3 + interval '10 minutes', $3 + interval '10 minutes');
+INSERT INTO record_revision (owner_id, record_id, revision, snapshot, idempotency_key, created_at) VALUES
+ ('alice', $1, 1, jsonb_build_object('id', $1::text, 'ownerId', 'alice', 'moduleCode', 'NOTE', 'revision', 1, 'title', 'Groceries', 'summary', 'weekly list',
+   'payload', '{"items":["milk","eggs"]}'::jsonb, 'createdAt', '2026-11-29T10:00:00Z', 'updatedAt', '2026-11-29T10:00:00Z'), 'fixed-create', $3),
+ ('alice', $1, 2, jsonb_build_object('id', $1::text, 'ownerId', 'alice', 'moduleCode', 'NOTE', 'revision', 2, 'title', 'Groceries (Saturday)', 'summary', 'weekly list',
+   'payload', '{"items":["milk","eggs","bread"]}'::jsonb, 'createdAt', '2026-11-29T10:00:00Z', 'updatedAt', '2026-11-29T10:05:00Z'), 'fixed-patch', $3 + interval '5 minutes'),
+ ('alice', $2, 1, jsonb_build_object('id', $2::text, 'ownerId', 'alice', 'moduleCode', 'MEM-001', 'revision', 1, 'title', 'Meeting notes', 'summary', '',
+   'payload', '{"currentContent":"Ship it","originalContent":"Ship it"}'::jsonb, 'createdAt', '2026-11-29T10:10:00Z', 'updatedAt', '2026-11-29T10:10:00Z'), NULL, $3 + interval '10 minutes');
+INSERT INTO feature_execution VALUES
+ ('alice', '01JDEMOEXEC000000000000001', 'MEM-001', $2, 'F02', 'blocked_external', 'BLOCKED', 1, '{}', '{"blocked":true}', 'fixed-publish', $3 + interval '11 minutes', $3 + interval '11 minutes');
+INSERT INTO audit_event VALUES
+ ('alice', '01JDEMOAUDIT00000000000001', 'NOTE', $1, 'RECORD_CREATED', 1, NULL, 'fixed-create', '{}', $3),
+ ('alice', '01JDEMOAUDIT00000000000002', 'NOTE', $1, 'RECORD_PATCHED', 2, NULL, 'fixed-patch', '{}', $3 + interval '5 minutes'),
+ ('alice', '01JDEMOAUDIT00000000000003', 'MEM-001', $2, 'FEATURE_F02_BLOCKED', 1, '01JDEMOEXEC000000000000001', 'fixed-publish', '{}', $3 + interval '11 minutes');
+INSERT INTO idempotency_record (owner_id, idempotency_key, operation, fingerprint, status, response, created_at, expires_at, updated_at) VALUES
+ ('alice', 'fixed-create', 'NOTE:record:create', repeat('a', 64), 'SUCCEEDED',
+   jsonb_build_object('schemaVersion', 1, 'policy', 'record-snapshot-reference-v1', 'result', jsonb_build_object('recordId', $1::text, 'revision', 1)), $3, $4, $3),
+ ('alice', 'fixed-patch', 'NOTE:record:' || $1 || ':patch', repeat('b', 64), 'SUCCEEDED',
+   jsonb_build_object('schemaVersion', 1, 'policy', 'record-snapshot-reference-v1', 'result', jsonb_build_object('recordId', $1::text, 'revision', 2)), $3 + interval '5 minutes', $4 + interval '5 minutes', $3 + interval '5 minutes'),
+ ('alice', 'fixed-publish', 'MEM-001:record:' || $2 || ':feature:F02', repeat('c', 64), 'SUCCEEDED',
+   jsonb_build_object('schemaVersion', 1, 'policy', 'feature-execution-reference-v1', 'result', jsonb_build_object('recordId', $2::text, 'revision', 1, 'executionId', '01JDEMOEXEC000000000000001')),
+   $3 + interval '11 minutes', $4 + interval '11 minutes', $3 + interval '11 minutes');
+`)
+	_, err := b.DB.Pool.Exec(ctx, script)
+	require.NoError(t, err)
+}

@@ -1,0 +1,103 @@
+// Package context is the workbench's shared program context: terminal size, theme, key map,
+// clock and database handles, handed to every view (gh-dash style), plus the messages views
+// and the shell exchange. Views import this package, never the root model.
+package context
+
+import (
+	"time"
+
+	"idemwork/idem"
+	"idemwork/kernel"
+	"idemwork/outbox"
+	"idemwork/store"
+)
+
+// Conn describes the connection for the header.
+type Conn struct {
+	Embedded bool
+	Display  string // "embedded /var/lib/idemwork/pg" or a host; never a password
+	Database string
+	ReadOnly bool
+}
+
+// ProgramContext is shared by the shell and every view. It is only mutated in Update (Bubble
+// Tea's single goroutine); commands copy what they need before running.
+type ProgramContext struct {
+	// Size of the main pane a view draws into.
+	Width, Height int
+	Styles        Styles
+	Keys          GlobalKeys
+
+	Conn     Conn
+	Kernel   *kernel.Kernel
+	DB       *store.DB
+	Clock    *idem.OffsetClock
+	Outbox   *outbox.Worker
+	Provider *outbox.MemoryProvider
+	// Storm runs replay storms for the Storm view (nil hides the view's fire action).
+	Storm StormRunner
+
+	Owner string
+	// NowFunc, when set, replaces the clock for display (tests pin it for golden screens).
+	NowFunc func() time.Time
+}
+
+// ReadOnly reports whether writes are refused.
+func (c *ProgramContext) ReadOnly() bool { return c.Conn.ReadOnly || c.DB == nil || c.DB.ReadOnly }
+
+// Now is the workbench clock (the runner's, possibly moved).
+func (c *ProgramContext) Now() time.Time {
+	if c.NowFunc != nil {
+		return c.NowFunc()
+	}
+	if c.Clock == nil {
+		return time.Now()
+	}
+	return c.Clock.Now()
+}
+
+// Messages shared between views and the shell.
+
+// StatusMsg flashes a line in the footer.
+type StatusMsg struct {
+	Text  string
+	Error bool
+}
+
+// OwnerChangedMsg tells every view the owner changed: drop state and reload.
+type OwnerChangedMsg struct{}
+
+// DataChangedMsg tells views that a write happened: reload what they show.
+type DataChangedMsg struct{}
+
+// JumpKind is a jump target.
+type JumpKind int
+
+// Jump targets.
+const (
+	JumpRecord JumpKind = iota
+	JumpKey
+)
+
+// JumpMsg asks the shell to open a record or a key in its view.
+type JumpMsg struct {
+	Kind   JumpKind
+	Module string // for records; "" looks the record up by id
+	ID     string
+}
+
+// OpenFormMsg asks the shell to open a write form.
+type OpenFormMsg struct {
+	Kind      string // create | patch | action
+	Module    string
+	RecordID  string
+	Revision  int
+	FeatureID string
+}
+
+// OpenStormMsg asks the shell to switch to the Storm view prepared for a record.
+type OpenStormMsg struct {
+	Module   string
+	RecordID string
+	Revision int
+}

@@ -1,0 +1,483 @@
+package views
+
+import (
+	gocontext "context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/charmbracelet/bubbles/key"
+	"github.com/charmbracelet/bubbles/textinput"
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/oklog/ulid/v2"
+
+	"idemwork/apperr"
+	"idemwork/kernel"
+	tctx "idemwork/tui/context"
+)
+
+// Form is the modal for a write: create, patch or run a feature, each with a chosen (or
+// generated) Idempotency-Key and JSON validated as you type; and the module rules editor. After
+// a submit the form stays open with the outcome, so the same request can be sent again to watch
+// it replay.
+type Form struct {
+	ctx    *tctx.ProgramContext
+	w, h   int
+	kind   string // create | patch | action | rules
+	module string
+	record string
+	rev    int
+
+	fields  []*formField
+	focus   int
+	busy    bool
+	req     int
+	result  *kernel.WriteResult
+	errText string
+	loadErr string
+}
+
+type formField struct {
+	label    string
+	input    textinput.Model
+	choices  []string // a choice field cycles with ←/→
+	choice   int
+	validate func(string) string // "" when valid
+	hint     string
+}
+
+func (f *formField) value() string {
+	if f.choices != nil {
+		return f.choices[f.choice]
+	}
+	return f.input.Value()
+}
+
+// FormClosedMsg tells the shell the form is done.
+type FormClosedMsg struct{}
+
+type formResultMsg struct {
+	req int
+	res kernel.WriteResult
+	err error
+}
+
+type formPrefillMsg struct {
+	title, summary, payload string
+	revision                int
+	err                     error
+}
+
+var (
+	keySubmit  = key.NewBinding(key.WithKeys("ctrl+s"), key.WithHelp("ctrl+s", "submit"))
+	keyResend  = key.NewBinding(key.WithKeys("ctrl+r"), key.WithHelp("ctrl+r", "send again (same key)"))
+	keyNewKey  = key.NewBinding(key.WithKeys("ctrl+n"), key.WithHelp("ctrl+n", "fresh key"))
+	keyCancel  = key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "close"))
+	keyNext    = key.NewBinding(key.WithKeys("tab", "down"), key.WithHelp("tab/↓", "next field"))
+	keyPrev    = key.NewBinding(key.WithKeys("shift+tab", "up"), key.WithHelp("shift+tab/↑", "previous field"))
+	keyChoice  = key.NewBinding(key.WithKeys("left", "right"), key.WithHelp("←/→", "change choice"))
+	keyToRowsF = key.NewBinding(key.WithKeys("ctrl+o"), key.WithHelp("ctrl+o", "open the record"))
+)
+
+// FreshKey returns a new, readable Idempotency-Key.
+func FreshKey() string { return "tui-" + strings.ToLower(ulid.Make().String()) }
+
+func newInput(value string, limit int) textinput.Model {
+	in := textinput.New()
+	in.Prompt = ""
+	in.CharLimit = limit
+	in.SetValue(value)
+	return in
+}
+
+func jsonCheck(field string) func(string) string {
+	return func(s string) string {
+		if strings.TrimSpace(s) == "" {
+			return ""
+		}
+		if err := kernel.CheckJSONObject(field, []byte(s)); err != nil {
+			return apperr.As(err).Message
+		}
+		return ""
+	}
+}
+
+func keyCheck(s string) string {
+	if s == "" {
+		return "" // no key: the write runs once without idempotency
+	}
+	if len(s) > 255 {
+		return "at most 255 characters"
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return fmt.Sprintf("byte %d is not visible ASCII (no spaces)", i)
+		}
+	}
+	return ""
+}
+
+func lengthCheck(min, max int) func(string) string {
+	return func(s string) string {
+		n := utf8.RuneCountInString(s)
+		if n < min || n > max {
+			return fmt.Sprintf("%d characters; must be %d-%d", n, min, max)
+		}
+		return ""
+	}
+}
+
+// NewForm builds the form for an OpenFormMsg.
+func NewForm(ctx *tctx.ProgramContext, m tctx.OpenFormMsg) *Form {
+	f := &Form{ctx: ctx, kind: m.Kind, module: m.Module, record: m.RecordID, rev: m.Revision}
+	keyField := &formField{label: "Idempotency-Key", input: newInput(FreshKey(), 255), validate: keyCheck, hint: "ctrl+n: fresh key · empty: no idempotency"}
+	switch m.Kind {
+	case "create":
+		mods := []string{"NOTE", "MEM-001", "COMMITMENT", "IDENTITY"}
+		mod := &formField{label: "Module", choices: mods}
+		for i, c := range mods {
+			if c == m.Module {
+				mod.choice = i
+			}
+		}
+		f.fields = []*formField{mod, keyField,
+			{label: "Title", input: newInput("", 400), validate: lengthCheck(1, kernel.MaxTitleChars)},
+			{label: "Summary", input: newInput("", 4000), validate: lengthCheck(0, kernel.MaxSummaryChar)},
+			{label: "Payload", input: newInput(defaultPayload(m.Module), kernel.MaxJSONBytes+1), validate: jsonCheck("payload")}}
+	case "patch":
+		f.fields = []*formField{keyField,
+			{label: "Expect revision", input: newInput(strconv.Itoa(m.Revision), 10), validate: func(s string) string {
+				if n, err := strconv.Atoi(s); err != nil || n < 1 {
+					return "a revision number (>= 1)"
+				}
+				return ""
+			}, hint: "the write is refused with REVISION_CONFLICT unless the record is still at this revision"},
+			{label: "Title", input: newInput("", 400), validate: lengthCheck(1, kernel.MaxTitleChars)},
+			{label: "Summary", input: newInput("", 4000), validate: lengthCheck(0, kernel.MaxSummaryChar)},
+			{label: "Payload", input: newInput("", kernel.MaxJSONBytes+1), validate: jsonCheck("payload")}}
+	case "action":
+		var feats []string
+		if mod, err := ctx.Kernel.Registry.Module(m.Module); err == nil {
+			for _, ft := range mod.Features {
+				feats = append(feats, ft.ID)
+			}
+		}
+		if len(feats) == 0 {
+			feats = []string{"(none)"}
+		}
+		f.fields = []*formField{{label: "Feature", choices: feats}, keyField,
+			{label: "Input", input: newInput("{}", kernel.MaxJSONBytes+1), validate: jsonCheck("input")}}
+	case "rules":
+		cur := ctx.Kernel.Registry.Rules.Snapshot().MemMaxContentLength
+		f.fields = []*formField{{label: "MEM-001 max_content_length", input: newInput(strconv.Itoa(cur), 9), validate: func(s string) string {
+			if n, err := strconv.Atoi(s); err != nil || n < 1 {
+				return "a positive number of characters"
+			}
+			return ""
+		}, hint: "replays never read rules: lower it below a stored record and replay its key"}}
+	}
+	f.focusField(0)
+	return f
+}
+
+func defaultPayload(module string) string {
+	switch module {
+	case "MEM-001":
+		return `{"originalContent":"draft  text","currentContent":"draft  text"}`
+	case "COMMITMENT":
+		return `{"status":"OPEN","due":"2026-12-31"}`
+	}
+	return `{}`
+}
+
+// Init loads the current record to prefill a patch.
+func (f *Form) Init() tea.Cmd {
+	if f.kind != "patch" {
+		return textinput.Blink
+	}
+	db, owner, module, id := f.ctx.DB, f.ctx.Owner, f.module, f.record
+	return tea.Batch(textinput.Blink, query(func(ctx gocontext.Context) tea.Msg {
+		r, err := db.LatestRecord(ctx, owner, module, id)
+		if err != nil {
+			return formPrefillMsg{err: err}
+		}
+		return formPrefillMsg{title: r.Title, summary: r.Summary, payload: string(r.Payload), revision: r.Revision}
+	}))
+}
+
+func (f *Form) focusField(i int) {
+	if len(f.fields) == 0 {
+		return
+	}
+	i = (i + len(f.fields)) % len(f.fields)
+	for j, fl := range f.fields {
+		if fl.choices == nil {
+			if j == i {
+				fl.input.Focus()
+			} else {
+				fl.input.Blur()
+			}
+		}
+	}
+	f.focus = i
+}
+
+func (f *Form) field(label string) *formField {
+	for _, fl := range f.fields {
+		if fl.label == label {
+			return fl
+		}
+	}
+	return nil
+}
+
+// Update handles messages.
+func (f *Form) Update(msg tea.Msg) tea.Cmd {
+	switch msg := msg.(type) {
+	case formPrefillMsg:
+		if msg.err != nil {
+			f.loadErr = errText(msg.err)
+			return nil
+		}
+		f.field("Title").input.SetValue(msg.title)
+		f.field("Summary").input.SetValue(msg.summary)
+		f.field("Payload").input.SetValue(msg.payload)
+		return nil
+	case formResultMsg:
+		if msg.req != f.req {
+			return nil
+		}
+		f.busy = false
+		if msg.err != nil {
+			e := apperr.As(msg.err)
+			f.errText = fmt.Sprintf("%s (HTTP %d): %s", e.Code, e.Status(), e.Message)
+			f.result = nil
+			return status(string(e.Code)+": "+e.Message, true)
+		}
+		f.result, f.errText = &msg.res, ""
+		text := fmt.Sprintf("%s %s", msg.res.Outcome, msg.res.Operation)
+		return tea.Batch(status(text, false), func() tea.Msg { return tctx.DataChangedMsg{} })
+	case tea.KeyMsg:
+		switch {
+		case key.Matches(msg, keyCancel):
+			return func() tea.Msg { return FormClosedMsg{} }
+		case key.Matches(msg, keySubmit), key.Matches(msg, keyResend):
+			return f.submit()
+		case msg.Type == tea.KeyEnter:
+			if f.focus == len(f.fields)-1 {
+				return f.submit()
+			}
+			f.focusField(f.focus + 1)
+			return nil
+		case key.Matches(msg, keyNewKey):
+			if k := f.field("Idempotency-Key"); k != nil {
+				k.input.SetValue(FreshKey())
+			}
+			return nil
+		case key.Matches(msg, keyToRowsF):
+			if f.result != nil && f.result.Record != nil {
+				r := f.result.Record
+				return tea.Batch(func() tea.Msg { return FormClosedMsg{} }, jump(tctx.JumpRecord, r.ModuleCode, r.ID))
+			}
+			return nil
+		case key.Matches(msg, keyNext):
+			f.focusField(f.focus + 1)
+			return nil
+		case key.Matches(msg, keyPrev):
+			f.focusField(f.focus - 1)
+			return nil
+		}
+		fl := f.fields[f.focus]
+		if fl.choices != nil {
+			switch msg.String() {
+			case "left":
+				fl.choice = (fl.choice + len(fl.choices) - 1) % len(fl.choices)
+			case "right", " ":
+				fl.choice = (fl.choice + 1) % len(fl.choices)
+			}
+			if fl.label == "Module" {
+				if p := f.field("Payload"); p != nil {
+					p.input.SetValue(defaultPayload(fl.value()))
+				}
+			}
+			return nil
+		}
+		var cmd tea.Cmd
+		fl.input, cmd = fl.input.Update(msg)
+		return cmd
+	}
+	if f.focus < len(f.fields) && f.fields[f.focus].choices == nil {
+		var cmd tea.Cmd
+		f.fields[f.focus].input, cmd = f.fields[f.focus].input.Update(msg)
+		return cmd
+	}
+	return nil
+}
+
+// submit validates locally, then runs the write off the Update goroutine.
+func (f *Form) submit() tea.Cmd {
+	if f.busy {
+		return nil
+	}
+	for _, fl := range f.fields {
+		if fl.validate != nil {
+			if e := fl.validate(fl.value()); e != "" {
+				f.errText = fl.label + ": " + e
+				return nil
+			}
+		}
+	}
+	if f.kind == "rules" {
+		n, _ := strconv.Atoi(f.fields[0].value())
+		f.ctx.Kernel.Registry.Rules.SetMemMaxContentLength(n)
+		return tea.Batch(status(fmt.Sprintf("MEM-001 max_content_length is now %d (new writes only; replays ignore it)", n), false),
+			func() tea.Msg { return FormClosedMsg{} })
+	}
+	if f.ctx.ReadOnly() {
+		f.errText = "READ_ONLY: this session is read-only; reconnect with --allow-writes to write"
+		return nil
+	}
+	f.busy, f.errText = true, ""
+	f.req++
+	req, k, owner := f.req, f.ctx.Kernel, f.ctx.Owner
+	val := func(label string) string {
+		if fl := f.field(label); fl != nil {
+			return fl.value()
+		}
+		return ""
+	}
+	raw := func(label string) json.RawMessage {
+		if s := strings.TrimSpace(val(label)); s != "" {
+			return json.RawMessage(s)
+		}
+		return nil
+	}
+	str := func(label string) *string { s := val(label); return &s }
+	keyVal := val("Idempotency-Key")
+	switch f.kind {
+	case "create":
+		in := kernel.CreateInput{Owner: owner, Module: val("Module"), Key: keyVal, Title: val("Title"), Summary: str("Summary"), Payload: raw("Payload")}
+		return f.run(req, func(ctx gocontext.Context) (kernel.WriteResult, error) { return k.Create(ctx, in) })
+	case "patch":
+		exp, _ := strconv.Atoi(val("Expect revision"))
+		in := kernel.PatchInput{Owner: owner, Module: f.module, RecordID: f.record, Key: keyVal, ExpectRevision: exp,
+			Title: str("Title"), Summary: str("Summary"), Payload: raw("Payload")}
+		return f.run(req, func(ctx gocontext.Context) (kernel.WriteResult, error) { return k.Patch(ctx, in) })
+	case "action":
+		in := kernel.FeatureInput{Owner: owner, Module: f.module, RecordID: f.record, FeatureID: val("Feature"), Key: keyVal, Input: raw("Input")}
+		return f.run(req, func(ctx gocontext.Context) (kernel.WriteResult, error) { return k.RunFeature(ctx, in) })
+	}
+	return nil
+}
+
+func (f *Form) run(req int, fn func(ctx gocontext.Context) (kernel.WriteResult, error)) tea.Cmd {
+	return query(func(ctx gocontext.Context) tea.Msg {
+		res, err := fn(ctx)
+		return formResultMsg{req: req, res: res, err: err}
+	})
+}
+
+// SetSize sets the space the modal may use.
+func (f *Form) SetSize(w, h int) {
+	f.w, f.h = w, h
+	for _, fl := range f.fields {
+		fl.input.Width = f.innerWidth() - 4 // the indent and the cursor cell
+	}
+}
+
+func (f *Form) innerWidth() int {
+	w := f.w - 6
+	if w > 100 {
+		w = 100
+	}
+	if w < 20 {
+		w = 20
+	}
+	return w
+}
+
+// View renders the modal.
+func (f *Form) View() string {
+	s := f.ctx.Styles
+	iw := f.innerWidth()
+	titles := map[string]string{"create": "Create a record", "patch": "Patch " + f.module + " " + f.record,
+		"action": "Run a feature of " + f.module + " " + f.record, "rules": "Module rules (change at run time)"}
+	var b []string
+	b = append(b, s.Title.Render(cut(titles[f.kind], iw)))
+	if f.loadErr != "" {
+		b = append(b, s.Danger.Render(cut(f.loadErr, iw)))
+	}
+	for i, fl := range f.fields {
+		label := s.InputLabel
+		if i == f.focus {
+			label = s.InputLabelFocused
+		}
+		b = append(b, label.Render(fl.label))
+		if fl.choices != nil {
+			var parts []string
+			for j, c := range fl.choices {
+				if j == fl.choice {
+					parts = append(parts, s.RowSelected.Render(" "+c+" "))
+				} else {
+					parts = append(parts, s.Subtle.Render(" "+c+" "))
+				}
+			}
+			b = append(b, cut("  "+strings.Join(parts, " "), iw))
+			continue
+		}
+		b = append(b, "  "+fl.input.View())
+		if fl.validate != nil {
+			if e := fl.validate(fl.value()); e != "" {
+				b = append(b, s.FieldError.Render(cut("  ✗ "+e, iw)))
+			} else if fl.label == "Payload" || fl.label == "Input" {
+				b = append(b, s.Success.Render("  ✓ a valid JSON object"))
+			}
+		}
+		if i == f.focus && fl.hint != "" {
+			b = append(b, s.Subtle.Render(cut("  "+fl.hint, iw)))
+		}
+	}
+	b = append(b, "")
+	switch {
+	case f.busy:
+		b = append(b, s.Subtle.Render("running…"))
+	case f.errText != "":
+		b = append(b, s.Danger.Render(cut(f.errText, iw)))
+	case f.result != nil:
+		r := f.result
+		line := s.Success.Render(string(r.Outcome))
+		if r.Outcome != "EXECUTED" {
+			line = s.Warning.Render(string(r.Outcome))
+		}
+		if r.Waited {
+			line += s.Subtle.Render(" after waiting on the unique index")
+		}
+		b = append(b, line+s.Subtle.Render(" "+r.Operation))
+		if r.Record != nil {
+			b = append(b, cut(fmt.Sprintf("record %s revision %d", r.Record.ID, r.Record.Revision), iw))
+		}
+		if r.Execution != nil {
+			b = append(b, cut(fmt.Sprintf("execution %s %s %s", r.Execution.ID, r.Execution.Mode, r.Execution.Status), iw))
+		}
+		if r.Envelope != nil {
+			b = append(b, s.Subtle.Render(cut("envelope "+compactJSON(r.Envelope), iw)))
+		}
+	}
+	help := "enter/ctrl+s submit · ctrl+r send again · ctrl+n fresh key · tab next · esc close"
+	if f.result != nil {
+		help = "ctrl+r send again (replays) · ctrl+o open the record · ctrl+n fresh key · esc close"
+	}
+	b = append(b, s.Subtle.Render(cut(help, iw)))
+	body := strings.Join(b, "\n")
+	if f.h > 2 {
+		body = fitBlock(body, iw, min(strings.Count(body, "\n")+1, f.h-2))
+	}
+	return s.Modal.Width(iw + 2).Render(body)
+}
+
+// ShortHelp is the footer help.
+func (f *Form) ShortHelp() []key.Binding {
+	return []key.Binding{keySubmit, keyResend, keyNewKey, keyNext, keyChoice, keyCancel}
+}

@@ -1,0 +1,80 @@
+package views
+
+import (
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
+
+	tctx "idemwork/tui/context"
+)
+
+// listView is a screen that is one keyset-paged table: Executions, Audit, Timeline, Outbox.
+// Each is configured with its columns, row mapping, heading and keys.
+type listView[T any] struct {
+	ctx   *tctx.ProgramContext
+	w, h  int
+	list  paged[T]
+	title string
+	// heading renders the line above the table.
+	heading func() string
+	// onKey handles the view's own keys for the selected row (nil when none is selected).
+	onKey func(msg tea.KeyMsg, sel *T) tea.Cmd
+	// selection is what `y` copies.
+	selection func(T) string
+	keys      []key.Binding
+}
+
+func (v *listView[T]) Title() string { return v.title }
+func (v *listView[T]) Init() tea.Cmd { return v.list.reload(v.ctx) }
+
+func (v *listView[T]) Update(msg tea.Msg) tea.Cmd {
+	if v.list.handle(msg) {
+		return nil
+	}
+	switch msg := msg.(type) {
+	case tctx.OwnerChangedMsg, tctx.DataChangedMsg:
+		return v.list.reload(v.ctx)
+	case TickMsg:
+		v.list.refill()
+	case tea.MouseMsg:
+		return v.list.mouse(v.ctx, msg, msg.Y-1)
+	case tea.KeyMsg:
+		if ok, cmd := v.list.keyNav(v.ctx, msg, v.h-2); ok {
+			return cmd
+		}
+		if key.Matches(msg, keyRefresh) {
+			return v.list.reload(v.ctx)
+		}
+		if v.onKey != nil {
+			return v.onKey(msg, v.list.selected())
+		}
+	}
+	return nil
+}
+
+func (v *listView[T]) SetSize(w, h int) { v.w, v.h = w, h; v.list.table.SetSize(w, h-1) }
+
+func (v *listView[T]) View() string {
+	s := v.ctx.Styles
+	head := v.heading()
+	if v.list.err != "" {
+		head = s.Danger.Render(v.list.err)
+	}
+	return cut(head, v.w) + "\n" + v.list.table.View(s, true)
+}
+
+func (v *listView[T]) ShortHelp() []key.Binding {
+	return append(append([]key.Binding{}, v.keys...), keyRefresh, keyCopy)
+}
+
+func (v *listView[T]) FullHelp() [][]key.Binding {
+	return [][]key.Binding{{keyUp, keyDown, keyPgUp, keyPgDown, keyTop, keyBottom}, v.ShortHelp()}
+}
+
+func (v *listView[T]) Capturing() bool    { return false }
+func (v *listView[T]) SetFilter(f string) { v.list.table.SetFilter(f) }
+func (v *listView[T]) Selection() string {
+	if r := v.list.selected(); r != nil && v.selection != nil {
+		return v.selection(*r)
+	}
+	return ""
+}

@@ -1,0 +1,243 @@
+package views_test
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+	"github.com/muesli/termenv"
+	"github.com/stretchr/testify/require"
+
+	"idemwork/internal/testdb"
+	"idemwork/internal/tuitest"
+	"idemwork/kernel"
+	tctx "idemwork/tui/context"
+	"idemwork/views"
+)
+
+func TestMain(m *testing.M) {
+	time.Local = time.UTC
+	lipgloss.SetColorProfile(termenv.Ascii)
+	testdb.Main(m)
+}
+
+// settle runs cmd the way Bubble Tea would — batches fan out, each message goes back to
+// update — but drops timer messages (ticks, cursor blinks) so the chain ends.
+func settle(t *testing.T, update func(tea.Msg) tea.Cmd, cmd tea.Cmd) {
+	t.Helper()
+	var run func(cmd tea.Cmd, depth int)
+	run = func(cmd tea.Cmd, depth int) {
+		if cmd == nil || depth == 0 {
+			return
+		}
+		done := make(chan tea.Msg, 1)
+		go func() { done <- cmd() }()
+		var msg tea.Msg
+		select {
+		case msg = <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("a command did not finish")
+		}
+		if batch, ok := msg.(tea.BatchMsg); ok {
+			for _, c := range batch {
+				run(c, depth)
+			}
+			return
+		}
+		if msg == nil {
+			return
+		}
+		name := reflect.TypeOf(msg).String()
+		if strings.Contains(name, "Tick") || strings.Contains(name, "Blink") || strings.Contains(name, "blink") {
+			return
+		}
+		run(update(msg), depth-1)
+	}
+	run(cmd, 12)
+}
+
+func typeText(f *views.Form, s string) {
+	for _, r := range s {
+		f.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}})
+	}
+}
+
+func TestTheFormValidatesJSONAsYouTypeAndSendingAgainReplays(t *testing.T) {
+	t.Parallel()
+	b := tuitest.New(t)
+	f := views.NewForm(b.Ctx, tctx.OpenFormMsg{Kind: "create", Module: "NOTE"})
+	f.SetSize(100, 30)
+	tab := tea.KeyMsg{Type: tea.KeyTab}
+	f.Update(tab) // -> key
+	f.Update(tea.KeyMsg{Type: tea.KeyCtrlU})
+	typeText(f, "form-key-1")
+	f.Update(tab) // -> title
+	typeText(f, "from the form")
+	f.Update(tab) // -> summary
+	f.Update(tab) // -> payload
+	f.Update(tea.KeyMsg{Type: tea.KeyCtrlU})
+	typeText(f, `{"a":`)
+	require.Contains(t, f.View(), "✗ payload: unexpected end of JSON")
+	typeText(f, `1}`)
+	require.Contains(t, f.View(), "✓ a valid JSON object")
+
+	settle(t, f.Update, f.Update(tea.KeyMsg{Type: tea.KeyCtrlS}))
+	require.Contains(t, f.View(), "EXECUTED")
+	first := recordIDOnScreen(t, f.View())
+
+	settle(t, f.Update, f.Update(tea.KeyMsg{Type: tea.KeyCtrlR}))
+	require.Contains(t, f.View(), "REPLAYED")
+	require.Equal(t, first, recordIDOnScreen(t, f.View()), "the replay shows the first record")
+
+	var n int
+	require.NoError(t, b.DB.Pool.QueryRow(context.Background(), `SELECT count(*) FROM record WHERE owner_id = 'alice'`).Scan(&n))
+	require.Equal(t, 1, n, "one record in the database")
+}
+
+func recordIDOnScreen(t *testing.T, screen string) string {
+	t.Helper()
+	for _, l := range strings.Split(screen, "\n") {
+		if i := strings.Index(l, "record "); i >= 0 {
+			fields := strings.Fields(l[i+len("record "):])
+			if len(fields) > 0 {
+				return fields[0]
+			}
+		}
+	}
+	t.Fatalf("no record id on screen:\n%s", screen)
+	return ""
+}
+
+func TestAFormErrorShowsItsCodeNotARawDatabaseError(t *testing.T) {
+	t.Parallel()
+	b := tuitest.New(t)
+	f := views.NewForm(b.Ctx, tctx.OpenFormMsg{Kind: "create", Module: "IDENTITY"})
+	f.SetSize(100, 30)
+	f.Update(tea.KeyMsg{Type: tea.KeyTab})
+	f.Update(tea.KeyMsg{Type: tea.KeyTab})
+	typeText(f, "legacy")
+	settle(t, f.Update, f.Update(tea.KeyMsg{Type: tea.KeyCtrlS}))
+	require.Contains(t, f.View(), "LEGACY_WRITE_DISABLED (HTTP 410)")
+}
+
+func TestKeysShowTheDriftBetweenTheReplayAndTheLatestRecord(t *testing.T) {
+	t.Parallel()
+	b := tuitest.New(t)
+	ctx := context.Background()
+	c, err := b.Kernel.Create(ctx, kernel.CreateInput{Owner: "alice", Module: "NOTE", Key: "drift-1", Title: "v1"})
+	require.NoError(t, err)
+	for rev := 1; rev <= 3; rev++ {
+		title := fmt.Sprintf("v%d", rev+1)
+		_, err := b.Kernel.Patch(ctx, kernel.PatchInput{Owner: "alice", Module: "NOTE", RecordID: c.Record.ID, ExpectRevision: rev, Title: &title})
+		require.NoError(t, err)
+	}
+	v := views.NewKeys(b.Ctx)
+	v.SetSize(120, 37)
+	settle(t, v.Update, v.OpenKey("drift-1"))
+	screen := v.View()
+	require.Contains(t, screen, "replay returns rev 1, latest is rev 4: drift of 3 revision(s)")
+	require.Contains(t, screen, "RECORD_CREATED")
+}
+
+func TestStaleResultsAreDropped(t *testing.T) {
+	t.Parallel()
+	b := tuitest.New(t)
+	v := views.NewRecords(b.Ctx)
+	v.SetSize(120, 37)
+	older := v.Init() // a query issued while the owner had nothing
+	msgOld := older()
+	_, err := b.Kernel.Create(context.Background(), kernel.CreateInput{Owner: "alice", Module: "NOTE", Title: "fresh"})
+	require.NoError(t, err)
+	settle(t, v.Update, v.Update(tctx.DataChangedMsg{})) // a newer query sees the record
+	require.Contains(t, v.View(), "fresh")
+	v.Update(msgOld) // the older answer arrives late
+	require.Contains(t, v.View(), "fresh", "a stale page never overwrites a newer one")
+}
+
+func TestExecutionsCountBlockedAndJumpToTheRecord(t *testing.T) {
+	t.Parallel()
+	b := tuitest.New(t)
+	tuitest.SeedFixed(t, b)
+	v := views.NewExecutions(b.Ctx)
+	v.SetSize(120, 37)
+	settle(t, v.Update, v.Init())
+	require.Contains(t, v.View(), "1 BLOCKED")
+	msg := v.Update(tea.KeyMsg{Type: tea.KeyEnter})()
+	require.Equal(t, tctx.JumpMsg{Kind: tctx.JumpRecord, Module: "MEM-001", ID: tuitest.MemID}, msg)
+}
+
+func TestTheGuidedDemoChecksEveryClaimAgainstTheDatabase(t *testing.T) {
+	t.Parallel()
+	b := tuitest.New(t)
+	v := views.NewDemo(b.Ctx)
+	v.SetSize(120, 37)
+	next := tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("n")}
+	for i := 0; i < 3; i++ {
+		settle(t, v.Update, v.Update(next))
+	}
+	screen := v.View()
+	require.NotContains(t, screen, "✗", screen)
+	for _, want := range []string{"execution.mode = blocked_external", "execution.status = BLOCKED", "record.revision in the database = 1 (before the request: 1)",
+		"audit events of this key: FEATURE_F02_BLOCKED", "outcome REPLAYED", "feature_execution rows for this key in the database: 1", "done."} {
+		require.Contains(t, screen, want)
+	}
+}
+
+func TestTheOutboxViewRunsTheWorker(t *testing.T) {
+	t.Parallel()
+	b := tuitest.New(t)
+	ctx := context.Background()
+	c, err := b.Kernel.Create(ctx, kernel.CreateInput{Owner: "alice", Module: "COMMITMENT", Title: "call", Payload: []byte(`{"status":"OPEN"}`)})
+	require.NoError(t, err)
+	_, err = b.Kernel.RunFeature(ctx, kernel.FeatureInput{Owner: "alice", Module: "COMMITMENT", RecordID: c.Record.ID, FeatureID: "F02", Key: "notify-1"})
+	require.NoError(t, err)
+	v := views.NewOutbox(b.Ctx)
+	v.SetSize(120, 37)
+	settle(t, v.Update, v.Init())
+	require.Contains(t, v.View(), "PENDING")
+	settle(t, v.Update, v.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("d")}))
+	require.Contains(t, v.View(), "DELIVERED")
+}
+
+func TestTheStormViewCountsOutcomesAndShowsTheVerdict(t *testing.T) {
+	t.Parallel()
+	b := tuitest.New(t)
+	var got tctx.StormSpec
+	b.Ctx.Storm = func(ctx context.Context, spec tctx.StormSpec, events chan<- tctx.StormEvent) (tctx.StormSummary, error) {
+		got = spec
+		for i := 0; i < spec.N; i++ {
+			o := "JOINED"
+			if i == 0 {
+				o = "EXECUTED"
+			}
+			events <- tctx.StormEvent{Index: i, Outcome: o, LatencyMs: float64(i + 1)}
+		}
+		return tctx.StormSummary{Requests: spec.N, Agrees: true, Verified: map[string]any{"revisions": 1}}, nil
+	}
+	v := views.NewStorm(b.Ctx)
+	v.SetSize(120, 37)
+	settle(t, v.Update, v.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("f")}))
+	screen := v.View()
+	require.Equal(t, 50, got.N)
+	require.True(t, got.Share)
+	require.Equal(t, "alice", got.Owner)
+	require.Contains(t, screen, "50/50")
+	require.Contains(t, screen, "EXECUTED 1")
+	require.Contains(t, screen, "JOINED 49")
+	require.Contains(t, screen, "p50 25.00")
+	require.Contains(t, screen, "the database agrees")
+}
+
+func TestPercentileIsNearestRank(t *testing.T) {
+	t.Parallel()
+	v := []float64{5, 1, 4, 2, 3}
+	require.Equal(t, 3.0, views.Percentile(v, 50))
+	require.Equal(t, 5.0, views.Percentile(v, 99))
+	require.Equal(t, 1.0, views.Percentile(v, 1))
+	require.Zero(t, views.Percentile(nil, 50))
+}
