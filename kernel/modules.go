@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -244,9 +245,13 @@ func clone(m map[string]any) map[string]any {
 }
 
 // decodeObject decodes a payload or input already checked by the JSON boundary.
+// Numbers stay json.Number: a float64 would silently round 12345678901234567890 or
+// 0.1000000000000000055 when a feature writes the payload back.
 func decodeObject(raw json.RawMessage) (map[string]any, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
 	var m map[string]any
-	if err := json.Unmarshal(raw, &m); err != nil {
+	if err := dec.Decode(&m); err != nil {
 		return nil, fmt.Errorf("decode object: %w", err)
 	}
 	return m, nil

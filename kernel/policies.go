@@ -169,7 +169,7 @@ func checkSnapshot(row store.RevisionWithParent, owner, module, recordID string,
 	if snap.OwnerID != owner || snap.ModuleCode != module || snap.ID != recordID || snap.Revision != revision {
 		return fail("the snapshot's ownerId/moduleCode/id/revision do not match the row and its parent")
 	}
-	if err := CheckJSONObject("snapshot.payload", snap.Payload); err != nil {
+	if err := checkJSONShape("snapshot.payload", snap.Payload, 0); err != nil {
 		return fail("the snapshot payload fails the JSON boundary")
 	}
 	return snap, nil

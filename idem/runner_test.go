@@ -1,0 +1,405 @@
+package idem_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"idemwork/apperr"
+	"idemwork/idem"
+	"idemwork/store"
+)
+
+func TestACacheHitRunsNeitherPrepareNorWork(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	req := idem.Request{Owner: "alice", Key: "k1"}
+	first, err := b.run(ctx, req, "one")
+	require.NoError(t, err)
+	require.Equal(t, idem.Executed, first.Outcome)
+	require.Equal(t, int32(1), b.prepares.Load())
+	require.Equal(t, int32(1), b.works.Load())
+	require.Zero(t, b.restores.Load(), "the executing call returns its own value")
+
+	for i := 0; i < 3; i++ {
+		again, err := b.run(ctx, req, "one")
+		require.NoError(t, err)
+		require.Equal(t, idem.Replayed, again.Outcome)
+		require.False(t, again.Waited)
+		require.Equal(t, first.Value, again.Value)
+		require.JSONEq(t, string(first.Envelope), string(again.Envelope))
+		require.Equal(t, first.Fingerprint, again.Fingerprint)
+	}
+	require.Equal(t, int32(1), b.prepares.Load(), "a hit never runs prepare")
+	require.Equal(t, int32(1), b.works.Load(), "a hit never runs work")
+	require.Equal(t, int32(3), b.restores.Load(), "each hit restores through the policy")
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM widget`))
+	require.JSONEq(t, `{"schemaVersion":1,"policy":"widget-reference-v1","result":{"widgetId":"`+first.Value.ID+`"}}`, string(first.Envelope))
+}
+
+func TestWithoutAKeyEveryCallExecutesAndNothingIsRecorded(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for i := 0; i < 2; i++ {
+		res, err := b.run(context.Background(), idem.Request{Owner: "alice"}, "x")
+		require.NoError(t, err)
+		require.Equal(t, idem.Executed, res.Outcome)
+		require.Nil(t, res.Envelope)
+	}
+	require.Equal(t, 2, b.count(t, `SELECT count(*) FROM widget`))
+	require.Zero(t, b.count(t, `SELECT count(*) FROM idempotency_record`))
+}
+
+func TestPrepareRunsOnlyAfterTheReservationInsideTheSameTransaction(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var inTx bool
+	var status string
+	prepare := func(ctx context.Context) (int, error) {
+		inTx = store.InTx(ctx)
+		err := b.db.Q(ctx).QueryRow(ctx, `SELECT status FROM idempotency_record WHERE owner_id = 'alice' AND idempotency_key = 'k'`).Scan(&status)
+		return 0, err
+	}
+	work := func(ctx context.Context, _ int) (widget, error) {
+		w := widget{ID: "w1", Owner: "alice", Module: "W", Label: "l"}
+		_, err := b.db.Q(ctx).Exec(ctx, `INSERT INTO widget VALUES ('alice', 'w1', 'W', 'l')`)
+		return w, err
+	}
+	res, err := idem.RunPrepared(context.Background(), b.runner, idem.Request{Owner: "alice", Key: "k", Operation: "W:widget:create", Module: "W"},
+		idem.ResultPolicy[widget](b.policy), prepare, work)
+	require.NoError(t, err)
+	require.Equal(t, idem.Executed, res.Outcome)
+	require.True(t, inTx, "prepare runs in the request's transaction")
+	require.Equal(t, "PROCESSING", status, "prepare sees its own reservation")
+}
+
+func TestAnErrorFromPrepareOrWorkRollsEverythingBackAndCachesNoFailure(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	boom := errors.New("boom")
+	for _, failIn := range []string{"prepare", "work"} {
+		key := "fail-" + failIn
+		prepare := func(ctx context.Context) (string, error) {
+			if failIn == "prepare" {
+				return "", apperr.New(apperr.ValidationFailed, "label: bad")
+			}
+			return "l", nil
+		}
+		work := func(ctx context.Context, l string) (widget, error) {
+			if _, err := b.db.Q(ctx).Exec(ctx, `INSERT INTO widget VALUES ('alice', $1, 'W', $2)`, key, l); err != nil {
+				return widget{}, err
+			}
+			return widget{}, boom
+		}
+		_, err := idem.RunPrepared(ctx, b.runner, idem.Request{Owner: "alice", Key: key, Operation: "W:widget:create", Module: "W"},
+			idem.ResultPolicy[widget](b.policy), prepare, work)
+		require.Error(t, err)
+		require.Zero(t, b.count(t, `SELECT count(*) FROM widget`), failIn)
+		require.Zero(t, b.count(t, `SELECT count(*) FROM idempotency_record`), failIn)
+		res, err := b.run(ctx, idem.Request{Owner: "alice", Key: key}, "ok")
+		require.NoError(t, err)
+		require.Equal(t, idem.Executed, res.Outcome, "the key is free after a failure")
+		b.exec(t, `DELETE FROM widget`)
+		b.exec(t, `DELETE FROM idempotency_record`)
+	}
+}
+
+func TestAPolicyThatSerializesMoreThanItsWhitelistFailsClosedAndRollsBack(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	leaky := leakyPolicy{b.policy}
+	_, err := idem.RunPrepared(context.Background(), b.runner, idem.Request{Owner: "alice", Key: "leak", Operation: "W:widget:create", Module: "W"},
+		idem.ResultPolicy[widget](leaky), func(context.Context) (string, error) { return "secret label", nil },
+		func(ctx context.Context, l string) (widget, error) {
+			_, err := b.db.Q(ctx).Exec(ctx, `INSERT INTO widget VALUES ('alice', 'w', 'W', $1)`, l)
+			return widget{ID: "w", Label: l}, err
+		})
+	ae := requireCode(t, err, apperr.Internal)
+	require.Contains(t, ae.Message, "label")
+	require.Zero(t, b.count(t, `SELECT count(*) FROM widget`))
+	require.Zero(t, b.count(t, `SELECT count(*) FROM idempotency_record`))
+}
+
+// leakyPolicy adds the widget's label to its result: the envelope guard must refuse it.
+type leakyPolicy struct{ widgetPolicy }
+
+func (leakyPolicy) Serialize(w widget) (json.RawMessage, error) {
+	return json.Marshal(map[string]string{"widgetId": w.ID, "label": w.Label})
+}
+
+// renamedPolicy restores like widgetPolicy under another name: changed restore semantics.
+type renamedPolicy struct{ widgetPolicy }
+
+func (renamedPolicy) Name() string { return "widget-reference-v2" }
+
+func TestAStoredPolicyNameThatDiffersFromTheOperationsPolicyFailsClosed(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	_, err := b.run(ctx, idem.Request{Owner: "alice", Key: "k"}, "l")
+	require.NoError(t, err)
+	_, err = idem.RunPrepared(ctx, b.runner, idem.Request{Owner: "alice", Key: "k", Operation: "W:widget:create", Module: "W", Body: []byte(`{"label":"l"}`)},
+		idem.ResultPolicy[widget](renamedPolicy{b.policy}), func(context.Context) (string, error) { return "l", nil },
+		func(context.Context, string) (widget, error) { t.Fatal("work must not run"); return widget{}, nil })
+	ae := requireCode(t, err, apperr.PolicyMismatch)
+	require.Equal(t, 500, ae.Status())
+	require.Contains(t, ae.Message, widgetPolicyName)
+	require.Contains(t, ae.Message, "widget-reference-v2")
+}
+
+func TestTheOperationIsCheckedBeforeTheFingerprintAndBothBeforeRestore(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	_, err := b.run(ctx, idem.Request{Owner: "alice", Key: "k"}, "l")
+	require.NoError(t, err)
+	_, err = b.run(ctx, idem.Request{Owner: "alice", Key: "k", Operation: "W:widget:other"}, "different body")
+	requireCode(t, err, apperr.ScopeConflict)
+	_, err = b.run(ctx, idem.Request{Owner: "alice", Key: "k"}, "different body")
+	ae := requireCode(t, err, apperr.KeyReused)
+	require.Equal(t, 422, ae.Status())
+	require.Zero(t, b.restores.Load(), "nothing is restored for a conflicting request")
+	require.Equal(t, int32(1), b.works.Load())
+	// Another owner's identical key is untouched by all of it.
+	res, err := b.run(ctx, idem.Request{Owner: "bob", Key: "k", Operation: "W:widget:other"}, "different body")
+	require.NoError(t, err)
+	require.Equal(t, idem.Executed, res.Outcome)
+}
+
+func TestTheFingerprintIsCanonicalJSONOfOperationAndBody(t *testing.T) {
+	t.Parallel()
+	fp := func(op, body string) string {
+		s, err := idem.Fingerprint(op, []byte(body))
+		require.NoError(t, err)
+		require.Len(t, s, 64)
+		return s
+	}
+	require.Equal(t, fp("op", `{"a":1,"b":[1,2]}`), fp("op", "{ \"b\" : [1, 2],\n\"a\":1 }"), "key order and whitespace do not matter")
+	require.Equal(t, fp("op", ``), fp("op", `null`), "an empty body counts as null")
+	require.NotEqual(t, fp("op", `{"a":1}`), fp("op2", `{"a":1}`), "the operation is part of it")
+	require.NotEqual(t, fp("op", `{"a":1}`), fp("op", `{"a":1.0}`), "numbers are kept as written")
+	require.NotEqual(t, fp("op", `{"a":"x"}`), fp("op", `{"a":"y"}`))
+	require.Equal(t, fp("op", `{"a":"<&>"}`), fp("op", `{"a":"\u003c\u0026\u003e"}`), "escapes decode before hashing")
+	_, err := idem.Fingerprint("op", []byte(`{"a":`))
+	requireCode(t, err, apperr.ValidationFailed)
+	_, err = idem.Fingerprint("op", []byte(`{} {}`))
+	requireCode(t, err, apperr.ValidationFailed)
+}
+
+func TestKeysAndOwnersOutsideTheirAlphabetsAreRejectedBeforeAnythingRuns(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	for _, key := range []string{strings.Repeat("k", 256), "with space", "tab\t", "nul\x00", "del\x7f", "é", "\n"} {
+		_, err := b.run(ctx, idem.Request{Owner: "alice", Key: key}, "l")
+		ae := requireCode(t, err, apperr.ValidationFailed)
+		require.True(t, strings.HasPrefix(ae.Message, "key:"), ae.Message)
+	}
+	for _, owner := range []string{"", strings.Repeat("o", 129), "a b", "a/b", "ä", "a\x00", "a;drop"} {
+		_, err := b.run(ctx, idem.Request{Owner: owner, Key: "k"}, "l")
+		ae := requireCode(t, err, apperr.ValidationFailed)
+		require.True(t, strings.HasPrefix(ae.Message, "owner:"), ae.Message)
+	}
+	require.Zero(t, b.prepares.Load())
+	require.Zero(t, b.count(t, `SELECT count(*) FROM idempotency_record`))
+
+	res, err := b.run(ctx, idem.Request{Owner: strings.Repeat("o", 128), Key: strings.Repeat("~", 255)}, "l")
+	require.NoError(t, err, "the limits themselves are allowed")
+	require.Equal(t, idem.Executed, res.Outcome)
+	res, err = b.run(ctx, idem.Request{Owner: "Aa0._:@-", Key: "!\"#$%&'()*+,-./0123456789:;<=>?@[\\]^_`{|}~"}, "l")
+	require.NoError(t, err)
+	require.Equal(t, idem.Executed, res.Outcome)
+}
+
+func TestTheTTLComesFromOptionsAndAReplayNeverExtendsIt(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	r := idem.NewRunner(b.db.DB, idem.Options{TTL: time.Hour, Clock: b.clock})
+	require.Equal(t, time.Hour, r.TTL())
+	run := func() idem.Result[widget] {
+		res, err := idem.RunPrepared(ctx, r, idem.Request{Owner: "alice", Key: "ttl", Operation: "W:widget:create", Module: "W"},
+			idem.ResultPolicy[widget](b.policy), func(context.Context) (string, error) { b.prepares.Add(1); return "l", nil },
+			func(ctx context.Context, l string) (widget, error) {
+				w := widget{ID: time.Now().Format("150405.000000000"), Owner: "alice", Module: "W", Label: l}
+				_, err := b.db.Q(ctx).Exec(ctx, `INSERT INTO widget VALUES ($1, $2, $3, $4)`, w.Owner, w.ID, w.Module, w.Label)
+				return w, err
+			})
+		require.NoError(t, err)
+		return res
+	}
+	first := run()
+	var created, expires time.Time
+	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT created_at, expires_at FROM idempotency_record`).Scan(&created, &expires))
+	require.Equal(t, time.Hour, expires.Sub(created))
+	b.clock.Advance(59 * time.Minute)
+	require.Equal(t, idem.Replayed, run().Outcome)
+	var expires2 time.Time
+	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT expires_at FROM idempotency_record`).Scan(&expires2))
+	require.True(t, expires.Equal(expires2))
+	b.clock.Advance(2 * time.Minute)
+	again := run()
+	require.Equal(t, idem.Executed, again.Outcome, "an expired key executes again")
+	require.NotEqual(t, first.Value.ID, again.Value.ID)
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM idempotency_record`))
+}
+
+func TestAFollowerWithAnotherBodyDoesNotJoinAndGetsKeyReuseFromTheDatabase(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	g := newGate(t)
+	leaderCtx := idem.WithFault(context.Background(), func(step string) error {
+		if step == idem.StepSucceeded {
+			g.hold()
+		}
+		return nil
+	})
+	var wg sync.WaitGroup
+	var leaderErr, followerErr error
+	var leader idem.Result[widget]
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		leader, leaderErr = b.run(leaderCtx, idem.Request{Owner: "alice", Key: "k"}, "one")
+	}()
+	g.awaitHeld(t)
+	require.Equal(t, 1, b.runner.InFlight())
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_, followerErr = b.run(context.Background(), idem.Request{Owner: "alice", Key: "k"}, "two")
+	}()
+	// It queues on the unique index instead of sharing a result computed for another body.
+	for i := 0; ; i++ {
+		n := b.count(t, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`)
+		if n == 1 {
+			break
+		}
+		require.Less(t, i, 1000, "the follower never queued on the database")
+		time.Sleep(10 * time.Millisecond)
+	}
+	g.open()
+	wg.Wait()
+	require.NoError(t, leaderErr)
+	require.Equal(t, idem.Executed, leader.Outcome)
+	requireCode(t, followerErr, apperr.KeyReused)
+	require.Zero(t, b.runner.InFlight())
+}
+
+func TestSameKeyGoroutinesRunWorkOnceAndShareTheLeadersValue(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const n = 12
+	var mu sync.Mutex
+	tally := map[idem.Outcome]int{}
+	ids := map[string]bool{}
+	var wg, start sync.WaitGroup
+	start.Add(1)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			start.Wait()
+			res, err := b.run(context.Background(), idem.Request{Owner: "alice", Key: "same"}, "v")
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				tally["error: "+idem.Outcome(err.Error())]++
+				return
+			}
+			tally[res.Outcome]++
+			ids[res.Value.ID] = true
+		}()
+	}
+	start.Done()
+	wg.Wait()
+	require.Equal(t, 1, tally[idem.Executed], "%v", tally)
+	require.Equal(t, n-1, tally[idem.Joined]+tally[idem.Replayed], "%v", tally)
+	require.Len(t, ids, 1)
+	require.Equal(t, int32(1), b.works.Load())
+	require.Equal(t, int32(1), b.prepares.Load())
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM widget`))
+}
+
+func TestAnExplicitShareInFlightCannotOverrideAnAmbientTransaction(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	g := newGate(t)
+	var wg sync.WaitGroup
+	var txErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		txErr = b.db.Tx(context.Background(), func(tx context.Context) error {
+			ctx := idem.WithFault(tx, func(step string) error {
+				if step == idem.StepSucceeded {
+					g.hold()
+				}
+				return nil
+			})
+			_, err := b.run(ctx, idem.Request{Owner: "alice", Key: "k", ShareInFlight: boolp(true)}, "v")
+			return err
+		})
+	}()
+	g.awaitHeld(t)
+	require.Zero(t, b.runner.InFlight(), "inside an ambient transaction nothing is published")
+	g.open()
+	wg.Wait()
+	require.NoError(t, txErr)
+
+	// ShareInFlight false publishes nothing either.
+	g2 := newGate(t)
+	ctx := idem.WithFault(context.Background(), func(step string) error {
+		if step == idem.StepSucceeded {
+			g2.hold()
+		}
+		return nil
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_, txErr = b.run(ctx, idem.Request{Owner: "alice", Key: "k2", ShareInFlight: boolp(false)}, "v")
+	}()
+	g2.awaitHeld(t)
+	require.Zero(t, b.runner.InFlight())
+	g2.open()
+	wg.Wait()
+	require.NoError(t, txErr)
+
+	// With sharing on (nil), a flight is published while the call runs.
+	g3 := newGate(t)
+	ctx = idem.WithFault(context.Background(), func(step string) error {
+		if step == idem.StepSucceeded {
+			g3.hold()
+		}
+		return nil
+	})
+	wg.Add(1)
+	go func() { defer wg.Done(); _, txErr = b.run(ctx, idem.Request{Owner: "alice", Key: "k3"}, "v") }()
+	g3.awaitHeld(t)
+	require.Equal(t, 1, b.runner.InFlight())
+	g3.open()
+	wg.Wait()
+	require.NoError(t, txErr)
+}
+
+func TestTheOffsetClockMovesAndResets(t *testing.T) {
+	t.Parallel()
+	var c idem.OffsetClock
+	require.WithinDuration(t, time.Now(), c.Now(), time.Second)
+	c.Advance(48 * time.Hour)
+	require.Equal(t, 48*time.Hour, c.Offset())
+	require.WithinDuration(t, time.Now().Add(48*time.Hour), c.Now(), time.Second)
+	require.Equal(t, time.UTC, c.Now().Location())
+	require.Zero(t, c.Now().Nanosecond()%1000, "microsecond precision, as timestamptz stores it")
+	c.Reset()
+	require.Zero(t, c.Offset())
+}
