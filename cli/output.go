@@ -90,10 +90,22 @@ func oneLine(s string) string {
 	return s
 }
 
+// reportedError is a failure whose JSON already went to stdout inside the command's own result
+// (a storm whose verdict failed): printing another object would break "exactly one JSON object",
+// so only the exit code and a line on stderr follow from it.
+type reportedError struct{ err error }
+
+func (e *reportedError) Error() string { return e.err.Error() }
+func (e *reportedError) Unwrap() error { return e.err }
+
 // printError writes err to stdout as JSON (when asJSON) or to stderr as text; it returns the
 // exit code.
 func printError(stdout, stderr io.Writer, asJSON bool, err error) int {
 	code, status, msg, exit := classify(err)
+	var reported *reportedError
+	if errors.As(err, &reported) {
+		asJSON = false
+	}
 	if asJSON {
 		var body errorBody
 		body.Error.Code, body.Error.Status, body.Error.Message = code, status, msg

@@ -171,11 +171,9 @@ func (a *app) runStorm(cmd *cobra.Command, sf *stormFlags, spec storm.Spec) erro
 		}
 		writeJSON(a.stdout, out)
 		if verdict != nil {
-			// stdout already holds the one JSON object, error included; the message goes to
-			// stderr and the exit code follows the error.
-			a.flags.json = false
+			return &reportedError{verdict}
 		}
-		return verdict
+		return nil
 	}
 	printStorm(a.stdout, sum)
 	return verdict
