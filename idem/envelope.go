@@ -115,6 +115,23 @@ func BuildEnvelope(policy string, fields []string, result json.RawMessage) (json
 	return json.Marshal(Envelope{SchemaVersion: SchemaVersion, Policy: policy, Result: compact.Bytes()})
 }
 
+// CanonicalEnvelope renders an envelope with its keys sorted and no spaces. jsonb hands a stored
+// envelope back in its own key order, so without this a replay's envelope would differ byte for
+// byte from the one the first request returned. Input that is not JSON is returned as it is.
+func CanonicalEnvelope(raw []byte) json.RawMessage {
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return raw
+	}
+	out, err := json.Marshal(v)
+	if err != nil {
+		return raw
+	}
+	return out
+}
+
 // ParseEnvelope reads a stored envelope strictly: exactly schemaVersion, policy and result, with
 // version 1; a raw-json-v1 document is returned as Legacy. Anything else is an integrity error.
 func ParseEnvelope(raw []byte) (Envelope, error) {

@@ -154,3 +154,12 @@ func TestAStoredEnvelopeTamperedWithAForbiddenFieldFailsClosedOnReplay(t *testin
 	require.Equal(t, first.Value, again.Value)
 	require.Equal(t, int32(1), b.works.Load())
 }
+
+func TestAReplayReturnsTheEnvelopeByteForByteAsTheFirstCallDid(t *testing.T) {
+	t.Parallel()
+	stored := []byte(`{"policy": "p", "result": {"revision": 2, "recordId": "r1"}, "schemaVersion": 1}`)
+	written, err := idem.BuildEnvelope("p", []string{"recordId", "revision"}, []byte(`{"recordId":"r1","revision":2}`))
+	require.NoError(t, err)
+	require.Equal(t, string(idem.CanonicalEnvelope(written)), string(idem.CanonicalEnvelope(stored)))
+	require.Equal(t, `{"policy":"p","result":{"recordId":"r1","revision":2},"schemaVersion":1}`, string(idem.CanonicalEnvelope(stored)))
+}

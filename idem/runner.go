@@ -270,7 +270,7 @@ func (c *keyedCall[T, P]) run(ctx context.Context) (Result[T], error) {
 		if tag.RowsAffected() != 1 {
 			return errors.New("idempotency: the reservation vanished before success was recorded")
 		}
-		res = Result[T]{Value: v, Outcome: Executed, Envelope: env, Fingerprint: c.fp}
+		res = Result[T]{Value: v, Outcome: Executed, Envelope: CanonicalEnvelope(env), Fingerprint: c.fp}
 		return nil
 	})
 	if err != nil {
@@ -293,7 +293,7 @@ func (c *keyedCall[T, P]) restore(ctx context.Context, row *keyRow) (T, json.Raw
 	if err != nil {
 		return zero, nil, err
 	}
-	return v, row.response, nil
+	return v, CanonicalEnvelope(row.response), nil
 }
 
 func inProgress(req Request) error {

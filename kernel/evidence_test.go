@@ -349,6 +349,8 @@ func TestTheFirstResultIsReturnedAsJSONWithTheSameShapeOnReplay(t *testing.T) {
 	require.JSONEq(t, `"EXECUTED"`, string(f["outcome"]))
 	require.JSONEq(t, `"REPLAYED"`, string(a["outcome"]))
 	require.JSONEq(t, `null`, string(a["execution"]))
+	require.Equal(t, string(first.Envelope), string(again.Envelope), "the replay's envelope is byte for byte the first one")
+	require.Equal(t, string(f["record"]), string(a["record"]), "and so is the restored record")
 }
 
 func keysOf(m map[string]json.RawMessage) []string {
