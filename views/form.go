@@ -258,7 +258,13 @@ func (f *Form) Update(msg tea.Msg) tea.Cmd {
 		}
 		f.result, f.errText = &msg.res, ""
 		text := fmt.Sprintf("%s %s", msg.res.Outcome, msg.res.Operation)
-		return tea.Batch(status(text, false), func() tea.Msg { return tctx.DataChangedMsg{} })
+		cmds := []tea.Cmd{status(text, false), func() tea.Msg { return tctx.DataChangedMsg{} }}
+		if r := msg.res.Record; r != nil {
+			// Behind the form, the workbench opens the rows just written (or replayed); the form
+			// stays on top so the same request can be sent again.
+			cmds = append(cmds, jump(tctx.JumpRecord, r.ModuleCode, r.ID))
+		}
+		return tea.Batch(cmds...)
 	case tea.KeyMsg:
 		switch {
 		case key.Matches(msg, keyCancel):
