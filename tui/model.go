@@ -271,8 +271,8 @@ func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 		}
 		return nil
 	}
-	// Digits switch views directly, except where the view uses them.
-	if s := msg.String(); len(s) == 1 && s[0] >= '1' && s[0] <= '9' && !(m.views[m.active] == views.View(m.records) && m.records.InDetail()) {
+	// Digits switch views directly, except 1-3 inside an open record, which choose its pane.
+	if s := msg.String(); len(s) == 1 && s[0] >= '1' && s[0] <= '9' && !(m.views[m.active] == views.View(m.records) && m.records.InDetail() && s[0] <= '3') {
 		return m.switchTo(int(s[0] - '1'))
 	}
 	return v.Update(msg)

@@ -164,3 +164,14 @@ func TestTheClockMovesAndShowsItsOffset(t *testing.T) {
 	m.Update(key("="))
 	require.Zero(t, b.Ctx.Clock.Offset())
 }
+
+func TestInsideAnOpenRecordOneToThreeChoosePanesAndOtherDigitsSwitchViews(t *testing.T) {
+	t.Parallel()
+	m, b := newModel(t, 120, 40)
+	tuitest.SeedFixed(t, b)
+	m.Update(tctx.JumpMsg{Kind: tctx.JumpRecord, Module: "NOTE", ID: tuitest.NoteID})
+	m.Update(key("2"))
+	require.Equal(t, "Records", m.ActiveTitle(), "2 picks the diff pane of the open record")
+	m.Update(key("6"))
+	require.Equal(t, "Storm", m.ActiveTitle())
+}
