@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/idemwork
 FUZZTIME ?= 5s
 # Fuzz targets as package:Target, each run for FUZZTIME by `make fuzz`.
-FUZZ_TARGETS := ./config:FuzzDecode ./idem:FuzzValidateKey ./idem:FuzzValidateOwner ./idem:FuzzParseEnvelope ./kernel:FuzzCheckJSONObject
+FUZZ_TARGETS := ./config:FuzzDecode ./idem:FuzzValidateKey ./idem:FuzzValidateOwner ./idem:FuzzParseEnvelope ./kernel:FuzzCheckJSONObject ./httpapi:FuzzDecodeBody ./httpapi:FuzzAuthenticate
 
 .PHONY: run build test test-go test-race test-fuzz test-tmux lint fuzz bench clean
 
@@ -41,6 +41,14 @@ lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
+
+## bench: the runner against hand-written SQL on the embedded cluster (idemwork bench, defaults), then
+## the Go micro-benchmarks. Not part of `make test`: it measures, it does not check. BENCH_ARGS
+## passes flags, e.g. BENCH_ARGS='--rows 0,100k,1M --json'.
+BENCH_ARGS ?=
+bench: build
+	./$(BIN) bench $(BENCH_ARGS)
+	$(GO) test -run '^$$' -bench . -benchmem ./bench/...
 
 ## fuzz: run every fuzz target longer (FUZZTIME=1m make fuzz)
 fuzz: FUZZTIME=1m

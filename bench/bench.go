@@ -1,0 +1,302 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"runtime"
+	"slices"
+	"time"
+
+	"idemwork/store"
+)
+
+// The workloads.
+const (
+	FreshKey   = "fresh-key"
+	FeatureRun = "feature-run"
+	ReplayHit  = "replay-hit"
+)
+
+// Defaults of Options.
+const (
+	DefaultDuration = 7 * time.Second
+	DefaultSlice    = 250 * time.Millisecond
+	// MaxClients bounds --clients (the pool needs one connection per client).
+	MaxClients = 128
+	// DefaultMemMaxContentLength is MEM-001's rule when Env does not say.
+	DefaultMemMaxContentLength = 2000
+)
+
+// DefaultClients and DefaultRows are the cells `idemwork bench` measures without flags.
+var (
+	DefaultClients = []int{1, 4, 16}
+	DefaultRows    = []int{0, 100_000}
+)
+
+// Options chooses what Run measures.
+type Options struct {
+	// Duration is the measured time of each cell (a workload at one client count and one table
+	// size), split evenly between the runner and the raw side; a warm-up slice per side comes on
+	// top.
+	Duration time.Duration
+	// Slice is how long one side runs before the other takes over.
+	Slice time.Duration
+	// Clients are the client counts every workload runs at.
+	Clients []int
+	// Rows are filler levels, ascending: every workload runs at the first; fresh-key and
+	// replay-hit run again after loading up to each further level (growth).
+	Rows []int
+	// NoStorm skips the storms; StormRounds repeats them (default 3, the median is reported).
+	NoStorm     bool
+	StormRounds int
+}
+
+// Normalized fills the defaults and checks o.
+func (o Options) Normalized() (Options, error) {
+	if o.Duration == 0 {
+		o.Duration = DefaultDuration
+	}
+	if o.Slice == 0 {
+		o.Slice = DefaultSlice
+	}
+	if o.Duration < 20*time.Millisecond || o.Slice < 10*time.Millisecond {
+		return o, fmt.Errorf("bench: --duration must be at least 20ms and --slice at least 10ms")
+	}
+	if len(o.Clients) == 0 {
+		o.Clients = DefaultClients
+	}
+	if o.Rows == nil {
+		o.Rows = DefaultRows
+	}
+	if len(o.Rows) == 0 {
+		o.Rows = []int{0}
+	}
+	for _, c := range o.Clients {
+		if c < 1 || c > MaxClients {
+			return o, fmt.Errorf("bench: --clients wants counts of 1-%d, got %d", MaxClients, c)
+		}
+	}
+	for _, r := range o.Rows {
+		if r < 0 || r > 100_000_000 {
+			return o, fmt.Errorf("bench: --rows wants filler levels of 0-100000000, got %d", r)
+		}
+	}
+	o.Clients = slices.Clone(o.Clients)
+	o.Rows = slices.Clone(o.Rows)
+	slices.Sort(o.Rows)
+	o.Rows = slices.Compact(o.Rows)
+	if o.StormRounds <= 0 {
+		o.StormRounds = DefaultStormRound
+	}
+	return o, nil
+}
+
+// Env is where Run measures.
+type Env struct {
+	// DSN is the database Run writes into: it migrates it and loads filler into it. Give it a
+	// scratch database (CreateScratch).
+	DSN string
+	// Display names the server in the report (never a password).
+	Display string
+	// Executable, WorkerArgs and WorkerEnv start the multi-process storm's children (see
+	// storm.Env; default: this binary's `storm-worker`).
+	Executable string
+	WorkerArgs []string
+	WorkerEnv  []string
+	// Progress receives a line per finished step (nil: quiet).
+	Progress io.Writer
+	// MemMaxContentLength is MEM-001's rule (default 2000).
+	MemMaxContentLength int
+}
+
+// Report is everything Run measured.
+type Report struct {
+	Setup      Setup        `json:"setup"`
+	Workloads  []Workload   `json:"workloads"`
+	Growth     []Growth     `json:"growth"`
+	RoundTrips []RoundTrips `json:"roundTrips"`
+	Storm      *StormReport `json:"storm"`
+	// Targets are issue 6's goals this run has cells for, met or not.
+	Targets []Target `json:"targets"`
+}
+
+// Setup describes the run.
+type Setup struct {
+	Database          string  `json:"database"`
+	Server            string  `json:"server"`
+	Fsync             string  `json:"fsync"`
+	SynchronousCommit string  `json:"synchronousCommit"`
+	CPUs              int     `json:"cpus"`
+	Go                string  `json:"go"`
+	CellMs            float64 `json:"cellMs"`
+	SliceMs           float64 `json:"sliceMs"`
+	Clients           []int   `json:"clients"`
+	Rows              []int   `json:"rows"`
+	ElapsedSeconds    float64 `json:"elapsedSeconds"`
+}
+
+type harness struct {
+	env    Env
+	opts   Options
+	db     *store.DB
+	fx     *fixtures
+	memMax int
+}
+
+func (h *harness) logf(format string, args ...any) {
+	if h.env.Progress != nil {
+		fmt.Fprintf(h.env.Progress, format, args...)
+	}
+}
+
+// workloads binds the three workloads to t.
+func workloads(t *target) []workload {
+	feature := func(ctx context.Context, runner bool, need int) error {
+		s := t.fx.rawRecords
+		if runner {
+			s = t.fx.runnerRecords
+		}
+		return s.ensure(ctx, t.pool, need)
+	}
+	return []workload{
+		{name: FreshKey, runner: t.runnerFreshKey, raw: t.rawFreshKey},
+		{name: FeatureRun, runner: t.runnerFeatureRun, raw: t.rawFeatureRun, before: feature},
+		{name: ReplayHit, runner: t.runnerReplayHit, raw: t.rawReplayHit},
+	}
+}
+
+// poolConns sizes the measured pool: a connection per client and a few for setup.
+func poolConns(clients []int) int32 { return int32(max(slices.Max(clients), 8) + 2) }
+
+// Run migrates env.DSN's database and measures every workload, the storms and growth.
+func Run(ctx context.Context, env Env, opts Options) (Report, error) {
+	opts, err := opts.Normalized()
+	if err != nil {
+		return Report{}, err
+	}
+	started := time.Now()
+	db, err := store.Open(ctx, env.DSN, store.Options{Migrate: true, MaxConns: poolConns(opts.Clients)})
+	if err != nil {
+		return Report{}, err
+	}
+	defer db.Close()
+	h := &harness{env: env, opts: opts, db: db, fx: newFixtures(), memMax: env.MemMaxContentLength}
+	if h.memMax <= 0 {
+		h.memMax = DefaultMemMaxContentLength
+	}
+	cellMs, sliceMs := func() (float64, float64) {
+		n, slice := cellPlan(opts.Duration, opts.Slice)
+		return ms(2 * time.Duration(n) * slice), ms(slice)
+	}()
+	rep := Report{Workloads: []Workload{}, Growth: []Growth{}, Setup: Setup{Database: env.Display, CPUs: runtime.NumCPU(),
+		Go: runtime.Version(), CellMs: cellMs, SliceMs: sliceMs, Clients: opts.Clients, Rows: opts.Rows}}
+	if err := db.Pool.QueryRow(ctx, `SELECT version(), current_setting('fsync'), current_setting('synchronous_commit')`).
+		Scan(&rep.Setup.Server, &rep.Setup.Fsync, &rep.Setup.SynchronousCommit); err != nil {
+		return rep, err
+	}
+	h.logf("bench: %s; %s; fsync=%s synchronous_commit=%s\n", env.Display, rep.Setup.Server, rep.Setup.Fsync, rep.Setup.SynchronousCommit)
+
+	main := newTarget(db, h.fx, h.memMax)
+	wls := workloads(main)
+	replayKeys := min(max(16*slices.Max(opts.Clients), 64), 512)
+	if err := main.provisionReplayKeys(ctx, replayKeys, 8); err != nil {
+		return rep, err
+	}
+	if opts.Rows[0] > 0 {
+		if err := h.fill(ctx, 0, opts.Rows[0]); err != nil {
+			return rep, err
+		}
+	}
+
+	if rep.RoundTrips, err = h.countRoundTrips(ctx, wls, workloads); err != nil {
+		return rep, err
+	}
+	trips := map[string]RoundTrips{}
+	for _, rt := range rep.RoundTrips {
+		trips[rt.Workload] = rt
+		h.logf("  round trips per op  %-12s runner %.1f  raw %.1f\n", rt.Workload, rt.Runner.PerOp, rt.Raw.PerOp)
+	}
+
+	cell := func(wl workload, clients, rows int) error {
+		var keys int64
+		if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM idempotency_record`).Scan(&keys); err != nil {
+			return err
+		}
+		c, err := h.measureCell(ctx, wl, clients)
+		if err != nil {
+			return err
+		}
+		c.Rows, c.KeysInTable = rows, keys
+		c.Runner.RoundTripsPerOp, c.Raw.RoundTripsPerOp = trips[wl.name].Runner.PerOp, trips[wl.name].Raw.PerOp
+		rep.Workloads = append(rep.Workloads, c)
+		h.logf("  %-12s clients=%-3d rows=%-8d runner %8.0f ops/s  raw %8.0f ops/s  ratio %.2f\n",
+			c.Name, c.Clients, c.Rows, c.Runner.OpsPerSec, c.Raw.OpsPerSec, c.Ratio)
+		return nil
+	}
+	for _, wl := range wls {
+		for _, c := range opts.Clients {
+			if err := cell(wl, c, opts.Rows[0]); err != nil {
+				return rep, err
+			}
+		}
+	}
+	if n := h.fx.runnerRecords.reused.Load() + h.fx.rawRecords.reused.Load(); n > 0 {
+		h.logf("  note: %d feature runs reused a record (the supply ran short)\n", n)
+	}
+
+	if !opts.NoStorm {
+		h.logf("  storms (%d rounds)…\n", opts.StormRounds)
+		if rep.Storm, err = h.runStorms(ctx, opts.StormRounds); err != nil {
+			return rep, err
+		}
+	}
+
+	grown := map[string]bool{FreshKey: true, ReplayHit: true}
+	for i := 1; i < len(opts.Rows); i++ {
+		if err := h.fill(ctx, opts.Rows[i-1], opts.Rows[i]); err != nil {
+			return rep, err
+		}
+		for _, wl := range wls {
+			if !grown[wl.name] {
+				continue
+			}
+			for _, c := range opts.Clients {
+				if err := cell(wl, c, opts.Rows[i]); err != nil {
+					return rep, err
+				}
+			}
+		}
+	}
+	rep.Growth = growth(rep.Workloads, opts.Rows)
+	rep.Targets = targets(rep)
+	rep.Setup.ElapsedSeconds = time.Since(started).Seconds()
+	return rep, nil
+}
+
+// growth compares the grown cells with the same workload and clients at the first level.
+func growth(cells []Workload, rows []int) []Growth {
+	type k struct {
+		name    string
+		clients int
+	}
+	first := map[k]Workload{}
+	for _, c := range cells {
+		if c.Rows == rows[0] {
+			first[k{c.Name, c.Clients}] = c
+		}
+	}
+	out := []Growth{}
+	for _, c := range cells {
+		f, ok := first[k{c.Name, c.Clients}]
+		if !ok || c.Rows == rows[0] || (c.Name != FreshKey && c.Name != ReplayHit) {
+			continue
+		}
+		g := Growth{Name: c.Name, Clients: c.Clients, Rows: c.Rows, Ratio: c.Ratio}
+		if f.Runner.OpsPerSec > 0 && f.Raw.OpsPerSec > 0 {
+			g.RunnerVsFirst, g.RawVsFirst = c.Runner.OpsPerSec/f.Runner.OpsPerSec, c.Raw.OpsPerSec/f.Raw.OpsPerSec
+		}
+		out = append(out, g)
+	}
+	return out
+}

@@ -1,0 +1,185 @@
+package bench
+
+// Micro-benchmarks: `go test -run '^$' -bench . -benchmem ./bench/...`. They run on the test
+// cluster (fsync off), so they isolate what the runner adds in CPU, allocations and round trips;
+// `idemwork bench` measures the same workloads on a durable cluster with many clients.
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"idemwork/idem"
+	"idemwork/internal/testdb"
+	"idemwork/kernel"
+	"idemwork/storm"
+)
+
+// TestMain serves the tests and benchmarks and, re-executed by the multi-process storm, the
+// storm's worker.
+func TestMain(m *testing.M) {
+	if os.Getenv(storm.WorkerEnvVar) == "1" {
+		if err := storm.WorkerMain(context.Background(), os.Stdin, os.Stdout); err != nil {
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	testdb.Main(m)
+}
+
+// benchTarget is a fresh database with the fixtures of every workload: n records per side for
+// feature runs and replay keys.
+func benchTarget(b *testing.B, records int) *target {
+	b.Helper()
+	db := testdb.New(b)
+	t := newTarget(db.DB, newFixtures(), DefaultMemMaxContentLength)
+	ctx := context.Background()
+	if err := t.provisionReplayKeys(ctx, 64, 4); err != nil {
+		b.Fatal(err)
+	}
+	if err := t.fx.runnerRecords.ensure(ctx, t.pool, records); err != nil {
+		b.Fatal(err)
+	}
+	if err := t.fx.rawRecords.ensure(ctx, t.pool, records); err != nil {
+		b.Fatal(err)
+	}
+	return t
+}
+
+const warmOps = 20
+
+// runOp times o alone, after a warm-up that fills the statement cache.
+func runOp(b *testing.B, o op) {
+	ctx := context.Background()
+	w := &worker{clients: 1, keyBuf: make([]byte, 0, 64)}
+	for range warmOps {
+		if err := o(ctx, w); err != nil {
+			b.Fatal(err)
+		}
+		w.seq++
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if err := o(ctx, w); err != nil {
+			b.Fatal(err)
+		}
+		w.seq++
+	}
+}
+
+// runRatio alternates runner and raw ops (runner first on even iterations) and reports each
+// side's time per op and ratio = runner ops/s ÷ raw ops/s, the number `idemwork bench` reports.
+func runRatio(b *testing.B, runner, raw op) {
+	ctx := context.Background()
+	wr := &worker{clients: 1, keyBuf: make([]byte, 0, 64)}
+	ww := &worker{clients: 1, keyBuf: make([]byte, 0, 64)}
+	for range warmOps {
+		if err := runner(ctx, wr); err != nil {
+			b.Fatal(err)
+		}
+		if err := raw(ctx, ww); err != nil {
+			b.Fatal(err)
+		}
+		wr.seq++
+		ww.seq++
+	}
+	var tRunner, tRaw time.Duration
+	timed := func(o op, w *worker, acc *time.Duration) {
+		t0 := time.Now()
+		if err := o(ctx, w); err != nil {
+			b.Fatal(err)
+		}
+		*acc += time.Since(t0)
+		w.seq++
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		if i%2 == 0 {
+			timed(runner, wr, &tRunner)
+			timed(raw, ww, &tRaw)
+		} else {
+			timed(raw, ww, &tRaw)
+			timed(runner, wr, &tRunner)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(tRunner.Nanoseconds())/float64(b.N), "runner-ns/op")
+	b.ReportMetric(float64(tRaw.Nanoseconds())/float64(b.N), "raw-ns/op")
+	if tRunner > 0 {
+		b.ReportMetric(float64(tRaw)/float64(tRunner), "ratio")
+	}
+}
+
+func BenchmarkRunnerFreshKey(b *testing.B) { t := benchTarget(b, 0); runOp(b, t.runnerFreshKey) }
+func BenchmarkRawFreshKey(b *testing.B)    { t := benchTarget(b, 0); runOp(b, t.rawFreshKey) }
+func BenchmarkFreshKeyRatio(b *testing.B) {
+	t := benchTarget(b, 0)
+	runRatio(b, t.runnerFreshKey, t.rawFreshKey)
+}
+
+func BenchmarkRunnerFeatureRun(b *testing.B) {
+	t := benchTarget(b, b.N+warmOps)
+	runOp(b, t.runnerFeatureRun)
+}
+
+func BenchmarkRawFeatureRun(b *testing.B) {
+	t := benchTarget(b, b.N+warmOps)
+	runOp(b, t.rawFeatureRun)
+}
+
+func BenchmarkFeatureRunRatio(b *testing.B) {
+	t := benchTarget(b, b.N+warmOps)
+	runRatio(b, t.runnerFeatureRun, t.rawFeatureRun)
+}
+
+func BenchmarkRunnerReplayHit(b *testing.B) { t := benchTarget(b, 0); runOp(b, t.runnerReplayHit) }
+func BenchmarkRawReplayHit(b *testing.B)    { t := benchTarget(b, 0); runOp(b, t.rawReplayHit) }
+func BenchmarkReplayHitRatio(b *testing.B) {
+	t := benchTarget(b, 0)
+	runRatio(b, t.runnerReplayHit, t.rawReplayHit)
+}
+
+// The runner's CPU-only steps on every keyed request, without a database: what a follower of an
+// in-process flight pays before it joins, and what a replay pays besides its reads.
+
+func BenchmarkFingerprint(b *testing.B) {
+	body := []byte(`{"payload":{"priority":2,"tags":["home","todo"],"text":"call the plumber about the kitchen tap"},"title":"bench note"}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := idem.Fingerprint(kernel.OpCreate(kernel.ModuleNote), body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkBuildEnvelope(b *testing.B) {
+	result := []byte(`{"recordId":"01JZ3W9Q8X4T6V2N1M0K7H5G3F","revision":2,"executionId":"01JZ3W9Q8X4T6V2N1M0K7H5G3G"}`)
+	fields := []string{"recordId", "revision", "executionId"}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := idem.BuildEnvelope(kernel.PolicyFeatureExecution, fields, result); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkParseEnvelope(b *testing.B) {
+	env := []byte(`{"schemaVersion":1,"policy":"feature-execution-reference-v1","result":{"recordId":"01JZ3W9Q8X4T6V2N1M0K7H5G3F","revision":2,"executionId":"01JZ3W9Q8X4T6V2N1M0K7H5G3G"}}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := idem.ParseEnvelope(env); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkCanonicalEnvelope(b *testing.B) {
+	stored := []byte(`{"policy": "feature-execution-reference-v1", "result": {"recordId": "01JZ3W9Q8X4T6V2N1M0K7H5G3F", "revision": 2, "executionId": "01JZ3W9Q8X4T6V2N1M0K7H5G3G"}, "schemaVersion": 1}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = idem.CanonicalEnvelope(stored)
+	}
+}
