@@ -35,6 +35,20 @@ func (a *app) kernel(ctx context.Context) (*kernel.Kernel, error) {
 	return a.k, nil
 }
 
+// writer returns the kernel for a write command, refusing up front with READ_ONLY on a
+// read-only session — a replay included, though it would only read: a write command never
+// runs against a database the user did not open for writing.
+func (a *app) writer(ctx context.Context) (*kernel.Kernel, error) {
+	k, err := a.kernel(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if a.db.ReadOnly {
+		return nil, apperr.New(apperr.ReadOnly, "this session is read-only; reconnect with --allow-writes (or allow_writes = true) to write")
+	}
+	return k, nil
+}
+
 // jsonFlag is a flag holding a JSON document; it is checked for syntax when parsed.
 type jsonFlag struct {
 	raw json.RawMessage
@@ -103,7 +117,7 @@ func newCreateCmd(a *app) *cobra.Command {
 	var payload jsonFlag
 	cmd := &cobra.Command{Use: "create", Short: "Create a record (operation <MODULE>:record:create)", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			k, err := a.kernel(cmd.Context())
+			k, err := a.writer(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -132,7 +146,7 @@ func newPatchCmd(a *app) *cobra.Command {
 	var payload jsonFlag
 	cmd := &cobra.Command{Use: "patch", Short: "Write the next revision of a record (optimistic lock on --expect-revision)", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			k, err := a.kernel(cmd.Context())
+			k, err := a.writer(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -162,7 +176,7 @@ func newActionCmd(a *app) *cobra.Command {
 	var input jsonFlag
 	cmd := &cobra.Command{Use: "action", Short: "Run a feature of a record", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			k, err := a.kernel(cmd.Context())
+			k, err := a.writer(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -189,7 +203,7 @@ func newReviewCmd(a *app) *cobra.Command {
 	var in kernel.ReviewInput
 	cmd := &cobra.Command{Use: "review", Short: "Review a COMMITMENT record (kept or missed)", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			k, err := a.kernel(cmd.Context())
+			k, err := a.writer(cmd.Context())
 			if err != nil {
 				return err
 			}

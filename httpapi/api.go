@@ -89,10 +89,10 @@ func New(k *kernel.Kernel, opts Options) *API {
 		a.log = slog.New(slog.NewTextHandler(opts.AccessLog, nil))
 	}
 	m := a.mux
-	m.HandleFunc("POST /v1/modules/{module}/records", a.endpoint(a.createRecord))
-	m.HandleFunc("PATCH /v1/modules/{module}/records/{id}", a.endpoint(a.patchRecord))
-	m.HandleFunc("POST /v1/modules/{module}/records/{id}/features/{featureId}", a.endpoint(a.runFeature))
-	m.HandleFunc("POST /v1/modules/{module}/records/{id}/reviews", a.endpoint(a.createReview))
+	m.HandleFunc("POST /v1/modules/{module}/records", a.endpoint(a.write(a.createRecord)))
+	m.HandleFunc("PATCH /v1/modules/{module}/records/{id}", a.endpoint(a.write(a.patchRecord)))
+	m.HandleFunc("POST /v1/modules/{module}/records/{id}/features/{featureId}", a.endpoint(a.write(a.runFeature)))
+	m.HandleFunc("POST /v1/modules/{module}/records/{id}/reviews", a.endpoint(a.write(a.createReview)))
 	m.HandleFunc("GET /v1/modules/{module}/records/{id}", a.endpoint(a.getRecord))
 	m.HandleFunc("GET /v1/modules/{module}/records/{id}/{part}", a.endpoint(a.getRecordPart))
 	m.HandleFunc("GET /v1/keys/{key...}", a.endpoint(a.getKey))
@@ -208,6 +208,17 @@ type reply struct {
 }
 
 type endpointFunc func(r *http.Request, owner string) (reply, error)
+
+// write guards a write route: on a read-only session every write is refused with READ_ONLY
+// before the runner starts — a replay included, though it would only read.
+func (a *API) write(fn endpointFunc) endpointFunc {
+	return func(r *http.Request, owner string) (reply, error) {
+		if a.k.DB().ReadOnly {
+			return reply{}, apperr.New(apperr.ReadOnly, "this server's database session is read-only; restart it with --allow-writes to accept writes")
+		}
+		return fn(r, owner)
+	}
+}
 
 // endpoint authenticates the owner, runs fn and writes its reply or coded error.
 func (a *API) endpoint(fn endpointFunc) http.HandlerFunc {
