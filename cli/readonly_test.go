@@ -28,3 +28,11 @@ func TestAReadOnlySessionRefusesEveryWriteCommandEvenAReplay(t *testing.T) {
 	require.Equal(t, 0, code, "reads work")
 	require.Len(t, decode(t, out)["keys"], 1, "and nothing new was written")
 }
+
+func TestAStormOnAReadOnlySessionIsRefusedBeforeItStarts(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	code, out, _ := run(t, nil, "--dsn", db.DSN, "--json", "storm", "--n", "5", "create", "--owner", "o", "--module", "NOTE", "--key", "s", "--title", "t")
+	require.Equal(t, 3, code)
+	require.Equal(t, "READ_ONLY", decode(t, out)["error"].(map[string]any)["code"])
+}
