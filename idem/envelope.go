@@ -29,6 +29,21 @@ type ResultPolicy[T any] interface {
 	Restore(ctx context.Context, owner, module string, result json.RawMessage) (T, error)
 }
 
+// Prefetcher is an optional capability of a ResultPolicy: it reads the rows Restore would read
+// in the same statement as the key row (a replay in one round trip), then restores from them.
+// Restore stays the reference: every check still runs in Go, and whenever the prefetched rows
+// are absent or do not match the stored result exactly, the runner calls Restore, which fails
+// closed as it always does.
+type Prefetcher[T any] interface {
+	// PrefetchSQL returns select-list columns and LEFT JOIN clauses added to the key read. The
+	// key row is aliased k; $1 is the owner and $3 the route's module. The joins must never fail
+	// on a malformed stored result (they simply find nothing).
+	PrefetchSQL() (columns, joins string)
+	// NewPrefetch returns scan destinations for the columns and the function that restores from
+	// them once scanned; it reports false to fall back to Restore.
+	NewPrefetch() (dest []any, restore func(owner, module string, result json.RawMessage) (T, bool, error))
+}
+
 // Envelope is idempotency_record.response.
 type Envelope struct {
 	SchemaVersion int             `json:"schemaVersion"`
@@ -170,6 +185,13 @@ func ParseEnvelope(raw []byte) (Envelope, error) {
 // exact first result: a different policy name fails closed with IDEMPOTENCY_POLICY_MISMATCH, and
 // a result outside the policy's whitelist with SNAPSHOT_INTEGRITY_VIOLATION.
 func RestoreEnvelope[T any](ctx context.Context, policy ResultPolicy[T], owner, module string, raw []byte) (T, error) {
+	return restoreEnvelope(ctx, policy, owner, module, raw, nil)
+}
+
+// restoreEnvelope is RestoreEnvelope that first tries pre (rows prefetched with the key), when
+// set, and falls back to the policy's Restore when pre reports false.
+func restoreEnvelope[T any](ctx context.Context, policy ResultPolicy[T], owner, module string, raw []byte,
+	pre func(owner, module string, result json.RawMessage) (T, bool, error)) (T, error) {
 	var zero T
 	env, err := ParseEnvelope(raw)
 	if err != nil {
@@ -180,6 +202,15 @@ func RestoreEnvelope[T any](ctx context.Context, policy ResultPolicy[T], owner, 
 	}
 	if err := guardResult(env.Policy, policy.Fields(), env.Result); err != nil {
 		return zero, apperr.New(apperr.SnapshotIntegrity, "stored envelope: %s", strings.TrimPrefix(apperr.As(err).Message, "envelope guard: "))
+	}
+	if pre != nil {
+		v, ok, err := pre(owner, module, env.Result)
+		if err != nil {
+			return zero, fmt.Errorf("restore %s: %w", policy.Name(), err)
+		}
+		if ok {
+			return v, nil
+		}
 	}
 	v, err := policy.Restore(ctx, owner, module, env.Result)
 	if err != nil {

@@ -1,6 +1,7 @@
 package idem
 
 import (
+	"bytes"
 	"encoding/json"
 	"sync"
 )
@@ -19,6 +20,7 @@ type flightKey struct{ owner, key string }
 type flight struct {
 	operation   string
 	fingerprint string
+	body        []byte // the leader's raw body: a follower with the same bytes needs no fingerprint
 	done        chan struct{}
 	// Set before done is closed; read only after.
 	value    any
@@ -26,9 +28,20 @@ type flight struct {
 	err      error
 }
 
+// joinSame returns the flight for k when it has this operation and exactly these body bytes:
+// the same bytes have the same fingerprint, so the follower may join without computing it.
+func (g *flights) joinSame(k flightKey, operation string, body []byte) *flight {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if f, ok := g.m[k]; ok && f.operation == operation && bytes.Equal(f.body, body) {
+		return f
+	}
+	return nil
+}
+
 // leadOrJoin returns the flight for k and whether the caller leads it. It returns (nil, false)
 // when a flight for k exists with another operation or fingerprint: the caller must not share.
-func (g *flights) leadOrJoin(k flightKey, operation, fingerprint string) (*flight, bool) {
+func (g *flights) leadOrJoin(k flightKey, operation, fingerprint string, body []byte) (*flight, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if f, ok := g.m[k]; ok {
@@ -40,7 +53,7 @@ func (g *flights) leadOrJoin(k flightKey, operation, fingerprint string) (*fligh
 	if g.m == nil {
 		g.m = make(map[flightKey]*flight)
 	}
-	f := &flight{operation: operation, fingerprint: fingerprint, done: make(chan struct{})}
+	f := &flight{operation: operation, fingerprint: fingerprint, body: body, done: make(chan struct{})}
 	g.m[k] = f
 	return f, true
 }

@@ -119,7 +119,7 @@ func RunPrepared[T, P any](ctx context.Context, r *Runner, req Request, policy R
 			if err != nil {
 				return err
 			}
-			v, err = work(ctx, p)
+			v, err = work(store.DeferWrites(ctx), p)
 			return err
 		})
 		if err != nil {
@@ -130,18 +130,34 @@ func RunPrepared[T, P any](ctx context.Context, r *Runner, req Request, policy R
 	if err := ValidateKey(req.Key); err != nil {
 		return none, err
 	}
+	share := (req.ShareInFlight == nil || *req.ShareInFlight) && !store.InTx(ctx)
+	k := flightKey{req.Owner, req.Key}
+	if share {
+		// A follower sending the leader's operation and exact body bytes has the leader's
+		// fingerprint: join without computing it.
+		if f := r.flights.joinSame(k, req.Operation, req.Body); f != nil {
+			select {
+			case <-f.done:
+			case <-ctx.Done():
+				return none, ctx.Err()
+			}
+			if f.err == nil {
+				return Result[T]{Value: f.value.(T), Outcome: Joined, Envelope: f.envelope, Fingerprint: f.fingerprint}, nil
+			}
+			// Never inherit a leader's failure: take the database path ourselves.
+			share = false
+		}
+	}
 	fp, err := Fingerprint(req.Operation, req.Body)
 	if err != nil {
 		return none, err
 	}
 	call := &keyedCall[T, P]{r: r, req: req, fp: fp, policy: policy, prepare: prepare, work: work}
 
-	share := req.ShareInFlight == nil || *req.ShareInFlight
-	if !share || store.InTx(ctx) {
+	if !share {
 		return call.run(ctx)
 	}
-	k := flightKey{req.Owner, req.Key}
-	f, leader := r.flights.leadOrJoin(k, req.Operation, fp)
+	f, leader := r.flights.leadOrJoin(k, req.Operation, fp, req.Body)
 	switch {
 	case f == nil: // a flight for this key with another operation or body: do not share
 		return call.run(ctx)
@@ -186,7 +202,18 @@ func (c *keyedCall[T, P]) run(ctx context.Context) (Result[T], error) {
 	var none Result[T]
 	r, req := c.r, c.req
 	now := r.clock.Now()
-	row, err := readKey(ctx, r.db.Q(ctx), req.Owner, req.Key)
+	var pre func(owner, module string, result json.RawMessage) (T, bool, error)
+	var row *keyRow
+	var err error
+	if pf, ok := c.policy.(Prefetcher[T]); ok {
+		// One round trip: the key row and the rows its result references.
+		cols, joins := pf.PrefetchSQL()
+		dest, restore := pf.NewPrefetch()
+		row, err = readKeyPrefetch(ctx, r.db.Q(ctx), req.Owner, req.Key, req.Module, cols, joins, dest)
+		pre = restore
+	} else {
+		row, err = readKey(ctx, r.db.Q(ctx), req.Owner, req.Key)
+	}
 	if err != nil {
 		return none, err
 	}
@@ -194,7 +221,7 @@ func (c *keyedCall[T, P]) run(ctx context.Context) (Result[T], error) {
 		if row.status != "SUCCEEDED" {
 			return none, inProgress(req)
 		}
-		v, env, err := c.restore(ctx, row)
+		v, env, err := c.restore(ctx, row, pre)
 		if err != nil {
 			return none, err
 		}
@@ -233,7 +260,7 @@ func (c *keyedCall[T, P]) run(ctx context.Context) (Result[T], error) {
 			if existing.status != "SUCCEEDED" {
 				return inProgress(req)
 			}
-			v, env, err := c.restore(ctx, existing)
+			v, env, err := c.restore(ctx, existing, nil)
 			if err != nil {
 				return err
 			}
@@ -247,7 +274,9 @@ func (c *keyedCall[T, P]) run(ctx context.Context) (Result[T], error) {
 		if err != nil {
 			return err
 		}
-		v, err := c.work(ctx, p)
+		// The work's writes are queued and travel with the SUCCEEDED update and the COMMIT in
+		// one round trip; a failing write fails the transaction there (nothing commits).
+		v, err := c.work(store.DeferWrites(ctx), p)
 		if err != nil {
 			return err
 		}
@@ -262,13 +291,13 @@ func (c *keyedCall[T, P]) run(ctx context.Context) (Result[T], error) {
 		if err := Checkpoint(ctx, StepSucceeded); err != nil {
 			return err
 		}
-		tag, err := q.Exec(ctx, `UPDATE idempotency_record SET status = 'SUCCEEDED', response = $3, updated_at = $4
-			WHERE owner_id = $1 AND idempotency_key = $2 AND status = 'PROCESSING'`, req.Owner, req.Key, env, r.clock.Now())
-		if err != nil {
-			return fmt.Errorf("record success: %w", err)
-		}
-		if tag.RowsAffected() != 1 {
-			return errors.New("idempotency: the reservation vanished before success was recorded")
+		// Guarded on the server: no PROCESSING row to update fails the statement, and with it
+		// the transaction, even when the COMMIT travels in the same round trip.
+		if err := r.db.ExecWrite(store.DeferWrites(ctx), "record success", errReservationVanished,
+			`WITH u AS (UPDATE idempotency_record SET status = 'SUCCEEDED', response = $3, updated_at = $4
+				WHERE owner_id = $1 AND idempotency_key = $2 AND status = 'PROCESSING' RETURNING 1)
+			SELECT 1 / count(*) FROM u`, req.Owner, req.Key, env, r.clock.Now()); err != nil {
+			return err
 		}
 		res = Result[T]{Value: v, Outcome: Executed, Envelope: CanonicalEnvelope(env), Fingerprint: c.fp}
 		return nil
@@ -280,7 +309,8 @@ func (c *keyedCall[T, P]) run(ctx context.Context) (Result[T], error) {
 }
 
 // restore applies the hit rules in SPEC order: operation, fingerprint, policy, then restore.
-func (c *keyedCall[T, P]) restore(ctx context.Context, row *keyRow) (T, json.RawMessage, error) {
+func (c *keyedCall[T, P]) restore(ctx context.Context, row *keyRow,
+	pre func(owner, module string, result json.RawMessage) (T, bool, error)) (T, json.RawMessage, error) {
 	var zero T
 	if row.operation != c.req.Operation {
 		return zero, nil, apperr.New(apperr.ScopeConflict, "key %q of owner %s is bound to operation %s, not %s; use a new key",
@@ -289,12 +319,14 @@ func (c *keyedCall[T, P]) restore(ctx context.Context, row *keyRow) (T, json.Raw
 	if row.fingerprint != c.fp {
 		return zero, nil, apperr.New(apperr.KeyReused, "key %q was first used with a different request body; a retry must send the same body, a new request needs a new key", c.req.Key)
 	}
-	v, err := RestoreEnvelope(ctx, c.policy, c.req.Owner, c.req.Module, row.response)
+	v, err := restoreEnvelope(ctx, c.policy, c.req.Owner, c.req.Module, row.response, pre)
 	if err != nil {
 		return zero, nil, err
 	}
 	return v, CanonicalEnvelope(row.response), nil
 }
+
+var errReservationVanished = errors.New("idempotency: the reservation vanished before success was recorded")
 
 func inProgress(req Request) error {
 	return apperr.New(apperr.InProgress, "key %q is reserved by a request that did not finish (a leftover PROCESSING row); it is never re-executed and frees itself when it expires", req.Key)
@@ -305,6 +337,24 @@ func readKey(ctx context.Context, q store.Querier, owner, key string) (*keyRow, 
 	err := q.QueryRow(ctx, `SELECT operation, fingerprint, status, response, expires_at
 		FROM idempotency_record WHERE owner_id = $1 AND idempotency_key = $2`, owner, key).
 		Scan(&row.operation, &row.fingerprint, &row.status, &row.response, &row.expiresAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read key: %w", err)
+	}
+	return &row, nil
+}
+
+// readKeyPrefetch is readKey with a policy's prefetch columns and joins.
+func readKeyPrefetch(ctx context.Context, q store.Querier, owner, key, module, cols, joins string, dest []any) (*keyRow, error) {
+	var row keyRow
+	all := make([]any, 0, 5+len(dest))
+	all = append(all, &row.operation, &row.fingerprint, &row.status, &row.response, &row.expiresAt)
+	all = append(all, dest...)
+	err := q.QueryRow(ctx, `SELECT k.operation, k.fingerprint, k.status, k.response, k.expires_at, `+cols+`
+		FROM idempotency_record k `+joins+`
+		WHERE k.owner_id = $1 AND k.idempotency_key = $2`, owner, key, module).Scan(all...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}

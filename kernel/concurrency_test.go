@@ -326,7 +326,11 @@ func TestAStalePatchThatRacesPastPrepareStillGetsRevisionConflict(t *testing.T) 
 	b := setup(t)
 	rec := b.createNote(t, "alice", "base", "base")
 	g := newGate(t)
-	first := idem.WithFault(context.Background(), func(step string) error {
+	// B's writes are queued and reach the server with its COMMIT, so B is held after its
+	// prepare (which sees revision 1 and passes) and its queued UPDATE; A then writes and commits
+	// revision 2; released, B's UPDATE finds the row no longer at revision 1 and the server fails
+	// it (and B's whole transaction).
+	stale := idem.WithFault(context.Background(), func(step string) error {
 		if step == idem.StepRecord {
 			g.hold()
 		}
@@ -335,18 +339,13 @@ func TestAStalePatchThatRacesPastPrepareStillGetsRevisionConflict(t *testing.T) 
 	var resA kernel.WriteResult
 	var errA, errB error
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		resA, errA = b.k.Patch(first, kernel.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: rec.Record.ID, Key: "a", ExpectRevision: 1, Title: str("a")})
+		_, errB = b.k.Patch(stale, kernel.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: rec.Record.ID, Key: "b", ExpectRevision: 1, Title: str("b")})
 	}()
-	g.awaitHeld(t) // A has updated the row (revision 2) but not committed
-	go func() {
-		defer wg.Done()
-		// B's prepare still sees revision 1 and passes; its UPDATE waits on A's row lock.
-		_, errB = b.k.Patch(context.Background(), kernel.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: rec.Record.ID, Key: "b", ExpectRevision: 1, Title: str("b")})
-	}()
-	waitForLockWaiters(t, b.db.DB, 1)
+	g.awaitHeld(t) // B passed prepare against revision 1 and queued its UPDATE
+	resA, errA = b.k.Patch(context.Background(), kernel.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: rec.Record.ID, Key: "a", ExpectRevision: 1, Title: str("a")})
 	g.open()
 	wg.Wait()
 	require.NoError(t, errA)
@@ -532,4 +531,36 @@ func TestSameKeyAcrossProcessesExecutesOnceAndReplaysTheFirstRevisionAfterDrift(
 	require.Equal(t, 2, r.Revision, "the replay returns the revision the feature wrote, not the latest")
 	require.Equal(t, 3, b.currentRevision(t, "alice", rec.Record.ID))
 	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM feature_execution`))
+}
+
+func TestAPatchQueuedBehindAnotherWritersRowLockGetsRevisionConflictWhenItCommits(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	rec := b.createNote(t, "alice", "base", "base")
+	ctx := context.Background()
+
+	// Another writer has moved the row to revision 2 and holds its lock, uncommitted.
+	other, err := b.db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = other.Rollback(ctx) }() // a no-op once committed
+	_, err = other.Exec(ctx, `UPDATE record SET revision = 2, title = 'other' WHERE owner_id = 'alice' AND id = $1`, rec.Record.ID)
+	require.NoError(t, err)
+
+	done := make(chan error, 1)
+	go func() {
+		// Prepare still reads revision 1 (the other write is not committed) and passes; the
+		// guarded UPDATE then queues on the row lock inside this patch's commit.
+		_, err := b.k.Patch(ctx, kernel.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: rec.Record.ID, Key: "late", ExpectRevision: 1, Title: str("late")})
+		done <- err
+	}()
+	waitForLockWaiters(t, b.db.DB, 1)
+	require.NoError(t, other.Commit(ctx))
+	err = <-done
+	require.True(t, apperr.Is(err, apperr.RevisionConflict), "after the wait the server re-checks the row: %v", err)
+
+	var keys, revisions int
+	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM idempotency_record WHERE idempotency_key = 'late'),
+		(SELECT count(*) FROM record_revision WHERE record_id = $1)`, rec.Record.ID).Scan(&keys, &revisions))
+	require.Zero(t, keys, "the failed patch left no key")
+	require.Equal(t, 1, revisions, "and no revision")
 }

@@ -228,12 +228,10 @@ func (k *Kernel) writeRecord(ctx context.Context, rec store.Record, fromRevision
 			return err
 		}
 	} else {
-		ok, err := k.db.UpdateRecordAt(ctx, rec, fromRevision)
-		if err != nil {
+		// The optimistic lock is checked by the server (the statement fails when the row is no
+		// longer at fromRevision), so the update may travel queued with the rest of the commit.
+		if err := k.db.UpdateRecordGuarded(ctx, rec, fromRevision, revisionConflict(rec.ID, fromRevision)); err != nil {
 			return err
-		}
-		if !ok {
-			return revisionConflict(rec.ID, fromRevision)
 		}
 	}
 	if err := idem.Checkpoint(ctx, idem.StepRecord); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"time"
 
 	"idemwork/apperr"
 	"idemwork/store"
@@ -173,4 +174,125 @@ func checkSnapshot(row store.RevisionWithParent, owner, module, recordID string,
 		return fail("the snapshot payload fails the JSON boundary")
 	}
 	return snap, nil
+}
+
+// Prefetch (idem.Prefetcher): a replay reads the key row, the referenced revision with its
+// parent and (for features) the execution in one statement. Every check stays in Go: the
+// prefetched revision goes through checkSnapshot exactly as FindRevision's does, and anything
+// absent or not matching the stored reference falls back to Restore, which fails closed as ever.
+
+// pfRevision is safe on any stored result: a revision that is not a small non-negative integer
+// joins nothing instead of failing the cast.
+const pfRevision = `(CASE WHEN k.response->'result'->>'revision' ~ '^[0-9]{1,9}$' THEN (k.response->'result'->>'revision')::int END)`
+
+const (
+	pfRevisionColumns = `pf_rv.owner_id, pf_rv.record_id, pf_rv.revision, pf_rv.snapshot, pf_rv.idempotency_key, pf_rv.created_at,
+		pf_p.owner_id, pf_p.id, pf_p.module_code`
+	pfRevisionJoins = ` LEFT JOIN record_revision pf_rv ON pf_rv.owner_id = k.owner_id
+			AND pf_rv.record_id = k.response->'result'->>'recordId' AND pf_rv.revision = ` + pfRevision + `
+		LEFT JOIN record pf_p ON pf_p.owner_id = pf_rv.owner_id AND pf_p.id = pf_rv.record_id AND pf_p.module_code = $3`
+	pfExecutionColumns = `pf_e.id, pf_e.owner_id, pf_e.module_code, pf_e.record_id, pf_e.feature_id, pf_e.mode, pf_e.status,
+		pf_e.record_revision, pf_e.input, pf_e.output, pf_e.idempotency_key, pf_e.created_at, pf_e.updated_at`
+	pfExecutionJoins = ` LEFT JOIN feature_execution pf_e ON pf_e.owner_id = k.owner_id AND pf_e.module_code = $3
+			AND pf_e.record_id = k.response->'result'->>'recordId' AND pf_e.id = k.response->'result'->>'executionId'`
+)
+
+// pfRevisionRow receives the prefetched revision and parent (all NULL when the join found none).
+type pfRevisionRow struct {
+	ownerID, recordID           *string
+	revision                    *int
+	snapshot                    []byte
+	key                         *string
+	createdAt                   *time.Time
+	parentOwner, parentID, pMod *string
+}
+
+func (r *pfRevisionRow) dest() []any {
+	return []any{&r.ownerID, &r.recordID, &r.revision, &r.snapshot, &r.key, &r.createdAt, &r.parentOwner, &r.parentID, &r.pMod}
+}
+
+// restore checks the prefetched revision like restoreRevision does; false means "not found
+// here" (the caller then runs Restore, which reports it as FindRevision would).
+func (r *pfRevisionRow) restore(owner, module, recordID string, revision int) (store.Record, bool, error) {
+	if r.ownerID == nil || r.recordID == nil || r.revision == nil || r.createdAt == nil ||
+		r.parentOwner == nil || r.parentID == nil || r.pMod == nil {
+		return store.Record{}, false, nil
+	}
+	row := store.RevisionWithParent{
+		Revision: store.Revision{OwnerID: *r.ownerID, RecordID: *r.recordID, Revision: *r.revision, Snapshot: r.snapshot,
+			IdempotencyKey: r.key, CreatedAt: *r.createdAt},
+		ParentOwner: *r.parentOwner, ParentID: *r.parentID, ParentModule: *r.pMod}
+	rec, err := checkSnapshot(row, owner, module, recordID, revision)
+	if err != nil {
+		return store.Record{}, false, err
+	}
+	return rec, true, nil
+}
+
+type pfExecutionRow struct {
+	id, ownerID, module, recordID, featureID, mode, status *string
+	recordRevision                                         *int
+	input, output                                          []byte
+	key                                                    *string
+	createdAt, updatedAt                                   *time.Time
+}
+
+func (e *pfExecutionRow) dest() []any {
+	return []any{&e.id, &e.ownerID, &e.module, &e.recordID, &e.featureID, &e.mode, &e.status, &e.recordRevision,
+		&e.input, &e.output, &e.key, &e.createdAt, &e.updatedAt}
+}
+
+// execution is the prefetched row when it is exactly the one FindExecution would return.
+func (e *pfExecutionRow) execution(owner, module, recordID, id string) (store.Execution, bool) {
+	if e.id == nil || e.ownerID == nil || e.module == nil || e.recordID == nil || e.featureID == nil || e.mode == nil ||
+		e.status == nil || e.recordRevision == nil || e.createdAt == nil || e.updatedAt == nil {
+		return store.Execution{}, false
+	}
+	if *e.id != id || *e.ownerID != owner || *e.module != module || *e.recordID != recordID {
+		return store.Execution{}, false
+	}
+	return store.Execution{ID: *e.id, OwnerID: *e.ownerID, ModuleCode: *e.module, RecordID: *e.recordID, FeatureID: *e.featureID,
+		Mode: *e.mode, Status: *e.status, RecordRevision: *e.recordRevision, Input: e.input, Output: e.output,
+		IdempotencyKey: e.key, CreatedAt: *e.createdAt, UpdatedAt: *e.updatedAt}, true
+}
+
+func (recordSnapshotPolicy) PrefetchSQL() (string, string) { return pfRevisionColumns, pfRevisionJoins }
+
+func (recordSnapshotPolicy) NewPrefetch() ([]any, func(owner, module string, result json.RawMessage) (RecordResult, bool, error)) {
+	r := &pfRevisionRow{}
+	return r.dest(), func(owner, module string, result json.RawMessage) (RecordResult, bool, error) {
+		var ref recordRef
+		if err := json.Unmarshal(result, &ref); err != nil {
+			return RecordResult{}, false, nil
+		}
+		rec, ok, err := r.restore(owner, module, ref.RecordID, ref.Revision)
+		if err != nil || !ok {
+			return RecordResult{}, ok, err
+		}
+		return RecordResult{Record: rec}, true, nil
+	}
+}
+
+func (featureExecutionPolicy) PrefetchSQL() (string, string) {
+	return pfRevisionColumns + ", " + pfExecutionColumns, pfRevisionJoins + pfExecutionJoins
+}
+
+func (featureExecutionPolicy) NewPrefetch() ([]any, func(owner, module string, result json.RawMessage) (FeatureResult, bool, error)) {
+	r := &pfRevisionRow{}
+	e := &pfExecutionRow{}
+	return append(r.dest(), e.dest()...), func(owner, module string, result json.RawMessage) (FeatureResult, bool, error) {
+		var ref executionRef
+		if err := json.Unmarshal(result, &ref); err != nil {
+			return FeatureResult{}, false, nil
+		}
+		rec, ok, err := r.restore(owner, module, ref.RecordID, ref.Revision)
+		if err != nil || !ok {
+			return FeatureResult{}, ok, err
+		}
+		exec, ok := e.execution(owner, module, ref.RecordID, ref.ExecutionID)
+		if !ok {
+			return FeatureResult{}, false, nil
+		}
+		return FeatureResult{Record: rec, Execution: exec}, true, nil
+	}
 }

@@ -16,25 +16,20 @@ var ErrNotFound = errors.New("not found")
 
 // InsertRecord writes a new record row.
 func (db *DB) InsertRecord(ctx context.Context, r Record) error {
-	_, err := db.Q(ctx).Exec(ctx, `INSERT INTO record (owner_id, id, module_code, revision, title, summary, payload, created_at, updated_at)
+	return db.exec(ctx, "insert record", nil, `INSERT INTO record (owner_id, id, module_code, revision, title, summary, payload, created_at, updated_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
 		r.OwnerID, r.ID, r.ModuleCode, r.Revision, r.Title, r.Summary, r.Payload, r.CreatedAt, r.UpdatedAt)
-	if err != nil {
-		return fmt.Errorf("insert record: %w", err)
-	}
-	return nil
 }
 
-// UpdateRecordAt writes r as the next revision if the stored revision is still fromRevision
-// (optimistic lock). It reports whether the row was updated.
-func (db *DB) UpdateRecordAt(ctx context.Context, r Record, fromRevision int) (bool, error) {
-	tag, err := db.Q(ctx).Exec(ctx, `UPDATE record SET revision = $4, title = $5, summary = $6, payload = $7, updated_at = $8
-		WHERE owner_id = $1 AND module_code = $2 AND id = $3 AND revision = $9`,
+// UpdateRecordGuarded writes r as the next revision if the stored revision is still
+// fromRevision (optimistic lock), and returns conflict otherwise. The statement fails on the
+// server itself when no row matched, so it may be queued (DeferWrites) ahead of a COMMIT.
+func (db *DB) UpdateRecordGuarded(ctx context.Context, r Record, fromRevision int, conflict error) error {
+	return db.exec(ctx, "update record", conflict, `WITH u AS (
+			UPDATE record SET revision = $4, title = $5, summary = $6, payload = $7, updated_at = $8
+			WHERE owner_id = $1 AND module_code = $2 AND id = $3 AND revision = $9 RETURNING 1)
+		SELECT 1 / count(*) FROM u`,
 		r.OwnerID, r.ModuleCode, r.ID, r.Revision, r.Title, r.Summary, r.Payload, r.UpdatedAt, fromRevision)
-	if err != nil {
-		return false, fmt.Errorf("update record: %w", err)
-	}
-	return tag.RowsAffected() == 1, nil
 }
 
 // InsertRevision writes an immutable revision whose snapshot is r.
@@ -43,25 +38,17 @@ func (db *DB) InsertRevision(ctx context.Context, r Record, key *string) error {
 	if err != nil {
 		return err
 	}
-	_, err = db.Q(ctx).Exec(ctx, `INSERT INTO record_revision (owner_id, record_id, revision, snapshot, idempotency_key, created_at)
+	return db.exec(ctx, "insert revision", nil, `INSERT INTO record_revision (owner_id, record_id, revision, snapshot, idempotency_key, created_at)
 		VALUES ($1, $2, $3, $4, $5, $6)`, r.OwnerID, r.ID, r.Revision, snap, key, r.UpdatedAt)
-	if err != nil {
-		return fmt.Errorf("insert revision: %w", err)
-	}
-	return nil
 }
 
 // InsertExecution writes a feature execution.
 func (db *DB) InsertExecution(ctx context.Context, e Execution) error {
-	_, err := db.Q(ctx).Exec(ctx, `INSERT INTO feature_execution (owner_id, id, module_code, record_id, feature_id, mode, status,
+	return db.exec(ctx, "insert execution", nil, `INSERT INTO feature_execution (owner_id, id, module_code, record_id, feature_id, mode, status,
 			record_revision, input, output, idempotency_key, created_at, updated_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
 		e.OwnerID, e.ID, e.ModuleCode, e.RecordID, e.FeatureID, e.Mode, e.Status, e.RecordRevision, e.Input, e.Output,
 		e.IdempotencyKey, e.CreatedAt, e.UpdatedAt)
-	if err != nil {
-		return fmt.Errorf("insert execution: %w", err)
-	}
-	return nil
 }
 
 // InsertAudit writes an audit event.
@@ -70,36 +57,24 @@ func (db *DB) InsertAudit(ctx context.Context, a AuditEvent) error {
 	if detail == nil {
 		detail = json.RawMessage(`{}`)
 	}
-	_, err := db.Q(ctx).Exec(ctx, `INSERT INTO audit_event (owner_id, id, module_code, record_id, action, revision, execution_id, idempotency_key, detail, at)
+	return db.exec(ctx, "insert audit event", nil, `INSERT INTO audit_event (owner_id, id, module_code, record_id, action, revision, execution_id, idempotency_key, detail, at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
 		a.OwnerID, a.ID, a.ModuleCode, a.RecordID, a.Action, a.Revision, a.ExecutionID, a.IdempotencyKey, detail, a.At)
-	if err != nil {
-		return fmt.Errorf("insert audit event: %w", err)
-	}
-	return nil
 }
 
 // InsertReview writes an immutable commitment review.
 func (db *DB) InsertReview(ctx context.Context, r Review) error {
-	_, err := db.Q(ctx).Exec(ctx, `INSERT INTO commitment_review (owner_id, id, module_code, record_id, record_revision, verdict, comment, idempotency_key, created_at)
+	return db.exec(ctx, "insert review", nil, `INSERT INTO commitment_review (owner_id, id, module_code, record_id, record_revision, verdict, comment, idempotency_key, created_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
 		r.OwnerID, r.ID, r.ModuleCode, r.RecordID, r.RecordRevision, r.Verdict, r.Comment, r.IdempotencyKey, r.CreatedAt)
-	if err != nil {
-		return fmt.Errorf("insert review: %w", err)
-	}
-	return nil
 }
 
 // InsertOutbox queues a message for the delivery worker.
 func (db *DB) InsertOutbox(ctx context.Context, m OutboxMessage) error {
-	_, err := db.Q(ctx).Exec(ctx, `INSERT INTO outbox_message (owner_id, id, execution_id, provider, payload_ref, idempotency_id, status,
+	return db.exec(ctx, "insert outbox message", nil, `INSERT INTO outbox_message (owner_id, id, execution_id, provider, payload_ref, idempotency_id, status,
 			attempts, next_attempt_at, created_at, updated_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8, $9, $9)`,
 		m.OwnerID, m.ID, m.ExecutionID, m.Provider, m.PayloadRef, m.IdempotencyID, m.Status, m.NextAttemptAt, m.CreatedAt)
-	if err != nil {
-		return fmt.Errorf("insert outbox message: %w", err)
-	}
-	return nil
 }
 
 const recordColumns = `id, owner_id, module_code, revision, title, summary, payload, created_at, updated_at`

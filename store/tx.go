@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"idemwork/apperr"
 )
@@ -14,10 +16,33 @@ import (
 // it, so a context carrying one pool's transaction never routes another pool's statements.
 type ambientKey struct{}
 
+// deferKey marks a context whose repository writes may be queued (see DeferWrites).
+type deferKey struct{}
+
+// ambient is a transaction on one pooled connection. It starts lazily: BEGIN travels in the
+// same round trip as the first statement. Writes queued under DeferWrites travel together with
+// the next statement, or with the COMMIT. Statements always reach the server in the order they
+// were issued; a queued write's error surfaces at the next flush, and fails the transaction.
 type ambient struct {
-	db *DB
-	tx pgx.Tx
+	db      *DB
+	conn    *pgxpool.Conn
+	begun   bool // BEGIN has been sent
+	pending []queued
 }
+
+// queued is a write waiting for the next round trip.
+type queued struct {
+	sql  string
+	args []any
+	// what prefixes the error of the statement ("insert record").
+	what string
+	// guard, when set, is returned if the statement fails with division_by_zero: the statement
+	// is written to divide by its own row count, so the server fails it (and with it the
+	// transaction, before any COMMIT queued behind it) when the expected row is not there.
+	guard error
+}
+
+var _ Querier = (*ambient)(nil)
 
 // InTx reports whether ctx already carries an ambient transaction. It is a property of the
 // context chain, never a global flag: a sibling context is unaffected.
@@ -26,14 +51,223 @@ func InTx(ctx context.Context) bool {
 	return ok
 }
 
+// DeferWrites returns a context under which the repositories' writes (Insert*, the guarded
+// record update) may be queued in the ambient transaction and sent together with the next
+// statement or the COMMIT, in the order they were issued. Use it only where nothing between a
+// write and the end of the transaction depends on that write having reached the server; an error
+// of a queued write fails the transaction when it is sent.
+func DeferWrites(ctx context.Context) context.Context {
+	return context.WithValue(ctx, deferKey{}, true)
+}
+
 // Q returns where a statement for ctx goes: the ambient transaction of this DB when ctx
 // carries one, otherwise the pool.
 func (db *DB) Q(ctx context.Context) Querier {
 	if a, ok := ctx.Value(ambientKey{}).(*ambient); ok && a.db == db {
-		return a.tx
+		return a
 	}
 	return db.Pool
 }
+
+// exec runs a repository write: queued when ctx defers writes inside this DB's ambient
+// transaction, else at once. guard is the error for a guarded statement that found no row.
+func (db *DB) exec(ctx context.Context, what string, guard error, sql string, args ...any) error {
+	if a, ok := ctx.Value(ambientKey{}).(*ambient); ok && a.db == db {
+		if d, _ := ctx.Value(deferKey{}).(bool); d {
+			a.pending = append(a.pending, queued{sql: sql, args: args, what: what, guard: guard})
+			return nil
+		}
+	}
+	_, err := db.Q(ctx).Exec(ctx, sql, args...)
+	return stmtError(what, guard, err)
+}
+
+// ExecWrite runs one write in ctx's transaction the way the repositories do: queued under
+// DeferWrites, else at once. guard, when set, is returned if the statement fails with
+// division_by_zero (a statement written as "WITH u AS (… RETURNING 1) SELECT 1 / count(*) FROM u"
+// fails that way when no row matched). what prefixes other errors.
+func (db *DB) ExecWrite(ctx context.Context, what string, guard error, sql string, args ...any) error {
+	return db.exec(ctx, what, guard, sql, args...)
+}
+
+func stmtError(what string, guard error, err error) error {
+	if err == nil {
+		return nil
+	}
+	var pgErr *pgconn.PgError
+	if guard != nil && errors.As(err, &pgErr) && pgErr.Code == "22012" {
+		return guard
+	}
+	if what == "" {
+		return err
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// prefix is what must precede the next statement: BEGIN if not sent yet, then queued writes.
+func (a *ambient) hasPrefix() bool { return !a.begun || len(a.pending) > 0 }
+
+// queuePrefix puts BEGIN and the queued writes into b and marks them sent.
+func (a *ambient) queuePrefix(b *pgx.Batch) []queued {
+	if !a.begun {
+		b.Queue("begin")
+		a.begun = true
+	}
+	p := a.pending
+	a.pending = nil
+	for _, q := range p {
+		b.Queue(q.sql, q.args...)
+	}
+	return p
+}
+
+// readPrefix reads the results of what queuePrefix queued, in order.
+func readPrefix(br pgx.BatchResults, began bool, p []queued) error {
+	if began {
+		if _, err := br.Exec(); err != nil {
+			return fmt.Errorf("begin: %w", err)
+		}
+	}
+	for _, q := range p {
+		if _, err := br.Exec(); err != nil {
+			return stmtError(q.what, q.guard, err)
+		}
+	}
+	return nil
+}
+
+// flush sends BEGIN (if not yet sent) and the queued writes in one round trip.
+func (a *ambient) flush(ctx context.Context) error {
+	if !a.hasPrefix() {
+		return nil
+	}
+	var b pgx.Batch
+	began := !a.begun
+	p := a.queuePrefix(&b)
+	br := a.conn.SendBatch(ctx, &b)
+	err := readPrefix(br, began, p)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Exec runs sql in the transaction, sending what is queued before it in the same round trip.
+func (a *ambient) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if !a.hasPrefix() {
+		return a.conn.Exec(ctx, sql, args...)
+	}
+	var b pgx.Batch
+	began := !a.begun
+	p := a.queuePrefix(&b)
+	b.Queue(sql, args...)
+	br := a.conn.SendBatch(ctx, &b)
+	err := readPrefix(br, began, p)
+	var tag pgconn.CommandTag
+	if err == nil {
+		tag, err = br.Exec()
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return tag, err
+}
+
+// QueryRow runs sql in the transaction, sending what is queued before it in the same round trip.
+func (a *ambient) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	if !a.hasPrefix() {
+		return a.conn.QueryRow(ctx, sql, args...)
+	}
+	var b pgx.Batch
+	began := !a.begun
+	p := a.queuePrefix(&b)
+	b.Queue(sql, args...)
+	br := a.conn.SendBatch(ctx, &b)
+	if err := readPrefix(br, began, p); err != nil {
+		_ = br.Close()
+		return errRow{err}
+	}
+	return &batchRow{br: br, row: br.QueryRow()}
+}
+
+// Query runs sql in the transaction after sending what is queued.
+func (a *ambient) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if err := a.flush(ctx); err != nil {
+		return nil, err
+	}
+	return a.conn.Query(ctx, sql, args...)
+}
+
+// SendBatch sends b in the transaction after what is queued.
+func (a *ambient) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	if err := a.flush(ctx); err != nil {
+		return errBatch{err}
+	}
+	return a.conn.SendBatch(ctx, b)
+}
+
+// commit sends what is queued and COMMIT in one round trip. Nothing sent, nothing to commit.
+func (a *ambient) commit(ctx context.Context) error {
+	if !a.begun && len(a.pending) == 0 {
+		return nil
+	}
+	var b pgx.Batch
+	began := !a.begun
+	p := a.queuePrefix(&b)
+	b.Queue("commit")
+	br := a.conn.SendBatch(ctx, &b)
+	err := readPrefix(br, began, p)
+	if err == nil {
+		var tag pgconn.CommandTag
+		tag, err = br.Exec()
+		if err == nil && tag.String() != "COMMIT" {
+			err = pgx.ErrTxCommitRollback
+		}
+		if err != nil {
+			err = fmt.Errorf("commit: %w", err)
+		}
+	}
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("commit: %w", cerr)
+	}
+	return err
+}
+
+// rollback ends the transaction if BEGIN reached the server; queued writes are dropped unsent.
+func (a *ambient) rollback(ctx context.Context) {
+	a.pending = nil
+	if a.begun && !a.conn.Conn().PgConn().IsClosed() {
+		_, _ = a.conn.Exec(ctx, "rollback")
+	}
+}
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
+// batchRow is the last result of a batch: scanning it also closes the batch.
+type batchRow struct {
+	br  pgx.BatchResults
+	row pgx.Row
+}
+
+func (r *batchRow) Scan(dest ...any) error {
+	err := r.row.Scan(dest...)
+	if cerr := r.br.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	return err
+}
+
+type errBatch struct{ err error }
+
+func (b errBatch) Exec() (pgconn.CommandTag, error) { return pgconn.CommandTag{}, b.err }
+func (b errBatch) Query() (pgx.Rows, error)         { return nil, b.err }
+func (b errBatch) QueryRow() pgx.Row                { return errRow(b) }
+func (b errBatch) Close() error                     { return b.err }
+
+// Tx satisfies pgx.BatchResults; a batch that never reached the server has no transaction.
+func (b errBatch) Tx() pgx.Tx { return nil }
 
 // Tx runs fn in a write transaction carried by the context fn receives. A nested call joins the
 // ambient transaction (same connection, same transaction); only the outermost call commits, and
@@ -45,18 +279,23 @@ func (db *DB) Tx(ctx context.Context, fn func(ctx context.Context) error) error 
 	if db.ReadOnly {
 		return apperr.New(apperr.ReadOnly, "this session is read-only; reconnect with --allow-writes (or allow_writes = true) to write")
 	}
-	tx, err := db.Pool.Begin(ctx)
+	conn, err := db.Pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	txCtx := context.WithValue(ctx, ambientKey{}, &ambient{db: db, tx: tx})
+	// Release returns the connection to the pool only when it is idle outside a transaction;
+	// one left inside a transaction (a failed rollback) is closed instead.
+	defer conn.Release()
+	a := &ambient{db: db, conn: conn}
+	txCtx := context.WithValue(ctx, ambientKey{}, a)
 	if err := fn(txCtx); err != nil {
 		// The rollback uses a fresh context: a cancelled request must still release its locks.
-		_ = tx.Rollback(context.WithoutCancel(ctx))
+		a.rollback(context.WithoutCancel(ctx))
 		return TranslateError(err)
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return TranslateError(fmt.Errorf("commit: %w", err))
+	if err := a.commit(ctx); err != nil {
+		a.rollback(context.WithoutCancel(ctx))
+		return TranslateError(err)
 	}
 	return nil
 }
@@ -69,15 +308,21 @@ func (db *DB) Savepoint(ctx context.Context, name string, fn func(ctx context.Co
 		return errors.New("store: Savepoint needs an ambient transaction")
 	}
 	ident := pgx.Identifier{name}.Sanitize()
-	if _, err := a.tx.Exec(ctx, "SAVEPOINT "+ident); err != nil {
+	if _, err := a.Exec(ctx, "SAVEPOINT "+ident); err != nil {
 		return err
 	}
-	if err := fn(ctx); err != nil {
-		if _, rbErr := a.tx.Exec(ctx, "ROLLBACK TO SAVEPOINT "+ident); rbErr != nil {
+	// Writes fn queues belong inside the savepoint: send them before deciding its fate.
+	err := fn(ctx)
+	if err == nil {
+		err = a.flush(ctx)
+	}
+	if err != nil {
+		a.pending = nil
+		if _, rbErr := a.Exec(ctx, "ROLLBACK TO SAVEPOINT "+ident); rbErr != nil {
 			return errors.Join(err, rbErr)
 		}
 		return err
 	}
-	_, err := a.tx.Exec(ctx, "RELEASE SAVEPOINT "+ident)
+	_, err = a.Exec(ctx, "RELEASE SAVEPOINT "+ident)
 	return err
 }
