@@ -241,3 +241,67 @@ func TestPercentileIsNearestRank(t *testing.T) {
 	require.Equal(t, 1.0, views.Percentile(v, 1))
 	require.Zero(t, views.Percentile(nil, 50))
 }
+
+func TestAuditJumpsToTheRecordAndToTheKeyOfAnEvent(t *testing.T) {
+	t.Parallel()
+	b := tuitest.New(t)
+	tuitest.SeedFixed(t, b)
+	v := views.NewAudit(b.Ctx)
+	v.SetSize(120, 37)
+	settle(t, v.Update, v.Init())
+	screen := v.View()
+	require.Contains(t, screen, "FEATURE_F02_BLOCKED")
+	require.Contains(t, screen, "3 loaded")
+	// Newest first: the BLOCKED event is selected.
+	require.Equal(t, tctx.JumpMsg{Kind: tctx.JumpRecord, Module: "MEM-001", ID: tuitest.MemID}, v.Update(tea.KeyMsg{Type: tea.KeyEnter})())
+	require.Equal(t, tctx.JumpMsg{Kind: tctx.JumpKey, ID: "fixed-publish"}, v.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("K")})())
+}
+
+func TestTheTimelineMergesEveryKindNewestFirstAndOpensKeys(t *testing.T) {
+	t.Parallel()
+	b := tuitest.New(t)
+	tuitest.SeedFixed(t, b)
+	v := views.NewTimeline(b.Ctx)
+	v.SetSize(120, 37)
+	settle(t, v.Update, v.Init())
+	screen := v.View()
+	for _, kind := range []string{"audit", "execution", "key", "revision"} {
+		require.Contains(t, screen, kind)
+	}
+	// The newest entries are the publish key and its BLOCKED execution (same instant, "key" sorts last).
+	require.Equal(t, tctx.JumpMsg{Kind: tctx.JumpKey, ID: "fixed-publish"}, v.Update(tea.KeyMsg{Type: tea.KeyEnter})())
+	v.SetFilter("RECORD_PATCHED")
+	require.Contains(t, v.View(), "RECORD_PATCHED")
+	require.NotContains(t, v.View(), "FEATURE_F02_BLOCKED")
+}
+
+func TestLocksShowsASessionWaitingOnAnotherOnesLock(t *testing.T) {
+	t.Parallel()
+	b := tuitest.New(t)
+	tuitest.SeedFixed(t, b)
+	ctx := context.Background()
+	holder, err := b.DB.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = holder.Rollback(ctx) }()
+	_, err = holder.Exec(ctx, `UPDATE record SET title = 'held' WHERE id = $1`, tuitest.NoteID)
+	require.NoError(t, err)
+	waiterDone := make(chan error, 1)
+	go func() {
+		_, err := b.DB.Pool.Exec(ctx, `UPDATE record SET title = 'waiting' WHERE id = $1`, tuitest.NoteID)
+		waiterDone <- err
+	}()
+
+	v := views.NewLocks(b.Ctx)
+	v.SetSize(120, 37)
+	deadline := time.Now().Add(20 * time.Second)
+	refresh := tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("r")}
+	for v.Waiting() == 0 && time.Now().Before(deadline) {
+		settle(t, v.Update, v.Update(refresh))
+		time.Sleep(50 * time.Millisecond)
+	}
+	require.Equal(t, 1, v.Waiting(), "the blocked UPDATE shows as waiting")
+	require.Contains(t, v.View(), "1 waiting on a lock")
+	require.Contains(t, v.View(), "transactionid")
+	require.NoError(t, holder.Rollback(ctx))
+	require.NoError(t, <-waiterDone)
+}
