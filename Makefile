@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/idemwork
 FUZZTIME ?= 5s
 # Fuzz targets as package:Target, each run for FUZZTIME by `make fuzz`.
-FUZZ_TARGETS := ./config:FuzzDecode ./idem:FuzzValidateKey ./idem:FuzzValidateOwner ./idem:FuzzParseEnvelope ./kernel:FuzzCheckJSONObject ./httpapi:FuzzDecodeBody ./httpapi:FuzzAuthenticate
+FUZZ_TARGETS := ./config:FuzzDecode ./idem:FuzzValidateKey ./idem:FuzzValidateOwner ./idem:FuzzParseEnvelope ./kernel:FuzzCheckJSONObject ./httpapi:FuzzDecodeBody ./httpapi:FuzzAuthenticate ./idem:FuzzEnvelopeFastPath ./idem:FuzzFingerprintFastPath ./kernel:FuzzShapeMatchesTokens ./kernel:FuzzRefScan ./kernel:FuzzCreateBody
 
 .PHONY: run build test test-go test-race test-fuzz test-tmux lint fuzz bench clean
 

@@ -88,6 +88,15 @@ func guardResult(policy string, fields []string, result json.RawMessage) error {
 	return nil
 }
 
+func plainString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if !plainByte(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
 func isRefValue(v json.RawMessage) bool {
 	v = bytes.TrimSpace(v)
 	if len(v) == 0 {
@@ -120,6 +129,16 @@ func BuildEnvelope(policy string, fields []string, result json.RawMessage) (json
 	if policy == LegacyPolicy {
 		return nil, apperr.New(apperr.Internal, "envelope guard: %s is read-only and is never written", LegacyPolicy)
 	}
+	var o flatObject
+	if end, ok := scanFlat(result, skipWS(result, 0), &o); ok && skipWS(result, end) == len(result) &&
+		o.guardOK(result, fields) && plainString(policy) {
+		out := make([]byte, 0, len(`{"schemaVersion":1,"policy":"","result":}`)+len(policy)+len(result))
+		out = append(out, `{"schemaVersion":1,"policy":"`...)
+		out = append(out, policy...)
+		out = append(out, `","result":`...)
+		out = o.appendCompact(out, result)
+		return append(out, '}'), nil
+	}
 	if err := guardResult(policy, fields, result); err != nil {
 		return nil, err
 	}
@@ -134,6 +153,16 @@ func BuildEnvelope(policy string, fields []string, result json.RawMessage) (json
 // envelope back in its own key order, so without this a replay's envelope would differ byte for
 // byte from the one the first request returned. Input that is not JSON is returned as it is.
 func CanonicalEnvelope(raw []byte) json.RawMessage {
+	var e scannedEnvelope
+	if scanEnvelope(raw, &e) {
+		return e.canonical(raw)
+	}
+	return canonicalEnvelopeJSON(raw)
+}
+
+// canonicalEnvelopeJSON is CanonicalEnvelope by decoding and re-encoding: the reference, used
+// for every envelope scanEnvelope does not read.
+func canonicalEnvelopeJSON(raw []byte) json.RawMessage {
 	var v any
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
@@ -150,6 +179,17 @@ func CanonicalEnvelope(raw []byte) json.RawMessage {
 // ParseEnvelope reads a stored envelope strictly: exactly schemaVersion, policy and result, with
 // version 1; a raw-json-v1 document is returned as Legacy. Anything else is an integrity error.
 func ParseEnvelope(raw []byte) (Envelope, error) {
+	var e scannedEnvelope
+	if scanEnvelope(raw, &e) {
+		return Envelope{SchemaVersion: SchemaVersion, Policy: string(raw[e.policy.a:e.policy.b]),
+			Result: bytes.Clone(raw[e.result.span.a:e.result.span.b])}, nil
+	}
+	return parseEnvelopeJSON(raw)
+}
+
+// parseEnvelopeJSON is ParseEnvelope with encoding/json: the reference, used for every envelope
+// scanEnvelope does not read.
+func parseEnvelopeJSON(raw []byte) (Envelope, error) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
 		return Envelope{}, apperr.New(apperr.SnapshotIntegrity, "stored envelope is not a JSON object")
@@ -193,18 +233,26 @@ func RestoreEnvelope[T any](ctx context.Context, policy ResultPolicy[T], owner, 
 func restoreEnvelope[T any](ctx context.Context, policy ResultPolicy[T], owner, module string, raw []byte,
 	pre func(owner, module string, result json.RawMessage) (T, bool, error)) (T, error) {
 	var zero T
-	env, err := ParseEnvelope(raw)
-	if err != nil {
-		return zero, err
-	}
-	if env.Policy != policy.Name() {
-		return zero, apperr.New(apperr.PolicyMismatch, "the stored result was written by policy %q but this operation restores with %q; refusing to guess", env.Policy, policy.Name())
-	}
-	if err := guardResult(env.Policy, policy.Fields(), env.Result); err != nil {
-		return zero, apperr.New(apperr.SnapshotIntegrity, "stored envelope: %s", strings.TrimPrefix(apperr.As(err).Message, "envelope guard: "))
+	var result json.RawMessage
+	var e scannedEnvelope
+	if scanEnvelope(raw, &e) && string(raw[e.policy.a:e.policy.b]) == policy.Name() && e.result.guardOK(raw, policy.Fields()) {
+		// The plain form of a valid envelope: what the checks below accept, read without json.
+		result = bytes.Clone(raw[e.result.span.a:e.result.span.b])
+	} else {
+		env, err := parseEnvelopeJSON(raw)
+		if err != nil {
+			return zero, err
+		}
+		if env.Policy != policy.Name() {
+			return zero, apperr.New(apperr.PolicyMismatch, "the stored result was written by policy %q but this operation restores with %q; refusing to guess", env.Policy, policy.Name())
+		}
+		if err := guardResult(env.Policy, policy.Fields(), env.Result); err != nil {
+			return zero, apperr.New(apperr.SnapshotIntegrity, "stored envelope: %s", strings.TrimPrefix(apperr.As(err).Message, "envelope guard: "))
+		}
+		result = env.Result
 	}
 	if pre != nil {
-		v, ok, err := pre(owner, module, env.Result)
+		v, ok, err := pre(owner, module, result)
 		if err != nil {
 			return zero, fmt.Errorf("restore %s: %w", policy.Name(), err)
 		}
@@ -212,7 +260,7 @@ func restoreEnvelope[T any](ctx context.Context, policy ResultPolicy[T], owner, 
 			return v, nil
 		}
 	}
-	v, err := policy.Restore(ctx, owner, module, env.Result)
+	v, err := policy.Restore(ctx, owner, module, result)
 	if err != nil {
 		return zero, fmt.Errorf("restore %s: %w", policy.Name(), err)
 	}

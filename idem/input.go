@@ -48,6 +48,15 @@ func ValidateOwner(owner string) error {
 // sorted, no insignificant whitespace, numbers kept as written. Two bodies that differ only in
 // key order or spacing have the same fingerprint. An empty body counts as null.
 func Fingerprint(operation string, body []byte) (string, error) {
+	if fp, ok := fastFingerprint(operation, body); ok {
+		return fp, nil
+	}
+	return fingerprintJSON(operation, body)
+}
+
+// fingerprintJSON is Fingerprint by decoding the body and encoding it again: the reference, used
+// for every body fastFingerprint does not handle.
+func fingerprintJSON(operation string, body []byte) (string, error) {
 	var parsed any
 	if len(bytes.TrimSpace(body)) > 0 {
 		dec := json.NewDecoder(bytes.NewReader(body))

@@ -165,7 +165,7 @@ func (k *Kernel) Create(ctx context.Context, in CreateInput) (WriteResult, error
 		return WriteResult{}, err
 	}
 	op := OpCreate(mod.Code)
-	body, err := bodyJSON(map[string]any{"title": in.Title, "summary": in.Summary, "payload": in.Payload})
+	body, err := createBody(in.Title, in.Summary, in.Payload)
 	if err != nil {
 		return WriteResult{}, err
 	}
@@ -250,7 +250,7 @@ func (k *Kernel) writeRecord(ctx context.Context, rec store.Record, fromRevision
 }
 
 func (k *Kernel) audit(ctx context.Context, owner, module, recordID, action string, revision *int, executionID *string, key string, detail map[string]any) error {
-	d, err := json.Marshal(detail)
+	d, err := marshalDetail(detail)
 	if err != nil {
 		return err
 	}
@@ -383,7 +383,7 @@ func (k *Kernel) RunFeature(ctx context.Context, in FeatureInput) (WriteResult, 
 		return WriteResult{}, apperr.New(apperr.ValidationFailed, "feature: %s has no feature %q", mod.Code, in.FeatureID)
 	}
 	op := OpFeature(mod.Code, in.RecordID, feat.ID)
-	body, err := bodyJSON(map[string]any{"input": in.Input})
+	body, err := featureBody(in.Input)
 	if err != nil {
 		return WriteResult{}, err
 	}

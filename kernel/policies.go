@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"time"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"idemwork/apperr"
 	"idemwork/store"
@@ -61,7 +61,7 @@ func (recordSnapshotPolicy) Serialize(v RecordResult) (json.RawMessage, error) {
 
 func (p recordSnapshotPolicy) Restore(ctx context.Context, owner, module string, result json.RawMessage) (RecordResult, error) {
 	var ref recordRef
-	if err := json.Unmarshal(result, &ref); err != nil {
+	if err := decodeRecordRef(result, &ref); err != nil {
 		return RecordResult{}, apperr.New(apperr.SnapshotIntegrity, "stored result is not a record reference")
 	}
 	rec, err := p.k.restoreRevision(ctx, owner, module, ref.RecordID, ref.Revision)
@@ -85,7 +85,7 @@ func (featureExecutionPolicy) Serialize(v FeatureResult) (json.RawMessage, error
 
 func (p featureExecutionPolicy) Restore(ctx context.Context, owner, module string, result json.RawMessage) (FeatureResult, error) {
 	var ref executionRef
-	if err := json.Unmarshal(result, &ref); err != nil {
+	if err := decodeExecutionRef(result, &ref); err != nil {
 		return FeatureResult{}, apperr.New(apperr.SnapshotIntegrity, "stored result is not an execution reference")
 	}
 	rec, err := p.k.restoreRevision(ctx, owner, module, ref.RecordID, ref.Revision)
@@ -198,30 +198,41 @@ const (
 )
 
 // pfRevisionRow receives the prefetched revision and parent (all NULL when the join found none).
+// pgtype values, not pointers: pgx scans them without reflection or a pointer allocation.
 type pfRevisionRow struct {
-	ownerID, recordID           *string
-	revision                    *int
+	ownerID, recordID           pgtype.Text
+	revision                    pgtype.Int4
 	snapshot                    []byte
-	key                         *string
-	createdAt                   *time.Time
-	parentOwner, parentID, pMod *string
+	key                         pgtype.Text
+	createdAt                   pgtype.Timestamptz
+	parentOwner, parentID, pMod pgtype.Text
 }
 
 func (r *pfRevisionRow) dest() []any {
 	return []any{&r.ownerID, &r.recordID, &r.revision, &r.snapshot, &r.key, &r.createdAt, &r.parentOwner, &r.parentID, &r.pMod}
 }
 
+// textPtr is the *string a nullable text column scans into.
+func textPtr(t pgtype.Text) *string {
+	if !t.Valid {
+		return nil
+	}
+	s := t.String
+	return &s
+}
+
 // restore checks the prefetched revision like restoreRevision does; false means "not found
 // here" (the caller then runs Restore, which reports it as FindRevision would).
 func (r *pfRevisionRow) restore(owner, module, recordID string, revision int) (store.Record, bool, error) {
-	if r.ownerID == nil || r.recordID == nil || r.revision == nil || r.createdAt == nil ||
-		r.parentOwner == nil || r.parentID == nil || r.pMod == nil {
+	if !r.ownerID.Valid || !r.recordID.Valid || !r.revision.Valid || !r.createdAt.Valid ||
+		!r.parentOwner.Valid || !r.parentID.Valid || !r.pMod.Valid || r.createdAt.InfinityModifier != pgtype.Finite {
+		// An infinite timestamp does not fit a time.Time: Restore reads it again and fails there.
 		return store.Record{}, false, nil
 	}
 	row := store.RevisionWithParent{
-		Revision: store.Revision{OwnerID: *r.ownerID, RecordID: *r.recordID, Revision: *r.revision, Snapshot: r.snapshot,
-			IdempotencyKey: r.key, CreatedAt: *r.createdAt},
-		ParentOwner: *r.parentOwner, ParentID: *r.parentID, ParentModule: *r.pMod}
+		Revision: store.Revision{OwnerID: r.ownerID.String, RecordID: r.recordID.String, Revision: int(r.revision.Int32), Snapshot: r.snapshot,
+			IdempotencyKey: textPtr(r.key), CreatedAt: r.createdAt.Time},
+		ParentOwner: r.parentOwner.String, ParentID: r.parentID.String, ParentModule: r.pMod.String}
 	rec, err := checkSnapshot(row, owner, module, recordID, revision)
 	if err != nil {
 		return store.Record{}, false, err
@@ -230,11 +241,11 @@ func (r *pfRevisionRow) restore(owner, module, recordID string, revision int) (s
 }
 
 type pfExecutionRow struct {
-	id, ownerID, module, recordID, featureID, mode, status *string
-	recordRevision                                         *int
+	id, ownerID, module, recordID, featureID, mode, status pgtype.Text
+	recordRevision                                         pgtype.Int4
 	input, output                                          []byte
-	key                                                    *string
-	createdAt, updatedAt                                   *time.Time
+	key                                                    pgtype.Text
+	createdAt, updatedAt                                   pgtype.Timestamptz
 }
 
 func (e *pfExecutionRow) dest() []any {
@@ -244,16 +255,17 @@ func (e *pfExecutionRow) dest() []any {
 
 // execution is the prefetched row when it is exactly the one FindExecution would return.
 func (e *pfExecutionRow) execution(owner, module, recordID, id string) (store.Execution, bool) {
-	if e.id == nil || e.ownerID == nil || e.module == nil || e.recordID == nil || e.featureID == nil || e.mode == nil ||
-		e.status == nil || e.recordRevision == nil || e.createdAt == nil || e.updatedAt == nil {
+	if !e.id.Valid || !e.ownerID.Valid || !e.module.Valid || !e.recordID.Valid || !e.featureID.Valid || !e.mode.Valid ||
+		!e.status.Valid || !e.recordRevision.Valid || !e.createdAt.Valid || !e.updatedAt.Valid ||
+		e.createdAt.InfinityModifier != pgtype.Finite || e.updatedAt.InfinityModifier != pgtype.Finite {
 		return store.Execution{}, false
 	}
-	if *e.id != id || *e.ownerID != owner || *e.module != module || *e.recordID != recordID {
+	if e.id.String != id || e.ownerID.String != owner || e.module.String != module || e.recordID.String != recordID {
 		return store.Execution{}, false
 	}
-	return store.Execution{ID: *e.id, OwnerID: *e.ownerID, ModuleCode: *e.module, RecordID: *e.recordID, FeatureID: *e.featureID,
-		Mode: *e.mode, Status: *e.status, RecordRevision: *e.recordRevision, Input: e.input, Output: e.output,
-		IdempotencyKey: e.key, CreatedAt: *e.createdAt, UpdatedAt: *e.updatedAt}, true
+	return store.Execution{ID: e.id.String, OwnerID: e.ownerID.String, ModuleCode: e.module.String, RecordID: e.recordID.String,
+		FeatureID: e.featureID.String, Mode: e.mode.String, Status: e.status.String, RecordRevision: int(e.recordRevision.Int32),
+		Input: e.input, Output: e.output, IdempotencyKey: textPtr(e.key), CreatedAt: e.createdAt.Time, UpdatedAt: e.updatedAt.Time}, true
 }
 
 func (recordSnapshotPolicy) PrefetchSQL() (string, string) { return pfRevisionColumns, pfRevisionJoins }
@@ -262,7 +274,7 @@ func (recordSnapshotPolicy) NewPrefetch() ([]any, func(owner, module string, res
 	r := &pfRevisionRow{}
 	return r.dest(), func(owner, module string, result json.RawMessage) (RecordResult, bool, error) {
 		var ref recordRef
-		if err := json.Unmarshal(result, &ref); err != nil {
+		if err := decodeRecordRef(result, &ref); err != nil {
 			return RecordResult{}, false, nil
 		}
 		rec, ok, err := r.restore(owner, module, ref.RecordID, ref.Revision)
@@ -282,7 +294,7 @@ func (featureExecutionPolicy) NewPrefetch() ([]any, func(owner, module string, r
 	e := &pfExecutionRow{}
 	return append(r.dest(), e.dest()...), func(owner, module string, result json.RawMessage) (FeatureResult, bool, error) {
 		var ref executionRef
-		if err := json.Unmarshal(result, &ref); err != nil {
+		if err := decodeExecutionRef(result, &ref); err != nil {
 			return FeatureResult{}, false, nil
 		}
 		rec, ok, err := r.restore(owner, module, ref.RecordID, ref.Revision)
