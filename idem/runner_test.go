@@ -258,7 +258,7 @@ func TestAFollowerWithAnotherBodyDoesNotJoinAndGetsKeyReuseFromTheDatabase(t *te
 	g := newGate(t)
 	leaderCtx := idem.WithFault(context.Background(), func(step string) error {
 		if step == idem.StepSucceeded {
-			g.hold()
+			g.Hold()
 		}
 		return nil
 	})
@@ -270,7 +270,7 @@ func TestAFollowerWithAnotherBodyDoesNotJoinAndGetsKeyReuseFromTheDatabase(t *te
 		defer wg.Done()
 		leader, leaderErr = b.run(leaderCtx, idem.Request{Owner: "alice", Key: "k"}, "one")
 	}()
-	g.awaitHeld(t)
+	g.AwaitHeld(t)
 	require.Equal(t, 1, b.runner.InFlight())
 	wg.Add(1)
 	go func() {
@@ -286,7 +286,7 @@ func TestAFollowerWithAnotherBodyDoesNotJoinAndGetsKeyReuseFromTheDatabase(t *te
 		require.Less(t, i, 1000, "the follower never queued on the database")
 		time.Sleep(10 * time.Millisecond)
 	}
-	g.open()
+	g.Open()
 	wg.Wait()
 	require.NoError(t, leaderErr)
 	require.Equal(t, idem.Executed, leader.Outcome)
@@ -341,7 +341,7 @@ func TestAnExplicitShareInFlightCannotOverrideAnAmbientTransaction(t *testing.T)
 		txErr = b.db.Tx(context.Background(), func(tx context.Context) error {
 			ctx := idem.WithFault(tx, func(step string) error {
 				if step == idem.StepSucceeded {
-					g.hold()
+					g.Hold()
 				}
 				return nil
 			})
@@ -349,9 +349,9 @@ func TestAnExplicitShareInFlightCannotOverrideAnAmbientTransaction(t *testing.T)
 			return err
 		})
 	}()
-	g.awaitHeld(t)
+	g.AwaitHeld(t)
 	require.Zero(t, b.runner.InFlight(), "inside an ambient transaction nothing is published")
-	g.open()
+	g.Open()
 	wg.Wait()
 	require.NoError(t, txErr)
 
@@ -359,7 +359,7 @@ func TestAnExplicitShareInFlightCannotOverrideAnAmbientTransaction(t *testing.T)
 	g2 := newGate(t)
 	ctx := idem.WithFault(context.Background(), func(step string) error {
 		if step == idem.StepSucceeded {
-			g2.hold()
+			g2.Hold()
 		}
 		return nil
 	})
@@ -368,9 +368,9 @@ func TestAnExplicitShareInFlightCannotOverrideAnAmbientTransaction(t *testing.T)
 		defer wg.Done()
 		_, txErr = b.run(ctx, idem.Request{Owner: "alice", Key: "k2", ShareInFlight: boolp(false)}, "v")
 	}()
-	g2.awaitHeld(t)
+	g2.AwaitHeld(t)
 	require.Zero(t, b.runner.InFlight())
-	g2.open()
+	g2.Open()
 	wg.Wait()
 	require.NoError(t, txErr)
 
@@ -378,15 +378,15 @@ func TestAnExplicitShareInFlightCannotOverrideAnAmbientTransaction(t *testing.T)
 	g3 := newGate(t)
 	ctx = idem.WithFault(context.Background(), func(step string) error {
 		if step == idem.StepSucceeded {
-			g3.hold()
+			g3.Hold()
 		}
 		return nil
 	})
 	wg.Add(1)
 	go func() { defer wg.Done(); _, txErr = b.run(ctx, idem.Request{Owner: "alice", Key: "k3"}, "v") }()
-	g3.awaitHeld(t)
+	g3.AwaitHeld(t)
 	require.Equal(t, 1, b.runner.InFlight())
-	g3.open()
+	g3.Open()
 	wg.Wait()
 	require.NoError(t, txErr)
 }

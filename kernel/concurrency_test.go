@@ -95,7 +95,7 @@ func TestWithSharingOnFollowersJoinTheLeaderInsteadOfQueueingOnTheDatabase(t *te
 	// so the one that does is the leader, held open until the followers have gathered.
 	ctx := idem.WithFault(context.Background(), func(step string) error {
 		if step == idem.StepReserved && leaders.Add(1) == 1 {
-			g.hold()
+			g.Hold()
 		}
 		return nil
 	})
@@ -104,7 +104,7 @@ func TestWithSharingOnFollowersJoinTheLeaderInsteadOfQueueingOnTheDatabase(t *te
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); got.add(b.k.Create(ctx, in)) }()
-	g.awaitHeld(t)
+	g.AwaitHeld(t)
 	require.Equal(t, 1, b.runner.InFlight(), "the leader published its flight")
 
 	const followers = 6
@@ -126,7 +126,7 @@ func TestWithSharingOnFollowersJoinTheLeaderInsteadOfQueueingOnTheDatabase(t *te
 		require.Zero(t, n, "no follower queues on the unique index while it can join the leader")
 		sleep(10)
 	}
-	g.open()
+	g.Open()
 	wg.Wait()
 
 	require.Empty(t, got.errs)
@@ -145,7 +145,7 @@ func TestAFailedLeaderNeverHandsItsErrorToFollowers(t *testing.T) {
 	boom := fmt.Errorf("leader dies")
 	ctx := idem.WithFault(context.Background(), func(step string) error {
 		if step == idem.StepSucceeded && calls.Add(1) == 1 {
-			g.hold()
+			g.Hold()
 			return boom
 		}
 		return nil
@@ -155,7 +155,7 @@ func TestAFailedLeaderNeverHandsItsErrorToFollowers(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); got.add(b.k.Create(ctx, in)) }()
-	g.awaitHeld(t)
+	g.AwaitHeld(t)
 	var started sync.WaitGroup
 	for i := 0; i < 4; i++ {
 		wg.Add(1)
@@ -164,7 +164,7 @@ func TestAFailedLeaderNeverHandsItsErrorToFollowers(t *testing.T) {
 	}
 	started.Wait()
 	sleep(50)
-	g.open()
+	g.Open()
 	wg.Wait()
 
 	require.Len(t, got.errs, 1, "only the leader fails: %v", got.errs)
@@ -180,7 +180,7 @@ func TestWithSharingOffNoCallJoinsAndLosersReplayAfterWaitingOnTheUniqueIndex(t 
 	g := newGate(t)
 	winnerCtx := idem.WithFault(context.Background(), func(step string) error {
 		if step == idem.StepSucceeded {
-			g.hold()
+			g.Hold()
 		}
 		return nil
 	})
@@ -189,7 +189,7 @@ func TestWithSharingOffNoCallJoinsAndLosersReplayAfterWaitingOnTheUniqueIndex(t 
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); got.add(b.k.Create(winnerCtx, in)) }()
-	g.awaitHeld(t)
+	g.AwaitHeld(t)
 	require.Zero(t, b.runner.InFlight(), "ShareInFlight false publishes no flight")
 
 	const losers = 5
@@ -202,7 +202,7 @@ func TestWithSharingOffNoCallJoinsAndLosersReplayAfterWaitingOnTheUniqueIndex(t 
 	waitForLockWaiters(t, b.db.DB, losers)
 	require.Equal(t, losers, b.count(t, `SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid)
 		WHERE a.datname = current_database() AND l.locktype = 'transactionid' AND NOT l.granted`))
-	g.open()
+	g.Open()
 	wg.Wait()
 
 	require.Empty(t, got.errs)
@@ -257,16 +257,16 @@ func TestInsideAnAmbientTransactionCallsNeverShareEvenWhenAskedTo(t *testing.T) 
 		txErrA = b.db.Tx(ctx, func(tx context.Context) error {
 			fctx := idem.WithFault(tx, func(step string) error {
 				if step == idem.StepSucceeded {
-					g.hold()
+					g.Hold()
 				}
 				return nil
 			})
 			resA, errA = b.k.Create(fctx, in)
-			commit.hold()
+			commit.Hold()
 			return errA
 		})
 	}()
-	g.awaitHeld(t)
+	g.AwaitHeld(t)
 	require.Zero(t, b.runner.InFlight(), "a call inside an ambient transaction publishes no flight, even with ShareInFlight true")
 
 	wg.Add(1)
@@ -280,10 +280,10 @@ func TestInsideAnAmbientTransactionCallsNeverShareEvenWhenAskedTo(t *testing.T) 
 	}()
 	// B cannot join A's (uncommitted) result: it queues on the unique index instead.
 	waitForLockWaiters(t, b.db.DB, 1)
-	g.open()
+	g.Open()
 	sleep(50)
 	waitForLockWaiters(t, b.db.DB, 1) // still queued: A has returned but not committed
-	commit.open()
+	commit.Open()
 	wg.Wait()
 
 	require.True(t, bInTx)
@@ -332,7 +332,7 @@ func TestAStalePatchThatRacesPastPrepareStillGetsRevisionConflict(t *testing.T) 
 	// it (and B's whole transaction).
 	stale := idem.WithFault(context.Background(), func(step string) error {
 		if step == idem.StepRecord {
-			g.hold()
+			g.Hold()
 		}
 		return nil
 	})
@@ -344,9 +344,9 @@ func TestAStalePatchThatRacesPastPrepareStillGetsRevisionConflict(t *testing.T) 
 		defer wg.Done()
 		_, errB = b.k.Patch(stale, kernel.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: rec.Record.ID, Key: "b", ExpectRevision: 1, Title: str("b")})
 	}()
-	g.awaitHeld(t) // B passed prepare against revision 1 and queued its UPDATE
+	g.AwaitHeld(t) // B passed prepare against revision 1 and queued its UPDATE
 	resA, errA = b.k.Patch(context.Background(), kernel.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: rec.Record.ID, Key: "a", ExpectRevision: 1, Title: str("a")})
-	g.open()
+	g.Open()
 	wg.Wait()
 	require.NoError(t, errA)
 	require.Equal(t, 2, resA.Record.Revision)

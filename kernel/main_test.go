@@ -12,6 +12,7 @@ import (
 	"idemwork/apperr"
 	"idemwork/idem"
 	"idemwork/internal/testdb"
+	"idemwork/internal/testgate"
 	"idemwork/kernel"
 	"idemwork/store"
 )
@@ -246,34 +247,7 @@ func waitForLockWaiters(t *testing.T, db *store.DB, n int) {
 
 func sleep(ms int) { time.Sleep(time.Duration(ms) * time.Millisecond) }
 
-// gate holds a step of the commit unit open until the test opens it. Opening is idempotent and
-// also happens at cleanup, so a failing test never leaves a transaction (and the connection the
-// pool waits for on close) hanging.
-type gate struct {
-	held, release      chan struct{}
-	heldOnce, openOnce sync.Once
-}
+// gate holds a step of the commit unit open until the test opens it (see testgate).
+type gate = testgate.Gate
 
-func newGate(t testing.TB) *gate {
-	g := &gate{held: make(chan struct{}), release: make(chan struct{})}
-	t.Cleanup(g.open)
-	return g
-}
-
-// hold reports that the step was reached and blocks until the gate opens.
-func (g *gate) hold() {
-	g.heldOnce.Do(func() { close(g.held) })
-	<-g.release
-}
-
-func (g *gate) open() { g.openOnce.Do(func() { close(g.release) }) }
-
-// awaitHeld waits until a call holds the gate.
-func (g *gate) awaitHeld(t testing.TB) {
-	t.Helper()
-	select {
-	case <-g.held:
-	case <-time.After(time.Minute):
-		t.Fatal("no call reached the held step")
-	}
-}
+func newGate(t testing.TB) *gate { return testgate.New(t) }
