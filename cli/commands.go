@@ -112,90 +112,35 @@ func (a *app) printWrite(res kernel.WriteResult) {
 }
 
 func newCreateCmd(a *app) *cobra.Command {
-	var in kernel.CreateInput
-	var summary string
-	var payload jsonFlag
-	cmd := &cobra.Command{Use: "create", Short: "Create a record (operation <MODULE>:record:create)", Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			k, err := a.writer(cmd.Context())
-			if err != nil {
-				return err
-			}
-			in.Summary, in.Payload = optString(cmd, "summary", summary), payload.value()
-			res, err := k.Create(cmd.Context(), in)
-			if err != nil {
-				return err
-			}
-			a.printWrite(res)
-			return nil
-		}}
-	f := cmd.Flags()
-	f.StringVar(&in.Owner, "owner", "", "owner id")
-	f.StringVar(&in.Module, "module", "", "module code: NOTE, MEM-001, COMMITMENT")
-	f.StringVar(&in.Key, "key", "", "Idempotency-Key (none: runs without idempotency)")
-	f.StringVar(&in.Title, "title", "", "title (1-200 characters)")
-	f.StringVar(&summary, "summary", "", "summary (at most 2000 characters)")
-	f.Var(&payload, "payload", "payload, a JSON object (default {})")
-	required(cmd, "owner", "module", "title")
+	cmd := &cobra.Command{Use: "create", Short: "Create a record (operation <MODULE>:record:create)", Args: cobra.NoArgs}
+	r := bindCreate(cmd, "Idempotency-Key (none: runs without idempotency)")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		return a.runWrite(cmd, func(ctx context.Context, k *kernel.Kernel) (kernel.WriteResult, error) {
+			return k.Create(ctx, r.input(cmd))
+		})
+	}
 	return cmd
 }
 
 func newPatchCmd(a *app) *cobra.Command {
-	var in kernel.PatchInput
-	var title, summary string
-	var payload jsonFlag
-	cmd := &cobra.Command{Use: "patch", Short: "Write the next revision of a record (optimistic lock on --expect-revision)", Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			k, err := a.writer(cmd.Context())
-			if err != nil {
-				return err
-			}
-			in.Title, in.Summary, in.Payload = optString(cmd, "title", title), optString(cmd, "summary", summary), payload.value()
-			res, err := k.Patch(cmd.Context(), in)
-			if err != nil {
-				return err
-			}
-			a.printWrite(res)
-			return nil
-		}}
-	f := cmd.Flags()
-	f.StringVar(&in.Owner, "owner", "", "owner id")
-	f.StringVar(&in.Module, "module", "", "module code")
-	f.StringVar(&in.RecordID, "record", "", "record id")
-	f.IntVar(&in.ExpectRevision, "expect-revision", 0, "the revision the record must still be at")
-	f.StringVar(&in.Key, "key", "", "Idempotency-Key")
-	f.StringVar(&title, "title", "", "new title")
-	f.StringVar(&summary, "summary", "", "new summary")
-	f.Var(&payload, "payload", "new payload (a JSON object)")
-	required(cmd, "owner", "module", "record", "expect-revision")
+	cmd := &cobra.Command{Use: "patch", Short: "Write the next revision of a record (optimistic lock on --expect-revision)", Args: cobra.NoArgs}
+	r := bindPatch(cmd, "Idempotency-Key")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		return a.runWrite(cmd, func(ctx context.Context, k *kernel.Kernel) (kernel.WriteResult, error) {
+			return k.Patch(ctx, r.input(cmd))
+		})
+	}
 	return cmd
 }
 
 func newActionCmd(a *app) *cobra.Command {
-	var in kernel.FeatureInput
-	var input jsonFlag
-	cmd := &cobra.Command{Use: "action", Short: "Run a feature of a record", Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			k, err := a.writer(cmd.Context())
-			if err != nil {
-				return err
-			}
-			in.Input = input.value()
-			res, err := k.RunFeature(cmd.Context(), in)
-			if err != nil {
-				return err
-			}
-			a.printWrite(res)
-			return nil
-		}}
-	f := cmd.Flags()
-	f.StringVar(&in.Owner, "owner", "", "owner id")
-	f.StringVar(&in.Module, "module", "", "module code")
-	f.StringVar(&in.RecordID, "record", "", "record id")
-	f.StringVar(&in.FeatureID, "feature", "", "feature id, e.g. F01")
-	f.StringVar(&in.Key, "key", "", "Idempotency-Key")
-	f.Var(&input, "input", "feature input (a JSON object, default {})")
-	required(cmd, "owner", "module", "record", "feature")
+	cmd := &cobra.Command{Use: "action", Short: "Run a feature of a record", Args: cobra.NoArgs}
+	r := bindAction(cmd, "Idempotency-Key")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		return a.runWrite(cmd, func(ctx context.Context, k *kernel.Kernel) (kernel.WriteResult, error) {
+			return k.RunFeature(ctx, r.request(cmd))
+		})
+	}
 	return cmd
 }
 

@@ -52,65 +52,34 @@ func newStormCmd(a *app) *cobra.Command {
 }
 
 func newStormCreateCmd(a *app, sf *stormFlags) *cobra.Command {
-	var in kernel.CreateInput
-	var summary string
-	var payload jsonFlag
-	cmd := &cobra.Command{Use: "create", Short: "Storm a create (operation <MODULE>:record:create)", Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			in.Summary, in.Payload = optString(cmd, "summary", summary), payload.value()
-			return a.runStorm(cmd, sf, storm.Spec{Op: storm.OpCreate, Create: in})
-		}}
-	f := cmd.Flags()
-	f.StringVar(&in.Owner, "owner", "", "owner id")
-	f.StringVar(&in.Module, "module", "", "module code: NOTE, MEM-001, COMMITMENT")
-	f.StringVar(&in.Key, "key", "", "Idempotency-Key (default: a generated storm-… key)")
-	f.StringVar(&in.Title, "title", "", "title (1-200 characters)")
-	f.StringVar(&summary, "summary", "", "summary (at most 2000 characters)")
-	f.Var(&payload, "payload", "payload, a JSON object (default {})")
-	required(cmd, "owner", "module", "title")
+	cmd := &cobra.Command{Use: "create", Short: "Storm a create (operation <MODULE>:record:create)", Args: cobra.NoArgs}
+	r := bindCreate(cmd, stormKeyHelp)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		return a.runStorm(cmd, sf, storm.Spec{Op: storm.OpCreate, Create: r.input(cmd)})
+	}
 	return cmd
 }
 
 func newStormPatchCmd(a *app, sf *stormFlags) *cobra.Command {
-	var in kernel.PatchInput
-	var title, summary string
-	var payload jsonFlag
-	cmd := &cobra.Command{Use: "patch", Short: "Storm a patch (operation <MODULE>:record:<id>:patch)", Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			in.Title, in.Summary, in.Payload = optString(cmd, "title", title), optString(cmd, "summary", summary), payload.value()
-			return a.runStorm(cmd, sf, storm.Spec{Op: storm.OpPatch, Patch: in})
-		}}
-	f := cmd.Flags()
-	f.StringVar(&in.Owner, "owner", "", "owner id")
-	f.StringVar(&in.Module, "module", "", "module code")
-	f.StringVar(&in.RecordID, "record", "", "record id")
-	f.IntVar(&in.ExpectRevision, "expect-revision", 0, "the revision the record must still be at")
-	f.StringVar(&in.Key, "key", "", "Idempotency-Key (default: a generated storm-… key)")
-	f.StringVar(&title, "title", "", "new title")
-	f.StringVar(&summary, "summary", "", "new summary")
-	f.Var(&payload, "payload", "new payload (a JSON object)")
-	required(cmd, "owner", "module", "record", "expect-revision")
+	cmd := &cobra.Command{Use: "patch", Short: "Storm a patch (operation <MODULE>:record:<id>:patch)", Args: cobra.NoArgs}
+	r := bindPatch(cmd, stormKeyHelp)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		return a.runStorm(cmd, sf, storm.Spec{Op: storm.OpPatch, Patch: r.input(cmd)})
+	}
 	return cmd
 }
 
 func newStormActionCmd(a *app, sf *stormFlags) *cobra.Command {
-	var in kernel.FeatureInput
-	var input jsonFlag
-	cmd := &cobra.Command{Use: "action", Short: "Storm a feature run (operation <MODULE>:record:<id>:feature:<featureId>)", Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			in.Input = input.value()
-			return a.runStorm(cmd, sf, storm.Spec{Op: storm.OpAction, Action: in})
-		}}
-	f := cmd.Flags()
-	f.StringVar(&in.Owner, "owner", "", "owner id")
-	f.StringVar(&in.Module, "module", "", "module code")
-	f.StringVar(&in.RecordID, "record", "", "record id")
-	f.StringVar(&in.FeatureID, "feature", "", "feature id, e.g. F01")
-	f.StringVar(&in.Key, "key", "", "Idempotency-Key (default: a generated storm-… key)")
-	f.Var(&input, "input", "feature input (a JSON object, default {})")
-	required(cmd, "owner", "module", "record", "feature")
+	cmd := &cobra.Command{Use: "action", Short: "Storm a feature run (operation <MODULE>:record:<id>:feature:<featureId>)", Args: cobra.NoArgs}
+	r := bindAction(cmd, stormKeyHelp)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		return a.runStorm(cmd, sf, storm.Spec{Op: storm.OpAction, Action: r.request(cmd)})
+	}
 	return cmd
 }
+
+// stormKeyHelp is the --key help of the storm subcommands: a storm always has a key.
+const stormKeyHelp = "Idempotency-Key (default: a generated storm-… key)"
 
 // runStorm completes spec from the storm flags, runs it and prints the summary. The exit code
 // is 0 when the database agrees with the responses, 4 when it disagrees, and the rejection's

@@ -1,0 +1,103 @@
+package cli
+
+import (
+	"context"
+
+	"github.com/spf13/cobra"
+
+	"idemwork/kernel"
+)
+
+// The flags of one write request, bound once per kind and shared by the command itself
+// (create, patch, action) and its storm (storm create, …), so the two can never drift apart.
+
+type createFlags struct {
+	in      kernel.CreateInput
+	summary string
+	payload jsonFlag
+}
+
+func bindCreate(cmd *cobra.Command, keyHelp string) *createFlags {
+	r := &createFlags{}
+	f := cmd.Flags()
+	f.StringVar(&r.in.Owner, "owner", "", "owner id")
+	f.StringVar(&r.in.Module, "module", "", "module code: NOTE, MEM-001, COMMITMENT")
+	f.StringVar(&r.in.Key, "key", "", keyHelp)
+	f.StringVar(&r.in.Title, "title", "", "title (1-200 characters)")
+	f.StringVar(&r.summary, "summary", "", "summary (at most 2000 characters)")
+	f.Var(&r.payload, "payload", "payload, a JSON object (default {})")
+	required(cmd, "owner", "module", "title")
+	return r
+}
+
+func (r *createFlags) input(cmd *cobra.Command) kernel.CreateInput {
+	in := r.in
+	in.Summary, in.Payload = optString(cmd, "summary", r.summary), r.payload.value()
+	return in
+}
+
+type patchFlags struct {
+	in             kernel.PatchInput
+	title, summary string
+	payload        jsonFlag
+}
+
+func bindPatch(cmd *cobra.Command, keyHelp string) *patchFlags {
+	r := &patchFlags{}
+	f := cmd.Flags()
+	f.StringVar(&r.in.Owner, "owner", "", "owner id")
+	f.StringVar(&r.in.Module, "module", "", "module code")
+	f.StringVar(&r.in.RecordID, "record", "", "record id")
+	f.IntVar(&r.in.ExpectRevision, "expect-revision", 0, "the revision the record must still be at")
+	f.StringVar(&r.in.Key, "key", "", keyHelp)
+	f.StringVar(&r.title, "title", "", "new title")
+	f.StringVar(&r.summary, "summary", "", "new summary")
+	f.Var(&r.payload, "payload", "new payload (a JSON object)")
+	required(cmd, "owner", "module", "record", "expect-revision")
+	return r
+}
+
+func (r *patchFlags) input(cmd *cobra.Command) kernel.PatchInput {
+	in := r.in
+	in.Title, in.Summary, in.Payload = optString(cmd, "title", r.title), optString(cmd, "summary", r.summary), r.payload.value()
+	return in
+}
+
+type actionFlags struct {
+	in    kernel.FeatureInput
+	input jsonFlag
+}
+
+func bindAction(cmd *cobra.Command, keyHelp string) *actionFlags {
+	r := &actionFlags{}
+	f := cmd.Flags()
+	f.StringVar(&r.in.Owner, "owner", "", "owner id")
+	f.StringVar(&r.in.Module, "module", "", "module code")
+	f.StringVar(&r.in.RecordID, "record", "", "record id")
+	f.StringVar(&r.in.FeatureID, "feature", "", "feature id, e.g. F01")
+	f.StringVar(&r.in.Key, "key", "", keyHelp)
+	f.Var(&r.input, "input", "feature input (a JSON object, default {})")
+	required(cmd, "owner", "module", "record", "feature")
+	return r
+}
+
+func (r *actionFlags) request(cmd *cobra.Command) kernel.FeatureInput {
+	in := r.in
+	in.Input = r.input.value()
+	return in
+}
+
+// runWrite runs one write command: the kernel (refused on a read-only session), the write, the
+// result printed as text or as the JSON of SPEC §10.2.
+func (a *app) runWrite(cmd *cobra.Command, write func(ctx context.Context, k *kernel.Kernel) (kernel.WriteResult, error)) error {
+	k, err := a.writer(cmd.Context())
+	if err != nil {
+		return err
+	}
+	res, err := write(cmd.Context(), k)
+	if err != nil {
+		return err
+	}
+	a.printWrite(res)
+	return nil
+}
