@@ -11,6 +11,7 @@ import (
 	"idemwork/apperr"
 	"idemwork/idem"
 	"idemwork/kernel"
+	"idemwork/store"
 )
 
 // addCommands registers the kernel's commands.
@@ -29,10 +30,14 @@ func (a *app) kernel(ctx context.Context) (*kernel.Kernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	runner := idem.NewRunner(db, idem.Options{TTL: a.cfg.Idempotency.TTL.Duration})
-	reg := kernel.NewRegistry(kernel.NewRules(a.cfg.Modules.MEM001.MaxContentLength))
-	a.k = kernel.New(runner, reg, kernel.Options{})
+	a.k = a.kernelOver(db)
 	return a.k, nil
+}
+
+// kernelOver builds a runner and kernel over db as the config says (TTL, module rules).
+func (a *app) kernelOver(db *store.DB) *kernel.Kernel {
+	runner := idem.NewRunner(db, idem.Options{TTL: a.cfg.Idempotency.TTL.Duration})
+	return kernel.New(runner, kernel.NewRegistry(kernel.NewRules(a.cfg.Modules.MEM001.MaxContentLength)), kernel.Options{})
 }
 
 // writer returns the kernel for a write command, refusing up front with READ_ONLY on a

@@ -11,8 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"idemwork/apperr"
-	"idemwork/idem"
-	"idemwork/kernel"
 	"idemwork/store"
 	"idemwork/storm"
 )
@@ -128,8 +126,7 @@ func (a *app) runStorm(cmd *cobra.Command, sf *stormFlags, spec storm.Spec) erro
 		return &setupError{err}
 	}
 	defer db.Close()
-	runner := idem.NewRunner(db, idem.Options{TTL: a.cfg.Idempotency.TTL.Duration})
-	k := kernel.New(runner, kernel.NewRegistry(kernel.NewRules(a.cfg.Modules.MEM001.MaxContentLength)), kernel.Options{})
+	k := a.kernelOver(db)
 
 	env := storm.Env{Kernel: k, DSN: a.conn.DSN, HTTP: a.cfg.HTTP, Stderr: a.stderr}
 	sum, runErr := storm.Run(ctx, env, spec, nil)
