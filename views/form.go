@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/charmbracelet/bubbles/key"
 	"github.com/charmbracelet/bubbles/textinput"
@@ -14,6 +13,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"idemwork/apperr"
+	"idemwork/idem"
 	"idemwork/kernel"
 	tctx "idemwork/tui/context"
 )
@@ -104,29 +104,30 @@ func jsonCheck(field string) func(string) string {
 	}
 }
 
+// keyCheck is the runner's own key rule (an empty field means "no idempotency").
 func keyCheck(s string) string {
 	if s == "" {
-		return "" // no key: the write runs once without idempotency
-	}
-	if len(s) > 255 {
-		return "at most 255 characters"
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < 0x21 || s[i] > 0x7e {
-			return fmt.Sprintf("byte %d is not visible ASCII (no spaces)", i)
-		}
-	}
-	return ""
-}
-
-func lengthCheck(min, max int) func(string) string {
-	return func(s string) string {
-		n := utf8.RuneCountInString(s)
-		if n < min || n > max {
-			return fmt.Sprintf("%d characters; must be %d-%d", n, min, max)
-		}
 		return ""
 	}
+	return validationMessage(idem.ValidateKey(s))
+}
+
+// textCheck is the kernel's own rule for a text field, as the server will apply it.
+func textCheck(field string, min, max int) func(string) string {
+	return func(s string) string { return validationMessage(kernel.CheckText(field, s, min, max)) }
+}
+
+// validationMessage is a coded error's message without its field prefix ("" for nil): the
+// form already shows the field's label.
+func validationMessage(err error) string {
+	if err == nil {
+		return ""
+	}
+	msg := apperr.As(err).Message
+	if _, rest, ok := strings.Cut(msg, ": "); ok {
+		return rest
+	}
+	return msg
 }
 
 // NewForm builds the form for an OpenFormMsg.
@@ -143,8 +144,8 @@ func NewForm(ctx *tctx.ProgramContext, m tctx.OpenFormMsg) *Form {
 			}
 		}
 		f.fields = []*formField{mod, keyField,
-			{label: "Title", input: newInput("", 400), validate: lengthCheck(1, kernel.MaxTitleChars)},
-			{label: "Summary", input: newInput("", 4000), validate: lengthCheck(0, kernel.MaxSummaryChar)},
+			{label: "Title", input: newInput("", 400), validate: textCheck("title", 1, kernel.MaxTitleChars)},
+			{label: "Summary", input: newInput("", 4000), validate: textCheck("summary", 0, kernel.MaxSummaryChar)},
 			{label: "Payload", input: newInput(defaultPayload(m.Module), kernel.MaxJSONBytes+1), validate: jsonCheck("payload")}}
 	case "patch":
 		f.fields = []*formField{keyField,
@@ -154,8 +155,8 @@ func NewForm(ctx *tctx.ProgramContext, m tctx.OpenFormMsg) *Form {
 				}
 				return ""
 			}, hint: "the write is refused with REVISION_CONFLICT unless the record is still at this revision"},
-			{label: "Title", input: newInput("", 400), validate: lengthCheck(1, kernel.MaxTitleChars)},
-			{label: "Summary", input: newInput("", 4000), validate: lengthCheck(0, kernel.MaxSummaryChar)},
+			{label: "Title", input: newInput("", 400), validate: textCheck("title", 1, kernel.MaxTitleChars)},
+			{label: "Summary", input: newInput("", 4000), validate: textCheck("summary", 0, kernel.MaxSummaryChar)},
 			{label: "Payload", input: newInput("", kernel.MaxJSONBytes+1), validate: jsonCheck("payload")}}
 	case "action":
 		var feats []string

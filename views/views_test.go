@@ -305,3 +305,16 @@ func TestLocksShowsASessionWaitingOnAnotherOnesLock(t *testing.T) {
 	require.NoError(t, holder.Rollback(ctx))
 	require.NoError(t, <-waiterDone)
 }
+
+func TestTheFormJudgesKeysAndTitlesByTheRunnersAndKernelsOwnRules(t *testing.T) {
+	t.Parallel()
+	b := tuitest.New(t)
+	f := views.NewForm(b.Ctx, tctx.OpenFormMsg{Kind: "create", Module: "NOTE"})
+	f.SetSize(100, 30)
+	f.Update(tea.KeyMsg{Type: tea.KeyTab}) // -> key
+	f.Update(tea.KeyMsg{Type: tea.KeyCtrlU})
+	typeText(f, "has space")
+	require.Contains(t, f.View(), "✗ byte 3 (0x20) is not visible ASCII", "the same words the runner answers with")
+	f.Update(tea.KeyMsg{Type: tea.KeyTab}) // -> title (empty)
+	require.Contains(t, f.View(), "✗ must be 1-200 characters, got 0")
+}
