@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"idemwork/storm"
 )
 
 // Side is what one side of a cell measured.
@@ -196,13 +198,13 @@ func (s *sideRun) result() Side {
 	return r
 }
 
-// percentileMs is the nearest-rank percentile p of d, in milliseconds (it sorts d).
+// percentileMs is the nearest-rank percentile p of d, in milliseconds (storm.Percentile, the
+// same rank the storm summary uses).
 func percentileMs(d []time.Duration, p float64) float64 {
-	if len(d) == 0 {
-		return 0
+	ms := make([]float64, len(d))
+	for i, v := range d {
+		ms[i] = float64(v) / float64(time.Millisecond)
 	}
-	slices.Sort(d)
-	i := int(float64(len(d))*p/100+0.999999) - 1
-	i = min(max(i, 0), len(d)-1)
-	return float64(d[i]) / float64(time.Millisecond)
+	slices.Sort(ms)
+	return storm.Percentile(ms, p)
 }

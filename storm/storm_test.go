@@ -402,3 +402,12 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+func TestPercentileIsNearestRank(t *testing.T) {
+	t.Parallel()
+	v := []float64{1, 2, 3, 4, 5}
+	require.Equal(t, 3.0, storm.Percentile(v, 50))
+	require.Equal(t, 5.0, storm.Percentile(v, 99))
+	require.Equal(t, 1.0, storm.Percentile(v, 1))
+	require.Zero(t, storm.Percentile(nil, 50))
+}

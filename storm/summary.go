@@ -145,12 +145,16 @@ func latencyOf(ms []float64) Latency {
 	for _, v := range ms {
 		sum += v
 	}
-	return Latency{Min: round3(ms[0]), Mean: round3(sum / float64(len(ms))), P50: round3(percentile(ms, 50)),
-		P95: round3(percentile(ms, 95)), P99: round3(percentile(ms, 99)), Max: round3(ms[len(ms)-1])}
+	return Latency{Min: round3(ms[0]), Mean: round3(sum / float64(len(ms))), P50: round3(Percentile(ms, 50)),
+		P95: round3(Percentile(ms, 95)), P99: round3(Percentile(ms, 99)), Max: round3(ms[len(ms)-1])}
 }
 
-// percentile is the nearest-rank percentile of sorted values.
-func percentile(sorted []float64, p float64) float64 {
+// Percentile is the nearest-rank percentile p (0-100) of sorted values (0 for none). The storm
+// summary, the Storm view and the bench all use it, so their numbers agree.
+func Percentile(sorted []float64, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
 	rank := int(math.Ceil(p / 100 * float64(len(sorted))))
 	rank = max(1, min(rank, len(sorted)))
 	return sorted[rank-1]

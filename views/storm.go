@@ -3,7 +3,7 @@ package views
 import (
 	gocontext "context"
 	"fmt"
-	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -13,6 +13,7 @@ import (
 	"github.com/charmbracelet/bubbles/progress"
 	tea "github.com/charmbracelet/bubbletea"
 
+	"idemwork/storm"
 	tctx "idemwork/tui/context"
 )
 
@@ -38,6 +39,7 @@ type Storm struct {
 	outcomes  map[string]int
 	waited    int
 	latencies []float64
+	sorted    []float64 // latencies sorted, rebuilt when events arrive (not on every redraw)
 	summary   *tctx.StormSummary
 	err       string
 	lockNow   int
@@ -208,7 +210,7 @@ func (v *Storm) fire() tea.Cmd {
 	v.focusField(v.focus)
 	v.run++
 	v.running, v.spec, v.started, v.err, v.summary = true, spec, time.Now(), "", nil
-	v.outcomes, v.waited, v.latencies, v.lockNow, v.lockPeak = map[string]int{}, 0, nil, 0, 0
+	v.outcomes, v.waited, v.latencies, v.sorted, v.lockNow, v.lockPeak = map[string]int{}, 0, nil, nil, 0, 0
 	ctx, cancel := gocontext.WithCancel(gocontext.Background())
 	v.cancel = cancel
 	v.events = make(chan tctx.StormEvent, 256)
@@ -265,6 +267,8 @@ func (v *Storm) add(events []tctx.StormEvent) {
 		}
 		v.latencies = append(v.latencies, e.LatencyMs)
 	}
+	v.sorted = append(v.sorted[:0], v.latencies...)
+	slices.Sort(v.sorted)
 }
 
 // Update handles messages.
@@ -376,23 +380,6 @@ func (v *Storm) updateEditing(msg tea.KeyMsg) tea.Cmd {
 	return cmd
 }
 
-// Percentile returns the p-th percentile (0-100) of values by nearest rank.
-func Percentile(values []float64, p float64) float64 {
-	if len(values) == 0 {
-		return 0
-	}
-	s := append([]float64(nil), values...)
-	sort.Float64s(s)
-	i := int(math.Ceil(p/100*float64(len(s)))) - 1
-	if i < 0 {
-		i = 0
-	}
-	if i >= len(s) {
-		i = len(s) - 1
-	}
-	return s[i]
-}
-
 // SetSize sets the drawing area.
 func (v *Storm) SetSize(w, h int) {
 	v.w, v.h = w, h
@@ -454,8 +441,8 @@ func (v *Storm) View() string {
 			parts = append(parts, st.Render(fmt.Sprintf("%s %d", k, v.outcomes[k])))
 		}
 		out = append(out, cut(strings.Join(parts, "   ")+s.Subtle.Render(fmt.Sprintf("   waited on the unique index %d", v.waited)), v.w))
-		out = append(out, cut(fmt.Sprintf("latency ms  p50 %.2f  p95 %.2f  p99 %.2f  max %.2f", Percentile(v.latencies, 50), Percentile(v.latencies, 95),
-			Percentile(v.latencies, 99), Percentile(v.latencies, 100)), v.w))
+		out = append(out, cut(fmt.Sprintf("latency ms  p50 %.2f  p95 %.2f  p99 %.2f  max %.2f", storm.Percentile(v.sorted, 50), storm.Percentile(v.sorted, 95),
+			storm.Percentile(v.sorted, 99), storm.Percentile(v.sorted, 100)), v.w))
 		out = append(out, s.Highlight.Render(sparkline(v.latencies, v.w-2)))
 		out = append(out, s.Subtle.Render(fmt.Sprintf("sessions waiting on a lock: now %d, peak %d", v.lockNow, v.lockPeak)))
 	}

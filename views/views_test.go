@@ -233,15 +233,6 @@ func TestTheStormViewCountsOutcomesAndShowsTheVerdict(t *testing.T) {
 	require.Contains(t, screen, "the database agrees")
 }
 
-func TestPercentileIsNearestRank(t *testing.T) {
-	t.Parallel()
-	v := []float64{5, 1, 4, 2, 3}
-	require.Equal(t, 3.0, views.Percentile(v, 50))
-	require.Equal(t, 5.0, views.Percentile(v, 99))
-	require.Equal(t, 1.0, views.Percentile(v, 1))
-	require.Zero(t, views.Percentile(nil, 50))
-}
-
 func TestAuditJumpsToTheRecordAndToTheKeyOfAnEvent(t *testing.T) {
 	t.Parallel()
 	b := tuitest.New(t)
