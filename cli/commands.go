@@ -48,8 +48,8 @@ func (a *app) writer(ctx context.Context) (*kernel.Kernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	if a.db.ReadOnly {
-		return nil, apperr.New(apperr.ReadOnly, "this session is read-only; reconnect with --allow-writes (or allow_writes = true) to write")
+	if err := k.RequireWritable(); err != nil {
+		return nil, err
 	}
 	return k, nil
 }

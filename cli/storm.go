@@ -106,10 +106,16 @@ func (a *app) runStorm(cmd *cobra.Command, sf *stormFlags, spec storm.Spec) erro
 	if _, err := a.openDB(ctx, true); err != nil {
 		return err
 	}
-	if a.db.ReadOnly && spec.URL == "" {
-		// Against a running server (--url) the writes are the server's; the local session only
-		// reads the verdict. Otherwise the storm would write through this read-only session.
-		return apperr.New(apperr.ReadOnly, "a storm writes; this session is read-only: reconnect with --allow-writes")
+	if spec.URL == "" {
+		// Against a running server (--url) the writes are the server's and the local session only
+		// reads the verdict; otherwise the storm writes through this session.
+		k, err := a.kernel(ctx)
+		if err != nil {
+			return err
+		}
+		if err := k.RequireWritable(); err != nil {
+			return err
+		}
 	}
 
 	// A pool of its own, sized for the storm: the app's pool is sized for one command at a time.

@@ -213,8 +213,8 @@ type endpointFunc func(r *http.Request, owner string) (reply, error)
 // before the runner starts — a replay included, though it would only read.
 func (a *API) write(fn endpointFunc) endpointFunc {
 	return func(r *http.Request, owner string) (reply, error) {
-		if a.k.DB().ReadOnly {
-			return reply{}, apperr.New(apperr.ReadOnly, "this server's database session is read-only; restart it with --allow-writes to accept writes")
+		if err := a.k.RequireWritable(); err != nil {
+			return reply{}, err
 		}
 		return fn(r, owner)
 	}
