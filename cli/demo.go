@@ -5,6 +5,8 @@ import (
 
 	"github.com/oklog/ulid/v2"
 	"github.com/spf13/cobra"
+
+	"idemwork/apperr"
 )
 
 func newDemoCmd(a *app) *cobra.Command {
@@ -34,7 +36,7 @@ func newDemoCmd(a *app) *cobra.Command {
 	var owner string
 	blocked := &cobra.Command{Use: "blocked-external", Short: "Walk through a direct_external feature failing closed", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			k, err := a.kernel(cmd.Context())
+			k, err := a.writer(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -42,17 +44,39 @@ func newDemoCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			failed := 0
+			for _, s := range steps {
+				for _, c := range s.Checks {
+					if !c.OK {
+						failed++
+					}
+				}
+			}
+			var verdict error
+			if failed > 0 {
+				verdict = apperr.New(apperr.Internal, "%d check(s) of the demo failed against the database", failed)
+			}
 			if a.flags.json {
 				writeJSON(a.stdout, map[string]any{"steps": steps})
+				if verdict != nil {
+					return &reportedError{verdict}
+				}
 				return nil
 			}
 			for i, s := range steps {
-				fmt.Fprintf(a.stdout, "%d. %-36s %-9s %s\n", i+1, s.Step, s.Outcome, s.Note)
-				if len(s.Audit) > 0 {
-					fmt.Fprintf(a.stdout, "   audit: %v\n", s.Audit)
+				fmt.Fprintf(a.stdout, "%d. %s\n", i+1, s.Step)
+				for _, n := range s.Notes {
+					fmt.Fprintf(a.stdout, "   %s\n", n)
+				}
+				for _, c := range s.Checks {
+					mark := "✓"
+					if !c.OK {
+						mark = "✗"
+					}
+					fmt.Fprintf(a.stdout, "   %s %s\n", mark, c.Text)
 				}
 			}
-			return nil
+			return verdict
 		}}
 	blocked.Flags().StringVar(&owner, "owner", "alice", "owner id")
 	cmd.AddCommand(seed, blocked)

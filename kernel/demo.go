@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"idemwork/idem"
 	"idemwork/store"
@@ -151,53 +152,135 @@ func (k *Kernel) seedLegacyReceipts(ctx context.Context) (int, error) {
 	return inserted, nil
 }
 
+// DemoCheck is one claim of the demo, checked against the database.
+type DemoCheck struct {
+	OK   bool   `json:"ok"`
+	Text string `json:"text"`
+}
+
 // DemoStep is one step of the guided blocked_external demo.
 type DemoStep struct {
 	Step      string           `json:"step"`
 	Outcome   idem.Outcome     `json:"outcome,omitempty"`
 	Record    *store.Record    `json:"record,omitempty"`
 	Execution *store.Execution `json:"execution,omitempty"`
-	Audit     []string         `json:"audit,omitempty"`
-	Note      string           `json:"note"`
+	Notes     []string         `json:"notes"`
+	Checks    []DemoCheck      `json:"checks"`
 }
 
-// DemoBlockedExternal walks through SPEC §7 on real rows: create a MEM-001 record, run the
-// direct_external F02, show the BLOCKED execution with the revision unchanged and the
-// FEATURE_F02_BLOCKED audit event, then replay the key and get the same execution back.
+// BlockedExternalSteps names the steps of the demo, in order.
+var BlockedExternalSteps = []string{
+	"Create a MEM-001 record (internal write: record, revision 1, audit, key)",
+	"Run F02 publish: a direct_external feature, which must fail closed",
+	"Replay F02 with the same Idempotency-Key",
+}
+
+// BlockedExternalDemo walks through SPEC §7 on real rows, one step at a time (the CLI runs all
+// steps, the TUI one per keypress): a MEM-001 record, its direct_external F02 failing closed
+// (BLOCKED execution, revision unchanged, FEATURE_F02_BLOCKED audit), and a replay returning
+// the very same execution. Every claim is checked against the database, never assumed. It is
+// not safe for concurrent use: run one step at a time.
+type BlockedExternalDemo struct {
+	k      *Kernel
+	owner  string
+	prefix string
+	next   int
+	record *store.Record
+	first  *store.Execution
+}
+
+// NewBlockedExternalDemo prepares the demo for owner; its keys start with keyPrefix.
+func (k *Kernel) NewBlockedExternalDemo(owner, keyPrefix string) *BlockedExternalDemo {
+	return &BlockedExternalDemo{k: k, owner: owner, prefix: keyPrefix}
+}
+
+// Done reports whether every step ran.
+func (d *BlockedExternalDemo) Done() bool { return d.next >= len(BlockedExternalSteps) }
+
+// StepsDone is how many steps ran.
+func (d *BlockedExternalDemo) StepsDone() int { return d.next }
+
+func check(ok bool, format string, args ...any) DemoCheck {
+	return DemoCheck{OK: ok, Text: fmt.Sprintf(format, args...)}
+}
+
+// Next runs the next step.
+func (d *BlockedExternalDemo) Next(ctx context.Context) (DemoStep, error) {
+	if d.Done() {
+		return DemoStep{}, fmt.Errorf("the demo has no more steps")
+	}
+	step := DemoStep{Step: BlockedExternalSteps[d.next], Notes: []string{}, Checks: []DemoCheck{}}
+	publish := FeatureInput{Owner: d.owner, Module: ModuleMem, FeatureID: "F02", Key: d.prefix + ":publish"}
+	switch d.next {
+	case 0:
+		res, err := d.k.Create(ctx, CreateInput{Owner: d.owner, Module: ModuleMem, Key: d.prefix + ":create", Title: "Blocked external demo",
+			Payload: json.RawMessage(`{"originalContent":"publish me","currentContent":"publish me"}`)})
+		if err != nil {
+			return step, err
+		}
+		d.record = res.Record
+		step.Outcome, step.Record = res.Outcome, res.Record
+		step.Notes = append(step.Notes, fmt.Sprintf("%s: MEM-001 record %s at revision %d (key %s)", res.Outcome, res.Record.ID, res.Record.Revision, d.prefix+":create"),
+			fmt.Sprintf("envelope %s — a reference, no content", res.Envelope))
+	case 1:
+		publish.RecordID = d.record.ID
+		res, err := d.k.RunFeature(ctx, publish)
+		if err != nil {
+			return step, err
+		}
+		latest, err := d.k.db.LatestRecord(ctx, d.owner, ModuleMem, d.record.ID)
+		if err != nil {
+			return step, err
+		}
+		audit, err := d.k.db.AuditForKey(ctx, d.owner, publish.Key)
+		if err != nil {
+			return step, err
+		}
+		var actions []string
+		for _, a := range audit {
+			actions = append(actions, a.Action)
+		}
+		e := res.Execution
+		d.first = e
+		step.Outcome, step.Record, step.Execution = res.Outcome, res.Record, e
+		step.Notes = append(step.Notes, fmt.Sprintf("%s: execution %s", res.Outcome, e.ID))
+		step.Checks = append(step.Checks,
+			check(e.Mode == "blocked_external", "execution.mode = %s", e.Mode),
+			check(e.Status == "BLOCKED", "execution.status = %s (a persisted fact, not a success)", e.Status),
+			check(latest.Revision == d.record.Revision, "record.revision in the database = %d (before the request: %d)", latest.Revision, d.record.Revision),
+			check(len(actions) == 1 && actions[0] == "FEATURE_F02_BLOCKED", "audit events of this key: %s", strings.Join(actions, ", ")))
+		step.Notes = append(step.Notes, "no provider was called: a database rollback could never undo it")
+	default:
+		publish.RecordID = d.record.ID
+		res, err := d.k.RunFeature(ctx, publish)
+		if err != nil {
+			return step, err
+		}
+		var execs int
+		if err := d.k.db.Pool.QueryRow(ctx, `SELECT count(*) FROM feature_execution WHERE owner_id = $1 AND idempotency_key = $2`,
+			d.owner, publish.Key).Scan(&execs); err != nil {
+			return step, err
+		}
+		step.Outcome, step.Record, step.Execution = res.Outcome, res.Record, res.Execution
+		step.Checks = append(step.Checks,
+			check(res.Outcome == idem.Replayed, "outcome %s", res.Outcome),
+			check(res.Execution.ID == d.first.ID, "the same execution %s, still %s", res.Execution.ID, res.Execution.Status),
+			check(execs == 1, "feature_execution rows for this key in the database: %d", execs))
+	}
+	d.next++
+	return step, nil
+}
+
+// DemoBlockedExternal runs every step of the demo.
 func (k *Kernel) DemoBlockedExternal(ctx context.Context, owner, keyPrefix string) ([]DemoStep, error) {
+	d := k.NewBlockedExternalDemo(owner, keyPrefix)
 	var steps []DemoStep
-	created, err := k.Create(ctx, CreateInput{Owner: owner, Module: ModuleMem, Key: keyPrefix + ":create", Title: "Blocked external demo",
-		Payload: json.RawMessage(`{"originalContent":"publish me","currentContent":"publish me"}`)})
-	if err != nil {
-		return steps, err
+	for !d.Done() {
+		s, err := d.Next(ctx)
+		if err != nil {
+			return steps, err
+		}
+		steps = append(steps, s)
 	}
-	steps = append(steps, DemoStep{Step: "create", Outcome: created.Outcome, Record: created.Record,
-		Note: fmt.Sprintf("MEM-001 record %s at revision %d", created.Record.ID, created.Record.Revision)})
-	in := FeatureInput{Owner: owner, Module: ModuleMem, RecordID: created.Record.ID, FeatureID: "F02", Key: keyPrefix + ":publish"}
-	first, err := k.RunFeature(ctx, in)
-	if err != nil {
-		return steps, err
-	}
-	audit, err := k.db.AuditForKey(ctx, owner, in.Key)
-	if err != nil {
-		return steps, err
-	}
-	var actions []string
-	for _, a := range audit {
-		actions = append(actions, a.Action)
-	}
-	steps = append(steps, DemoStep{Step: "run F02 (publish, direct_external)", Outcome: first.Outcome, Record: first.Record, Execution: first.Execution, Audit: actions,
-		Note: fmt.Sprintf("execution %s is %s/%s; the record stays at revision %d; no provider was called",
-			first.Execution.ID, first.Execution.Mode, first.Execution.Status, first.Record.Revision)})
-	replay, err := k.RunFeature(ctx, in)
-	if err != nil {
-		return steps, err
-	}
-	same := "the same"
-	if replay.Execution.ID != first.Execution.ID {
-		same = "a DIFFERENT" // would be a bug; shown, never hidden
-	}
-	steps = append(steps, DemoStep{Step: "replay F02 with the same key", Outcome: replay.Outcome, Record: replay.Record, Execution: replay.Execution,
-		Note: fmt.Sprintf("the replay returns %s BLOCKED execution %s; BLOCKED is a persisted fact, not a success", same, replay.Execution.ID)})
 	return steps, nil
 }
