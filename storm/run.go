@@ -204,14 +204,17 @@ func newCollector(ctx context.Context, n int, events chan<- Event) *collector {
 		close(c.done)
 		return c
 	}
-	c.queue = make(chan Event, n)
+	// The forwarder gets the channel itself, not the field: finish clears the field, and the
+	// goroutine may not have started reading by then.
+	queue := make(chan Event, n)
+	c.queue = queue
 	go func() {
 		defer close(c.done)
-		for ev := range c.queue {
+		for ev := range queue {
 			select {
 			case events <- ev:
 			case <-ctx.Done():
-				for range c.queue { // the consumer may be gone: drop the rest
+				for range queue { // the consumer may be gone: drop the rest
 				}
 				return
 			}
