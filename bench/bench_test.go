@@ -183,3 +183,40 @@ func BenchmarkCanonicalEnvelope(b *testing.B) {
 		_ = idem.CanonicalEnvelope(stored)
 	}
 }
+
+// BenchmarkInprocStormShared is the bench's 1,000-request shared storm on one key, one storm
+// per op: release → last response, with the lone request it is compared with reported beside it.
+func BenchmarkInprocStormShared(b *testing.B) {
+	db := testdb.NewWith(b, testdb.Options{MaxConns: StormPoolConns})
+	k := kernel.New(idem.NewRunner(db.DB, idem.Options{}), kernel.NewRegistry(kernel.NewRules(DefaultMemMaxContentLength)), kernel.Options{})
+	h := &harness{}
+	ctx := context.Background()
+	for range 2 {
+		if _, err := h.inprocStorm(ctx, k, StormPoolConns*3, false); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var wall, lone time.Duration
+	w := &worker{keyBuf: make([]byte, 0, 64)}
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		if _, err := k.Create(ctx, kernel.CreateInput{Owner: Owner, Module: kernel.ModuleNote, Key: w.newKey("lone-"),
+			Title: noteTitle, Payload: notePayload}); err != nil {
+			b.Fatal(err)
+		}
+		lone += time.Since(t0)
+		shot, err := h.inprocStorm(ctx, k, StormRequests, true)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(shot.problems) > 0 {
+			b.Fatal(shot.problems)
+		}
+		wall += shot.wall
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(wall.Microseconds())/float64(b.N), "storm-µs")
+	b.ReportMetric(float64(lone.Microseconds())/float64(b.N), "lone-µs")
+	b.ReportMetric(float64(wall)/float64(lone), "×lone")
+}

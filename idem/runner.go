@@ -108,38 +108,26 @@ type keyRow struct {
 // nothing.
 func RunPrepared[T, P any](ctx context.Context, r *Runner, req Request, policy ResultPolicy[T],
 	prepare func(ctx context.Context) (P, error), work func(ctx context.Context, p P) (T, error)) (Result[T], error) {
-	var none Result[T]
 	if err := ValidateOwner(req.Owner); err != nil {
-		return none, err
+		return Result[T]{}, err
 	}
 	if req.Key == "" {
-		var v T
-		err := r.db.Tx(ctx, func(ctx context.Context) error {
-			p, err := prepare(ctx)
-			if err != nil {
-				return err
-			}
-			v, err = work(store.DeferWrites(ctx), p)
-			return err
-		})
-		if err != nil {
-			return none, err
-		}
-		return Result[T]{Value: v, Outcome: Executed}, nil
+		return runUnkeyed(ctx, r, prepare, work)
 	}
 	if err := ValidateKey(req.Key); err != nil {
-		return none, err
+		return Result[T]{}, err
 	}
 	share := (req.ShareInFlight == nil || *req.ShareInFlight) && !store.InTx(ctx)
-	k := flightKey{req.Owner, req.Key}
 	if share {
 		// A follower sending the leader's operation and exact body bytes has the leader's
-		// fingerprint: join without computing it.
-		if f := r.flights.joinSame(k, req.Operation, req.Body); f != nil {
+		// fingerprint: join without computing it. This path stays in this small frame (the
+		// database path lives in runKeyed): in a storm, a thousand fresh goroutines take it, and
+		// a deep frame would make each of them grow and copy its stack.
+		if f := r.flights.joinSame(flightKey{req.Owner, req.Key}, req.Operation, req.Body); f != nil {
 			select {
 			case <-f.done:
 			case <-ctx.Done():
-				return none, ctx.Err()
+				return Result[T]{}, ctx.Err()
 			}
 			if f.err == nil {
 				return Result[T]{Value: f.value.(T), Outcome: Joined, Envelope: f.envelope, Fingerprint: f.fingerprint}, nil
@@ -148,6 +136,32 @@ func RunPrepared[T, P any](ctx context.Context, r *Runner, req Request, policy R
 			share = false
 		}
 	}
+	return runKeyed(ctx, r, req, share, policy, prepare, work)
+}
+
+// runUnkeyed runs prepare and work once in one transaction, without idempotency.
+func runUnkeyed[T, P any](ctx context.Context, r *Runner, prepare func(ctx context.Context) (P, error),
+	work func(ctx context.Context, p P) (T, error)) (Result[T], error) {
+	var v T
+	err := r.db.Tx(ctx, func(ctx context.Context) error {
+		p, err := prepare(ctx)
+		if err != nil {
+			return err
+		}
+		v, err = work(store.DeferWrites(ctx), p)
+		return err
+	})
+	if err != nil {
+		return Result[T]{}, err
+	}
+	return Result[T]{Value: v, Outcome: Executed}, nil
+}
+
+// runKeyed computes the fingerprint, then leads or joins a flight (when sharing) or takes the
+// database path.
+func runKeyed[T, P any](ctx context.Context, r *Runner, req Request, share bool, policy ResultPolicy[T],
+	prepare func(ctx context.Context) (P, error), work func(ctx context.Context, p P) (T, error)) (Result[T], error) {
+	var none Result[T]
 	fp, err := Fingerprint(req.Operation, req.Body)
 	if err != nil {
 		return none, err
@@ -157,6 +171,7 @@ func RunPrepared[T, P any](ctx context.Context, r *Runner, req Request, policy R
 	if !share {
 		return call.run(ctx)
 	}
+	k := flightKey{req.Owner, req.Key}
 	f, leader := r.flights.leadOrJoin(k, req.Operation, fp, req.Body)
 	switch {
 	case f == nil: // a flight for this key with another operation or body: do not share
