@@ -40,18 +40,26 @@ type testBundle struct {
 }
 
 // setup serves the API over a fresh database on a real 127.0.0.1 socket.
-func setup(t *testing.T, devAuth bool) *testBundle {
+func setup(t *testing.T, devAuth bool) *testBundle { t.Helper(); return setupWrapped(t, devAuth, nil) }
+
+// setupWrapped is setup with the API handler wrapped (nil: not wrapped), for tests that must
+// know when a request has reached the server.
+func setupWrapped(t *testing.T, devAuth bool, wrap func(http.Handler) http.Handler) *testBundle {
 	t.Helper()
 	db := testdb.NewWith(t, testdb.Options{MaxConns: 40})
 	k := kernel.New(idem.NewRunner(db.DB, idem.Options{}), kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
 	log := &syncBuffer{}
 	api := httpapi.New(k, httpapi.Options{Tokens: map[string]string{aliceToken: "alice", bobToken: "bob"},
 		MaxBodyBytes: maxBody, DevAuth: devAuth, AccessLog: log})
+	var h http.Handler = api
+	if wrap != nil {
+		h = wrap(api)
+	}
 	ln, err := httpapi.Listen("127.0.0.1:0", false)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- httpapi.Serve(ctx, httpapi.NewServer(api, nil), ln, 5*time.Second) }()
+	go func() { done <- httpapi.Serve(ctx, httpapi.NewServer(h, nil), ln, 5*time.Second) }()
 	var once sync.Once
 	var serveErr error
 	stop := func() error {
@@ -346,7 +354,13 @@ func TestConcurrentHTTPStormExecutesOnce(t *testing.T) {
 
 func TestGracefulShutdownFinishesInFlightRequests(t *testing.T) {
 	t.Parallel()
-	b := setup(t, false)
+	arrived := make(chan struct{}, 1)
+	b := setupWrapped(t, false, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			arrived <- struct{}{}
+			h.ServeHTTP(w, r)
+		})
+	})
 	// A request whose body arrives slowly is in flight when the shutdown starts.
 	pr, pw := io.Pipe()
 	result := make(chan int, 1)
@@ -362,10 +376,18 @@ func TestGracefulShutdownFinishesInFlightRequests(t *testing.T) {
 		result <- resp.StatusCode
 	}()
 	_, _ = pw.Write([]byte(`{"title":`))
-	time.Sleep(300 * time.Millisecond) // the server has the headers and half a body by now
+	<-arrived // the server has the headers and is reading the body
 	stopped := make(chan error, 1)
 	go func() { stopped <- b.stop() }()
-	time.Sleep(100 * time.Millisecond)
+	// Shutdown closes the listener first: once nothing answers there, it is under way.
+	addr := strings.TrimPrefix(b.url, "http://")
+	require.Eventually(t, func() bool {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			_ = c.Close()
+		}
+		return err != nil
+	}, 10*time.Second, 5*time.Millisecond)
 	_, _ = pw.Write([]byte(`"late"}`))
 	_ = pw.Close()
 	require.Equal(t, http.StatusCreated, <-result)
