@@ -268,6 +268,9 @@ func printStorm(w io.Writer, s storm.Summary) {
 		verdict = "DISAGREES"
 	}
 	fmt.Fprintf(w, "  database     key %s  executions %d  revisions %d  audit events %d  -> %s\n", v.KeyStatus, v.Executions, v.Revisions, v.AuditEvents, verdict)
+	if v.EarlierRows > 0 {
+		fmt.Fprintf(w, "               (%d older rows carry the key from before it expired and ran again; not counted)\n", v.EarlierRows)
+	}
 	for _, p := range v.Problems {
 		fmt.Fprintf(w, "               ! %s\n", p)
 	}

@@ -105,6 +105,9 @@ func runChildren(ctx context.Context, env Env, spec Spec, t httpTarget, col *col
 			job.ReadOnly = k.DB().ReadOnly
 			job.TTL = k.Runner().TTL()
 			job.MemMaxContentLength = k.Registry.Rules.Snapshot().MemMaxContentLength
+			if c, ok := k.Runner().Clock().(interface{ Offset() time.Duration }); ok {
+				job.ClockOffset = c.Offset()
+			}
 		}
 		raw, err := json.Marshal(job)
 		if err != nil {

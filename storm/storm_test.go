@@ -316,6 +316,52 @@ func TestDisagreementIsReadFromTheDatabase(t *testing.T) {
 	require.Contains(t, strings.Join(sum.Verified.Problems, "\n"), "2 audit events carry the key")
 }
 
+func TestAStormOnAKeyThatExpiredAndRanAgainJudgesOnlyTheKeysCurrentLife(t *testing.T) {
+	t.Parallel()
+	db := testdb.NewWith(t, testdb.Options{MaxConns: 48})
+	clock := &idem.OffsetClock{}
+	k := kernel.New(idem.NewRunner(db.DB, idem.Options{Clock: clock}), kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
+	env := storm.Env{Kernel: k, DSN: db.DSN, Stderr: testWriter{t}}
+	spec := createSpec("ivan", "k-lives")
+	spec.N, spec.Share = 30, true
+
+	first, err := storm.Run(ctxFor(t), env, spec, nil)
+	require.NoError(t, err)
+	require.True(t, first.Verified.Agrees, "%v", first.Verified.Problems)
+	require.Zero(t, first.Verified.EarlierRows)
+
+	// A day and a bit later the key has expired: the next storm executes it again. Its worker
+	// processes judge expiry by the moved clock too.
+	clock.Advance(25 * time.Hour)
+	spec.Processes = 2
+	second, err := storm.Run(ctxFor(t), env, spec, nil)
+	require.NoError(t, err)
+	require.Equal(t, 1, second.Outcomes["EXECUTED"])
+	require.True(t, second.Verified.Agrees, "%v", second.Verified.Problems)
+	require.Equal(t, 1, second.Verified.Revisions)
+	require.Equal(t, 1, second.Verified.AuditEvents)
+	require.Equal(t, 2, second.Verified.EarlierRows, "the first life's revision and audit event")
+	require.Equal(t, 2, countRows(t, db, "SELECT count(*) FROM record WHERE owner_id = 'ivan'"), "two lives, two records")
+
+	// A row of the current life that should not be there still shows.
+	_, err = db.Pool.Exec(context.Background(), `INSERT INTO audit_event (owner_id, id, module_code, record_id, action, idempotency_key, at)
+		SELECT owner_id, id || 'x', module_code, record_id, action, idempotency_key, at FROM audit_event
+		WHERE owner_id = 'ivan' ORDER BY at DESC LIMIT 1`)
+	require.NoError(t, err)
+	spec.Processes = 1
+	third, err := storm.Run(ctxFor(t), env, spec, nil)
+	require.NoError(t, err)
+	require.False(t, third.Verified.Agrees)
+	require.Contains(t, strings.Join(third.Verified.Problems, "\n"), "2 audit events carry the key")
+}
+
+func countRows(t *testing.T, db *testdb.DB, sql string) int {
+	t.Helper()
+	var n int
+	require.NoError(t, db.Pool.QueryRow(context.Background(), sql).Scan(&n))
+	return n
+}
+
 func TestRejectedStormReportsTheCode(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -24,6 +25,10 @@ type Verified struct {
 	Executions  int `json:"executions"`
 	Revisions   int `json:"revisions"`
 	AuditEvents int `json:"auditEvents"`
+	// EarlierRows counts rows carrying the key that an earlier lifetime of it wrote: the key
+	// expired and was executed again, and those rows are its past, not this storm's doing. Only
+	// rows written since the current idempotency row was reserved are checked above.
+	EarlierRows int `json:"earlierRows,omitempty"`
 	// Envelope is the stored result reference every replay restores.
 	Envelope *Reference `json:"envelope"`
 	// Agrees: the key succeeded with the storm's operation, exactly one execution/revision (as
@@ -58,10 +63,14 @@ func verify(ctx context.Context, db *store.DB, spec Spec, results []Event, got [
 
 	var status, operation string
 	var response []byte
-	err := db.Pool.QueryRow(ctx, `SELECT status, operation, response FROM idempotency_record
-		WHERE owner_id = $1 AND idempotency_key = $2`, owner, key).Scan(&status, &operation, &response)
+	// Rows of the key's current lifetime: written at or after its reservation. Without a key row
+	// every row counts (and the missing row is itself the problem reported below).
+	since := time.Time{}
+	err := db.Pool.QueryRow(ctx, `SELECT status, operation, response, created_at FROM idempotency_record
+		WHERE owner_id = $1 AND idempotency_key = $2`, owner, key).Scan(&status, &operation, &response, &since)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
+		since = time.Time{}
 	case err != nil:
 		problem("reading the key failed: %v", err)
 		return v
@@ -70,27 +79,31 @@ func verify(ctx context.Context, db *store.DB, spec Spec, results []Event, got [
 	}
 
 	revs, err := collectRows(ctx, db, `SELECT record_id, revision FROM record_revision
-		WHERE owner_id = $1 AND idempotency_key = $2 ORDER BY record_id, revision`, owner, key,
+		WHERE owner_id = $1 AND idempotency_key = $2 AND created_at >= $3 ORDER BY record_id, revision`,
 		func(r pgx.Rows) (revisionRow, error) {
 			var x revisionRow
 			return x, r.Scan(&x.recordID, &x.revision)
-		})
+		}, owner, key, since)
 	if err != nil {
 		problem("reading revisions failed: %v", err)
 		return v
 	}
 	execs, err := collectRows(ctx, db, `SELECT id, mode, status, record_id, record_revision FROM feature_execution
-		WHERE owner_id = $1 AND idempotency_key = $2 ORDER BY id`, owner, key,
+		WHERE owner_id = $1 AND idempotency_key = $2 AND created_at >= $3 ORDER BY id`,
 		func(r pgx.Rows) (executionRow, error) {
 			var x executionRow
 			return x, r.Scan(&x.id, &x.mode, &x.status, &x.recordID, &x.revision)
-		})
+		}, owner, key, since)
 	if err != nil {
 		problem("reading executions failed: %v", err)
 		return v
 	}
-	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM audit_event WHERE owner_id = $1 AND idempotency_key = $2`,
-		owner, key).Scan(&v.AuditEvents); err != nil {
+	if err := db.Pool.QueryRow(ctx, `SELECT
+			(SELECT count(*) FROM audit_event WHERE owner_id = $1 AND idempotency_key = $2 AND at >= $3),
+			(SELECT count(*) FROM record_revision WHERE owner_id = $1 AND idempotency_key = $2 AND created_at < $3)
+			+ (SELECT count(*) FROM feature_execution WHERE owner_id = $1 AND idempotency_key = $2 AND created_at < $3)
+			+ (SELECT count(*) FROM audit_event WHERE owner_id = $1 AND idempotency_key = $2 AND at < $3)`,
+		owner, key, since).Scan(&v.AuditEvents, &v.EarlierRows); err != nil {
 		problem("reading audit events failed: %v", err)
 		return v
 	}
@@ -183,8 +196,8 @@ func verify(ctx context.Context, db *store.DB, spec Spec, results []Event, got [
 	return v
 }
 
-func collectRows[T any](ctx context.Context, db *store.DB, sql, owner, key string, scan func(pgx.Rows) (T, error)) ([]T, error) {
-	rows, err := db.Pool.Query(ctx, sql, owner, key)
+func collectRows[T any](ctx context.Context, db *store.DB, sql string, scan func(pgx.Rows) (T, error), args ...any) ([]T, error) {
+	rows, err := db.Pool.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, err
 	}

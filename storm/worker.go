@@ -43,6 +43,9 @@ type workerJob struct {
 	// TTL and MemMaxContentLength make the child's kernel behave like the parent's.
 	TTL                 time.Duration `json:"ttl"`
 	MemMaxContentLength int           `json:"memMaxContentLength"`
+	// ClockOffset is how far the parent's clock is moved (the TUI can move it to expire keys):
+	// a child judges expiry by the same time.
+	ClockOffset time.Duration `json:"clockOffset,omitempty"`
 	// FaultClaim is the file whose creation claims the storm's one injected failure.
 	FaultClaim string `json:"faultClaim,omitempty"`
 	URL        string `json:"url,omitempty"`
@@ -142,7 +145,9 @@ func serveWorker(ctx context.Context, in io.Reader, w *lineWriter, barrier io.Re
 		if err := warmPool(ctx, db.Pool, spec.Concurrency); err != nil {
 			return err
 		}
-		runner := idem.NewRunner(db, idem.Options{TTL: job.TTL})
+		clock := &idem.OffsetClock{}
+		clock.Advance(job.ClockOffset)
+		runner := idem.NewRunner(db, idem.Options{TTL: job.TTL, Clock: clock})
 		k := kernel.New(runner, kernel.NewRegistry(kernel.NewRules(job.MemMaxContentLength)), kernel.Options{})
 		do = kernelDoer(k, spec)
 	}
