@@ -2,6 +2,7 @@ package idem
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"sync"
 )
@@ -26,6 +27,21 @@ type flight struct {
 	value    any
 	envelope json.RawMessage
 	err      error
+}
+
+// wait blocks until the flight is done or ctx is; it returns ctx's error in the second case.
+func (f *flight) wait(ctx context.Context) error {
+	done := ctx.Done()
+	if done == nil { // a context that is never cancelled: a plain receive, no select
+		<-f.done
+		return nil
+	}
+	select {
+	case <-f.done:
+		return nil
+	case <-done:
+		return ctx.Err()
+	}
 }
 
 // joinSame returns the flight for k when it has this operation and exactly these body bytes:

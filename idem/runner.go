@@ -124,10 +124,8 @@ func RunPrepared[T, P any](ctx context.Context, r *Runner, req Request, policy R
 		// database path lives in runKeyed): in a storm, a thousand fresh goroutines take it, and
 		// a deep frame would make each of them grow and copy its stack.
 		if f := r.flights.joinSame(flightKey{req.Owner, req.Key}, req.Operation, req.Body); f != nil {
-			select {
-			case <-f.done:
-			case <-ctx.Done():
-				return Result[T]{}, ctx.Err()
+			if err := f.wait(ctx); err != nil {
+				return Result[T]{}, err
 			}
 			if f.err == nil {
 				return Result[T]{Value: f.value.(T), Outcome: Joined, Envelope: f.envelope, Fingerprint: f.fingerprint}, nil
@@ -189,10 +187,8 @@ func runKeyed[T, P any](ctx context.Context, r *Runner, req Request, share bool,
 		res, err = call.run(ctx)
 		return res, err
 	default:
-		select {
-		case <-f.done:
-		case <-ctx.Done():
-			return none, ctx.Err()
+		if err := f.wait(ctx); err != nil {
+			return none, err
 		}
 		if f.err != nil {
 			// Never inherit a leader's failure: take the database path ourselves.

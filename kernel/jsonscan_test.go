@@ -192,6 +192,9 @@ var bodySeeds = []struct{ title, summary, payload string }{
 	{"bench note", "", `{"priority":2,"tags":["home","todo"],"text":"call the plumber"}`},
 	{"a <b> & c", "s\"q\\", ` { "a" : [ 1 , 2 ] } `}, {"é\u2028", "\x00\x7f", `{"a":"<&>"}`}, {"", "", ``},
 	{"x", "y", `{"a":"\u2029"}`}, {"\xff", "z", `{"a":"\xff"}`}, {"t", "", `{} x`}, {"t", "", `[1,2]`}, {"t", "", `"s"`},
+	// Already as json.Marshal writes them, or one byte away from it.
+	{"t", "", `{"a":"x\"y","b":[1,{"c":null}],"d":-0.5e3}`}, {"t", "", "{\"a\":\"\u2028\"}"}, {"t", "", `{"a":"<"}`},
+	{"t", "", `{"a":"\\"}`}, {"t", "", `{"a":1,}`}, {"t", "", `{"a":"\u00e9"}`}, {"t", "", "{\"a\":1}\n"},
 }
 
 func checkBodies(t *testing.T, title, summary string, hasSummary bool, payload []byte, hasPayload bool) {

@@ -164,7 +164,7 @@ func (k *Kernel) Create(ctx context.Context, in CreateInput) (WriteResult, error
 	if err != nil {
 		return WriteResult{}, err
 	}
-	op := OpCreate(mod.Code)
+	op := mod.createOperation()
 	body, err := createBody(in.Title, in.Summary, in.Payload)
 	if err != nil {
 		return WriteResult{}, err

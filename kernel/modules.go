@@ -51,6 +51,16 @@ type Module struct {
 	Features []Feature
 	// ValidatePayload applies the module's rules to a payload (after the JSON boundary).
 	ValidatePayload func(payload map[string]any, rules RuleSnapshot) error
+	// createOp is OpCreate(Code), built once by NewRegistry: every create request needs it.
+	createOp string
+}
+
+// createOperation is OpCreate(m.Code).
+func (m *Module) createOperation() string {
+	if m.createOp != "" {
+		return m.createOp
+	}
+	return OpCreate(m.Code)
 }
 
 // Feature returns the module's feature id.
@@ -105,6 +115,7 @@ func NewRegistry(rules *Rules) *Registry {
 	mods := []*Module{noteModule(), memModule(), commitmentModule(), identityModule()}
 	reg := &Registry{modules: map[string]*Module{}, Rules: rules}
 	for _, m := range mods {
+		m.createOp = OpCreate(m.Code)
 		reg.modules[m.Code] = m
 	}
 	return reg
