@@ -185,16 +185,29 @@ func checkSnapshot(row store.RevisionWithParent, owner, module, recordID string,
 // joins nothing instead of failing the cast.
 const pfRevision = `(CASE WHEN k.response->'result'->>'revision' ~ '^[0-9]{1,9}$' THEN (k.response->'result'->>'revision')::int END)`
 
+// Each prefetched row is read by a LATERAL subquery kept apart from the join tree (OFFSET 0): it
+// runs once for the key row with the columns of a unique key bound by equality. Flattened into
+// one join, a generic plan cached while the tables were small read the parent through the
+// (owner_id, module_code) prefix and filtered on id: a scan of all the owner's records of that
+// module on every replay, until the next ANALYZE replanned it. (With tiny statistics the
+// execution may still be found through its record's index, (owner_id, record_id): a scan of
+// one record's executions at worst.)
 const (
 	pfRevisionColumns = `pf_rv.owner_id, pf_rv.record_id, pf_rv.revision, pf_rv.snapshot, pf_rv.idempotency_key, pf_rv.created_at,
-		pf_p.owner_id, pf_p.id, pf_p.module_code`
-	pfRevisionJoins = ` LEFT JOIN record_revision pf_rv ON pf_rv.owner_id = k.owner_id
-			AND pf_rv.record_id = k.response->'result'->>'recordId' AND pf_rv.revision = ` + pfRevision + `
-		LEFT JOIN record pf_p ON pf_p.owner_id = pf_rv.owner_id AND pf_p.id = pf_rv.record_id AND pf_p.module_code = $3`
+		pf_rv.parent_owner, pf_rv.parent_id, pf_rv.parent_module`
+	pfRevisionJoins = ` LEFT JOIN LATERAL (SELECT rv.owner_id, rv.record_id, rv.revision, rv.snapshot, rv.idempotency_key, rv.created_at,
+				p.owner_id AS parent_owner, p.id AS parent_id, p.module_code AS parent_module
+			FROM record_revision rv JOIN record p ON p.owner_id = rv.owner_id AND p.id = rv.record_id AND p.module_code = $3
+			WHERE rv.owner_id = k.owner_id AND rv.record_id = k.response->'result'->>'recordId' AND rv.revision = ` + pfRevision + `
+			OFFSET 0) pf_rv ON true`
 	pfExecutionColumns = `pf_e.id, pf_e.owner_id, pf_e.module_code, pf_e.record_id, pf_e.feature_id, pf_e.mode, pf_e.status,
 		pf_e.record_revision, pf_e.input, pf_e.output, pf_e.idempotency_key, pf_e.created_at, pf_e.updated_at`
-	pfExecutionJoins = ` LEFT JOIN feature_execution pf_e ON pf_e.owner_id = k.owner_id AND pf_e.module_code = $3
-			AND pf_e.record_id = k.response->'result'->>'recordId' AND pf_e.id = k.response->'result'->>'executionId'`
+	pfExecutionJoins = ` LEFT JOIN LATERAL (SELECT e.id, e.owner_id, e.module_code, e.record_id, e.feature_id, e.mode, e.status,
+				e.record_revision, e.input, e.output, e.idempotency_key, e.created_at, e.updated_at
+			FROM feature_execution e
+			WHERE e.owner_id = k.owner_id AND e.id = k.response->'result'->>'executionId' AND e.module_code = $3
+				AND e.record_id = k.response->'result'->>'recordId'
+			OFFSET 0) pf_e ON true`
 )
 
 // pfRevisionRow receives the prefetched revision and parent (all NULL when the join found none).

@@ -1,0 +1,101 @@
+package kernel
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"idemwork/idem"
+	"idemwork/internal/testdb"
+)
+
+// TestAReplayNeverScansAllOfAnOwnersRows pins the plan of the one-statement replay: planned
+// generically while the tables hold a handful of rows (as a connection's cached statement is, in
+// a new database), every prefetched row is still looked up by its own key, never by the owner
+// (or owner and module) prefix with a filter on the rest — that would read all of an owner's
+// records of the module on every replay once the owner has many.
+func TestAReplayNeverScansAllOfAnOwnersRows(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	k := New(idem.NewRunner(db.DB, idem.Options{}), NewRegistry(NewRules(2000)), Options{})
+	ctx := context.Background()
+	note, err := k.Create(ctx, CreateInput{Owner: "alice", Module: ModuleNote, Key: "note-1", Title: "t"})
+	require.NoError(t, err)
+	_, err = k.RunFeature(ctx, FeatureInput{Owner: "alice", Module: ModuleNote, RecordID: note.Record.ID, FeatureID: "F01", Key: "run-1"})
+	require.NoError(t, err)
+
+	conn, err := db.Pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	_, err = conn.Exec(ctx, `SET plan_cache_mode = force_generic_plan`)
+	require.NoError(t, err)
+
+	for i, c := range []struct {
+		key  string
+		sql  func() (string, string)
+		scan []string // the relations the statement must look up by key
+	}{
+		{"note-1", k.recordPolicy.PrefetchSQL, []string{"record_revision", "record"}},
+		{"run-1", k.featurePolicy.PrefetchSQL, []string{"record_revision", "record", "feature_execution"}},
+	} {
+		cols, joins := c.sql()
+		stmt := fmt.Sprintf("plan_probe_%d", i)
+		_, err = conn.Exec(ctx, `PREPARE `+stmt+`(text, text, text) AS SELECT k.operation, `+cols+`
+			FROM idempotency_record k `+joins+` WHERE k.owner_id = $1 AND k.idempotency_key = $2`)
+		require.NoError(t, err)
+		rows, err := conn.Query(ctx, `EXPLAIN (COSTS OFF) EXECUTE `+stmt+`('alice', '`+c.key+`', 'NOTE')`)
+		require.NoError(t, err)
+		var lines []string
+		for rows.Next() {
+			var line string
+			require.NoError(t, rows.Scan(&line))
+			lines = append(lines, line)
+		}
+		require.NoError(t, rows.Err())
+		plan := strings.Join(lines, "\n")
+		require.NotContains(t, plan, "Join Filter", "a prefetched row is filtered after a wider scan:\n%s", plan)
+		require.NotContains(t, plan, "Seq Scan", plan)
+		for _, rel := range c.scan {
+			cond := indexCondOf(lines, rel)
+			require.NotEmpty(t, cond, "%s is not read through an index:\n%s", rel, plan)
+			bound := false
+			for _, cols := range lookupKeys[rel] {
+				all := true
+				for _, col := range cols {
+					all = all && strings.Contains(cond, "("+col+" = ")
+				}
+				bound = bound || all
+			}
+			require.True(t, bound, "%s is not looked up by its own key (%v): %s\n%s", rel, lookupKeys[rel], cond, plan)
+		}
+	}
+}
+
+// lookupKeys are the column sets an acceptable lookup of each prefetched relation binds (any one
+// of them): its unique key, or for an execution its record (a scan of one record's executions).
+var lookupKeys = map[string][][]string{
+	"record_revision":   {{"owner_id", "record_id", "revision"}},
+	"record":            {{"owner_id", "id"}},
+	"feature_execution": {{"owner_id", "id"}, {"owner_id", "record_id"}},
+}
+
+// indexCondOf returns the Index Cond line under the scan of rel in an EXPLAIN text plan.
+func indexCondOf(lines []string, rel string) string {
+	for i, l := range lines {
+		if !strings.Contains(l, " on "+rel+" ") {
+			continue
+		}
+		for _, next := range lines[i+1:] {
+			if strings.HasPrefix(strings.TrimSpace(next), "->") { // the next plan node
+				break
+			}
+			if strings.Contains(next, "Index Cond:") {
+				return next
+			}
+		}
+	}
+	return ""
+}
