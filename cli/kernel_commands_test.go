@@ -256,6 +256,13 @@ func TestExitCodesAndErrorObjectsFollowTheSpec(t *testing.T) {
 	require.Equal(t, "USAGE", e["code"], "a missing required flag is usage")
 	e = c.fails(2, "create", "--owner", "alice", "--module", "NOTE", "--title", "t", "--payload", "not json")
 	require.Equal(t, "USAGE", e["code"])
+	// --json after the bad flag is never parsed; the error is still the JSON object asked for.
+	var out, errOut bytes.Buffer
+	code := cli.Run(context.Background(), []string{"--dsn", c.db.DSN, "create", "--owner", "alice", "--no-such-flag", "--json"},
+		&out, &errOut, func(string) string { return "" })
+	require.Equal(t, 2, code)
+	require.Empty(t, errOut.String())
+	require.Equal(t, "USAGE", obj(t, c.object(out.String())["error"])["code"])
 
 	for _, bad := range []struct{ payload, field string }{
 		{`[1,2]`, "payload:"},

@@ -28,9 +28,23 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv co
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	if err := root.ExecuteContext(ctx); err != nil {
-		return printError(stdout, stderr, a.flags.json, err)
+		return printError(stdout, stderr, a.flags.json || askedForJSON(args), err)
 	}
 	return ExitOK
+}
+
+// askedForJSON reports whether args carry --json. Flag parsing stops at the first bad flag, so
+// a --json after it was never parsed; a script that asked for JSON still gets its error object.
+func askedForJSON(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "--json", "--json=true", "--json=1", "--json=t", "--json=TRUE", "--json=True":
+			return true
+		}
+	}
+	return false
 }
 
 func newRoot(a *app) *cobra.Command {
