@@ -78,7 +78,10 @@ func (s *server) start() error {
 		if err := os.Chmod(dir, 0o755); err != nil {
 			return err
 		}
-		c, err := embedded.Start(ctx, embedded.Options{DataDir: filepath.Join(dir, "pg"), Durable: false})
+		// Parallel tests of one binary share the cluster, and a bench or multi-process storm
+		// opens a few hundred connections of its own: 300 (the embedded default) is too few.
+		c, err := embedded.Start(ctx, embedded.Options{DataDir: filepath.Join(dir, "pg"), Durable: false,
+			Settings: map[string]string{"max_connections": "1000"}})
 		if err != nil {
 			return fmt.Errorf("testdb: start the embedded cluster: %w", err)
 		}
