@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+	"sync/atomic"
 )
 
 // flights shares one in-process execution per (owner, key) (SPEC §4.3). It differs from
@@ -14,6 +15,8 @@ import (
 type flights struct {
 	mu sync.Mutex
 	m  map[flightKey]*flight
+	// waiting counts the followers parked on a flight right now.
+	waiting atomic.Int64
 }
 
 type flightKey struct{ owner, key string }
@@ -29,8 +32,10 @@ type flight struct {
 	err      error
 }
 
-// wait blocks until the flight is done or ctx is; it returns ctx's error in the second case.
-func (f *flight) wait(ctx context.Context) error {
+// wait blocks until flight f is done or ctx is; it returns ctx's error in the second case.
+func (g *flights) wait(ctx context.Context, f *flight) error {
+	g.waiting.Add(1)
+	defer g.waiting.Add(-1)
 	done := ctx.Done()
 	if done == nil { // a context that is never cancelled: a plain receive, no select
 		<-f.done

@@ -64,6 +64,9 @@ func (r *Runner) TTL() time.Duration { return r.ttl }
 // InFlight is the number of in-process flights now running.
 func (r *Runner) InFlight() int { return r.flights.inFlight() }
 
+// Waiting is the number of followers parked on those flights, waiting for their leaders.
+func (r *Runner) Waiting() int { return int(r.flights.waiting.Load()) }
+
 // Request identifies one idempotent call.
 type Request struct {
 	Owner string
@@ -117,24 +120,39 @@ func RunPrepared[T, P any](ctx context.Context, r *Runner, req Request, policy R
 	if err := ValidateKey(req.Key); err != nil {
 		return Result[T]{}, err
 	}
-	share := (req.ShareInFlight == nil || *req.ShareInFlight) && !store.InTx(ctx)
-	if share {
-		// A follower sending the leader's operation and exact body bytes has the leader's
-		// fingerprint: join without computing it. This path stays in this small frame (the
-		// database path lives in runKeyed): in a storm, a thousand fresh goroutines take it, and
-		// a deep frame would make each of them grow and copy its stack.
-		if f := r.flights.joinSame(flightKey{req.Owner, req.Key}, req.Operation, req.Body); f != nil {
-			if err := f.wait(ctx); err != nil {
-				return Result[T]{}, err
-			}
-			if f.err == nil {
-				return Result[T]{Value: f.value.(T), Outcome: Joined, Envelope: f.envelope, Fingerprint: f.fingerprint}, nil
-			}
-			// Never inherit a leader's failure: take the database path ourselves.
-			share = false
-		}
+	if res, ok, err := JoinInFlight[T](ctx, r, &req); ok || err != nil {
+		return res, err
 	}
+	share := (req.ShareInFlight == nil || *req.ShareInFlight) && !store.InTx(ctx)
 	return runKeyed(ctx, r, req, share, policy, prepare, work)
+}
+
+// JoinInFlight shares the value of an in-process flight running for exactly req (same owner, key,
+// operation and body bytes: the same fingerprint, so it need not be computed) and reports ok. It
+// needs nothing prepared, so a caller can try it before building prepare and work: in a storm,
+// every follower does this much and no more before it parks, and the leader's round trips wait
+// for all of them (the scheduler polls the network only when no goroutine is runnable). ok is
+// false when there is no such flight or sharing is off for req. A leader's failure is never
+// inherited: then ok is false and sharing is turned off in *req, so that RunPrepared takes the
+// database path for this request.
+func JoinInFlight[T any](ctx context.Context, r *Runner, req *Request) (res Result[T], ok bool, err error) {
+	if req.Key == "" || (req.ShareInFlight != nil && !*req.ShareInFlight) || store.InTx(ctx) {
+		return res, false, nil
+	}
+	// A flight exists only for a validated owner and key, so finding one validates these.
+	f := r.flights.joinSame(flightKey{req.Owner, req.Key}, req.Operation, req.Body)
+	if f == nil {
+		return res, false, nil
+	}
+	if err := r.flights.wait(ctx, f); err != nil {
+		return res, false, err
+	}
+	if f.err != nil {
+		noShare := false
+		req.ShareInFlight = &noShare
+		return res, false, nil
+	}
+	return Result[T]{Value: f.value.(T), Outcome: Joined, Envelope: f.envelope, Fingerprint: f.fingerprint}, true, nil
 }
 
 // runUnkeyed runs prepare and work once in one transaction, without idempotency.
@@ -187,7 +205,7 @@ func runKeyed[T, P any](ctx context.Context, r *Runner, req Request, share bool,
 		res, err = call.run(ctx)
 		return res, err
 	default:
-		if err := f.wait(ctx); err != nil {
+		if err := r.flights.wait(ctx, f); err != nil {
 			return none, err
 		}
 		if f.err != nil {

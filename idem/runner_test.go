@@ -403,3 +403,115 @@ func TestTheOffsetClockMovesAndResets(t *testing.T) {
 	c.Reset()
 	require.Zero(t, c.Offset())
 }
+
+func TestJoinInFlightSharesARunningLeadersValueBeforeAnythingIsPrepared(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	g := newGate(t)
+	leaderCtx := idem.WithFault(context.Background(), func(step string) error {
+		if step == idem.StepSucceeded {
+			g.Hold()
+		}
+		return nil
+	})
+	body := []byte(`{"label":"v"}`)
+	request := func() idem.Request {
+		return idem.Request{Owner: "alice", Key: "k", Module: "W", Operation: "W:widget:create", Body: body}
+	}
+	// Nothing in flight: nothing to join, and the request is left as it was.
+	req := request()
+	_, ok, err := idem.JoinInFlight[widget](context.Background(), b.runner, &req)
+	require.NoError(t, err)
+	require.False(t, ok)
+	require.Nil(t, req.ShareInFlight)
+
+	var leader idem.Result[widget]
+	var leaderErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		leader, leaderErr = b.run(leaderCtx, request(), "v")
+	}()
+	g.AwaitHeld(t)
+
+	// Another body, sharing off, or an ambient transaction: never joined.
+	other := request()
+	other.Body = []byte(`{"label":"w"}`)
+	_, ok, err = idem.JoinInFlight[widget](context.Background(), b.runner, &other)
+	require.NoError(t, err)
+	require.False(t, ok)
+	off := request()
+	off.ShareInFlight = boolp(false)
+	_, ok, err = idem.JoinInFlight[widget](context.Background(), b.runner, &off)
+	require.NoError(t, err)
+	require.False(t, ok)
+	require.NoError(t, b.db.Tx(context.Background(), func(ctx context.Context) error {
+		inTx := request()
+		_, ok, err := idem.JoinInFlight[widget](ctx, b.runner, &inTx)
+		require.False(t, ok)
+		return err
+	}))
+
+	joined := make(chan idem.Result[widget], 1)
+	go func() {
+		req := request()
+		res, ok, err := idem.JoinInFlight[widget](context.Background(), b.runner, &req)
+		if err != nil || !ok {
+			t.Errorf("the follower did not join: ok %v, err %v", ok, err)
+		}
+		joined <- res
+	}()
+	g.Open()
+	<-done
+	require.NoError(t, leaderErr)
+	res := <-joined
+	require.Equal(t, idem.Joined, res.Outcome)
+	require.Equal(t, leader.Value, res.Value)
+	require.Equal(t, leader.Fingerprint, res.Fingerprint)
+	require.Equal(t, int32(1), b.prepares.Load(), "the follower prepared nothing")
+}
+
+func TestJoinInFlightNeverHandsOnALeadersFailureAndSendsTheRequestToTheDatabase(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	g := newGate(t)
+	leaderCtx := idem.WithFault(context.Background(), func(step string) error {
+		if step == idem.StepSucceeded {
+			g.Hold()
+			return errors.New("the leader fails")
+		}
+		return nil
+	})
+	request := func() idem.Request {
+		return idem.Request{Owner: "alice", Key: "k", Module: "W", Operation: "W:widget:create", Body: []byte(`{"label":"v"}`)}
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.run(leaderCtx, request(), "v")
+		done <- err
+	}()
+	g.AwaitHeld(t)
+	type joinResult struct {
+		req idem.Request
+		ok  bool
+		err error
+	}
+	joined := make(chan joinResult, 1)
+	go func() {
+		req := request()
+		_, ok, err := idem.JoinInFlight[widget](context.Background(), b.runner, &req)
+		joined <- joinResult{req, ok, err}
+	}()
+	// The follower is parked on the flight before the leader fails.
+	require.Eventually(t, func() bool { return b.runner.Waiting() > 0 }, 10*time.Second, time.Millisecond)
+	g.Open()
+	require.Error(t, <-done)
+	j := <-joined
+	require.NoError(t, j.err, "the leader's error is not handed on")
+	require.False(t, j.ok)
+	require.NotNil(t, j.req.ShareInFlight)
+	require.False(t, *j.req.ShareInFlight, "sharing is off: RunPrepared takes the database path for it")
+	res, err := b.run(context.Background(), j.req, "v")
+	require.NoError(t, err)
+	require.Equal(t, idem.Executed, res.Outcome)
+}

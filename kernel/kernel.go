@@ -170,6 +170,12 @@ func (k *Kernel) Create(ctx context.Context, in CreateInput) (WriteResult, error
 		return WriteResult{}, err
 	}
 	req := idem.Request{Owner: in.Owner, Key: in.Key, Operation: op, Module: mod.Code, Body: body, ShareInFlight: in.ShareInFlight}
+	if res, ok, err := idem.JoinInFlight[RecordResult](ctx, k.runner, &req); ok || err != nil {
+		if err != nil {
+			return WriteResult{}, err
+		}
+		return recordWriteResult(res, in.Key, op), nil
+	}
 	prepare := func(ctx context.Context) (preparedRecord, error) {
 		k.note("prepare")
 		payload := in.Payload
@@ -198,8 +204,19 @@ func (k *Kernel) Create(ctx context.Context, in CreateInput) (WriteResult, error
 	if err != nil {
 		return WriteResult{}, err
 	}
+	return recordWriteResult(res, in.Key, op), nil
+}
+
+// recordWriteResult is what a create or patch returns for the runner's result.
+func recordWriteResult(res idem.Result[RecordResult], key, op string) WriteResult {
 	rec := res.Value.Record
-	return WriteResult{Outcome: res.Outcome, Waited: res.Waited, Key: keyPtr(in.Key), Operation: op, Record: &rec, Envelope: res.Envelope}, nil
+	return WriteResult{Outcome: res.Outcome, Waited: res.Waited, Key: keyPtr(key), Operation: op, Record: &rec, Envelope: res.Envelope}
+}
+
+// featureWriteResult is what a feature run returns for the runner's result.
+func featureWriteResult(res idem.Result[FeatureResult], key, op string) WriteResult {
+	rec, exec := res.Value.Record, res.Value.Execution
+	return WriteResult{Outcome: res.Outcome, Waited: res.Waited, Key: keyPtr(key), Operation: op, Record: &rec, Execution: &exec, Envelope: res.Envelope}
 }
 
 func (k *Kernel) checkRecordFields(mod *Module, title, summary string, payload json.RawMessage) error {
@@ -299,6 +316,12 @@ func (k *Kernel) Patch(ctx context.Context, in PatchInput) (WriteResult, error) 
 		return WriteResult{}, err
 	}
 	req := idem.Request{Owner: in.Owner, Key: in.Key, Operation: op, Module: mod.Code, Body: body, ShareInFlight: in.ShareInFlight}
+	if res, ok, err := idem.JoinInFlight[RecordResult](ctx, k.runner, &req); ok || err != nil {
+		if err != nil {
+			return WriteResult{}, err
+		}
+		return recordWriteResult(res, in.Key, op), nil
+	}
 	prepare := func(ctx context.Context) (store.Record, error) {
 		k.note("prepare")
 		k.note("read-current")
@@ -340,8 +363,7 @@ func (k *Kernel) Patch(ctx context.Context, in PatchInput) (WriteResult, error) 
 	if err != nil {
 		return WriteResult{}, err
 	}
-	rec := res.Value.Record
-	return WriteResult{Outcome: res.Outcome, Waited: res.Waited, Key: keyPtr(in.Key), Operation: op, Record: &rec, Envelope: res.Envelope}, nil
+	return recordWriteResult(res, in.Key, op), nil
 }
 
 func notFound(owner, module, id string) error {
@@ -388,6 +410,12 @@ func (k *Kernel) RunFeature(ctx context.Context, in FeatureInput) (WriteResult, 
 		return WriteResult{}, err
 	}
 	req := idem.Request{Owner: in.Owner, Key: in.Key, Operation: op, Module: mod.Code, Body: body, ShareInFlight: in.ShareInFlight}
+	if res, ok, err := idem.JoinInFlight[FeatureResult](ctx, k.runner, &req); ok || err != nil {
+		if err != nil {
+			return WriteResult{}, err
+		}
+		return featureWriteResult(res, in.Key, op), nil
+	}
 	prepare := func(ctx context.Context) (preparedFeature, error) {
 		k.note("prepare")
 		input := in.Input
@@ -444,8 +472,7 @@ func (k *Kernel) RunFeature(ctx context.Context, in FeatureInput) (WriteResult, 
 	if err != nil {
 		return WriteResult{}, err
 	}
-	rec, exec := res.Value.Record, res.Value.Execution
-	return WriteResult{Outcome: res.Outcome, Waited: res.Waited, Key: keyPtr(in.Key), Operation: op, Record: &rec, Execution: &exec, Envelope: res.Envelope}, nil
+	return featureWriteResult(res, in.Key, op), nil
 }
 
 func (k *Kernel) runFeatureWork(ctx context.Context, in FeatureInput, mod *Module, feat Feature, op string, p preparedFeature) (FeatureResult, error) {
