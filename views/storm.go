@@ -423,7 +423,7 @@ func (v *Storm) View() string {
 	done := len(v.latencies)
 	if n > 0 && (v.running || done > 0) {
 		pct := float64(done) / float64(n)
-		out = append(out, v.bar.ViewAs(pct)+s.Subtle.Render(fmt.Sprintf(" %d/%d  %s", done, n, v.elapsed.Round(time.Millisecond))))
+		out = append(out, v.bar.ViewAs(pct)+s.Subtle.Render(fmt.Sprintf(" %d/%d  %s elapsed", done, n, v.elapsed.Round(time.Millisecond))))
 		var parts []string
 		keys := make([]string, 0, len(v.outcomes))
 		for k := range v.outcomes {
@@ -467,7 +467,7 @@ func (v *Storm) View() string {
 				ds = append(ds, fmt.Sprintf("%s %d", k, d))
 			}
 		}
-		out = append(out, s.Subtle.Render(cut(fmt.Sprintf("distinct in responses: %s · wall %.0f ms", strings.Join(ds, ", "), sm.WallMs), v.w)))
+		out = append(out, s.Subtle.Render(cut(fmt.Sprintf("distinct in responses: %s · release → last response %.0f ms", strings.Join(ds, ", "), sm.WallMs), v.w)))
 	}
 	if !v.running && !v.editing && v.summary == nil && done == 0 {
 		out = append(out, s.Subtle.Render("e: edit the settings · f: fire · in Records, s on a record prepares a patch/action storm"))
