@@ -136,6 +136,19 @@ func requireCode(t *testing.T, err error, code apperr.Code) *apperr.Error {
 
 func boolp(v bool) *bool { return &v }
 
+// heldAtSucceeded is a context under which the runner pauses on g just before the SUCCEEDED
+// update (its flight running, its reservation held), then fails that step with fail (nil: it
+// goes on).
+func heldAtSucceeded(g *gate, fail error) context.Context {
+	return idem.WithFault(context.Background(), func(step string) error {
+		if step == idem.StepSucceeded {
+			g.Hold()
+			return fail
+		}
+		return nil
+	})
+}
+
 // gate holds a step of the commit unit open until the test opens it (see testgate).
 type gate = testgate.Gate
 

@@ -256,12 +256,7 @@ func TestAFollowerWithAnotherBodyDoesNotJoinAndGetsKeyReuseFromTheDatabase(t *te
 	t.Parallel()
 	b := setup(t)
 	g := newGate(t)
-	leaderCtx := idem.WithFault(context.Background(), func(step string) error {
-		if step == idem.StepSucceeded {
-			g.Hold()
-		}
-		return nil
-	})
+	leaderCtx := heldAtSucceeded(g, nil)
 	var wg sync.WaitGroup
 	var leaderErr, followerErr error
 	var leader idem.Result[widget]
@@ -408,12 +403,7 @@ func TestJoinInFlightSharesARunningLeadersValueBeforeAnythingIsPrepared(t *testi
 	t.Parallel()
 	b := setup(t)
 	g := newGate(t)
-	leaderCtx := idem.WithFault(context.Background(), func(step string) error {
-		if step == idem.StepSucceeded {
-			g.Hold()
-		}
-		return nil
-	})
+	leaderCtx := heldAtSucceeded(g, nil)
 	body := []byte(`{"label":"v"}`)
 	request := func() idem.Request {
 		return idem.Request{Owner: "alice", Key: "k", Module: "W", Operation: "W:widget:create", Body: body}
@@ -475,13 +465,7 @@ func TestJoinInFlightNeverHandsOnALeadersFailureAndSendsTheRequestToTheDatabase(
 	t.Parallel()
 	b := setup(t)
 	g := newGate(t)
-	leaderCtx := idem.WithFault(context.Background(), func(step string) error {
-		if step == idem.StepSucceeded {
-			g.Hold()
-			return errors.New("the leader fails")
-		}
-		return nil
-	})
+	leaderCtx := heldAtSucceeded(g, errors.New("the leader fails"))
 	request := func() idem.Request {
 		return idem.Request{Owner: "alice", Key: "k", Module: "W", Operation: "W:widget:create", Body: []byte(`{"label":"v"}`)}
 	}
