@@ -170,11 +170,8 @@ func (k *Kernel) Create(ctx context.Context, in CreateInput) (WriteResult, error
 		return WriteResult{}, err
 	}
 	req := idem.Request{Owner: in.Owner, Key: in.Key, Operation: op, Module: mod.Code, Body: body, ShareInFlight: in.ShareInFlight}
-	if res, ok, err := idem.JoinInFlight[RecordResult](ctx, k.runner, &req); ok || err != nil {
-		if err != nil {
-			return WriteResult{}, err
-		}
-		return recordWriteResult(res, in.Key, op), nil
+	if w, ok, err := joinFlight(ctx, k, &req, recordWriteResult); ok || err != nil {
+		return w, err
 	}
 	prepare := func(ctx context.Context) (preparedRecord, error) {
 		k.note("prepare")
@@ -205,6 +202,18 @@ func (k *Kernel) Create(ctx context.Context, in CreateInput) (WriteResult, error
 		return WriteResult{}, err
 	}
 	return recordWriteResult(res, in.Key, op), nil
+}
+
+// joinFlight is idem.JoinInFlight for a kernel write, its result converted by convert (called
+// with the request's key and operation). A write tries it before it builds its prepare and work,
+// so that a joining follower allocates neither.
+func joinFlight[T any](ctx context.Context, k *Kernel, req *idem.Request,
+	convert func(res idem.Result[T], key, op string) WriteResult) (WriteResult, bool, error) {
+	res, ok, err := idem.JoinInFlight[T](ctx, k.runner, req)
+	if !ok || err != nil {
+		return WriteResult{}, ok, err
+	}
+	return convert(res, req.Key, req.Operation), true, nil
 }
 
 // recordWriteResult is what a create or patch returns for the runner's result.
@@ -316,11 +325,8 @@ func (k *Kernel) Patch(ctx context.Context, in PatchInput) (WriteResult, error) 
 		return WriteResult{}, err
 	}
 	req := idem.Request{Owner: in.Owner, Key: in.Key, Operation: op, Module: mod.Code, Body: body, ShareInFlight: in.ShareInFlight}
-	if res, ok, err := idem.JoinInFlight[RecordResult](ctx, k.runner, &req); ok || err != nil {
-		if err != nil {
-			return WriteResult{}, err
-		}
-		return recordWriteResult(res, in.Key, op), nil
+	if w, ok, err := joinFlight(ctx, k, &req, recordWriteResult); ok || err != nil {
+		return w, err
 	}
 	prepare := func(ctx context.Context) (store.Record, error) {
 		k.note("prepare")
@@ -410,11 +416,8 @@ func (k *Kernel) RunFeature(ctx context.Context, in FeatureInput) (WriteResult, 
 		return WriteResult{}, err
 	}
 	req := idem.Request{Owner: in.Owner, Key: in.Key, Operation: op, Module: mod.Code, Body: body, ShareInFlight: in.ShareInFlight}
-	if res, ok, err := idem.JoinInFlight[FeatureResult](ctx, k.runner, &req); ok || err != nil {
-		if err != nil {
-			return WriteResult{}, err
-		}
-		return featureWriteResult(res, in.Key, op), nil
+	if w, ok, err := joinFlight(ctx, k, &req, featureWriteResult); ok || err != nil {
+		return w, err
 	}
 	prepare := func(ctx context.Context) (preparedFeature, error) {
 		k.note("prepare")
