@@ -263,6 +263,30 @@ func rawFingerprint(operation string, body []byte) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
+// rawBeginReserved is the start every raw write shares, a statement per round trip: fingerprint
+// the body, read the key (it must miss), BEGIN, and INSERT the reservation (it must win). The
+// caller owns the transaction and rolls it back unless it commits.
+func (t *target) rawBeginReserved(ctx context.Context, key, operation string, body []byte) (pgx.Tx, time.Time, error) {
+	fp := rawFingerprint(operation, body)
+	if err := t.rawMiss(ctx, key); err != nil {
+		return nil, time.Time{}, err
+	}
+	tx, err := t.pool.Begin(ctx)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	now := time.Now()
+	tag, err := tx.Exec(ctx, rawReserve, Owner, key, operation, fp, now, now.Add(idem.DefaultTTL))
+	if err == nil && tag.RowsAffected() != 1 {
+		err = errRawHit
+	}
+	if err != nil {
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		return nil, time.Time{}, err
+	}
+	return tx, now, nil
+}
+
 // rawMiss is the cache read every keyed request starts with; on the fresh paths it must miss.
 func (t *target) rawMiss(ctx context.Context, key string) error {
 	var op, fp, status string
@@ -285,23 +309,11 @@ func (t *target) rawFreshKey(ctx context.Context, w *worker) error {
 	if err != nil {
 		return err
 	}
-	fp := rawFingerprint(operation, body)
-	if err := t.rawMiss(ctx, key); err != nil {
-		return err
-	}
-	tx, err := t.pool.Begin(ctx)
+	tx, now, err := t.rawBeginReserved(ctx, key, operation, body)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	now := time.Now()
-	tag, err := tx.Exec(ctx, rawReserve, Owner, key, operation, fp, now, now.Add(idem.DefaultTTL))
-	if err != nil {
-		return err
-	}
-	if tag.RowsAffected() != 1 {
-		return errRawHit
-	}
 	rec := store.Record{ID: t.ids.newID(now), OwnerID: Owner, ModuleCode: kernel.ModuleNote, Revision: 1, Title: noteTitle,
 		Payload: notePayload, CreatedAt: now, UpdatedAt: now}
 	if _, err := tx.Exec(ctx, rawInsertRecord, rec.OwnerID, rec.ID, rec.ModuleCode, rec.Revision, rec.Title, rec.Summary,
@@ -343,23 +355,11 @@ func (t *target) rawFeature(ctx context.Context, recordID, key string) error {
 	if err != nil {
 		return err
 	}
-	fp := rawFingerprint(operation, body)
-	if err := t.rawMiss(ctx, key); err != nil {
-		return err
-	}
-	tx, err := t.pool.Begin(ctx)
+	tx, now, err := t.rawBeginReserved(ctx, key, operation, body)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	now := time.Now()
-	tag, err := tx.Exec(ctx, rawReserve, Owner, key, operation, fp, now, now.Add(idem.DefaultTTL))
-	if err != nil {
-		return err
-	}
-	if tag.RowsAffected() != 1 {
-		return errRawHit
-	}
 	var rec store.Record
 	if err := tx.QueryRow(ctx, rawLockRecord, Owner, kernel.ModuleMem, recordID).Scan(&rec.ID, &rec.OwnerID, &rec.ModuleCode,
 		&rec.Revision, &rec.Title, &rec.Summary, &rec.Payload, &rec.CreatedAt, &rec.UpdatedAt); err != nil {
@@ -383,7 +383,7 @@ func (t *target) rawFeature(ctx context.Context, recordID, key string) error {
 	from := rec.Revision
 	rec.Revision++
 	rec.UpdatedAt = now
-	tag, err = tx.Exec(ctx, rawUpdateRecord, Owner, kernel.ModuleMem, recordID, rec.Revision, rec.Payload, now, from)
+	tag, err := tx.Exec(ctx, rawUpdateRecord, Owner, kernel.ModuleMem, recordID, rec.Revision, rec.Payload, now, from)
 	if err != nil {
 		return err
 	}
