@@ -1,0 +1,165 @@
+package jsonb_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/require"
+
+	"idemwork/internal/testdb"
+	"idemwork/jsonb"
+)
+
+func TestMain(m *testing.M) { testdb.Main(m) }
+
+// corpus covers every rule of the rendering: key order, spacing, escapes, numbers at and past
+// numeric's limits, and the inputs jsonb refuses.
+var corpus = []string{
+	`{}`, `[]`, `{"a":{}}`, `[[]]`, `null`, `true`, `false`, `0`, `"s"`, ` {"a" : 1 } `,
+	`{"b":1,"aa":2,"a":3,"":4}`, `{"z":1,"Z":2,"é":3,"e":4,"":5}`, `{" ":0,"0":0,"":0}`,
+	`{"a":1,"a b":2,"a!":3,"a\"":4}`, `{"\u00e9":1,"e\u0301":2}`, `{"b":{"d":1,"c":[{"f":1,"e":2}]},"a":[]}`,
+	`[1,2e3,1.0,-0.0,1E-2,100e-2,0e-5,-0,1.5e1,15e-1,1500e-2,0.000,-1.25E+2,12345678901234567890,0.1000000000000000055]`,
+	`[1e0,1E+0,1e-0,0e0,0.0e5,-0e-3,9e-1,123.456e-5,5e16383,1e-16383,1.0e-16382]`,
+	`[1e131071, -1e131071]`, `[1e131072]`, `[1e-16384]`, `[0e-16384]`, `[0e99999999]`, `[1e1073741822]`, `[1e1073741823]`, `[1e-1073741823]`,
+	`["\u0000"]`, `{"\u0000":1}`, `["\ud83d\ude00"]`, `["\ud800"]`, `["\udc00x"]`, `["\ud800\u0041"]`,
+	`["\"\\\/\b\f\n\r\t"]`, `["\u0001\u001f\u007f\u0080\u2028\u2029"]`, `["<&>'"]`, `["é😀"]`, "[\"\x7f\"]",
+	`["\u00E9\u00e9"]`, `{"a":"b","a":"c"}`, `{"a":1,"\u0061":2}`, `{"x":{"a":1,"a":2}}`,
+	"[\"\xff\"]", "[\"\xc3\"]", "{\"\xe2\x28\xa1\":1}", `{"a":01}`, `{"a":1.}`, `{"a":tru}`, `{"a":1,}`, `[1,]`, `{} {}`, `{} x`, ``, ` `,
+	`{"a":"` + strings.Repeat("x", 3000) + `"}`, strings.Repeat("[", 40) + strings.Repeat("]", 40),
+}
+
+// pgRender asks PostgreSQL what jsonb makes of raw: its text, or that it refuses it.
+func pgRender(t *testing.T, conn *pgx.Conn, raw string) (string, bool) {
+	t.Helper()
+	var out string
+	err := conn.QueryRow(context.Background(), `SELECT $1::text::jsonb::text`, raw).Scan(&out)
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) {
+			t.Fatalf("%q: %v", raw, err)
+		}
+		return pgErr.Code + " " + pgErr.Message, false
+	}
+	return out, true
+}
+
+func TestCanonicalIsWhatPostgreSQLPrints(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	conn, err := pgx.Connect(context.Background(), db.DSN)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	for _, raw := range corpus {
+		got, err := jsonb.Canonical([]byte(raw), jsonb.Limits{})
+		if !utf8.ValidString(raw) {
+			// PostgreSQL refuses invalid UTF-8 in any text before jsonb sees it.
+			require.Error(t, err, "%q", raw)
+			continue
+		}
+		want, ok := pgRender(t, conn, raw)
+		if !ok {
+			require.Error(t, err, "%q: PostgreSQL refuses it (%s), Canonical gave %q", raw, want, got)
+			continue
+		}
+		var je *jsonb.Error
+		if errors.As(err, &je) && je.Kind == jsonb.DuplicateName {
+			continue // jsonb keeps the last of duplicate names; the boundary refuses them
+		}
+		require.NoError(t, err, "%q: PostgreSQL prints %q", raw, want)
+		require.Equal(t, want, string(got), "%q", raw)
+		again, err := jsonb.Canonical(got, jsonb.Limits{})
+		require.NoError(t, err)
+		require.Equal(t, string(got), string(again), "canonical text is a fixed point")
+		require.True(t, jsonb.IsCanonical(got))
+	}
+}
+
+func TestRefusalsNameThePlace(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		raw     string
+		kind    jsonb.Kind
+		pointer string
+	}{
+		{`{"a":{"b":1,"b":2}}`, jsonb.DuplicateName, "/a/b"},
+		{`{"dup":1,"dup":2}`, jsonb.DuplicateName, "/dup"},
+		{"{\"a\":[\"x\xff\"]}", jsonb.InvalidUTF8, "/a/0"},
+		{`{"a":"\ud800"}`, jsonb.InvalidUTF8, "/a"},
+		{`{"a":{"b":"\u0000"}}`, jsonb.NUL, "/a/b"},
+		{`{"a":[1e131072]}`, jsonb.Number, "/a/0"},
+		{`{"a":1} x`, jsonb.Syntax, ""},
+		{`{"a":`, jsonb.Syntax, ""},
+	} {
+		_, err := jsonb.Canonical([]byte(c.raw), jsonb.Limits{})
+		var je *jsonb.Error
+		require.ErrorAs(t, err, &je, "%q", c.raw)
+		require.Equal(t, c.kind, je.Kind, "%q: %v", c.raw, err)
+		if c.pointer != "" {
+			require.Equal(t, c.pointer, je.Pointer, "%q: %v", c.raw, err)
+		}
+	}
+	require.Equal(t, "payload.a.tags[2]", jsonb.Path("payload", "/a/tags/2"))
+	require.Equal(t, "payload", jsonb.Path("payload", ""))
+}
+
+func TestLimits(t *testing.T) {
+	t.Parallel()
+	deep := strings.Repeat(`{"a":`, 16) + `1` + strings.Repeat(`}`, 16)
+	_, err := jsonb.Canonical([]byte(deep), jsonb.Limits{MaxDepth: 16})
+	require.NoError(t, err)
+	_, err = jsonb.Canonical([]byte(`[`+deep+`]`), jsonb.Limits{MaxDepth: 16})
+	var je *jsonb.Error
+	require.ErrorAs(t, err, &je)
+	require.Equal(t, jsonb.TooDeep, je.Kind)
+
+	// The size is the canonical text's: nine bytes of 1e131071 are 131072 digits.
+	_, err = jsonb.Canonical([]byte(`{"n":1e131071}`), jsonb.Limits{MaxBytes: 64 << 10})
+	require.ErrorAs(t, err, &je)
+	require.Equal(t, jsonb.Number, je.Kind)
+	out, err := jsonb.Canonical([]byte(`{"a":1,"b":2}`), jsonb.Limits{MaxBytes: len(`{"a": 1, "b": 2}`)})
+	require.NoError(t, err)
+	require.Equal(t, `{"a": 1, "b": 2}`, string(out))
+	_, err = jsonb.Canonical([]byte(`{"a":1,"b":2}`), jsonb.Limits{MaxBytes: len(`{"a": 1, "b": 2}`) - 1})
+	require.ErrorAs(t, err, &je)
+	require.Equal(t, jsonb.TooLarge, je.Kind)
+}
+
+func TestReaderReadsABodyOnce(t *testing.T) {
+	t.Parallel()
+	r := jsonb.NewReader([]byte(`{"title":"t\u00e9","n":3,"payload":{"b":1,"a":2},"x":null}`))
+	defer r.Close()
+	got := map[string]any{}
+	err := r.Object(func(name string) error {
+		var err error
+		switch name {
+		case "title":
+			got[name], err = r.String()
+		case "n":
+			got[name], err = r.Int()
+		case "payload":
+			var raw []byte
+			raw, err = r.Raw()
+			got[name] = string(raw)
+		default:
+			var null bool
+			null, err = r.Null()
+			got[name] = null
+		}
+		return err
+	})
+	require.NoError(t, err)
+	require.Equal(t, map[string]any{"title": "té", "n": 3, "payload": `{"b":1,"a":2}`, "x": true}, got)
+
+	r2 := jsonb.NewReader([]byte(`{"title":1}`))
+	defer r2.Close()
+	err = r2.Object(func(string) error { _, err := r2.String(); return err })
+	var je *jsonb.Error
+	require.ErrorAs(t, err, &je)
+	require.Equal(t, jsonb.WrongType, je.Kind)
+	require.Equal(t, "/title", je.Pointer)
+}
