@@ -1,14 +1,16 @@
 package idem
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"idemwork/apperr"
+	"idemwork/jsonb"
 )
 
 // SchemaVersion is the only envelope version this runner writes.
@@ -57,58 +59,65 @@ const maxRefString = 64
 
 // guardResult checks that result is a flat object with exactly the policy's fields, each a short
 // identifier string or a non-negative integer: a whitelist, so a title, payload, snapshot,
-// content or secret can never ride along.
-func guardResult(policy string, fields []string, result json.RawMessage) error {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(result, &m); err != nil || m == nil {
-		return apperr.New(apperr.Internal, "envelope guard: %s result is not a JSON object", policy)
+// content or secret can never ride along. It returns the result's canonical text.
+func guardResult(policy string, fields []string, result []byte) (json.RawMessage, error) {
+	bad := func(format string, args ...any) error {
+		return apperr.New(apperr.Internal, "envelope guard: %s "+format, append([]any{policy}, args...)...)
 	}
-	allowed := make(map[string]bool, len(fields))
-	for _, f := range fields {
-		allowed[f] = true
-		if _, ok := m[f]; !ok {
-			return apperr.New(apperr.Internal, "envelope guard: %s result lacks %q", policy, f)
-		}
-	}
+	r := jsonb.NewReader(result)
+	defer r.Close()
+	var seen [8]bool
 	var extra []string
-	for k := range m {
-		if !allowed[k] {
-			extra = append(extra, k)
+	var badField string
+	members := make([]jsonb.Member, 0, len(fields))
+	err := r.Object(func(name string) error {
+		i := slices.Index(fields, name)
+		if i < 0 || i >= len(seen) {
+			extra = append(extra, name)
+			return r.Skip()
 		}
+		seen[i] = true
+		v, err := r.Raw()
+		if err != nil {
+			return err
+		}
+		if !isRefValue(v) {
+			badField = name
+			return nil
+		}
+		members = append(members, jsonb.Member{Name: name, Value: v})
+		return nil
+	})
+	if err != nil {
+		return nil, bad("result is not a JSON object without duplicate names")
 	}
 	if len(extra) > 0 {
 		sort.Strings(extra)
-		return apperr.New(apperr.Internal, "envelope guard: %s result carries fields outside its whitelist: %s", policy, strings.Join(extra, ", "))
+		return nil, bad("result carries fields outside its whitelist: %s", strings.Join(extra, ", "))
 	}
-	for k, v := range m {
-		if !isRefValue(v) {
-			return apperr.New(apperr.Internal, "envelope guard: %s field %q must be an id (string of at most %d id characters) or a non-negative integer", policy, k, maxRefString)
+	for i, f := range fields {
+		if i >= len(seen) || !seen[i] {
+			return nil, bad("result lacks %q", f)
 		}
 	}
-	return nil
-}
-
-func plainString(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if !plainByte(s[i]) {
-			return false
-		}
+	if badField != "" {
+		return nil, bad("field %q must be an id (string of at most %d id characters) or a non-negative integer", badField, maxRefString)
 	}
-	return true
+	return jsonb.AppendObject(nil, members...), nil
 }
 
-func isRefValue(v json.RawMessage) bool {
-	v = bytes.TrimSpace(v)
+// isRefValue reports whether v is a reference value: a string of 1-64 id characters (no escapes)
+// or a non-negative integer of at most 10 digits without leading zeros.
+func isRefValue(v []byte) bool {
 	if len(v) == 0 {
 		return false
 	}
 	if v[0] == '"' {
-		var s string
-		if json.Unmarshal(v, &s) != nil || len(s) == 0 || len(s) > maxRefString {
+		s := v[1 : len(v)-1]
+		if len(s) == 0 || len(s) > maxRefString {
 			return false
 		}
-		for i := 0; i < len(s); i++ {
-			c := s[i]
+		for _, c := range s {
 			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == ':' || c == '.') {
 				return false
 			}
@@ -120,56 +129,30 @@ func isRefValue(v json.RawMessage) bool {
 			return false
 		}
 	}
-	return len(v) <= 10
+	return len(v) <= 10 && (len(v) == 1 || v[0] != '0')
 }
 
-// BuildEnvelope serialises the envelope of a new success, failing closed when the policy's
-// result is not exactly its whitelist.
+// BuildEnvelope serialises the envelope of a new success in its canonical form (jsonb's text,
+// so the stored row reads back byte for byte), failing closed when the policy's result is not
+// exactly its whitelist.
 func BuildEnvelope(policy string, fields []string, result json.RawMessage) (json.RawMessage, error) {
 	if policy == LegacyPolicy {
 		return nil, apperr.New(apperr.Internal, "envelope guard: %s is read-only and is never written", LegacyPolicy)
 	}
-	var o flatObject
-	if end, ok := scanFlat(result, skipWS(result, 0), &o); ok && skipWS(result, end) == len(result) &&
-		o.guardOK(result, fields) && plainString(policy) {
-		out := make([]byte, 0, len(`{"schemaVersion":1,"policy":"","result":}`)+len(policy)+len(result))
-		out = append(out, `{"schemaVersion":1,"policy":"`...)
-		out = append(out, policy...)
-		out = append(out, `","result":`...)
-		out = o.appendCompact(out, result)
-		return append(out, '}'), nil
-	}
-	if err := guardResult(policy, fields, result); err != nil {
+	canon, err := guardResult(policy, fields, result)
+	if err != nil {
 		return nil, err
 	}
-	var compact bytes.Buffer
-	if err := json.Compact(&compact, result); err != nil {
-		return nil, err
-	}
-	return json.Marshal(Envelope{SchemaVersion: SchemaVersion, Policy: policy, Result: compact.Bytes()})
+	return jsonb.AppendObject(nil,
+		jsonb.Member{Name: "policy", Value: jsonb.AppendString(nil, policy)},
+		jsonb.Member{Name: "result", Value: canon},
+		jsonb.Member{Name: "schemaVersion", Value: []byte(strconv.Itoa(SchemaVersion))}), nil
 }
 
-// CanonicalEnvelope renders an envelope with its keys sorted and no spaces. jsonb hands a stored
-// envelope back in its own key order, so without this a replay's envelope would differ byte for
-// byte from the one the first request returned. Input that is not JSON is returned as it is.
+// CanonicalEnvelope renders an envelope in the canonical form (jsonb's text): what a stored
+// envelope reads back as. Input that is not JSON is returned as it is.
 func CanonicalEnvelope(raw []byte) json.RawMessage {
-	var e scannedEnvelope
-	if scanEnvelope(raw, &e) {
-		return e.canonical(raw)
-	}
-	return canonicalEnvelopeJSON(raw)
-}
-
-// canonicalEnvelopeJSON is CanonicalEnvelope by decoding and re-encoding: the reference, used
-// for every envelope scanEnvelope does not read.
-func canonicalEnvelopeJSON(raw []byte) json.RawMessage {
-	var v any
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if err := dec.Decode(&v); err != nil {
-		return raw
-	}
-	out, err := json.Marshal(v)
+	out, err := jsonb.Canonical(raw, jsonb.Limits{})
 	if err != nil {
 		return raw
 	}
@@ -179,45 +162,55 @@ func canonicalEnvelopeJSON(raw []byte) json.RawMessage {
 // ParseEnvelope reads a stored envelope strictly: exactly schemaVersion, policy and result, with
 // version 1; a raw-json-v1 document is returned as Legacy. Anything else is an integrity error.
 func ParseEnvelope(raw []byte) (Envelope, error) {
-	var e scannedEnvelope
-	if scanEnvelope(raw, &e) {
-		return Envelope{SchemaVersion: SchemaVersion, Policy: string(raw[e.policy.a:e.policy.b]),
-			Result: bytes.Clone(raw[e.result.span.a:e.result.span.b])}, nil
+	var version, policy, result []byte
+	var unknown string
+	r := jsonb.NewReader(raw)
+	defer r.Close()
+	err := r.Object(func(name string) error {
+		v, err := r.Raw()
+		switch name {
+		case "schemaVersion":
+			version = v
+		case "policy":
+			policy = v
+		case "result":
+			result = v
+		default:
+			if unknown == "" {
+				unknown = name
+			}
+		}
+		return err
+	})
+	if err != nil {
+		return Envelope{}, apperr.New(apperr.SnapshotIntegrity, "stored envelope is not a JSON object: %v", err)
 	}
-	return parseEnvelopeJSON(raw)
-}
-
-// parseEnvelopeJSON is ParseEnvelope with encoding/json: the reference, used for every envelope
-// scanEnvelope does not read.
-func parseEnvelopeJSON(raw []byte) (Envelope, error) {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
-		return Envelope{}, apperr.New(apperr.SnapshotIntegrity, "stored envelope is not a JSON object")
-	}
-	var policy string
-	if p, ok := m["policy"]; ok {
-		if err := json.Unmarshal(p, &policy); err != nil {
+	var env Envelope
+	if policy != nil {
+		if err := json.Unmarshal(policy, &env.Policy); err != nil {
 			return Envelope{}, apperr.New(apperr.SnapshotIntegrity, "stored envelope policy is not a string")
 		}
 	}
-	if policy == LegacyPolicy {
+	if env.Policy == LegacyPolicy {
 		return Envelope{Policy: LegacyPolicy, Result: json.RawMessage(raw), Legacy: true}, nil
 	}
-	for k := range m {
-		if k != "schemaVersion" && k != "policy" && k != "result" {
-			return Envelope{}, apperr.New(apperr.SnapshotIntegrity, "stored envelope carries an unknown field %q", k)
-		}
+	if unknown != "" {
+		return Envelope{}, apperr.New(apperr.SnapshotIntegrity, "stored envelope carries an unknown field %q", unknown)
 	}
-	var env Envelope
-	if err := json.Unmarshal(raw, &env); err != nil {
-		return Envelope{}, apperr.New(apperr.SnapshotIntegrity, "stored envelope is malformed: %v", err)
+	if version != nil {
+		n, err := strconv.Atoi(string(version))
+		if err != nil {
+			return Envelope{}, apperr.New(apperr.SnapshotIntegrity, "stored envelope is malformed: schemaVersion %.20s is not an integer", version)
+		}
+		env.SchemaVersion = n
 	}
 	if env.SchemaVersion != SchemaVersion {
 		return Envelope{}, apperr.New(apperr.SnapshotIntegrity, "stored envelope has schemaVersion %d; this runner reads %d", env.SchemaVersion, SchemaVersion)
 	}
-	if env.Policy == "" || len(env.Result) == 0 {
+	if env.Policy == "" || len(result) == 0 {
 		return Envelope{}, apperr.New(apperr.SnapshotIntegrity, "stored envelope lacks policy or result")
 	}
+	env.Result = result
 	return env, nil
 }
 
@@ -233,23 +226,16 @@ func RestoreEnvelope[T any](ctx context.Context, policy ResultPolicy[T], owner, 
 func restoreEnvelope[T any](ctx context.Context, policy ResultPolicy[T], owner, module string, raw []byte,
 	pre func(owner, module string, result json.RawMessage) (T, bool, error)) (T, error) {
 	var zero T
-	var result json.RawMessage
-	var e scannedEnvelope
-	if scanEnvelope(raw, &e) && string(raw[e.policy.a:e.policy.b]) == policy.Name() && e.result.guardOK(raw, policy.Fields()) {
-		// The plain form of a valid envelope: what the checks below accept, read without json.
-		result = bytes.Clone(raw[e.result.span.a:e.result.span.b])
-	} else {
-		env, err := parseEnvelopeJSON(raw)
-		if err != nil {
-			return zero, err
-		}
-		if env.Policy != policy.Name() {
-			return zero, apperr.New(apperr.PolicyMismatch, "the stored result was written by policy %q but this operation restores with %q; refusing to guess", env.Policy, policy.Name())
-		}
-		if err := guardResult(env.Policy, policy.Fields(), env.Result); err != nil {
-			return zero, apperr.New(apperr.SnapshotIntegrity, "stored envelope: %s", strings.TrimPrefix(apperr.As(err).Message, "envelope guard: "))
-		}
-		result = env.Result
+	env, err := ParseEnvelope(raw)
+	if err != nil {
+		return zero, err
+	}
+	if env.Policy != policy.Name() {
+		return zero, apperr.New(apperr.PolicyMismatch, "the stored result was written by policy %q but this operation restores with %q; refusing to guess", env.Policy, policy.Name())
+	}
+	result, err := guardResult(env.Policy, policy.Fields(), env.Result)
+	if err != nil {
+		return zero, apperr.New(apperr.SnapshotIntegrity, "stored envelope: %s", strings.TrimPrefix(apperr.As(err).Message, "envelope guard: "))
 	}
 	if pre != nil {
 		v, ok, err := pre(owner, module, result)

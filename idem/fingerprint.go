@@ -3,279 +3,101 @@ package idem
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
-	"slices"
-	"sync"
-	"unicode/utf8"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"idemwork/apperr"
 )
 
-// fastFingerprint computes Fingerprint without decoding the body into maps: it writes the same
-// canonical JSON ({"body":…,"operation":…}, object keys sorted, no whitespace, numbers as
-// written) straight from the bytes. It handles the plain form only — no string escapes, no
-// duplicate keys, no U+2028/U+2029, nothing after the value, nesting at most canonMaxDepth — and
-// reports false for anything else, which Fingerprint then hashes the encoding/json way.
-// FuzzFingerprintFastPath holds the two together.
-func fastFingerprint(operation string, body []byte) (string, bool) {
-	bp := canonPool.Get().(*[]byte)
-	defer canonPool.Put(bp)
-	buf := append((*bp)[:0], `{"body":`...)
-	i := skipWS(body, 0)
-	if i == len(body) {
-		return "", false // empty or blank: the reference decides (null, or an error)
+// Fingerprints carry their version. Version 2, written by this runner, is "v2:" and the SHA-256
+// hex of a length-prefixed tuple: the tag fingerprintV2Tag, the operation and the request body in
+// its canonical form (jsonb text, see package jsonb), each as an 8-byte big-endian length and
+// its bytes, so no choice of operation and body can collide with another one. A fingerprint
+// without a prefix is version 1 (64 hex digits: what this runner wrote before), compared by
+// version 1's rule; any other version fails closed.
+const (
+	fingerprintV2Prefix = "v2:"
+	fingerprintV2Tag    = "idemwork.fingerprint.v2"
+)
+
+// Fingerprint is the version 2 fingerprint of a request: operation and canonical body. Callers
+// pass the body in its canonical form (the kernel builds it from the decoded fields); bytes that
+// are not canonical still fingerprint deterministically, only less forgivingly (two spellings of
+// one value then count as different requests, never the other way round).
+func Fingerprint(operation string, canonicalBody []byte) string {
+	h := sha256.New()
+	var n [8]byte
+	for _, part := range [...][]byte{[]byte(fingerprintV2Tag), []byte(operation), canonicalBody} {
+		binary.BigEndian.PutUint64(n[:], uint64(len(part)))
+		h.Write(n[:])
+		h.Write(part)
 	}
-	var ok bool
-	if buf, i, ok = appendCanon(buf, body, i, 0, true); !ok || skipWS(body, i) != len(body) {
-		return "", false
-	}
-	buf = append(buf, `,"operation":`...)
-	if buf, ok = appendCanonString(buf, operation); !ok {
-		return "", false
-	}
-	buf = append(buf, '}')
-	*bp = buf
-	sum := sha256.Sum256(buf)
-	return hex.EncodeToString(sum[:]), true
+	var sum [sha256.Size]byte
+	out := make([]byte, len(fingerprintV2Prefix), len(fingerprintV2Prefix)+2*sha256.Size)
+	copy(out, fingerprintV2Prefix)
+	return string(hex.AppendEncode(out, h.Sum(sum[:0])))
 }
 
-var canonPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
-
-const canonMaxDepth = 32
-
-// appendCanonString appends s quoted when encoding/json (HTML escaping off) writes it unchanged.
-func appendCanonString(dst []byte, s string) ([]byte, bool) {
-	if !canonPlain(s) {
-		return dst, false
+// FingerprintVersion names the version of a stored fingerprint: 1, 2, or 0 when this runner does
+// not know it.
+func FingerprintVersion(stored string) int {
+	switch {
+	case strings.HasPrefix(stored, fingerprintV2Prefix):
+		return 2
+	case len(stored) == 2*sha256.Size && strings.Trim(stored, "0123456789abcdef") == "":
+		return 1
 	}
-	dst = append(dst, '"')
-	dst = append(dst, s...)
-	return append(dst, '"'), true
+	return 0
 }
 
-// canonPlain reports whether the contents of a JSON string need no escaping and come out of a
-// decode and an encode as they are: valid UTF-8 without quotes, backslashes, control characters,
-// U+2028 or U+2029.
-func canonPlain[S string | []byte](s S) bool {
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c < 0x20 || c == '"' || c == '\\' {
-				return false
+// sameRequest compares a stored fingerprint with a request by the rule of the stored version.
+// fp is the request's version 2 fingerprint.
+func sameRequest(stored string, req Request, fp string) (bool, error) {
+	switch FingerprintVersion(stored) {
+	case 2:
+		return stored == fp, nil
+	case 1:
+		body := req.Body
+		if req.BodyV1 != nil {
+			b, err := req.BodyV1()
+			if err != nil {
+				return false, err
 			}
-			i++
-			continue
+			body = b
 		}
-		r, n := utf8.DecodeRuneInString(string(s[i:min(i+utf8.UTFMax, len(s))]))
-		if r == utf8.RuneError && n == 1 || r == '\u2028' || r == '\u2029' {
-			return false
+		v1, err := FingerprintV1(req.Operation, body)
+		if err != nil {
+			return false, nil // a body version 1 could not read is not the request it stored
 		}
-		i += n
+		return stored == v1, nil
 	}
-	return true
+	return false, apperr.New(apperr.PolicyMismatch, "key %q holds a fingerprint of a version this idemwork does not know (%.12s…); refusing to guess whether the request is the same", req.Key, stored)
 }
 
-// skipString returns the index after the plain string at raw[i] == '"'.
-func skipString(raw []byte, i int) (int, bool) {
-	j := i + 1
-	for j < len(raw) && raw[j] != '"' {
-		if raw[j] == '\\' {
-			return 0, false
+// FingerprintV1 is version 1's rule, kept as it was for the rows it wrote: the SHA-256 hex of
+// encoding/json's rendering of {"body": <body decoded with numbers as written, keys sorted>,
+// "operation": operation}, HTML escaping off; an empty body counts as null.
+func FingerprintV1(operation string, body []byte) (string, error) {
+	var parsed any
+	if len(bytes.TrimSpace(body)) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.UseNumber()
+		if err := dec.Decode(&parsed); err != nil {
+			return "", apperr.Wrap(apperr.ValidationFailed, err, "body: not valid JSON: %v", err)
 		}
-		j++
-	}
-	if j >= len(raw) || !canonPlain(raw[i+1:j]) {
-		return 0, false
-	}
-	return j + 1, true
-}
-
-// skipNumber returns the index after the JSON number at raw[i].
-func skipNumber(raw []byte, i int) (int, bool) {
-	if raw[i] == '-' {
-		i++
-	}
-	if i >= len(raw) {
-		return 0, false
-	}
-	switch c := raw[i]; {
-	case c == '0':
-		i++
-	case c >= '1' && c <= '9':
-		for i < len(raw) && raw[i] >= '0' && raw[i] <= '9' {
-			i++
-		}
-	default:
-		return 0, false
-	}
-	if i < len(raw) && raw[i] == '.' {
-		i++
-		d := i
-		for i < len(raw) && raw[i] >= '0' && raw[i] <= '9' {
-			i++
-		}
-		if i == d {
-			return 0, false
+		if dec.More() {
+			return "", apperr.New(apperr.ValidationFailed, "body: more than one JSON value")
 		}
 	}
-	if i < len(raw) && (raw[i] == 'e' || raw[i] == 'E') {
-		i++
-		if i < len(raw) && (raw[i] == '+' || raw[i] == '-') {
-			i++
-		}
-		d := i
-		for i < len(raw) && raw[i] >= '0' && raw[i] <= '9' {
-			i++
-		}
-		if i == d {
-			return 0, false
-		}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(map[string]any{"operation": operation, "body": parsed}); err != nil {
+		return "", fmt.Errorf("fingerprint: %w", err)
 	}
-	return i, true
-}
-
-type canonMember struct{ key, val span }
-
-// appendCanon appends the canonical form of the value at raw[i]; it returns the index after it.
-// With write false it only checks the value (the members of an object are checked, then sorted,
-// then written, so each level of nesting is read a bounded number of times).
-func appendCanon(dst, raw []byte, i, depth int, write bool) ([]byte, int, bool) {
-	if i >= len(raw) || depth > canonMaxDepth {
-		return dst, 0, false
-	}
-	switch c := raw[i]; {
-	case c == '"':
-		j, ok := skipString(raw, i)
-		if !ok {
-			return dst, 0, false
-		}
-		if write {
-			dst = append(dst, raw[i:j]...)
-		}
-		return dst, j, true
-	case c == '-' || c >= '0' && c <= '9':
-		j, ok := skipNumber(raw, i)
-		if !ok {
-			return dst, 0, false
-		}
-		if write {
-			dst = append(dst, raw[i:j]...)
-		}
-		return dst, j, true
-	case c == 't' || c == 'f' || c == 'n':
-		for _, w := range [...]string{"true", "false", "null"} {
-			if len(raw)-i >= len(w) && string(raw[i:i+len(w)]) == w {
-				if write {
-					dst = append(dst, w...)
-				}
-				return dst, i + len(w), true
-			}
-		}
-		return dst, 0, false
-	case c == '[':
-		if write {
-			dst = append(dst, '[')
-		}
-		i = skipWS(raw, i+1)
-		if i < len(raw) && raw[i] == ']' {
-			if write {
-				dst = append(dst, ']')
-			}
-			return dst, i + 1, true
-		}
-		for n := 0; ; n++ {
-			if n > 0 && write {
-				dst = append(dst, ',')
-			}
-			var ok bool
-			if dst, i, ok = appendCanon(dst, raw, i, depth+1, write); !ok {
-				return dst, 0, false
-			}
-			i = skipWS(raw, i)
-			if i >= len(raw) {
-				return dst, 0, false
-			}
-			switch raw[i] {
-			case ',':
-				i = skipWS(raw, i+1)
-			case ']':
-				if write {
-					dst = append(dst, ']')
-				}
-				return dst, i + 1, true
-			default:
-				return dst, 0, false
-			}
-		}
-	case c == '{':
-		var arr [16]canonMember
-		members := arr[:0]
-		i = skipWS(raw, i+1)
-		if i < len(raw) && raw[i] == '}' {
-			if write {
-				dst = append(dst, '{', '}')
-			}
-			return dst, i + 1, true
-		}
-		for {
-			if i >= len(raw) || raw[i] != '"' {
-				return dst, 0, false
-			}
-			var m canonMember
-			var ok bool
-			m.key.a = i
-			if i, ok = skipString(raw, i); !ok {
-				return dst, 0, false
-			}
-			m.key.b = i
-			i = skipWS(raw, i)
-			if i >= len(raw) || raw[i] != ':' {
-				return dst, 0, false
-			}
-			i = skipWS(raw, i+1)
-			m.val.a = i
-			// Validate and measure the value; it is written after the keys are sorted.
-			if _, i, ok = appendCanon(nil, raw, i, depth+1, false); !ok {
-				return dst, 0, false
-			}
-			m.val.b = i
-			if write {
-				members = append(members, m)
-			}
-			i = skipWS(raw, i)
-			if i >= len(raw) {
-				return dst, 0, false
-			}
-			if raw[i] == '}' {
-				i++
-				break
-			}
-			if raw[i] != ',' {
-				return dst, 0, false
-			}
-			i = skipWS(raw, i+1)
-		}
-		if !write {
-			return dst, i, true
-		}
-		slices.SortFunc(members, func(x, y canonMember) int {
-			// Compare the keys without their quotes: "a b" sorts before "a".
-			return bytes.Compare(raw[x.key.a+1:x.key.b-1], raw[y.key.a+1:y.key.b-1])
-		})
-		dst = append(dst, '{')
-		for n, m := range members {
-			if n > 0 {
-				if string(raw[members[n-1].key.a:members[n-1].key.b]) == string(raw[m.key.a:m.key.b]) {
-					return dst, 0, false // a duplicate key: the reference keeps the last one
-				}
-				dst = append(dst, ',')
-			}
-			dst = append(dst, raw[m.key.a:m.key.b]...)
-			dst = append(dst, ':')
-			var ok bool
-			if dst, _, ok = appendCanon(dst, raw, m.val.a, depth+1, true); !ok {
-				return dst, 0, false
-			}
-		}
-		return append(dst, '}'), i, true
-	}
-	return dst, 0, false
+	sum := sha256.Sum256(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
+	return hex.EncodeToString(sum[:]), nil
 }

@@ -1,12 +1,6 @@
 package idem
 
 import (
-	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
-	"fmt"
-
 	"idemwork/apperr"
 )
 
@@ -42,38 +36,4 @@ func ValidateOwner(owner string) error {
 		}
 	}
 	return nil
-}
-
-// Fingerprint is the SHA-256 hex of the canonical JSON of {"operation", "body"}: object keys
-// sorted, no insignificant whitespace, numbers kept as written. Two bodies that differ only in
-// key order or spacing have the same fingerprint. An empty body counts as null.
-func Fingerprint(operation string, body []byte) (string, error) {
-	if fp, ok := fastFingerprint(operation, body); ok {
-		return fp, nil
-	}
-	return fingerprintJSON(operation, body)
-}
-
-// fingerprintJSON is Fingerprint by decoding the body and encoding it again: the reference, used
-// for every body fastFingerprint does not handle.
-func fingerprintJSON(operation string, body []byte) (string, error) {
-	var parsed any
-	if len(bytes.TrimSpace(body)) > 0 {
-		dec := json.NewDecoder(bytes.NewReader(body))
-		dec.UseNumber()
-		if err := dec.Decode(&parsed); err != nil {
-			return "", apperr.Wrap(apperr.ValidationFailed, err, "body: not valid JSON: %v", err)
-		}
-		if dec.More() {
-			return "", apperr.New(apperr.ValidationFailed, "body: more than one JSON value")
-		}
-	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(map[string]any{"operation": operation, "body": parsed}); err != nil {
-		return "", fmt.Errorf("fingerprint: %w", err)
-	}
-	sum := sha256.Sum256(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
-	return hex.EncodeToString(sum[:]), nil
 }

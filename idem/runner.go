@@ -76,8 +76,13 @@ type Request struct {
 	Operation string
 	// Module is the route's module: restores read only inside it.
 	Module string
-	// Body is the raw request body; with Operation it makes the fingerprint.
+	// Body is the request body in its canonical form (package jsonb); with Operation it makes
+	// the fingerprint (version 2).
 	Body []byte
+	// BodyV1, when set, returns the body as fingerprint version 1 read it (the kernel's former
+	// encoding of the same fields): a key whose stored fingerprint is version 1 is compared by
+	// that rule. Nil uses Body.
+	BodyV1 func() ([]byte, error)
 	// ShareInFlight: nil or true shares in-process flights; false bypasses them. An ambient
 	// transaction in the context always bypasses them, whatever this says.
 	ShareInFlight *bool
@@ -178,10 +183,7 @@ func runUnkeyed[T, P any](ctx context.Context, r *Runner, prepare func(ctx conte
 func runKeyed[T, P any](ctx context.Context, r *Runner, req Request, share bool, policy ResultPolicy[T],
 	prepare func(ctx context.Context) (P, error), work func(ctx context.Context, p P) (T, error)) (Result[T], error) {
 	var none Result[T]
-	fp, err := Fingerprint(req.Operation, req.Body)
-	if err != nil {
-		return none, err
-	}
+	fp := Fingerprint(req.Operation, req.Body)
 	call := &keyedCall[T, P]{r: r, req: req, fp: fp, policy: policy, prepare: prepare, work: work}
 
 	if !share {
@@ -328,7 +330,7 @@ func (c *keyedCall[T, P]) run(ctx context.Context) (Result[T], error) {
 			SELECT 1 / count(*) FROM u`, req.Owner, req.Key, env, r.clock.Now()); err != nil {
 			return err
 		}
-		res = Result[T]{Value: v, Outcome: Executed, Envelope: CanonicalEnvelope(env), Fingerprint: c.fp}
+		res = Result[T]{Value: v, Outcome: Executed, Envelope: env, Fingerprint: c.fp}
 		return nil
 	})
 	if err != nil {
@@ -345,14 +347,20 @@ func (c *keyedCall[T, P]) restore(ctx context.Context, row *keyRow,
 		return zero, nil, apperr.New(apperr.ScopeConflict, "key %q of owner %s is bound to operation %s, not %s; use a new key",
 			c.req.Key, c.req.Owner, row.operation, c.req.Operation)
 	}
-	if row.fingerprint != c.fp {
+	same, err := sameRequest(row.fingerprint, c.req, c.fp)
+	if err != nil {
+		return zero, nil, err
+	}
+	if !same {
 		return zero, nil, apperr.New(apperr.KeyReused, "key %q was first used with a different request body; a retry must send the same body, a new request needs a new key", c.req.Key)
 	}
 	v, err := restoreEnvelope(ctx, c.policy, c.req.Owner, c.req.Module, row.response, pre)
 	if err != nil {
 		return zero, nil, err
 	}
-	return v, CanonicalEnvelope(row.response), nil
+	// jsonb hands the envelope back in its own text, which is the canonical form BuildEnvelope
+	// wrote (package jsonb pins the two together): the first call's bytes.
+	return v, row.response, nil
 }
 
 var errReservationVanished = errors.New("idempotency: the reservation vanished before success was recorded")

@@ -174,24 +174,18 @@ func TestTheOperationIsCheckedBeforeTheFingerprintAndBothBeforeRestore(t *testin
 	require.Equal(t, idem.Executed, res.Outcome)
 }
 
-func TestTheFingerprintIsCanonicalJSONOfOperationAndBody(t *testing.T) {
+func TestTheFingerprintIsVersionedAndCoversOperationAndBody(t *testing.T) {
 	t.Parallel()
 	fp := func(op, body string) string {
-		s, err := idem.Fingerprint(op, []byte(body))
-		require.NoError(t, err)
-		require.Len(t, s, 64)
+		s := idem.Fingerprint(op, []byte(body))
+		require.Len(t, s, len("v2:")+64)
+		require.Equal(t, 2, idem.FingerprintVersion(s))
 		return s
 	}
-	require.Equal(t, fp("op", `{"a":1,"b":[1,2]}`), fp("op", "{ \"b\" : [1, 2],\n\"a\":1 }"), "key order and whitespace do not matter")
-	require.Equal(t, fp("op", ``), fp("op", `null`), "an empty body counts as null")
-	require.NotEqual(t, fp("op", `{"a":1}`), fp("op2", `{"a":1}`), "the operation is part of it")
-	require.NotEqual(t, fp("op", `{"a":1}`), fp("op", `{"a":1.0}`), "numbers are kept as written")
-	require.NotEqual(t, fp("op", `{"a":"x"}`), fp("op", `{"a":"y"}`))
-	require.Equal(t, fp("op", `{"a":"<&>"}`), fp("op", `{"a":"\u003c\u0026\u003e"}`), "escapes decode before hashing")
-	_, err := idem.Fingerprint("op", []byte(`{"a":`))
-	requireCode(t, err, apperr.ValidationFailed)
-	_, err = idem.Fingerprint("op", []byte(`{} {}`))
-	requireCode(t, err, apperr.ValidationFailed)
+	require.Equal(t, fp("op", `{"a": 1}`), fp("op", `{"a": 1}`))
+	require.NotEqual(t, fp("op", `{"a": 1}`), fp("op2", `{"a": 1}`), "the operation is part of it")
+	require.NotEqual(t, fp("op", `{"a": 1}`), fp("op", `{"a": 1.0}`), "1 and 1.0 are different requests (jsonb keeps 1.0)")
+	require.NotEqual(t, fp("op", `{"a": "x"}`), fp("op", `{"a": "y"}`))
 }
 
 func TestKeysAndOwnersOutsideTheirAlphabetsAreRejectedBeforeAnythingRuns(t *testing.T) {
