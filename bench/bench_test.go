@@ -146,12 +146,10 @@ func BenchmarkReplayHitRatio(b *testing.B) {
 // in-process flight pays before it joins, and what a replay pays besides its reads.
 
 func BenchmarkFingerprint(b *testing.B) {
-	body := []byte(`{"payload":{"priority":2,"tags":["home","todo"],"text":"call the plumber about the kitchen tap"},"title":"bench note"}`)
+	body := []byte(`{"title": "bench note", "payload": {"tags": ["home", "todo"], "text": "call the plumber about the kitchen tap", "priority": 2}}`)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := idem.Fingerprint(kernel.OpCreate(kernel.ModuleNote), body); err != nil {
-			b.Fatal(err)
-		}
+		_ = idem.Fingerprint(kernel.OpCreate(kernel.ModuleNote), body)
 	}
 }
 

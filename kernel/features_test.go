@@ -231,7 +231,8 @@ func TestALegacyReceiptIsNeverReplayedIntoAWrite(t *testing.T) {
 	ctx := context.Background()
 	b.insertReceipt(t, "alice", "old", kernel.OpCreate(kernel.ModuleNote), `{"policy":"raw-json-v1","body":{"title":"old"}}`)
 	var fp string
-	fp, err := idem.Fingerprint(kernel.OpCreate(kernel.ModuleNote), []byte(`{"title":"old"}`))
+	// A receipt of the legacy era carries a version 1 fingerprint; it is compared by that rule.
+	fp, err := idem.FingerprintV1(kernel.OpCreate(kernel.ModuleNote), []byte(`{"title":"old"}`))
 	require.NoError(t, err)
 	b.exec(t, `UPDATE idempotency_record SET fingerprint = $1 WHERE idempotency_key = 'old'`, fp)
 	_, err = b.k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "old", Title: "old"})

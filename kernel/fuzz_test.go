@@ -27,7 +27,7 @@ func FuzzCheckJSONObject(f *testing.F) {
 		err := kernel.CheckJSONObject("payload", raw)
 		if err != nil {
 			ae := apperr.As(err)
-			if ae.Code != apperr.ValidationFailed || !strings.HasPrefix(ae.Message, "payload: ") {
+			if ae.Code != apperr.ValidationFailed || !(strings.HasPrefix(ae.Message, "payload: ") || strings.HasPrefix(ae.Message, "payload.") || strings.HasPrefix(ae.Message, "payload[")) {
 				t.Fatalf("rejection is not a field-named VALIDATION_FAILED: %v", err)
 			}
 			return

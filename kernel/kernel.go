@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"strconv"
 	"sync"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 
 	"idemwork/apperr"
 	"idemwork/idem"
+	"idemwork/jsonb"
 	"idemwork/store"
 )
 
@@ -121,9 +123,10 @@ func (k *Kernel) writableModule(code string) (*Module, error) {
 	return m, nil
 }
 
-// bodyJSON builds the request body the fingerprint covers from the fields present. The same
-// request over the CLI and over HTTP has the same body, so a replay works across both.
-func bodyJSON(fields map[string]any) ([]byte, error) {
+// bodyV1 is the request body as fingerprint version 1 covered it: encoding/json's rendering of
+// the fields present (a raw payload as the client wrote it). It is computed only to compare a key
+// whose stored fingerprint is version 1; new keys use the canonical body (package jsonb).
+func bodyV1(fields map[string]any) ([]byte, error) {
 	for k, v := range fields {
 		if raw, ok := v.(json.RawMessage); ok {
 			if raw == nil {
@@ -165,20 +168,25 @@ func (k *Kernel) Create(ctx context.Context, in CreateInput) (WriteResult, error
 		return WriteResult{}, err
 	}
 	op := mod.createOperation()
-	body, err := createBody(in.Title, in.Summary, in.Payload)
-	if err != nil {
-		return WriteResult{}, err
+	payload := json.RawMessage(`{}`)
+	var given json.RawMessage // the payload member of the body: absent when not given
+	if in.Payload != nil {
+		if payload, err = CanonicalObject("payload", in.Payload); err != nil {
+			return WriteResult{}, err
+		}
+		given = payload
 	}
-	req := idem.Request{Owner: in.Owner, Key: in.Key, Operation: op, Module: mod.Code, Body: body, ShareInFlight: in.ShareInFlight}
+	body := jsonb.AppendObject(nil, jsonb.Member{Name: "title", Value: jsonb.AppendString(nil, in.Title)},
+		jsonb.Member{Name: "summary", Value: optText(in.Summary)}, jsonb.Member{Name: "payload", Value: given})
+	req := idem.Request{Owner: in.Owner, Key: in.Key, Operation: op, Module: mod.Code, Body: body, ShareInFlight: in.ShareInFlight,
+		BodyV1: func() ([]byte, error) {
+			return bodyV1(map[string]any{"title": in.Title, "summary": in.Summary, "payload": in.Payload})
+		}}
 	if w, ok, err := joinFlight(ctx, k, &req, recordWriteResult); ok || err != nil {
 		return w, err
 	}
 	prepare := func(ctx context.Context) (preparedRecord, error) {
 		k.note("prepare")
-		payload := in.Payload
-		if payload == nil {
-			payload = json.RawMessage(`{}`)
-		}
 		summary := ""
 		if in.Summary != nil {
 			summary = *in.Summary
@@ -186,10 +194,10 @@ func (k *Kernel) Create(ctx context.Context, in CreateInput) (WriteResult, error
 		if err := k.checkRecordFields(mod, in.Title, summary, payload); err != nil {
 			return preparedRecord{}, err
 		}
-		return preparedRecord{title: in.Title, summary: summary, payload: compact(payload)}, nil
+		return preparedRecord{title: in.Title, summary: summary, payload: payload}, nil
 	}
 	work := func(ctx context.Context, p preparedRecord) (RecordResult, error) {
-		now := k.runner.Clock().Now()
+		now := k.now()
 		rec := store.Record{ID: k.newID(now), OwnerID: in.Owner, ModuleCode: mod.Code, Revision: 1, Title: p.title,
 			Summary: p.summary, Payload: p.payload, CreatedAt: now, UpdatedAt: now}
 		if err := k.writeRecord(ctx, rec, 0, in.Key, "RECORD_CREATED", op); err != nil {
@@ -218,31 +226,53 @@ func joinFlight[T any](ctx context.Context, k *Kernel, req *idem.Request,
 
 // recordWriteResult is what a create or patch returns for the runner's result.
 func recordWriteResult(res idem.Result[RecordResult], key, op string) WriteResult {
-	rec := res.Value.Record
+	rec := utcRecord(res.Value.Record)
 	return WriteResult{Outcome: res.Outcome, Waited: res.Waited, Key: keyPtr(key), Operation: op, Record: &rec, Envelope: res.Envelope}
 }
 
 // featureWriteResult is what a feature run returns for the runner's result.
 func featureWriteResult(res idem.Result[FeatureResult], key, op string) WriteResult {
-	rec, exec := res.Value.Record, res.Value.Execution
+	rec, exec := utcRecord(res.Value.Record), res.Value.Execution
+	exec.CreatedAt, exec.UpdatedAt = exec.CreatedAt.UTC(), exec.UpdatedAt.UTC()
 	return WriteResult{Outcome: res.Outcome, Waited: res.Waited, Key: keyPtr(key), Operation: op, Record: &rec, Execution: &exec, Envelope: res.Envelope}
 }
 
+// utcRecord is rec with its times in UTC: a record read back from PostgreSQL carries the
+// session's zone, one built in this process the clock's, and a replay must print the same bytes.
+func utcRecord(rec store.Record) store.Record {
+	rec.CreatedAt, rec.UpdatedAt = rec.CreatedAt.UTC(), rec.UpdatedAt.UTC()
+	return rec
+}
+
+// now is the runner's clock in UTC at PostgreSQL's precision (microseconds), so a value written
+// and one read back from a timestamptz column are the same.
+func (k *Kernel) now() time.Time { return k.runner.Clock().Now().UTC().Truncate(time.Microsecond) }
+
+// optText is the canonical text of an optional string member (nil: absent).
+func optText(s *string) []byte {
+	if s == nil {
+		return nil
+	}
+	return jsonb.AppendString(nil, *s)
+}
+
+// checkRecordFields checks title and summary and applies the module's rules to the payload
+// (already through the JSON boundary, canonical).
 func (k *Kernel) checkRecordFields(mod *Module, title, summary string, payload json.RawMessage) error {
-	if err := CheckText("title", title, 1, MaxTitleChars); err != nil {
+	if err := CheckTitle(title); err != nil {
 		return err
 	}
-	if err := CheckText("summary", summary, 0, MaxSummaryChar); err != nil {
+	if err := CheckSummary(summary); err != nil {
 		return err
 	}
-	if err := CheckJSONObject("payload", payload); err != nil {
-		return err
+	k.note("module-rules")
+	if mod.ValidatePayload == nil {
+		return nil
 	}
 	m, err := decodeObject(payload)
 	if err != nil {
 		return apperr.New(apperr.ValidationFailed, "payload: %v", err)
 	}
-	k.note("module-rules")
 	return mod.ValidatePayload(m, k.Registry.Rules.Snapshot())
 }
 
@@ -272,15 +302,22 @@ func (k *Kernel) writeRecord(ctx context.Context, rec store.Record, fromRevision
 	if action == "" {
 		return nil
 	}
-	return k.audit(ctx, rec.OwnerID, rec.ModuleCode, rec.ID, action, &rec.Revision, nil, key, map[string]any{"operation": op})
+	return k.audit(ctx, rec.OwnerID, rec.ModuleCode, rec.ID, action, &rec.Revision, nil, key, auditDetail("operation", op))
 }
 
-func (k *Kernel) audit(ctx context.Context, owner, module, recordID, action string, revision *int, executionID *string, key string, detail map[string]any) error {
-	d, err := marshalDetail(detail)
-	if err != nil {
-		return err
+// auditDetail is an audit event's detail: an object of the given name/value strings.
+func auditDetail(nameValues ...string) json.RawMessage {
+	var ms [4]jsonb.Member
+	n := 0
+	for i := 0; i+1 < len(nameValues) && n < len(ms); i += 2 {
+		ms[n] = jsonb.Member{Name: nameValues[i], Value: jsonb.AppendString(nil, nameValues[i+1])}
+		n++
 	}
-	now := k.runner.Clock().Now()
+	return jsonb.AppendObject(nil, ms[:n]...)
+}
+
+func (k *Kernel) audit(ctx context.Context, owner, module, recordID, action string, revision *int, executionID *string, key string, d json.RawMessage) error {
+	now := k.now()
 	rid := recordID
 	if err := k.db.InsertAudit(ctx, store.AuditEvent{ID: k.newID(now), OwnerID: owner, ModuleCode: module, RecordID: &rid,
 		Action: action, Revision: revision, ExecutionID: executionID, IdempotencyKey: keyPtr(key), Detail: d, At: now}); err != nil {
@@ -320,11 +357,19 @@ func (k *Kernel) Patch(ctx context.Context, in PatchInput) (WriteResult, error) 
 		return WriteResult{}, apperr.New(apperr.ValidationFailed, "expectRevision: must be the record's current revision (>= 1)")
 	}
 	op := OpPatch(mod.Code, in.RecordID)
-	body, err := bodyJSON(map[string]any{"expectRevision": in.ExpectRevision, "title": in.Title, "summary": in.Summary, "payload": in.Payload})
-	if err != nil {
-		return WriteResult{}, err
+	var payload json.RawMessage
+	if in.Payload != nil {
+		if payload, err = CanonicalObject("payload", in.Payload); err != nil {
+			return WriteResult{}, err
+		}
 	}
-	req := idem.Request{Owner: in.Owner, Key: in.Key, Operation: op, Module: mod.Code, Body: body, ShareInFlight: in.ShareInFlight}
+	body := jsonb.AppendObject(nil, jsonb.Member{Name: "expectRevision", Value: strconv.AppendInt(nil, int64(in.ExpectRevision), 10)},
+		jsonb.Member{Name: "title", Value: optText(in.Title)}, jsonb.Member{Name: "summary", Value: optText(in.Summary)},
+		jsonb.Member{Name: "payload", Value: payload})
+	req := idem.Request{Owner: in.Owner, Key: in.Key, Operation: op, Module: mod.Code, Body: body, ShareInFlight: in.ShareInFlight,
+		BodyV1: func() ([]byte, error) {
+			return bodyV1(map[string]any{"expectRevision": in.ExpectRevision, "title": in.Title, "summary": in.Summary, "payload": in.Payload})
+		}}
 	if w, ok, err := joinFlight(ctx, k, &req, recordWriteResult); ok || err != nil {
 		return w, err
 	}
@@ -348,8 +393,8 @@ func (k *Kernel) Patch(ctx context.Context, in PatchInput) (WriteResult, error) 
 		if in.Summary != nil {
 			next.Summary = *in.Summary
 		}
-		if in.Payload != nil {
-			next.Payload = compact(in.Payload)
+		if payload != nil {
+			next.Payload = payload
 		}
 		if err := k.checkRecordFields(mod, next.Title, next.Summary, next.Payload); err != nil {
 			return store.Record{}, err
@@ -359,7 +404,7 @@ func (k *Kernel) Patch(ctx context.Context, in PatchInput) (WriteResult, error) 
 	work := func(ctx context.Context, next store.Record) (RecordResult, error) {
 		from := next.Revision
 		next.Revision++
-		next.UpdatedAt = k.runner.Clock().Now()
+		next.UpdatedAt = k.now()
 		if err := k.writeRecord(ctx, next, from, in.Key, "RECORD_PATCHED", op); err != nil {
 			return RecordResult{}, err
 		}
@@ -411,23 +456,27 @@ func (k *Kernel) RunFeature(ctx context.Context, in FeatureInput) (WriteResult, 
 		return WriteResult{}, apperr.New(apperr.ValidationFailed, "feature: %s has no feature %q", mod.Code, in.FeatureID)
 	}
 	op := OpFeature(mod.Code, in.RecordID, feat.ID)
-	body, err := featureBody(in.Input)
-	if err != nil {
-		return WriteResult{}, err
+	input := json.RawMessage(`{}`)
+	var given json.RawMessage
+	if in.Input != nil {
+		if input, err = CanonicalObject("input", in.Input); err != nil {
+			return WriteResult{}, err
+		}
+		given = input
 	}
-	req := idem.Request{Owner: in.Owner, Key: in.Key, Operation: op, Module: mod.Code, Body: body, ShareInFlight: in.ShareInFlight}
+	body := jsonb.AppendObject(nil, jsonb.Member{Name: "input", Value: given})
+	req := idem.Request{Owner: in.Owner, Key: in.Key, Operation: op, Module: mod.Code, Body: body, ShareInFlight: in.ShareInFlight,
+		BodyV1: func() ([]byte, error) {
+			if in.Input == nil {
+				return []byte(`{}`), nil
+			}
+			return bodyV1(map[string]any{"input": in.Input})
+		}}
 	if w, ok, err := joinFlight(ctx, k, &req, featureWriteResult); ok || err != nil {
 		return w, err
 	}
 	prepare := func(ctx context.Context) (preparedFeature, error) {
 		k.note("prepare")
-		input := in.Input
-		if input == nil {
-			input = json.RawMessage(`{}`)
-		}
-		if err := CheckJSONObject("input", input); err != nil {
-			return preparedFeature{}, err
-		}
 		k.note("read-current")
 		cur, err := k.db.FindRecord(ctx, in.Owner, mod.Code, in.RecordID, true)
 		if errors.Is(err, store.ErrNotFound) {
@@ -436,7 +485,7 @@ func (k *Kernel) RunFeature(ctx context.Context, in FeatureInput) (WriteResult, 
 		if err != nil {
 			return preparedFeature{}, err
 		}
-		p := preparedFeature{current: cur, input: compact(input), output: json.RawMessage(`{}`)}
+		p := preparedFeature{current: cur, input: input, output: json.RawMessage(`{}`)}
 		switch feat.Mode {
 		case ModeInternal:
 			payload, err := decodeObject(cur.Payload)
@@ -452,19 +501,25 @@ func (k *Kernel) RunFeature(ctx context.Context, in FeatureInput) (WriteResult, 
 				return preparedFeature{}, err
 			}
 			k.note("module-rules")
-			if err := mod.ValidatePayload(next, k.Registry.Rules.Snapshot()); err != nil {
+			if mod.ValidatePayload != nil {
+				if err := mod.ValidatePayload(next, k.Registry.Rules.Snapshot()); err != nil {
+					return preparedFeature{}, err
+				}
+			}
+			b, err := json.Marshal(next)
+			if err != nil {
 				return preparedFeature{}, err
 			}
-			if p.newPayload, err = json.Marshal(next); err != nil {
+			if p.newPayload, err = CanonicalObject("payload", b); err != nil {
 				return preparedFeature{}, err
 			}
-			if p.output, err = json.Marshal(out); err != nil {
+			if p.output, err = canonicalJSON(out); err != nil {
 				return preparedFeature{}, err
 			}
 		case ModeDirectExternal:
 			p.output = blockedOutput(feat)
 		case ModeOutbox:
-			p.output = json.RawMessage(`{"queued":true}`)
+			p.output = json.RawMessage(`{"queued": true}`)
 		}
 		return p, nil
 	}
@@ -479,7 +534,7 @@ func (k *Kernel) RunFeature(ctx context.Context, in FeatureInput) (WriteResult, 
 }
 
 func (k *Kernel) runFeatureWork(ctx context.Context, in FeatureInput, mod *Module, feat Feature, op string, p preparedFeature) (FeatureResult, error) {
-	now := k.runner.Clock().Now()
+	now := k.now()
 	rec := p.current
 	exec := store.Execution{ID: k.newID(now), OwnerID: in.Owner, ModuleCode: mod.Code, RecordID: rec.ID, FeatureID: feat.ID,
 		Input: p.input, Output: p.output, IdempotencyKey: keyPtr(in.Key), CreatedAt: now, UpdatedAt: now}
@@ -517,7 +572,7 @@ func (k *Kernel) runFeatureWork(ctx context.Context, in FeatureInput, mod *Modul
 	if err := idem.Checkpoint(ctx, idem.StepExecution); err != nil {
 		return FeatureResult{}, err
 	}
-	detail := map[string]any{"operation": op, "featureId": feat.ID, "mode": exec.Mode, "status": exec.Status}
+	detail := auditDetail("operation", op, "featureId", feat.ID, "mode", exec.Mode, "status", exec.Status)
 	if err := k.audit(ctx, in.Owner, mod.Code, rec.ID, action, &rec.Revision, &exec.ID, in.Key, detail); err != nil {
 		return FeatureResult{}, err
 	}
@@ -526,7 +581,7 @@ func (k *Kernel) runFeatureWork(ctx context.Context, in FeatureInput, mod *Modul
 
 // blockedOutput is the persisted explanation of a fail-closed direct external feature.
 func blockedOutput(f Feature) json.RawMessage {
-	b, _ := json.Marshal(map[string]any{
+	b, _ := canonicalJSON(map[string]any{
 		"blocked":  true,
 		"provider": f.Provider,
 		"reason":   "direct external calls cannot be undone by a database rollback; this feature fails closed until it is moved to the outbox",
@@ -565,11 +620,10 @@ func (k *Kernel) CreateReview(ctx context.Context, in ReviewInput) (ReviewWriteR
 		return ReviewWriteResult{}, err
 	}
 	op := OpReview(in.RecordID)
-	body, err := bodyJSON(map[string]any{"verdict": in.Verdict, "comment": in.Comment})
-	if err != nil {
-		return ReviewWriteResult{}, err
-	}
-	req := idem.Request{Owner: in.Owner, Key: in.Key, Operation: op, Module: mod.Code, Body: body, ShareInFlight: in.ShareInFlight}
+	body := jsonb.AppendObject(nil, jsonb.Member{Name: "verdict", Value: jsonb.AppendString(nil, in.Verdict)},
+		jsonb.Member{Name: "comment", Value: jsonb.AppendString(nil, in.Comment)})
+	req := idem.Request{Owner: in.Owner, Key: in.Key, Operation: op, Module: mod.Code, Body: body, ShareInFlight: in.ShareInFlight,
+		BodyV1: func() ([]byte, error) { return bodyV1(map[string]any{"verdict": in.Verdict, "comment": in.Comment}) }}
 	prepare := func(ctx context.Context) (store.Record, error) {
 		k.note("prepare")
 		if in.Verdict != "kept" && in.Verdict != "missed" {
@@ -586,7 +640,7 @@ func (k *Kernel) CreateReview(ctx context.Context, in ReviewInput) (ReviewWriteR
 		return cur, err
 	}
 	work := func(ctx context.Context, cur store.Record) (ReviewResult, error) {
-		now := k.runner.Clock().Now()
+		now := k.now()
 		rv := store.Review{ID: k.newID(now), OwnerID: in.Owner, ModuleCode: mod.Code, RecordID: cur.ID, RecordRevision: cur.Revision,
 			Verdict: in.Verdict, Comment: in.Comment, IdempotencyKey: keyPtr(in.Key), CreatedAt: now}
 		if err := k.db.InsertReview(ctx, rv); err != nil {
@@ -594,7 +648,7 @@ func (k *Kernel) CreateReview(ctx context.Context, in ReviewInput) (ReviewWriteR
 		}
 		rev := cur.Revision
 		if err := k.audit(ctx, in.Owner, mod.Code, cur.ID, "REVIEW_CREATED", &rev, nil, in.Key,
-			map[string]any{"operation": op, "reviewId": rv.ID, "verdict": rv.Verdict}); err != nil {
+			auditDetail("operation", op, "reviewId", rv.ID, "verdict", rv.Verdict)); err != nil {
 			return ReviewResult{}, err
 		}
 		return ReviewResult{Review: rv}, nil
@@ -603,7 +657,9 @@ func (k *Kernel) CreateReview(ctx context.Context, in ReviewInput) (ReviewWriteR
 	if err != nil {
 		return ReviewWriteResult{}, err
 	}
-	return ReviewWriteResult{Outcome: res.Outcome, Waited: res.Waited, Key: keyPtr(in.Key), Operation: op, Review: res.Value.Review, Envelope: res.Envelope}, nil
+	rv := res.Value.Review
+	rv.CreatedAt = rv.CreatedAt.UTC()
+	return ReviewWriteResult{Outcome: res.Outcome, Waited: res.Waited, Key: keyPtr(in.Key), Operation: op, Review: rv, Envelope: res.Envelope}, nil
 }
 
 // RestoreKey restores the stored envelope of a key with the policy its operation uses today, as
@@ -634,14 +690,6 @@ func (k *Kernel) RestoreKey(ctx context.Context, owner, operation string, respon
 		return nil, nil, &v.Review, nil
 	}
 	return nil, nil, nil, apperr.New(apperr.PolicyMismatch, "operation %s has no result policy (legacy)", operation)
-}
-
-func compact(raw json.RawMessage) json.RawMessage {
-	var b bytes.Buffer
-	if err := json.Compact(&b, raw); err != nil {
-		return raw
-	}
-	return b.Bytes()
 }
 
 func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }

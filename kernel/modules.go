@@ -49,7 +49,8 @@ type Module struct {
 	// Legacy modules refuse every write before the runner or a repository runs.
 	Legacy   bool
 	Features []Feature
-	// ValidatePayload applies the module's rules to a payload (after the JSON boundary).
+	// ValidatePayload applies the module's rules to a payload (after the JSON boundary); nil
+	// accepts any object without decoding it.
 	ValidatePayload func(payload map[string]any, rules RuleSnapshot) error
 	// createOp is OpCreate(Code), built once by NewRegistry: every create request needs it.
 	createOp string
@@ -143,7 +144,7 @@ func noteModule() *Module {
 	return &Module{
 		Code:            ModuleNote,
 		Description:     "plain records; payload is any JSON object",
-		ValidatePayload: func(map[string]any, RuleSnapshot) error { return nil },
+		ValidatePayload: nil, // any object
 		Features: []Feature{{
 			ID: "F01", Name: "archive", Mode: ModeInternal,
 			Apply: func(p map[string]any, _ map[string]any) (map[string]any, map[string]any, error) {
@@ -243,7 +244,7 @@ func identityModule() *Module {
 		Code:            ModuleIdentity,
 		Description:     "legacy identity records: every write is disabled; old raw-json-v1 receipts stay readable",
 		Legacy:          true,
-		ValidatePayload: func(map[string]any, RuleSnapshot) error { return nil },
+		ValidatePayload: nil, // any object
 	}
 }
 

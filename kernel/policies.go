@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"idemwork/apperr"
+	"idemwork/jsonb"
 	"idemwork/store"
 )
 
@@ -114,7 +116,7 @@ func (commitmentReviewPolicy) Serialize(v ReviewResult) (json.RawMessage, error)
 
 func (p commitmentReviewPolicy) Restore(ctx context.Context, owner, module string, result json.RawMessage) (ReviewResult, error) {
 	var ref reviewRef
-	if err := json.Unmarshal(result, &ref); err != nil {
+	if err := decodeReviewRef(result, &ref); err != nil {
 		return ReviewResult{}, apperr.New(apperr.SnapshotIntegrity, "stored result is not a review reference")
 	}
 	rv, err := p.k.db.FindReview(ctx, owner, ref.RecordID, ref.ReviewID)
@@ -170,7 +172,7 @@ func checkSnapshot(row store.RevisionWithParent, owner, module, recordID string,
 	if snap.OwnerID != owner || snap.ModuleCode != module || snap.ID != recordID || snap.Revision != revision {
 		return fail("the snapshot's ownerId/moduleCode/id/revision do not match the row and its parent")
 	}
-	if err := checkJSONShape("snapshot.payload", snap.Payload, 0); err != nil {
+	if _, err := CanonicalObject("snapshot.payload", snap.Payload); err != nil {
 		return fail("the snapshot payload fails the JSON boundary")
 	}
 	return snap, nil
@@ -320,4 +322,56 @@ func (featureExecutionPolicy) NewPrefetch() ([]any, func(owner, module string, r
 		}
 		return FeatureResult{Record: rec, Execution: exec}, true, nil
 	}
+}
+
+// decodeRef reads a stored result reference (the envelope guard has already checked it is a flat
+// object of ids and integers) member by member.
+func decodeRef(result []byte, member func(r *jsonb.Reader, name string) error) error {
+	r := jsonb.NewReader(result)
+	defer r.Close()
+	return r.Object(func(name string) error { return member(r, name) })
+}
+
+func decodeRecordRef(result []byte, ref *recordRef) error {
+	return decodeRef(result, func(r *jsonb.Reader, name string) (err error) {
+		switch name {
+		case "recordId":
+			ref.RecordID, err = r.String()
+		case "revision":
+			ref.Revision, err = r.Int()
+		default:
+			err = r.Skip()
+		}
+		return err
+	})
+}
+
+func decodeExecutionRef(result []byte, ref *executionRef) error {
+	return decodeRef(result, func(r *jsonb.Reader, name string) (err error) {
+		switch name {
+		case "recordId":
+			ref.RecordID, err = r.String()
+		case "revision":
+			ref.Revision, err = r.Int()
+		case "executionId":
+			ref.ExecutionID, err = r.String()
+		default:
+			err = r.Skip()
+		}
+		return err
+	})
+}
+
+func decodeReviewRef(result []byte, ref *reviewRef) error {
+	return decodeRef(result, func(r *jsonb.Reader, name string) (err error) {
+		switch name {
+		case "recordId":
+			ref.RecordID, err = r.String()
+		case "reviewId":
+			ref.ReviewID, err = r.String()
+		default:
+			err = r.Skip()
+		}
+		return err
+	})
 }
