@@ -188,7 +188,7 @@ func (s *state) pointer() string { return string(s.dec.StackPointer()) }
 
 func (s *state) checkSize() error {
 	if s.lim.MaxBytes > 0 && len(s.out) > s.lim.MaxBytes {
-		return &Error{Kind: TooLarge, Pointer: s.pointer(), Detail: fmt.Sprintf("longer than %d bytes in its canonical form (as PostgreSQL stores and prints it)", s.lim.MaxBytes)}
+		return &Error{Kind: TooLarge, Pointer: s.pointer(), Detail: fmt.Sprintf("exceeds the %d-byte limit in its canonical form (as PostgreSQL stores and prints it)", s.lim.MaxBytes)}
 	}
 	return nil
 }
@@ -214,7 +214,15 @@ func (s *state) value() error {
 		if err != nil {
 			return s.fail(err, "not valid JSON")
 		}
-		if s.out, err = AppendNumber(s.out, v, s.lim.MaxBytes-len(s.out)); err != nil {
+		room := 0
+		if s.lim.MaxBytes > 0 {
+			room = max(s.lim.MaxBytes-len(s.out), 1)
+		}
+		if s.out, err = AppendNumber(s.out, v, room); err != nil {
+			var big *numberTooLong
+			if errors.As(err, &big) {
+				return &Error{Kind: TooLarge, Pointer: s.pointer(), Detail: fmt.Sprintf("exceeds the %d-byte limit with its numbers written out as PostgreSQL stores them (%.32s prints as %d characters)", s.lim.MaxBytes, big.lit, big.n)}
+			}
 			return &Error{Kind: Number, Pointer: s.pointer(), Detail: err.Error()}
 		}
 		return s.checkSize()
@@ -469,7 +477,7 @@ func AppendNumber(dst, lit []byte, room int) ([]byte, error) {
 		n++ // zero has no sign
 	}
 	if room > 0 && n > room {
-		return dst, fmt.Errorf("the number %.32s is written out as %d characters by PostgreSQL, more than the %d bytes left under the limit", lit, n, room)
+		return dst, &numberTooLong{lit: string(lit), n: n}
 	}
 	dst = slices.Grow(dst, n)
 	if first >= 0 && neg {
@@ -491,7 +499,49 @@ func AppendNumber(dst, lit []byte, room int) ([]byte, error) {
 	return dst, nil
 }
 
+// numberTooLong is AppendNumber's error for a rendering longer than the room left.
+type numberTooLong struct {
+	lit string
+	n   int
+}
+
+func (e *numberTooLong) Error() string {
+	return fmt.Sprintf("the number %.32s prints as %d characters", e.lit, e.n)
+}
+
 func errOverflow(lit []byte) error {
 	return fmt.Errorf("the number %.32s is outside what PostgreSQL jsonb can store (at most %d digits before the decimal point and %d after)",
 		lit, maxNumericIntDigits, maxNumericScale)
+}
+
+// Member is one member of an object to write: its name and its value's canonical text.
+type Member struct {
+	Name  string
+	Value []byte
+}
+
+// AppendObject appends the canonical text of an object of distinct members, in jsonb's order;
+// a member whose Value is nil is left out. It sorts members in place.
+func AppendObject(dst []byte, members ...Member) []byte {
+	slices.SortFunc(members, func(a, b Member) int {
+		if len(a.Name) != len(b.Name) {
+			return len(a.Name) - len(b.Name)
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	dst = append(dst, '{')
+	first := true
+	for _, m := range members {
+		if m.Value == nil {
+			continue
+		}
+		if !first {
+			dst = append(dst, ", "...)
+		}
+		first = false
+		dst = AppendString(dst, m.Name)
+		dst = append(dst, ": "...)
+		dst = append(dst, m.Value...)
+	}
+	return append(dst, '}')
 }

@@ -120,7 +120,8 @@ func TestLimits(t *testing.T) {
 	// The size is the canonical text's: nine bytes of 1e131071 are 131072 digits.
 	_, err = jsonb.Canonical([]byte(`{"n":1e131071}`), jsonb.Limits{MaxBytes: 64 << 10})
 	require.ErrorAs(t, err, &je)
-	require.Equal(t, jsonb.Number, je.Kind)
+	require.Equal(t, jsonb.TooLarge, je.Kind)
+	require.Contains(t, je.Detail, "prints as 131072 characters")
 	out, err := jsonb.Canonical([]byte(`{"a":1,"b":2}`), jsonb.Limits{MaxBytes: len(`{"a": 1, "b": 2}`)})
 	require.NoError(t, err)
 	require.Equal(t, `{"a": 1, "b": 2}`, string(out))

@@ -164,7 +164,9 @@ func TestTheVersion1BodiesOfEveryWriteKeepTheirKnownFingerprints(t *testing.T) {
 	note := b.createNote(t, "alice", "v1-base", "base")
 	mem := b.createMem(t, "alice", "v1-mem", "some content")
 	commitment := b.createCommitment(t, "alice", "v1-c")
-	set := func(key, fp string) { b.exec(t, `UPDATE idempotency_record SET fingerprint = $1 WHERE idempotency_key = $2`, fp, key) }
+	set := func(key, fp string) {
+		b.exec(t, `UPDATE idempotency_record SET fingerprint = $1 WHERE idempotency_key = $2`, fp, key)
+	}
 	replay := func(run func() (idem.Outcome, error)) {
 		t.Helper()
 		out, err := run()
