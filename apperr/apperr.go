@@ -24,7 +24,11 @@ const (
 	LegacyWriteDisable Code = "LEGACY_WRITE_DISABLED"
 	SnapshotIntegrity  Code = "SNAPSHOT_INTEGRITY_VIOLATION"
 	ReadOnly           Code = "READ_ONLY"
-	Internal           Code = "INTERNAL"
+	// Overloaded: no database connection within the acquire timeout, or the owner's share of
+	// the pool is in use; the client retries after Retry-After.
+	Overloaded     Code = "OVERLOADED"
+	SchemaNotReady Code = "SCHEMA_NOT_READY"
+	Internal       Code = "INTERNAL"
 	// Adapter-level codes (HTTP and CLI input), not part of the kernel's vocabulary.
 	BadRequest      Code = "BAD_REQUEST"
 	Unauthorized    Code = "UNAUTHORIZED"
@@ -45,6 +49,8 @@ var statuses = map[Code]int{
 	LegacyWriteDisable: http.StatusGone,
 	SnapshotIntegrity:  http.StatusInternalServerError,
 	ReadOnly:           http.StatusForbidden,
+	Overloaded:         http.StatusServiceUnavailable,
+	SchemaNotReady:     http.StatusServiceUnavailable,
 	Internal:           http.StatusInternalServerError,
 	BadRequest:         http.StatusBadRequest,
 	Unauthorized:       http.StatusUnauthorized,

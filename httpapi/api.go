@@ -1,12 +1,10 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -43,6 +41,11 @@ const DefaultMaxBodyBytes = 256 << 10
 // Adapter-level codes without an entry in apperr.
 const (
 	codeMethodNotAllowed apperr.Code = "METHOD_NOT_ALLOWED"
+	// codeClientClosed is logged (status 499, nginx's convention) for a request whose client went
+	// away before the answer: not a server error, and nobody reads the body.
+	codeClientClosed apperr.Code = "CLIENT_CLOSED_REQUEST"
+	// statusClientClosed is the status logged and counted for codeClientClosed.
+	statusClientClosed = 499
 )
 
 // Options configures the handler.
@@ -58,6 +61,9 @@ type Options struct {
 	// RequestContext, when set, derives each request's context (storms use it to inject a
 	// fault into the server's work).
 	RequestContext func(context.Context) context.Context
+	// RequireKey makes a write without an Idempotency-Key 400 BAD_REQUEST (config
+	// http.require_key), as the IETF draft recommends for endpoints that need one.
+	RequireKey bool
 }
 
 // API is the HTTP handler over a kernel.
@@ -68,6 +74,7 @@ type API struct {
 	log     *slog.Logger
 	mux     *http.ServeMux
 	methods []string
+	metrics *metrics
 }
 
 type tokenEntry struct {
@@ -80,7 +87,7 @@ func New(k *kernel.Kernel, opts Options) *API {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	a := &API{k: k, opts: opts, mux: http.NewServeMux(),
+	a := &API{k: k, opts: opts, mux: http.NewServeMux(), metrics: newMetrics(k),
 		methods: []string{http.MethodGet, http.MethodPost, http.MethodPatch, http.MethodPut, http.MethodDelete}}
 	for tok, owner := range opts.Tokens {
 		a.tokens = append(a.tokens, tokenEntry{sum: sha256.Sum256([]byte(tok)), owner: owner})
@@ -99,6 +106,8 @@ func New(k *kernel.Kernel, opts Options) *API {
 	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
 	})
+	m.HandleFunc("GET /readyz", a.readyz)
+	m.Handle("GET /metrics", a.metrics.handler)
 	m.HandleFunc("/", a.fallback)
 	return a
 }
@@ -108,6 +117,7 @@ type accessEntry struct {
 	outcome string
 	owner   string
 	err     error
+	waited  bool
 }
 
 type entryKey struct{}
@@ -143,6 +153,8 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	entry := &accessEntry{}
+	id := requestID(r)
+	w.Header().Set(HeaderRequestID, id)
 	ctx := context.WithValue(r.Context(), entryKey{}, entry)
 	if a.opts.RequestContext != nil {
 		ctx = a.opts.RequestContext(ctx)
@@ -159,15 +171,17 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				writeError(sw, apperr.New(apperr.Internal, "internal error (see the server log)"))
 			}
 		}
+		took := time.Since(start)
+		a.metrics.observe(r, sw.status, entry, took)
 		if a.log == nil {
 			return
 		}
 		attrs := []any{"method", r.Method, "path", r.URL.Path, "status", sw.status,
-			"outcome", entry.outcome, "duration", time.Since(start).Round(time.Microsecond).String()}
+			"outcome", entry.outcome, "duration", took.Round(time.Microsecond).String(), "request_id", id}
 		if entry.owner != "" {
 			attrs = append(attrs, "owner", entry.owner)
 		}
-		if entry.err != nil && sw.status >= 500 {
+		if entry.err != nil && (sw.status >= 500 || sw.status == statusClientClosed) {
 			attrs = append(attrs, "error", entry.err.Error())
 		}
 		a.log.Info("request", attrs...)
@@ -209,14 +223,26 @@ type reply struct {
 
 type endpointFunc func(r *http.Request, owner string) (reply, error)
 
+// writeFunc is a write route's handler, given the request's Idempotency-Key ("" for none).
+type writeFunc func(r *http.Request, owner, key string) (reply, error)
+
 // write guards a write route: on a read-only session every write is refused with READ_ONLY
-// before the runner starts — a replay included, though it would only read.
-func (a *API) write(fn endpointFunc) endpointFunc {
+// before the runner starts — a replay included, though it would only read; the Idempotency-Key
+// header is parsed (400 BAD_REQUEST when it is empty, repeated or unparsable, or absent where
+// http.require_key asks for one).
+func (a *API) write(fn writeFunc) endpointFunc {
 	return func(r *http.Request, owner string) (reply, error) {
 		if err := a.k.RequireWritable(); err != nil {
 			return reply{}, err
 		}
-		return fn(r, owner)
+		key, present, err := ParseIdempotencyKey(r.Header)
+		if err != nil {
+			return reply{}, err
+		}
+		if !present && a.opts.RequireKey {
+			return reply{}, apperr.New(apperr.BadRequest, "this server requires an %s header on every write (http.require_key = true)", HeaderIdempotencyKey)
+		}
+		return fn(r, owner, key)
 	}
 }
 
@@ -235,10 +261,20 @@ func (a *API) endpoint(fn endpointFunc) http.HandlerFunc {
 		rep, err := fn(r, owner)
 		if err != nil {
 			e.err = err
+			if r.Context().Err() != nil && apperr.As(err).Status() >= 500 {
+				// The client went away and the work was cancelled with it: not a server error.
+				e.outcome = string(codeClientClosed)
+				writeErrorStatus(w, statusClientClosed, codeClientClosed, "the client closed the request before the answer")
+				return
+			}
 			e.outcome = string(apperr.As(err).Code)
+			if apperr.Is(err, apperr.Overloaded) {
+				w.Header().Set("Retry-After", "1")
+			}
 			writeError(w, err)
 			return
 		}
+		e.waited = rep.waited
 		if rep.outcome != "" {
 			e.outcome = string(rep.outcome)
 			w.Header().Set(HeaderOutcome, string(rep.outcome))
@@ -260,6 +296,9 @@ func (a *API) endpoint(fn endpointFunc) http.HandlerFunc {
 // --dev-auth, from loopback only) X-Owner-Id. Never a body field.
 func (a *API) authenticate(r *http.Request) (string, error) {
 	var tokenOwner string
+	if n := len(r.Header.Values("Authorization")); n > 1 {
+		return "", apperr.New(apperr.BadRequest, "Authorization appears %d times; send one 'Bearer <token>'", n)
+	}
 	if h := r.Header.Get("Authorization"); h != "" {
 		scheme, tok, ok := strings.Cut(h, " ")
 		tok = strings.TrimSpace(tok)
@@ -317,71 +356,6 @@ func isLoopbackRemote(remote string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
-}
-
-// decodeBody reads a capped JSON body strictly into dst: anything but exactly one JSON object,
-// unknown fields and mistyped fields are 400 BAD_REQUEST, a body over the cap 413
-// PAYLOAD_TOO_LARGE. An empty body is accepted only when optional.
-func (a *API) decodeBody(r *http.Request, dst any, optional bool) error {
-	limit := a.opts.MaxBodyBytes
-	if r.ContentLength > limit {
-		return tooLarge(limit)
-	}
-	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, limit))
-	var raw json.RawMessage
-	err := dec.Decode(&raw)
-	switch {
-	case errors.Is(err, io.EOF):
-		if optional {
-			return nil
-		}
-		return apperr.New(apperr.BadRequest, "the request body must be a JSON object")
-	case err != nil:
-		return badBody(err, limit)
-	}
-	if err := dec.Decode(&struct{}{}); !errors.Is(err, io.EOF) {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return tooLarge(limit)
-		}
-		return apperr.New(apperr.BadRequest, "the request body must hold exactly one JSON object")
-	}
-	if raw = bytes.TrimSpace(raw); len(raw) == 0 || raw[0] != '{' {
-		return apperr.New(apperr.BadRequest, "the request body must be a JSON object")
-	}
-	strict := json.NewDecoder(bytes.NewReader(raw))
-	strict.DisallowUnknownFields()
-	if err := strict.Decode(dst); err != nil {
-		return badBody(err, limit)
-	}
-	return nil
-}
-
-func tooLarge(limit int64) error {
-	return apperr.New(apperr.PayloadTooLarge, "the request body exceeds http.max_body_bytes (%d bytes)", limit)
-}
-
-func badBody(err error, limit int64) error {
-	var mbe *http.MaxBytesError
-	if errors.As(err, &mbe) {
-		return tooLarge(limit)
-	}
-	var syn *json.SyntaxError
-	var typ *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &syn):
-		return apperr.New(apperr.BadRequest, "malformed JSON at byte %d: %v", syn.Offset, syn)
-	case errors.As(err, &typ):
-		if typ.Field != "" {
-			return apperr.New(apperr.BadRequest, "field %q: want %s, got JSON %s", typ.Field, typ.Type, typ.Value)
-		}
-		return apperr.New(apperr.BadRequest, "the request body must be a JSON object, got JSON %s", typ.Value)
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return apperr.New(apperr.BadRequest, "malformed JSON: the body ends early")
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return apperr.New(apperr.BadRequest, "unknown field %s (the owner comes from the bearer token, never from the body)", strings.TrimPrefix(err.Error(), "json: unknown field "))
-	}
-	return apperr.New(apperr.BadRequest, "malformed JSON: %v", err)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

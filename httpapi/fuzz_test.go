@@ -3,44 +3,106 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"idemwork/apperr"
+	"idemwork/jsonb"
 )
 
 // FuzzDecodeBody: whatever a client sends, decoding a body either fills the request struct from
-// exactly one JSON object within the cap, or fails with 400 BAD_REQUEST / 413
-// PAYLOAD_TOO_LARGE — never a panic, never another code.
+// exactly one JSON object within the cap — valid UTF-8, no duplicate name — or fails with 400
+// BAD_REQUEST, 413 PAYLOAD_TOO_LARGE or (a duplicate name, invalid UTF-8, a NUL) 422
+// VALIDATION_FAILED — never a panic, never another code.
 func FuzzDecodeBody(f *testing.F) {
 	for _, s := range []string{`{"title":"t"}`, `{"title":"t","payload":{"a":[1,2]}}`, `{"expectRevision":1}`, ``, `{`, `[]`,
-		`{"title":"t"} {}`, `{"owner":"x"}`, `null`, `{"title":1}`, "{\"title\":\"\u0000\"}", `{"title":"t"}` + string(bytes.Repeat([]byte(" "), 300))} {
+		`{"title":"t"} {}`, `{"owner":"x"}`, `null`, `{"title":1}`, "{\"title\":\"\u0000\"}", `{"title":"t"}` + string(bytes.Repeat([]byte(" "), 300)),
+		`{"title":"a","title":"b"}`, `{"payload":{"a":1,"a":2}}`, "{\"title\":\"\xff\"}", `{"summary":null,"title":"t"}`} {
 		f.Add([]byte(s), false)
 		f.Add([]byte(s), true)
 	}
 	a := &API{opts: Options{MaxBodyBytes: 256}}
 	f.Fuzz(func(t *testing.T, body []byte, patch bool) {
 		r := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
-		var dst any = &CreateBody{}
+		var err error
 		if patch {
-			dst = &PatchBody{}
+			var b PatchBody
+			err = a.decodeObject(r, false, b.read)
+		} else {
+			var b CreateBody
+			err = a.decodeObject(r, false, b.read)
 		}
-		err := a.decodeBody(r, dst, false)
 		if err == nil {
 			if len(body) > 256 {
 				t.Fatalf("accepted %d bytes over a 256-byte cap", len(body))
 			}
 			var m map[string]json.RawMessage
-			if json.Unmarshal(body, &m) != nil || m == nil {
+			if json.Unmarshal(body, &m) != nil || m == nil || !utf8.Valid(body) {
 				t.Fatalf("accepted a body that is not one JSON object: %q", body)
+			}
+			if _, err := jsonb.Canonical(body, jsonb.Limits{}); err != nil {
+				var je *jsonb.Error
+				if !errors.As(err, &je) || je.Kind != jsonb.Number {
+					t.Fatalf("accepted a body the boundary refuses: %q: %v", body, err)
+				}
 			}
 			return
 		}
 		switch c := apperr.CodeOf(err); c {
-		case apperr.BadRequest, apperr.PayloadTooLarge:
+		case apperr.BadRequest, apperr.PayloadTooLarge, apperr.ValidationFailed:
 		default:
 			t.Fatalf("code %s for %q: %v", c, body, err)
+		}
+	})
+}
+
+// FuzzParseIdempotencyKey: the header parser never panics; it accepts exactly one header that is
+// a bare run of visible ASCII or a well-formed RFC 8941 sf-string, the two spellings of a key
+// name the same key, and everything else is 400 BAD_REQUEST.
+func FuzzParseIdempotencyKey(f *testing.F) {
+	for _, s := range []string{"k", `"k"`, `"8e03978e-40d5-43e8-bc93-6894a57f9324"`, "8e03978e-40d5-43e8-bc93-6894a57f9324", ``, ` `, "\t",
+		`""`, `"a\"b"`, `"a\\b"`, `"a\b"`, `"unterminated`, `"k";p=1`, `"k" `, ` k `, "a b", "é", `"é"`, `"a b"`, "\x00"} {
+		f.Add(s, false)
+		f.Add(s, true)
+	}
+	f.Fuzz(func(t *testing.T, v string, twice bool) {
+		h := http.Header{}
+		h.Add(HeaderIdempotencyKey, v)
+		if twice {
+			h.Add(HeaderIdempotencyKey, v)
+		}
+		key, present, err := ParseIdempotencyKey(h)
+		if !present {
+			t.Fatal("a sent header is present")
+		}
+		if err != nil {
+			if c := apperr.CodeOf(err); c != apperr.BadRequest {
+				t.Fatalf("code %s for %q", c, v)
+			}
+			return
+		}
+		if twice {
+			t.Fatalf("accepted a repeated header %q", v)
+		}
+		if key == "" || strings.TrimSpace(key) != key && !strings.HasPrefix(strings.TrimSpace(v), `"`) {
+			t.Fatalf("accepted %q as key %q", v, key)
+		}
+		for i := 0; i < len(key); i++ {
+			if key[i] < 0x20 || key[i] > 0x7e {
+				t.Fatalf("key %q of %q holds byte 0x%02x", key, v, key[i])
+			}
+		}
+		// The quoted spelling of a key names the same key as the bare one.
+		quoted := `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(key) + `"`
+		q := http.Header{}
+		q.Set(HeaderIdempotencyKey, quoted)
+		again, _, err := ParseIdempotencyKey(q)
+		if err != nil || again != key {
+			t.Fatalf("%q: key %q, quoted %s gives %q, %v", v, key, quoted, again, err)
 		}
 	})
 }

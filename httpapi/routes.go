@@ -51,8 +51,6 @@ func shareOf(r *http.Request) *bool {
 	return nil
 }
 
-func keyOf(r *http.Request) string { return r.Header.Get(HeaderIdempotencyKey) }
-
 // rawOrNil keeps an absent JSON field absent (nil) rather than a literal null.
 func rawOrNil(raw json.RawMessage) json.RawMessage {
 	if len(raw) == 0 {
@@ -65,13 +63,13 @@ func writeReply(status int, res kernel.WriteResult) reply {
 	return reply{status: status, body: res, outcome: res.Outcome, waited: res.Waited}
 }
 
-func (a *API) createRecord(r *http.Request, owner string) (reply, error) {
+func (a *API) createRecord(r *http.Request, owner, key string) (reply, error) {
 	var b CreateBody
-	if err := a.decodeBody(r, &b, false); err != nil {
+	if err := a.decodeObject(r, false, b.read); err != nil {
 		return reply{}, err
 	}
 	module := r.PathValue("module")
-	res, err := a.k.Create(r.Context(), kernel.CreateInput{Owner: owner, Module: module, Key: keyOf(r),
+	res, err := a.k.Create(r.Context(), kernel.CreateInput{Owner: owner, Module: module, Key: key,
 		Title: b.Title, Summary: b.Summary, Payload: rawOrNil(b.Payload), ShareInFlight: shareOf(r)})
 	if err != nil {
 		return reply{}, err
@@ -87,13 +85,13 @@ func recordPath(module, id string) string {
 	return "/v1/modules/" + url.PathEscape(module) + "/records/" + url.PathEscape(id)
 }
 
-func (a *API) patchRecord(r *http.Request, owner string) (reply, error) {
+func (a *API) patchRecord(r *http.Request, owner, key string) (reply, error) {
 	var b PatchBody
-	if err := a.decodeBody(r, &b, false); err != nil {
+	if err := a.decodeObject(r, false, b.read); err != nil {
 		return reply{}, err
 	}
 	res, err := a.k.Patch(r.Context(), kernel.PatchInput{Owner: owner, Module: r.PathValue("module"), RecordID: r.PathValue("id"),
-		Key: keyOf(r), ExpectRevision: b.ExpectRevision, Title: b.Title, Summary: b.Summary, Payload: rawOrNil(b.Payload),
+		Key: key, ExpectRevision: b.ExpectRevision, Title: b.Title, Summary: b.Summary, Payload: rawOrNil(b.Payload),
 		ShareInFlight: shareOf(r)})
 	if err != nil {
 		return reply{}, err
@@ -101,29 +99,29 @@ func (a *API) patchRecord(r *http.Request, owner string) (reply, error) {
 	return writeReply(http.StatusOK, res), nil
 }
 
-func (a *API) runFeature(r *http.Request, owner string) (reply, error) {
+func (a *API) runFeature(r *http.Request, owner, key string) (reply, error) {
 	var b FeatureBody
-	if err := a.decodeBody(r, &b, true); err != nil {
+	if err := a.decodeObject(r, true, b.read); err != nil {
 		return reply{}, err
 	}
 	res, err := a.k.RunFeature(r.Context(), kernel.FeatureInput{Owner: owner, Module: r.PathValue("module"), RecordID: r.PathValue("id"),
-		FeatureID: r.PathValue("featureId"), Key: keyOf(r), Input: rawOrNil(b.Input), ShareInFlight: shareOf(r)})
+		FeatureID: r.PathValue("featureId"), Key: key, Input: rawOrNil(b.Input), ShareInFlight: shareOf(r)})
 	if err != nil {
 		return reply{}, err
 	}
 	return writeReply(http.StatusOK, res), nil
 }
 
-func (a *API) createReview(r *http.Request, owner string) (reply, error) {
+func (a *API) createReview(r *http.Request, owner, key string) (reply, error) {
 	if m := r.PathValue("module"); m != kernel.ModuleCommitment {
 		return reply{}, apperr.New(apperr.NotFound, "reviews exist only for %s records (POST /v1/modules/%s/records/{id}/reviews), not %s",
 			kernel.ModuleCommitment, kernel.ModuleCommitment, m)
 	}
 	var b ReviewBody
-	if err := a.decodeBody(r, &b, false); err != nil {
+	if err := a.decodeObject(r, false, b.read); err != nil {
 		return reply{}, err
 	}
-	res, err := a.k.CreateReview(r.Context(), kernel.ReviewInput{Owner: owner, RecordID: r.PathValue("id"), Key: keyOf(r),
+	res, err := a.k.CreateReview(r.Context(), kernel.ReviewInput{Owner: owner, RecordID: r.PathValue("id"), Key: key,
 		Verdict: b.Verdict, Comment: b.Comment, ShareInFlight: shareOf(r)})
 	if err != nil {
 		return reply{}, err

@@ -35,7 +35,8 @@ func CheckLoopbackAddr(addr string) error {
 }
 
 // Listen opens a TCP listener on addr; unless allowRemote, the address it actually bound must be
-// a loopback one (a "localhost" that resolves elsewhere is refused too).
+// a loopback one (a "localhost" that resolves elsewhere is refused too). The few errors net/http
+// answers itself leave its connections as the JSON error object too (see rawerrors.go).
 func Listen(addr string, allowRemote bool) (net.Listener, error) {
 	if !allowRemote {
 		if err := CheckLoopbackAddr(addr); err != nil {
@@ -52,7 +53,7 @@ func Listen(addr string, allowRemote bool) (net.Listener, error) {
 			return nil, apperr.New(apperr.Usage, "--addr %s bound %s, which is not loopback; pass --allow-remote to override", addr, ln.Addr())
 		}
 	}
-	return ln, nil
+	return jsonErrorsListener{ln}, nil
 }
 
 // NewServer wraps h in an http.Server with timeouts suited to an API (no slowloris, bounded

@@ -29,16 +29,18 @@ const DefaultTTL = 24 * time.Hour
 // Runner runs idempotent writes. One per process (per database), shared by every caller so
 // in-flight sharing works.
 type Runner struct {
-	db      *store.DB
-	clock   Clock
-	ttl     time.Duration
-	flights flights
+	db        *store.DB
+	clock     Clock
+	ttl       time.Duration
+	flights   flights
+	admission *Admission
 }
 
 // Options configures a Runner.
 type Options struct {
-	TTL   time.Duration // default DefaultTTL
-	Clock Clock         // default: the system clock
+	TTL    time.Duration // default DefaultTTL
+	Clock  Clock         // default: the system clock
+	Limits Limits        // the per-key and per-owner shares of the pool (zero: defaults)
 }
 
 // NewRunner returns a runner over db.
@@ -49,8 +51,15 @@ func NewRunner(db *store.DB, opts Options) *Runner {
 	if opts.Clock == nil {
 		opts.Clock = &OffsetClock{}
 	}
-	return &Runner{db: db, clock: opts.Clock, ttl: opts.TTL}
+	pool := 0
+	if db != nil && db.Pool != nil {
+		pool = int(db.Pool.Config().MaxConns)
+	}
+	return &Runner{db: db, clock: opts.Clock, ttl: opts.TTL, admission: newAdmission(opts.Limits, pool)}
 }
+
+// Admission is the runner's per-key and per-owner bound on database connections.
+func (r *Runner) Admission() *Admission { return r.admission }
 
 // DB is the database the runner writes to.
 func (r *Runner) DB() *store.DB { return r.db }
@@ -120,7 +129,7 @@ func RunPrepared[T, P any](ctx context.Context, r *Runner, req Request, policy R
 		return Result[T]{}, err
 	}
 	if req.Key == "" {
-		return runUnkeyed(ctx, r, prepare, work)
+		return runUnkeyed(ctx, r, req.Owner, prepare, work)
 	}
 	if err := ValidateKey(req.Key); err != nil {
 		return Result[T]{}, err
@@ -161,9 +170,16 @@ func JoinInFlight[T any](ctx context.Context, r *Runner, req *Request) (res Resu
 }
 
 // runUnkeyed runs prepare and work once in one transaction, without idempotency.
-func runUnkeyed[T, P any](ctx context.Context, r *Runner, prepare func(ctx context.Context) (P, error),
+func runUnkeyed[T, P any](ctx context.Context, r *Runner, owner string, prepare func(ctx context.Context) (P, error),
 	work func(ctx context.Context, p P) (T, error)) (Result[T], error) {
 	var v T
+	if !store.InTx(ctx) {
+		leave, err := r.admission.enterOwner(ctx, owner)
+		if err != nil {
+			return Result[T]{}, err
+		}
+		defer leave()
+	}
 	err := r.db.Tx(ctx, func(ctx context.Context) error {
 		p, err := prepare(ctx)
 		if err != nil {
@@ -232,19 +248,33 @@ type keyedCall[T, P any] struct {
 func (c *keyedCall[T, P]) run(ctx context.Context) (Result[T], error) {
 	var none Result[T]
 	r, req := c.r, c.req
+	inTx := store.InTx(ctx)
+	if !inTx {
+		// Beyond a few requests per key on the database path, the rest wait here without a
+		// connection; and one owner holds at most its share of the pool.
+		leaveKey, err := r.admission.enterKey(ctx, flightKey{req.Owner, req.Key})
+		if err != nil {
+			return none, err
+		}
+		defer leaveKey()
+		leaveOwner, err := r.admission.enterOwner(ctx, req.Owner)
+		if err != nil {
+			return none, err
+		}
+		defer leaveOwner()
+	}
 	now := r.clock.Now()
 	var pre func(owner, module string, result json.RawMessage) (T, bool, error)
-	var row *keyRow
-	var err error
-	if pf, ok := c.policy.(Prefetcher[T]); ok {
-		// One round trip: the key row and the rows its result references.
-		cols, joins := pf.PrefetchSQL()
-		dest, restore := pf.NewPrefetch()
-		row, err = readKeyPrefetch(ctx, r.db.Q(ctx), req.Owner, req.Key, req.Module, cols, joins, dest)
-		pre = restore
-	} else {
-		row, err = readKey(ctx, r.db.Q(ctx), req.Owner, req.Key)
-	}
+	row, err := c.read(ctx, inTx, func(q store.Querier) (*keyRow, error) {
+		if pf, ok := c.policy.(Prefetcher[T]); ok {
+			// One round trip: the key row and the rows its result references.
+			cols, joins := pf.PrefetchSQL()
+			dest, restore := pf.NewPrefetch()
+			pre = restore
+			return readKeyPrefetch(ctx, q, req.Owner, req.Key, req.Module, cols, joins, dest)
+		}
+		return readKey(ctx, q, req.Owner, req.Key)
+	})
 	if err != nil {
 		return none, err
 	}
@@ -337,6 +367,20 @@ func (c *keyedCall[T, P]) run(ctx context.Context) (Result[T], error) {
 		return none, err
 	}
 	return res, nil
+}
+
+// read runs the success-cache read: in the ambient transaction when there is one, else on a
+// pooled connection acquired within the store's acquire timeout (OVERLOADED past it).
+func (c *keyedCall[T, P]) read(ctx context.Context, inTx bool, fn func(q store.Querier) (*keyRow, error)) (*keyRow, error) {
+	if inTx {
+		return fn(c.r.db.Q(ctx))
+	}
+	conn, err := c.r.db.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Release()
+	return fn(conn)
 }
 
 // restore applies the hit rules in SPEC order: operation, fingerprint, policy, then restore.

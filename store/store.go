@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -28,14 +29,18 @@ type Options struct {
 	// Migrate applies pending migrations on connect (under goose's session lock). A read-only
 	// database is never migrated; a pending migration there is reported as an error.
 	Migrate bool
+	// AcquireTimeout bounds the wait for a pooled connection of a transaction or a runner's key
+	// read: past it the request fails with OVERLOADED (503, Retry-After). 0: no bound.
+	AcquireTimeout time.Duration
 }
 
 // DB is the one pool of a process, with a sqlx handle over the same pool for read models.
 type DB struct {
-	Pool     *pgxpool.Pool
-	X        *sqlx.DB
-	ReadOnly bool
-	sqlDB    *sql.DB
+	Pool           *pgxpool.Pool
+	X              *sqlx.DB
+	ReadOnly       bool
+	sqlDB          *sql.DB
+	acquireTimeout time.Duration
 }
 
 // Querier is what repositories need; both a pool and a transaction satisfy it.
@@ -71,7 +76,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*DB, error) {
 		return nil, fmt.Errorf("connect to %s: %w", RedactDSN(dsn), err)
 	}
 	sqlDB := stdlib.OpenDBFromPool(pool)
-	db := &DB{Pool: pool, X: sqlx.NewDb(sqlDB, "pgx"), ReadOnly: opts.ReadOnly, sqlDB: sqlDB}
+	db := &DB{Pool: pool, X: sqlx.NewDb(sqlDB, "pgx"), ReadOnly: opts.ReadOnly, sqlDB: sqlDB, acquireTimeout: opts.AcquireTimeout}
 	if opts.Migrate {
 		if err := db.migrate(ctx); err != nil {
 			db.Close()
@@ -95,6 +100,21 @@ func (db *DB) migrate(ctx context.Context) error {
 	}
 	_, err := migrations.Up(ctx, db.sqlDB)
 	return err
+}
+
+// Acquire takes a pooled connection, waiting at most the acquire timeout: past it, OVERLOADED.
+func (db *DB) Acquire(ctx context.Context) (*pgxpool.Conn, error) {
+	if db.acquireTimeout <= 0 {
+		return db.Pool.Acquire(ctx)
+	}
+	actx, cancel := context.WithTimeout(ctx, db.acquireTimeout)
+	defer cancel()
+	conn, err := db.Pool.Acquire(actx)
+	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		return nil, apperr.Wrap(apperr.Overloaded, err, "no database connection became free within %s (all %d of the pool are busy); retry shortly",
+			db.acquireTimeout, db.Pool.Config().MaxConns)
+	}
+	return conn, err
 }
 
 // SQL returns the database/sql handle over the pool (for goose and sqlx).

@@ -279,8 +279,11 @@ func (db *DB) Tx(ctx context.Context, fn func(ctx context.Context) error) error 
 	if db.ReadOnly {
 		return apperr.New(apperr.ReadOnly, "this session is read-only; reconnect with --allow-writes (or allow_writes = true) to write")
 	}
-	conn, err := db.Pool.Acquire(ctx)
+	conn, err := db.Acquire(ctx)
 	if err != nil {
+		if apperr.Is(err, apperr.Overloaded) {
+			return err
+		}
 		return fmt.Errorf("begin: %w", err)
 	}
 	// Release returns the connection to the pool only when it is idle outside a transaction;

@@ -1,0 +1,110 @@
+package httpapi
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"net/http"
+	"strings"
+
+	"idemwork/apperr"
+)
+
+// ParseIdempotencyKey reads the Idempotency-Key header of draft-ietf-httpapi-idempotency-key-header:
+// an RFC 8941 sf-string ("8e03978e-…", with its escapes \" and \\) or the key bare
+// (8e03978e-…); both name the same key. present is false when the header is absent. An empty,
+// whitespace-only, repeated or unparsable header is 400 BAD_REQUEST: a key the client meant to
+// send is never dropped into an unkeyed write. The key itself is checked by the runner (1-255
+// visible ASCII characters, else 422 VALIDATION_FAILED).
+func ParseIdempotencyKey(h http.Header) (key string, present bool, err error) {
+	values, present := h[http.CanonicalHeaderKey(HeaderIdempotencyKey)]
+	if !present {
+		return "", false, nil
+	}
+	if len(values) != 1 {
+		return "", true, apperr.New(apperr.BadRequest, "%s appears %d times; send it exactly once", HeaderIdempotencyKey, len(values))
+	}
+	v := strings.Trim(values[0], " \t") // optional whitespace around a field value (RFC 9110)
+	if v == "" {
+		return "", true, apperr.New(apperr.BadRequest, "%s is empty; send a key (e.g. a UUID) or leave the header out", HeaderIdempotencyKey)
+	}
+	if v[0] != '"' {
+		for i := 0; i < len(v); i++ {
+			if c := v[i]; c < 0x21 || c > 0x7e {
+				return "", true, apperr.New(apperr.BadRequest, "%s: byte %d (0x%02x) is not a visible ASCII character; quote the key as an sf-string (\"...\") or send it bare without spaces", HeaderIdempotencyKey, i, c)
+			}
+		}
+		return v, true, nil
+	}
+	key, err = parseSFString(v)
+	if err != nil {
+		return "", true, apperr.New(apperr.BadRequest, "%s is not an RFC 8941 string: %s", HeaderIdempotencyKey, err.Error())
+	}
+	if key == "" {
+		return "", true, apperr.New(apperr.BadRequest, "%s is an empty string; send a key (e.g. a UUID) or leave the header out", HeaderIdempotencyKey)
+	}
+	return key, true, nil
+}
+
+type sfError string
+
+func (e sfError) Error() string { return string(e) }
+
+// parseSFString parses an RFC 8941 §4.2.5 sf-string that is the whole value: DQUOTE, then
+// printable ASCII (0x20-0x7E) with \" and \\ as the only escapes, DQUOTE, nothing after it.
+func parseSFString(v string) (string, error) {
+	var b strings.Builder
+	for i := 1; i < len(v); i++ {
+		c := v[i]
+		switch {
+		case c == '\\':
+			i++
+			if i == len(v) || (v[i] != '"' && v[i] != '\\') {
+				return "", sfError("a backslash must escape \" or \\")
+			}
+			b.WriteByte(v[i])
+		case c == '"':
+			if rest := v[i+1:]; rest != "" {
+				return "", sfError("unexpected " + quoteShort(rest) + " after the closing quote")
+			}
+			return b.String(), nil
+		case c < 0x20 || c > 0x7e:
+			return "", sfError("only printable ASCII may appear between the quotes")
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return "", sfError("the closing quote is missing")
+}
+
+func quoteShort(s string) string {
+	if len(s) > 16 {
+		s = s[:16] + "…"
+	}
+	return "\"" + s + "\""
+}
+
+// HeaderRequestID carries a request's id: accepted from the client when it is 1-128 of
+// [A-Za-z0-9._:-], otherwise generated, and always echoed on the response and in the access log.
+const HeaderRequestID = "X-Request-Id"
+
+func requestID(r *http.Request) string {
+	if v := r.Header.Get(HeaderRequestID); validRequestID(v) {
+		return v
+	}
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func validRequestID(v string) bool {
+	if len(v) == 0 || len(v) > 128 {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == ':' || c == '-') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,129 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"idemwork/apperr"
+	"idemwork/kernel"
+	"idemwork/migrations"
+)
+
+// metrics are the server's Prometheus metrics, on a registry of its own (no global state: two
+// servers in one process count apart).
+type metrics struct {
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	waits    prometheus.Counter
+	handler  http.Handler
+}
+
+func newMetrics(k *kernel.Kernel) *metrics {
+	reg := prometheus.NewRegistry()
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "idemwork_http_requests_total",
+			Help: "HTTP requests by route, method, status and outcome (EXECUTED, REPLAYED, JOINED, OK for a read, or the error code)."},
+			[]string{"route", "method", "status", "outcome"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "idemwork_http_request_duration_seconds",
+			Help:    "HTTP request latency by route and outcome.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}},
+			[]string{"route", "outcome"}),
+		waits: prometheus.NewCounter(prometheus.CounterOpts{Name: "idemwork_unique_index_waits_total",
+			Help: "Keyed writes that waited on the idempotency unique index for another transaction (REPLAYED after a wait)."}),
+	}
+	reg.MustRegister(m.requests, m.latency, m.waits, collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if k != nil {
+		r := k.Runner()
+		reg.MustRegister(
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "idemwork_inflight_flights", Help: "In-process flights (one per key being executed) running now."},
+				func() float64 { return float64(r.InFlight()) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "idemwork_inflight_followers", Help: "Requests parked on an in-process flight, waiting for its leader."},
+				func() float64 { return float64(r.Waiting()) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "idemwork_key_queue_waiting", Help: "Same-key requests waiting in-process for their key's turn at the database (beyond idempotency.key_max_conns)."},
+				func() float64 { return float64(r.Admission().KeyWaiting()) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "idemwork_owner_conns_in_use", Help: "Database connections held by keyed writes, summed over owners."},
+				func() float64 { return float64(r.Admission().OwnerSlotsInUse()) }),
+		)
+		pool := k.DB().Pool
+		stat := func(f func(s *pgxpool.Stat) float64) func() float64 {
+			return func() float64 { return f(pool.Stat()) }
+		}
+		reg.MustRegister(
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "idemwork_db_pool_acquired_conns", Help: "Pool connections in use."},
+				stat(func(s *pgxpool.Stat) float64 { return float64(s.AcquiredConns()) })),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "idemwork_db_pool_idle_conns", Help: "Pool connections idle."},
+				stat(func(s *pgxpool.Stat) float64 { return float64(s.IdleConns()) })),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "idemwork_db_pool_max_conns", Help: "Pool ceiling."},
+				stat(func(s *pgxpool.Stat) float64 { return float64(s.MaxConns()) })),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "idemwork_db_pool_empty_acquires_total", Help: "Acquires that had to wait for a connection."},
+				stat(func(s *pgxpool.Stat) float64 { return float64(s.EmptyAcquireCount()) })),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "idemwork_db_pool_acquire_wait_seconds_total", Help: "Time spent waiting for pool connections."},
+				stat(func(s *pgxpool.Stat) float64 { return s.AcquireDuration().Seconds() })),
+		)
+	}
+	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	return m
+}
+
+// observe counts one answered request.
+func (m *metrics) observe(r *http.Request, status int, e *accessEntry, took time.Duration) {
+	route := r.Pattern
+	if route == "" || route == "/" {
+		route = "unmatched"
+	}
+	outcome := e.outcome
+	if outcome == "" {
+		outcome = "OK"
+	}
+	m.requests.WithLabelValues(route, r.Method, strconv.Itoa(status), outcome).Inc()
+	m.latency.WithLabelValues(route, outcome).Observe(took.Seconds())
+	if e.waited {
+		m.waits.Inc()
+	}
+}
+
+// readyz answers 200 when the database answers and its schema is the one this binary expects,
+// else 503 with the reason (SCHEMA_NOT_READY names the command to run).
+func (a *API) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	db := a.k.DB()
+	if err := db.Pool.Ping(ctx); err != nil {
+		entryOf(r).outcome = "DATABASE_UNREACHABLE"
+		entryOf(r).err = err
+		writeErrorStatus(w, http.StatusServiceUnavailable, "DATABASE_UNREACHABLE", "the database does not answer within 2 s (the server log has the cause)")
+		return
+	}
+	known, err := migrations.List(ctx, db.SQL())
+	if err != nil {
+		entryOf(r).outcome = string(apperr.SchemaNotReady)
+		writeErrorStatus(w, http.StatusServiceUnavailable, apperr.SchemaNotReady, "the schema cannot be read; run 'idemwork migrate --status'")
+		return
+	}
+	var latest int64
+	for _, m := range known {
+		if !m.Applied {
+			entryOf(r).outcome = string(apperr.SchemaNotReady)
+			writeErrorStatus(w, http.StatusServiceUnavailable, apperr.SchemaNotReady,
+				"migration "+strconv.FormatInt(m.Version, 10)+" is not applied; run 'idemwork migrate --allow-writes'")
+			return
+		}
+		latest = max(latest, m.Version)
+	}
+	var newest int64
+	if err := db.Pool.QueryRow(ctx, `SELECT coalesce(max(version_id), 0) FROM goose_db_version WHERE is_applied`).Scan(&newest); err == nil && newest > latest {
+		entryOf(r).outcome = string(apperr.SchemaNotReady)
+		writeErrorStatus(w, http.StatusServiceUnavailable, apperr.SchemaNotReady,
+			"the database has migration "+strconv.FormatInt(newest, 10)+", newer than this idemwork knows ("+strconv.FormatInt(latest, 10)+"); upgrade idemwork")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"ready": true, "schemaVersion": latest})
+}
