@@ -46,11 +46,35 @@ func setup(t *testing.T, devAuth bool) *testBundle { t.Helper(); return setupWra
 // know when a request has reached the server.
 func setupWrapped(t *testing.T, devAuth bool, wrap func(http.Handler) http.Handler) *testBundle {
 	t.Helper()
-	db := testdb.NewWith(t, testdb.Options{MaxConns: 40})
-	k := kernel.New(idem.NewRunner(db.DB, idem.Options{}), kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
+	return setupWith(t, serverOptions{devAuth: devAuth, wrap: wrap, db: testdb.Options{MaxConns: 40}})
+}
+
+// serverOptions tune setupWith.
+type serverOptions struct {
+	devAuth bool
+	wrap    func(http.Handler) http.Handler
+	db      testdb.Options
+	runner  idem.Options
+	api     func(*httpapi.Options)
+	// existing serves over this database instead of a fresh one.
+	existing *testdb.DB
+}
+
+func setupWith(t *testing.T, o serverOptions) *testBundle {
+	t.Helper()
+	db := o.existing
+	if db == nil {
+		db = testdb.NewWith(t, o.db)
+	}
+	k := kernel.New(idem.NewRunner(db.DB, o.runner), kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
 	log := &syncBuffer{}
-	api := httpapi.New(k, httpapi.Options{Tokens: map[string]string{aliceToken: "alice", bobToken: "bob"},
-		MaxBodyBytes: maxBody, DevAuth: devAuth, AccessLog: log})
+	opts := httpapi.Options{Tokens: map[string]string{aliceToken: "alice", bobToken: "bob"},
+		MaxBodyBytes: maxBody, DevAuth: o.devAuth, AccessLog: log}
+	if o.api != nil {
+		o.api(&opts)
+	}
+	api := httpapi.New(k, opts)
+	wrap := o.wrap
 	var h http.Handler = api
 	if wrap != nil {
 		h = wrap(api)

@@ -138,8 +138,9 @@ type DB struct {
 
 // Options tunes New.
 type Options struct {
-	ReadOnly bool
-	MaxConns int32
+	ReadOnly       bool
+	MaxConns       int32
+	AcquireTimeout time.Duration
 }
 
 // New returns a fresh migrated database that is dropped when t ends.
@@ -164,7 +165,7 @@ func NewWith(t testing.TB, opts Options) *DB {
 		t.Fatalf("testdb: create database: %v", err)
 	}
 	dsn := withDatabase(shared.adminDSN, name)
-	db, err := store.Open(ctx, dsn, store.Options{ReadOnly: opts.ReadOnly, MaxConns: opts.MaxConns})
+	db, err := store.Open(ctx, dsn, store.Options{ReadOnly: opts.ReadOnly, MaxConns: opts.MaxConns, AcquireTimeout: opts.AcquireTimeout})
 	if err != nil {
 		t.Fatalf("testdb: open: %v", err)
 	}
