@@ -58,7 +58,9 @@ const embeddedDatabase = "idemwork"
 func (a *app) loadConfig() error {
 	cfg, err := config.Load(a.flags.configPath, a.getenv)
 	if err != nil {
-		return &setupError{err}
+		// A bad file, key, value or environment variable is the user's to fix (the message
+		// names it): USAGE, exit 2.
+		return usagef("%v", err)
 	}
 	if a.flags.dsn != "" {
 		cfg.Database.URL = a.flags.dsn
@@ -99,7 +101,7 @@ func (a *app) openDB(ctx context.Context, migrate bool) (*store.DB, error) {
 	if err := a.loadConfig(); err != nil {
 		return nil, err
 	}
-	opts := store.Options{Migrate: migrate, MaxConns: int32(a.cfg.Database.MaxConns)}
+	opts := store.Options{Migrate: migrate, MaxConns: int32(a.cfg.Database.MaxConns), AcquireTimeout: a.cfg.Idempotency.AcquireTimeout.Duration}
 	if opts.MaxConns == 0 {
 		// Connections open lazily; the ceiling is what lets a storm of C concurrent requests
 		// really reach the database (and queue on its unique index) instead of on the pool.

@@ -36,7 +36,9 @@ func (a *app) kernel(ctx context.Context) (*kernel.Kernel, error) {
 
 // kernelOver builds a runner and kernel over db as the config says (TTL, module rules).
 func (a *app) kernelOver(db *store.DB) *kernel.Kernel {
-	runner := idem.NewRunner(db, idem.Options{TTL: a.cfg.Idempotency.TTL.Duration})
+	runner := idem.NewRunner(db, idem.Options{TTL: a.cfg.Idempotency.TTL.Duration, Limits: idem.Limits{
+		KeyMaxConns: a.cfg.Idempotency.KeyMaxConns, OwnerMaxConns: a.cfg.Idempotency.OwnerMaxConns,
+		AcquireTimeout: a.cfg.Idempotency.AcquireTimeout.Duration}})
 	return kernel.New(runner, kernel.NewRegistry(kernel.NewRules(a.cfg.Modules.MEM001.MaxContentLength)), kernel.Options{})
 }
 
@@ -171,7 +173,7 @@ func newReviewCmd(a *app) *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&in.Owner, "owner", "", "owner id")
 	f.StringVar(&in.RecordID, "record", "", "COMMITMENT record id")
-	f.StringVar(&in.Key, "key", "", "Idempotency-Key")
+	f.Var((*keyFlag)(&in.Key), "key", "Idempotency-Key")
 	f.StringVar(&in.Verdict, "verdict", "", "kept or missed")
 	f.StringVar(&in.Comment, "comment", "", "comment (never stored in the envelope)")
 	required(cmd, "owner", "record", "verdict", "comment")

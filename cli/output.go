@@ -60,7 +60,10 @@ func classify(err error) (apperr.Code, int, string, int) {
 	var ae *apperr.Error
 	if errors.As(err, &ae) {
 		exit := ExitInternal
-		if ae.Status() < 500 {
+		switch {
+		case ae.Code == apperr.Usage:
+			exit = ExitUsage // e.g. a DSN that does not parse: the command line's to fix
+		case ae.Status() < 500:
 			exit = ExitRejected
 		}
 		msg := ae.Message

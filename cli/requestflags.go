@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 
 	"github.com/spf13/cobra"
 
@@ -22,7 +23,7 @@ func bindCreate(cmd *cobra.Command, keyHelp string) *createFlags {
 	f := cmd.Flags()
 	f.StringVar(&r.in.Owner, "owner", "", "owner id")
 	f.StringVar(&r.in.Module, "module", "", "module code: NOTE, MEM-001, COMMITMENT")
-	f.StringVar(&r.in.Key, "key", "", keyHelp)
+	f.Var((*keyFlag)(&r.in.Key), "key", keyHelp)
 	f.StringVar(&r.in.Title, "title", "", "title (1-200 characters)")
 	f.StringVar(&r.summary, "summary", "", "summary (at most 2000 characters)")
 	f.Var(&r.payload, "payload", "payload, a JSON object (default {})")
@@ -49,7 +50,7 @@ func bindPatch(cmd *cobra.Command, keyHelp string) *patchFlags {
 	f.StringVar(&r.in.Module, "module", "", "module code")
 	f.StringVar(&r.in.RecordID, "record", "", "record id")
 	f.IntVar(&r.in.ExpectRevision, "expect-revision", 0, "the revision the record must still be at")
-	f.StringVar(&r.in.Key, "key", "", keyHelp)
+	f.Var((*keyFlag)(&r.in.Key), "key", keyHelp)
 	f.StringVar(&r.title, "title", "", "new title")
 	f.StringVar(&r.summary, "summary", "", "new summary")
 	f.Var(&r.payload, "payload", "new payload (a JSON object)")
@@ -75,7 +76,7 @@ func bindAction(cmd *cobra.Command, keyHelp string) *actionFlags {
 	f.StringVar(&r.in.Module, "module", "", "module code")
 	f.StringVar(&r.in.RecordID, "record", "", "record id")
 	f.StringVar(&r.in.FeatureID, "feature", "", "feature id, e.g. F01")
-	f.StringVar(&r.in.Key, "key", "", keyHelp)
+	f.Var((*keyFlag)(&r.in.Key), "key", keyHelp)
 	f.Var(&r.input, "input", "feature input (a JSON object, default {})")
 	required(cmd, "owner", "module", "record", "feature")
 	return r
@@ -99,5 +100,19 @@ func (a *app) runWrite(cmd *cobra.Command, write func(ctx context.Context, k *ke
 		return err
 	}
 	a.printWrite(res)
+	return nil
+}
+
+// keyFlag is an --key flag: given, it must not be empty. An explicit --key "" would otherwise
+// run the write unkeyed, which is not what a script that passed a key meant.
+type keyFlag string
+
+func (k *keyFlag) String() string { return string(*k) }
+func (k *keyFlag) Type() string   { return "KEY" }
+func (k *keyFlag) Set(s string) error {
+	if s == "" {
+		return errors.New("an empty key; pass a key (1-255 visible ASCII characters) or leave --key out for an unkeyed write")
+	}
+	*k = keyFlag(s)
 	return nil
 }

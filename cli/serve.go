@@ -43,7 +43,7 @@ func newServeCmd(a *app) *cobra.Command {
 				return &setupError{err}
 			}
 			api := httpapi.New(k, httpapi.Options{Tokens: a.cfg.HTTP.Tokens, MaxBodyBytes: a.cfg.HTTP.MaxBodyBytes,
-				DevAuth: devAuth, AccessLog: a.stderr})
+				DevAuth: devAuth, AccessLog: a.stderr, RequireKey: a.cfg.HTTP.RequireKey})
 			srv := httpapi.NewServer(api, log.New(a.stderr, "idemwork serve: ", 0))
 			url := "http://" + ln.Addr().String()
 			if a.flags.json {

@@ -87,6 +87,9 @@ func (a *app) runStorm(cmd *cobra.Command, sf *stormFlags, spec storm.Spec) erro
 	if !cmd.Flags().Changed("n") {
 		return usagef("storm needs --n, the number of requests")
 	}
+	if sf.processes < 1 {
+		return usagef("--processes %d: at least 1 (1 fires from this process)", sf.processes)
+	}
 	spec.N, spec.Concurrency, spec.Processes = sf.n, sf.concurrency, sf.processes
 	spec.Via, spec.URL, spec.Share, spec.FailFirst = sf.via, sf.url, !sf.noShare, sf.failFirst
 	if err := a.loadConfig(); err != nil {

@@ -85,3 +85,34 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// Observation 6: a TTL of 1ns let one key execute 19 times in one storm; the TTL has bounds.
+func TestTheTTLAndTheOverloadKnobsHaveBounds(t *testing.T) {
+	t.Parallel()
+	for body, ok := range map[string]bool{
+		"[idempotency]\nttl = \"1ns\"\n":               false,
+		"[idempotency]\nttl = \"999ms\"\n":             false,
+		"[idempotency]\nttl = \"1s\"\n":                true,
+		"[idempotency]\nttl = \"720h\"\n":              true,
+		"[idempotency]\nttl = \"721h\"\n":              false,
+		"[idempotency]\nacquire_timeout = \"5ms\"\n":   false,
+		"[idempotency]\nacquire_timeout = \"250ms\"\n": true,
+		"[idempotency]\nowner_max_conns = -1\n":        false,
+		"[idempotency]\nowner_max_conns = 0\n":         true,
+		"[idempotency]\nkey_max_conns = 0\n":           false,
+		"[idempotency]\nkey_max_conns = 1\n":           true,
+		"[http]\nrequire_key = true\n":                 true,
+	} {
+		cfg, err := config.Load(write(t, body), env(nil))
+		if ok {
+			require.NoError(t, err, body)
+			continue
+		}
+		require.Error(t, err, body)
+		require.Contains(t, err.Error(), "idempotency.", body)
+		_ = cfg
+	}
+	cfg, err := config.Load(write(t, "[http]\nrequire_key = true\n"), env(nil))
+	require.NoError(t, err)
+	require.True(t, cfg.HTTP.RequireKey)
+}

@@ -135,6 +135,15 @@ func RedactDSN(dsn string) string {
 		}
 		return dsn
 	}
+	if scheme, rest, ok := strings.Cut(dsn, "://"); ok {
+		// A URL that does not parse may still carry user:password@: never echo the password.
+		if at := strings.LastIndex(rest, "@"); at >= 0 {
+			if user, _, hasPw := strings.Cut(rest[:at], ":"); hasPw {
+				return scheme + "://" + user + ":xxxxx" + rest[at:]
+			}
+		}
+		return dsn
+	}
 	if strings.Contains(dsn, "password=") {
 		parts := strings.Fields(dsn)
 		for i, p := range parts {
