@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"idemwork/apperr"
+	"idemwork/idem"
 	"idemwork/kernel"
 )
 
@@ -49,6 +50,19 @@ func FuzzCheckJSONObject(f *testing.F) {
 		}
 		if hasNUL(v) {
 			t.Fatalf("accepted a NUL: %q", raw)
+		}
+		// What the boundary accepts round-trips: its canonical form is a fixed point, so the
+		// stored value read back fingerprints and renders as the first request did.
+		canon, err := kernel.CanonicalObject("payload", raw)
+		if err != nil {
+			t.Fatalf("accepted %q but cannot render it: %v", raw, err)
+		}
+		again, err := kernel.CanonicalObject("payload", canon)
+		if err != nil || !bytes.Equal(canon, again) {
+			t.Fatalf("%q: canonical %q renders again as %q, %v", raw, canon, again, err)
+		}
+		if idem.Fingerprint("op", canon) != idem.Fingerprint("op", again) {
+			t.Fatalf("%q: fingerprints differ", raw)
 		}
 	})
 }
