@@ -124,6 +124,7 @@ func TestABadConfigFileIsReportedNotIgnored(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "c.toml")
 	require.NoError(t, os.WriteFile(p, []byte("[databse]\n"), 0o600))
 	code, out, _ := run(t, nil, "--json", "--config", p, "db", "status")
-	require.Equal(t, 4, code)
+	require.Equal(t, 2, code, "a config mistake is the user's to fix: USAGE")
+	require.Equal(t, "USAGE", decode(t, out)["error"].(map[string]any)["code"])
 	require.Contains(t, decode(t, out)["error"].(map[string]any)["message"], "databse")
 }

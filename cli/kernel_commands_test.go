@@ -266,9 +266,9 @@ func TestExitCodesAndErrorObjectsFollowTheSpec(t *testing.T) {
 
 	for _, bad := range []struct{ payload, field string }{
 		{`[1,2]`, "payload:"},
-		{`{"a":"\u0000"}`, "payload:"},
-		{`{"a":"\ud800"}`, "payload:"},
-		{`{"a":1e-99999}`, "payload:"},
+		{`{"a":"\u0000"}`, "payload.a:"},
+		{`{"a":"\ud800"}`, "payload.a:"},
+		{`{"a":1e-99999}`, "payload.a:"},
 	} {
 		e = c.fails(3, "create", "--owner", "alice", "--module", "NOTE", "--key", "bad-payload", "--title", "t", "--payload", bad.payload)
 		require.Equal(t, "VALIDATION_FAILED", e["code"], bad.payload)

@@ -91,7 +91,7 @@ func TestTheQuotedAndTheBareKeyAreTheSameKey(t *testing.T) {
 	require.Equal(t, http.StatusCreated, status)
 	require.Equal(t, "REPLAYED", h.Get(httpapi.HeaderOutcome))
 	// An escaped quote inside an sf-string is part of the key.
-	status, h, raw = b.send(t, "POST", "/v1/modules/NOTE/records", `{"title":"t"}`, httpapi.HeaderIdempotencyKey, `"a\"b\\c"`)
+	status, _, raw = b.send(t, "POST", "/v1/modules/NOTE/records", `{"title":"t"}`, httpapi.HeaderIdempotencyKey, `"a\"b\\c"`)
 	require.Equal(t, http.StatusCreated, status, raw)
 	status, h, _ = b.send(t, "POST", "/v1/modules/NOTE/records", `{"title":"t"}`, httpapi.HeaderIdempotencyKey, `a"b\c`)
 	require.Equal(t, "REPLAYED", h.Get(httpapi.HeaderOutcome), status)

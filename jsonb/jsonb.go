@@ -157,6 +157,8 @@ func (s *state) fail(err error, what string) error {
 	}
 	ptr := string(se.JSONPointer)
 	switch {
+	case errors.Is(se.Err, io.ErrUnexpectedEOF):
+		return &Error{Kind: Syntax, Detail: "unexpected end of JSON"}
 	case errors.Is(se.Err, jsontext.ErrDuplicateName):
 		return &Error{Kind: DuplicateName, Pointer: ptr, Detail: "the name appears twice in one object (a duplicate is refused, never resolved \"last wins\")"}
 	case badUTF8At(s.raw, se.ByteOffset):

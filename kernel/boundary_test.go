@@ -1,7 +1,6 @@
 package kernel_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -211,13 +210,6 @@ func TestTheJSONBoundaryAgreesWithPostgreSQLOnNumbersAndEscapes(t *testing.T) {
 			require.Equal(t, want, accepted, "%.60s: boundary accepted=%v, jsonb error=%v, printed %d bytes", doc, accepted, pgErr, len(printed))
 		}
 	}
-}
-
-func compactLen(t *testing.T, s string) int {
-	t.Helper()
-	var buf bytes.Buffer
-	require.NoError(t, json.Compact(&buf, []byte(s)))
-	return buf.Len()
 }
 
 // storedSize is the size of the record's payload as PostgreSQL prints it.
