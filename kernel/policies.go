@@ -324,54 +324,50 @@ func (featureExecutionPolicy) NewPrefetch() ([]any, func(owner, module string, r
 	}
 }
 
-// decodeRef reads a stored result reference (the envelope guard has already checked it is a flat
-// object of ids and integers) member by member.
-func decodeRef(result []byte, member func(r *jsonb.Reader, name string) error) error {
+// storedRef is any result reference a policy stores; each policy reads its own fields.
+type storedRef struct {
+	recordID, executionID, reviewID string
+	revision                        int
+}
+
+// decodeRef reads a stored result reference (the envelope guard has already checked that it is
+// a flat object of ids and integers) through the JSON boundary's reader.
+func decodeRef(result []byte) (storedRef, error) {
+	var ref storedRef
 	r := jsonb.NewReader(result)
 	defer r.Close()
-	return r.Object(func(name string) error { return member(r, name) })
+	err := r.Object(func(name string) (err error) {
+		switch name {
+		case "recordId":
+			ref.recordID, err = r.String()
+		case "executionId":
+			ref.executionID, err = r.String()
+		case "reviewId":
+			ref.reviewID, err = r.String()
+		case "revision":
+			ref.revision, err = r.Int()
+		default:
+			err = r.Skip()
+		}
+		return err
+	})
+	return ref, err
 }
 
 func decodeRecordRef(result []byte, ref *recordRef) error {
-	return decodeRef(result, func(r *jsonb.Reader, name string) (err error) {
-		switch name {
-		case "recordId":
-			ref.RecordID, err = r.String()
-		case "revision":
-			ref.Revision, err = r.Int()
-		default:
-			err = r.Skip()
-		}
-		return err
-	})
+	r, err := decodeRef(result)
+	*ref = recordRef{RecordID: r.recordID, Revision: r.revision}
+	return err
 }
 
 func decodeExecutionRef(result []byte, ref *executionRef) error {
-	return decodeRef(result, func(r *jsonb.Reader, name string) (err error) {
-		switch name {
-		case "recordId":
-			ref.RecordID, err = r.String()
-		case "revision":
-			ref.Revision, err = r.Int()
-		case "executionId":
-			ref.ExecutionID, err = r.String()
-		default:
-			err = r.Skip()
-		}
-		return err
-	})
+	r, err := decodeRef(result)
+	*ref = executionRef{RecordID: r.recordID, Revision: r.revision, ExecutionID: r.executionID}
+	return err
 }
 
 func decodeReviewRef(result []byte, ref *reviewRef) error {
-	return decodeRef(result, func(r *jsonb.Reader, name string) (err error) {
-		switch name {
-		case "recordId":
-			ref.RecordID, err = r.String()
-		case "reviewId":
-			ref.ReviewID, err = r.String()
-		default:
-			err = r.Skip()
-		}
-		return err
-	})
+	r, err := decodeRef(result)
+	*ref = reviewRef{RecordID: r.recordID, ReviewID: r.reviewID}
+	return err
 }
