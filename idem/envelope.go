@@ -1,6 +1,7 @@
 package idem
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -61,6 +62,11 @@ const maxRefString = 64
 // identifier string or a non-negative integer: a whitelist, so a title, payload, snapshot,
 // content or secret can never ride along. It returns the result's canonical text.
 func guardResult(policy string, fields []string, result []byte) (json.RawMessage, error) {
+	return guard(policy, fields, result, true)
+}
+
+// guard is guardResult; with render false it only checks (a replay passes the stored text on).
+func guard(policy string, fields []string, result []byte, render bool) (json.RawMessage, error) {
 	bad := func(format string, args ...any) error {
 		return apperr.New(apperr.Internal, "envelope guard: %s "+format, append([]any{policy}, args...)...)
 	}
@@ -69,7 +75,8 @@ func guardResult(policy string, fields []string, result []byte) (json.RawMessage
 	var seen [8]bool
 	var extra []string
 	var badField string
-	members := make([]jsonb.Member, 0, len(fields))
+	var buf [8]jsonb.Member
+	members := buf[:0]
 	err := r.Object(func(name string) error {
 		i := slices.Index(fields, name)
 		if i < 0 || i >= len(seen) {
@@ -77,7 +84,7 @@ func guardResult(policy string, fields []string, result []byte) (json.RawMessage
 			return r.Skip()
 		}
 		seen[i] = true
-		v, err := r.Raw()
+		v, err := r.RawView()
 		if err != nil {
 			return err
 		}
@@ -102,6 +109,9 @@ func guardResult(policy string, fields []string, result []byte) (json.RawMessage
 	}
 	if badField != "" {
 		return nil, bad("field %q must be an id (string of at most %d id characters) or a non-negative integer", badField, maxRefString)
+	}
+	if !render {
+		return result, nil
 	}
 	return jsonb.AppendObject(nil, members...), nil
 }
@@ -167,7 +177,7 @@ func ParseEnvelope(raw []byte) (Envelope, error) {
 	r := jsonb.NewReader(raw)
 	defer r.Close()
 	err := r.Object(func(name string) error {
-		v, err := r.Raw()
+		v, err := r.RawView()
 		switch name {
 		case "schemaVersion":
 			version = v
@@ -187,7 +197,12 @@ func ParseEnvelope(raw []byte) (Envelope, error) {
 	}
 	var env Envelope
 	if policy != nil {
-		if err := json.Unmarshal(policy, &env.Policy); err != nil {
+		if policy[0] != '"' {
+			return Envelope{}, apperr.New(apperr.SnapshotIntegrity, "stored envelope policy is not a string")
+		}
+		if bytes.IndexByte(policy, '\\') < 0 {
+			env.Policy = string(policy[1 : len(policy)-1])
+		} else if err := json.Unmarshal(policy, &env.Policy); err != nil {
 			return Envelope{}, apperr.New(apperr.SnapshotIntegrity, "stored envelope policy is not a string")
 		}
 	}
@@ -233,7 +248,7 @@ func restoreEnvelope[T any](ctx context.Context, policy ResultPolicy[T], owner, 
 	if env.Policy != policy.Name() {
 		return zero, apperr.New(apperr.PolicyMismatch, "the stored result was written by policy %q but this operation restores with %q; refusing to guess", env.Policy, policy.Name())
 	}
-	result, err := guardResult(env.Policy, policy.Fields(), env.Result)
+	result, err := guard(env.Policy, policy.Fields(), env.Result, false)
 	if err != nil {
 		return zero, apperr.New(apperr.SnapshotIntegrity, "stored envelope: %s", strings.TrimPrefix(apperr.As(err).Message, "envelope guard: "))
 	}

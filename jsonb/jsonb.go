@@ -128,6 +128,16 @@ func Canonical(raw []byte, lim Limits) ([]byte, error) {
 	return bytes.Clone(s.out), nil
 }
 
+// Check reports what Canonical would refuse in raw, without keeping the rendering.
+func Check(raw []byte, lim Limits) error {
+	s := newState(raw, lim)
+	defer s.release()
+	if err := s.value(); err != nil {
+		return err
+	}
+	return s.end()
+}
+
 // IsCanonical reports whether raw is already exactly its canonical text.
 func IsCanonical(raw []byte) bool {
 	s := newState(raw, Limits{})

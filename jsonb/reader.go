@@ -131,6 +131,17 @@ func (r *Reader) Raw() ([]byte, error) {
 	return bytes.Clone(v), nil
 }
 
+// RawView reads any value like Raw but returns it as a slice of the input itself (no copy): valid
+// as long as the caller's input is.
+func (r *Reader) RawView() ([]byte, error) {
+	v, err := r.s.dec.ReadValue()
+	if err != nil {
+		return nil, r.fail(err)
+	}
+	end := int(r.s.dec.InputOffset())
+	return r.s.raw[end-len(v) : end : end], nil
+}
+
 // Skip reads the next value and drops it.
 func (r *Reader) Skip() error {
 	_, err := r.s.dec.ReadValue()

@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -44,8 +45,13 @@ func CanonicalObject(field string, raw []byte) (json.RawMessage, error) {
 
 // CheckJSONObject reports whether raw passes the JSON boundary as a payload or input.
 func CheckJSONObject(field string, raw []byte) error {
-	_, err := CanonicalObject(field, raw)
-	return err
+	if err := jsonb.Check(raw, objectLimits); err != nil {
+		return boundaryError(field, err)
+	}
+	if i := bytes.IndexFunc(raw, func(r rune) bool { return !unicode.IsSpace(r) }); i < 0 || raw[i] != '{' {
+		return apperr.New(apperr.ValidationFailed, "%s: must be a JSON object", field)
+	}
+	return nil
 }
 
 // boundaryError is the VALIDATION_FAILED of a value the boundary refused, naming the member.

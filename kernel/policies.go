@@ -172,7 +172,7 @@ func checkSnapshot(row store.RevisionWithParent, owner, module, recordID string,
 	if snap.OwnerID != owner || snap.ModuleCode != module || snap.ID != recordID || snap.Revision != revision {
 		return fail("the snapshot's ownerId/moduleCode/id/revision do not match the row and its parent")
 	}
-	if _, err := CanonicalObject("snapshot.payload", snap.Payload); err != nil {
+	if err := CheckJSONObject("snapshot.payload", snap.Payload); err != nil {
 		return fail("the snapshot payload fails the JSON boundary")
 	}
 	return snap, nil
