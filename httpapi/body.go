@@ -32,7 +32,7 @@ func (a *API) readBody(r *http.Request) ([]byte, error) {
 // empty body is accepted only when optional. Malformed JSON, a mistyped member and anything after
 // the object are 400 BAD_REQUEST; a duplicate name, invalid UTF-8 or a NUL anywhere in the body is
 // 422 VALIDATION_FAILED naming the member, never resolved "last wins" or replaced.
-func (a *API) decodeObject(r *http.Request, optional bool, member func(rd *jsonb.Reader, name string) (bool, error)) error {
+func (a *API) decodeObject(r *http.Request, optional bool, member func(rd *jsonb.Reader, name []byte) (bool, error)) error {
 	body, err := a.readBody(r)
 	if err != nil {
 		return err
@@ -42,7 +42,7 @@ func (a *API) decodeObject(r *http.Request, optional bool, member func(rd *jsonb
 	}
 	rd := jsonb.NewReader(body)
 	defer rd.Close()
-	err = rd.Object(func(name string) error {
+	err = rd.Object(func(name []byte) error {
 		known, err := member(rd, name)
 		if err == nil && !known {
 			return apperr.New(apperr.BadRequest, "unknown field %q (the owner comes from the bearer token, never from the body)", name)
@@ -90,9 +90,9 @@ func optString(rd *jsonb.Reader) (*string, error) {
 // kernel canonicalises it).
 func rawValue(rd *jsonb.Reader) ([]byte, error) { return rd.Raw() }
 
-func (b *CreateBody) read(rd *jsonb.Reader, name string) (bool, error) {
+func (b *CreateBody) read(rd *jsonb.Reader, name []byte) (bool, error) {
 	var err error
-	switch name {
+	switch string(name) {
 	case "title":
 		b.Title, err = rd.String()
 	case "summary":
@@ -105,9 +105,9 @@ func (b *CreateBody) read(rd *jsonb.Reader, name string) (bool, error) {
 	return true, err
 }
 
-func (b *PatchBody) read(rd *jsonb.Reader, name string) (bool, error) {
+func (b *PatchBody) read(rd *jsonb.Reader, name []byte) (bool, error) {
 	var err error
-	switch name {
+	switch string(name) {
 	case "expectRevision":
 		b.ExpectRevision, err = rd.Int()
 	case "title":
@@ -122,8 +122,8 @@ func (b *PatchBody) read(rd *jsonb.Reader, name string) (bool, error) {
 	return true, err
 }
 
-func (b *FeatureBody) read(rd *jsonb.Reader, name string) (bool, error) {
-	if name != "input" {
+func (b *FeatureBody) read(rd *jsonb.Reader, name []byte) (bool, error) {
+	if string(name) != "input" {
 		return false, nil
 	}
 	var err error
@@ -131,9 +131,9 @@ func (b *FeatureBody) read(rd *jsonb.Reader, name string) (bool, error) {
 	return true, err
 }
 
-func (b *ReviewBody) read(rd *jsonb.Reader, name string) (bool, error) {
+func (b *ReviewBody) read(rd *jsonb.Reader, name []byte) (bool, error) {
 	var err error
-	switch name {
+	switch string(name) {
 	case "verdict":
 		b.Verdict, err = rd.String()
 	case "comment":

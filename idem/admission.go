@@ -37,11 +37,12 @@ type Admission struct {
 	keyMax, ownerMax int
 	timeout          time.Duration
 
-	mu         sync.Mutex
-	keys       map[flightKey]*share
-	owners     map[string]*share
-	keyWaiting atomic.Int64
-	ownerInUse atomic.Int64
+	mu                   sync.Mutex
+	keys                 map[flightKey]*share
+	owners               map[string]*share
+	freeKeys, freeOwners []*share
+	keyWaiting           atomic.Int64
+	ownerInUse           atomic.Int64
 }
 
 // share is a counting semaphore with a reference count for its map entry.
@@ -73,30 +74,39 @@ func (a *Admission) OwnerSlotsInUse() int { return int(a.ownerInUse.Load()) }
 // OwnerMaxConns is the per-owner cap in force.
 func (a *Admission) OwnerMaxConns() int { return a.ownerMax }
 
-func get[K comparable](a *Admission, m map[K]*share, k K, size int) *share {
+func get[K comparable](a *Admission, m map[K]*share, k K, size int, free *[]*share) *share {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	s := m[k]
 	if s == nil {
-		s = &share{slots: make(chan struct{}, size)}
+		if n := len(*free); n > 0 {
+			s, *free = (*free)[n-1], (*free)[:n-1]
+		} else {
+			s = &share{slots: make(chan struct{}, size)}
+		}
 		m[k] = s
 	}
 	s.refs++
 	return s
 }
 
-func put[K comparable](a *Admission, m map[K]*share, k K, s *share) {
+// put drops a reference; an entry nobody holds or waits for leaves the map, and its (empty)
+// semaphore is kept for the next key, a bounded few of them.
+func put[K comparable](a *Admission, m map[K]*share, k K, s *share, free *[]*share) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if s.refs--; s.refs == 0 {
 		delete(m, k)
+		if len(*free) < 64 {
+			*free = append(*free, s)
+		}
 	}
 }
 
 // enterKey waits, holding no connection, until the key has a free turn on the database path
-// (or ctx ends).
-func (a *Admission) enterKey(ctx context.Context, k flightKey) (func(), error) {
-	s := get(a, a.keys, k, a.keyMax)
+// (or ctx ends). leaveKey gives the turn back.
+func (a *Admission) enterKey(ctx context.Context, k flightKey) (*share, error) {
+	s := get(a, a.keys, k, a.keyMax, &a.freeKeys)
 	select {
 	case s.slots <- struct{}{}:
 	default:
@@ -106,16 +116,22 @@ func (a *Admission) enterKey(ctx context.Context, k flightKey) (func(), error) {
 			a.keyWaiting.Add(-1)
 		case <-ctx.Done():
 			a.keyWaiting.Add(-1)
-			put(a, a.keys, k, s)
+			put(a, a.keys, k, s, &a.freeKeys)
 			return nil, ctx.Err()
 		}
 	}
-	return func() { <-s.slots; put(a, a.keys, k, s) }, nil
+	return s, nil
+}
+
+func (a *Admission) leaveKey(k flightKey, s *share) {
+	<-s.slots
+	put(a, a.keys, k, s, &a.freeKeys)
 }
 
 // enterOwner takes one of the owner's shares of the pool, waiting at most the acquire timeout.
-func (a *Admission) enterOwner(ctx context.Context, owner string) (func(), error) {
-	s := get(a, a.owners, owner, a.ownerMax)
+// leaveOwner gives it back.
+func (a *Admission) enterOwner(ctx context.Context, owner string) (*share, error) {
+	s := get(a, a.owners, owner, a.ownerMax, &a.freeOwners)
 	select {
 	case s.slots <- struct{}{}:
 	default:
@@ -124,13 +140,19 @@ func (a *Admission) enterOwner(ctx context.Context, owner string) (func(), error
 		select {
 		case s.slots <- struct{}{}:
 		case <-ctx.Done():
-			put(a, a.owners, owner, s)
+			put(a, a.owners, owner, s, &a.freeOwners)
 			return nil, ctx.Err()
 		case <-t.C:
-			put(a, a.owners, owner, s)
+			put(a, a.owners, owner, s, &a.freeOwners)
 			return nil, apperr.New(apperr.Overloaded, "owner %s already holds %d database connections (its share of the pool) and none became free within %s; retry shortly", owner, a.ownerMax, a.timeout)
 		}
 	}
 	a.ownerInUse.Add(1)
-	return func() { a.ownerInUse.Add(-1); <-s.slots; put(a, a.owners, owner, s) }, nil
+	return s, nil
+}
+
+func (a *Admission) leaveOwner(owner string, s *share) {
+	a.ownerInUse.Add(-1)
+	<-s.slots
+	put(a, a.owners, owner, s, &a.freeOwners)
 }

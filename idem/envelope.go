@@ -77,12 +77,13 @@ func guard(policy string, fields []string, result []byte, render bool) (json.Raw
 	var badField string
 	var buf [8]jsonb.Member
 	members := buf[:0]
-	err := r.Object(func(name string) error {
-		i := slices.Index(fields, name)
+	err := r.Object(func(nameBytes []byte) error {
+		i := slices.IndexFunc(fields, func(f string) bool { return f == string(nameBytes) })
 		if i < 0 || i >= len(seen) {
-			extra = append(extra, name)
+			extra = append(extra, string(nameBytes))
 			return r.Skip()
 		}
+		name := fields[i]
 		seen[i] = true
 		v, err := r.RawView()
 		if err != nil {
@@ -176,9 +177,9 @@ func ParseEnvelope(raw []byte) (Envelope, error) {
 	var unknown string
 	r := jsonb.NewReader(raw)
 	defer r.Close()
-	err := r.Object(func(name string) error {
+	err := r.Object(func(name []byte) error {
 		v, err := r.RawView()
-		switch name {
+		switch string(name) {
 		case "schemaVersion":
 			version = v
 		case "policy":
@@ -187,7 +188,7 @@ func ParseEnvelope(raw []byte) (Envelope, error) {
 			result = v
 		default:
 			if unknown == "" {
-				unknown = name
+				unknown = string(name)
 			}
 		}
 		return err

@@ -174,11 +174,11 @@ func runUnkeyed[T, P any](ctx context.Context, r *Runner, owner string, prepare 
 	work func(ctx context.Context, p P) (T, error)) (Result[T], error) {
 	var v T
 	if !store.InTx(ctx) {
-		leave, err := r.admission.enterOwner(ctx, owner)
+		s, err := r.admission.enterOwner(ctx, owner)
 		if err != nil {
 			return Result[T]{}, err
 		}
-		defer leave()
+		defer r.admission.leaveOwner(owner, s)
 	}
 	err := r.db.Tx(ctx, func(ctx context.Context) error {
 		p, err := prepare(ctx)
@@ -252,16 +252,17 @@ func (c *keyedCall[T, P]) run(ctx context.Context) (Result[T], error) {
 	if !inTx {
 		// Beyond a few requests per key on the database path, the rest wait here without a
 		// connection; and one owner holds at most its share of the pool.
-		leaveKey, err := r.admission.enterKey(ctx, flightKey{req.Owner, req.Key})
+		k := flightKey{req.Owner, req.Key}
+		ks, err := r.admission.enterKey(ctx, k)
 		if err != nil {
 			return none, err
 		}
-		defer leaveKey()
-		leaveOwner, err := r.admission.enterOwner(ctx, req.Owner)
+		defer r.admission.leaveKey(k, ks)
+		os, err := r.admission.enterOwner(ctx, req.Owner)
 		if err != nil {
 			return none, err
 		}
-		defer leaveOwner()
+		defer r.admission.leaveOwner(req.Owner, os)
 	}
 	now := r.clock.Now()
 	var pre func(owner, module string, result json.RawMessage) (T, bool, error)

@@ -87,6 +87,7 @@ type state struct {
 	keys    []byte // the unescaped names of the objects being read, for sorting
 	members []member
 	tmp     []byte
+	name    []byte // Reader.Object's current member name
 	lim     Limits
 	depth   int
 }

@@ -3,6 +3,7 @@ package jsonb_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -135,8 +136,9 @@ func TestReaderReadsABodyOnce(t *testing.T) {
 	r := jsonb.NewReader([]byte(`{"title":"t\u00e9","n":3,"payload":{"b":1,"a":2},"x":null}`))
 	defer r.Close()
 	got := map[string]any{}
-	err := r.Object(func(name string) error {
+	err := r.Object(func(nameBytes []byte) error {
 		var err error
+		name := string(nameBytes)
 		switch name {
 		case "title":
 			got[name], err = r.String()
@@ -158,9 +160,38 @@ func TestReaderReadsABodyOnce(t *testing.T) {
 
 	r2 := jsonb.NewReader([]byte(`{"title":1}`))
 	defer r2.Close()
-	err = r2.Object(func(string) error { _, err := r2.String(); return err })
+	err = r2.Object(func([]byte) error { _, err := r2.String(); return err })
 	var je *jsonb.Error
 	require.ErrorAs(t, err, &je)
 	require.Equal(t, jsonb.WrongType, je.Kind)
 	require.Equal(t, "/title", je.Pointer)
+}
+
+// The decoder's buffer moves while a long body is read: names handed to the member callback must
+// stay what they were while the value is read.
+func TestReaderNamesSurviveLongValues(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	b.WriteString("{")
+	for i := range 300 {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `"name-%03d\u0021":"%s"`, i, strings.Repeat("v", 1000+i))
+	}
+	b.WriteString("}")
+	r := jsonb.NewReader([]byte(b.String()))
+	defer r.Close()
+	i := 0
+	require.NoError(t, r.Object(func(name []byte) error {
+		before := string(name)
+		v, err := r.RawView()
+		require.NoError(t, err)
+		require.Len(t, v, 1000+i+2)
+		require.Equal(t, before, string(name))
+		require.Equal(t, fmt.Sprintf("name-%03d!", i), string(name))
+		i++
+		return nil
+	}))
+	require.Equal(t, 300, i)
 }

@@ -25,9 +25,10 @@ func (r *Reader) Close() {
 // WrongType is the Kind of a member whose value is not of the type the reader asked for.
 const WrongType Kind = 100
 
-// Object reads the object that is the whole input, calling member for each name; member must
-// read the value (String, Int, Raw, ...) or skip it. Nothing may follow the object.
-func (r *Reader) Object(member func(name string) error) error {
+// Object reads the object that is the whole input, calling member for each name (unescaped,
+// valid until member returns); member must read the value (String, Int, Raw, ...) or skip it.
+// Nothing may follow the object.
+func (r *Reader) Object(member func(name []byte) error) error {
 	s := r.s
 	if k := s.dec.PeekKind(); k != '{' {
 		if k == 0 {
@@ -48,11 +49,15 @@ func (r *Reader) Object(member func(name string) error) error {
 			_, err := s.dec.ReadToken()
 			return s.fail(err, "not valid JSON")
 		}
-		tok, err := s.dec.ReadToken()
+		quoted, err := s.dec.ReadValue() // checks the name is not a duplicate
 		if err != nil {
 			return s.fail(err, "not valid JSON")
 		}
-		if err := member(tok.String()); err != nil {
+		// The decoder's buffer moves on as the value is read: the name is copied out.
+		if s.name, err = appendUnquoted(s.name[:0], quoted); err != nil {
+			return &Error{Kind: NUL, Pointer: s.pointer(), Detail: "a name holds " + err.Error()}
+		}
+		if err := member(s.name); err != nil {
 			return err
 		}
 	}

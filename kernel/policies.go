@@ -336,8 +336,8 @@ func decodeRef(result []byte) (storedRef, error) {
 	var ref storedRef
 	r := jsonb.NewReader(result)
 	defer r.Close()
-	err := r.Object(func(name string) (err error) {
-		switch name {
+	err := r.Object(func(name []byte) (err error) {
+		switch string(name) {
 		case "recordId":
 			ref.recordID, err = r.String()
 		case "executionId":
