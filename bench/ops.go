@@ -131,7 +131,11 @@ type target struct {
 }
 
 func newTarget(db *store.DB, fx *fixtures, memMaxContentLength int) *target {
-	k := kernel.New(idem.NewRunner(db, idem.Options{}), kernel.NewRegistry(kernel.NewRules(memMaxContentLength)), kernel.Options{})
+	// Every bench client writes as one owner: the per-owner share of the pool (a fairness policy
+	// between owners, half the pool by default) would throttle the runner's side only, so it is
+	// the whole pool here, as the raw side has it.
+	limits := idem.Limits{OwnerMaxConns: int(db.Pool.Config().MaxConns)}
+	k := kernel.New(idem.NewRunner(db, idem.Options{Limits: limits}), kernel.NewRegistry(kernel.NewRules(memMaxContentLength)), kernel.Options{})
 	return &target{k: k, pool: db.Pool, fx: fx, ids: newIDGen()}
 }
 
