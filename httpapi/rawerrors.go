@@ -67,6 +67,9 @@ func rewriteServerError(p []byte) ([]byte, bool) {
 	case bytes.Contains(p, []byte(netHTTPErrorHeaders)) && !bytes.Contains(p, []byte("\r\nDate: ")):
 		_, body, _ := bytes.Cut(p, []byte(netHTTPErrorHeaders))
 		text = "the server could not read the request: " + string(body)
+		if string(body) == strconv.Itoa(status)+" "+http.StatusText(status) {
+			text = "the server could not read the request line or a header (a control character in a header value, for one)"
+		}
 	default:
 		return nil, false
 	}
