@@ -23,7 +23,7 @@ import (
 // binary with storm.WorkerEnvVar set, and run the worker instead of the tests.
 func TestMain(m *testing.M) {
 	if os.Getenv(storm.WorkerEnvVar) == "1" {
-		if err := storm.WorkerMain(context.Background(), os.Stdin, os.Stdout); err != nil {
+		if err := storm.WorkerMain(context.Background(), os.Stdin, os.Stdout, storm.WorkerSession{}); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(4)
 		}
@@ -371,11 +371,15 @@ func TestRejectedStormReportsTheCode(t *testing.T) {
 	sum, err := storm.Run(ctxFor(t), b.env, spec, nil)
 	require.NoError(t, err)
 	require.Equal(t, map[string]int{"VALIDATION_FAILED": 10}, sum.Outcomes)
-	require.False(t, sum.Verified.Agrees)
+	require.True(t, sum.Verified.Agrees, "nothing claimed, nothing written: %v", sum.Verified.Problems)
 	require.Equal(t, "ABSENT", sum.Verified.KeyStatus)
 	code, n := sum.TopError()
 	require.Equal(t, "VALIDATION_FAILED", code)
 	require.Equal(t, 10, n)
+	require.Equal(t, storm.VerdictRejected, sum.Verdict.Verdict)
+	require.Equal(t, "VALIDATION_FAILED", sum.Verdict.Code)
+	require.Equal(t, 10, sum.Errors["VALIDATION_FAILED"].Count)
+	require.Contains(t, sum.Errors["VALIDATION_FAILED"].Sample, "title", "the sample says which field and why")
 }
 
 func TestSpecNormalization(t *testing.T) {
@@ -423,7 +427,9 @@ func TestWorkerNeverFiresWithoutARelease(t *testing.T) {
 	r, w := io.Pipe()
 	var out syncBuffer
 	done := make(chan error, 1)
-	go func() { done <- storm.ServeWorker(ctxFor(t), strings.NewReader(string(job)), &out, r) }()
+	go func() {
+		done <- storm.ServeWorker(ctxFor(t), strings.NewReader(string(job)), &out, r, storm.WorkerSession{})
+	}()
 	require.Eventually(t, func() bool { return strings.Contains(out.String(), `"t":"ready"`) }, time.Minute, 10*time.Millisecond)
 	require.NoError(t, w.Close()) // the parent is gone: EOF instead of a release byte
 	err = <-done
