@@ -104,7 +104,7 @@ func TestStormCommandPatchActionAndHumanOutput(t *testing.T) {
 	require.Contains(t, out, "storm NOTE:record:"+id+":patch")
 	require.Regexp(t, `EXECUTED\s+1\n`, out)
 	require.NotContains(t, out, "JOINED")
-	require.Contains(t, out, "-> AGREES")
+	require.Contains(t, out, "verdict   ✓ agrees")
 	require.Contains(t, out, "p50 ")
 
 	code, out, errOut = runCLI(t, db, "storm", "--n", "80", "--via", "http", "--fail-first",
