@@ -295,7 +295,7 @@ func (s Spec) Normalized() (Spec, error) {
 		return s, usage("--hold: want 0-%s, got %s", MaxHold, s.Hold)
 	}
 	if s.ID == "" {
-		s.ID = randomHex(4)
+		s.ID = randomHex(3)
 	}
 	if err := checkID(s.ID); err != nil {
 		return s, err
