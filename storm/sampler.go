@@ -95,6 +95,9 @@ func (s *sampler) loop(ctx context.Context, stormDone <-chan struct{}) {
 			}
 			s.mu.Lock()
 			s.n++
+			if len(sample.Blockers) == 0 && sample.Waiting > 0 {
+				sample.Blockers = s.last.Blockers // read at most every blockersEvery: the last ones stand
+			}
 			if sample.Waiting > s.last.PeakWaiting {
 				sample.PeakWaiting, sample.PeakAt = sample.Waiting, sample.At
 			} else {

@@ -148,6 +148,7 @@ func TestAStalledStormSaysWhatItWaitsOnAndStopsAccountingForEveryRequest(t *test
 	screen = v.View()
 	require.Contains(t, screen, "stopped: 0 answered, 20 cancelled")
 	require.Contains(t, screen, "answers  ✗ stopped: 0 answered, 20 cancelled")
+	require.Contains(t, screen, "CANCELLED 20", "every request counted, sent or not")
 	require.NotContains(t, screen, "context canceled")
 	require.NotContains(t, screen, "internal error")
 	// After the storm, the peak stays and nothing claims sessions wait "now".
@@ -167,7 +168,7 @@ func TestTheStormViewCountsWaitsOfRejectionsAndShowsTheExecutionStatus(t *testin
 		s := summaryOf(spec, map[string]int{"EXECUTED": 1, "REPLAYED": spec.N - 1}, tctx.StormVerdict{Verdict: storm.VerdictAgrees,
 			Text: "agrees", Answers: tctx.StormPart{OK: true, Text: "ok"},
 			Database: tctx.StormPart{OK: true, Text: "key SUCCEEDED: 0 revisions, 1 audit event; execution BLOCKED (the feature calls a provider directly: it failed closed, nothing was sent)"}})
-		s.ExecutionStatus, s.PeakWaiting, s.PeakAt, s.Samples = "BLOCKED", 16, tuitest.Now, 9
+		s.ExecutionStatus, s.PeakWaiting, s.PeakAt, s.Samples, s.Waited = "BLOCKED", 16, tuitest.Now, 9, spec.N-1
 		return s, nil
 	}
 	v := views.NewStorm(b.Ctx)
@@ -175,7 +176,7 @@ func TestTheStormViewCountsWaitsOfRejectionsAndShowsTheExecutionStatus(t *testin
 	v.SetSize(120, 37)
 	p := newProgram(t, v)
 	p.run(v.SetActive(true))
-	p.until(func() bool { return strings.Contains(v.View(), `"Meeting notes" (revision 1)`) }, "the target")
+	p.until(func() bool { return strings.Contains(v.View(), `title "Meeting notes"`) }, "the target")
 	// Operation: patch → action; the feature F01 → F02.
 	p.send(tea.KeyMsg{Type: tea.KeyRight})
 	p.send(tea.KeyMsg{Type: tea.KeyTab})
@@ -219,7 +220,7 @@ func TestTheStormFormShowsTheBodyAndFollowsTheRecordsRevision(t *testing.T) {
 	p.run(v.SetActive(true))
 	p.until(func() bool { return strings.Contains(v.View(), "(revision 2)") }, "the record's revision")
 	screen := v.View()
-	require.Contains(t, screen, `NOTE `+tuitest.NoteID+` "Groceries (Saturday)" (revision 2)`)
+	require.Contains(t, screen, `NOTE `+tuitest.NoteID+` (revision 2)`+"\n"+`title "Groceries (Saturday)"`)
 	require.Regexp(t, `Title\s+Groceries \(Saturday\)`, screen, "the body is shown, prefilled from the record")
 	require.Regexp(t, `Payload\s+\{"items": \["milk", "eggs", "bread"\]\}`, screen)
 	require.Regexp(t, `Expect revision\s+2`, screen)
