@@ -231,6 +231,8 @@ func TestActionStormRunsTheFeatureOnce(t *testing.T) {
 		require.True(t, sum.Verified.Agrees, "%s: %v", c.name, sum.Verified.Problems)
 		require.Equal(t, 1, sum.Verified.Executions, c.name)
 		require.Equal(t, c.wantRevisions, sum.Verified.Revisions, c.name)
+		require.Equal(t, c.status, sum.Verified.ExecutionStatus, c.name)
+		require.Contains(t, sum.Verdict.Database.Text, "execution "+c.status, "the result's status is part of what the database holds")
 		require.Equal(t, 1, b.count(t, "SELECT count(*) FROM feature_execution WHERE owner_id = 'dave' AND idempotency_key = $1 AND status = $2", key, c.status))
 	}
 }

@@ -171,54 +171,60 @@ func TestFailedRequestsAreNeverHiddenBehindADatabaseThatAgrees(t *testing.T) {
 func TestStoppingAStormStuckBehindALockAccountsForEveryRequestAndLeavesNoSessionBehind(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	holder, pid := b.holdKey(t, "tom", "k-stuck", kernel.OpCreate(kernel.ModuleNote))
-	var locks latestLocks
-	env := b.env
-	env.OnLocks = locks.set
-	spec := createSpec("tom", "k-stuck")
-	spec.N, spec.Concurrency, spec.Share, spec.ID = 20, 20, false, "stuck"
-	ctx, stop := context.WithCancel(ctxFor(t))
-	defer stop()
-	type result struct {
-		sum storm.Summary
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		sum, err := storm.Run(ctx, env, spec, nil)
-		done <- result{sum, err}
-	}()
-	// The sampler sees the queue and says what it waits on: the holder's transaction.
-	require.Eventually(t, func() bool {
-		s := locks.get()
-		return s.Waiting == 20 && len(s.Blockers) > 0
-	}, time.Minute, 10*time.Millisecond)
-	waits := locks.get().WaitsOn()
-	require.Contains(t, waits, "20 of the storm's sessions wait on a lock")
-	require.Contains(t, waits, fmt.Sprintf("transactionid: 20 held by pid %d", pid))
-	require.Contains(t, waits, "idle in transaction")
-	require.Contains(t, waits, "INSERT INTO idempotency_record")
+	// In this process, and from two worker processes (this test binary: interrupted, it dies
+	// without cancelling its statements, so its backends stay queued until the storm cancels
+	// them).
+	for _, procs := range []int{1, 2} {
+		owner, id := fmt.Sprintf("tom-%d", procs), fmt.Sprintf("stuck%d", procs)
+		holder, pid := b.holdKey(t, owner, "k-stuck", kernel.OpCreate(kernel.ModuleNote))
+		var locks latestLocks
+		env := b.env
+		env.OnLocks = locks.set
+		spec := createSpec(owner, "k-stuck")
+		// 20 requests sent (they queue behind the holder), 20 never sent.
+		spec.N, spec.Processes, spec.Concurrency, spec.Share, spec.ID = 40, procs, 20/procs, false, id
+		ctx, stop := context.WithCancel(ctxFor(t))
+		type result struct {
+			sum storm.Summary
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			sum, err := storm.Run(ctx, env, spec, nil)
+			done <- result{sum, err}
+		}()
+		// The sampler sees the queue and says what it waits on: the holder's transaction.
+		require.Eventually(t, func() bool {
+			s := locks.get()
+			return s.Waiting == 20 && len(s.Blockers) > 0 && s.Blockers[0].Waiters == 20
+		}, time.Minute, 10*time.Millisecond)
+		waits := locks.get().WaitsOn()
+		require.Contains(t, waits, "20 of the storm's sessions wait on a lock")
+		require.Contains(t, waits, fmt.Sprintf("transactionid: 20 held by pid %d", pid))
+		require.Contains(t, waits, "idle in transaction")
+		require.Contains(t, waits, "INSERT INTO idempotency_record")
 
-	stop()
-	var r result
-	select {
-	case r = <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the stopped storm did not return")
+		stop()
+		var r result
+		select {
+		case r = <-done:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the stopped storm did not return")
+		}
+		require.ErrorIs(t, r.err, context.Canceled)
+		sum := r.sum
+		require.Equal(t, map[string]int{"CANCELLED": 40}, sum.Outcomes, "processes %d: every request accounted for, sent or not", procs)
+		require.Equal(t, 40, sum.Errors["CANCELLED"].Count)
+		require.Equal(t, storm.VerdictStopped, sum.Verdict.Verdict)
+		require.Equal(t, "stopped: 0 answered, 40 cancelled", sum.Verdict.Text)
+		require.GreaterOrEqual(t, sum.Locks.PeakWaiting, 20)
+		// Judged after its own sessions ended: none is left waiting behind the holder.
+		require.Zero(t, sum.Verified.Unsettled, "processes %d: %v", procs, sum.Verified.Problems)
+		require.Zero(t, b.stormSessionsInXact(t, id))
+		require.True(t, sum.Verified.Agrees, "%v", sum.Verified.Problems)
+		require.NoError(t, holder.Rollback(context.Background()))
+		require.Zero(t, b.count(t, `SELECT count(*) FROM idempotency_record WHERE owner_id = $1`, owner))
 	}
-	require.ErrorIs(t, r.err, context.Canceled)
-	sum := r.sum
-	require.Equal(t, map[string]int{"CANCELLED": 20}, sum.Outcomes, "every request accounted for")
-	require.Equal(t, 20, sum.Errors["CANCELLED"].Count)
-	require.Equal(t, storm.VerdictStopped, sum.Verdict.Verdict)
-	require.Equal(t, "stopped: 0 answered, 20 cancelled", sum.Verdict.Text)
-	require.GreaterOrEqual(t, sum.Locks.PeakWaiting, 20)
-	// Judged after its own sessions ended: none is left waiting behind the holder.
-	require.Zero(t, sum.Verified.Unsettled)
-	require.Zero(t, b.stormSessionsInXact(t, "stuck"))
-	require.True(t, sum.Verified.Agrees, "%v", sum.Verified.Problems)
-	require.NoError(t, holder.Rollback(context.Background()))
-	require.Zero(t, b.count(t, `SELECT count(*) FROM idempotency_record WHERE owner_id = 'tom'`))
 }
 
 func TestWaitedIsTheRunnersFactForReplaysAndRejectionsAlike(t *testing.T) {
