@@ -265,7 +265,7 @@ func printStorm(w io.Writer, s storm.Summary) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "  %-28s %8s  %s\n", "OUTCOME", "COUNT", "SAMPLE (one request's message)")
-	for _, c := range outcomeOrder(s.Outcomes) {
+	for _, c := range storm.OrderedOutcomes(s.Outcomes) {
 		fmt.Fprintf(w, "  %-28s %8d", c, s.Outcomes[c])
 		if e, ok := s.Errors[c]; ok {
 			fmt.Fprintf(w, "  %q", e.Sample)
@@ -313,30 +313,9 @@ func mark(ok bool) string {
 	return "✗"
 }
 
-// outcomeOrder lists outcomes first (EXECUTED, REPLAYED, JOINED), then codes by name.
-func outcomeOrder(outcomes map[string]int) []string {
-	codes := make([]string, 0, len(outcomes))
-	for c := range outcomes {
-		codes = append(codes, c)
-	}
-	rank := map[string]int{"EXECUTED": 0, "REPLAYED": 1, "JOINED": 2}
-	sort.Slice(codes, func(i, j int) bool {
-		ri, oki := rank[codes[i]]
-		rj, okj := rank[codes[j]]
-		switch {
-		case oki && okj:
-			return ri < rj
-		case oki != okj:
-			return oki
-		}
-		return codes[i] < codes[j]
-	})
-	return codes
-}
-
 func countsText(outcomes map[string]int) string {
 	parts := make([]string, 0, len(outcomes))
-	for _, c := range outcomeOrder(outcomes) {
+	for _, c := range storm.OrderedOutcomes(outcomes) {
 		parts = append(parts, fmt.Sprintf("%s %d", c, outcomes[c]))
 	}
 	return strings.Join(parts, ", ")

@@ -4,11 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,17 +26,6 @@ func writeConfig(t *testing.T, body string) string {
 	return p
 }
 
-// withStatementTimeout adds a server-side statement_timeout to a URL or key=value DSN.
-func withStatementTimeout(dsn string, ms int) string {
-	switch {
-	case strings.Contains(dsn, "://") && strings.Contains(dsn, "?"):
-		return fmt.Sprintf("%s&statement_timeout=%d", dsn, ms)
-	case strings.Contains(dsn, "://"):
-		return fmt.Sprintf("%s?statement_timeout=%d", dsn, ms)
-	}
-	return fmt.Sprintf("%s statement_timeout=%d", dsn, ms)
-}
-
 func TestAStormThroughAPoolTooSmallForItExitsFourNamingTheError(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t)
@@ -46,7 +34,7 @@ func TestAStormThroughAPoolTooSmallForItExitsFourNamingTheError(t *testing.T) {
 	env := map[string]string{"XDG_CONFIG_HOME": t.TempDir()}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	code := runWith(ctx, env, &out, &errb, "--dsn", withStatementTimeout(db.DSN, 150), "--allow-writes", "--config", cfg, "--json",
+	code := runWith(ctx, env, &out, &errb, "--dsn", testdb.WithParam(db.DSN, "statement_timeout", "150"), "--allow-writes", "--config", cfg, "--json",
 		"storm", "--n", "20", "--concurrency", "8", "--no-share", "--hold", "800ms",
 		"create", "--owner", "o", "--module", "NOTE", "--key", "small", "--title", "t")
 	require.Equal(t, 4, code, "stderr: %s\nstdout: %s", errb.String(), out.String())
@@ -140,7 +128,7 @@ func TestATokenOfAnotherOwnerIsRefusedUpFront(t *testing.T) {
 	require.Contains(t, errOut, "the token is mapped to owner ann in config [http.tokens], not to --owner bob")
 
 	// A token this config does not know: the server says whose it is.
-	url := startServe(t, db, cfg)
+	url, _ := startServe(t, db, cfg)
 	code, _, errOut = runCLI(t, db, "storm", "--n", "5", "--via", "http", "--url", url, "--token", "token-of-ann",
 		"create", "--owner", "bob", "--module", "NOTE", "--title", "t")
 	require.Equal(t, 2, code, errOut)
@@ -148,8 +136,9 @@ func TestATokenOfAnotherOwnerIsRefusedUpFront(t *testing.T) {
 	require.Zero(t, countRows(t, db, `SELECT count(*) FROM idempotency_record`))
 }
 
-// startServe runs `idemwork serve` in this process on a loopback port until the test ends.
-func startServe(t *testing.T, db *testdb.DB, cfg string) string {
+// startServe runs `idemwork serve` in this process on a loopback port; stop (also run when the
+// test ends) cancels it as SIGINT would and returns its exit code and its log.
+func startServe(t *testing.T, db *testdb.DB, cfg string) (url string, stop func() (int, string)) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var out, errb syncWriter
@@ -159,11 +148,20 @@ func startServe(t *testing.T, db *testdb.DB, cfg string) string {
 		exited <- cli.Run(ctx, []string{"--dsn", db.DSN, "--allow-writes", "--config", cfg, "--json", "serve", "--addr", "127.0.0.1:0"},
 			&out, &errb, func(k string) string { return env[k] })
 	}()
-	t.Cleanup(func() {
-		cancel()
-		<-exited
-	})
-	var url string
+	var once sync.Once
+	code := -1
+	stop = func() (int, string) {
+		once.Do(func() {
+			cancel()
+			select {
+			case code = <-exited:
+			case <-time.After(30 * time.Second):
+				t.Error("serve did not stop")
+			}
+		})
+		return code, errb.String()
+	}
+	t.Cleanup(func() { stop() })
 	require.Eventually(t, func() bool {
 		var m map[string]any
 		if json.Unmarshal([]byte(out.String()), &m) != nil {
@@ -172,7 +170,7 @@ func startServe(t *testing.T, db *testdb.DB, cfg string) string {
 		url, _ = m["listening"].(string)
 		return url != ""
 	}, time.Minute, 20*time.Millisecond, "serve never printed where it listens; stderr: %s", errb.String())
-	return url
+	return url, stop
 }
 
 func TestAStormWorkerNeverWritesToADatabaseItsSessionMayNotWrite(t *testing.T) {

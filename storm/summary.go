@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strconv"
 	"time"
+
+	"idemwork/idem"
 )
 
 // Summary is a storm's result: SPEC §10.2's {"requests", "outcomes", "distinct", "latencyMs",
@@ -92,6 +94,28 @@ type ServerSummary struct {
 	URL      string         `json:"url"`
 	Requests int            `json:"requests"`
 	Outcomes map[string]int `json:"outcomes"`
+}
+
+// OrderedOutcomes lists the keys of counts (Summary.Outcomes and its per-process and
+// per-server shares) for display: EXECUTED, REPLAYED, JOINED, then error codes by name.
+func OrderedOutcomes(counts map[string]int) []string {
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	rank := map[string]int{string(idem.Executed): 0, string(idem.Replayed): 1, string(idem.Joined): 2}
+	sort.Slice(keys, func(i, j int) bool {
+		ri, oki := rank[keys[i]]
+		rj, okj := rank[keys[j]]
+		switch {
+		case oki && okj:
+			return ri < rj
+		case oki != okj:
+			return oki
+		}
+		return keys[i] < keys[j]
+	})
+	return keys
 }
 
 // Successes counts requests that got a result.

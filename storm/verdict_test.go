@@ -18,6 +18,7 @@ import (
 
 	"idemwork/apperr"
 	"idemwork/httpapi"
+	"idemwork/internal/testdb"
 	"idemwork/kernel"
 	"idemwork/storm"
 )
@@ -129,24 +130,13 @@ func TestAStormWhoseEveryRequestIsRejectedSaysSoAndWritesNothing(t *testing.T) {
 	require.Contains(t, sum.Verdict.Text, "no request succeeded, yet the key changed: ABSENT before the storm, SUCCEEDED since")
 }
 
-// withStatementTimeout adds a server-side statement_timeout to a URL or key=value DSN.
-func withStatementTimeout(dsn string, ms int) string {
-	switch {
-	case strings.Contains(dsn, "://") && strings.Contains(dsn, "?"):
-		return fmt.Sprintf("%s&statement_timeout=%d", dsn, ms)
-	case strings.Contains(dsn, "://"):
-		return fmt.Sprintf("%s?statement_timeout=%d", dsn, ms)
-	}
-	return fmt.Sprintf("%s statement_timeout=%d", dsn, ms)
-}
-
 func TestFailedRequestsAreNeverHiddenBehindADatabaseThatAgrees(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	// A pool of two connections with a 150 ms statement timeout, and a winner that holds its
 	// transaction 800 ms: the requests queued behind it on the unique index time out.
 	env := b.env
-	env.DSN, env.MaxConns = withStatementTimeout(b.db.DSN, 150), 2
+	env.DSN, env.MaxConns = testdb.WithParam(b.db.DSN, "statement_timeout", "150"), 2
 	spec := createSpec("sam", "k-small-pool")
 	spec.N, spec.Concurrency, spec.Share, spec.Hold = 20, 8, false, 800*time.Millisecond
 	sum, err := storm.Run(ctxFor(t), env, spec, nil)

@@ -2,7 +2,6 @@ package views
 
 import (
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -177,7 +176,7 @@ func (v *Storm) progressLines() []string {
 	if v.execStatus != "" && v.spec.Op == "action" {
 		parts = append(parts, s.Warning.Render("execution "+v.execStatus))
 	}
-	for _, k := range outcomeOrder(v.outcomes) {
+	for _, k := range storm.OrderedOutcomes(v.outcomes) {
 		st := s.Warning
 		switch k {
 		case "EXECUTED":
@@ -293,25 +292,4 @@ func wrap(text string, w, maxLines int) []string {
 		lines[maxLines-1] = cut(lines[maxLines-1]+" …", w)
 	}
 	return lines
-}
-
-// outcomeOrder lists outcomes first (EXECUTED, REPLAYED, JOINED), then codes by name.
-func outcomeOrder(counts map[string]int) []string {
-	keys := make([]string, 0, len(counts))
-	for k := range counts {
-		keys = append(keys, k)
-	}
-	rank := map[string]int{"EXECUTED": 0, "REPLAYED": 1, "JOINED": 2}
-	sort.Slice(keys, func(i, j int) bool {
-		ri, oki := rank[keys[i]]
-		rj, okj := rank[keys[j]]
-		switch {
-		case oki && okj:
-			return ri < rj
-		case oki != okj:
-			return oki
-		}
-		return keys[i] < keys[j]
-	})
-	return keys
 }

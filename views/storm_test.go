@@ -3,7 +3,6 @@ package views_test
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"idemwork/internal/testdb"
 	"idemwork/internal/tuitest"
 	"idemwork/kernel"
 	"idemwork/storm"
@@ -288,16 +288,7 @@ func TestTheStormProgressLineIsNeverCut(t *testing.T) {
 // connectAs opens a session of b's database named application.
 func connectAs(t *testing.T, dsn, application string) *pgx.Conn {
 	t.Helper()
-	sep := "?"
-	if strings.Contains(dsn, "?") {
-		sep = "&"
-	}
-	if !strings.Contains(dsn, "://") {
-		dsn += " application_name='" + application + "'"
-	} else {
-		dsn += sep + "application_name=" + url.PathEscape(application)
-	}
-	c, err := pgx.Connect(context.Background(), dsn)
+	c, err := pgx.Connect(context.Background(), testdb.WithParam(dsn, "application_name", application))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close(context.Background()) })
 	return c
