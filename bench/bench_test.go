@@ -20,7 +20,7 @@ import (
 // storm's worker.
 func TestMain(m *testing.M) {
 	if os.Getenv(storm.WorkerEnvVar) == "1" {
-		if err := storm.WorkerMain(context.Background(), os.Stdin, os.Stdout); err != nil {
+		if err := storm.WorkerMain(context.Background(), os.Stdin, os.Stdout, storm.WorkerSession{}); err != nil {
 			os.Exit(1)
 		}
 		os.Exit(0)

@@ -101,8 +101,11 @@ func (a *app) runBench(cmd *cobra.Command, bf benchFlags) error {
 	if err != nil {
 		return fmt.Errorf("bench: find this binary for the storm's worker processes: %w", err)
 	}
+	// The storm's worker processes take their session from their own command line: the scratch
+	// database, which this session may write (it created it).
 	rep, err := bench.Run(ctx, bench.Env{DSN: scratch.DSN, Display: display + " (scratch database " + scratch.Name + ")",
-		Executable: exe, Progress: progress, MemMaxContentLength: a.cfg.Modules.MEM001.MaxContentLength}, opts)
+		Executable: exe, WorkerArgs: []string{"storm-worker", "--allow-writes"}, WorkerEnv: []string{"IDEMWORK_DSN=" + scratch.DSN},
+		Progress: progress, MemMaxContentLength: a.cfg.Modules.MEM001.MaxContentLength}, opts)
 	if err != nil {
 		return err
 	}

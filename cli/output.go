@@ -53,6 +53,10 @@ type errorBody struct {
 // errors from setup (embedded cluster, config, connection) keep their message, which is written
 // for users; uncoded errors from a write or read path never show raw SQL.
 func classify(err error) (apperr.Code, int, string, int) {
+	var ce codedExit
+	if errors.As(err, &ce) {
+		return ce.Coded()
+	}
 	var ue *usageError
 	if errors.As(err, &ue) || isCobraUsage(err) {
 		return apperr.Usage, http.StatusBadRequest, err.Error(), ExitUsage
@@ -77,6 +81,13 @@ func classify(err error) (apperr.Code, int, string, int) {
 		return apperr.Internal, http.StatusInternalServerError, se.Error(), ExitInternal
 	}
 	return apperr.Internal, http.StatusInternalServerError, "internal error: " + oneLine(err.Error()), ExitInternal
+}
+
+// codedExit is an error that decides its own code, status, message and exit code: a storm's
+// verdict, whose exit follows the verdict rather than the code's usual status.
+type codedExit interface {
+	error
+	Coded() (apperr.Code, int, string, int)
 }
 
 // setupError is a failure to reach or prepare the database; its message is meant for users.

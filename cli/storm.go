@@ -5,21 +5,25 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"sort"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"idemwork/apperr"
-	"idemwork/store"
 	"idemwork/storm"
 )
 
 // stormFlags are the flags of `storm` itself; its subcommands carry the request's flags.
 type stormFlags struct {
-	n, concurrency, processes int
-	via, url, token           string
-	noShare, failFirst        bool
+	n, concurrency, processes, servers int
+	via, token                         string
+	urls                               []string
+	noShare, failFirst                 bool
+	hold                               time.Duration
 }
 
 func newStormCmd(a *app) *cobra.Command {
@@ -29,9 +33,12 @@ func newStormCmd(a *app) *cobra.Command {
 		Long: "storm fires N requests of one operation on one owner and Idempotency-Key (--key; a generated one\n" +
 			"when omitted) with --concurrency workers per process: in this process through one shared kernel,\n" +
 			"across --processes child processes released together by a barrier, or over HTTP (--via http,\n" +
-			"against --url or a loopback server it starts). It prints outcome counts, distinct results,\n" +
-			"latency percentiles and what the database holds for the key afterwards (verified), and exits 4\n" +
-			"when the database disagrees with the responses.",
+			"against --url servers, a loopback server it starts, or --servers N server processes of its own,\n" +
+			"round-robin). It prints every request's outcome or error code (with one message per code), what\n" +
+			"the lock sampler saw, and what the database holds for the key once every transaction of the storm\n" +
+			"ended, then one verdict: exit 0 when every request got a SPEC answer and the database agrees, 3 when\n" +
+			"every request was rejected (the code is named), 4 when requests failed (INTERNAL, NO_RESPONSE, a\n" +
+			"transport error, a 5xx) or the database disagrees.",
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			return usagef("storm needs an operation: create, patch or action (e.g. idemwork storm --n 100 create --owner o --module NOTE --key k --title t)")
@@ -41,10 +48,12 @@ func newStormCmd(a *app) *cobra.Command {
 	pf.IntVar(&sf.concurrency, "concurrency", 0, fmt.Sprintf("concurrent workers per process (default min(requests per process, %d))", storm.DefaultConcurrency))
 	pf.IntVar(&sf.processes, "processes", 1, "child processes to fire from (1: this process)")
 	pf.StringVar(&sf.via, "via", storm.ViaInproc, "inproc (the kernel directly) or http")
-	pf.StringVar(&sf.url, "url", "", "with --via http: a running 'idemwork serve' (default: start one on 127.0.0.1)")
+	pf.StringArrayVar(&sf.urls, "url", nil, "with --via http: a running 'idemwork serve'; repeat it for several (round-robin; default: start one on 127.0.0.1)")
+	pf.IntVar(&sf.servers, "servers", 0, fmt.Sprintf("with --via http: start this many server processes on loopback over the one database, round-robin (at most %d)", storm.MaxServers))
 	pf.StringVar(&sf.token, "token", "", "with --url: bearer token (prefer IDEMWORK_TOKEN; default: config http.tokens for the owner)")
 	pf.BoolVar(&sf.noShare, "no-share", false, "no in-process sharing: every request goes to the database")
 	pf.BoolVar(&sf.failFirst, "fail-first", false, "inject a failure into the first attempt's work (once): another request must execute")
+	pf.DurationVar(&sf.hold, "hold", 0, fmt.Sprintf("the executing request keeps its transaction open this long after its work, before SUCCEEDED and COMMIT, so the queue on the unique index can be watched (at most %s)", storm.MaxHold))
 	cmd.AddCommand(newStormCreateCmd(a, &sf), newStormPatchCmd(a, &sf), newStormActionCmd(a, &sf))
 	return cmd
 }
@@ -80,22 +89,22 @@ func newStormActionCmd(a *app, sf *stormFlags) *cobra.Command {
 const stormKeyHelp = "Idempotency-Key (default: a generated storm-… key)"
 
 // runStorm completes spec from the storm flags, runs it and prints the summary. The exit code
-// is 0 when the database agrees with the responses, 4 when it disagrees, and the rejection's
-// (3) when no request succeeded at all.
+// follows the verdict: 0 agrees, 3 every request rejected (the rejection's code), 4 failed
+// requests, a disagreeing database or a stopped storm.
 func (a *app) runStorm(cmd *cobra.Command, sf *stormFlags, spec storm.Spec) error {
 	ctx := cmd.Context()
 	if !cmd.Flags().Changed("n") {
 		return usagef("storm needs --n, the number of requests")
 	}
 	if sf.processes < 1 {
-		return usagef("--processes %d: at least 1 (1 fires from this process)", sf.processes)
+		return usagef("--processes: want 1-%d, got %d", storm.MaxProcesses, sf.processes)
 	}
-	spec.N, spec.Concurrency, spec.Processes = sf.n, sf.concurrency, sf.processes
-	spec.Via, spec.URL, spec.Share, spec.FailFirst = sf.via, sf.url, !sf.noShare, sf.failFirst
+	spec.N, spec.Concurrency, spec.Processes, spec.Servers = sf.n, sf.concurrency, sf.processes, sf.servers
+	spec.Via, spec.URLs, spec.Share, spec.FailFirst, spec.Hold = sf.via, sf.urls, !sf.noShare, sf.failFirst, sf.hold
 	if err := a.loadConfig(); err != nil {
 		return err
 	}
-	if spec.URL != "" {
+	if len(spec.URLs) > 0 {
 		token, err := a.stormToken(sf.token, spec.Owner())
 		if err != nil {
 			return err
@@ -106,39 +115,29 @@ func (a *app) runStorm(cmd *cobra.Command, sf *stormFlags, spec storm.Spec) erro
 	if err != nil {
 		return stormUsage(err)
 	}
-	if _, err := a.openDB(ctx, true); err != nil {
+	k, err := a.kernel(ctx)
+	if err != nil {
 		return err
 	}
-	if spec.URL == "" {
-		// Against a running server (--url) the writes are the server's and the local session only
-		// reads the verdict; otherwise the storm writes through this session.
-		k, err := a.kernel(ctx)
-		if err != nil {
-			return err
-		}
+	if len(spec.URLs) == 0 {
+		// Against running servers (--url) the writes are theirs and this session only reads the
+		// verdict; otherwise the storm writes through this session's rules.
 		if err := k.RequireWritable(); err != nil {
 			return err
 		}
 	}
 
-	// A pool of its own, sized for the storm: the app's pool is sized for one command at a time.
-	conns := 4
-	switch {
-	case spec.Via == storm.ViaHTTP && spec.URL == "":
-		conns += spec.Concurrency * spec.Processes // the storm's own server serves every process
-	case spec.Processes == 1 && spec.Via == storm.ViaInproc:
-		conns += spec.Concurrency
-	}
-	conns = max(conns, a.cfg.Database.MaxConns)
-	db, err := store.Open(ctx, a.conn.DSN, store.Options{ReadOnly: a.db.ReadOnly, MaxConns: int32(conns)})
-	if err != nil {
-		return &setupError{err}
-	}
-	defer db.Close()
-	k := a.kernelOver(db)
-
-	env := storm.Env{Kernel: k, DSN: a.conn.DSN, HTTP: a.cfg.HTTP, Stderr: a.stderr}
-	sum, runErr := storm.Run(ctx, env, spec, nil)
+	args, wenv := a.stormWorkerArgs()
+	env := storm.Env{Kernel: k, DSN: a.conn.DSN, HTTP: a.cfg.HTTP, Stderr: a.stderr, WorkerArgs: args, WorkerEnv: wenv,
+		MaxConns: a.cfg.Database.MaxConns}
+	stall := newStallReporter(a.stderr, spec.N)
+	env.OnLocks = stall.sample
+	events := make(chan storm.Event, 256)
+	go stall.count(events)
+	stopReporter := stall.start()
+	sum, runErr := storm.Run(ctx, env, spec, events)
+	close(events)
+	stopReporter()
 	if sum.Requests == 0 {
 		return stormUsage(runErr)
 	}
@@ -171,27 +170,42 @@ type errorDetail struct {
 	Message string      `json:"message"`
 }
 
-// stormVerdict decides the storm's error: the run's own failure, else the rejection every
-// request got, else the database's disagreement.
+// verdictError is a storm's verdict other than agrees, with the exit code it decides.
+type verdictError struct {
+	code   apperr.Code
+	status int
+	msg    string
+	exit   int
+}
+
+func (e *verdictError) Error() string { return string(e.code) + ": " + e.msg }
+
+func (e *verdictError) Coded() (apperr.Code, int, string, int) {
+	return e.code, e.status, e.msg, e.exit
+}
+
+// stormVerdict is the storm's error: the run's own failure (a worker process that died, a
+// server that could not start), else the verdict's.
 func stormVerdict(sum storm.Summary, runErr error) error {
-	if errors.Is(runErr, context.Canceled) || errors.Is(runErr, context.DeadlineExceeded) {
-		done := sum.Requests - sum.Outcomes[string(storm.CodeNoResponse)]
-		return apperr.Wrap(storm.CodeCancelled, runErr, "the storm was interrupted: %d of %d requests finished (the verdict covers what the database holds now)", done, sum.Requests)
-	}
-	if runErr != nil {
+	if runErr != nil && !errors.Is(runErr, context.Canceled) && !errors.Is(runErr, context.DeadlineExceeded) {
 		return runErr
 	}
-	if sum.Verified.Agrees {
+	v := sum.Verdict
+	switch v.Verdict {
+	case storm.VerdictAgrees:
 		return nil
-	}
-	if sum.Successes() == 0 {
-		code, n := sum.TopError()
-		if code == "" {
-			code = string(storm.CodeNoResponse)
+	case storm.VerdictRejected:
+		status := sum.Errors[v.Code].Status
+		if status == 0 {
+			status = apperr.Code(v.Code).Status()
 		}
-		return apperr.New(apperr.Code(code), "no request of the storm succeeded (%d of %d: %s)", n, sum.Requests, code)
+		return &verdictError{code: apperr.Code(v.Code), status: status, msg: v.Text, exit: ExitRejected}
 	}
-	return apperr.New(storm.CodeDisagrees, "the database disagrees with the responses: %s", strings.Join(sum.Verified.Problems, "; "))
+	status := sum.Errors[v.Code].Status
+	if status < 500 {
+		status = http.StatusInternalServerError
+	}
+	return &verdictError{code: apperr.Code(v.Code), status: status, msg: v.Text, exit: ExitInternal}
 }
 
 // stormUsage turns the engine's USAGE errors into command-line usage errors (exit 2).
@@ -204,13 +218,18 @@ func stormUsage(err error) error {
 }
 
 // stormToken picks the bearer token for --url: the flag, IDEMWORK_TOKEN, else the first (by
-// token order) config http.tokens entry mapped to the storm's owner.
+// token order) config http.tokens entry mapped to the storm's owner. A token the config maps to
+// another owner is refused here; the storm then asks each server too (GET /v1/whoami).
 func (a *app) stormToken(flag, owner string) (string, error) {
-	if flag != "" {
-		return flag, nil
+	given := flag
+	if given == "" {
+		given = a.getenv("IDEMWORK_TOKEN")
 	}
-	if t := a.getenv("IDEMWORK_TOKEN"); t != "" {
-		return t, nil
+	if given != "" {
+		if other, ok := a.cfg.HTTP.Tokens[given]; ok && other != owner {
+			return "", usagef("the token is mapped to owner %s in config [http.tokens], not to --owner %s: the storm's writes would be %s's; use a token of %s", other, owner, other, owner)
+		}
+		return given, nil
 	}
 	var tokens []string
 	for t, o := range a.cfg.HTTP.Tokens {
@@ -225,39 +244,33 @@ func (a *app) stormToken(flag, owner string) (string, error) {
 	return tokens[0], nil
 }
 
-// printStorm writes the human summary: a small table.
+// printStorm writes the human summary: a small table, then the verdict in its three parts.
 func printStorm(w io.Writer, s storm.Summary) {
 	st := s.Storm
 	share := "on"
 	if !st.Share {
 		share = "off"
 	}
-	fmt.Fprintf(w, "storm %s  key %s  owner %s\n", st.Operation, st.Key, st.Owner)
+	fmt.Fprintf(w, "storm %s  key %s  owner %s  (sessions \"%s…\")\n", st.Operation, st.Key, st.Owner, storm.AppNamePrefix(st.ID))
 	fmt.Fprintf(w, "%d requests  %d process(es) x %d workers  via %s  sharing %s", s.Requests, st.Processes, st.Concurrency, st.Via, share)
+	if len(s.ByServer) > 1 {
+		fmt.Fprintf(w, "  %d servers", len(s.ByServer))
+	}
 	if st.FailFirst {
 		fmt.Fprint(w, "  fail-first")
 	}
-	fmt.Fprintln(w)
-	fmt.Fprintln(w)
-	codes := make([]string, 0, len(s.Outcomes))
-	for c := range s.Outcomes {
-		codes = append(codes, c)
+	if st.HoldMs > 0 {
+		fmt.Fprintf(w, "  hold %s", time.Duration(st.HoldMs*float64(time.Millisecond)))
 	}
-	rank := map[string]int{"EXECUTED": 0, "REPLAYED": 1, "JOINED": 2}
-	sort.Slice(codes, func(i, j int) bool {
-		ri, oki := rank[codes[i]]
-		rj, okj := rank[codes[j]]
-		switch {
-		case oki && okj:
-			return ri < rj
-		case oki != okj:
-			return oki
+	fmt.Fprintln(w)
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "  %-28s %8s  %s\n", "OUTCOME", "COUNT", "SAMPLE (one request's message)")
+	for _, c := range storm.OrderedOutcomes(s.Outcomes) {
+		fmt.Fprintf(w, "  %-28s %8d", c, s.Outcomes[c])
+		if e, ok := s.Errors[c]; ok {
+			fmt.Fprintf(w, "  %q", e.Sample)
 		}
-		return codes[i] < codes[j]
-	})
-	fmt.Fprintf(w, "  %-28s %8s\n", "OUTCOME", "COUNT")
-	for _, c := range codes {
-		fmt.Fprintf(w, "  %-28s %8d\n", c, s.Outcomes[c])
+		fmt.Fprintln(w)
 	}
 	fmt.Fprintf(w, "  %-28s %8d\n", "(waited on the unique index)", s.Waited)
 	fmt.Fprintln(w)
@@ -265,27 +278,115 @@ func printStorm(w io.Writer, s storm.Summary) {
 	fmt.Fprintf(w, "  latency ms   p50 %.2f  p95 %.2f  p99 %.2f  max %.2f   wall %.1f ms\n", l.P50, l.P95, l.P99, l.Max, s.WallMs)
 	d := s.Distinct
 	fmt.Fprintf(w, "  distinct     records %d  revisions %d  executions %d\n", d.RecordIDs, d.Revisions, d.ExecutionIDs)
-	v := s.Verified
-	verdict := "AGREES"
-	if !v.Agrees {
-		verdict = "DISAGREES"
+	if lk := s.Locks; lk.Samples > 0 {
+		at := ""
+		if lk.PeakAt != nil {
+			at = " at " + lk.PeakAt.Local().Format("15:04:05.000")
+		}
+		fmt.Fprintf(w, "  locks        peak %d of the storm's sessions waiting%s (%d samples, every %.0f ms)\n", lk.PeakWaiting, at, lk.Samples, lk.EveryMs)
 	}
-	fmt.Fprintf(w, "  database     key %s  executions %d  revisions %d  audit events %d  -> %s\n", v.KeyStatus, v.Executions, v.Revisions, v.AuditEvents, verdict)
+	v := s.Verified
 	if v.EarlierRows > 0 {
 		fmt.Fprintf(w, "               (%d older rows carry the key from before it expired and ran again; not counted)\n", v.EarlierRows)
 	}
-	for _, p := range v.Problems {
-		fmt.Fprintf(w, "               ! %s\n", p)
+	if len(s.ByServer) > 1 {
+		for _, sv := range s.ByServer {
+			fmt.Fprintf(w, "  server %-22s %5d requests  %s\n", sv.URL, sv.Requests, countsText(sv.Outcomes))
+		}
 	}
 	if len(s.ByProcess) > 1 {
-		fmt.Fprintln(w)
 		for _, p := range s.ByProcess {
-			parts := make([]string, 0, len(p.Outcomes))
-			for c, n := range p.Outcomes {
-				parts = append(parts, fmt.Sprintf("%s %d", c, n))
-			}
-			sort.Strings(parts)
-			fmt.Fprintf(w, "  pid %-8d %4d requests  %s\n", p.PID, p.Requests, strings.Join(parts, ", "))
+			fmt.Fprintf(w, "  pid %-8d %4d requests  %s\n", p.PID, p.Requests, countsText(p.Outcomes))
 		}
+	}
+	fmt.Fprintln(w)
+	vd := s.Verdict
+	fmt.Fprintf(w, "  answers   %s %s\n", mark(vd.Answers.OK), vd.Answers.Text)
+	fmt.Fprintf(w, "  database  %s %s\n", mark(vd.Database.OK), vd.Database.Text)
+	fmt.Fprintf(w, "  verdict   %s %s\n", mark(vd.Verdict == storm.VerdictAgrees), vd.Text)
+}
+
+func mark(ok bool) string {
+	if ok {
+		return "✓"
+	}
+	return "✗"
+}
+
+func countsText(outcomes map[string]int) string {
+	parts := make([]string, 0, len(outcomes))
+	for _, c := range storm.OrderedOutcomes(outcomes) {
+		parts = append(parts, fmt.Sprintf("%s %d", c, outcomes[c]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// stallReporter says on stderr what a storm that stopped making progress waits on: a storm
+// stuck behind a lock (a psql transaction holding the key, a long --hold) otherwise looks hung.
+type stallReporter struct {
+	w        io.Writer
+	n        int
+	mu       sync.Mutex
+	answered int
+	progress time.Time
+	last     storm.LockSample
+}
+
+func newStallReporter(w io.Writer, n int) *stallReporter {
+	return &stallReporter{w: w, n: n, progress: time.Now()}
+}
+
+// sample is the storm's OnLocks.
+func (r *stallReporter) sample(s storm.LockSample) {
+	r.mu.Lock()
+	r.last = s
+	r.mu.Unlock()
+}
+
+// count consumes the storm's events until the channel closes.
+func (r *stallReporter) count(events <-chan storm.Event) {
+	for range events {
+		r.mu.Lock()
+		r.answered++
+		r.progress = time.Now()
+		r.mu.Unlock()
+	}
+}
+
+// stallAfter is how long a storm may go without an answer before the reporter speaks.
+const stallAfter = 2 * time.Second
+
+// start reports every stallAfter while the storm is stalled; the returned func stops it.
+func (r *stallReporter) start() func() {
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	began := time.Now()
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(stallAfter)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			r.mu.Lock()
+			answered, quiet, sample := r.answered, time.Since(r.progress), r.last
+			r.mu.Unlock()
+			if answered >= r.n || quiet < stallAfter || (sample.Waiting == 0 && quiet < 5*stallAfter) {
+				continue
+			}
+			line := sample.WaitsOn()
+			if line == "" {
+				line = "none of its sessions waits on a lock"
+			}
+			fmt.Fprintf(r.w, "idemwork storm: %d of %d answered after %.1f s, none for %.1f s; %s\n",
+				answered, r.n, time.Since(began).Seconds(), quiet.Seconds(), line)
+		}
+	}()
+	return func() {
+		close(done)
+		<-stopped
 	}
 }

@@ -104,7 +104,7 @@ func TestStormCommandPatchActionAndHumanOutput(t *testing.T) {
 	require.Contains(t, out, "storm NOTE:record:"+id+":patch")
 	require.Regexp(t, `EXECUTED\s+1\n`, out)
 	require.NotContains(t, out, "JOINED")
-	require.Contains(t, out, "-> AGREES")
+	require.Contains(t, out, "verdict   ✓ agrees")
 	require.Contains(t, out, "p50 ")
 
 	code, out, errOut = runCLI(t, db, "storm", "--n", "80", "--via", "http", "--fail-first",
@@ -170,24 +170,7 @@ func TestServeCommandAnswersAndStormsOverItsURL(t *testing.T) {
 	require.Equal(t, 2, code, errOut)
 	require.Contains(t, errOut, "--allow-remote")
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var out, errb syncWriter
-	env := map[string]string{"XDG_CONFIG_HOME": t.TempDir()}
-	exited := make(chan int, 1)
-	go func() {
-		exited <- cli.Run(ctx, []string{"--dsn", db.DSN, "--allow-writes", "--config", cfgPath, "--json", "serve", "--addr", "127.0.0.1:0"},
-			&out, &errb, func(k string) string { return env[k] })
-	}()
-	var url string
-	require.Eventually(t, func() bool {
-		var m map[string]any
-		if json.Unmarshal([]byte(out.String()), &m) != nil {
-			return false
-		}
-		url, _ = m["listening"].(string)
-		return url != ""
-	}, time.Minute, 20*time.Millisecond, "serve never printed where it listens; stderr: %s", errb.String())
+	url, stop := startServe(t, db, cfgPath)
 	require.True(t, strings.HasPrefix(url, "http://127.0.0.1:"), url)
 
 	// The storm command against that URL, with the config's token for the owner.
@@ -204,14 +187,8 @@ func TestServeCommandAnswersAndStormsOverItsURL(t *testing.T) {
 	require.Equal(t, 2, code, serr)
 
 	// SIGINT/SIGTERM cancel the command's context: a graceful stop, exit 0.
-	cancel()
-	select {
-	case code := <-exited:
-		require.Equal(t, 0, code, errb.String())
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not stop")
-	}
-	log := errb.String()
+	code, log := stop()
+	require.Equal(t, 0, code, log)
 	require.Contains(t, log, "method=POST path=/v1/modules/NOTE/records status=201 outcome=EXECUTED")
 	require.Contains(t, log, "owner=ann")
 	require.NotContains(t, log, "serve-token-ann")

@@ -1,18 +1,72 @@
 package cli
 
 import (
+	"fmt"
+
 	"github.com/spf13/cobra"
 
+	"idemwork/embedded"
 	"idemwork/storm"
 )
 
-// newStormWorkerCmd is the hidden child side of `storm --processes P`: it reads its job from
-// stdin, waits on the barrier pipe and streams one JSON line per request (see storm.WorkerMain).
-// It never opens the app's database: the job carries the parent's DSN.
+// newStormWorkerCmd is the hidden child side of `storm --processes P` and `--servers N`: it
+// reads its job from stdin, waits on the pipe on fd 3 and streams JSON lines (see
+// storm.WorkerMain). What it may do comes from this process's own session rules, resolved as
+// every command resolves them (--dsn, IDEMWORK_DSN, config, --allow-writes, the embedded
+// cluster of --data-dir), which the parent passes on its command line and in its environment;
+// never from the job alone.
 func newStormWorkerCmd(a *app) *cobra.Command {
 	return &cobra.Command{Use: "storm-worker", Hidden: true, Args: cobra.NoArgs,
 		Short: "Child process of a multi-process storm (started by idemwork storm)",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return stormUsage(storm.WorkerMain(cmd.Context(), cmd.InOrStdin(), a.stdout))
+			if a.getenv(storm.WorkerEnvVar) != "1" {
+				return usagef("storm-worker is started by 'idemwork storm --processes N', not by hand")
+			}
+			session, err := a.workerSession()
+			if err != nil {
+				return err
+			}
+			return stormUsage(storm.WorkerMain(cmd.Context(), cmd.InOrStdin(), a.stdout, session))
 		}}
+}
+
+// workerSession is the database a worker may use and whether it may write, by the same rules
+// as openDB: a database given by URL is read-only unless writes are allowed; the embedded
+// cluster (which the parent started and keeps running) is writable. The worker never starts a
+// cluster of its own.
+func (a *app) workerSession() (storm.WorkerSession, error) {
+	if err := a.loadConfig(); err != nil {
+		return storm.WorkerSession{}, err
+	}
+	if u := a.cfg.Database.URL; u != "" {
+		return storm.WorkerSession{DSN: u, ReadOnly: !a.cfg.Database.AllowWrites}, nil
+	}
+	c, err := embedded.Attach(a.dataDir())
+	if err != nil {
+		return storm.WorkerSession{}, &setupError{fmt.Errorf("storm-worker: embedded PostgreSQL: %w", err)}
+	}
+	if c == nil {
+		return storm.WorkerSession{}, &setupError{fmt.Errorf("storm-worker: the embedded cluster of %s is not running (the storm that starts this worker keeps it running)", a.dataDir())}
+	}
+	return storm.WorkerSession{DSN: c.DSN(embeddedDatabase)}, nil
+}
+
+// stormWorkerArgs are the worker's command line and environment for this invocation's session:
+// the same database and the same permission to write, as this process resolved them.
+func (a *app) stormWorkerArgs() ([]string, []string) {
+	args := []string{"storm-worker"}
+	var env []string
+	if a.flags.configPath != "" {
+		args = append(args, "--config", a.flags.configPath)
+	}
+	if u := a.cfg.Database.URL; u != "" {
+		// Through the environment, not argv: a password in the URL stays out of ps.
+		env = append(env, "IDEMWORK_DSN="+u)
+		if a.cfg.Database.AllowWrites {
+			args = append(args, "--allow-writes")
+		}
+	} else {
+		args = append(args, "--data-dir", a.dataDir())
+	}
+	return args, env
 }

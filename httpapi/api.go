@@ -103,6 +103,7 @@ func New(k *kernel.Kernel, opts Options) *API {
 	m.HandleFunc("GET /v1/modules/{module}/records/{id}", a.endpoint(a.getRecord))
 	m.HandleFunc("GET /v1/modules/{module}/records/{id}/{part}", a.endpoint(a.getRecordPart))
 	m.HandleFunc("GET /v1/keys/{key...}", a.endpoint(a.getKey))
+	m.HandleFunc("GET /v1/whoami", a.endpoint(whoami))
 	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
 	})
@@ -189,6 +190,16 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.mux.ServeHTTP(sw, r)
 }
 
+// WhoAmI is the body of GET /v1/whoami: the owner the request's credentials act as (a storm
+// checks its token against --owner before it fires).
+type WhoAmI struct {
+	Owner string `json:"owner"`
+}
+
+func whoami(_ *http.Request, owner string) (reply, error) {
+	return reply{status: http.StatusOK, body: WhoAmI{Owner: owner}}, nil
+}
+
 // fallback answers what no route matched: 405 with Allow when the path exists under another
 // method, else 404, both as coded JSON.
 func (a *API) fallback(w http.ResponseWriter, r *http.Request) {
@@ -270,6 +281,11 @@ func (a *API) endpoint(fn endpointFunc) http.HandlerFunc {
 			e.outcome = string(apperr.As(err).Code)
 			if apperr.Is(err, apperr.Overloaded) {
 				w.Header().Set("Retry-After", "1")
+			}
+			if idem.WaitedOnIndex(err) {
+				// The rejection came after a wait on the unique index (e.g. a committed leftover
+				// PROCESSING row): the client learns it as it does for a replay.
+				w.Header().Set(HeaderWaited, "true")
 			}
 			writeError(w, err)
 			return

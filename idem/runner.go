@@ -320,11 +320,11 @@ func (c *keyedCall[T, P]) run(ctx context.Context) (Result[T], error) {
 				continue
 			}
 			if existing.status != "SUCCEEDED" {
-				return inProgress(req)
+				return afterWait(existing.waited, inProgress(req))
 			}
 			v, env, err := c.restore(ctx, existing, nil)
 			if err != nil {
-				return err
+				return afterWait(existing.waited, err)
 			}
 			res = Result[T]{Value: v, Outcome: Replayed, Waited: existing.waited, Envelope: env, Fingerprint: c.fp}
 			return nil
@@ -409,6 +409,27 @@ func (c *keyedCall[T, P]) restore(ctx context.Context, row *keyRow,
 }
 
 var errReservationVanished = errors.New("idempotency: the reservation vanished before success was recorded")
+
+// waitedError is an error a request got after it waited on the unique index for the
+// transaction that held its key (the same reserved_xid fact that sets Result.Waited): a storm
+// counts the wait alike for REPLAYED and for IDEMPOTENCY_IN_PROGRESS or a scope conflict.
+type waitedError struct{ error }
+
+func (e waitedError) Unwrap() error { return e.error }
+
+func afterWait(waited bool, err error) error {
+	if !waited {
+		return err
+	}
+	return waitedError{err}
+}
+
+// WaitedOnIndex reports whether err came after a wait on the unique index for another
+// transaction holding the key (Result.Waited for a call that failed).
+func WaitedOnIndex(err error) bool {
+	var w waitedError
+	return errors.As(err, &w)
+}
 
 func inProgress(req Request) error {
 	return apperr.New(apperr.InProgress, "key %q is reserved by a request that did not finish (a leftover PROCESSING row); it is never re-executed and frees itself when it expires", req.Key)

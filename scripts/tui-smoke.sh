@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end check of the real binary in a real terminal (tmux): start the workbench on a fresh
 # data dir, create a record with a chosen key, send it again (it must replay), fire a 50-request
-# storm, read "EXECUTED 1" and the database's verdict on screen, quit with q, and check that no
+# storm, read "EXECUTED 1" and the verdict on screen, quit with q, and check that no
 # server process of that data dir remains.
 set -euo pipefail
 BIN=${1:-bin/idemwork}
@@ -62,7 +62,7 @@ wait_for "Replay storm"
 keys f
 wait_for "50/50" 60
 wait_for "EXECUTED 1" 10
-wait_for "the database agrees" 30
+wait_for "verdict  ✓ agrees" 30
 echo "tui-smoke: storm of 50: EXECUTED 1, verified by the database"
 
 keys q

@@ -18,6 +18,8 @@ type Session struct {
 	BackendXID  string  `json:"backendXid" db:"backend_xid"`
 	LockType    string  `json:"lockType" db:"locktype"`
 	LockTarget  string  `json:"lockTarget" db:"lock_target"`
+	// InXact: a transaction is open (XactMs is its age; else the time since the last statement).
+	InXact bool `json:"inXact" db:"in_xact"`
 }
 
 // Sessions lists the other client sessions of this database, those waiting on a lock first:
@@ -28,7 +30,7 @@ func (db *DB) Sessions(ctx context.Context) ([]Session, error) {
 			coalesce(a.wait_event_type, ''), coalesce(a.wait_event, ''), pg_blocking_pids(a.pid),
 			coalesce(extract(epoch FROM clock_timestamp() - coalesce(a.xact_start, a.query_start)) * 1000, 0)::float8,
 			left(regexp_replace(coalesce(a.query, ''), '\s+', ' ', 'g'), 300), coalesce(a.backend_xid::text, ''),
-			coalesce(w.locktype, ''), coalesce(w.target, '')
+			coalesce(w.locktype, ''), coalesce(w.target, ''), a.xact_start IS NOT NULL
 		FROM pg_stat_activity a
 		LEFT JOIN LATERAL (
 			SELECT l.locktype, coalesce(l.relation::regclass::text, 'xid ' || l.transactionid::text, l.mode) AS target
@@ -44,7 +46,7 @@ func (db *DB) Sessions(ctx context.Context) ([]Session, error) {
 	for rows.Next() {
 		var s Session
 		if err := rows.Scan(&s.PID, &s.Application, &s.State, &s.WaitType, &s.WaitEvent, &s.BlockedBy, &s.XactMs, &s.Query,
-			&s.BackendXID, &s.LockType, &s.LockTarget); err != nil {
+			&s.BackendXID, &s.LockType, &s.LockTarget, &s.InXact); err != nil {
 			return nil, err
 		}
 		out = append(out, s)

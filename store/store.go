@@ -32,6 +32,10 @@ type Options struct {
 	// AcquireTimeout bounds the wait for a pooled connection of a transaction or a runner's key
 	// read: past it the request fails with OVERLOADED (503, Retry-After). 0: no bound.
 	AcquireTimeout time.Duration
+	// ApplicationName names every session of the pool in pg_stat_activity, over whatever the
+	// DSN says (a storm marks its own sessions so it can watch and wait for them); empty keeps
+	// the DSN's application_name, else "idemwork".
+	ApplicationName string
 }
 
 // DB is the one pool of a process, with a sqlx handle over the same pool for read models.
@@ -64,7 +68,9 @@ func Open(ctx context.Context, dsn string, opts Options) (*DB, error) {
 		// Enforced by the server for every transaction of every session, whatever the caller does.
 		cfg.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"
 	}
-	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
+	if opts.ApplicationName != "" {
+		cfg.ConnConfig.RuntimeParams["application_name"] = opts.ApplicationName
+	} else if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "idemwork"
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)

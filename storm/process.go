@@ -23,8 +23,9 @@ type child struct {
 	n      int
 	cmd    *exec.Cmd
 	stderr *tailBuffer
-	// Set by the reader goroutine; read after it finished.
+	// Set by the reader goroutine; read after it finished (url once ready was signalled).
 	pid  int
+	url  string
 	msg  string
 	done bool
 	bad  int // events outside this child's index range
@@ -35,152 +36,254 @@ type childSignal struct {
 	ready bool // false: its stdout closed
 }
 
-// runChildren fires the storm from spec.Processes child processes released together.
-func runChildren(ctx context.Context, env Env, spec Spec, t httpTarget, col *collector) (time.Time, error) {
+// procGroup is a set of child processes of this binary sharing one pipe on their fd 3: the
+// barrier of firing children, or the lifeline of serving ones.
+type procGroup struct {
+	env      Env
+	exe      string
+	args     []string
+	pipeR    *os.File
+	pipeW    *os.File
+	ctx      context.Context
+	cancel   context.CancelFunc
+	signals  chan childSignal
+	readers  sync.WaitGroup
+	children []*child
+	tee      io.Writer
+}
+
+// newProcGroup prepares up to n children; ctx ending interrupts them.
+func newProcGroup(ctx context.Context, env Env, n int) (*procGroup, error) {
 	exe := env.Executable
 	if exe == "" {
 		var err error
 		if exe, err = os.Executable(); err != nil {
-			return time.Time{}, fmt.Errorf("storm: find this binary for the worker processes: %w", err)
+			return nil, fmt.Errorf("storm: find this binary for the worker processes: %w", err)
 		}
 	}
 	args := env.WorkerArgs
 	if args == nil {
 		args = []string{"storm-worker"}
 	}
-	if spec.Via == ViaInproc && env.DSN == "" {
-		return time.Time{}, errors.New("storm: Env.DSN is required for a multi-process storm")
-	}
-	readyTimeout := env.ReadyTimeout
-	if readyTimeout <= 0 {
-		readyTimeout = time.Minute
-	}
-
-	var claim string
-	if spec.FailFirst && spec.Via == ViaInproc {
-		dir, err := os.MkdirTemp("", "idemwork-storm-")
-		if err != nil {
-			return time.Time{}, err
-		}
-		defer os.RemoveAll(dir)
-		claim = filepath.Join(dir, "fault.claim")
-	}
-
-	barrierR, barrierW, err := os.Pipe()
+	r, w, err := os.Pipe()
 	if err != nil {
-		return time.Time{}, fmt.Errorf("storm: barrier pipe: %w", err)
+		return nil, fmt.Errorf("storm: worker pipe: %w", err)
 	}
-	defer barrierW.Close()
-
-	cctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	signals := make(chan childSignal, 2*spec.Processes)
-	var readers sync.WaitGroup
-	children := make([]*child, 0, spec.Processes)
-	// Whatever happens below, no reader outlives this call (the collector closes after it) and
-	// every started child is reaped.
-	defer func() {
-		if children == nil {
-			return
-		}
-		cancel()
-		readers.Wait()
-		for _, c := range children {
-			_ = c.cmd.Wait()
-		}
-	}()
-
-	var tee io.Writer
+	g := &procGroup{env: env, exe: exe, args: args, pipeR: r, pipeW: w, signals: make(chan childSignal, 2*n)}
+	g.ctx, g.cancel = context.WithCancel(ctx)
 	if env.Stderr != nil {
-		tee = &lockedWriter{w: env.Stderr} // the children write at the same time
+		g.tee = &lockedWriter{w: env.Stderr} // the children write at the same time
 	}
-	base := 0
-	for i := range spec.Processes {
-		n := spec.perProcess(i)
-		job := newWorkerJob(spec)
-		job.IndexBase, job.DSN, job.FaultClaim, job.URL, job.Token = base, env.DSN, claim, t.url, t.token
-		job.Spec.N, job.Spec.Processes = n, 1
-		job.Spec.Concurrency = min(spec.Concurrency, n)
-		if k := env.Kernel; k != nil {
-			job.ReadOnly = k.DB().ReadOnly
-			job.TTL = k.Runner().TTL()
-			job.MemMaxContentLength = k.Registry.Rules.Snapshot().MemMaxContentLength
-			if c, ok := k.Runner().Clock().(interface{ Offset() time.Duration }); ok {
-				job.ClockOffset = c.Offset()
-			}
-		}
-		raw, err := json.Marshal(job)
-		if err != nil {
-			barrierR.Close()
-			return time.Time{}, err
-		}
-		c := &child{index: i, base: base, n: n, stderr: &tailBuffer{max: 8 << 10, tee: tee}}
-		c.cmd = exec.CommandContext(cctx, exe, args...)
-		c.cmd.Env = append(append(os.Environ(), WorkerEnvVar+"=1"), env.WorkerEnv...)
-		c.cmd.Stdin = bytes.NewReader(raw)
-		c.cmd.Stderr = c.stderr
-		c.cmd.ExtraFiles = []*os.File{barrierR}
-		c.cmd.WaitDelay = 5 * time.Second
-		stdout, err := c.cmd.StdoutPipe()
-		if err != nil {
-			barrierR.Close()
-			return time.Time{}, err
-		}
-		if err := c.cmd.Start(); err != nil {
-			barrierR.Close()
-			return time.Time{}, fmt.Errorf("storm: start worker %s: %w", exe, err)
-		}
-		children = append(children, c)
-		readers.Go(func() { readChild(c, stdout, col, signals) })
-		base += n
-	}
-	barrierR.Close() // the children hold it now
+	return g, nil
+}
 
-	// Wait until every child is connected, warmed up and parked at the barrier.
-	timer := time.NewTimer(readyTimeout)
+// start launches one child with job; its events go to col (nil for serving children).
+func (g *procGroup) start(job workerJob, col *collector) error {
+	raw, err := json.Marshal(job)
+	if err != nil {
+		return err
+	}
+	c := &child{index: len(g.children), base: job.IndexBase, n: job.Spec.N, stderr: &tailBuffer{max: 8 << 10, tee: g.tee}}
+	c.cmd = exec.CommandContext(g.ctx, g.exe, g.args...)
+	// Stopped, a child is interrupted first: it cancels its requests and reports them.
+	c.cmd.Cancel = func() error { return c.cmd.Process.Signal(os.Interrupt) }
+	c.cmd.Env = append(append(os.Environ(), WorkerEnvVar+"=1"), g.env.WorkerEnv...)
+	c.cmd.Stdin = bytes.NewReader(raw)
+	c.cmd.Stderr = c.stderr
+	c.cmd.ExtraFiles = []*os.File{g.pipeR}
+	c.cmd.WaitDelay = 5 * time.Second
+	stdout, err := c.cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := c.cmd.Start(); err != nil {
+		return fmt.Errorf("storm: start worker %s: %w", g.exe, err)
+	}
+	g.children = append(g.children, c)
+	g.readers.Go(func() { readChild(c, stdout, col, g.signals) })
+	return nil
+}
+
+// started hands the pipe's read end to the children alone (so EOF reaches them when the
+// parent closes its end or dies).
+func (g *procGroup) started() { _ = g.pipeR.Close() }
+
+// waitReady waits until every child is ready (parked at the barrier, or listening).
+func (g *procGroup) waitReady(ctx context.Context) error {
+	timeout := g.env.ReadyTimeout
+	if timeout <= 0 {
+		timeout = time.Minute
+	}
+	timer := time.NewTimer(timeout)
 	defer timer.Stop()
-	for ready := 0; ready < len(children); {
+	for ready := 0; ready < len(g.children); {
 		select {
-		case s := <-signals:
+		case s := <-g.signals:
 			if s.ready {
 				ready++
 				continue
 			}
-			cancel()
-			readers.Wait()
-			return time.Time{}, childError(children[s.index], "exited before it was ready")
+			g.cancel()
+			g.readers.Wait()
+			return childError(g.children[s.index], "exited before it was ready")
 		case <-timer.C:
-			return time.Time{}, fmt.Errorf("storm: the worker processes were not ready within %s", readyTimeout)
+			return fmt.Errorf("storm: the worker processes were not ready within %s", timeout)
 		case <-ctx.Done():
-			return time.Time{}, ctx.Err()
+			return ctx.Err()
 		}
 	}
+	return nil
+}
 
-	// Release: one write wakes every child blocked on the pipe at the same moment.
-	released := time.Now()
-	if _, err := barrierW.Write(bytes.Repeat([]byte{'G'}, len(children))); err != nil {
-		return time.Time{}, fmt.Errorf("storm: release the barrier: %w", err)
+// release wakes every firing child at the same moment: one write of one byte per child.
+func (g *procGroup) release() error {
+	_, err := g.pipeW.Write(bytes.Repeat([]byte{'G'}, len(g.children)))
+	_ = g.pipeW.Close()
+	if err != nil {
+		return fmt.Errorf("storm: release the barrier: %w", err)
 	}
-	_ = barrierW.Close()
+	return nil
+}
 
-	readers.Wait()
+// wait waits for every child to end and says what went wrong with them (nothing when ctx
+// ended: they were interrupted on purpose).
+func (g *procGroup) wait(ctx context.Context) error {
+	g.readers.Wait()
 	var errs []error
-	for _, c := range children {
+	for _, c := range g.children {
 		werr := c.cmd.Wait()
 		switch {
-		case werr != nil && ctx.Err() == nil:
+		case ctx.Err() != nil:
+		case werr != nil:
 			errs = append(errs, childError(c, werr.Error()))
-		case !c.done && ctx.Err() == nil:
+		case !c.done:
 			errs = append(errs, childError(c, "ended without reporting done"))
 		case c.bad > 0:
 			errs = append(errs, childError(c, fmt.Sprintf("reported %d events outside its requests", c.bad)))
 		}
 	}
-	children = nil // reaped
+	g.children = nil
+	return errors.Join(errs...)
+}
+
+// close reaps whatever is still running: it interrupts the children, closes the pipe and
+// waits; safe after wait.
+func (g *procGroup) close() {
+	_ = g.pipeW.Close()
+	if g.children != nil {
+		g.cancel()
+		g.readers.Wait()
+		for _, c := range g.children {
+			_ = c.cmd.Wait()
+		}
+		g.children = nil
+	}
+	g.cancel()
+}
+
+// runChildren fires the storm from spec.Processes child processes released together.
+func runChildren(ctx context.Context, r *stormRun) (time.Time, error) {
+	spec, env := r.spec, r.env
+	if spec.Via == ViaInproc && env.DSN == "" {
+		return time.Time{}, errors.New("storm: Env.DSN is required for a multi-process storm")
+	}
+	claim, cleanup, err := r.faultClaim()
+	if err != nil {
+		return time.Time{}, err
+	}
+	defer cleanup()
+	g, err := newProcGroup(ctx, env, spec.Processes)
+	if err != nil {
+		return time.Time{}, err
+	}
+	defer g.close()
+
+	base := 0
+	for i := range spec.Processes {
+		n := spec.perProcess(i)
+		job := newWorkerJob(spec, env)
+		job.IndexBase, job.FaultClaim, job.URLs, job.Token = base, claim, r.target.urls, r.target.token
+		job.Spec.N, job.Spec.Processes = n, 1
+		job.Spec.Concurrency = min(spec.Concurrency, n)
+		job.AppName, job.MaxConns = appName(spec.ID, 'p', i+1), poolSize(job.Spec.Concurrency+2, env.MaxConns)
+		if err := g.start(job, r.col); err != nil {
+			g.started()
+			return time.Time{}, err
+		}
+		base += n
+	}
+	g.started()
+	if err := g.waitReady(ctx); err != nil {
+		return time.Time{}, err
+	}
+	released := time.Now()
+	if err := g.release(); err != nil {
+		return time.Time{}, err
+	}
+	werr := g.wait(ctx)
 	if err := ctx.Err(); err != nil {
 		return released, err
 	}
-	return released, errors.Join(errs...)
+	return released, werr
+}
+
+// startServers starts spec.Servers serving children on loopback and returns their URLs; stop
+// shuts them down gracefully (their in-flight requests finish) and reaps them.
+func startServers(ctx context.Context, r *stormRun, token string) ([]string, func(), error) {
+	spec, env := r.spec, r.env
+	claim, cleanup, err := r.faultClaim()
+	if err != nil {
+		return nil, nil, err
+	}
+	// Not cut by the storm's stop: the clients are, and the servers then end their requests.
+	g, err := newProcGroup(context.WithoutCancel(ctx), env, spec.Servers)
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	stop := func() {
+		_ = g.pipeW.Close() // EOF on the lifeline: each server shuts down
+		g.readers.Wait()
+		g.close()
+		cleanup()
+	}
+	perServer := (spec.Concurrency*spec.Processes + spec.Servers - 1) / spec.Servers
+	for i := range spec.Servers {
+		job := newWorkerJob(spec, env)
+		job.Role, job.FaultClaim, job.Token, job.MaxBodyBytes = roleServe, claim, token, env.HTTP.MaxBodyBytes
+		job.AppName, job.MaxConns = appName(spec.ID, 's', i+1), poolSize(perServer+2, env.MaxConns)
+		if err := g.start(job, nil); err != nil {
+			g.started()
+			stop()
+			return nil, nil, err
+		}
+	}
+	g.started()
+	if err := g.waitReady(ctx); err != nil {
+		stop()
+		return nil, nil, err
+	}
+	urls := make([]string, len(g.children))
+	for i, c := range g.children {
+		urls[i] = c.url
+	}
+	return urls, stop, nil
+}
+
+// faultClaim makes the claim file of a FailFirst storm spread over processes.
+func (r *stormRun) faultClaim() (string, func(), error) {
+	if !r.spec.FailFirst {
+		return "", func() {}, nil
+	}
+	if r.claim != "" {
+		return r.claim, func() {}, nil
+	}
+	dir, err := os.MkdirTemp("", "idemwork-storm-")
+	if err != nil {
+		return "", nil, err
+	}
+	r.claim = filepath.Join(dir, "fault.claim")
+	return r.claim, func() { _ = os.RemoveAll(dir) }, nil
 }
 
 // readChild parses one child's lines until its stdout closes.
@@ -193,11 +296,11 @@ func readChild(c *child, stdout io.Reader, col *collector, signals chan<- childS
 			continue // not ours (a stray print); the protocol lines are all JSON
 		}
 		switch m.T {
-		case "ready":
-			c.pid = m.PID
+		case "ready", "listening":
+			c.pid, c.url = m.PID, m.URL
 			signals <- childSignal{index: c.index, ready: true}
 		case "event":
-			if m.Event == nil || m.Event.Index < c.base || m.Event.Index >= c.base+c.n {
+			if col == nil || m.Event == nil || m.Event.Index < c.base || m.Event.Index >= c.base+c.n {
 				c.bad++
 				continue
 			}

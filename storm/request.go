@@ -15,11 +15,13 @@ import (
 
 	"idemwork/apperr"
 	"idemwork/httpapi"
+	"idemwork/idem"
 	"idemwork/kernel"
 )
 
-// doer performs one request and describes its result; the caller stamps index, pid and latency.
-type doer func(ctx context.Context) Event
+// doer performs request i (its index in the whole storm) and describes its result; the caller
+// stamps index, pid and latency.
+type doer func(ctx context.Context, i int) Event
 
 // kernelDoer calls the kernel directly: the in-process path.
 func kernelDoer(k *kernel.Kernel, s Spec) doer {
@@ -28,15 +30,15 @@ func kernelDoer(k *kernel.Kernel, s Spec) doer {
 	case OpPatch:
 		in := s.Patch
 		in.ShareInFlight = &share
-		return func(ctx context.Context) Event { return eventOf(k.Patch(ctx, in)) }
+		return func(ctx context.Context, _ int) Event { return eventOf(k.Patch(ctx, in)) }
 	case OpAction:
 		in := s.Action
 		in.ShareInFlight = &share
-		return func(ctx context.Context) Event { return eventOf(k.RunFeature(ctx, in)) }
+		return func(ctx context.Context, _ int) Event { return eventOf(k.RunFeature(ctx, in)) }
 	default:
 		in := s.Create
 		in.ShareInFlight = &share
-		return func(ctx context.Context) Event { return eventOf(k.Create(ctx, in)) }
+		return func(ctx context.Context, _ int) Event { return eventOf(k.Create(ctx, in)) }
 	}
 }
 
@@ -49,14 +51,17 @@ func eventOf(res kernel.WriteResult, err error) Event {
 		ev.RecordID, ev.Revision = res.Record.ID, res.Record.Revision
 	}
 	if res.Execution != nil {
-		ev.ExecutionID = res.Execution.ID
+		ev.ExecutionID, ev.ExecutionStatus = res.Execution.ID, res.Execution.Status
 	}
 	return ev
 }
 
+// errCutShort is the sample of a request the storm's stop cut short.
+const errCutShort = "cut short: the storm was stopped while this request ran"
+
 func errorEvent(err error) Event {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return Event{Outcome: string(CodeCancelled), Err: err.Error(), Status: 499}
+	if errors.Is(err, context.Canceled) {
+		return Event{Outcome: string(CodeCancelled), Err: errCutShort, Status: 499}
 	}
 	ae := apperr.As(err)
 	msg := ae.Message
@@ -64,7 +69,8 @@ func errorEvent(err error) Event {
 		// A storm is a developer's tool: the cause of an internal error is what they need.
 		msg = oneLine(err.Error())
 	}
-	return Event{Outcome: string(ae.Code), Err: msg, Status: ae.Status()}
+	// The same fact as a replay's waited: this request queued on the unique index first.
+	return Event{Outcome: string(ae.Code), Err: msg, Status: ae.Status(), Waited: idem.WaitedOnIndex(err)}
 }
 
 func oneLine(s string) string {
@@ -75,17 +81,18 @@ func oneLine(s string) string {
 	return s
 }
 
-// httpTarget is a server and the bearer token to use against it.
+// httpTarget is the servers a storm sends to (round-robin) and the bearer token for them.
 type httpTarget struct {
-	url   string
+	urls  []string
 	token string
 }
 
-// newHTTPClient returns a client keeping up to conns idle connections to one host and never
-// going through an environment proxy (the target is normally loopback).
-func newHTTPClient(conns int) *http.Client {
+// newHTTPClient returns a client keeping up to conns idle connections per host and never
+// going through an environment proxy (the targets are normally loopback); a request may take
+// the storm's hold on top of its two minutes.
+func newHTTPClient(conns int, hold time.Duration) *http.Client {
 	return &http.Client{
-		Timeout: 2 * time.Minute,
+		Timeout: 2*time.Minute + hold,
 		Transport: &http.Transport{
 			Proxy:               nil,
 			MaxIdleConns:        conns,
@@ -94,6 +101,18 @@ func newHTTPClient(conns int) *http.Client {
 			DisableCompression:  true,
 		},
 	}
+}
+
+// warmTargets opens keep-alive connections to every server (conns in all, spread evenly)
+// before the barrier.
+func warmTargets(ctx context.Context, c *http.Client, t httpTarget, conns int) error {
+	per := (conns + len(t.urls) - 1) / len(t.urls)
+	for _, u := range t.urls {
+		if err := warmHTTP(ctx, c, u, per); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // warmHTTP opens conns keep-alive connections to the server before the barrier, so the storm
@@ -152,39 +171,95 @@ func httpRequestOf(s Spec) (string, string, []byte, error) {
 	return method, path, b, nil
 }
 
-// httpDoer sends s's request to the API.
+// httpDoer sends s's request to the API: request i to server i mod len(t.urls).
 func httpDoer(c *http.Client, t httpTarget, s Spec) (doer, error) {
 	method, path, body, err := httpRequestOf(s)
 	if err != nil {
 		return nil, err
 	}
-	target := strings.TrimSuffix(t.url, "/") + path
+	targets := make([]string, len(t.urls))
+	for i, u := range t.urls {
+		targets[i] = strings.TrimSuffix(u, "/") + path
+	}
 	key := s.Key()
-	return func(ctx context.Context) Event {
-		req, err := http.NewRequestWithContext(ctx, method, target, bytes.NewReader(body))
+	return func(ctx context.Context, i int) Event {
+		server := i % len(targets)
+		ev := httpDo(ctx, c, method, targets[server], body, t.token, key, s.Share)
+		ev.Server = server + 1
+		return ev
+	}, nil
+}
+
+func httpDo(ctx context.Context, c *http.Client, method, target string, body []byte, token, key string, share bool) Event {
+	req, err := http.NewRequestWithContext(ctx, method, target, bytes.NewReader(body))
+	if err != nil {
+		return Event{Outcome: string(CodeHTTPError), Err: err.Error()}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set(httpapi.HeaderIdempotencyKey, key)
+	if !share {
+		req.Header.Set(httpapi.HeaderShare, "off")
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return Event{Outcome: string(CodeCancelled), Err: errCutShort, Status: 499}
+		}
+		return Event{Outcome: string(CodeHTTPError), Err: oneLine(err.Error())}
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		if ctx.Err() != nil {
+			return Event{Outcome: string(CodeCancelled), Err: errCutShort, Status: 499}
+		}
+		return Event{Outcome: string(CodeHTTPError), Err: oneLine(err.Error()), Status: resp.StatusCode}
+	}
+	ev := eventOfHTTP(resp.StatusCode, raw)
+	if resp.Header.Get(httpapi.HeaderWaited) == "true" {
+		ev.Waited = true // a rejection after a wait says so in the header, as a replay does
+	}
+	return ev
+}
+
+// checkTokenOwner asks every server whose owner the token acts as (GET /v1/whoami) and refuses
+// a token of another owner than the storm's, before anything is fired: its writes would land
+// with that owner and the verdict, read for the storm's owner, could only disagree.
+func checkTokenOwner(ctx context.Context, c *http.Client, t httpTarget, owner string) error {
+	for _, base := range t.urls {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(base, "/")+"/v1/whoami", nil)
 		if err != nil {
-			return Event{Outcome: string(CodeHTTPError), Err: err.Error()}
+			return usage("--url %q: %v", base, err)
 		}
-		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Authorization", "Bearer "+t.token)
-		req.Header.Set(httpapi.HeaderIdempotencyKey, key)
-		if !s.Share {
-			req.Header.Set(httpapi.HeaderShare, "off")
-		}
 		resp, err := c.Do(req)
 		if err != nil {
-			if ctx.Err() != nil {
-				return Event{Outcome: string(CodeCancelled), Err: ctx.Err().Error(), Status: 499}
-			}
-			return Event{Outcome: string(CodeHTTPError), Err: oneLine(err.Error())}
+			return fmt.Errorf("storm: cannot reach %s: %w", base, err)
 		}
-		defer resp.Body.Close()
-		raw, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+		raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		_ = resp.Body.Close()
 		if err != nil {
-			return Event{Outcome: string(CodeHTTPError), Err: oneLine(err.Error()), Status: resp.StatusCode}
+			return fmt.Errorf("storm: read %s/v1/whoami: %w", base, err)
 		}
-		return eventOfHTTP(resp.StatusCode, raw)
-	}, nil
+		switch resp.StatusCode {
+		case http.StatusOK:
+			var who httpapi.WhoAmI
+			if err := json.Unmarshal(raw, &who); err != nil || who.Owner == "" {
+				return fmt.Errorf("storm: %s/v1/whoami answered %s", base, oneLine(string(raw)))
+			}
+			if who.Owner != owner {
+				return usage("the token acts as owner %s at %s, not as --owner %s: the storm's writes would be %s's; use a token mapped to %s (--token, IDEMWORK_TOKEN or config [http.tokens])",
+					who.Owner, base, owner, who.Owner, owner)
+			}
+		case http.StatusNotFound:
+			// A server without /v1/whoami (an older idemwork): the owner cannot be asked.
+		default:
+			ev := eventOfHTTP(resp.StatusCode, raw)
+			return usage("%s refuses the token (%s: %s); use a token mapped to owner %s (--token, IDEMWORK_TOKEN or config [http.tokens])", base, ev.Outcome, ev.Err, owner)
+		}
+	}
+	return nil
 }
 
 // eventOfHTTP reads a response body of SPEC §10.2: a write result or a coded error.

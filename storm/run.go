@@ -13,14 +13,37 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"idemwork/httpapi"
-	"idemwork/idem"
+	"idemwork/kernel"
 )
+
+// stormRun is one storm in progress.
+type stormRun struct {
+	env    Env
+	spec   Spec
+	col    *collector
+	faults faults // for the requests this process executes
+	// local serves the in-process requests and the in-process server: a kernel over a pool of
+	// the storm's own (named p0) when Env.DSN is set, else Env.Kernel.
+	local  *kernel.Kernel
+	target httpTarget
+	claim  string
+	// tagged: every database session of the storm carries its application_name, so it can be
+	// sampled and waited for.
+	tagged bool
+}
 
 // Run fires spec's storm and returns its summary, verified against Env.Kernel's database.
 // events, when not nil, receives one Event per finished request as it happens; it is a bounded
 // channel the caller owns: Run never closes it and returns only after every event has been
 // delivered (or ctx is done). Latency is measured before an event is queued, so a slow consumer
-// never distorts it. On an error after the storm started, Run still returns what it measured.
+// never distorts it.
+//
+// The storm's own sessions (this process's pool when Env.DSN is set, its worker processes and
+// servers) are named AppNamePrefix(spec.ID)…: a sampler watches their locks while the storm
+// runs, and before judging, Run waits (at most settleTimeout plus the hold) until none of them
+// has a transaction open. When ctx ends the storm stops: requests not yet answered are
+// CANCELLED, and the summary still says what the database holds. On an error after the storm
+// started, Run still returns what it measured.
 func Run(ctx context.Context, env Env, spec Spec, events chan<- Event) (Summary, error) {
 	spec, err := spec.Normalized()
 	if err != nil {
@@ -29,55 +52,130 @@ func Run(ctx context.Context, env Env, spec Spec, events chan<- Event) (Summary,
 	if env.Kernel == nil {
 		return Summary{}, errors.New("storm: Env.Kernel is required (the verdict is read from its database)")
 	}
-	col := newCollector(ctx, spec.N, events)
-
-	var fault idem.FaultFunc
-	if spec.FailFirst {
-		fault = (&faultOnce{}).fault
+	home := env.Kernel.DB()
+	before, err := readKeyState(ctx, home, spec)
+	if err != nil {
+		return Summary{}, fmt.Errorf("storm: read the key before the storm: %w", err)
 	}
-	target := httpTarget{url: spec.URL, token: spec.Token}
-	if spec.Via == ViaHTTP && spec.URL == "" {
-		stop, t, err := startServer(ctx, env, spec, fault)
+	r := &stormRun{env: env, spec: spec, local: env.Kernel, col: newCollector(ctx, spec.N, events), faults: faults{hold: spec.Hold}}
+	if spec.FailFirst {
+		r.faults.fail = (&faultOnce{}).fault
+	}
+	ownServer := spec.Via == ViaHTTP && len(spec.URLs) == 0 && spec.Servers <= 1
+	localNeeded := ownServer || (spec.Processes == 1 && spec.Via == ViaInproc)
+	closeLocal := func() {}
+	// Against running servers (URLs) the sessions are theirs: nothing of the storm's to watch.
+	r.tagged = len(spec.URLs) == 0 && (env.DSN != "" || !localNeeded)
+	if localNeeded && env.DSN != "" {
+		want := spec.Concurrency + 2
+		if ownServer {
+			want = spec.Concurrency*spec.Processes + 2
+		}
+		k, closeK, err := openKernel(ctx, env.DSN, kernelOptions{appName: appName(spec.ID, 'p', 0), readOnly: home.ReadOnly,
+			maxConns: poolSize(want, env.MaxConns), ttl: env.Kernel.Runner().TTL(), clock: env.Kernel.Runner().Clock(),
+			registry: env.Kernel.Registry})
 		if err != nil {
-			col.finish()
+			r.col.finish()
 			return Summary{}, err
 		}
-		defer stop()
-		target = t
+		closeLocal = sync.OnceFunc(closeK)
+		defer closeLocal()
+		r.local = k
+	}
+
+	stopServers, err := r.targets(ctx, ownServer)
+	if err != nil {
+		r.col.finish()
+		return Summary{}, err
+	}
+	var smp *sampler
+	if r.tagged {
+		smp = startSampler(ctx, home, AppNamePrefix(spec.ID), env.OnLocks)
 	}
 
 	var release time.Time
 	if spec.Processes == 1 {
-		release, err = runInProcess(ctx, env, spec, target, fault, col)
+		release, err = runInProcess(ctx, r)
 	} else {
-		release, err = runChildren(ctx, env, spec, target, col)
+		release, err = runChildren(ctx, r)
 	}
-	col.finish()
-	sum := col.summarize(spec, release)
+	r.col.finish()
+	stopServers()
+	stopped := ctx.Err() != nil
+
 	vctx := ctx
-	if ctx.Err() != nil {
-		// A cancelled storm still reports what the database holds.
+	if stopped {
+		// A stopped storm still reports what the database holds.
 		var cancel context.CancelFunc
-		vctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		vctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), settleTimeout+spec.Hold+10*time.Second)
 		defer cancel()
 	}
-	sum.Verified = verify(vctx, env.Kernel.DB(), spec, col.results, col.got)
+	open, settleErr := 0, error(nil)
+	if r.tagged {
+		closeLocal() // its sessions end; a transaction still open there rolls back
+		open, settleErr = settle(vctx, home, AppNamePrefix(spec.ID), settleTimeout+spec.Hold, stopped)
+	}
+	sum := r.col.summarize(spec, release, stopped, r.target.urls)
+	if smp != nil {
+		sum.Locks = smp.stop()
+	}
+	sum.Verified = verify(vctx, home, spec, before, r.col.results, r.col.got, sum.Successes())
+	if settleErr != nil {
+		sum.Verified.problem("could not check that the storm's sessions had ended: %v", settleErr)
+	} else if open > 0 {
+		sum.Verified.Unsettled = open
+		sum.Verified.problem("%d of the storm's sessions still had a transaction open %s after the last answer; the database was read anyway", open, settleTimeout+spec.Hold)
+	}
+	sum.Verified.Agrees = len(sum.Verified.Problems) == 0
+	sum.Verdict = judge(sum, spec, stopped)
 	return sum, err
 }
 
-// startServer serves the API over env.Kernel on a loopback port with a one-off token for the
-// storm's owner; the returned func shuts it down.
-func startServer(ctx context.Context, env Env, spec Spec, fault idem.FaultFunc) (func(), httpTarget, error) {
+// targets decides where HTTP requests go: the given URLs (whose token must act as the storm's
+// owner), the in-process server, or spec.Servers serving children. The returned func stops
+// what it started.
+func (r *stormRun) targets(ctx context.Context, ownServer bool) (func(), error) {
+	spec := r.spec
+	nothing := func() {}
+	switch {
+	case spec.Via != ViaHTTP:
+		return nothing, nil
+	case len(spec.URLs) > 0:
+		r.target = httpTarget{urls: spec.URLs, token: spec.Token}
+		c := newHTTPClient(1, 0)
+		defer c.CloseIdleConnections()
+		return nothing, checkTokenOwner(ctx, c, r.target, spec.Owner())
+	}
 	token := "storm-" + randomHex(16)
-	opts := httpapi.Options{Tokens: map[string]string{token: spec.Owner()}, MaxBodyBytes: env.HTTP.MaxBodyBytes}
-	if fault != nil {
-		opts.RequestContext = func(c context.Context) context.Context { return withFault(c, fault) }
+	if ownServer {
+		url, stop, err := startServer(ctx, r.local, token, spec.Owner(), r.env.HTTP.MaxBodyBytes, r.faults)
+		if err != nil {
+			return nil, err
+		}
+		r.target = httpTarget{urls: []string{url}, token: token}
+		return stop, nil
+	}
+	urls, stop, err := startServers(ctx, r, token)
+	if err != nil {
+		return nil, err
+	}
+	r.target = httpTarget{urls: urls, token: token}
+	return stop, nil
+}
+
+// startServer serves the API over k on a loopback port, accepting token for owner and
+// injecting f into its requests' work; stop shuts it down (in-flight requests finish) and may
+// be called more than once.
+func startServer(ctx context.Context, k *kernel.Kernel, token, owner string, maxBody int64, f faults) (string, func(), error) {
+	opts := httpapi.Options{Tokens: map[string]string{token: owner}, MaxBodyBytes: maxBody}
+	if !f.none() {
+		opts.RequestContext = f.bind
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, httpTarget{}, fmt.Errorf("storm: listen on loopback: %w", err)
+		return "", nil, fmt.Errorf("storm: listen on loopback: %w", err)
 	}
-	srv := httpapi.NewServer(httpapi.New(env.Kernel, opts), nil)
+	srv := httpapi.NewServer(httpapi.New(k, opts), nil)
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
 	go func() {
@@ -88,34 +186,37 @@ func startServer(ctx context.Context, env Env, spec Spec, fault idem.FaultFunc) 
 		cancel()
 		<-done
 	}
-	return stop, httpTarget{url: "http://" + ln.Addr().String(), token: token}, nil
+	return "http://" + ln.Addr().String(), stop, nil
 }
 
-// runInProcess fires the storm from this process: through the shared kernel, or over HTTP.
-func runInProcess(ctx context.Context, env Env, spec Spec, t httpTarget, fault idem.FaultFunc, col *collector) (time.Time, error) {
+// runInProcess fires the storm from this process: through the storm's kernel, or over HTTP.
+func runInProcess(ctx context.Context, r *stormRun) (time.Time, error) {
+	spec := r.spec
 	var do doer
+	fctx := ctx
 	if spec.Via == ViaHTTP {
-		c := newHTTPClient(spec.Concurrency)
+		c := newHTTPClient(spec.Concurrency, spec.Hold)
 		defer c.CloseIdleConnections()
-		if err := warmHTTP(ctx, c, t.url, spec.Concurrency); err != nil {
+		if err := warmTargets(ctx, c, r.target, spec.Concurrency); err != nil {
 			return time.Time{}, err
 		}
-		d, err := httpDoer(c, t, spec)
+		d, err := httpDoer(c, r.target, spec)
 		if err != nil {
 			return time.Time{}, err
 		}
 		do = d
 	} else {
-		if err := warmPool(ctx, env.Kernel.DB().Pool, spec.Concurrency); err != nil {
+		if err := warmPool(ctx, r.local.DB().Pool, spec.Concurrency); err != nil {
 			return time.Time{}, err
 		}
-		do = kernelDoer(env.Kernel, spec)
+		do = kernelDoer(r.local, spec)
+		fctx = r.faults.bind(ctx)
 	}
 	release := make(chan struct{})
 	var parked, wg sync.WaitGroup
 	parked.Add(spec.Concurrency)
 	wg.Go(func() {
-		fire(withFault(ctx, fault), spec.N, spec.Concurrency, 0, os.Getpid(), do, &parked, release, col.add)
+		fire(fctx, spec.N, spec.Concurrency, 0, os.Getpid(), do, &parked, release, r.col.add)
 	})
 	parked.Wait()
 	released := time.Now()
@@ -143,7 +244,7 @@ func fire(ctx context.Context, n, c, base, pid int, do doer, parked *sync.WaitGr
 					return
 				}
 				start := time.Now()
-				ev := do(ctx)
+				ev := do(ctx, base+i)
 				ev.LatencyMs = msSince(start)
 				ev.Index, ev.PID = base+i, pid
 				emit(ev)
@@ -154,6 +255,14 @@ func fire(ctx context.Context, n, c, base, pid int, do doer, parked *sync.WaitGr
 }
 
 func msSince(t time.Time) float64 { return float64(time.Since(t).Microseconds()) / 1000 }
+
+// poolSize is want connections within a cap (0: none).
+func poolSize(want, limit int) int {
+	if limit > 0 && limit < want {
+		return limit
+	}
+	return want
+}
 
 // warmPool opens n connections (at most the pool's size) before the barrier, so requests
 // collide on the unique index rather than queue for connections or pay for handshakes.

@@ -3,6 +3,7 @@ package storm
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"net/url"
 	"time"
@@ -35,6 +36,8 @@ const (
 	MaxProcesses       = 64
 	MaxConcurrency     = 256 // per process
 	DefaultConcurrency = 32  // per process, when Spec.Concurrency is 0
+	MaxServers         = 16
+	MaxHold            = time.Minute
 )
 
 // Codes a storm reports besides the kernel's.
@@ -69,14 +72,29 @@ type Spec struct {
 	Share bool
 	// Via is ViaInproc (default) or ViaHTTP.
 	Via string
-	// URL of a running `idemwork serve` for ViaHTTP; empty starts a loopback server in this
-	// process over Env.Kernel.
-	URL string
-	// Token is the bearer token for URL (a self-started server makes its own).
+	// URL and URLs are running `idemwork serve` processes for ViaHTTP, sent requests
+	// round-robin (URL, when set, comes first); none starts the storm's own servers.
+	URL  string
+	URLs []string
+	// Token is the bearer token for the URLs (the storm's own servers make their own). It must
+	// act as the storm's owner: Run asks each server (GET /v1/whoami) before it fires.
 	Token string
+	// Servers is how many servers the storm starts for ViaHTTP without URLs: 0 or 1 serves from
+	// this process; N > 1 starts N child processes serving the same API on loopback over the
+	// one database, and the requests go to them round-robin.
+	Servers int
 	// FailFirst injects a failure into the first attempt's work (after its audit step), once
 	// across the whole storm: the transaction rolls back and another request must execute.
 	FailFirst bool
+	// Hold keeps the executing request's transaction open this long after its work, before
+	// SUCCEEDED and COMMIT, so the queue on the unique index stays there to see (at most
+	// MaxHold). Like FailFirst it goes through idem's checkpoints, so it needs the storm's own
+	// kernels (no URLs).
+	Hold time.Duration
+	// ID names the storm's own database sessions (application_name "idemwork storm <ID> p0",
+	// p1…pP for worker processes, s1…sN for servers); empty gets a generated one. 1-16 of
+	// [a-z0-9].
+	ID string
 }
 
 // Env is what the engine needs from its host.
@@ -97,6 +115,13 @@ type Env struct {
 	Stderr io.Writer
 	// ReadyTimeout bounds how long children may take to connect and warm up (default 1 minute).
 	ReadyTimeout time.Duration
+	// MaxConns caps every pool the storm opens (0: each sized for its share of the storm). A
+	// cap below the concurrency makes requests queue for connections, as a small production
+	// pool would.
+	MaxConns int
+	// OnLocks, when set, receives every lock sample as it is taken (each SampleEvery while the
+	// storm runs). It runs on the sampler's goroutine and must not block.
+	OnLocks func(LockSample)
 }
 
 // Event is one finished request.
@@ -113,6 +138,11 @@ type Event struct {
 	Err         string  `json:"err,omitempty"`
 	// Status is the HTTP status of the response (or of the error's code in process).
 	Status int `json:"status,omitempty"`
+	// Server is which of the storm's HTTP servers answered (1-based; 0 in process).
+	Server int `json:"server,omitempty"`
+	// ExecutionStatus is the status of the returned feature execution (SUCCEEDED, BLOCKED,
+	// PENDING…), empty without one.
+	ExecutionStatus string `json:"executionStatus,omitempty"`
 }
 
 // Succeeded reports whether the request got a result (EXECUTED, REPLAYED or JOINED).
@@ -201,7 +231,10 @@ func (s Spec) Normalized() (Spec, error) {
 	if s.N < 1 || s.N > MaxRequests {
 		return s, usage("--n: want 1-%d requests, got %d", MaxRequests, s.N)
 	}
-	if s.Processes <= 0 {
+	if s.Processes < 0 {
+		return s, usage("--processes: want 1-%d, got %d", MaxProcesses, s.Processes)
+	}
+	if s.Processes == 0 {
 		s.Processes = 1
 	}
 	if s.Processes > MaxProcesses {
@@ -225,20 +258,47 @@ func (s Spec) Normalized() (Spec, error) {
 	default:
 		return s, usage("--via %q: want inproc or http", s.Via)
 	}
-	if s.URL != "" {
+	if s.URL != "" && (len(s.URLs) == 0 || s.URLs[0] != s.URL) {
+		s.URLs = append([]string{s.URL}, s.URLs...)
+	}
+	if len(s.URLs) > 0 {
+		s.URL = s.URLs[0]
 		if s.Via != ViaHTTP {
 			return s, usage("--url needs --via http")
 		}
-		u, err := url.Parse(s.URL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return s, usage("--url %q: want http://host:port", s.URL)
+		for _, raw := range s.URLs {
+			u, err := url.Parse(raw)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return s, usage("--url %q: want http://host:port", raw)
+			}
 		}
 		if s.FailFirst {
-			return s, usage("--fail-first injects the failure into this process's kernel: it needs the storm's own server (drop --url)")
+			return s, usage("--fail-first injects the failure into the storm's own kernels: it needs the storm's own servers (drop --url)")
+		}
+		if s.Hold > 0 {
+			return s, usage("--hold holds a transaction in the storm's own kernels: it needs the storm's own servers (drop --url)")
+		}
+		if s.Servers > 0 {
+			return s, usage("--servers starts the storm's own servers; --url names running ones: give one or the other")
 		}
 		if s.Token == "" {
 			return s, usage("--url needs a bearer token (IDEMWORK_TOKEN, --token, or a config http.tokens entry for owner %s)", s.Owner())
 		}
+	}
+	if s.Servers < 0 || s.Servers > MaxServers {
+		return s, usage("--servers: want 1-%d, got %d", MaxServers, s.Servers)
+	}
+	if s.Servers > 0 && s.Via != ViaHTTP {
+		return s, usage("--servers starts HTTP servers: it needs --via http")
+	}
+	if s.Hold < 0 || s.Hold > MaxHold {
+		return s, usage("--hold: want 0-%s, got %s", MaxHold, s.Hold)
+	}
+	if s.ID == "" {
+		s.ID = randomHex(3)
+	}
+	if err := checkID(s.ID); err != nil {
+		return s, err
 	}
 	if err := idem.ValidateOwner(s.Owner()); err != nil {
 		return s, err
@@ -250,6 +310,28 @@ func (s Spec) Normalized() (Spec, error) {
 		return s, err
 	}
 	return s, nil
+}
+
+// checkID accepts what can sit in an application_name unquoted and unescaped.
+func checkID(id string) error {
+	if len(id) < 1 || len(id) > 16 {
+		return usage("storm id %q: want 1-16 of [a-z0-9]", id)
+	}
+	for _, c := range id {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+			return usage("storm id %q: want 1-16 of [a-z0-9]", id)
+		}
+	}
+	return nil
+}
+
+// AppNamePrefix is how every database session of storm id starts its application_name.
+func AppNamePrefix(id string) string { return "idemwork storm " + id + " " }
+
+// appName names one of the storm's pools: p0 is this process, p1… its worker processes, s1…
+// its servers.
+func appName(id string, role byte, n int) string {
+	return fmt.Sprintf("%s%c%d", AppNamePrefix(id), role, n)
 }
 
 func randomHex(n int) string {

@@ -23,7 +23,7 @@ import (
 // binary with storm.WorkerEnvVar set, and run the worker instead of the tests.
 func TestMain(m *testing.M) {
 	if os.Getenv(storm.WorkerEnvVar) == "1" {
-		if err := storm.WorkerMain(context.Background(), os.Stdin, os.Stdout); err != nil {
+		if err := storm.WorkerMain(context.Background(), os.Stdin, os.Stdout, storm.WorkerSession{}); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(4)
 		}
@@ -231,6 +231,8 @@ func TestActionStormRunsTheFeatureOnce(t *testing.T) {
 		require.True(t, sum.Verified.Agrees, "%s: %v", c.name, sum.Verified.Problems)
 		require.Equal(t, 1, sum.Verified.Executions, c.name)
 		require.Equal(t, c.wantRevisions, sum.Verified.Revisions, c.name)
+		require.Equal(t, c.status, sum.Verified.ExecutionStatus, c.name)
+		require.Contains(t, sum.Verdict.Database.Text, "execution "+c.status, "the result's status is part of what the database holds")
 		require.Equal(t, 1, b.count(t, "SELECT count(*) FROM feature_execution WHERE owner_id = 'dave' AND idempotency_key = $1 AND status = $2", key, c.status))
 	}
 }
@@ -371,11 +373,15 @@ func TestRejectedStormReportsTheCode(t *testing.T) {
 	sum, err := storm.Run(ctxFor(t), b.env, spec, nil)
 	require.NoError(t, err)
 	require.Equal(t, map[string]int{"VALIDATION_FAILED": 10}, sum.Outcomes)
-	require.False(t, sum.Verified.Agrees)
+	require.True(t, sum.Verified.Agrees, "nothing claimed, nothing written: %v", sum.Verified.Problems)
 	require.Equal(t, "ABSENT", sum.Verified.KeyStatus)
 	code, n := sum.TopError()
 	require.Equal(t, "VALIDATION_FAILED", code)
 	require.Equal(t, 10, n)
+	require.Equal(t, storm.VerdictRejected, sum.Verdict.Verdict)
+	require.Equal(t, "VALIDATION_FAILED", sum.Verdict.Code)
+	require.Equal(t, 10, sum.Errors["VALIDATION_FAILED"].Count)
+	require.Contains(t, sum.Errors["VALIDATION_FAILED"].Sample, "title", "the sample says which field and why")
 }
 
 func TestSpecNormalization(t *testing.T) {
@@ -423,7 +429,9 @@ func TestWorkerNeverFiresWithoutARelease(t *testing.T) {
 	r, w := io.Pipe()
 	var out syncBuffer
 	done := make(chan error, 1)
-	go func() { done <- storm.ServeWorker(ctxFor(t), strings.NewReader(string(job)), &out, r) }()
+	go func() {
+		done <- storm.ServeWorker(ctxFor(t), strings.NewReader(string(job)), &out, r, storm.WorkerSession{})
+	}()
 	require.Eventually(t, func() bool { return strings.Contains(out.String(), `"t":"ready"`) }, time.Minute, 10*time.Millisecond)
 	require.NoError(t, w.Close()) // the parent is gone: EOF instead of a release byte
 	err = <-done

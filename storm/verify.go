@@ -31,11 +31,62 @@ type Verified struct {
 	EarlierRows int `json:"earlierRows,omitempty"`
 	// Envelope is the stored result reference every replay restores.
 	Envelope *Reference `json:"envelope"`
-	// Agrees: the key succeeded with the storm's operation, exactly one execution/revision (as
-	// the operation writes) and one audit event carry the key, the envelope points at them, at
-	// most one request reports EXECUTED, and every successful response points at the same result.
+	// ExecutionStatus and ExecutionMode are the key's feature execution's (an action storm):
+	// SUCCEEDED/internal, BLOCKED/blocked_external (failed closed), PENDING/outbox.
+	ExecutionStatus string `json:"executionStatus,omitempty"`
+	ExecutionMode   string `json:"executionMode,omitempty"`
+	// KeyStatusBefore is the key's status before the storm (ABSENT, SUCCEEDED, PROCESSING).
+	KeyStatusBefore string `json:"keyStatusBefore"`
+	// Unsettled counts the storm's sessions that still had a transaction open when the
+	// database was read (after waiting for them, bounded).
+	Unsettled int `json:"unsettled,omitempty"`
+	// Agrees: when some request succeeded, the key succeeded with the storm's operation,
+	// exactly one execution/revision (as the operation writes) and one audit event carry the
+	// key, the envelope points at them, at most one request reports EXECUTED, and every
+	// successful response points at the same result; when none succeeded, the storm wrote
+	// nothing: the key and its rows are as they were before it. Either way every session of
+	// the storm had ended when this was read.
 	Agrees   bool     `json:"agrees"`
 	Problems []string `json:"problems,omitempty"`
+}
+
+func (v *Verified) problem(format string, args ...any) {
+	v.Problems = append(v.Problems, fmt.Sprintf(format, args...))
+}
+
+// keyState is what the database holds for the key at one moment: its row and how many rows
+// of any life carry it.
+type keyState struct {
+	status    string // ABSENT when there is no row
+	operation string
+	createdAt time.Time
+	updatedAt time.Time
+	rows      int
+}
+
+func (k keyState) String() string {
+	if k.status == "ABSENT" {
+		return "ABSENT"
+	}
+	return fmt.Sprintf("%s since %s", k.status, k.updatedAt.UTC().Format("2006-01-02 15:04:05.000"))
+}
+
+// readKeyState reads the key's row and counts the revisions, executions and audit events
+// that carry it.
+func readKeyState(ctx context.Context, db *store.DB, spec Spec) (keyState, error) {
+	k := keyState{status: "ABSENT"}
+	q := db.Q(ctx)
+	owner, key := spec.Owner(), spec.Key()
+	err := q.QueryRow(ctx, `SELECT status, operation, created_at, updated_at FROM idempotency_record
+		WHERE owner_id = $1 AND idempotency_key = $2`, owner, key).Scan(&k.status, &k.operation, &k.createdAt, &k.updatedAt)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return k, err
+	}
+	err = q.QueryRow(ctx, `SELECT
+			(SELECT count(*) FROM record_revision WHERE owner_id = $1 AND idempotency_key = $2)
+			+ (SELECT count(*) FROM feature_execution WHERE owner_id = $1 AND idempotency_key = $2)
+			+ (SELECT count(*) FROM audit_event WHERE owner_id = $1 AND idempotency_key = $2)`, owner, key).Scan(&k.rows)
+	return k, err
 }
 
 // Reference is an envelope's result reference.
@@ -55,10 +106,26 @@ type executionRow struct {
 	revision                   int
 }
 
-// verify reads the key's rows and checks them against the responses.
-func verify(ctx context.Context, db *store.DB, spec Spec, results []Event, got []bool) Verified {
-	v := Verified{KeyStatus: "ABSENT"}
-	problem := func(format string, args ...any) { v.Problems = append(v.Problems, fmt.Sprintf(format, args...)) }
+// verify reads the key's rows and checks them against the responses: the result every
+// success points at when some request succeeded, else that the storm wrote nothing.
+func verify(ctx context.Context, db *store.DB, spec Spec, before keyState, results []Event, got []bool, successes int) Verified {
+	v := Verified{KeyStatus: "ABSENT", KeyStatusBefore: before.status}
+	problem := v.problem
+	if successes == 0 {
+		after, err := readKeyState(ctx, db, spec)
+		if err != nil {
+			problem("reading the key failed: %v", err)
+			return v
+		}
+		v.KeyStatus, v.Operation = after.status, after.operation
+		switch {
+		case after.status != before.status || !after.updatedAt.Equal(before.updatedAt) || !after.createdAt.Equal(before.createdAt):
+			problem("no request succeeded, yet the key changed: %s before the storm, %s after", before, after)
+		case after.rows != before.rows:
+			problem("no request succeeded, yet %d rows carrying the key were written", after.rows-before.rows)
+		}
+		return v
+	}
 	owner, key := spec.Owner(), spec.Key()
 
 	var status, operation string
@@ -66,7 +133,7 @@ func verify(ctx context.Context, db *store.DB, spec Spec, results []Event, got [
 	// Rows of the key's current lifetime: written at or after its reservation. Without a key row
 	// every row counts (and the missing row is itself the problem reported below).
 	since := time.Time{}
-	err := db.Pool.QueryRow(ctx, `SELECT status, operation, response, created_at FROM idempotency_record
+	err := db.Q(ctx).QueryRow(ctx, `SELECT status, operation, response, created_at FROM idempotency_record
 		WHERE owner_id = $1 AND idempotency_key = $2`, owner, key).Scan(&status, &operation, &response, &since)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
@@ -98,7 +165,7 @@ func verify(ctx context.Context, db *store.DB, spec Spec, results []Event, got [
 		problem("reading executions failed: %v", err)
 		return v
 	}
-	if err := db.Pool.QueryRow(ctx, `SELECT
+	if err := db.Q(ctx).QueryRow(ctx, `SELECT
 			(SELECT count(*) FROM audit_event WHERE owner_id = $1 AND idempotency_key = $2 AND at >= $3),
 			(SELECT count(*) FROM record_revision WHERE owner_id = $1 AND idempotency_key = $2 AND created_at < $3)
 			+ (SELECT count(*) FROM feature_execution WHERE owner_id = $1 AND idempotency_key = $2 AND created_at < $3)
@@ -108,6 +175,9 @@ func verify(ctx context.Context, db *store.DB, spec Spec, results []Event, got [
 		return v
 	}
 	v.Revisions, v.Executions = len(revs), len(execs)
+	if len(execs) == 1 {
+		v.ExecutionStatus, v.ExecutionMode = execs[0].status, execs[0].mode
+	}
 
 	if response != nil {
 		env, err := idem.ParseEnvelope(response)
@@ -122,13 +192,9 @@ func verify(ctx context.Context, db *store.DB, spec Spec, results []Event, got [
 		}
 	}
 
-	successes, executed := 0, 0
+	executed := 0
 	for i, ev := range results {
-		if !got[i] || !ev.Succeeded() {
-			continue
-		}
-		successes++
-		if ev.Outcome == string(idem.Executed) {
+		if got[i] && ev.Outcome == string(idem.Executed) {
 			executed++
 		}
 	}
@@ -141,9 +207,6 @@ func verify(ctx context.Context, db *store.DB, spec Spec, results []Event, got [
 	}
 	if v.Operation != "" && v.Operation != spec.Operation() {
 		problem("the key is bound to %s, not %s", v.Operation, spec.Operation())
-	}
-	if successes == 0 {
-		problem("no request succeeded")
 	}
 	if executed > 1 {
 		problem("%d requests report EXECUTED for one key", executed)
@@ -192,12 +255,11 @@ func verify(ctx context.Context, db *store.DB, spec Spec, results []Event, got [
 		problem("the key succeeded but its envelope could not be read")
 	}
 
-	v.Agrees = len(v.Problems) == 0
 	return v
 }
 
 func collectRows[T any](ctx context.Context, db *store.DB, sql string, scan func(pgx.Rows) (T, error), args ...any) ([]T, error) {
-	rows, err := db.Pool.Query(ctx, sql, args...)
+	rows, err := db.Q(ctx).Query(ctx, sql, args...)
 	if err != nil {
 		return nil, err
 	}

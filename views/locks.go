@@ -10,6 +10,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"idemwork/store"
+	"idemwork/storm"
 	tctx "idemwork/tui/context"
 )
 
@@ -17,21 +18,39 @@ import (
 const lockRefresh = 400 * time.Millisecond
 
 // Locks shows the database's client sessions live: who waits on a lock, on whom
-// (pg_blocking_pids), for which lock, and how long their transaction has been open. During a
-// same-key storm without sharing, the losers show up here waiting on the winner's transaction —
-// that is the unique index at work.
+// (pg_blocking_pids), for which lock, their application name, and how long their transaction
+// has been open. During a same-key storm without sharing, the losers show up here waiting on
+// the winner's transaction — that is the unique index at work; a storm's own sessions are
+// named "idemwork storm <id> …" and shown with the storm's key. Storms end faster than this
+// view polls, so it also keeps the peak the storm's own sampler saw. Idle sessions are hidden
+// unless asked for.
 type Locks struct {
 	ctx      *tctx.ProgramContext
 	w, h     int
 	table    Table
-	sessions []store.Session
+	all      []store.Session
+	sessions []store.Session // those shown
 	err      string
 	active   bool
 	paused   bool
+	showIdle bool
 	req      int
 	ticking  bool
 	updated  time.Time
 	peakWait int
+	// The storms this view heard of (id → key), and the last one's sampler figures.
+	storms    map[string]string
+	storm     stormPeak
+	stormLive bool
+}
+
+// stormPeak is a storm's own count of its sessions waiting on a lock.
+type stormPeak struct {
+	id, key string
+	now     int
+	peak    int
+	at      time.Time
+	samples int
 }
 
 type locksTickMsg struct{}
@@ -42,14 +61,49 @@ type locksMsg struct {
 	err      error
 }
 
-var keyPause = key.NewBinding(key.WithKeys("p"), key.WithHelp("p", "pause/resume"))
+var (
+	keyPause = key.NewBinding(key.WithKeys("p"), key.WithHelp("p", "pause/resume"))
+	keyIdle  = key.NewBinding(key.WithKeys("i"), key.WithHelp("i", "show/hide idle sessions"))
+)
 
 // NewLocks returns the Locks view.
 func NewLocks(ctx *tctx.ProgramContext) *Locks {
-	v := &Locks{ctx: ctx}
-	v.table.Columns = []Column{{Title: "PID", Width: 7}, {Title: "STATE", Width: 8}, {Title: "WAITS ON", Width: 12}, {Title: "BLOCKED BY", Width: 10},
-		{Title: "XACT", Width: 8}, {Title: "LOCK", Width: 18}, {Title: "QUERY", Min: 10}}
+	v := &Locks{ctx: ctx, storms: map[string]string{}}
+	v.setColumns(120)
 	return v
+}
+
+// lockColumns are the Locks table's columns by pane width: all of them when it is wide, else
+// those that tell a storm's queue: who, in which state, waiting on what, since when, for which
+// key.
+var lockColumns = []struct {
+	minWidth int
+	cols     []Column
+}{
+	{150, []Column{{Title: "PID", Width: 7}, {Title: "APPLICATION", Width: 24}, {Title: "STATE", Width: 10},
+		{Title: "WAITS ON", Width: 14}, {Title: "BLOCKED BY", Width: 10}, {Title: "XACT", Width: 7}, {Title: "LOCK", Width: 16},
+		{Title: "KEY", Width: 16}, {Title: "QUERY", Min: 10}}},
+	{96, []Column{{Title: "PID", Width: 7}, {Title: "APPLICATION", Width: 24}, {Title: "STATE", Width: 10},
+		{Title: "WAITS ON", Width: 14}, {Title: "BLOCKED BY", Width: 10}, {Title: "XACT", Width: 7}, {Title: "KEY", Min: 8}}},
+	{0, []Column{{Title: "PID", Width: 6}, {Title: "APPLICATION", Width: 24}, {Title: "STATE", Width: 10},
+		{Title: "WAITS ON", Width: 13}, {Title: "XACT", Width: 6}, {Title: "KEY", Min: 1}}},
+}
+
+func (v *Locks) setColumns(w int) {
+	for _, c := range lockColumns {
+		if w >= c.minWidth {
+			if len(v.table.Columns) != len(c.cols) {
+				v.table.Columns = c.cols
+				v.fill()
+			}
+			return
+		}
+	}
+}
+
+// shortState fits pg_stat_activity's states into the STATE column.
+func shortState(s string) string {
+	return strings.NewReplacer("idle in transaction", "idle in tx", "fastpath function call", "fastpath").Replace(s)
 }
 
 // Title names the view.
@@ -101,17 +155,32 @@ func (v *Locks) Update(msg tea.Msg) tea.Cmd {
 			v.err = errText(msg.err)
 			return nil
 		}
-		v.err, v.sessions, v.updated = "", msg.sessions, time.Now()
+		v.err, v.all, v.updated = "", msg.sessions, time.Now()
 		v.fill()
+	case stormLocksMsg:
+		v.remember(msg.id, msg.key)
+		if v.storm.id != msg.id {
+			v.storm = stormPeak{id: msg.id, key: msg.key}
+		}
+		v.storm.now, v.storm.peak, v.storm.at, v.stormLive = msg.locks.Waiting, msg.locks.PeakWaiting, msg.locks.PeakAt, true
+	case stormDoneMsg:
+		if sm := msg.summary; sm.ID != "" {
+			v.remember(sm.ID, sm.Key)
+			v.storm = stormPeak{id: sm.ID, key: sm.Key, peak: sm.PeakWaiting, at: sm.PeakAt, samples: sm.Samples}
+			v.stormLive = false
+		}
 	case tea.MouseMsg:
-		wheelTable(&v.table, msg, msg.Y-2)
+		wheelTable(&v.table, msg, msg.Y-3)
 	case tea.KeyMsg:
-		if moveTable(&v.table, msg, v.h-3) {
+		if moveTable(&v.table, msg, v.h-4) {
 			return nil
 		}
 		switch {
 		case key.Matches(msg, keyPause):
 			v.paused = !v.paused
+		case key.Matches(msg, keyIdle):
+			v.showIdle = !v.showIdle
+			v.fill()
 		case key.Matches(msg, keyRefresh):
 			return v.poll()
 		}
@@ -119,10 +188,31 @@ func (v *Locks) Update(msg tea.Msg) tea.Cmd {
 	return nil
 }
 
+// remember keeps the key of a storm by its id (the last few storms).
+func (v *Locks) remember(id, key string) {
+	if id == "" {
+		return
+	}
+	if _, ok := v.storms[id]; !ok && len(v.storms) >= 16 {
+		clear(v.storms)
+	}
+	v.storms[id] = key
+}
+
+// stormKey is the key of the storm a session belongs to ("" when it is no known storm's).
+func (v *Locks) stormKey(application string) string {
+	rest, ok := strings.CutPrefix(application, "idemwork storm ")
+	if !ok {
+		return ""
+	}
+	id, _, _ := strings.Cut(rest, " ")
+	return v.storms[id]
+}
+
 // Waiting counts sessions waiting on a lock.
 func (v *Locks) Waiting() int {
 	n := 0
-	for _, s := range v.sessions {
+	for _, s := range v.all {
 		if len(s.BlockedBy) > 0 {
 			n++
 		}
@@ -130,19 +220,56 @@ func (v *Locks) Waiting() int {
 	return n
 }
 
+// idle counts the idle sessions (no transaction open), hidden unless showIdle.
+func (v *Locks) idle() int {
+	n := 0
+	for _, s := range v.all {
+		if s.State == "idle" && !s.InXact {
+			n++
+		}
+	}
+	return n
+}
+
+// readableMs is a duration for people: "0.4 s", "12 s", "3m05s", "2h10m".
+func readableMs(ms float64) string {
+	d := time.Duration(ms * float64(time.Millisecond))
+	switch {
+	case d < 10*time.Second:
+		return fmt.Sprintf("%.1f s", d.Seconds())
+	case d < 100*time.Second:
+		return fmt.Sprintf("%.0f s", d.Seconds())
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+	}
+	return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+}
+
 func (v *Locks) fill() {
+	v.sessions = v.sessions[:0]
+	for _, s := range v.all {
+		if v.showIdle || s.State != "idle" || s.InXact {
+			v.sessions = append(v.sessions, s)
+		}
+	}
 	rows := make([]Row, len(v.sessions))
 	for i, s := range v.sessions {
 		var by []string
 		for _, p := range s.BlockedBy {
 			by = append(by, fmt.Sprint(p))
 		}
-		wait := s.WaitEvent
-		if s.WaitType != "" && s.WaitType != s.WaitEvent {
-			wait = s.WaitType + ":" + s.WaitEvent
+		wait := s.WaitEvent // the event names what it waits for: transactionid, tuple, ClientRead…
+		xact := "-"
+		if s.InXact {
+			xact = readableMs(s.XactMs)
 		}
-		r := Row{Cells: []string{fmt.Sprint(s.PID), s.State, wait, strings.Join(by, ","), fmt.Sprintf("%.0fms", s.XactMs),
-			strings.TrimSpace(s.LockType + " " + s.LockTarget), s.Query}}
+		cells := map[string]string{"PID": fmt.Sprint(s.PID), "APPLICATION": printable(s.Application), "STATE": shortState(s.State), "WAITS ON": wait,
+			"BLOCKED BY": strings.Join(by, ","), "XACT": xact, "LOCK": strings.TrimSpace(s.LockType + " " + s.LockTarget),
+			"KEY": printable(v.stormKey(s.Application)), "QUERY": printable(s.Query)}
+		r := Row{Cells: make([]string, len(v.table.Columns))}
+		for j, c := range v.table.Columns {
+			r.Cells[j] = cells[c.Title]
+		}
 		if len(s.BlockedBy) > 0 {
 			r.Style = &v.ctx.Styles.Warning
 		}
@@ -155,7 +282,11 @@ func (v *Locks) fill() {
 }
 
 // SetSize sets the drawing area.
-func (v *Locks) SetSize(w, h int) { v.w, v.h = w, h; v.table.SetSize(w, h-2) }
+func (v *Locks) SetSize(w, h int) {
+	v.w, v.h = w, h
+	v.setColumns(w)
+	v.table.SetSize(w, h-3)
+}
 
 // View renders the view.
 func (v *Locks) View() string {
@@ -164,21 +295,42 @@ func (v *Locks) View() string {
 	if v.paused {
 		state = "paused"
 	}
-	head := s.Title.Render("Locks") + s.Subtle.Render(fmt.Sprintf(" · %s, every %s · %d session(s) · ", state, lockRefresh, len(v.sessions))) +
-		s.Warning.Render(fmt.Sprintf("%d waiting on a lock", v.Waiting())) + s.Subtle.Render(fmt.Sprintf(" (peak %d)", v.peakWait))
-	sub := s.Subtle.Render("A storm with sharing off queues its losers here: INSERT … ON CONFLICT waits on the winner's transaction (lock: transactionid).")
+	idle := fmt.Sprintf("%d idle hidden (i)", v.idle())
+	if v.showIdle {
+		idle = "idle shown (i hides)"
+	}
+	head := s.Title.Render("Locks") + s.Subtle.Render(fmt.Sprintf(" · %s, every %s · %d session(s), %s · ", state, lockRefresh, len(v.all), idle)) +
+		s.Warning.Render(fmt.Sprintf("%d waiting on a lock", v.Waiting())) + s.Subtle.Render(fmt.Sprintf(" (peak seen here %d)", v.peakWait))
+	sub := s.Subtle.Render("A storm with sharing off queues its losers here: INSERT … ON CONFLICT waits on the winner's transaction (lock: transactionid); --hold keeps it open to watch.")
 	if v.err != "" {
 		sub = s.Danger.Render(v.err)
 	}
-	return cut(head, v.w) + "\n" + cut(sub, v.w) + "\n" + v.table.View(s, true)
+	return cut(head, v.w) + "\n" + cut(v.stormLine(), v.w) + "\n" + cut(sub, v.w) + "\n" + v.table.View(s, true)
+}
+
+// stormLine is the last storm's own count of its sessions waiting on a lock.
+func (v *Locks) stormLine() string {
+	s := v.ctx.Styles
+	st := v.storm
+	if st.id == "" {
+		return s.Subtle.Render("no storm yet: its own sessions (" + storm.AppNamePrefix("<id>") + "…) are sampled every " + storm.SampleEvery.String() + " and their peak shows here")
+	}
+	at := ""
+	if !st.at.IsZero() && st.peak > 0 {
+		at = " at " + st.at.Local().Format("15:04:05.000")
+	}
+	if v.stormLive {
+		return s.Warning.Render(fmt.Sprintf("storm %s on key %s running: %d of its sessions wait now, peak %d%s", st.id, printable(st.key), st.now, st.peak, at))
+	}
+	return s.Subtle.Render(fmt.Sprintf("last storm %s on key %s: peak %d of its sessions waiting%s (%d samples every %s)", st.id, printable(st.key), st.peak, at, st.samples, storm.SampleEvery))
 }
 
 // ShortHelp is the footer help.
-func (v *Locks) ShortHelp() []key.Binding { return []key.Binding{keyPause, keyRefresh} }
+func (v *Locks) ShortHelp() []key.Binding { return []key.Binding{keyPause, keyIdle, keyRefresh} }
 
 // FullHelp is the ? help.
 func (v *Locks) FullHelp() [][]key.Binding {
-	return [][]key.Binding{{keyUp, keyDown, keyPgUp, keyPgDown}, {keyPause, keyRefresh, keyCopy}}
+	return [][]key.Binding{{keyUp, keyDown, keyPgUp, keyPgDown}, {keyPause, keyIdle, keyRefresh, keyCopy}}
 }
 
 // Capturing is false.

@@ -2,11 +2,13 @@ package views
 
 import (
 	gocontext "context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/charmbracelet/bubbles/key"
@@ -19,8 +21,10 @@ import (
 
 // Storm fires N concurrent requests of one operation on one key and shows, live, how each
 // resolved (EXECUTED, JOINED, REPLAYED, waited on the unique index, or an error code), latency
-// percentiles and a sparkline, how many Postgres sessions wait on a lock right now, and at the
-// end what the database holds for the key — verified by a query, not assumed.
+// percentiles and a sparkline, how many of the storm's own sessions wait on a lock (sampled by
+// the engine every few milliseconds) and, when it stalls, on what; at the end the verdict in
+// three parts: the answers, what the database holds for the key (read once every transaction
+// of the storm ended), and the verdict itself — the same words as `idemwork storm`.
 type Storm struct {
 	ctx     *tctx.ProgramContext
 	w, h    int
@@ -28,24 +32,31 @@ type Storm struct {
 	focus   int
 	editing bool
 
+	// The target: a module (create) or a record (patch, action) and what it holds now.
 	module, record string
 	revision       int
+	recordTitle    string
+	execStatus     string // of the last storm's result, for an action
+	needLoad       bool
+	loadReq        int
 
 	running   bool
+	stopping  bool
 	run       int // storm id: events of an older storm are dropped
 	spec      tctx.StormSpec
 	started   time.Time
 	elapsed   time.Duration
+	lastEvent time.Time
 	outcomes  map[string]int
 	waited    int
 	latencies []float64
 	sorted    []float64 // latencies sorted, rebuilt when events arrive (not on every redraw)
+	locks     tctx.StormLocks
 	summary   *tctx.StormSummary
 	err       string
-	lockNow   int
-	lockPeak  int
 	cancel    gocontext.CancelFunc
 	events    chan tctx.StormEvent
+	lockCh    chan tctx.StormLocks
 	done      chan stormDone
 	bar       progress.Model
 }
@@ -60,6 +71,15 @@ type stormEventsMsg struct {
 	events []tctx.StormEvent
 }
 
+type stormLocksMsg struct {
+	run   int
+	id    string
+	key   string
+	locks tctx.StormLocks
+}
+
+// stormDoneMsg ends a storm. The shell hands it to every view: the Locks view keeps the
+// storm's peak.
 type stormDoneMsg struct {
 	run     int
 	events  []tctx.StormEvent
@@ -67,18 +87,46 @@ type stormDoneMsg struct {
 	err     error
 }
 
-type stormLockTickMsg struct{ run int }
+type stormTickMsg struct{ run int }
 
-type stormLocksMsg struct {
-	run     int
-	waiting int
+// stormTargetMsg is the target record as it is now (after a storm, or when prepared).
+type stormTargetMsg struct {
+	req      int
+	revision int
+	title    string
+	payload  string
+	prefill  bool
+	err      error
 }
 
 var (
 	keyFire     = key.NewBinding(key.WithKeys("f", "ctrl+s"), key.WithHelp("f", "fire"))
-	keyEdit     = key.NewBinding(key.WithKeys("e"), key.WithHelp("e", "edit settings"))
+	keyEdit     = key.NewBinding(key.WithKeys("e"), key.WithHelp("e", "edit settings and body"))
 	keyStop     = key.NewBinding(key.WithKeys("ctrl+x"), key.WithHelp("ctrl+x", "stop"))
 	keyStormKey = key.NewBinding(key.WithKeys("ctrl+n"), key.WithHelp("ctrl+n", "fresh key"))
+)
+
+// stallAfter is how long a running storm may go without an answer before the view says what
+// it waits on.
+const stallAfter = time.Second
+
+// Field labels.
+const (
+	fOperation   = "Operation"
+	fFeature     = "Feature"
+	fKey         = "Idempotency-Key"
+	fTitle       = "Title"
+	fPayload     = "Payload"
+	fInput       = "Input"
+	fExpect      = "Expect revision"
+	fN           = "Requests (N)"
+	fConcurrency = "Concurrency"
+	fProcesses   = "Processes"
+	fVia         = "Via"
+	fServers     = "Servers"
+	fShare       = "In-process sharing"
+	fFailFirst   = "Fail the first attempt"
+	fHold        = "Hold the winner"
 )
 
 // NewStorm returns the Storm view.
@@ -98,9 +146,24 @@ func numberCheck(min, max int) func(string) string {
 	}
 }
 
+func holdCheck(s string) string {
+	d, err := parseHold(s)
+	if err != nil || d < 0 || d > storm.MaxHold {
+		return fmt.Sprintf("a duration from 0 to %s, e.g. 500ms or 2s", storm.MaxHold)
+	}
+	return ""
+}
+
+func parseHold(s string) (time.Duration, error) {
+	if s == "" || s == "0" {
+		return 0, nil
+	}
+	return time.ParseDuration(s)
+}
+
 // setTarget prepares the settings for a module (create) or a record (patch, action).
 func (v *Storm) setTarget(module, record string, revision int) {
-	v.module, v.record, v.revision = module, record, revision
+	v.module, v.record, v.revision, v.recordTitle, v.execStatus = module, record, revision, "", ""
 	ops := []string{"create"}
 	if record != "" {
 		ops = []string{"patch", "action", "create"}
@@ -116,41 +179,125 @@ func (v *Storm) setTarget(module, record string, revision int) {
 	if len(feats) == 0 {
 		feats = []string{"-"}
 	}
+	title := "storm"
+	if record != "" {
+		title = "" // a patch leaves the title alone unless one is typed
+	}
 	v.fields = []*formField{
-		{label: "Operation", choices: ops},
-		{label: "Feature", choices: feats, hint: "for action"},
-		{label: "Idempotency-Key", input: newInput(FreshKey(), 255), validate: func(s string) string {
+		{label: fOperation, choices: ops},
+		{label: fFeature, choices: feats},
+		{label: fKey, input: newInput(FreshKey(), 255), validate: func(s string) string {
 			if s == "" {
 				return "a storm needs a key"
 			}
 			return keyCheck(s)
 		}},
-		{label: "Requests (N)", input: newInput("50", 6), validate: numberCheck(1, 100000)},
-		{label: "Concurrency", input: newInput("16", 4), validate: numberCheck(1, 1000)},
-		{label: "Processes", input: newInput("1", 2), validate: numberCheck(1, 16), hint: "child processes colliding on the unique index"},
-		{label: "In-process sharing", choices: []string{"on", "off"}, hint: "off: every request goes to the database"},
-		{label: "Fail the first attempt", choices: []string{"no", "yes"}, hint: "the leader's work fails once; a follower retries"},
+		{label: fTitle, input: newInput(title, 400), validate: v.titleCheck},
+		{label: fPayload, input: newInput(defaultPayload(module), 64<<10), validate: jsonCheck("payload"), hint: "the module's template; empty: none"},
+		{label: fInput, input: newInput("{}", 64<<10), validate: jsonCheck("input")},
+		{label: fExpect, input: newInput(strconv.Itoa(max(revision, 1)), 10), validate: numberCheck(1, 1<<30),
+			hint: "REVISION_CONFLICT unless the record is at this revision (refreshed after each storm)"},
+		{label: fN, input: newInput("50", 6), validate: numberCheck(1, storm.MaxRequests)},
+		{label: fConcurrency, input: newInput("16", 4), validate: numberCheck(1, storm.MaxConcurrency)},
+		{label: fProcesses, input: newInput("1", 2), validate: numberCheck(1, 16), hint: "child processes colliding on the unique index"},
+		{label: fVia, choices: []string{storm.ViaInproc, storm.ViaHTTP}, hint: "inproc: the kernel directly; http: the API"},
+		{label: fServers, input: newInput("1", 2), validate: numberCheck(1, storm.MaxServers), hint: "server processes on one database, round-robin"},
+		{label: fShare, choices: []string{"on", "off"}, hint: "off: every request goes to the database"},
+		{label: fFailFirst, choices: []string{"no", "yes"}, hint: "the leader's work fails once; a follower retries"},
+		{label: fHold, input: newInput("0", 8), validate: holdCheck, hint: "keep the executing transaction open (e.g. 2s): watch the queue in Locks"},
+	}
+	if record != "" {
+		v.field(fPayload).input.SetValue("")
+		v.field(fPayload).hint = "empty: unchanged"
+		v.field(fTitle).hint = "empty: unchanged"
 	}
 	v.focus = 0
 }
 
-func (v *Storm) value(label string) string {
+func (v *Storm) titleCheck(s string) string {
+	if s == "" && v.value(fOperation) == "patch" {
+		return ""
+	}
+	return textCheck("title", 1, 200)(s)
+}
+
+func (v *Storm) field(label string) *formField {
 	for _, f := range v.fields {
 		if f.label == label {
-			return f.value()
+			return f
 		}
+	}
+	return nil
+}
+
+func (v *Storm) value(label string) string {
+	if f := v.field(label); f != nil {
+		return f.value()
 	}
 	return ""
 }
 
-// Prepare sets the storm up for a record (from the Records view).
+// shown reports whether a field applies to the settings as they are.
+func (v *Storm) shown(f *formField) bool {
+	op := v.value(fOperation)
+	switch f.label {
+	case fFeature, fInput:
+		return op == "action"
+	case fTitle, fPayload:
+		return op != "action"
+	case fExpect:
+		return op == "patch"
+	case fServers:
+		return v.value(fVia) == storm.ViaHTTP
+	}
+	return true
+}
+
+func (v *Storm) visible() []int {
+	var out []int
+	for i, f := range v.fields {
+		if v.shown(f) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// Prepare sets the storm up for a record (from the Records view); the record's title and
+// revision are read when the view comes on screen.
 func (v *Storm) Prepare(m tctx.OpenStormMsg) {
 	if v.running {
 		return
 	}
 	v.setTarget(m.Module, m.RecordID, m.Revision)
+	v.needLoad = m.RecordID != ""
 	v.editing = true
 	v.focusField(0)
+}
+
+// SetActive loads a prepared target when the view comes on screen.
+func (v *Storm) SetActive(active bool) tea.Cmd {
+	if active && v.needLoad {
+		v.needLoad = false
+		return v.loadTarget(true)
+	}
+	return nil
+}
+
+// loadTarget reads the target record as it is now; prefill also puts its title into the form.
+func (v *Storm) loadTarget(prefill bool) tea.Cmd {
+	if v.record == "" || v.ctx.DB == nil {
+		return nil
+	}
+	v.loadReq++
+	req, db, owner, module, id := v.loadReq, v.ctx.DB, v.ctx.Owner, v.module, v.record
+	return query(func(ctx gocontext.Context) tea.Msg {
+		r, err := db.LatestRecord(ctx, owner, module, id)
+		if err != nil {
+			return stormTargetMsg{req: req, err: err}
+		}
+		return stormTargetMsg{req: req, revision: r.Revision, title: r.Title, payload: string(r.Payload), prefill: prefill}
+	})
 }
 
 // Title names the view.
@@ -160,21 +307,46 @@ func (v *Storm) Title() string { return "Storm" }
 func (v *Storm) Init() tea.Cmd { return nil }
 
 func (v *Storm) focusField(i int) {
-	i = (i + len(v.fields)) % len(v.fields)
+	vis := v.visible()
+	pos := slices.Index(vis, i)
+	if pos < 0 {
+		pos = 0
+		for j, idx := range vis { // the nearest shown field before i
+			if idx <= i {
+				pos = j
+			}
+		}
+	}
+	v.focusAt(vis, pos)
+}
+
+func (v *Storm) focusAt(vis []int, pos int) {
+	pos = (pos + len(vis)) % len(vis)
+	v.focus = vis[pos]
 	for j, f := range v.fields {
 		if f.choices == nil {
-			if j == i && v.editing {
+			if j == v.focus && v.editing {
 				f.input.Focus()
 			} else {
 				f.input.Blur()
 			}
 		}
 	}
-	v.focus = i
+}
+
+func (v *Storm) moveFocus(d int) {
+	vis := v.visible()
+	v.focusAt(vis, slices.Index(vis, v.focus)+d)
 }
 
 // Capturing is true while settings are being edited.
 func (v *Storm) Capturing() bool { return v.editing }
+
+func newStormID() string {
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
 
 func (v *Storm) fire() tea.Cmd {
 	if v.running {
@@ -189,19 +361,27 @@ func (v *Storm) fire() tea.Cmd {
 		return nil
 	}
 	for _, f := range v.fields {
-		if f.validate != nil {
+		if f.validate != nil && v.shown(f) {
 			if e := f.validate(f.value()); e != "" {
 				v.err = f.label + ": " + e
 				return nil
 			}
 		}
 	}
-	n, _ := strconv.Atoi(v.value("Requests (N)"))
-	c, _ := strconv.Atoi(v.value("Concurrency"))
-	p, _ := strconv.Atoi(v.value("Processes"))
-	spec := tctx.StormSpec{Owner: v.ctx.Owner, Op: v.value("Operation"), Module: v.module, RecordID: v.record, Revision: v.revision, FeatureID: v.value("Feature"),
-		Key: v.value("Idempotency-Key"), N: n, Concurrency: c, Processes: p, Share: v.value("In-process sharing") == "on",
-		FailFirst: v.value("Fail the first attempt") == "yes", Title: "storm " + v.value("Idempotency-Key")}
+	num := func(label string) int { n, _ := strconv.Atoi(v.value(label)); return n }
+	hold, _ := parseHold(v.value(fHold))
+	spec := tctx.StormSpec{ID: newStormID(), Owner: v.ctx.Owner, Op: v.value(fOperation), Module: v.module, RecordID: v.record,
+		Revision: num(fExpect), FeatureID: v.value(fFeature), Key: v.value(fKey), N: num(fN), Concurrency: num(fConcurrency),
+		Processes: num(fProcesses), Via: v.value(fVia), Share: v.value(fShare) == "on", FailFirst: v.value(fFailFirst) == "yes", Hold: hold}
+	if spec.Via == storm.ViaHTTP {
+		spec.Servers = num(fServers)
+	}
+	switch spec.Op {
+	case "action":
+		spec.Input = v.value(fInput)
+	default:
+		spec.Title, spec.Payload = v.value(fTitle), v.value(fPayload)
+	}
 	if spec.Op != "create" && spec.RecordID == "" {
 		v.err = "patch and action storms need a record: select one in Records and press s"
 		return nil
@@ -209,24 +389,25 @@ func (v *Storm) fire() tea.Cmd {
 	v.editing = false
 	v.focusField(v.focus)
 	v.run++
-	v.running, v.spec, v.started, v.err, v.summary = true, spec, time.Now(), "", nil
-	v.outcomes, v.waited, v.latencies, v.sorted, v.lockNow, v.lockPeak = map[string]int{}, 0, nil, nil, 0, 0
+	v.running, v.stopping, v.spec, v.started, v.lastEvent, v.err, v.summary = true, false, spec, time.Now(), time.Now(), "", nil
+	v.outcomes, v.waited, v.latencies, v.sorted, v.locks, v.elapsed = map[string]int{}, 0, nil, nil, tctx.StormLocks{}, 0
 	ctx, cancel := gocontext.WithCancel(gocontext.Background())
 	v.cancel = cancel
 	v.events = make(chan tctx.StormEvent, 256)
+	v.lockCh = make(chan tctx.StormLocks, 1)
 	v.done = make(chan stormDone, 1)
-	runner, events, done := v.ctx.Storm, v.events, v.done
+	runner, events, locks, done := v.ctx.Storm, v.events, v.lockCh, v.done
 	go func() {
-		sum, err := runner(ctx, spec, events)
+		sum, err := runner(ctx, spec, events, locks)
 		done <- stormDone{summary: sum, err: err}
 	}()
-	return tea.Batch(v.listen(), v.lockTick())
+	return tea.Batch(v.listen(), v.tick())
 }
 
-// listen waits for the next events (draining what is buffered) or the end; it is re-armed after
-// every message so the UI never blocks on the storm.
+// listen waits for the next events (draining what is buffered), a lock sample or the end; it
+// is re-armed after every message so the UI never blocks on the storm.
 func (v *Storm) listen() tea.Cmd {
-	run, events, done := v.run, v.events, v.done
+	run, id, key, events, locks, done := v.run, v.spec.ID, v.spec.Key, v.events, v.lockCh, v.done
 	return func() tea.Msg {
 		select {
 		case e := <-events:
@@ -240,6 +421,8 @@ func (v *Storm) listen() tea.Cmd {
 				}
 			}
 			return stormEventsMsg{run: run, events: batch}
+		case l := <-locks:
+			return stormLocksMsg{run: run, id: id, key: key, locks: l}
 		case d := <-done:
 			var rest []tctx.StormEvent
 			for {
@@ -254,19 +437,27 @@ func (v *Storm) listen() tea.Cmd {
 	}
 }
 
-func (v *Storm) lockTick() tea.Cmd {
+// tick keeps the elapsed time moving while requests are outstanding.
+func (v *Storm) tick() tea.Cmd {
 	run := v.run
-	return tea.Tick(150*time.Millisecond, func(time.Time) tea.Msg { return stormLockTickMsg{run: run} })
+	return tea.Tick(100*time.Millisecond, func(time.Time) tea.Msg { return stormTickMsg{run: run} })
 }
 
 func (v *Storm) add(events []tctx.StormEvent) {
+	if len(events) == 0 {
+		return
+	}
 	for _, e := range events {
 		v.outcomes[e.Outcome]++
 		if e.Waited {
 			v.waited++
 		}
 		v.latencies = append(v.latencies, e.LatencyMs)
+		if e.ExecutionStatus != "" {
+			v.execStatus = e.ExecutionStatus
+		}
 	}
+	v.lastEvent = time.Now()
 	v.sorted = append(v.sorted[:0], v.latencies...)
 	slices.Sort(v.sorted)
 }
@@ -281,48 +472,64 @@ func (v *Storm) Update(msg tea.Msg) tea.Cmd {
 		v.add(msg.events)
 		v.elapsed = time.Since(v.started)
 		return v.listen()
+	case stormLocksMsg:
+		if msg.run != v.run || !v.running {
+			return nil
+		}
+		v.locks = msg.locks
+		return v.listen()
+	case stormTickMsg:
+		if msg.run != v.run || !v.running {
+			return nil
+		}
+		v.elapsed = time.Since(v.started)
+		return v.tick()
 	case stormDoneMsg:
 		if msg.run != v.run {
 			return nil
 		}
 		v.add(msg.events)
-		v.running, v.elapsed = false, time.Since(v.started)
+		v.running, v.stopping, v.elapsed = false, false, time.Since(v.started)
 		if v.cancel != nil {
 			v.cancel()
 		}
-		if msg.err != nil {
-			v.err = errText(msg.err)
-		}
-		if msg.summary.Requests > 0 || msg.summary.Verified != nil {
+		if msg.summary.Requests > 0 {
 			s := msg.summary
 			v.summary = &s
+			if s.ExecutionStatus != "" {
+				v.execStatus = s.ExecutionStatus
+			}
+			// The engine's counts are the whole truth: events of a stopped storm can be dropped
+			// on the way, and requests never sent have none.
+			v.outcomes, v.waited = maps.Clone(s.Outcomes), s.Waited
 		}
-		txt := fmt.Sprintf("storm done: %d requests, EXECUTED %d", len(v.latencies), v.outcomes["EXECUTED"])
-		return tea.Batch(status(txt, msg.err != nil), func() tea.Msg { return tctx.DataChangedMsg{} })
-	case stormLockTickMsg:
-		if msg.run != v.run || !v.running {
+		if msg.err != nil && !errors.Is(msg.err, gocontext.Canceled) { // a stop is reported by the verdict
+			v.err = errText(msg.err)
+		}
+		txt := "storm done"
+		if v.summary != nil {
+			txt = "storm: " + v.summary.Verdict.Text
+		}
+		isErr := v.summary == nil || v.summary.Verdict.Verdict != storm.VerdictAgrees
+		return tea.Batch(status(txt, isErr), v.loadTarget(false), func() tea.Msg { return tctx.DataChangedMsg{} })
+	case stormTargetMsg:
+		if msg.req != v.loadReq {
 			return nil
 		}
-		db, run := v.ctx.DB, v.run
-		return tea.Batch(v.lockTick(), query(func(ctx gocontext.Context) tea.Msg {
-			ss, err := db.Sessions(ctx)
-			if err != nil {
-				return nil
+		if msg.err != nil {
+			v.err = "the target record: " + errText(msg.err)
+			return nil
+		}
+		v.revision, v.recordTitle = msg.revision, msg.title
+		v.field(fExpect).input.SetValue(strconv.Itoa(msg.revision))
+		if msg.prefill {
+			if printable(msg.title) == msg.title {
+				v.field(fTitle).input.SetValue(msg.title)
+			} else {
+				// A one-line field cannot hold it as it is: typing nothing keeps it unchanged.
+				v.field(fTitle).hint = "empty: unchanged (the record's title holds control characters)"
 			}
-			n := 0
-			for _, s := range ss {
-				if len(s.BlockedBy) > 0 {
-					n++
-				}
-			}
-			return stormLocksMsg{run: run, waiting: n}
-		}))
-	case stormLocksMsg:
-		if msg.run == v.run {
-			v.lockNow = msg.waiting
-			if msg.waiting > v.lockPeak {
-				v.lockPeak = msg.waiting
-			}
+			v.field(fPayload).input.SetValue(msg.payload)
 		}
 	case tea.KeyMsg:
 		if v.editing {
@@ -337,32 +544,35 @@ func (v *Storm) Update(msg tea.Msg) tea.Cmd {
 				v.focusField(v.focus)
 			}
 		case key.Matches(msg, keyStop):
-			if v.cancel != nil {
+			if v.running && v.cancel != nil {
+				v.stopping = true
 				v.cancel()
 			}
 		case key.Matches(msg, keyStormKey):
-			v.fields[2].input.SetValue(FreshKey())
+			v.field(fKey).input.SetValue(FreshKey())
 		}
 	}
 	return nil
 }
 
 func (v *Storm) updateEditing(msg tea.KeyMsg) tea.Cmd {
+	vis := v.visible()
+	last := vis[len(vis)-1]
 	switch {
 	case msg.String() == "esc":
 		v.editing = false
 		v.focusField(v.focus)
 		return nil
-	case key.Matches(msg, keySubmit), msg.Type == tea.KeyEnter && v.focus == len(v.fields)-1:
+	case key.Matches(msg, keySubmit), msg.Type == tea.KeyEnter && v.focus == last:
 		return v.fire()
 	case msg.Type == tea.KeyEnter, key.Matches(msg, keyNext):
-		v.focusField(v.focus + 1)
+		v.moveFocus(1)
 		return nil
 	case key.Matches(msg, keyPrev):
-		v.focusField(v.focus - 1)
+		v.moveFocus(-1)
 		return nil
 	case key.Matches(msg, keyStormKey):
-		v.fields[2].input.SetValue(FreshKey())
+		v.field(fKey).input.SetValue(FreshKey())
 		return nil
 	}
 	f := v.fields[v.focus]
@@ -372,6 +582,15 @@ func (v *Storm) updateEditing(msg tea.KeyMsg) tea.Cmd {
 			f.choice = (f.choice + len(f.choices) - 1) % len(f.choices)
 		case "right", " ":
 			f.choice = (f.choice + 1) % len(f.choices)
+		}
+		if f.label == fOperation && f.value() == "create" {
+			// A create needs a body of its own: the module's template where none is typed.
+			if t := v.field(fTitle); t.value() == "" {
+				t.input.SetValue("storm")
+			}
+			if pl := v.field(fPayload); pl.value() == "" {
+				pl.input.SetValue(defaultPayload(v.module))
+			}
 		}
 		return nil
 	}
@@ -383,96 +602,11 @@ func (v *Storm) updateEditing(msg tea.KeyMsg) tea.Cmd {
 // SetSize sets the drawing area.
 func (v *Storm) SetSize(w, h int) {
 	v.w, v.h = w, h
-	v.bar.Width = w - 20
-	if v.bar.Width < 10 {
-		v.bar.Width = 10
+	for _, f := range v.fields {
+		if f.choices == nil {
+			f.input.Width = max(10, w-28)
+		}
 	}
-}
-
-// View renders the view.
-func (v *Storm) View() string {
-	s := v.ctx.Styles
-	target := "create a " + v.module + " record"
-	if v.record != "" {
-		target = fmt.Sprintf("%s %s (revision %d)", v.module, v.record, v.revision)
-	}
-	out := []string{s.Title.Render("Replay storm") + s.Subtle.Render(" · "+target)}
-	// Settings, compact: one line each.
-	for i, f := range v.fields {
-		label := s.InputLabel
-		if v.editing && i == v.focus {
-			label = s.InputLabelFocused
-		}
-		val := f.value()
-		if f.choices == nil && v.editing {
-			val = f.input.View()
-		} else if f.choices != nil && v.editing && i == v.focus {
-			val = s.RowSelected.Render(" ◂ " + val + " ▸ ")
-		}
-		line := label.Render(pad(f.label, 24)) + val
-		if v.editing && i == v.focus && f.hint != "" {
-			line += s.Subtle.Render("  " + f.hint)
-		}
-		out = append(out, cut(line, v.w))
-	}
-	out = append(out, "")
-	if v.err != "" {
-		out = append(out, s.Danger.Render(cut(v.err, v.w)))
-	}
-	n := v.spec.N
-	done := len(v.latencies)
-	if n > 0 && (v.running || done > 0) {
-		pct := float64(done) / float64(n)
-		out = append(out, v.bar.ViewAs(pct)+s.Subtle.Render(fmt.Sprintf(" %d/%d  %s elapsed", done, n, v.elapsed.Round(time.Millisecond))))
-		var parts []string
-		keys := make([]string, 0, len(v.outcomes))
-		for k := range v.outcomes {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			st := s.Warning
-			switch k {
-			case "EXECUTED":
-				st = s.Success
-			case "JOINED", "REPLAYED":
-				st = s.Highlight
-			}
-			parts = append(parts, st.Render(fmt.Sprintf("%s %d", k, v.outcomes[k])))
-		}
-		out = append(out, cut(strings.Join(parts, "   ")+s.Subtle.Render(fmt.Sprintf("   waited on the unique index %d", v.waited)), v.w))
-		out = append(out, cut(fmt.Sprintf("latency ms  p50 %.2f  p95 %.2f  p99 %.2f  max %.2f", storm.Percentile(v.sorted, 50), storm.Percentile(v.sorted, 95),
-			storm.Percentile(v.sorted, 99), storm.Percentile(v.sorted, 100)), v.w))
-		out = append(out, s.Highlight.Render(sparkline(v.latencies, v.w-2)))
-		out = append(out, s.Subtle.Render(fmt.Sprintf("sessions waiting on a lock: now %d, peak %d", v.lockNow, v.lockPeak)))
-	}
-	if sm := v.summary; sm != nil {
-		verdict := s.Success.Render("✓ the database agrees: ")
-		if !sm.Agrees {
-			verdict = s.Danger.Render("✗ the database DISAGREES: ")
-		}
-		var vs []string
-		keys := make([]string, 0, len(sm.Verified))
-		for k := range sm.Verified {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			vs = append(vs, fmt.Sprintf("%s %v", k, sm.Verified[k]))
-		}
-		out = append(out, cut(verdict+strings.Join(vs, " · "), v.w))
-		var ds []string
-		for _, k := range []string{"recordIds", "revisions", "executionIds"} {
-			if d, ok := sm.Distinct[k]; ok {
-				ds = append(ds, fmt.Sprintf("%s %d", k, d))
-			}
-		}
-		out = append(out, s.Subtle.Render(cut(fmt.Sprintf("distinct in responses: %s · release → last response %.0f ms", strings.Join(ds, ", "), sm.WallMs), v.w)))
-	}
-	if !v.running && !v.editing && v.summary == nil && done == 0 {
-		out = append(out, s.Subtle.Render("e: edit the settings · f: fire · in Records, s on a record prepares a patch/action storm"))
-	}
-	return fitBlock(strings.Join(out, "\n"), v.w, v.h)
 }
 
 // ShortHelp is the footer help.
@@ -492,7 +626,7 @@ func (v *Storm) FullHelp() [][]key.Binding {
 func (v *Storm) SetFilter(string) {}
 
 // Selection is the storm's key.
-func (v *Storm) Selection() string { return v.value("Idempotency-Key") }
+func (v *Storm) Selection() string { return v.value(fKey) }
 
 // Running reports whether a storm is in flight.
 func (v *Storm) Running() bool { return v.running }

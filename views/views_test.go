@@ -208,7 +208,7 @@ func TestTheStormViewCountsOutcomesAndShowsTheVerdict(t *testing.T) {
 	t.Parallel()
 	b := tuitest.New(t)
 	var got tctx.StormSpec
-	b.Ctx.Storm = func(ctx context.Context, spec tctx.StormSpec, events chan<- tctx.StormEvent) (tctx.StormSummary, error) {
+	b.Ctx.Storm = func(ctx context.Context, spec tctx.StormSpec, events chan<- tctx.StormEvent, _ chan<- tctx.StormLocks) (tctx.StormSummary, error) {
 		got = spec
 		for i := 0; i < spec.N; i++ {
 			o := "JOINED"
@@ -217,7 +217,8 @@ func TestTheStormViewCountsOutcomesAndShowsTheVerdict(t *testing.T) {
 			}
 			events <- tctx.StormEvent{Index: i, Outcome: o, LatencyMs: float64(i + 1)}
 		}
-		return tctx.StormSummary{Requests: spec.N, Agrees: true, Verified: map[string]any{"revisions": 1}}, nil
+		return tctx.StormSummary{Requests: spec.N, Verdict: tctx.StormVerdict{Verdict: "agrees", Text: "agrees: exactly one request executed",
+			Answers: tctx.StormPart{OK: true, Text: "50 requests: EXECUTED 1, JOINED 49"}, Database: tctx.StormPart{OK: true, Text: "key SUCCEEDED: 1 revision"}}}, nil
 	}
 	v := views.NewStorm(b.Ctx)
 	v.SetSize(120, 37)
@@ -230,7 +231,7 @@ func TestTheStormViewCountsOutcomesAndShowsTheVerdict(t *testing.T) {
 	require.Contains(t, screen, "EXECUTED 1")
 	require.Contains(t, screen, "JOINED 49")
 	require.Contains(t, screen, "p50 25.00")
-	require.Contains(t, screen, "the database agrees")
+	require.Contains(t, screen, "verdict  ✓ agrees: exactly one request executed")
 }
 
 func TestAuditJumpsToTheRecordAndToTheKeyOfAnEvent(t *testing.T) {

@@ -128,6 +128,18 @@ func withDatabase(dsn, name string) string {
 	return strings.Join(append(parts, "dbname="+name), " ")
 }
 
+// WithParam sets a connection parameter (a run-time setting such as statement_timeout, or
+// application_name) in a URL or key=value DSN.
+func WithParam(dsn, name, value string) string {
+	if u, err := url.Parse(dsn); err == nil && u.Scheme != "" {
+		q := u.Query()
+		q.Set(name, value)
+		u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20") // pgx reads '+' as itself
+		return u.String()
+	}
+	return fmt.Sprintf("%s %s='%s'", dsn, name, strings.ReplaceAll(value, "'", `\'`))
+}
+
 // DB is a fresh, migrated database of one test.
 type DB struct {
 	*store.DB

@@ -1,0 +1,232 @@
+package storm
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"idemwork/store"
+)
+
+// SampleEvery is how often a storm samples its own sessions' locks: a storm is over in about a
+// hundred milliseconds, so a display polling every few hundred would see no queue at all.
+const SampleEvery = 15 * time.Millisecond
+
+// blockersEvery is how often a sample also says what the waiting sessions wait on (it calls
+// pg_blocking_pids, which takes the lock manager's locks: not on every sample).
+const blockersEvery = 250 * time.Millisecond
+
+// LockSample is one look at the storm's own sessions (those whose application_name starts with
+// AppNamePrefix of the storm's id) in pg_stat_activity and pg_locks.
+type LockSample struct {
+	At time.Time `json:"at"`
+	// Waiting is how many of them wait on a lock (on the unique index: the transactionid of
+	// the request that holds the key); InXact how many have a transaction open; Sessions how
+	// many are connected.
+	Waiting  int `json:"waiting"`
+	InXact   int `json:"inXact"`
+	Sessions int `json:"sessions"`
+	// The storm's peak so far.
+	PeakWaiting int       `json:"peakWaiting"`
+	PeakAt      time.Time `json:"peakAt"`
+	// Blockers are the sessions the waiters wait on, most waiters first (at most 3; read every
+	// blockersEvery while some wait, else empty). A blocker may be anyone's session, e.g. a
+	// psql transaction holding the key.
+	Blockers []Blocker `json:"blockers,omitempty"`
+}
+
+// Blocker is a session others of the storm wait on.
+type Blocker struct {
+	PID         int     `json:"pid"`
+	Application string  `json:"application"`
+	State       string  `json:"state"`
+	XactMs      float64 `json:"xactMs"`
+	Query       string  `json:"query"`
+	// LockType is what the waiters wait for (wait_event: transactionid, tuple, relation…).
+	LockType string `json:"lockType"`
+	Waiters  int    `json:"waiters"`
+	// Storm: the blocker is one of the storm's own sessions.
+	Storm bool `json:"storm"`
+}
+
+// LockStats is what the sampler saw over the whole storm.
+type LockStats struct {
+	PeakWaiting int        `json:"peakWaiting"`
+	PeakAt      *time.Time `json:"peakAt,omitempty"`
+	Samples     int        `json:"samples"`
+	EveryMs     float64    `json:"everyMs"`
+}
+
+// sampler reads the storm's sessions every SampleEvery until stopped.
+type sampler struct {
+	db     *store.DB
+	prefix string
+	notify func(LockSample)
+
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu   sync.Mutex
+	last LockSample
+	n    int
+}
+
+func startSampler(ctx context.Context, db *store.DB, prefix string, notify func(LockSample)) *sampler {
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s := &sampler{db: db, prefix: prefix, notify: notify, cancel: cancel, done: make(chan struct{})}
+	go s.loop(sctx, ctx.Done())
+	return s
+}
+
+func (s *sampler) loop(ctx context.Context, stormDone <-chan struct{}) {
+	defer close(s.done)
+	t := time.NewTicker(SampleEvery)
+	defer t.Stop()
+	var blockersAt time.Time
+	for {
+		sample, err := s.sample(ctx, time.Since(blockersAt) >= blockersEvery)
+		if err == nil {
+			if len(sample.Blockers) > 0 {
+				blockersAt = sample.At
+			}
+			s.mu.Lock()
+			s.n++
+			if len(sample.Blockers) == 0 && sample.Waiting > 0 {
+				sample.Blockers = s.last.Blockers // read at most every blockersEvery: the last ones stand
+			}
+			if sample.Waiting > s.last.PeakWaiting {
+				sample.PeakWaiting, sample.PeakAt = sample.Waiting, sample.At
+			} else {
+				sample.PeakWaiting, sample.PeakAt = s.last.PeakWaiting, s.last.PeakAt
+			}
+			s.last = sample
+			s.mu.Unlock()
+			if s.notify != nil {
+				s.notify(sample)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// sample takes one look; with blockers it also asks whom the waiters wait on.
+func (s *sampler) sample(ctx context.Context, blockers bool) (LockSample, error) {
+	x := LockSample{At: time.Now()}
+	q := s.db.Q(ctx)
+	if err := q.QueryRow(ctx, `SELECT count(*) FILTER (WHERE wait_event_type = 'Lock')::int,
+			count(*) FILTER (WHERE xact_start IS NOT NULL)::int, count(*)::int
+		FROM pg_stat_activity WHERE datname = current_database() AND starts_with(application_name, $1)`,
+		s.prefix).Scan(&x.Waiting, &x.InXact, &x.Sessions); err != nil {
+		return x, err
+	}
+	if x.Waiting == 0 || !blockers {
+		return x, nil
+	}
+	rows, err := q.Query(ctx, `WITH w AS (
+			SELECT unnest(pg_blocking_pids(pid)) AS blocker, wait_event
+			FROM pg_stat_activity
+			WHERE datname = current_database() AND starts_with(application_name, $1) AND wait_event_type = 'Lock')
+		SELECT w.blocker, count(*)::int, min(w.wait_event), coalesce(b.application_name, ''), coalesce(b.state, ''),
+			coalesce(extract(epoch FROM clock_timestamp() - b.xact_start) * 1000, 0)::float8,
+			left(regexp_replace(coalesce(b.query, ''), '\s+', ' ', 'g'), 200)
+		FROM w LEFT JOIN pg_stat_activity b ON b.pid = w.blocker
+		GROUP BY w.blocker, b.application_name, b.state, b.xact_start, b.query
+		ORDER BY 2 DESC, 1 LIMIT 3`, s.prefix)
+	if err != nil {
+		return x, err
+	}
+	x.Blockers, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Blocker, error) {
+		var b Blocker
+		err := r.Scan(&b.PID, &b.Waiters, &b.LockType, &b.Application, &b.State, &b.XactMs, &b.Query)
+		b.Storm = len(b.Application) >= len(s.prefix) && b.Application[:len(s.prefix)] == s.prefix
+		return b, err
+	})
+	return x, err
+}
+
+// stop ends sampling and returns what it saw.
+func (s *sampler) stop() LockStats {
+	s.cancel()
+	<-s.done
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := LockStats{PeakWaiting: s.last.PeakWaiting, Samples: s.n, EveryMs: float64(SampleEvery.Microseconds()) / 1000}
+	if !s.last.PeakAt.IsZero() {
+		at := s.last.PeakAt
+		st.PeakAt = &at
+	}
+	return st
+}
+
+// settleTimeout bounds how long a storm waits for its own sessions' transactions to end before
+// it reads the verdict anyway (and says so).
+const settleTimeout = 10 * time.Second
+
+// settle waits until none of the storm's sessions has a transaction open, at most bound, and
+// returns how many still had one. A request cut short by a stop, or a worker process that died,
+// can leave its backend finishing (or rolling back) after the request returned; judging then
+// would read the database halfway. A backend waiting on a lock notices that its client left
+// only when it wakes, so after a stop the storm's own still-active statements are cancelled
+// first (pg_cancel_backend; its clients have all returned by then).
+func settle(ctx context.Context, db *store.DB, prefix string, bound time.Duration, stopped bool) (int, error) {
+	deadline := time.Now().Add(bound)
+	if stopped {
+		if _, err := db.Q(ctx).Exec(ctx, `SELECT pg_cancel_backend(pid) FROM pg_stat_activity
+			WHERE datname = current_database() AND starts_with(application_name, $1) AND state = 'active' AND pid <> pg_backend_pid()`, prefix); err != nil {
+			return 0, err
+		}
+	}
+	for {
+		var open int
+		err := db.Q(ctx).QueryRow(ctx, `SELECT count(*)::int FROM pg_stat_activity
+			WHERE datname = current_database() AND starts_with(application_name, $1) AND xact_start IS NOT NULL`, prefix).Scan(&open)
+		if err == nil && open == 0 {
+			return 0, nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return open, err
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// WaitsOn says what the storm's waiting sessions wait on, in one line ("" when none waits):
+// how many wait, for which lock, held by which session, and that session's state and
+// transaction age. Application names and queries are quoted as Go strings (they can hold
+// anything).
+func (s LockSample) WaitsOn() string {
+	if s.Waiting == 0 {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d of the storm's sessions wait on a lock", s.Waiting)
+	for i, bl := range s.Blockers {
+		if i > 0 {
+			b.WriteString(";")
+		}
+		who := "one of the storm's own sessions"
+		if !bl.Storm {
+			who = fmt.Sprintf("application %q", bl.Application)
+		}
+		fmt.Fprintf(&b, " %s: %d held by pid %d (%s, %s", bl.LockType, bl.Waiters, bl.PID, who, bl.State)
+		if bl.XactMs > 0 {
+			fmt.Fprintf(&b, ", transaction open %.1f s", bl.XactMs/1000)
+		}
+		b.WriteString(")")
+		if bl.Query != "" && !bl.Storm {
+			fmt.Fprintf(&b, " last statement %q", bl.Query)
+		}
+	}
+	return b.String()
+}

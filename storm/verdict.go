@@ -1,0 +1,245 @@
+package storm
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"idemwork/idem"
+	"idemwork/kernel"
+)
+
+// The verdicts of a storm.
+const (
+	// VerdictAgrees: every request got an outcome of SPEC §4.4 or an expected rejection, at
+	// least one succeeded, and the database holds exactly what the answers say.
+	VerdictAgrees = "agrees"
+	// VerdictRejected: every request was rejected (4xx) and the storm wrote nothing.
+	VerdictRejected = "rejected"
+	// VerdictFailed: some requests failed (INTERNAL, NO_RESPONSE, a transport error, a 5xx
+	// such as OVERLOADED), whatever the database holds.
+	VerdictFailed = "failed"
+	// VerdictDisagrees: the database contradicts the answers.
+	VerdictDisagrees = "disagrees"
+	// VerdictStopped: the storm was stopped before every request was answered.
+	VerdictStopped = "stopped"
+)
+
+// Verdict is a storm's judgement in three parts, worded once here for every display (the CLI's
+// table and JSON, the TUI).
+type Verdict struct {
+	// Answers: every request accounted for by outcome or error code.
+	Answers Part `json:"answers"`
+	// Database: what the key holds, read after every transaction of the storm ended.
+	Database Part `json:"database"`
+	// Verdict is one of the Verdict… constants.
+	Verdict string `json:"verdict"`
+	// Code is the error code behind any verdict but agrees: the rejection's, the failure's,
+	// STORM_VERIFICATION_FAILED or CANCELLED.
+	Code string `json:"code,omitempty"`
+	// Text is the verdict in one sentence.
+	Text string `json:"text"`
+}
+
+// Part is one part of a verdict.
+type Part struct {
+	OK   bool   `json:"ok"`
+	Text string `json:"text"`
+}
+
+type answerKind int
+
+const (
+	answerSucceeded answerKind = iota
+	answerRejected             // a coded 4xx answer: SPEC's own refusal of the request
+	answerExpected             // the storm's one injected fault (--fail-first)
+	answerFailed               // no SPEC answer: INTERNAL, 5xx, no response, transport error
+	answerCancelled            // the storm was stopped
+)
+
+func kindOf(code string, status int, s Summary) answerKind {
+	switch code {
+	case string(idem.Executed), string(idem.Replayed), string(idem.Joined):
+		return answerSucceeded
+	case string(CodeCancelled):
+		return answerCancelled
+	case string(CodeInjectedFault):
+		if s.Storm.FailFirst && s.Outcomes[code] == 1 {
+			return answerExpected
+		}
+		return answerFailed
+	case string(CodeNoResponse), string(CodeHTTPError):
+		return answerFailed
+	}
+	if status >= 400 && status < 500 {
+		return answerRejected
+	}
+	return answerFailed
+}
+
+// codeCount is one outcome or code with its count.
+type codeCount struct {
+	code string
+	n    int
+}
+
+// byKind groups the summary's outcomes by kind, most frequent first.
+func byKind(s Summary) map[answerKind][]codeCount {
+	out := map[answerKind][]codeCount{}
+	for code, n := range s.Outcomes {
+		k := kindOf(code, s.Errors[code].Status, s)
+		out[k] = append(out[k], codeCount{code, n})
+	}
+	rank := map[string]int{string(idem.Executed): 0, string(idem.Replayed): 1, string(idem.Joined): 2}
+	for _, list := range out {
+		sort.Slice(list, func(i, j int) bool {
+			ri, oki := rank[list[i].code]
+			rj, okj := rank[list[j].code]
+			if oki && okj {
+				return ri < rj
+			}
+			if list[i].n != list[j].n {
+				return list[i].n > list[j].n
+			}
+			return list[i].code < list[j].code
+		})
+	}
+	return out
+}
+
+func total(list []codeCount) int {
+	n := 0
+	for _, c := range list {
+		n += c.n
+	}
+	return n
+}
+
+// times writes "CODE × n, CODE × m".
+func times(list []codeCount) string {
+	parts := make([]string, len(list))
+	for i, c := range list {
+		parts[i] = fmt.Sprintf("%s × %d", c.code, c.n)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// withSample is "CODE × n" and the first code's sample message.
+func withSample(list []codeCount, s Summary) string {
+	out := times(list)
+	if e := s.Errors[list[0].code]; e.Sample != "" {
+		out += fmt.Sprintf(" (%s: %q)", list[0].code, e.Sample)
+	}
+	return out
+}
+
+// judge words the verdict of s.
+func judge(s Summary, spec Spec, stopped bool) Verdict {
+	k := byKind(s)
+	ok, rejected, expected, failed, cancelled := k[answerSucceeded], k[answerRejected], k[answerExpected], k[answerFailed], k[answerCancelled]
+	nOK, nFailed, nCancelled := total(ok), total(failed), total(cancelled)
+	var v Verdict
+
+	// Answers.
+	var parts []string
+	if nOK > 0 {
+		succ := make([]string, len(ok))
+		for i, c := range ok {
+			succ[i] = fmt.Sprintf("%s %d", c.code, c.n)
+		}
+		parts = append(parts, strings.Join(succ, ", "))
+	}
+	if len(expected) > 0 {
+		parts = append(parts, "injected: "+times(expected))
+	}
+	if len(rejected) > 0 {
+		parts = append(parts, "rejected: "+withSample(rejected, s))
+	}
+	if len(failed) > 0 {
+		parts = append(parts, "failed: "+withSample(failed, s))
+	}
+	if len(cancelled) > 0 {
+		parts = append(parts, "cancelled: "+times(cancelled))
+	}
+	head := fmt.Sprintf("%d requests", s.Requests)
+	if stopped {
+		head = fmt.Sprintf("stopped: %d answered, %d cancelled", s.Requests-nCancelled, nCancelled)
+	}
+	v.Answers = Part{OK: nFailed == 0 && nCancelled == 0, Text: head + ": " + strings.Join(parts, "; ")}
+
+	// Database.
+	d := s.Verified
+	v.Database.OK = d.Agrees
+	switch {
+	case !d.Agrees:
+		v.Database.Text = fmt.Sprintf("key %s: %s", d.KeyStatus, strings.Join(d.Problems, "; "))
+	case nOK == 0 && d.KeyStatus == "ABSENT":
+		v.Database.Text = "nothing written: the key was ABSENT before the storm and still is"
+	case nOK == 0:
+		v.Database.Text = fmt.Sprintf("nothing written: the key is %s, as before the storm", d.KeyStatus)
+	default:
+		v.Database.Text = databaseText(d, spec)
+	}
+
+	// Verdict.
+	switch {
+	case stopped:
+		v.Verdict, v.Code = VerdictStopped, string(CodeCancelled)
+		v.Text = fmt.Sprintf("stopped: %d answered, %d cancelled", s.Requests-nCancelled, nCancelled)
+		if !d.Agrees {
+			v.Text += "; the database disagrees with the answers"
+		}
+	case !d.Agrees:
+		v.Verdict, v.Code = VerdictDisagrees, string(CodeDisagrees)
+		v.Text = "the database disagrees with the answers: " + strings.Join(d.Problems, "; ")
+		if nFailed > 0 {
+			v.Text += fmt.Sprintf("; and %d of %d requests failed: %s", nFailed, s.Requests, times(failed))
+		}
+	case nFailed > 0:
+		v.Verdict, v.Code = VerdictFailed, failed[0].code
+		v.Text = fmt.Sprintf("%d of %d requests failed: %s", nFailed, s.Requests, withSample(failed, s))
+	case nOK == 0:
+		v.Verdict = VerdictRejected
+		if len(rejected) > 0 {
+			v.Code = rejected[0].code
+		} else {
+			v.Code = expected[0].code
+		}
+		v.Text = "no request succeeded: " + times(append(rejected, expected...))
+	default:
+		v.Verdict = VerdictAgrees
+		switch ex := s.Outcomes[string(idem.Executed)]; ex {
+		case 1:
+			v.Text = "agrees: exactly one request executed, and the database holds what every answer says"
+		default:
+			v.Text = "agrees: every answer replays the key's stored result, as the database holds it"
+		}
+	}
+	return v
+}
+
+// databaseText describes an agreeing key: its rows and what the envelope points at.
+func databaseText(d Verified, spec Spec) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "key %s: %s, %s", d.KeyStatus, plural(d.Revisions, "revision"), plural(d.AuditEvents, "audit event"))
+	if d.Envelope != nil {
+		fmt.Fprintf(&b, "; the envelope points at %s@%d", d.Envelope.RecordID, d.Envelope.Revision)
+	}
+	if spec.Op == OpAction && d.ExecutionStatus != "" {
+		fmt.Fprintf(&b, "; execution %s", d.ExecutionStatus)
+		switch {
+		case d.ExecutionMode == "blocked_external":
+			b.WriteString(" (the feature calls a provider directly: it failed closed, nothing was sent)")
+		case d.ExecutionMode == string(kernel.ModeOutbox):
+			b.WriteString(" (an outbox message waits for the delivery worker)")
+		}
+	}
+	return b.String()
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}

@@ -1,0 +1,295 @@
+package views
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/ansi"
+
+	"idemwork/storm"
+)
+
+// The Storm view's drawing: everything here reads the view's state, none of it changes it.
+
+// printable makes stored or remote text one terminal-safe line: control characters become
+// Go escapes, so a title holding ESC or a newline cannot move the cursor.
+func printable(s string) string {
+	if strings.IndexFunc(s, func(r rune) bool { return unicode.IsControl(r) || r == unicode.ReplacementChar }) < 0 {
+		return s
+	}
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
+}
+
+// View renders the view.
+func (v *Storm) View() string {
+	s := v.ctx.Styles
+	target := "create a " + v.module + " record"
+	var about []string
+	if v.record != "" {
+		target = fmt.Sprintf("%s %s (revision %d)", v.module, v.record, v.revision)
+		if v.execStatus != "" {
+			about = append(about, "last execution "+v.execStatus)
+		}
+		if v.recordTitle != "" {
+			about = append(about, fmt.Sprintf("title %q", v.recordTitle))
+		}
+	}
+	out := []string{cut(s.Title.Render("Replay storm")+s.Subtle.Render(" · "+target), v.w)}
+	if len(about) > 0 {
+		out = append(out, s.Subtle.Render(cut(printable(strings.Join(about, " · ")), v.w)))
+	}
+	if v.editing {
+		out = append(out, v.formLines()...)
+	} else {
+		out = append(out, v.settingsLines()...)
+	}
+	out = append(out, "")
+	if v.err != "" {
+		out = append(out, s.Danger.Render(cut(printable(v.err), v.w)))
+	}
+	out = append(out, v.progressLines()...)
+	out = append(out, v.verdictLines()...)
+	if !v.running && !v.editing && v.summary == nil && len(v.latencies) == 0 {
+		out = append(out, s.Subtle.Render(cut("e: edit the settings and the body · f: fire · in Records, s on a record prepares a patch/action storm", v.w)))
+	}
+	return fitBlock(strings.Join(out, "\n"), v.w, v.h)
+}
+
+// formLines are the settings as a form, one line per field that applies; the focused one is
+// marked (also without colour) and followed by its hint or what is wrong with it.
+func (v *Storm) formLines() []string {
+	s := v.ctx.Styles
+	var out []string
+	for _, i := range v.visible() {
+		f := v.fields[i]
+		label, marker := s.InputLabel, "  "
+		if i == v.focus {
+			label, marker = s.InputLabelFocused, "▸ "
+		}
+		val := f.input.View()
+		if f.choices != nil {
+			val = f.value()
+			if i == v.focus {
+				val = s.RowSelected.Render(" ◂ " + val + " ▸ ")
+			}
+		}
+		out = append(out, cut(marker+label.Render(pad(f.label, 24))+val, v.w))
+		if i != v.focus {
+			continue
+		}
+		var note string
+		if f.validate != nil {
+			if msg := f.validate(f.value()); msg != "" {
+				note = s.FieldError.Render("✗ " + msg)
+			}
+		}
+		if note == "" && f.hint != "" {
+			note = s.Subtle.Render(f.hint)
+		}
+		if note != "" {
+			out = append(out, cut(strings.Repeat(" ", 26)+note, v.w))
+		}
+	}
+	return out
+}
+
+// settingsLines sum the settings up in two or three lines while not editing.
+func (v *Storm) settingsLines() []string {
+	s := v.ctx.Styles
+	op := v.value(fOperation)
+	what := op
+	if op == "action" {
+		what += " " + v.value(fFeature)
+	}
+	via := v.value(fVia)
+	if via == storm.ViaHTTP {
+		via += " × " + v.value(fServers) + " server(s)"
+	}
+	line1 := fmt.Sprintf("%s · key %s · %s requests × %s workers × %s process(es) · via %s · sharing %s",
+		what, v.value(fKey), v.value(fN), v.value(fConcurrency), v.value(fProcesses), via, v.value(fShare))
+	if v.value(fFailFirst) == "yes" {
+		line1 += " · fail-first"
+	}
+	if h := v.value(fHold); h != "" && h != "0" {
+		line1 += " · hold " + h
+	}
+	var body string
+	switch op {
+	case "action":
+		body = "input " + v.value(fInput)
+	case "patch":
+		title, payload := v.value(fTitle), v.value(fPayload)
+		if title == "" {
+			title = "(unchanged)"
+		} else {
+			title = strconv.Quote(title)
+		}
+		if payload == "" {
+			payload = "(unchanged)"
+		}
+		body = fmt.Sprintf("expectRevision %s · title %s · payload %s", v.value(fExpect), title, payload)
+	default:
+		payload := v.value(fPayload)
+		if payload == "" {
+			payload = "(none)"
+		}
+		body = fmt.Sprintf("title %q · payload %s", v.value(fTitle), payload)
+	}
+	return append(wrapLines(s.Subtle, printable(line1), v.w, 2), wrapLines(s.Subtle, "body: "+printable(body), v.w, 2)...)
+}
+
+// seconds renders a duration as "0.4 s", "12.3 s".
+func seconds(d time.Duration) string { return fmt.Sprintf("%.1f s", d.Seconds()) }
+
+// progressLines are the live counts: progress, outcomes, latency, locks, and what a stalled
+// storm waits on.
+func (v *Storm) progressLines() []string {
+	s := v.ctx.Styles
+	n, done := v.spec.N, len(v.latencies)
+	if v.summary != nil {
+		done = v.summary.Requests - v.summary.Outcomes[string(storm.CodeCancelled)]
+	}
+	if n == 0 || (!v.running && done == 0 && v.summary == nil) {
+		return nil
+	}
+	var out []string
+	text := fmt.Sprintf(" %d/%d answered · %s elapsed", done, n, seconds(v.elapsed))
+	switch {
+	case v.stopping:
+		text += " · stopping…"
+	case v.summary != nil && v.summary.Verdict.Verdict == storm.VerdictStopped:
+		text = " " + v.summary.Verdict.Text
+	}
+	line := s.Subtle.Render(text)
+	if bw := v.w - ansi.StringWidth(text) - 1; bw >= 10 {
+		v.bar.Width = min(bw, 60)
+		line = v.bar.ViewAs(float64(done)/float64(n)) + line
+	}
+	out = append(out, cut(line, v.w))
+
+	var parts []string
+	if v.execStatus != "" && v.spec.Op == "action" {
+		parts = append(parts, s.Warning.Render("execution "+v.execStatus))
+	}
+	for _, k := range storm.OrderedOutcomes(v.outcomes) {
+		st := s.Warning
+		switch k {
+		case "EXECUTED":
+			st = s.Success
+		case "JOINED", "REPLAYED":
+			st = s.Highlight
+		}
+		parts = append(parts, st.Render(fmt.Sprintf("%s %d", k, v.outcomes[k])))
+	}
+	parts = append(parts, s.Subtle.Render(fmt.Sprintf("waited on the unique index %d", v.waited)))
+	out = append(out, wrap(strings.Join(parts, "   "), v.w, 2)...)
+	out = append(out, cut(fmt.Sprintf("latency ms  p50 %.2f  p95 %.2f  p99 %.2f  max %.2f", storm.Percentile(v.sorted, 50), storm.Percentile(v.sorted, 95),
+		storm.Percentile(v.sorted, 99), storm.Percentile(v.sorted, 100)), v.w))
+	out = append(out, s.Highlight.Render(sparkline(v.latencies, v.w-2)))
+
+	if v.running {
+		l := v.locks
+		locks := fmt.Sprintf("locks: %d of the storm's sessions wait now · peak %d", l.Waiting, l.PeakWaiting)
+		if !l.PeakAt.IsZero() && l.PeakWaiting > 0 {
+			locks += " at " + l.PeakAt.Local().Format("15:04:05.000")
+		}
+		out = append(out, s.Subtle.Render(cut(locks, v.w)))
+		if quiet := time.Since(v.lastEvent); quiet >= stallAfter && done < n && !v.stopping {
+			why := l.WaitsOn
+			if why == "" {
+				why = "none of the storm's sessions waits on a lock"
+			}
+			if v.spec.Hold > 0 {
+				why += fmt.Sprintf(" — the winner holds its transaction %s (hold)", v.spec.Hold)
+			}
+			out = append(out, wrapLines(s.Warning, fmt.Sprintf("no answer for %s: %s", seconds(quiet), printable(why)), v.w, 3)...)
+		}
+	} else if sm := v.summary; sm != nil {
+		locks := fmt.Sprintf("locks: peak %d of the storm's sessions waiting", sm.PeakWaiting)
+		if !sm.PeakAt.IsZero() && sm.PeakWaiting > 0 {
+			locks += " at " + sm.PeakAt.Local().Format("15:04:05.000")
+		}
+		locks += fmt.Sprintf(" (%d samples)", sm.Samples)
+		out = append(out, s.Subtle.Render(cut(locks, v.w)))
+	}
+	return out
+}
+
+// verdictLines are the verdict's three parts, each wrapped to at most three lines.
+func (v *Storm) verdictLines() []string {
+	sm := v.summary
+	if sm == nil {
+		return nil
+	}
+	s := v.ctx.Styles
+	vd := sm.Verdict
+	mark := func(ok bool) lipgloss.Style {
+		if ok {
+			return s.Success
+		}
+		return s.Danger
+	}
+	sign := func(ok bool) string {
+		if ok {
+			return "✓ "
+		}
+		return "✗ "
+	}
+	agrees := vd.Verdict == storm.VerdictAgrees
+	var out []string
+	for _, p := range []struct {
+		label string
+		ok    bool
+		text  string
+	}{
+		{"answers  ", vd.Answers.OK, vd.Answers.Text},
+		{"database ", vd.Database.OK, vd.Database.Text},
+		{"verdict  ", agrees, vd.Text},
+	} {
+		lines := wrapLines(s.Subtle, printable(p.text), v.w-len(p.label)-2, 3)
+		for i, l := range lines {
+			head := strings.Repeat(" ", len(p.label)+2)
+			if i == 0 {
+				head = s.Bold.Render(p.label) + mark(p.ok).Render(sign(p.ok))
+			}
+			out = append(out, head+l)
+		}
+	}
+	var ds []string
+	for _, k := range []string{"recordIds", "revisions", "executionIds"} {
+		if d, ok := sm.Distinct[k]; ok {
+			ds = append(ds, fmt.Sprintf("%s %d", k, d))
+		}
+	}
+	tail := fmt.Sprintf("distinct in responses: %s · release → last response %.0f ms", strings.Join(ds, ", "), sm.WallMs)
+	if sm.Servers > 1 {
+		tail += fmt.Sprintf(" · %d servers", sm.Servers)
+	}
+	out = append(out, s.Subtle.Render(cut(tail, v.w)))
+	return out
+}
+
+// wrapLines word-wraps text to w cells in style st, at most maxLines lines (the last one cut).
+func wrapLines(st lipgloss.Style, text string, w, maxLines int) []string {
+	lines := wrap(text, w, maxLines)
+	for i, l := range lines {
+		lines[i] = st.Render(l)
+	}
+	return lines
+}
+
+// wrap word-wraps text (styled or not) to w cells, at most maxLines lines.
+func wrap(text string, w, maxLines int) []string {
+	w = max(w, 10)
+	lines := strings.Split(ansi.Wrap(text, w, ""), "\n")
+	if len(lines) > maxLines {
+		lines = lines[:maxLines]
+		lines[maxLines-1] = cut(lines[maxLines-1]+" …", w)
+	}
+	return lines
+}

@@ -1,0 +1,368 @@
+package views_test
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/ansi"
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"idemwork/internal/testdb"
+	"idemwork/internal/tuitest"
+	"idemwork/kernel"
+	"idemwork/storm"
+	tctx "idemwork/tui/context"
+	"idemwork/views"
+)
+
+// program runs views the way the shell does: commands run off the update goroutine, their
+// messages come back one at a time and go to every view (the shell broadcasts what it does
+// not handle itself), until a condition holds.
+type program struct {
+	t     *testing.T
+	views []interface{ Update(tea.Msg) tea.Cmd }
+	msgs  chan tea.Msg
+}
+
+func newProgram(t *testing.T, vs ...interface{ Update(tea.Msg) tea.Cmd }) *program {
+	return &program{t: t, views: vs, msgs: make(chan tea.Msg, 1024)}
+}
+
+func (p *program) run(cmd tea.Cmd) {
+	if cmd == nil {
+		return
+	}
+	go func() {
+		msg := cmd()
+		if batch, ok := msg.(tea.BatchMsg); ok {
+			for _, c := range batch {
+				p.run(c)
+			}
+			return
+		}
+		if msg != nil {
+			p.msgs <- msg
+		}
+	}()
+}
+
+// send delivers msg to every view and runs what they return.
+func (p *program) send(msg tea.Msg) {
+	for _, v := range p.views {
+		p.run(v.Update(msg))
+	}
+}
+
+// until processes messages until cond holds.
+func (p *program) until(cond func() bool, what string) {
+	p.t.Helper()
+	deadline := time.After(30 * time.Second)
+	for !cond() {
+		select {
+		case m := <-p.msgs:
+			p.send(m)
+		case <-deadline:
+			var screens []string
+			for _, v := range p.views {
+				if vv, ok := v.(interface{ View() string }); ok {
+					screens = append(screens, vv.View())
+				}
+			}
+			p.t.Fatalf("timed out waiting for %s; screens:\n%s", what, strings.Join(screens, "\n----\n"))
+		}
+	}
+}
+
+func press(s string) tea.KeyMsg {
+	switch s {
+	case "ctrl+x":
+		return tea.KeyMsg{Type: tea.KeyCtrlX}
+	case "esc":
+		return tea.KeyMsg{Type: tea.KeyEsc}
+	}
+	return tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(s)}
+}
+
+// summaryOf is a runner's summary of n events (as the engine would count them).
+func summaryOf(spec tctx.StormSpec, outcomes map[string]int, v tctx.StormVerdict) tctx.StormSummary {
+	return tctx.StormSummary{ID: spec.ID, Key: spec.Key, Requests: spec.N, Outcomes: outcomes, Verdict: v,
+		Distinct: map[string]int{"recordIds": 0, "revisions": 0, "executionIds": 0}}
+}
+
+func TestTheStormViewReportsAStormOfRejectionsAsRejectionsNotADisagreement(t *testing.T) {
+	t.Parallel()
+	b := tuitest.New(t)
+	b.Ctx.Storm = func(_ context.Context, spec tctx.StormSpec, events chan<- tctx.StormEvent, _ chan<- tctx.StormLocks) (tctx.StormSummary, error) {
+		for i := range spec.N {
+			events <- tctx.StormEvent{Index: i, Outcome: "REVISION_CONFLICT", Err: "record is at revision 5, not the expected 4", LatencyMs: 1}
+		}
+		return summaryOf(spec, map[string]int{"REVISION_CONFLICT": spec.N}, tctx.StormVerdict{Verdict: storm.VerdictRejected, Code: "REVISION_CONFLICT",
+			Text:     "no request succeeded: REVISION_CONFLICT × 50",
+			Answers:  tctx.StormPart{OK: true, Text: `50 requests: rejected: REVISION_CONFLICT × 50 (REVISION_CONFLICT: "record is at revision 5, not the expected 4")`},
+			Database: tctx.StormPart{OK: true, Text: "nothing written: the key was ABSENT before the storm and still is"}}), nil
+	}
+	v := views.NewStorm(b.Ctx)
+	v.SetSize(120, 37)
+	p := newProgram(t, v)
+	p.send(press("f"))
+	p.until(func() bool { return !v.Running() && strings.Contains(v.View(), "verdict") }, "the verdict")
+	screen := v.View()
+	require.Contains(t, screen, "answers  ✓ 50 requests: rejected: REVISION_CONFLICT × 50")
+	require.Contains(t, strings.Join(strings.Fields(screen), " "), `"record is at revision 5, not the expected 4"`, "the reason is on screen")
+	require.Contains(t, screen, "database ✓ nothing written: the key was ABSENT before the storm and still is")
+	require.Contains(t, screen, "verdict  ✗ no request succeeded: REVISION_CONFLICT × 50")
+	require.NotContains(t, screen, "DISAGREES")
+}
+
+func TestAStalledStormSaysWhatItWaitsOnAndStopsAccountingForEveryRequest(t *testing.T) {
+	t.Parallel()
+	b := tuitest.New(t)
+	const waitsOn = "20 of the storm's sessions wait on a lock transactionid: 20 held by pid 4242 (application \"psql\", idle in transaction, transaction open 6.3 s)"
+	b.Ctx.Storm = func(ctx context.Context, spec tctx.StormSpec, _ chan<- tctx.StormEvent, locks chan<- tctx.StormLocks) (tctx.StormSummary, error) {
+		locks <- tctx.StormLocks{Waiting: 20, InXact: 20, PeakWaiting: 20, PeakAt: tuitest.Now, WaitsOn: waitsOn}
+		<-ctx.Done() // stuck behind the lock until stopped
+		return summaryOf(spec, map[string]int{"CANCELLED": 20}, tctx.StormVerdict{Verdict: storm.VerdictStopped, Code: "CANCELLED",
+			Text:     "stopped: 0 answered, 20 cancelled",
+			Answers:  tctx.StormPart{Text: "stopped: 0 answered, 20 cancelled: cancelled: CANCELLED × 20"},
+			Database: tctx.StormPart{OK: true, Text: "nothing written: the key was ABSENT before the storm and still is"}}), ctx.Err()
+	}
+	v := views.NewStorm(b.Ctx)
+	v.SetSize(120, 37)
+	p := newProgram(t, v)
+	p.send(press("f"))
+	// The clock moves while nothing is answered, and the view says what the storm waits on.
+	p.until(func() bool { return strings.Contains(v.View(), "no answer for 1.") }, "the stall line")
+	screen := v.View()
+	require.Contains(t, screen, "0/50 answered · 1.")
+	require.Contains(t, screen, "locks: 20 of the storm's sessions wait now · peak 20 at 12:00:00.000")
+	require.Contains(t, strings.Join(strings.Fields(screen), " "), `held by pid 4242 (application "psql", idle in transaction, transaction open 6.3 s)`)
+
+	p.send(press("ctrl+x"))
+	p.until(func() bool { return !v.Running() }, "the stop")
+	screen = v.View()
+	require.Contains(t, screen, "stopped: 0 answered, 20 cancelled")
+	require.Contains(t, screen, "answers  ✗ stopped: 0 answered, 20 cancelled")
+	require.Contains(t, screen, "CANCELLED 20", "every request counted, sent or not")
+	require.NotContains(t, screen, "context canceled")
+	require.NotContains(t, screen, "internal error")
+	// After the storm, the peak stays and nothing claims sessions wait "now".
+	require.Contains(t, screen, "locks: peak 0 of the storm's sessions waiting")
+	require.NotContains(t, screen, "wait now")
+}
+
+func TestTheStormViewCountsWaitsOfRejectionsAndShowsTheExecutionStatus(t *testing.T) {
+	t.Parallel()
+	b := tuitest.New(t)
+	tuitest.SeedFixed(t, b)
+	b.Ctx.Storm = func(_ context.Context, spec tctx.StormSpec, events chan<- tctx.StormEvent, _ chan<- tctx.StormLocks) (tctx.StormSummary, error) {
+		events <- tctx.StormEvent{Index: 0, Outcome: "EXECUTED", ExecutionStatus: "BLOCKED", LatencyMs: 2}
+		for i := 1; i < spec.N; i++ {
+			events <- tctx.StormEvent{Index: i, Outcome: "REPLAYED", Waited: true, ExecutionStatus: "BLOCKED", LatencyMs: 3}
+		}
+		s := summaryOf(spec, map[string]int{"EXECUTED": 1, "REPLAYED": spec.N - 1}, tctx.StormVerdict{Verdict: storm.VerdictAgrees,
+			Text: "agrees", Answers: tctx.StormPart{OK: true, Text: "ok"},
+			Database: tctx.StormPart{OK: true, Text: "key SUCCEEDED: 0 revisions, 1 audit event; execution BLOCKED (the feature calls a provider directly: it failed closed, nothing was sent)"}})
+		s.ExecutionStatus, s.PeakWaiting, s.PeakAt, s.Samples, s.Waited = "BLOCKED", 16, tuitest.Now, 9, spec.N-1
+		return s, nil
+	}
+	v := views.NewStorm(b.Ctx)
+	v.Prepare(tctx.OpenStormMsg{Module: "MEM-001", RecordID: tuitest.MemID, Revision: 1})
+	v.SetSize(120, 37)
+	p := newProgram(t, v)
+	p.run(v.SetActive(true))
+	p.until(func() bool { return strings.Contains(v.View(), `title "Meeting notes"`) }, "the target")
+	// Operation: patch → action; the feature F01 → F02.
+	p.send(tea.KeyMsg{Type: tea.KeyRight})
+	p.send(tea.KeyMsg{Type: tea.KeyTab})
+	p.send(tea.KeyMsg{Type: tea.KeyRight})
+	p.send(press("esc"))
+	p.send(press("f"))
+	p.until(func() bool { return !v.Running() && strings.Contains(v.View(), "verdict") }, "the verdict")
+	screen := v.View()
+	require.Contains(t, screen, "waited on the unique index 49")
+	require.Contains(t, screen, "execution BLOCKED")
+	require.Contains(t, screen, "last execution BLOCKED")
+	require.Contains(t, screen, "failed closed, nothing was sent")
+	require.Contains(t, screen, "locks: peak 16 of the storm's sessions waiting at 12:00:00.000 (9 samples)")
+}
+
+func TestTheStormFormShowsTheBodyAndFollowsTheRecordsRevision(t *testing.T) {
+	t.Parallel()
+	b := tuitest.New(t)
+	tuitest.SeedFixed(t, b)
+	var mu sync.Mutex
+	var specs []tctx.StormSpec
+	b.Ctx.Storm = func(ctx context.Context, spec tctx.StormSpec, events chan<- tctx.StormEvent, _ chan<- tctx.StormLocks) (tctx.StormSummary, error) {
+		mu.Lock()
+		specs = append(specs, spec)
+		mu.Unlock()
+		if spec.Op == "patch" { // as the engine would: the record moves on by one revision
+			title := spec.Title
+			_, err := b.Kernel.Patch(ctx, kernel.PatchInput{Owner: spec.Owner, Module: spec.Module, RecordID: spec.RecordID, ExpectRevision: spec.Revision, Title: &title})
+			if err != nil {
+				return tctx.StormSummary{}, err
+			}
+		}
+		events <- tctx.StormEvent{Index: 0, Outcome: "EXECUTED", LatencyMs: 1}
+		return summaryOf(spec, map[string]int{"EXECUTED": 1}, tctx.StormVerdict{Verdict: storm.VerdictAgrees, Text: "agrees"}), nil
+	}
+	v := views.NewStorm(b.Ctx)
+	// Records hands over a stale revision: the view reads the record itself.
+	v.Prepare(tctx.OpenStormMsg{Module: "NOTE", RecordID: tuitest.NoteID, Revision: 1})
+	v.SetSize(120, 37)
+	p := newProgram(t, v)
+	p.run(v.SetActive(true))
+	p.until(func() bool { return strings.Contains(v.View(), "(revision 2)") }, "the record's revision")
+	screen := v.View()
+	require.Contains(t, screen, `NOTE `+tuitest.NoteID+` (revision 2)`+"\n"+`title "Groceries (Saturday)"`)
+	require.Regexp(t, `Title\s+Groceries \(Saturday\)`, screen, "the body is shown, prefilled from the record")
+	require.Regexp(t, `Payload\s+\{"items": \["milk", "eggs", "bread"\]\}`, screen)
+	require.Regexp(t, `Expect revision\s+2`, screen)
+
+	p.send(press("esc"))
+	require.Contains(t, v.View(), `body: expectRevision 2 · title "Groceries (Saturday)" · payload {"items"`)
+	p.send(press("f"))
+	p.until(func() bool { return !v.Running() && strings.Contains(v.View(), "(revision 3)") }, "the revision after the storm")
+	require.Contains(t, v.View(), "body: expectRevision 3 ·", "the next storm patches from where this one left the record")
+	mu.Lock()
+	require.Equal(t, "Groceries (Saturday)", specs[0].Title, "no silent rename")
+	require.Equal(t, 2, specs[0].Revision)
+	mu.Unlock()
+
+	// A create storm from a MEM-001 record sends the module's template as its payload.
+	v2 := views.NewStorm(b.Ctx)
+	v2.Prepare(tctx.OpenStormMsg{Module: "MEM-001", RecordID: tuitest.MemID, Revision: 1})
+	v2.SetSize(120, 37)
+	p2 := newProgram(t, v2)
+	p2.send(tea.KeyMsg{Type: tea.KeyLeft}) // patch → create
+	p2.send(press("esc"))
+	require.Contains(t, v2.View(), `body: title "storm" · payload {"originalContent"`)
+	p2.send(press("f"))
+	p2.until(func() bool { return !v2.Running() && strings.Contains(v2.View(), "verdict") }, "the create storm")
+	mu.Lock()
+	last := specs[len(specs)-1]
+	mu.Unlock()
+	require.Equal(t, "create", last.Op)
+	require.Contains(t, last.Payload, `"currentContent"`)
+	require.Equal(t, "storm", last.Title)
+}
+
+func TestTheStormProgressLineIsNeverCut(t *testing.T) {
+	t.Parallel()
+	b := tuitest.New(t)
+	release := make(chan struct{})
+	b.Ctx.Storm = func(ctx context.Context, spec tctx.StormSpec, events chan<- tctx.StormEvent, _ chan<- tctx.StormLocks) (tctx.StormSummary, error) {
+		for i := range 7 {
+			events <- tctx.StormEvent{Index: i, Outcome: "JOINED", LatencyMs: 366}
+		}
+		<-release
+		return summaryOf(spec, map[string]int{"JOINED": 7}, tctx.StormVerdict{Verdict: storm.VerdictAgrees, Text: "agrees"}), nil
+	}
+	v := views.NewStorm(b.Ctx)
+	p := newProgram(t, v)
+	v.SetSize(64, 21)
+	p.send(press("f"))
+	p.until(func() bool { return strings.Contains(v.View(), "7/50 answered") }, "progress")
+	for _, w := range []int{40, 64, 80, 104, 137, 184} {
+		v.SetSize(w, 21)
+		var line string
+		for _, l := range strings.Split(v.View(), "\n") {
+			if strings.Contains(l, "answered") {
+				line = l
+			}
+		}
+		require.NotEmpty(t, line, "width %d", w)
+		require.LessOrEqual(t, ansi.StringWidth(line), w)
+		require.Regexp(t, `7/50 answered · \d+\.\d s elapsed$`, strings.TrimRight(line, " "), "width %d", w)
+	}
+	close(release)
+	p.until(func() bool { return !v.Running() }, "the end")
+}
+
+// connectAs opens a session of b's database named application.
+func connectAs(t *testing.T, dsn, application string) *pgx.Conn {
+	t.Helper()
+	c, err := pgx.Connect(context.Background(), testdb.WithParam(dsn, "application_name", application))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	return c
+}
+
+func TestTheLocksViewNamesAStormsSessionsItsKeyAndItsPeak(t *testing.T) {
+	t.Parallel()
+	b := tuitest.New(t)
+	tuitest.SeedFixed(t, b)
+	ctx := context.Background()
+	holder, err := b.DB.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = holder.Rollback(ctx) }()
+	_, err = holder.Exec(ctx, `UPDATE record SET title = 'held' WHERE id = $1`, tuitest.NoteID)
+	require.NoError(t, err)
+	idle := connectAs(t, b.DB.DSN, "an idle bystander")
+	require.NoError(t, idle.Ping(ctx))
+
+	// A storm whose one session waits on the holder while it runs.
+	waiting := make(chan error, 1)
+	b.Ctx.Storm = func(sctx context.Context, spec tctx.StormSpec, events chan<- tctx.StormEvent, locks chan<- tctx.StormLocks) (tctx.StormSummary, error) {
+		c, err := pgx.Connect(context.Background(), testdb.WithParam(b.DB.DSN, "application_name", storm.AppNamePrefix(spec.ID)+"p0"))
+		if err != nil {
+			return tctx.StormSummary{}, err
+		}
+		go func() { // it ends when the holder rolls back
+			defer c.Close(context.Background())
+			_, err := c.Exec(context.Background(), `UPDATE record SET title = 'waiting' WHERE id = $1`, tuitest.NoteID)
+			waiting <- err
+		}()
+		locks <- tctx.StormLocks{Waiting: 1, PeakWaiting: 1, PeakAt: tuitest.Now}
+		<-sctx.Done()
+		s := summaryOf(spec, map[string]int{"CANCELLED": spec.N}, tctx.StormVerdict{Verdict: storm.VerdictStopped, Text: "stopped"})
+		s.PeakWaiting, s.PeakAt, s.Samples = 1, tuitest.Now.Add(1500*time.Millisecond), 42
+		return s, sctx.Err()
+	}
+	sv := views.NewStorm(b.Ctx)
+	lv := views.NewLocks(b.Ctx)
+	sv.SetSize(184, 57)
+	lv.SetSize(184, 57)
+	p := newProgram(t, sv, lv)
+	p.run(lv.SetActive(true))
+	p.send(press("f"))
+	storming := regexp.MustCompile(`idemwork storm [0-9a-f]{6} p0\s+active\s+transactionid`)
+	p.until(func() bool { return lv.Waiting() == 1 && storming.MatchString(lv.View()) }, "the storm's session waiting on the holder")
+	screen := lv.View()
+	key := sv.Selection()
+	require.Contains(t, screen, "running: 1 of its sessions wait now, peak 1 at 12:00:00.000")
+	row := lineWith(screen, "idemwork storm")
+	require.Contains(t, row, key[:14], "the storm's key, as far as the column goes")
+	require.Regexp(t, `\d+\.\d s`, row, "a readable duration")
+	require.NotContains(t, screen, "an idle bystander", "idle sessions are hidden by default")
+	require.Regexp(t, `[1-9]\d* idle hidden \(i\)`, screen)
+	holderRow := lineWith(screen, "idle in tx")
+	require.NotEmpty(t, holderRow, "an open transaction is never hidden")
+
+	p.send(press("i"))
+	require.Contains(t, lv.View(), "an idle bystander")
+	require.Contains(t, lv.View(), "idle shown (i hides)")
+
+	p.send(press("ctrl+x"))
+	p.until(func() bool { return !sv.Running() }, "the stop")
+	require.Contains(t, lv.View(), fmt.Sprintf("last storm %s on key %s: peak 1 of its sessions waiting at 12:00:01.500 (42 samples every 15ms)",
+		strings.Fields(row)[3], key))
+	require.NoError(t, holder.Rollback(ctx))
+	require.NoError(t, <-waiting)
+}
+
+func lineWith(screen, s string) string {
+	for _, l := range strings.Split(screen, "\n") {
+		if strings.Contains(l, s) {
+			return l
+		}
+	}
+	return ""
+}
