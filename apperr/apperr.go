@@ -36,6 +36,9 @@ const (
 	NotFound        Code = "NOT_FOUND"
 	Usage           Code = "USAGE"
 	NotRunning      Code = "CLUSTER_NOT_RUNNING"
+	// PermissionDenied: the database role lacks a privilege; the message names the privilege,
+	// the object and the GRANT (or the schema of its own) that fixes it.
+	PermissionDenied Code = "PERMISSION_DENIED"
 )
 
 var statuses = map[Code]int{
@@ -58,6 +61,7 @@ var statuses = map[Code]int{
 	NotFound:           http.StatusNotFound,
 	Usage:              http.StatusBadRequest,
 	NotRunning:         http.StatusConflict,
+	PermissionDenied:   http.StatusForbidden,
 }
 
 // Status is the HTTP status of a code (500 for an unknown one).

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"idemwork/store"
 )
 
@@ -137,9 +139,11 @@ type Setup struct {
 }
 
 type harness struct {
-	env    Env
-	opts   Options
-	db     *store.DB
+	env  Env
+	opts Options
+	db   *store.DB
+	// raw is the hand-written side's pool on the same database, sized like the store's.
+	raw    *pgxpool.Pool
 	fx     *fixtures
 	memMax int
 }
@@ -181,7 +185,12 @@ func Run(ctx context.Context, env Env, opts Options) (Report, error) {
 		return Report{}, err
 	}
 	defer db.Close()
-	h := &harness{env: env, opts: opts, db: db, fx: newFixtures(), memMax: env.MemMaxContentLength}
+	raw, err := rawPool(ctx, env.DSN, poolConns(opts.Clients), nil)
+	if err != nil {
+		return Report{}, err
+	}
+	defer raw.Close()
+	h := &harness{env: env, opts: opts, db: db, raw: raw, fx: newFixtures(), memMax: env.MemMaxContentLength}
 	if h.memMax <= 0 {
 		h.memMax = DefaultMemMaxContentLength
 	}
@@ -191,13 +200,13 @@ func Run(ctx context.Context, env Env, opts Options) (Report, error) {
 	}()
 	rep := Report{Workloads: []Workload{}, Growth: []Growth{}, Setup: Setup{Database: env.Display, CPUs: runtime.NumCPU(),
 		Go: runtime.Version(), CellMs: cellMs, SliceMs: sliceMs, Clients: opts.Clients, Rows: opts.Rows}}
-	if err := db.Pool.QueryRow(ctx, `SELECT version(), current_setting('fsync'), current_setting('synchronous_commit')`).
+	if err := db.Q(ctx).QueryRow(ctx, `SELECT version(), current_setting('fsync'), current_setting('synchronous_commit')`).
 		Scan(&rep.Setup.Server, &rep.Setup.Fsync, &rep.Setup.SynchronousCommit); err != nil {
 		return rep, err
 	}
 	h.logf("bench: %s; %s; fsync=%s synchronous_commit=%s\n", env.Display, rep.Setup.Server, rep.Setup.Fsync, rep.Setup.SynchronousCommit)
 
-	main := newTarget(db, h.fx, h.memMax)
+	main := newTarget(db, raw, h.fx, h.memMax)
 	wls := workloads(main)
 	replayKeys := min(max(16*slices.Max(opts.Clients), 64), 512)
 	if err := main.provisionReplayKeys(ctx, replayKeys, 8); err != nil {
@@ -220,7 +229,7 @@ func Run(ctx context.Context, env Env, opts Options) (Report, error) {
 
 	cell := func(wl workload, clients, rows int) error {
 		var keys int64
-		if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM idempotency_record`).Scan(&keys); err != nil {
+		if err := db.Q(ctx).QueryRow(ctx, `SELECT count(*) FROM idempotency_record`).Scan(&keys); err != nil {
 			return err
 		}
 		c, err := h.measureCell(ctx, wl, clients)

@@ -27,7 +27,7 @@ const fillChunk = 100_000
 // last day. It then refreshes the planner's statistics and checkpoints (when allowed) so the
 // load's dirty pages are not written during the measurement.
 func (h *harness) fill(ctx context.Context, from, to int) error {
-	pool := h.db.Pool
+	pool := h.raw
 	started := time.Now()
 	for lo := from; lo < to; lo += fillChunk {
 		hi := min(lo+fillChunk, to)

@@ -130,13 +130,30 @@ type target struct {
 	ids  *idGen
 }
 
-func newTarget(db *store.DB, fx *fixtures, memMaxContentLength int) *target {
+func newTarget(db *store.DB, raw *pgxpool.Pool, fx *fixtures, memMaxContentLength int) *target {
 	// Every bench client writes as one owner: the per-owner share of the pool (a fairness policy
 	// between owners, half the pool by default) would throttle the runner's side only, so it is
 	// the whole pool here, as the raw side has it.
-	limits := idem.Limits{OwnerMaxConns: int(db.Pool.Config().MaxConns)}
+	limits := idem.Limits{OwnerMaxConns: db.MaxConns()}
 	k := kernel.New(idem.NewRunner(db, idem.Options{Limits: limits}), kernel.NewRegistry(kernel.NewRules(memMaxContentLength)), kernel.Options{})
-	return &target{k: k, pool: db.Pool, fx: fx, ids: newIDGen()}
+	return &target{k: k, pool: raw, fx: fx, ids: newIDGen()}
+}
+
+// rawPool opens the hand-written side's own pool on dsn (traced when tracer is set).
+func rawPool(ctx context.Context, dsn string, maxConns int32, tracer pgx.QueryTracer) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("bench: the database URL is not valid: %s", store.RedactDSN(dsn))
+	}
+	cfg.MaxConns = maxConns
+	if tracer != nil {
+		cfg.ConnConfig.Tracer = tracer
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("bench: raw pool: %w", err)
+	}
+	return pool, nil
 }
 
 // idGen makes ULIDs for the raw side exactly as the kernel does (monotonic, under a mutex).

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"idemwork/store"
 )
@@ -120,20 +119,19 @@ func shortSQL(sql string) string {
 // round trips per op and where an op's time goes.
 func (h *harness) countRoundTrips(ctx context.Context, wls []workload, bind func(*target) []workload) ([]RoundTrips, error) {
 	tr := &rtTracer{}
-	cfg, err := pgxpool.ParseConfig(h.env.DSN)
-	if err != nil {
-		return nil, err
-	}
-	cfg.MaxConns = 2
-	cfg.ConnConfig.Tracer = tr
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	// Both sides on small traced pools of their own over the same database; what Open sends
+	// before the first op is dropped with the warm-up's spans.
+	db, err := store.Open(ctx, h.env.DSN, store.Options{MaxConns: 2, Tracer: tr})
 	if err != nil {
 		return nil, fmt.Errorf("bench: traced pool: %w", err)
 	}
+	defer db.Close()
+	pool, err := rawPool(ctx, h.env.DSN, 2, tr)
+	if err != nil {
+		return nil, err
+	}
 	defer pool.Close()
-	// A store.DB over the traced pool: the kernel's write and restore paths use only its Pool.
-	// (store.Options has no tracer hook; see the phase-2 notes.)
-	traced := bind(newTarget(&store.DB{Pool: pool}, h.fx, h.memMax))
+	traced := bind(newTarget(db, pool, h.fx, h.memMax))
 	const warm, measured = 5, 40
 	out := make([]RoundTrips, 0, len(wls))
 	for i, wl := range traced {

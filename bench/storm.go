@@ -209,7 +209,7 @@ func (h *harness) inprocStorm(ctx context.Context, k *kernel.Kernel, n int, shar
 		shot.problems = append(shot.problems, fmt.Sprintf("%d distinct records over %d responses (%v)", len(ids), n, shot.outcomes))
 	}
 	var revisions, audits int
-	if err := k.DB().Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM record_revision WHERE owner_id = $1 AND idempotency_key = $2),
+	if err := k.DB().Q(ctx).QueryRow(ctx, `SELECT (SELECT count(*) FROM record_revision WHERE owner_id = $1 AND idempotency_key = $2),
 			(SELECT count(*) FROM audit_event WHERE owner_id = $1 AND idempotency_key = $2)`, Owner, in.Key).Scan(&revisions, &audits); err != nil {
 		return shot, err
 	}

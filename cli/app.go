@@ -2,11 +2,11 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
-	"net/url"
-	"strings"
 
+	"idemwork/apperr"
 	"idemwork/config"
 	"idemwork/embedded"
 	"idemwork/kernel"
@@ -40,10 +40,15 @@ type app struct {
 // ConnInfo describes the database an app is connected to, for headers and messages.
 type ConnInfo struct {
 	Embedded bool   `json:"embedded"`
-	Display  string `json:"display"` // host or "embedded <data dir>"; never a password
+	Display  string `json:"display"` // host:port or "embedded <data dir>"; never a password
 	Database string `json:"database"`
 	ReadOnly bool   `json:"readOnly"`
-	DSN      string `json:"-"`
+	// ReadOnlyReason says why writes are refused: "read-only session", "hot standby", …
+	ReadOnlyReason string `json:"readOnlyReason,omitempty"`
+	// Pooler and ExecMode are how idemwork talks to the database (README "Production databases").
+	Pooler   store.Pooler `json:"pooler"`
+	ExecMode string       `json:"execMode"`
+	DSN      string       `json:"-"`
 }
 
 // Pool ceilings when database.max_conns is 0.
@@ -94,14 +99,19 @@ func (a *app) embeddedOptions(detached bool) embedded.Options {
 
 // openDB connects per SPEC §10.1's precedence: --dsn > IDEMWORK_DSN > DATABASE_URL > config
 // url > the embedded cluster (started here, and stopped by close, if it was not running).
-func (a *app) openDB(ctx context.Context, migrate bool) (*store.DB, error) {
+// checkSchema is true for every command but migrate: the embedded cluster is then migrated, and
+// a database given by URL whose schema is not this binary's is refused with SCHEMA_NOT_READY
+// (one a newer idemwork migrated opens read-only). A database given by URL is never migrated
+// here: only 'idemwork migrate --allow-writes' does that.
+func (a *app) openDB(ctx context.Context, checkSchema bool) (*store.DB, error) {
 	if a.db != nil {
 		return a.db, nil
 	}
 	if err := a.loadConfig(); err != nil {
 		return nil, err
 	}
-	opts := store.Options{Migrate: migrate, MaxConns: int32(a.cfg.Database.MaxConns), AcquireTimeout: a.cfg.Idempotency.AcquireTimeout.Duration}
+	opts := store.Options{MaxConns: int32(a.cfg.Database.MaxConns), Schema: a.cfg.Database.Schema, AnySchema: !checkSchema,
+		AcquireTimeout: a.cfg.Idempotency.AcquireTimeout.Duration}
 	if opts.MaxConns == 0 {
 		// Connections open lazily; the ceiling is what lets a storm of C concurrent requests
 		// really reach the database (and queue on its unique index) instead of on the pool.
@@ -110,11 +120,17 @@ func (a *app) openDB(ctx context.Context, migrate bool) (*store.DB, error) {
 			opts.MaxConns = defaultRemoteConns
 		}
 	}
+	var dsn string
 	if a.cfg.Database.URL != "" {
+		dsn = a.cfg.Database.URL
 		opts.ReadOnly = !a.cfg.Database.AllowWrites
-		a.conn = ConnInfo{Display: describeDSN(a.cfg.Database.URL), Database: databaseOf(a.cfg.Database.URL),
-			ReadOnly: opts.ReadOnly, DSN: a.cfg.Database.URL}
+		opts.Pooler = store.Pooler(a.cfg.Database.Pooler)
+		where, database := store.DescribeDSN(dsn)
+		a.conn = ConnInfo{Display: where, Database: database}
 	} else {
+		if a.cfg.Database.Pooler != "" && a.cfg.Database.Pooler != string(store.PoolerNone) {
+			return nil, usagef("database.pooler = %q applies to a database given by URL; the embedded cluster has no pooler", a.cfg.Database.Pooler)
+		}
 		c, err := embedded.Start(ctx, a.embeddedOptions(false))
 		if err != nil {
 			return nil, &setupError{fmt.Errorf("embedded PostgreSQL: %w", err)}
@@ -124,14 +140,23 @@ func (a *app) openDB(ctx context.Context, migrate bool) (*store.DB, error) {
 			a.close()
 			return nil, &setupError{err}
 		}
-		a.conn = ConnInfo{Embedded: true, Display: "embedded " + c.DataDir, Database: embeddedDatabase, DSN: c.DSN(embeddedDatabase)}
+		opts.Migrate = checkSchema
+		dsn = c.DSN(embeddedDatabase)
+		a.conn = ConnInfo{Embedded: true, Display: "embedded " + c.DataDir, Database: embeddedDatabase}
 	}
-	db, err := store.Open(ctx, a.conn.DSN, opts)
+	db, err := store.Open(ctx, dsn, opts)
 	if err != nil {
 		a.close()
+		var ae *apperr.Error
+		if errors.As(err, &ae) {
+			return nil, err
+		}
 		return nil, &setupError{err}
 	}
 	a.db = db
+	cn := db.Connection()
+	a.conn.DSN, a.conn.ReadOnly, a.conn.ReadOnlyReason = db.DSN(), db.ReadOnly, db.ReadOnlyReason()
+	a.conn.Pooler, a.conn.ExecMode = cn.Pooler, cn.ExecMode
 	return db, nil
 }
 
@@ -145,33 +170,4 @@ func (a *app) close() {
 		_ = a.cluster.Stop(context.Background())
 		a.cluster = nil
 	}
-}
-
-// describeDSN names host and port of a DSN without credentials.
-func describeDSN(dsn string) string {
-	if u, err := url.Parse(dsn); err == nil && u.Scheme != "" {
-		host := u.Host
-		if host == "" {
-			host = u.Query().Get("host")
-		}
-		return host
-	}
-	for _, f := range strings.Fields(dsn) {
-		if strings.HasPrefix(f, "host=") {
-			return strings.TrimPrefix(f, "host=")
-		}
-	}
-	return "server"
-}
-
-func databaseOf(dsn string) string {
-	if u, err := url.Parse(dsn); err == nil && u.Scheme != "" {
-		return strings.TrimPrefix(u.Path, "/")
-	}
-	for _, f := range strings.Fields(dsn) {
-		if strings.HasPrefix(f, "dbname=") {
-			return strings.TrimPrefix(f, "dbname=")
-		}
-	}
-	return ""
 }

@@ -12,6 +12,7 @@ import (
 
 	"idemwork/bench"
 	"idemwork/embedded"
+	"idemwork/store"
 )
 
 type benchFlags struct {
@@ -71,7 +72,8 @@ func (a *app) runBench(cmd *cobra.Command, bf benchFlags) error {
 		if !a.cfg.Database.AllowWrites {
 			return usagef("bench writes into a scratch database it creates (and drops) on the server of the URL; pass --allow-writes")
 		}
-		adminDSN, display = url, describeDSN(url)
+		where, _ := store.DescribeDSN(url)
+		adminDSN, display = url, where
 	} else {
 		c, err := embedded.Start(ctx, a.embeddedOptions(false))
 		if err != nil {

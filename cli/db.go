@@ -7,7 +7,6 @@ import (
 
 	"idemwork/apperr"
 	"idemwork/embedded"
-	"idemwork/migrations"
 )
 
 func newDBCmd(a *app) *cobra.Command {
@@ -58,7 +57,10 @@ func newDBCmd(a *app) *cobra.Command {
 			return printStatus(a, a.dataDir())
 		}}
 
+	var tcp bool
 	urlCmd := &cobra.Command{Use: "url", Short: "Print the connection URL of the running embedded cluster", Args: cobra.NoArgs,
+		Long: "url prints the cluster's private-socket URL (for psql \"$(idemwork db url)\"). With --tcp it prints the\n" +
+			"loopback TCP URL instead, which carries the cluster's generated password (database.tcp_port must be set).",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := a.loadConfig(); err != nil {
 				return err
@@ -70,13 +72,20 @@ func newDBCmd(a *app) *cobra.Command {
 			if c == nil {
 				return apperr.New(apperr.NotRunning, "no cluster runs in %s: start one with 'idemwork db start'", a.dataDir())
 			}
-			if a.flags.json {
+			if tcp && !c.ListensTCP() {
+				return apperr.New(apperr.NotRunning, "the cluster in %s does not listen on TCP: set database.tcp_port (e.g. -1 for any free port) and restart it", a.dataDir())
+			}
+			switch {
+			case a.flags.json:
 				writeJSON(a.stdout, map[string]any{"url": c.DSN(embeddedDatabase), "tcpUrl": nullable(c.TCPDSN(embeddedDatabase))})
-			} else {
+			case tcp:
+				fmt.Fprintln(a.stdout, c.TCPDSN(embeddedDatabase))
+			default:
 				fmt.Fprintln(a.stdout, c.DSN(embeddedDatabase))
 			}
 			return nil
 		}}
+	urlCmd.Flags().BoolVar(&tcp, "tcp", false, "print the loopback TCP URL (with the cluster's password)")
 	db.AddCommand(start, stop, status, urlCmd)
 	return db
 }
@@ -116,6 +125,9 @@ func nullable(s string) any {
 func newMigrateCmd(a *app) *cobra.Command {
 	var statusOnly bool
 	cmd := &cobra.Command{Use: "migrate", Short: "Apply pending schema migrations (or show them with --status)", Args: cobra.NoArgs,
+		Long: "migrate applies this binary's pending migrations. A database given by URL is migrated only here, and\n" +
+			"only with --allow-writes, by a role that may create tables in the schema ([database] schema), over a\n" +
+			"direct connection or a session pooler. --status only reads, on any session.",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			db, err := a.openDB(cmd.Context(), false)
 			if err != nil {
@@ -123,25 +135,17 @@ func newMigrateCmd(a *app) *cobra.Command {
 			}
 			applied := 0
 			if !statusOnly {
-				if db.ReadOnly {
-					return apperr.New(apperr.ReadOnly, "migrating needs writes: pass --allow-writes")
-				}
-				if applied, err = migrations.Up(cmd.Context(), db.SQL()); err != nil {
+				if applied, err = db.Migrate(cmd.Context()); err != nil {
 					return err
 				}
 			}
-			list, err := migrations.List(cmd.Context(), db.SQL())
+			st, err := db.ReadSchemaState(cmd.Context())
 			if err != nil {
 				return err
 			}
-			pending := 0
-			for _, m := range list {
-				if !m.Applied {
-					pending++
-				}
-			}
+			list := st.Statuses()
 			if a.flags.json {
-				out := map[string]any{"migrations": list, "pending": pending}
+				out := map[string]any{"migrations": list, "pending": len(st.Pending), "schema": st.Schema, "unknown": st.Unknown}
 				if !statusOnly {
 					out["applied"] = applied
 				}
@@ -155,11 +159,17 @@ func newMigrateCmd(a *app) *cobra.Command {
 				}
 				fmt.Fprintf(a.stdout, "%04d  %-8s %s\n", m.Version, state, m.Name)
 			}
+			for _, v := range st.Unknown {
+				fmt.Fprintf(a.stdout, "%04d  applied  (unknown to this idemwork: a newer one migrated the database)\n", v)
+			}
+			if p := st.Problem(); p != "" && statusOnly {
+				fmt.Fprintf(a.stdout, "%s\n", p)
+			}
 			if !statusOnly {
-				fmt.Fprintf(a.stdout, "applied %d migration(s)\n", applied)
+				fmt.Fprintf(a.stdout, "applied %d migration(s) in schema %q\n", applied, st.Schema)
 			}
 			return nil
 		}}
-	cmd.Flags().BoolVar(&statusOnly, "status", false, "only show which migrations are applied")
+	cmd.Flags().BoolVar(&statusOnly, "status", false, "only show which migrations are applied (reads only)")
 	return cmd
 }

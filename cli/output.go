@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"idemwork/apperr"
+	"idemwork/store"
 )
 
 // Exit codes of SPEC §10.2.
@@ -115,6 +116,9 @@ func (e *reportedError) Unwrap() error { return e.err }
 // printError writes err to stdout as JSON (when asJSON) or to stderr as text; it returns the
 // exit code.
 func printError(stdout, stderr io.Writer, asJSON bool, err error) int {
+	// A database refusal a user can act on (read-only, privilege, missing schema) gets its code
+	// even when it surfaced through a path that did not translate it.
+	err = store.TranslateError(err)
 	code, status, msg, exit := classify(err)
 	var reported *reportedError
 	if errors.As(err, &reported) {

@@ -8,6 +8,7 @@ import (
 
 	"idemwork/apperr"
 	"idemwork/httpapi"
+	"idemwork/store"
 )
 
 func newServeCmd(a *app) *cobra.Command {
@@ -48,11 +49,11 @@ func newServeCmd(a *app) *cobra.Command {
 			url := "http://" + ln.Addr().String()
 			if a.flags.json {
 				writeJSON(a.stdout, map[string]any{"listening": url, "tokens": len(a.cfg.HTTP.Tokens), "devAuth": devAuth,
-					"database": a.conn.Display, "readOnly": a.conn.ReadOnly})
+					"database": a.conn.Display, "readOnly": a.conn.ReadOnly, "readOnlyReason": nullable(a.conn.ReadOnlyReason),
+					"pooler": a.conn.Pooler, "execMode": a.conn.ExecMode})
 			} else {
 				fmt.Fprintf(a.stdout, "idemwork serve: listening on %s (database %s%s; %d token(s)%s); Ctrl-C stops\n", url,
-					a.conn.Display, map[bool]string{true: ", read-only", false: ""}[a.conn.ReadOnly],
-					len(a.cfg.HTTP.Tokens), map[bool]string{true: ", --dev-auth on loopback", false: ""}[devAuth])
+					a.conn.Display, readOnlyNote(a.db), len(a.cfg.HTTP.Tokens), map[bool]string{true: ", --dev-auth on loopback", false: ""}[devAuth])
 			}
 			if len(a.cfg.HTTP.Tokens) == 0 && !devAuth {
 				fmt.Fprintln(a.stderr, "idemwork serve: no [http.tokens] configured: every request will get 401 (see config.example.toml, or use --dev-auth)")
@@ -68,4 +69,12 @@ func newServeCmd(a *app) *cobra.Command {
 	f.BoolVar(&devAuth, "dev-auth", false, "accept X-Owner-Id as the owner from loopback clients (development only)")
 	f.BoolVar(&allowRemote, "allow-remote", false, "allow a non-loopback --addr (put TLS and a proxy in front)")
 	return cmd
+}
+
+// readOnlyNote is ", read-only: <why and what to do>" for a read-only session, else "".
+func readOnlyNote(db *store.DB) string {
+	if err := db.WriteRefusal(); err != nil {
+		return ", read-only: " + apperr.As(err).Message
+	}
+	return ""
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/charmbracelet/x/term"
 	"github.com/muesli/termenv"
 
+	"idemwork/apperr"
 	"idemwork/idem"
 	"idemwork/outbox"
 	"idemwork/tui"
@@ -40,8 +41,8 @@ func runTUI(ctx context.Context, a *app, opts tuiOptions) error {
 		return err
 	}
 	if opts.demo {
-		if a.db.ReadOnly {
-			fmt.Fprintln(a.stderr, "idemwork: read-only session: demo data is not seeded")
+		if err := a.db.WriteRefusal(); err != nil {
+			fmt.Fprintf(a.stderr, "idemwork: demo data is not seeded: %s\n", apperr.As(err).Message)
 		} else if _, err := k.SeedDemo(ctx); err != nil {
 			return err
 		}
@@ -56,7 +57,8 @@ func runTUI(ctx context.Context, a *app, opts tuiOptions) error {
 	pctx := &tctx.ProgramContext{
 		Styles:   tctx.NewStyles(tctx.DefaultTheme()),
 		Keys:     tctx.DefaultKeys(),
-		Conn:     tctx.Conn{Embedded: a.conn.Embedded, Display: a.conn.Display, Database: a.conn.Database, ReadOnly: a.conn.ReadOnly},
+		Conn: tctx.Conn{Embedded: a.conn.Embedded, Display: a.conn.Display, Database: a.conn.Database, ReadOnly: a.conn.ReadOnly,
+			ReadOnlyReason: a.conn.ReadOnlyReason},
 		Kernel:   k,
 		DB:       a.db,
 		Clock:    clock,

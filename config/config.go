@@ -55,6 +55,11 @@ type Database struct {
 	PGBinDir    string `toml:"pg_bindir"`
 	TCPPort     int    `toml:"tcp_port"`
 	MaxConns    int    `toml:"max_conns"`
+	// Pooler is what sits in front of the database given by url: "none" (default), "session"
+	// or "transaction" (pgbouncer's pool modes).
+	Pooler string `toml:"pooler"`
+	// Schema puts idemwork's tables in this schema (search_path); "" keeps the server's default.
+	Schema string `toml:"schema"`
 }
 
 // Idempotency tunes the runner.
@@ -224,6 +229,12 @@ func (c *Config) applyEnv(getenv Getenv) error {
 	if v := getenv("IDEMWORK_OWNER"); v != "" {
 		c.TUI.Owner = v
 	}
+	if v := getenv("IDEMWORK_POOLER"); v != "" {
+		c.Database.Pooler = v
+	}
+	if v := getenv("IDEMWORK_SCHEMA"); v != "" {
+		c.Database.Schema = v
+	}
 	return nil
 }
 
@@ -246,6 +257,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("database.tcp_port must be 0 (socket only), -1 (any free port) or 1-65535, got %d", c.Database.TCPPort)
 	case c.Database.MaxConns < 0 || c.Database.MaxConns > 1000:
 		return fmt.Errorf("database.max_conns must be 0 (default) to 1000, got %d", c.Database.MaxConns)
+	case c.Database.Pooler != "" && c.Database.Pooler != "none" && c.Database.Pooler != "session" && c.Database.Pooler != "transaction":
+		return fmt.Errorf("database.pooler must be \"none\", \"session\" or \"transaction\", got %q", c.Database.Pooler)
+	case len(c.Database.Schema) > 63 || strings.ContainsRune(c.Database.Schema, 0):
+		return fmt.Errorf("database.schema %q is not a schema name (at most 63 bytes, no NUL)", c.Database.Schema)
 	case c.HTTP.MaxBodyBytes <= 0:
 		return fmt.Errorf("http.max_body_bytes must be positive, got %d", c.HTTP.MaxBodyBytes)
 	case c.Outbox.MaxAttempts <= 0:

@@ -51,6 +51,7 @@ type Cluster struct {
 	Owned bool
 
 	listenTCP bool
+	password  string // the postgres role's TCP password (when listening on TCP)
 	logPath   string
 	exited    chan struct{} // closed when an owned, attached server exits
 }
@@ -90,13 +91,19 @@ func (c *Cluster) DSN(database string) string {
 	return "postgres:///" + url.PathEscape(database) + "?" + q.Encode()
 }
 
-// TCPDSN returns a loopback TCP URL, or "" when the server does not listen on TCP.
+// TCPDSN returns a loopback TCP URL with the cluster's password, or "" when the server does
+// not listen on TCP. It holds a secret: print it only where the user asked for it.
 func (c *Cluster) TCPDSN(database string) string {
 	if !c.listenTCP {
 		return ""
 	}
-	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", c.Port, url.PathEscape(database))
+	u := url.URL{Scheme: "postgres", User: url.UserPassword(serverRole, c.password),
+		Host: fmt.Sprintf("127.0.0.1:%d", c.Port), Path: "/" + database, RawQuery: "sslmode=disable"}
+	return u.String()
 }
+
+// ListensTCP reports whether the server listens on loopback TCP.
+func (c *Cluster) ListensTCP() bool { return c.listenTCP }
 
 // Start returns a ready cluster for opts.DataDir: a server already running there is reused
 // (never duplicated), otherwise one is created if needed and started.
@@ -149,8 +156,16 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 			return nil, err
 		}
 	}
+	if err := writeHBA(dataDir, cred); err != nil {
+		return nil, err
+	}
 	return launch(ctx, bins, opts, cred)
 }
+
+// ServerCredential returns nil when a server may run as this process's user, or, when this
+// process is root, the credential of the unprivileged user (name, default "postgres") to run it
+// as: PostgreSQL and pgbouncer both refuse root.
+func ServerCredential(name string) (*syscall.Credential, error) { return serverCredential(name) }
 
 // serverCredential returns nil when the server may run as this process's user, or the
 // credential of the unprivileged user to run it as when this process is root.
@@ -299,6 +314,16 @@ func launch(ctx context.Context, bins Binaries, opts Options, cred *syscall.Cred
 	if err := chownIfRoot(c.SocketDir, cred); err != nil {
 		return nil, err
 	}
+	if err := checkPrivateDir(c.SocketDir, cred); err != nil {
+		return nil, err
+	}
+	if c.listenTCP {
+		pw, err := ensurePassword(dataDir, cred)
+		if err != nil {
+			return nil, err
+		}
+		c.password = pw
+	}
 	logf, err := openLog(c.logPath)
 	if err != nil {
 		return nil, err
@@ -341,6 +366,9 @@ func launch(ctx context.Context, bins Binaries, opts Options, cred *syscall.Cred
 			return nil, fmt.Errorf("start postgres: %w", err)
 		}
 		err = c.waitReady(ctx, opts.StartTimeout, logStart)
+	}
+	if err == nil && c.listenTCP {
+		err = setRolePassword(ctx, c.DSN("postgres"), c.password)
 	}
 	if err != nil {
 		if !opts.Detached {
@@ -399,7 +427,7 @@ func (c *Cluster) spawn(cmd *exec.Cmd, detached bool) error {
 func (c *Cluster) waitReady(ctx context.Context, timeout time.Duration, logStart int64) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		if pf, err := readPidFile(c.DataDir); err == nil && pf.pid == c.PID && pf.status == "ready" {
+		if pf, err := readPidFile(c.DataDir); err == nil && pf.pid == c.PID && accepting(pf.status) {
 			return nil
 		}
 		select {

@@ -86,7 +86,7 @@ func running(dataDir string) (*Cluster, error) {
 		return nil, nil
 	}
 	// A server that is still starting or stopping: wait briefly for it to settle.
-	for i := 0; i < 2000 && pf.status != "ready"; i++ {
+	for i := 0; i < 2000 && !accepting(pf.status); i++ {
 		if pf.status == "stopping" || !alive(pf.pid) {
 			for alive(pf.pid) && i < 2000 {
 				time.Sleep(5 * time.Millisecond)
@@ -99,19 +99,27 @@ func running(dataDir string) (*Cluster, error) {
 			return nil, nil
 		}
 	}
-	if pf.status != "ready" {
+	if !accepting(pf.status) {
 		return nil, fmt.Errorf("the server on %s (pid %d) is not ready (status %q)", dataDir, pf.pid, pf.status)
 	}
 	version := ""
 	if b, err := os.ReadFile(filepath.Join(dataDir, "PG_VERSION")); err == nil {
 		version = strings.TrimSpace(string(b))
 	}
-	return &Cluster{
+	c := &Cluster{
 		DataDir: dataDir, SocketDir: pf.socketDir, Port: pf.port, PID: pf.pid, Version: version,
 		listenTCP: pf.listen != "",
 		logPath:   filepath.Join(dataDir, logFileName),
-	}, nil
+	}
+	if c.listenTCP {
+		c.password, _ = readPassword(dataDir)
+	}
+	return c, nil
 }
+
+// accepting reports whether a postmaster.pid status means the server takes connections: a
+// primary says "ready", a hot standby "standby".
+func accepting(status string) bool { return status == "ready" || status == "standby" }
 
 // Status describes the cluster in a data dir without starting it.
 type Status struct {

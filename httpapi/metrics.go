@@ -13,7 +13,6 @@ import (
 
 	"idemwork/apperr"
 	"idemwork/kernel"
-	"idemwork/migrations"
 )
 
 // metrics are the server's Prometheus metrics, on a registry of its own (no global state: two
@@ -52,9 +51,9 @@ func newMetrics(k *kernel.Kernel) *metrics {
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "idemwork_owner_conns_in_use", Help: "Database connections held by keyed writes, summed over owners."},
 				func() float64 { return float64(r.Admission().OwnerSlotsInUse()) }),
 		)
-		pool := k.DB().Pool
+		db := k.DB()
 		stat := func(f func(s *pgxpool.Stat) float64) func() float64 {
-			return func() float64 { return f(pool.Stat()) }
+			return func() float64 { return f(db.Stat()) }
 		}
 		reg.MustRegister(
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "idemwork_db_pool_acquired_conns", Help: "Pool connections in use."},
@@ -96,34 +95,28 @@ func (a *API) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	db := a.k.DB()
-	if err := db.Pool.Ping(ctx); err != nil {
+	if err := db.Ping(ctx); err != nil {
 		entryOf(r).outcome = "DATABASE_UNREACHABLE"
 		entryOf(r).err = err
 		writeErrorStatus(w, http.StatusServiceUnavailable, "DATABASE_UNREACHABLE", "the database does not answer within 2 s (the server log has the cause)")
 		return
 	}
-	known, err := migrations.List(ctx, db.SQL())
+	// The schema state is read without DDL (on a read-only session, inside BEGIN READ ONLY).
+	st, err := db.ReadSchemaState(ctx)
 	if err != nil {
 		entryOf(r).outcome = string(apperr.SchemaNotReady)
+		entryOf(r).err = err
 		writeErrorStatus(w, http.StatusServiceUnavailable, apperr.SchemaNotReady, "the schema cannot be read; run 'idemwork migrate --status'")
 		return
 	}
-	var latest int64
-	for _, m := range known {
-		if !m.Applied {
-			entryOf(r).outcome = string(apperr.SchemaNotReady)
-			writeErrorStatus(w, http.StatusServiceUnavailable, apperr.SchemaNotReady,
-				"migration "+strconv.FormatInt(m.Version, 10)+" is not applied; run 'idemwork migrate --allow-writes'")
-			return
-		}
-		latest = max(latest, m.Version)
-	}
-	var newest int64
-	if err := db.Pool.QueryRow(ctx, `SELECT coalesce(max(version_id), 0) FROM goose_db_version WHERE is_applied`).Scan(&newest); err == nil && newest > latest {
+	if !st.Current() {
 		entryOf(r).outcome = string(apperr.SchemaNotReady)
-		writeErrorStatus(w, http.StatusServiceUnavailable, apperr.SchemaNotReady,
-			"the database has migration "+strconv.FormatInt(newest, 10)+", newer than this idemwork knows ("+strconv.FormatInt(latest, 10)+"); upgrade idemwork")
+		writeErrorStatus(w, http.StatusServiceUnavailable, apperr.SchemaNotReady, st.Problem())
 		return
+	}
+	var latest int64
+	for _, v := range st.Applied {
+		latest = max(latest, v)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"ready": true, "schemaVersion": latest})
 }

@@ -51,10 +51,7 @@ func NewRunner(db *store.DB, opts Options) *Runner {
 	if opts.Clock == nil {
 		opts.Clock = &OffsetClock{}
 	}
-	pool := 0
-	if db != nil && db.Pool != nil {
-		pool = int(db.Pool.Config().MaxConns)
-	}
+	pool := db.MaxConns() // 0 for a nil db
 	return &Runner{db: db, clock: opts.Clock, ttl: opts.TTL, admission: newAdmission(opts.Limits, pool)}
 }
 

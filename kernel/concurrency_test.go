@@ -385,7 +385,7 @@ func TestHelperProcessRunsOneFeature(t *testing.T) {
 	require.NoError(t, err)
 	defer db.Close()
 	k := kernel.New(idem.NewRunner(db, idem.Options{}), kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
-	require.NoError(t, db.Pool.Ping(ctx))
+	require.NoError(t, db.Warm(ctx, 1))
 	fmt.Println("READY")
 	// The barrier: every child connects first, then all fire when the parent says so.
 	line, err := bufio.NewReader(os.Stdin).ReadString('\n')

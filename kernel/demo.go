@@ -27,10 +27,13 @@ type SeedReport struct {
 // write path can produce any more) are inserted directly, once.
 func (k *Kernel) SeedDemo(ctx context.Context) (SeedReport, error) {
 	rep := SeedReport{Owners: DemoOwners, Outcomes: map[string]int{}}
+	if err := k.RequireWritable(); err != nil {
+		return rep, err
+	}
 	// Once the first demo key has expired (24 h by default) a replay would execute again; the
 	// revision it wrote says the seed already ran.
 	var seeded, keyLive bool
-	if err := k.db.Pool.QueryRow(ctx, `SELECT
+	if err := k.db.Q(ctx).QueryRow(ctx, `SELECT
 			EXISTS (SELECT 1 FROM record_revision WHERE owner_id = 'alice' AND idempotency_key = 'demo:alice:note-1'),
 			EXISTS (SELECT 1 FROM idempotency_record WHERE owner_id = 'alice' AND idempotency_key = 'demo:alice:note-1' AND expires_at > $1)`,
 		k.runner.Clock().Now()).Scan(&seeded, &keyLive); err != nil {
@@ -141,7 +144,7 @@ func (k *Kernel) seedLegacyReceipts(ctx context.Context) (int, error) {
 		`{"policy":"raw-json-v1","body":{"identityId":"legacy-1","displayName":"Alice A."}}`,
 		`{"policy":"raw-json-v1","body":{"identityId":"legacy-2","displayName":"Alice B."}}`,
 	} {
-		tag, err := k.db.Pool.Exec(ctx, `INSERT INTO idempotency_record (owner_id, idempotency_key, operation, fingerprint, status, response, created_at, expires_at, updated_at)
+		tag, err := k.db.Q(ctx).Exec(ctx, `INSERT INTO idempotency_record (owner_id, idempotency_key, operation, fingerprint, status, response, created_at, expires_at, updated_at)
 			VALUES ('alice', $1, $2, $3, 'SUCCEEDED', $4, $5, $6, $5) ON CONFLICT DO NOTHING`,
 			fmt.Sprintf("demo:alice:legacy-identity-%d", i+1), OpLegacyIdentityCreate, fmt.Sprintf("%064d", i+1), body, now, now.Add(k.runner.TTL()))
 		if err != nil {
@@ -257,7 +260,7 @@ func (d *BlockedExternalDemo) Next(ctx context.Context) (DemoStep, error) {
 			return step, err
 		}
 		var execs int
-		if err := d.k.db.Pool.QueryRow(ctx, `SELECT count(*) FROM feature_execution WHERE owner_id = $1 AND idempotency_key = $2`,
+		if err := d.k.db.Q(ctx).QueryRow(ctx, `SELECT count(*) FROM feature_execution WHERE owner_id = $1 AND idempotency_key = $2`,
 			d.owner, publish.Key).Scan(&execs); err != nil {
 			return step, err
 		}

@@ -696,11 +696,7 @@ func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
 
 // RequireWritable is the rule every write entry point (CLI command, HTTP route, TUI form,
 // storm) applies before calling Create, Patch, RunFeature or CreateReview: on a read-only
-// session a write request is refused with READ_ONLY up front, a replay included, though the
-// runner itself would answer a replay from its cache without writing.
-func (k *Kernel) RequireWritable() error {
-	if k.db.ReadOnly {
-		return apperr.New(apperr.ReadOnly, "this session is read-only; reconnect with --allow-writes (or allow_writes = true) to write")
-	}
-	return nil
-}
+// session a write request is refused with READ_ONLY up front (a hot standby says so; a schema
+// newer than this binary is SCHEMA_NOT_READY), a replay included, though the runner itself would
+// answer a replay from its cache without writing.
+func (k *Kernel) RequireWritable() error { return k.db.WriteRefusal() }

@@ -223,7 +223,7 @@ func (b *testBundle) currentRevision(t *testing.T, owner, recordID string) int {
 // waitingOnLocks counts the sessions of this test's database that wait on a heavyweight lock.
 func waitingOnLocks(ctx context.Context, db *store.DB) (int, error) {
 	var n int
-	err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+	err := db.Q(ctx).QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
 		WHERE datname = current_database() AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'`).Scan(&n)
 	return n, err
 }

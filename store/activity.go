@@ -26,7 +26,7 @@ type Session struct {
 // who waits on whom (pg_blocking_pids), for which lock, and for how long their transaction has
 // been open. One round trip.
 func (db *DB) Sessions(ctx context.Context) ([]Session, error) {
-	rows, err := db.Pool.Query(ctx, `SELECT a.pid, coalesce(a.application_name, ''), coalesce(a.state, ''),
+	rows, err := db.Q(ctx).Query(ctx, `SELECT a.pid, coalesce(a.application_name, ''), coalesce(a.state, ''),
 			coalesce(a.wait_event_type, ''), coalesce(a.wait_event, ''), pg_blocking_pids(a.pid),
 			coalesce(extract(epoch FROM clock_timestamp() - coalesce(a.xact_start, a.query_start)) * 1000, 0)::float8,
 			left(regexp_replace(coalesce(a.query, ''), '\s+', ' ', 'g'), 300), coalesce(a.backend_xid::text, ''),

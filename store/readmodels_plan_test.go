@@ -19,7 +19,7 @@ import (
 // planRows sums the rows every scan node of an EXPLAIN ANALYZE plan actually produced. With
 // generic, the statement is prepared and planned once for any parameters, as a connection's
 // cached statement may be: the app runs every read through pgx's statement cache.
-func planRows(t *testing.T, db *store.DB, q string, args []any, generic bool) (rows float64, seqScans []string) {
+func planRows(t *testing.T, db *testdb.DB, q string, args []any, generic bool) (rows float64, seqScans []string) {
 	t.Helper()
 	ctx := context.Background()
 	conn, err := db.Pool.Acquire(ctx)
@@ -66,7 +66,7 @@ func planRows(t *testing.T, db *store.DB, q string, args []any, generic bool) (r
 
 func TestBrowsingAMillionAuditEventsReadsOnePageNotTheHistory(t *testing.T) {
 	t.Parallel()
-	db := testdb.New(t).DB
+	db := testdb.New(t)
 	ctx := context.Background()
 	_, err := db.Pool.Exec(ctx, `INSERT INTO audit_event (owner_id, id, module_code, record_id, action, revision, idempotency_key, detail, at)
 		SELECT 'big', lpad(g::text, 26, '0'), 'NOTE', 'r' || (g % 1000), 'RECORD_PATCHED', 1, 'k' || g, '{}',

@@ -38,8 +38,9 @@ func (db *DB) InsertRevision(ctx context.Context, r Record, key *string) error {
 	if err != nil {
 		return err
 	}
+	// json.RawMessage, not []byte: pgx's exec and simple_protocol modes send a []byte as bytea.
 	return db.exec(ctx, "insert revision", nil, `INSERT INTO record_revision (owner_id, record_id, revision, snapshot, idempotency_key, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6)`, r.OwnerID, r.ID, r.Revision, snap, key, r.UpdatedAt)
+		VALUES ($1, $2, $3, $4, $5, $6)`, r.OwnerID, r.ID, r.Revision, json.RawMessage(snap), key, r.UpdatedAt)
 }
 
 // InsertExecution writes a feature execution.

@@ -2,18 +2,16 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
-	"github.com/jmoiron/sqlx"
 
 	"idemwork/apperr"
 	"idemwork/migrations"
@@ -21,30 +19,86 @@ import (
 
 // Options configures Open.
 type Options struct {
-	// ReadOnly makes every session read-only in the database (default_transaction_read_only)
-	// and refuses write transactions up front with READ_ONLY.
+	// ReadOnly makes every statement of the session run inside a server-enforced read-only
+	// transaction (BEGIN READ ONLY), and refuses write transactions up front with READ_ONLY.
 	ReadOnly bool
 	// MaxConns caps the pool; 0 keeps pgxpool's default (max(4, NumCPU)).
 	MaxConns int32
-	// Migrate applies pending migrations on connect (under goose's session lock). A read-only
-	// database is never migrated; a pending migration there is reported as an error.
+	// Migrate applies pending migrations on connect (the embedded cluster). Without it a
+	// database whose schema is unmigrated or older than this binary is refused with
+	// SCHEMA_NOT_READY; one migrated by a newer idemwork opens read-only.
 	Migrate bool
-	// AcquireTimeout bounds the wait for a pooled connection of a transaction or a runner's key
-	// read: past it the request fails with OVERLOADED (503, Retry-After). 0: no bound.
-	AcquireTimeout time.Duration
+	// AnySchema opens whatever the schema state (for `idemwork migrate` itself).
+	AnySchema bool
+	// Pooler says what sits between idemwork and PostgreSQL; "" takes the DSN's pooler=
+	// parameter, else none.
+	Pooler Pooler
+	// Schema puts every table in this schema (search_path); "" takes the DSN's search_path=
+	// parameter, else the server's default.
+	Schema string
+	// Tracer traces the pool's statements (the bench counts round trips with it).
+	Tracer pgx.QueryTracer
 	// ApplicationName names every session of the pool in pg_stat_activity, over whatever the
 	// DSN says (a storm marks its own sessions so it can watch and wait for them); empty keeps
 	// the DSN's application_name, else "idemwork".
 	ApplicationName string
+	// AcquireTimeout bounds the wait for a pooled connection of a transaction or a runner's key
+	// read: past it the request fails with OVERLOADED (503, Retry-After). 0: no bound.
+	AcquireTimeout time.Duration
 }
 
-// DB is the one pool of a process, with a sqlx handle over the same pool for read models.
+// Access says whether a session may write, and if not, why.
+type Access int
+
+const (
+	// Writable sessions write.
+	Writable Access = iota
+	// ReadOnlyAsked: a database given by URL without --allow-writes.
+	ReadOnlyAsked
+	// ReadOnlyStandby: the server is a hot standby (pg_is_in_recovery()).
+	ReadOnlyStandby
+	// ReadOnlyNewerSchema: a newer idemwork migrated the database.
+	ReadOnlyNewerSchema
+)
+
+// DB is the one pool of a process. Every statement goes through it (Q, Tx, the read models'
+// Reader), so what a session enforces — read-only, the schema, a transaction pooler's rules —
+// holds for all of them; no raw pool is handed out.
 type DB struct {
-	Pool           *pgxpool.Pool
-	X              *sqlx.DB
-	ReadOnly       bool
-	sqlDB          *sql.DB
+	pool *pgxpool.Pool
+	// X is the read models' sqlx-style API over the same path.
+	X *Reader
+	// ReadOnly is true when writes are refused (see Access for why).
+	ReadOnly bool
+
+	access Access
+	conn   Connection
+	// wrap sends each statement outside a transaction inside one (read-only, or a transaction
+	// pooler).
+	wrap bool
+	// txSearchPath is set per transaction (set_config(…, true)) behind a transaction pooler.
+	txSearchPath string
+	// dsn is what child processes open to get this session's policy (pooler, search_path).
+	dsn    string
+	schema migrations.State
+
+	mu sync.Mutex // guards schema after a migration
+
 	acquireTimeout time.Duration
+}
+
+// Connection is what a session chose for the database it talks to.
+type Connection struct {
+	Pooler Pooler `json:"pooler"`
+	// ExecMode is pgx's default_query_exec_mode in use.
+	ExecMode string `json:"execMode"`
+	// SearchPath is the search_path idemwork sets ("" keeps the server's).
+	SearchPath string `json:"searchPath,omitempty"`
+	// Standby is true on a hot standby.
+	Standby bool   `json:"standby"`
+	User    string `json:"user"`
+	// Schema is current_schema(): where the tables are.
+	Schema string `json:"schema"`
 }
 
 // Querier is what repositories need; both a pool and a transaction satisfy it.
@@ -55,131 +109,397 @@ type Querier interface {
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
-// Open connects to dsn. The caller closes the DB.
+// Open connects to dsn, learns what the server is (a hot standby is read-only), checks the
+// schema (migrating it when opts.Migrate) and the role's privileges. The caller closes the DB.
 func Open(ctx context.Context, dsn string, opts Options) (*DB, error) {
+	pol, err := resolvePolicy(dsn, opts)
+	if err != nil {
+		return nil, err
+	}
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		return nil, apperr.Wrap(apperr.Usage, err, "the database URL is not valid: %s", RedactDSN(dsn))
+		// pgx's own message may quote the string it could not parse: never show it.
+		return nil, apperr.New(apperr.Usage, "the database URL is not valid: %s; see README \"The database\" for the forms idemwork reads", parseHint(dsn))
 	}
+	for _, k := range policyParams {
+		delete(cfg.ConnConfig.RuntimeParams, k)
+	}
+	cfg.ConnConfig.DefaultQueryExecMode = pol.mode
 	if opts.MaxConns > 0 {
 		cfg.MaxConns = opts.MaxConns
-	}
-	if opts.ReadOnly {
-		// Enforced by the server for every transaction of every session, whatever the caller does.
-		cfg.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"
 	}
 	if opts.ApplicationName != "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = opts.ApplicationName
 	} else if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "idemwork"
 	}
+	if opts.Tracer != nil {
+		cfg.ConnConfig.Tracer = opts.Tracer
+	}
+	if sp := pol.sessionSearchPath(); sp != "" {
+		// Without a transaction pooler a client connection is one server session, for its whole
+		// life: the path set once here holds for every statement, prepared ones included.
+		cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+			_, err := c.Exec(ctx, "SELECT pg_catalog.set_config('search_path', $1, false)", sp)
+			return err
+		}
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", RedactDSN(dsn), err)
+		return nil, connectError(dsn, err)
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("connect to %s: %w", RedactDSN(dsn), err)
+		return nil, connectError(dsn, err)
 	}
-	sqlDB := stdlib.OpenDBFromPool(pool)
-	db := &DB{Pool: pool, X: sqlx.NewDb(sqlDB, "pgx"), ReadOnly: opts.ReadOnly, sqlDB: sqlDB, acquireTimeout: opts.AcquireTimeout}
-	if opts.Migrate {
-		if err := db.migrate(ctx); err != nil {
-			db.Close()
-			return nil, err
-		}
+	db := &DB{pool: pool, ReadOnly: opts.ReadOnly, wrap: opts.ReadOnly || pol.pooler == PoolerTransaction,
+		dsn: pol.childDSN(dsn), conn: Connection{Pooler: pol.pooler, ExecMode: execModeName(pol.mode), SearchPath: pol.searchPath}}
+	db.X = &Reader{db: db}
+	db.acquireTimeout = opts.AcquireTimeout
+	if opts.ReadOnly {
+		db.access = ReadOnlyAsked
+	}
+	if pol.pooler == PoolerTransaction {
+		db.txSearchPath = pol.searchPath
+	}
+	if err := db.start(ctx, opts); err != nil {
+		db.Close()
+		return nil, err
 	}
 	return db, nil
 }
 
-func (db *DB) migrate(ctx context.Context) error {
-	if db.ReadOnly {
-		pending, err := migrations.Pending(ctx, db.sqlDB)
-		if err != nil {
+// start learns the server's role (primary or standby), then checks schema and privileges.
+func (db *DB) start(ctx context.Context, opts Options) error {
+	var standby bool
+	if err := db.Q(ctx).QueryRow(ctx, `SELECT pg_is_in_recovery(), current_user, coalesce(current_schema(), '')`).
+		Scan(&standby, &db.conn.User, &db.conn.Schema); err != nil {
+		return fmt.Errorf("connect: read the server's state: %w", err)
+	}
+	if standby {
+		db.conn.Standby = true
+		db.readOnly(ReadOnlyStandby)
+	}
+	st, err := migrations.ReadState(ctx, db.Q(ctx))
+	if err != nil {
+		return err
+	}
+	switch {
+	case st.Current():
+	case st.Newer() && !opts.AnySchema:
+		db.readOnly(ReadOnlyNewerSchema)
+	case opts.AnySchema:
+	case opts.Migrate && db.access == Writable:
+		if _, err := db.Migrate(ctx); err != nil {
 			return err
 		}
-		if pending {
-			return errors.New("the database schema is older than this idemwork and the session is read-only: " +
-				"run 'idemwork migrate --allow-writes' against it first")
+		st = db.SchemaState()
+	default:
+		return db.schemaError(st)
+	}
+	db.schema = st
+	if opts.AnySchema && !st.Current() {
+		return nil
+	}
+	return db.checkPrivileges(ctx)
+}
+
+func (db *DB) readOnly(why Access) {
+	if db.access == Writable || why == ReadOnlyStandby {
+		db.access = why
+	}
+	db.ReadOnly, db.wrap = true, true
+}
+
+// schemaError is SCHEMA_NOT_READY for st, pointing a standby's user at the primary.
+func (db *DB) schemaError(st migrations.State) error {
+	msg := st.Problem()
+	if db.conn.Standby {
+		msg = strings.Replace(msg, "against it", "against the primary (this is a hot standby; it replays what the primary has)", 1)
+	}
+	return apperr.New(apperr.SchemaNotReady, "%s", msg)
+}
+
+// Access says whether this session may write, and if not, why.
+func (db *DB) Access() Access { return db.access }
+
+// Connection describes what this session chose and found.
+func (db *DB) Connection() Connection { return db.conn }
+
+// DSN is the connection string that reproduces this session's policy (pooler, search_path) in
+// another process; it carries the password of the DSN it came from, so never print it.
+func (db *DB) DSN() string { return db.dsn }
+
+// SchemaState is the schema state read when the session opened (or after Migrate).
+func (db *DB) SchemaState() migrations.State {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	return db.schema
+}
+
+// ReadSchemaState reads the schema state again (it only reads).
+func (db *DB) ReadSchemaState(ctx context.Context) (migrations.State, error) {
+	return migrations.ReadState(ctx, db.Q(ctx))
+}
+
+// WriteRefusal is the coded error a write gets on this session, nil when it may write.
+func (db *DB) WriteRefusal() error {
+	switch db.access {
+	case ReadOnlyStandby:
+		return apperr.New(apperr.ReadOnly, "this is a hot standby; writes go to the primary (connect to it with --allow-writes to write)")
+	case ReadOnlyNewerSchema:
+		return apperr.New(apperr.SchemaNotReady, "%s", db.SchemaState().Problem())
+	case ReadOnlyAsked:
+		return apperr.New(apperr.ReadOnly, "this session is read-only; reconnect with --allow-writes (or allow_writes = true) to write")
+	}
+	return nil
+}
+
+// ReadOnlyReason is a short phrase for headers: "" when writable.
+func (db *DB) ReadOnlyReason() string {
+	switch db.access {
+	case ReadOnlyStandby:
+		return "hot standby"
+	case ReadOnlyNewerSchema:
+		return "schema newer than this idemwork"
+	case ReadOnlyAsked:
+		return "read-only session"
+	}
+	return ""
+}
+
+// Migrate applies this binary's pending migrations (goose, under its session lock) and returns
+// how many ran. It needs a writable session on a primary, a role that may create tables in the
+// schema (which it creates when [database] schema names one that does not exist yet), and no
+// transaction pooler (a session lock cannot live there).
+func (db *DB) Migrate(ctx context.Context) (int, error) {
+	if err := db.WriteRefusal(); err != nil {
+		return 0, err
+	}
+	if db.conn.Pooler == PoolerTransaction {
+		return 0, apperr.New(apperr.Usage, "migrations cannot run through a transaction pooler (goose holds a session lock while "+
+			"it migrates, and a transaction pooler moves the session between server connections): run "+
+			"'idemwork migrate --allow-writes' with a URL that reaches PostgreSQL directly, or a session-pooling port")
+	}
+	if err := db.prepareSchema(ctx); err != nil {
+		return 0, err
+	}
+	sqlDB := stdlib.OpenDBFromPool(db.pool)
+	n, err := migrations.Up(ctx, sqlDB)
+	_ = sqlDB.Close()
+	if err != nil {
+		return n, TranslateError(err)
+	}
+	st, err := db.ReadSchemaState(ctx)
+	if err != nil {
+		return n, err
+	}
+	db.mu.Lock()
+	db.schema = st
+	db.mu.Unlock()
+	if err := db.refreshSchema(ctx); err != nil {
+		return n, err
+	}
+	return n, nil
+}
+
+// refreshSchema rereads current_schema() (a migration may have created the schema).
+func (db *DB) refreshSchema(ctx context.Context) error {
+	return db.Q(ctx).QueryRow(ctx, `SELECT coalesce(current_schema(), '')`).Scan(&db.conn.Schema)
+}
+
+// prepareSchema makes sure the tables have a schema to go to that the role may create in.
+func (db *DB) prepareSchema(ctx context.Context) error {
+	var schema, user, database string
+	var canCreate, canCreateSchema bool
+	if err := db.Q(ctx).QueryRow(ctx, `SELECT coalesce(current_schema(), ''), current_user, current_database(),
+			coalesce(has_schema_privilege(current_schema(), 'CREATE'), false),
+			has_database_privilege(current_database(), 'CREATE')`).
+		Scan(&schema, &user, &database, &canCreate, &canCreateSchema); err != nil {
+		return fmt.Errorf("migrate: read privileges: %w", err)
+	}
+	if schema == "" {
+		name := firstPathSchema(db.conn.SearchPath)
+		if name == "" {
+			return apperr.New(apperr.SchemaNotReady, "no schema of the session's search_path exists: set [database] schema to the schema idemwork should use")
+		}
+		if !canCreateSchema {
+			return apperr.New(apperr.PermissionDenied, "role %s lacks CREATE on database %s, so it cannot create schema %s: "+
+				"ask for CREATE SCHEMA %s AUTHORIZATION %s (or GRANT CREATE ON DATABASE %s TO %s)",
+				ident(user), ident(database), ident(name), ident(name), ident(user), ident(database), ident(user))
+		}
+		if _, err := db.Q(ctx).Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{name}.Sanitize()); err != nil {
+			return TranslateError(fmt.Errorf("migrate: create schema %s: %w", name, err))
 		}
 		return nil
 	}
-	_, err := migrations.Up(ctx, db.sqlDB)
-	return err
+	if !canCreate {
+		return apperr.New(apperr.PermissionDenied, "role %s lacks CREATE on schema %s, so it cannot create idemwork's tables there "+
+			"(PostgreSQL 15 and later grant CREATE on public only to the database owner): ask for GRANT CREATE ON SCHEMA %s TO %s, "+
+			"or give idemwork a schema of its own (CREATE SCHEMA idemwork AUTHORIZATION %s) and set [database] schema = \"idemwork\"",
+			ident(user), ident(schema), ident(schema), ident(user), ident(user))
+	}
+	return nil
 }
 
-// Acquire takes a pooled connection, waiting at most the acquire timeout: past it, OVERLOADED.
-func (db *DB) Acquire(ctx context.Context) (*pgxpool.Conn, error) {
-	if db.acquireTimeout <= 0 {
-		return db.Pool.Acquire(ctx)
+// firstPathSchema is the first explicit schema of a search_path value ("" for none).
+func firstPathSchema(path string) string {
+	for _, part := range strings.Split(path, ",") {
+		p := strings.TrimSpace(part)
+		if p == "" || p == `"$user"` || p == "$user" {
+			continue
+		}
+		if strings.HasPrefix(p, `"`) && strings.HasSuffix(p, `"`) && len(p) >= 2 {
+			return strings.ReplaceAll(p[1:len(p)-1], `""`, `"`)
+		}
+		return p
 	}
-	actx, cancel := context.WithTimeout(ctx, db.acquireTimeout)
-	defer cancel()
-	conn, err := db.Pool.Acquire(actx)
-	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-		return nil, apperr.Wrap(apperr.Overloaded, err, "no database connection became free within %s (all %d of the pool are busy); retry shortly",
-			db.acquireTimeout, db.Pool.Config().MaxConns)
-	}
-	return conn, err
+	return ""
 }
 
-// SQL returns the database/sql handle over the pool (for goose and sqlx).
-func (db *DB) SQL() *sql.DB { return db.sqlDB }
+func ident(s string) string { return pgx.Identifier{s}.Sanitize() }
+
+// checkPrivileges refuses up front a role that lacks what the session needs on idemwork's
+// tables: SELECT to browse, and INSERT, UPDATE, DELETE too to write.
+func (db *DB) checkPrivileges(ctx context.Context) error {
+	privs := []string{"SELECT"}
+	if !db.ReadOnly {
+		privs = append(privs, "INSERT", "UPDATE", "DELETE")
+	}
+	rows, err := db.Q(ctx).Query(ctx, `SELECT c.relname, p.priv
+		FROM pg_catalog.pg_class c CROSS JOIN unnest($1::text[]) AS p(priv)
+		WHERE c.relnamespace = (SELECT relnamespace FROM pg_catalog.pg_class WHERE oid = to_regclass($2))
+			AND c.relkind IN ('r', 'p') AND c.relname <> $2 AND NOT has_table_privilege(c.oid, p.priv)
+		ORDER BY array_position($1::text[], p.priv), c.relname`, privs, migrations.VersionTable)
+	if err != nil {
+		return fmt.Errorf("connect: read privileges: %w", err)
+	}
+	missing := map[string][]string{}
+	var order []string
+	for rows.Next() {
+		var table, priv string
+		if err := rows.Scan(&table, &priv); err != nil {
+			rows.Close()
+			return fmt.Errorf("connect: read privileges: %w", err)
+		}
+		if _, ok := missing[priv]; !ok {
+			order = append(order, priv)
+		}
+		missing[priv] = append(missing[priv], table)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("connect: read privileges: %w", err)
+	}
+	if len(order) == 0 {
+		return nil
+	}
+	var lacks []string
+	for _, p := range order {
+		lacks = append(lacks, fmt.Sprintf("%s on table %s", p, strings.Join(missing[p], ", ")))
+	}
+	grant := strings.Join(order, ", ")
+	hint := ""
+	if db.ReadOnly {
+		hint = " (browsing needs SELECT; writing also needs INSERT, UPDATE, DELETE)"
+	} else if len(missing["SELECT"]) == 0 {
+		hint = "; or browse read-only (without --allow-writes), which needs only SELECT"
+	}
+	return apperr.New(apperr.PermissionDenied, "role %s lacks %s: ask for GRANT %s ON ALL TABLES IN SCHEMA %s TO %s%s",
+		ident(db.conn.User), strings.Join(lacks, "; "), grant, ident(db.conn.Schema), ident(db.conn.User), hint)
+}
+
+// Warm opens up to n connections of the pool before a burst, so the burst's requests meet on
+// the database instead of queueing for handshakes.
+func (db *DB) Warm(ctx context.Context, n int) error {
+	n = min(n, int(db.pool.Config().MaxConns))
+	conns := make([]*pgxpool.Conn, 0, n)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var firstErr error
+	for range n {
+		wg.Go(func() {
+			c, err := db.pool.Acquire(ctx)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if firstErr == nil {
+					firstErr = connectError(db.dsn, err)
+				}
+				return
+			}
+			conns = append(conns, c)
+		})
+	}
+	wg.Wait()
+	for _, c := range conns {
+		c.Release()
+	}
+	return firstErr
+}
+
+// MaxConns is the pool's ceiling.
+func (db *DB) MaxConns() int {
+	if db == nil || db.pool == nil {
+		return 0
+	}
+	return int(db.pool.Config().MaxConns)
+}
 
 // Close releases the pool.
-func (db *DB) Close() {
-	_ = db.sqlDB.Close()
-	db.Pool.Close()
-}
+func (db *DB) Close() { db.pool.Close() }
 
-// RedactDSN hides a password in a DSN so it can appear in messages.
-func RedactDSN(dsn string) string {
-	if u, err := url.Parse(dsn); err == nil && u.User != nil {
-		if _, has := u.User.Password(); has {
-			u.User = url.UserPassword(u.User.Username(), "xxxxx")
-			return u.String()
-		}
-		return dsn
+// parseHint says in general terms why a DSN did not parse, without quoting it.
+func parseHint(dsn string) string {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		return "it is not a well-formed postgres:// URL (check brackets around IPv6 hosts and percent-encode special characters in the password)"
 	}
-	if scheme, rest, ok := strings.Cut(dsn, "://"); ok {
-		// A URL that does not parse may still carry user:password@: never echo the password.
-		if at := strings.LastIndex(rest, "@"); at >= 0 {
-			if user, _, hasPw := strings.Cut(rest[:at], ":"); hasPw {
-				return scheme + "://" + user + ":xxxxx" + rest[at:]
-			}
-		}
-		return dsn
-	}
-	if strings.Contains(dsn, "password=") {
-		parts := strings.Fields(dsn)
-		for i, p := range parts {
-			if strings.HasPrefix(p, "password=") {
-				parts[i] = "password=xxxxx"
-			}
-		}
-		return strings.Join(parts, " ")
-	}
-	return dsn
+	return "it is neither a postgres:// URL nor keyword=value settings (check quotes around values with spaces)"
 }
 
 // TranslateError maps database errors a user can cause to coded errors; anything else is
 // returned unchanged (and becomes INTERNAL at the edge).
 func TranslateError(err error) error {
+	var ae *apperr.Error
+	if err == nil || errors.As(err, &ae) {
+		return err
+	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
-		switch pgErr.Code {
-		case "25006": // read_only_sql_transaction
+		switch {
+		case pgErr.Code == "25006": // read_only_sql_transaction
 			return apperr.Wrap(apperr.ReadOnly, err, "this session is read-only; reconnect with --allow-writes to write")
+		case pgErr.Code == "42501": // insufficient_privilege
+			return apperr.Wrap(apperr.PermissionDenied, err, "the server refused: %s; grant idemwork's role that privilege "+
+				"(README \"Production databases\" lists what each mode needs)", pgErr.Message)
+		case pgErr.Code == "42P01" || pgErr.Code == "3F000": // undefined_table, invalid_schema_name
+			return apperr.Wrap(apperr.SchemaNotReady, err, "%s: the database is not migrated for this idemwork; run 'idemwork migrate --allow-writes' against it", pgErr.Message)
+		case (pgErr.Code == "42P05" || pgErr.Code == "26000") && strings.Contains(pgErr.Message, "stmtcache_"):
+			return apperr.Wrap(apperr.Internal, err, "the server lost or mixed up prepared statements (%s): this looks like a transaction-pooling "+
+				"pgbouncer; set [database] pooler = \"transaction\" (or add pooler=transaction to the URL)", pgErr.Message)
 		}
 	}
 	return err
+}
+
+// translate is TranslateError with this session's own read-only reason.
+func (db *DB) translate(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "25006" {
+		if refusal := db.WriteRefusal(); refusal != nil {
+			ae := refusal.(*apperr.Error)
+			ae.Err = err
+			return ae
+		}
+	}
+	return TranslateError(err)
 }
 
 // EnsureDatabase creates database name through the admin connection adminDSN when missing.
 func EnsureDatabase(ctx context.Context, adminDSN, name string) error {
 	conn, err := pgx.Connect(ctx, adminDSN)
 	if err != nil {
-		return fmt.Errorf("connect to %s: %w", RedactDSN(adminDSN), err)
+		return connectError(adminDSN, err)
 	}
 	defer conn.Close(ctx)
 	var exists bool

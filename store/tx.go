@@ -61,12 +61,16 @@ func DeferWrites(ctx context.Context) context.Context {
 }
 
 // Q returns where a statement for ctx goes: the ambient transaction of this DB when ctx
-// carries one, otherwise the pool.
+// carries one; otherwise the pool, or, on a read-only session or behind a transaction pooler, a
+// transaction of the statement's own in the same round trip (see singleTx).
 func (db *DB) Q(ctx context.Context) Querier {
 	if a, ok := ctx.Value(ambientKey{}).(*ambient); ok && a.db == db {
 		return a
 	}
-	return db.Pool
+	if db.wrap {
+		return singleTx{db: db}
+	}
+	return db.pool
 }
 
 // exec runs a repository write: queued when ctx defers writes inside this DB's ambient
@@ -107,10 +111,12 @@ func stmtError(what string, guard error, err error) error {
 // prefix is what must precede the next statement: BEGIN if not sent yet, then queued writes.
 func (a *ambient) hasPrefix() bool { return !a.begun || len(a.pending) > 0 }
 
-// queuePrefix puts BEGIN and the queued writes into b and marks them sent.
-func (a *ambient) queuePrefix(b *pgx.Batch) []queued {
+// queuePrefix puts BEGIN (with its transaction-local settings) and the queued writes into b,
+// marks them sent and returns how many results BEGIN takes (0 when it was sent before).
+func (a *ambient) queuePrefix(b *pgx.Batch) (int, []queued) {
+	began := 0
 	if !a.begun {
-		b.Queue("begin")
+		began = a.db.queueBegin(b, false)
 		a.begun = true
 	}
 	p := a.pending
@@ -118,12 +124,12 @@ func (a *ambient) queuePrefix(b *pgx.Batch) []queued {
 	for _, q := range p {
 		b.Queue(q.sql, q.args...)
 	}
-	return p
+	return began, p
 }
 
 // readPrefix reads the results of what queuePrefix queued, in order.
-func readPrefix(br pgx.BatchResults, began bool, p []queued) error {
-	if began {
+func readPrefix(br pgx.BatchResults, began int, p []queued) error {
+	for range began {
 		if _, err := br.Exec(); err != nil {
 			return fmt.Errorf("begin: %w", err)
 		}
@@ -142,8 +148,7 @@ func (a *ambient) flush(ctx context.Context) error {
 		return nil
 	}
 	var b pgx.Batch
-	began := !a.begun
-	p := a.queuePrefix(&b)
+	began, p := a.queuePrefix(&b)
 	br := a.conn.SendBatch(ctx, &b)
 	err := readPrefix(br, began, p)
 	if cerr := br.Close(); err == nil {
@@ -158,8 +163,7 @@ func (a *ambient) Exec(ctx context.Context, sql string, args ...any) (pgconn.Com
 		return a.conn.Exec(ctx, sql, args...)
 	}
 	var b pgx.Batch
-	began := !a.begun
-	p := a.queuePrefix(&b)
+	began, p := a.queuePrefix(&b)
 	b.Queue(sql, args...)
 	br := a.conn.SendBatch(ctx, &b)
 	err := readPrefix(br, began, p)
@@ -179,8 +183,7 @@ func (a *ambient) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 		return a.conn.QueryRow(ctx, sql, args...)
 	}
 	var b pgx.Batch
-	began := !a.begun
-	p := a.queuePrefix(&b)
+	began, p := a.queuePrefix(&b)
 	b.Queue(sql, args...)
 	br := a.conn.SendBatch(ctx, &b)
 	if err := readPrefix(br, began, p); err != nil {
@@ -212,8 +215,7 @@ func (a *ambient) commit(ctx context.Context) error {
 		return nil
 	}
 	var b pgx.Batch
-	began := !a.begun
-	p := a.queuePrefix(&b)
+	began, p := a.queuePrefix(&b)
 	b.Queue("commit")
 	br := a.conn.SendBatch(ctx, &b)
 	err := readPrefix(br, began, p)
@@ -276,10 +278,10 @@ func (db *DB) Tx(ctx context.Context, fn func(ctx context.Context) error) error 
 	if a, ok := ctx.Value(ambientKey{}).(*ambient); ok && a.db == db {
 		return fn(ctx)
 	}
-	if db.ReadOnly {
-		return apperr.New(apperr.ReadOnly, "this session is read-only; reconnect with --allow-writes (or allow_writes = true) to write")
+	if err := db.WriteRefusal(); err != nil {
+		return err
 	}
-	conn, err := db.Acquire(ctx)
+	conn, err := db.acquire(ctx)
 	if err != nil {
 		if apperr.Is(err, apperr.Overloaded) {
 			return err
@@ -294,11 +296,11 @@ func (db *DB) Tx(ctx context.Context, fn func(ctx context.Context) error) error 
 	if err := fn(txCtx); err != nil {
 		// The rollback uses a fresh context: a cancelled request must still release its locks.
 		a.rollback(context.WithoutCancel(ctx))
-		return TranslateError(err)
+		return db.translate(err)
 	}
 	if err := a.commit(ctx); err != nil {
 		a.rollback(context.WithoutCancel(ctx))
-		return TranslateError(err)
+		return db.translate(err)
 	}
 	return nil
 }

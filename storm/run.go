@@ -10,10 +10,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"idemwork/httpapi"
 	"idemwork/kernel"
+	"idemwork/store"
 )
 
 // stormRun is one storm in progress.
@@ -206,7 +205,7 @@ func runInProcess(ctx context.Context, r *stormRun) (time.Time, error) {
 		}
 		do = d
 	} else {
-		if err := warmPool(ctx, r.local.DB().Pool, spec.Concurrency); err != nil {
+		if err := warmPool(ctx, r.local.DB(), spec.Concurrency); err != nil {
 			return time.Time{}, err
 		}
 		do = kernelDoer(r.local, spec)
@@ -266,32 +265,9 @@ func poolSize(want, limit int) int {
 
 // warmPool opens n connections (at most the pool's size) before the barrier, so requests
 // collide on the unique index rather than queue for connections or pay for handshakes.
-func warmPool(ctx context.Context, pool *pgxpool.Pool, n int) error {
-	n = min(n, int(pool.Config().MaxConns))
-	conns := make([]*pgxpool.Conn, 0, n)
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	var firstErr error
-	for range n {
-		wg.Go(func() {
-			c, err := pool.Acquire(ctx)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				if firstErr == nil {
-					firstErr = err
-				}
-				return
-			}
-			conns = append(conns, c)
-		})
-	}
-	wg.Wait()
-	for _, c := range conns {
-		c.Release()
-	}
-	if firstErr != nil {
-		return fmt.Errorf("storm: open %d connections: %w", n, firstErr)
+func warmPool(ctx context.Context, db *store.DB, n int) error {
+	if err := db.Warm(ctx, n); err != nil {
+		return fmt.Errorf("storm: open %d connections: %w", min(n, db.MaxConns()), err)
 	}
 	return nil
 }

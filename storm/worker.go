@@ -203,7 +203,7 @@ func serveWorker(ctx context.Context, in io.Reader, w *lineWriter, barrier io.Re
 			return err
 		}
 		defer closeK()
-		if err := warmPool(ctx, k.DB().Pool, spec.Concurrency); err != nil {
+		if err := warmPool(ctx, k.DB(), spec.Concurrency); err != nil {
 			return err
 		}
 		do = kernelDoer(k, spec)
@@ -298,7 +298,7 @@ func openKernel(ctx context.Context, dsn string, o kernelOptions) (*kernel.Kerne
 	// A storm is a deliberate load on one key, sized by its own pool: the per-key and per-owner
 	// shares that keep one client of `serve` from starving the others would only hide what it is
 	// fired to show (every request on the unique index), so its runner may use the whole pool.
-	all := int(db.Pool.Config().MaxConns)
+	all := db.MaxConns()
 	limits := idem.Limits{KeyMaxConns: all, OwnerMaxConns: all}
 	k := kernel.New(idem.NewRunner(db, idem.Options{TTL: o.ttl, Clock: o.clock, Limits: limits}), o.registry, kernel.Options{})
 	return k, db.Close, nil

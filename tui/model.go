@@ -159,7 +159,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, m.jump(msg)
 	case tctx.OpenFormMsg:
 		if m.ctx.ReadOnly() && msg.Kind != "rules" {
-			return m, status("READ_ONLY: this session is read-only; reconnect with --allow-writes to write", true)
+			return m, status(m.ctx.ReadOnlyMessage(), true)
 		}
 		m.form = views.NewForm(m.ctx, msg)
 		w, h := m.bodySize()
@@ -459,7 +459,11 @@ func (m *Model) headerView() string {
 	}
 	parts := []string{s.HeaderTitle.Render("idemwork"), s.Subtle.Render(conn), "owner " + s.Bold.Render(m.ctx.Owner)}
 	if m.ctx.ReadOnly() {
-		parts = append(parts, s.BadgeDanger.Render("READ-ONLY"))
+		badge := "READ-ONLY"
+		if r := c.ReadOnlyReason; r != "" && r != "read-only session" {
+			badge += " · " + r
+		}
+		parts = append(parts, s.BadgeDanger.Render(badge))
 	} else {
 		parts = append(parts, s.Badge.Render("read-write"))
 	}

@@ -106,7 +106,7 @@ func (v *Records) loadDetail() tea.Cmd {
 		if module == "" {
 			// A jump by id alone: find the record's module first.
 			var m string
-			if err := db.Pool.QueryRow(ctx, `SELECT module_code FROM record WHERE owner_id = $1 AND id = $2`, owner, id).Scan(&m); err != nil {
+			if err := db.Q(ctx).QueryRow(ctx, `SELECT module_code FROM record WHERE owner_id = $1 AND id = $2`, owner, id).Scan(&m); err != nil {
 				return recordDetailMsg{req: req, err: fmt.Errorf("owner %s has no record %s", owner, id)}
 			}
 			module = m

@@ -1,9 +1,11 @@
 // Package testdb gives tests a real PostgreSQL: one embedded cluster per test binary (or the
 // server of IDEMWORK_TEST_DSN), a template database migrated once, and a fresh database per test
-// created with CREATE DATABASE … TEMPLATE and dropped when the test ends. No test skips for want
-// of a database.
+// created with CREATE DATABASE … TEMPLATE and dropped when the test ends. It also starts the
+// components production puts in front of PostgreSQL, on loopback: pgbouncer in transaction and
+// in session mode (Bouncer) and a hot standby made with pg_basebackup -R (Standby). No test
+// skips for want of any of them.
 //
-// Use it from TestMain so the cluster stops when the binary ends:
+// Use it from TestMain so everything it started stops when the binary ends:
 //
 //	func TestMain(m *testing.M) { testdb.Main(m) }
 package testdb
@@ -21,9 +23,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"idemwork/embedded"
-	"idemwork/migrations"
 	"idemwork/store"
 )
 
@@ -37,11 +39,16 @@ type server struct {
 	adminDSN string
 	template string
 	seq      atomic.Int64
+
+	mu       sync.Mutex
+	bouncers map[store.Pooler]*Bouncer
+	standby  *Standby
+	standErr error
 }
 
 var shared server
 
-// Main runs the tests of a package and stops the cluster afterwards.
+// Main runs the tests of a package and stops what testdb started afterwards.
 func Main(m *testing.M) {
 	code := m.Run()
 	shared.shutdown()
@@ -49,6 +56,14 @@ func Main(m *testing.M) {
 }
 
 func (s *server) shutdown() {
+	s.mu.Lock()
+	for _, b := range s.bouncers {
+		b.stop()
+	}
+	if s.standby != nil {
+		s.standby.stop()
+	}
+	s.mu.Unlock()
 	if s.cluster != nil {
 		_ = s.cluster.Stop(context.Background())
 	} else if s.adminDSN != "" && s.template != "" {
@@ -65,23 +80,24 @@ func (s *server) shutdown() {
 func (s *server) start() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	dir, err := os.MkdirTemp("", "idemwork-test-")
+	if err != nil {
+		return err
+	}
+	s.tmpDir = dir
+	// As root the servers run as postgres, which must be able to enter the temp dir.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return err
+	}
 	if dsn := os.Getenv("IDEMWORK_TEST_DSN"); dsn != "" {
 		s.adminDSN = dsn
 		s.template = fmt.Sprintf("idemwork_tpl_%d_%d", os.Getpid(), time.Now().UnixNano()%1e6)
 	} else {
-		dir, err := os.MkdirTemp("", "idemwork-test-")
-		if err != nil {
-			return err
-		}
-		s.tmpDir = dir
-		// As root the server runs as postgres, which must be able to enter the temp dir.
-		if err := os.Chmod(dir, 0o755); err != nil {
-			return err
-		}
 		// Parallel tests of one binary share the cluster, and a bench or multi-process storm
 		// opens a few hundred connections of its own: 300 (the embedded default) is too few.
+		// The cluster's socket accepts replication connections, for the standby's pg_basebackup.
 		c, err := embedded.Start(ctx, embedded.Options{DataDir: filepath.Join(dir, "pg"), Durable: false,
-			Settings: map[string]string{"max_connections": "1000"}})
+			Settings: map[string]string{"max_connections": "1000", "wal_level": "replica", "max_wal_senders": "10"}})
 		if err != nil {
 			return fmt.Errorf("testdb: start the embedded cluster: %w", err)
 		}
@@ -91,7 +107,7 @@ func (s *server) start() error {
 	}
 	conn, err := pgx.Connect(ctx, s.adminDSN)
 	if err != nil {
-		return fmt.Errorf("testdb: connect: %w", err)
+		return fmt.Errorf("testdb: connect to %s: %w", store.RedactDSN(s.adminDSN), err)
 	}
 	defer conn.Close(ctx)
 	tpl := pgx.Identifier{s.template}.Sanitize()
@@ -101,31 +117,31 @@ func (s *server) start() error {
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+tpl); err != nil {
 		return fmt.Errorf("testdb: create template: %w", err)
 	}
-	db, err := store.Open(ctx, withDatabase(s.adminDSN, s.template), store.Options{})
-	if err != nil {
-		return err
-	}
-	_, err = migrations.Up(ctx, db.SQL())
-	db.Close()
+	db, err := store.Open(ctx, WithDatabase(s.adminDSN, s.template), store.Options{Migrate: true})
 	if err != nil {
 		return fmt.Errorf("testdb: migrate template: %w", err)
 	}
+	db.Close()
 	return nil
 }
 
-// withDatabase swaps the database name of a URL or key=value DSN.
-func withDatabase(dsn, name string) string {
+func (s *server) ensure(t testing.TB) {
+	t.Helper()
+	s.once.Do(func() { s.err = s.start() })
+	if s.err != nil {
+		t.Fatalf("testdb: %v", s.err)
+	}
+}
+
+// WithDatabase swaps the database name of a URL or keyword=value DSN.
+func WithDatabase(dsn, name string) string {
 	if u, err := url.Parse(dsn); err == nil && u.Scheme != "" {
 		u.Path = "/" + name
+		u.RawPath = ""
 		return u.String()
 	}
-	var parts []string
-	for _, f := range strings.Fields(dsn) {
-		if !strings.HasPrefix(f, "dbname=") {
-			parts = append(parts, f)
-		}
-	}
-	return strings.Join(append(parts, "dbname="+name), " ")
+	// In keyword=value form the last setting of a key wins.
+	return store.WithDSNParams(dsn, [][2]string{{"dbname", name}})
 }
 
 // WithParam sets a connection parameter (a run-time setting such as statement_timeout, or
@@ -143,6 +159,9 @@ func WithParam(dsn, name, value string) string {
 // DB is a fresh, migrated database of one test.
 type DB struct {
 	*store.DB
+	// Pool is a raw pool on the same database for what a test does behind the store's back on
+	// purpose: plant rows, hold a lock in a transaction of its own, read plans.
+	Pool *pgxpool.Pool
 	// DSN reaches this database (for child processes and a second pool).
 	DSN  string
 	Name string
@@ -161,42 +180,85 @@ func New(t testing.TB) *DB { return NewWith(t, Options{}) }
 // NewWith is New with options for the pool.
 func NewWith(t testing.TB, opts Options) *DB {
 	t.Helper()
-	shared.once.Do(func() { shared.err = shared.start() })
-	if shared.err != nil {
-		t.Fatalf("testdb: %v", shared.err)
-	}
-	ctx := context.Background()
-	name := fmt.Sprintf("t_%d_%d", os.Getpid(), shared.seq.Add(1))
-	conn, err := pgx.Connect(ctx, shared.adminDSN)
-	if err != nil {
-		t.Fatalf("testdb: connect: %v", err)
-	}
-	_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+" TEMPLATE "+pgx.Identifier{shared.template}.Sanitize())
-	conn.Close(ctx)
-	if err != nil {
-		t.Fatalf("testdb: create database: %v", err)
-	}
-	dsn := withDatabase(shared.adminDSN, name)
-	db, err := store.Open(ctx, dsn, store.Options{ReadOnly: opts.ReadOnly, MaxConns: opts.MaxConns, AcquireTimeout: opts.AcquireTimeout})
+	name := NewDatabase(t)
+	dsn := WithDatabase(shared.adminDSN, name)
+	db, err := store.Open(context.Background(), dsn, store.Options{ReadOnly: opts.ReadOnly, MaxConns: opts.MaxConns, AcquireTimeout: opts.AcquireTimeout})
 	if err != nil {
 		t.Fatalf("testdb: open: %v", err)
 	}
+	t.Cleanup(db.Close)
+	raw, err := pgxpool.New(context.Background(), dsn)
+	if err != nil {
+		t.Fatalf("testdb: open: %v", err)
+	}
+	t.Cleanup(raw.Close)
+	return &DB{DB: db, Pool: raw, DSN: dsn, Name: name}
+}
+
+// NewDatabase creates a fresh migrated database, dropped when t ends, and returns its name
+// (for tests that open it themselves: through a pooler, on the standby, with other options).
+func NewDatabase(t testing.TB) string {
+	t.Helper()
+	shared.ensure(t)
+	return createDatabase(t, shared.template)
+}
+
+// NewEmptyDatabase creates a database without idemwork's schema, dropped when t ends.
+func NewEmptyDatabase(t testing.TB) string {
+	t.Helper()
+	return createDatabase(t, "template0")
+}
+
+func createDatabase(t testing.TB, template string) string {
+	t.Helper()
+	shared.ensure(t)
+	ctx := context.Background()
+	name := fmt.Sprintf("t_%d_%d", os.Getpid(), shared.seq.Add(1))
+	Admin(t, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+" TEMPLATE "+pgx.Identifier{template}.Sanitize())
 	t.Cleanup(func() {
-		db.Close()
 		if conn, err := pgx.Connect(ctx, shared.adminDSN); err == nil {
 			_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
 			conn.Close(ctx)
 		}
 	})
-	return &DB{DB: db, DSN: dsn, Name: name}
+	return name
+}
+
+// DSNOf is a direct DSN of database name on the test server, as its superuser.
+func DSNOf(t testing.TB, name string) string {
+	t.Helper()
+	shared.ensure(t)
+	return WithDatabase(shared.adminDSN, name)
+}
+
+// Admin runs statements as the test server's superuser on its maintenance database.
+func Admin(t testing.TB, sql string, args ...any) {
+	t.Helper()
+	AdminIn(t, "postgres", sql, args...)
+}
+
+// AdminIn runs statements as the test server's superuser in database name.
+func AdminIn(t testing.TB, name, sql string, args ...any) {
+	t.Helper()
+	shared.ensure(t)
+	ctx := context.Background()
+	dsn := shared.adminDSN
+	if name != "postgres" {
+		dsn = WithDatabase(dsn, name)
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatalf("testdb: connect: %v", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, sql, args...); err != nil {
+		t.Fatalf("testdb: %s: %v", strings.Join(strings.Fields(sql), " "), err)
+	}
 }
 
 // AdminDSN is the maintenance connection of the test server (for tests that create databases).
 func AdminDSN(t testing.TB) string {
 	t.Helper()
-	shared.once.Do(func() { shared.err = shared.start() })
-	if shared.err != nil {
-		t.Fatalf("testdb: %v", shared.err)
-	}
+	shared.ensure(t)
 	return shared.adminDSN
 }

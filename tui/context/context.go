@@ -18,6 +18,8 @@ type Conn struct {
 	Display  string // "embedded /var/lib/idemwork/pg" or a host; never a password
 	Database string
 	ReadOnly bool
+	// ReadOnlyReason is why writes are refused ("hot standby", "read-only session", …).
+	ReadOnlyReason string
 }
 
 // ProgramContext is shared by the shell and every view. It is only mutated in Update (Bubble
@@ -44,6 +46,17 @@ type ProgramContext struct {
 
 // ReadOnly reports whether writes are refused.
 func (c *ProgramContext) ReadOnly() bool { return c.Conn.ReadOnly || c.DB == nil || c.DB.ReadOnly }
+
+// ReadOnlyMessage is what a refused write says: the session's own reason (a hot standby says
+// writes go to the primary) with its code.
+func (c *ProgramContext) ReadOnlyMessage() string {
+	if c.DB != nil {
+		if err := c.DB.WriteRefusal(); err != nil {
+			return err.Error()
+		}
+	}
+	return "READ_ONLY: this session is read-only; reconnect with --allow-writes to write"
+}
 
 // Now is the workbench clock (the runner's, possibly moved).
 func (c *ProgramContext) Now() time.Time {

@@ -1,0 +1,126 @@
+package testdb
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"idemwork/embedded"
+)
+
+// Standby is a hot standby of the test server: a base backup taken with pg_basebackup -R,
+// started as the server's unprivileged user on loopback (its socket and a TCP port with the
+// cluster's password). It streams from the test server, so a database created there appears
+// here after WaitCaughtUp.
+type Standby struct {
+	cluster *embedded.Cluster
+}
+
+// HotStandby returns the standby of the test binary, making it on first use; Main stops it.
+func HotStandby(t testing.TB) *Standby {
+	t.Helper()
+	shared.ensure(t)
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if shared.standby == nil && shared.standErr == nil {
+		shared.standby, shared.standErr = startStandby()
+	}
+	if shared.standErr != nil {
+		t.Fatalf("testdb: hot standby: %v", shared.standErr)
+	}
+	return shared.standby
+}
+
+func startStandby() (*Standby, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cred, err := embedded.ServerCredential("")
+	if err != nil {
+		return nil, err
+	}
+	bins, err := embedded.FindBinaries(ctx, os.Getenv("IDEMWORK_PG_BINDIR"), 0)
+	if err != nil {
+		return nil, err
+	}
+	dataDir := filepath.Join(shared.tmpDir, "standby")
+	// pg_basebackup runs as the server's user: it fills a directory of that user's own.
+	if err := os.Mkdir(dataDir, 0o700); err != nil {
+		return nil, err
+	}
+	if cred != nil {
+		if err := os.Chown(dataDir, int(cred.Uid), int(cred.Gid)); err != nil {
+			return nil, err
+		}
+	}
+	// -R writes standby.signal and primary_conninfo; -X stream takes the WAL the backup needs.
+	cmd := exec.CommandContext(ctx, filepath.Join(bins.Dir, "pg_basebackup"), "--pgdata", dataDir, "-R",
+		"--wal-method", "stream", "--checkpoint", "fast", "--no-sync", "--dbname", shared.adminDSN)
+	cmd.Dir = "/"
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "PGPASSFILE=/dev/null"}
+	if cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("pg_basebackup: %v: %s", err, bytes.TrimSpace(out.Bytes()))
+	}
+	c, err := embedded.Start(ctx, embedded.Options{DataDir: dataDir, TCPPort: -1,
+		Settings: map[string]string{"max_connections": "1000", "hot_standby": "on"}})
+	if err != nil {
+		return nil, fmt.Errorf("start the standby: %w", err)
+	}
+	return &Standby{cluster: c}, nil
+}
+
+func (s *Standby) stop() { _ = s.cluster.Stop(context.Background()) }
+
+// DSN reaches database name on the standby over loopback TCP, with the cluster's password.
+func (s *Standby) DSN(name string) string { return s.cluster.TCPDSN(name) }
+
+// SocketDSN reaches database name on the standby over its private socket.
+func (s *Standby) SocketDSN(name string) string { return s.cluster.DSN(name) }
+
+// WaitCaughtUp waits until the standby has replayed everything the primary wrote so far.
+func (s *Standby) WaitCaughtUp(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	primary, err := pgx.Connect(ctx, shared.adminDSN)
+	if err != nil {
+		t.Fatalf("testdb: %v", err)
+	}
+	var lsn string
+	err = primary.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&lsn)
+	primary.Close(ctx)
+	if err != nil {
+		t.Fatalf("testdb: %v", err)
+	}
+	standby, err := pgx.Connect(ctx, s.cluster.DSN("postgres"))
+	if err != nil {
+		t.Fatalf("testdb: standby: %v", err)
+	}
+	defer standby.Close(ctx)
+	for {
+		var done bool
+		if err := standby.QueryRow(ctx, `SELECT pg_last_wal_replay_lsn() >= $1::pg_lsn`, lsn).Scan(&done); err != nil {
+			t.Fatalf("testdb: standby: %v", err)
+		}
+		if done {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("testdb: the standby did not replay up to %s within 60 s", lsn)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,79 @@
+package store
+
+import (
+	"context"
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"idemwork/apperr"
+)
+
+// acquire takes a pooled connection, waiting at most the acquire timeout: past it, OVERLOADED.
+func (db *DB) acquire(ctx context.Context) (*pgxpool.Conn, error) {
+	if db.acquireTimeout <= 0 {
+		return db.pool.Acquire(ctx)
+	}
+	actx, cancel := context.WithTimeout(ctx, db.acquireTimeout)
+	defer cancel()
+	conn, err := db.pool.Acquire(actx)
+	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		return nil, apperr.Wrap(apperr.Overloaded, err, "no database connection became free within %s (all %d of the pool are busy); retry shortly",
+			db.acquireTimeout, db.MaxConns())
+	}
+	return conn, err
+}
+
+// Conn is one pooled connection taken within the acquire timeout (OVERLOADED past it), for a
+// caller that runs a few statements in a row on it (the runner's success-cache read). Its
+// statements follow the session's rules exactly as Q's do: each inside BEGIN READ ONLY on a
+// read-only session, inside a transaction of its own behind a transaction pooler.
+type Conn struct {
+	db *DB
+	c  *pgxpool.Conn
+}
+
+var _ Querier = (*Conn)(nil)
+
+// Acquire takes a connection within the acquire timeout; the caller releases it.
+func (db *DB) Acquire(ctx context.Context) (*Conn, error) {
+	c, err := db.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &Conn{db: db, c: c}, nil
+}
+
+// Release gives the connection back to the pool.
+func (c *Conn) Release() { c.c.Release() }
+
+func (c *Conn) q() Querier {
+	if c.db.wrap {
+		return singleTx{db: c.db, conn: c.c}
+	}
+	return c.c
+}
+
+func (c *Conn) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	return c.q().Exec(ctx, sql, args...)
+}
+
+func (c *Conn) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	return c.q().Query(ctx, sql, args...)
+}
+
+func (c *Conn) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	return c.q().QueryRow(ctx, sql, args...)
+}
+
+func (c *Conn) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	return c.q().SendBatch(ctx, b)
+}
+
+// Ping checks that the database answers (for /readyz).
+func (db *DB) Ping(ctx context.Context) error { return db.pool.Ping(ctx) }
+
+// Stat is the pool's statistics (for /metrics).
+func (db *DB) Stat() *pgxpool.Stat { return db.pool.Stat() }

@@ -1,0 +1,193 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// unparseableDSN is what RedactDSN shows for a string pgconn cannot parse: such a string can be
+// too ambiguous to tell where a password starts, so none of it is echoed.
+const unparseableDSN = "(a connection string that cannot be parsed)"
+
+// RedactDSN returns dsn fit for a message: the URL pgconn.ParseConfig reads from it, rebuilt
+// from the user, hosts, ports and database alone, so no password (in the userinfo, a query
+// parameter or a keyword value, quoted or not) can survive. An unparseable dsn is never echoed.
+func RedactDSN(dsn string) string {
+	cfg, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		return unparseableDSN
+	}
+	return rebuildDSN(cfg)
+}
+
+// rebuildDSN writes cfg's user, hosts and database as a postgres:// URL, nothing else.
+func rebuildDSN(cfg *pgconn.Config) string {
+	u := url.URL{Scheme: "postgres", Path: "/" + cfg.Database}
+	if cfg.User != "" {
+		u.User = url.User(cfg.User)
+	}
+	q := url.Values{}
+	var tcp []string
+	for _, h := range hostsOf(cfg) {
+		if strings.HasPrefix(h.host, "/") {
+			// A socket directory goes in ?host=, as libpq writes it.
+			q.Add("host", h.host)
+			q.Add("port", strconv.Itoa(int(h.port)))
+			continue
+		}
+		tcp = append(tcp, net.JoinHostPort(h.host, strconv.Itoa(int(h.port))))
+	}
+	u.Host = strings.Join(tcp, ",")
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+type hostPort struct {
+	host string
+	port uint16
+}
+
+// hostsOf lists the primary host and the fallbacks, each once.
+func hostsOf(cfg *pgconn.Config) []hostPort {
+	out := []hostPort{{cfg.Host, cfg.Port}}
+	for _, f := range cfg.Fallbacks {
+		hp := hostPort{f.Host, f.Port}
+		if hp != out[len(out)-1] {
+			out = append(out, hp)
+		}
+	}
+	return out
+}
+
+// DescribeDSN names where dsn connects, for headers and messages: "host:port" (or the socket
+// directory) and the database. It never includes a password; an unparseable dsn is described
+// as such.
+func DescribeDSN(dsn string) (where, database string) {
+	cfg, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		return unparseableDSN, ""
+	}
+	h := hostsOf(cfg)[0]
+	if strings.HasPrefix(h.host, "/") {
+		return fmt.Sprintf("%s (port %d)", h.host, h.port), cfg.Database
+	}
+	return net.JoinHostPort(h.host, strconv.Itoa(int(h.port))), cfg.Database
+}
+
+// WithDSNParams returns dsn with extra connection parameters appended (a URL's query, or
+// keyword=value pairs), leaving every existing byte as it was: idemwork's own settings such as
+// pooler= travel to child processes inside the DSN.
+func WithDSNParams(dsn string, params [][2]string) string {
+	if len(params) == 0 {
+		return dsn
+	}
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		frag := ""
+		if i := strings.IndexByte(dsn, '#'); i >= 0 {
+			dsn, frag = dsn[:i], dsn[i:]
+		}
+		var b strings.Builder
+		b.WriteString(dsn)
+		sep := "?"
+		if strings.Contains(dsn, "?") {
+			sep = "&"
+		}
+		for _, p := range params {
+			b.WriteString(sep + url.QueryEscape(p[0]) + "=" + url.QueryEscape(p[1]))
+			sep = "&"
+		}
+		return b.String() + frag
+	}
+	var b strings.Builder
+	b.WriteString(dsn)
+	for _, p := range params {
+		v := strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(p[1])
+		fmt.Fprintf(&b, " %s='%s'", p[0], v)
+	}
+	return b.String()
+}
+
+// connectError words a failure to connect: where (redacted), then the real cause first. pgx's
+// sslmode=prefer fallback reports the refused TLS attempt before the plain attempt's error; the
+// refusal is noise when the server simply does not do TLS, so it is dropped when another cause
+// exists.
+func connectError(dsn string, err error) error {
+	return &ConnectError{Where: RedactDSN(dsn), Cause: connectCause(err), err: err}
+}
+
+// ConnectError is a failure to reach or log in to the database. Its message is written for
+// users: the redacted URL and the cause that matters.
+type ConnectError struct {
+	Where string
+	Cause string
+	err   error
+}
+
+func (e *ConnectError) Error() string { return "connect to " + e.Where + ": " + e.Cause }
+func (e *ConnectError) Unwrap() error { return e.err }
+
+// connectCause picks the message of the error that explains a failed connection.
+func connectCause(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		msg := pgErr.Message + " (SQLSTATE " + pgErr.Code + ")"
+		if hint := connectHint(pgErr); hint != "" {
+			msg += ": " + hint
+		}
+		return msg
+	}
+	var leaves []string
+	collectLeaves(err, &leaves)
+	var kept []string
+	for _, l := range leaves {
+		if !strings.Contains(l, "server refused TLS connection") {
+			kept = append(kept, l)
+		}
+	}
+	if len(kept) == 0 {
+		kept = leaves
+	}
+	if len(kept) == 0 {
+		return err.Error()
+	}
+	return strings.Join(kept, "; ")
+}
+
+// collectLeaves gathers the innermost messages of a tree of joined errors, keeping the dial
+// address a per-attempt error names.
+func collectLeaves(err error, out *[]string) {
+	switch e := err.(type) {
+	case interface{ Unwrap() []error }:
+		for _, inner := range e.Unwrap() {
+			collectLeaves(inner, out)
+		}
+	case *pgconn.ConnectError:
+		collectLeaves(e.Unwrap(), out)
+	default:
+		*out = append(*out, strings.ReplaceAll(err.Error(), "\n", " "))
+	}
+}
+
+// connectHint says what to do about the usual refusals.
+func connectHint(e *pgconn.PgError) string {
+	switch {
+	case e.Code == "28P01":
+		return "check the user and password in the URL (or ~/.pgpass)"
+	case e.Code == "3D000":
+		return "check the database name in the URL"
+	case e.Code == "28000":
+		return "the server's pg_hba.conf has no entry for this user, database and address"
+	case e.Code == "53300":
+		return "the server has no free connection slots; lower [database] max_conns or ask for more"
+	case e.Code == "08P01" && strings.Contains(e.Message, "unsupported startup parameter"):
+		return "a connection pooler (pgbouncer) refuses a startup parameter in the URL; remove it: " +
+			"idemwork sets read-only and the schema per transaction, never at startup"
+	}
+	return ""
+}
