@@ -55,8 +55,8 @@ func runTUI(ctx context.Context, a *app, opts tuiOptions) error {
 	worker := outbox.NewWorker(a.db, outbox.Options{Providers: map[string]outbox.Provider{"notifier": provider}, Clock: clock,
 		MaxAttempts: a.cfg.Outbox.MaxAttempts, BaseBackoff: a.cfg.Outbox.BaseBackoff.Duration})
 	pctx := &tctx.ProgramContext{
-		Styles:   tctx.NewStyles(tctx.DefaultTheme()),
-		Keys:     tctx.DefaultKeys(),
+		Styles: tctx.NewStyles(tctx.DefaultTheme()),
+		Keys:   tctx.DefaultKeys(),
 		Conn: tctx.Conn{Embedded: a.conn.Embedded, Display: a.conn.Display, Database: a.conn.Database, ReadOnly: a.conn.ReadOnly,
 			ReadOnlyReason: a.conn.ReadOnlyReason},
 		Kernel:   k,

@@ -58,7 +58,7 @@ func (k *Kernel) VerifyLegacy(ctx context.Context) (VerifyReport, error) {
 		detail, _ := json.Marshal(map[string]any{"receipts": rep.Receipts, "problems": rep.Problems})
 		_, err := q.Exec(ctx, `INSERT INTO data_migration_ledger (name, status, detail, updated_at) VALUES ($1, $2, $3, $4)
 			ON CONFLICT (name) DO UPDATE SET status = excluded.status, detail = excluded.detail, updated_at = excluded.updated_at`,
-			LegacyLedgerEntry, rep.Status, detail, k.runner.Clock().Now())
+			LegacyLedgerEntry, rep.Status, json.RawMessage(detail), k.runner.Clock().Now())
 		return err
 	})
 	return rep, err

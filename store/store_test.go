@@ -137,4 +137,3 @@ func TestSchemaRejectsARevisionWhoseOwnerDiffersFromItsRecord(t *testing.T) {
 	require.ErrorAs(t, err, &pgErr)
 	require.Equal(t, "feature_execution_record_fkey", pgErr.ConstraintName)
 }
-

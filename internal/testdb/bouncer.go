@@ -29,8 +29,7 @@ import (
 type Bouncer struct {
 	Mode store.Pooler
 	Port int
-	// PoolSize is the server connections per database and user: a storm opening more client
-	// connections than this queues in pgbouncer.
+	// PoolSize is the server connections per database and user (default_pool_size).
 	PoolSize int
 	user     string
 	password string
@@ -39,8 +38,15 @@ type Bouncer struct {
 	exited   chan struct{}
 }
 
-// BouncerPoolSize is each test pgbouncer's default_pool_size.
-const BouncerPoolSize = 20
+// Pool sizes of the test pgbouncers. In transaction pooling a server connection serves whoever
+// has a transaction to run, so a storm opening more client connections than the pool queues in
+// pgbouncer: the pool is kept small to prove it. In session pooling every client connection
+// holds a server connection for its whole life, so the pool must be at least what all clients
+// keep open (a storm's processes and their pools), or the surplus waits until one disconnects.
+const (
+	BouncerPoolSize        = 20
+	SessionBouncerPoolSize = 150
+)
 
 // PgBouncer returns the pgbouncer of the test binary in mode (transaction or session), starting
 // it on first use; Main stops it.
@@ -119,7 +125,11 @@ func startBouncer(mode store.Pooler) (*Bouncer, error) {
 	if _, err := rand.Read(secret); err != nil {
 		return nil, err
 	}
-	b := &Bouncer{Mode: mode, PoolSize: BouncerPoolSize, user: admin.User, password: hex.EncodeToString(secret), dir: dir,
+	size := BouncerPoolSize
+	if mode == store.PoolerSession {
+		size = SessionBouncerPoolSize
+	}
+	b := &Bouncer{Mode: mode, PoolSize: size, user: admin.User, password: hex.EncodeToString(secret), dir: dir,
 		exited: make(chan struct{})}
 	for tries := 0; ; tries++ {
 		if b.Port, err = freePort(); err != nil {
