@@ -329,6 +329,10 @@ func launch(ctx context.Context, bins Binaries, opts Options, cred *syscall.Cred
 		return nil, err
 	}
 	defer logf.Close()
+	// The log lives in the data dir: the server must be able to read it (pg_basebackup copies it).
+	if err := chownIfRoot(c.logPath, cred); err != nil {
+		return nil, err
+	}
 	logStart, _ := logf.Seek(0, io.SeekEnd)
 
 	args := []string{"-D", dataDir, "-k", c.SocketDir, "-p", strconv.Itoa(c.Port), "-c", "listen_addresses=" + listen,

@@ -245,3 +245,60 @@ func TestNonEmptyDirWithoutClusterIsRefused(t *testing.T) {
 	require.Contains(t, err.Error(), "not empty")
 	require.FileExists(t, filepath.Join(dir, "notes.txt"), "never delete a user's files")
 }
+
+// TestLoopbackTCPAsksForThePasswordAndOtherOSUsersAreRefused: with TCP on, any local account can
+// reach the port, so it asks for the postgres role's password (scram-sha-256), generated on first
+// use and kept 0600 in the data dir; the socket stays reachable by the server's OS user alone.
+func TestLoopbackTCPAsksForThePasswordAndOtherOSUsersAreRefused(t *testing.T) {
+	t.Parallel()
+	dir := tempDataDir(t)
+	c := start(t, embedded.Options{DataDir: dir, TCPPort: -1})
+	st, err := os.Stat(filepath.Join(dir, "idemwork-password"))
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), st.Mode().Perm())
+	ping(t, c.TCPDSN("postgres")) // the URL db url --tcp prints carries the password
+
+	ctx := context.Background()
+	noPassword := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", c.Port)
+	_, err = pgx.Connect(ctx, noPassword)
+	require.ErrorContains(t, err, "password", "TCP without the password is refused")
+	_, err = pgx.Connect(ctx, strings.Replace(noPassword, "postgres@", "postgres:guess@", 1))
+	require.ErrorContains(t, err, "password authentication failed")
+
+	// Restarted, the same password still works (it is kept, not regenerated).
+	require.NoError(t, c.Stop(ctx))
+	again := start(t, embedded.Options{DataDir: dir, TCPPort: -1})
+	ping(t, again.TCPDSN("postgres"))
+	require.Equal(t, strings.Split(c.TCPDSN("postgres"), "@")[0], strings.Split(again.TCPDSN("postgres"), "@")[0])
+
+	t.Run("another OS user", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("switching to another OS user (runuser -u nobody) needs root; CI runs as root")
+		}
+		bins, err := embedded.FindBinaries(ctx, "", 0)
+		require.NoError(t, err)
+		psql := filepath.Join(bins.Dir, "psql")
+		asNobody := func(env []string, args ...string) (string, error) {
+			cmd := exec.Command("runuser", append([]string{"-u", "nobody", "--", "env", "-i", "PGPASSFILE=/nonexistent", "PGCONNECT_TIMEOUT=5"},
+				append(env, append([]string{psql, "-X", "-w", "-At", "-U", "postgres", "-d", "postgres"}, args...)...)...)...)
+			cmd.Dir = "/"
+			out, err := cmd.CombinedOutput()
+			return string(out), err
+		}
+		port := strconv.Itoa(again.Port)
+		// What the issue saw: any account ran a program as the server's user.
+		out, err := asNobody(nil, "-h", "127.0.0.1", "-p", port, "-c", "COPY (SELECT 1) TO PROGRAM 'id'")
+		require.Error(t, err, "nobody over TCP without the password: %s", out)
+		require.Contains(t, out, "password")
+		out, err = asNobody(nil, "-h", "::1", "-p", port, "-c", "SELECT 1")
+		require.Error(t, err, out)
+		out, err = asNobody(nil, "-h", again.SocketDir, "-p", port, "-c", "SELECT 1")
+		require.Error(t, err, "nobody through the socket: %s", out)
+		require.Contains(t, out, "Permission denied")
+		// The refusal is the password's: with it, the same account gets in.
+		pw := strings.TrimPrefix(strings.Split(again.TCPDSN("postgres"), "@")[0], "postgres://postgres:")
+		out, err = asNobody([]string{"PGPASSWORD=" + pw}, "-h", "127.0.0.1", "-p", port, "-c", "SELECT 1")
+		require.NoError(t, err, out)
+		require.Equal(t, "1\n", out)
+	})
+}

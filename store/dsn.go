@@ -179,6 +179,8 @@ func connectHint(e *pgconn.PgError) string {
 	switch {
 	case e.Code == "28P01":
 		return "check the user and password in the URL (or ~/.pgpass)"
+	case e.Code == "08P01" && strings.Contains(e.Message, "authentication failed"):
+		return "check the user and password in the URL (a pooler checks them against its auth_file)"
 	case e.Code == "3D000":
 		return "check the database name in the URL"
 	case e.Code == "28000":

@@ -5,3 +5,9 @@ var (
 	AuditPageSQL = auditPageSQL
 	HistorySQL   = historySQL
 )
+
+// PolicyOf is resolvePolicy's outcome, for the policy tests.
+func PolicyOf(dsn string, opts Options) (pooler Pooler, mode, searchPath string, err error) {
+	p, err := resolvePolicy(dsn, opts)
+	return p.pooler, execModeName(p.mode), p.searchPath, err
+}

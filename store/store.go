@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -174,15 +175,21 @@ func (db *DB) start(ctx context.Context, opts Options) error {
 	var standby bool
 	if err := db.Q(ctx).QueryRow(ctx, `SELECT pg_is_in_recovery(), current_user, coalesce(current_schema(), '')`).
 		Scan(&standby, &db.conn.User, &db.conn.Schema); err != nil {
-		return fmt.Errorf("connect: read the server's state: %w", err)
+		return TranslateError(fmt.Errorf("connect: read the server's state: %w", err))
 	}
 	if standby {
 		db.conn.Standby = true
 		db.readOnly(ReadOnlyStandby)
 	}
+	if !opts.AnySchema {
+		// Before anything else reads idemwork's tables: a missing privilege is named up front.
+		if err := db.checkPrivileges(ctx); err != nil {
+			return err
+		}
+	}
 	st, err := migrations.ReadState(ctx, db.Q(ctx))
 	if err != nil {
-		return err
+		return TranslateError(err)
 	}
 	switch {
 	case st.Current():
@@ -198,10 +205,7 @@ func (db *DB) start(ctx context.Context, opts Options) error {
 		return db.schemaError(st)
 	}
 	db.schema = st
-	if opts.AnySchema && !st.Current() {
-		return nil
-	}
-	return db.checkPrivileges(ctx)
+	return nil
 }
 
 func (db *DB) readOnly(why Access) {
@@ -357,10 +361,20 @@ func firstPathSchema(path string) string {
 	return ""
 }
 
-func ident(s string) string { return pgx.Identifier{s}.Sanitize() }
+// ident writes a name as SQL would need it: bare when it is a plain lower-case identifier,
+// double-quoted otherwise (messages show GRANT statements a user can paste).
+func ident(s string) string {
+	if plainIdent.MatchString(s) {
+		return s
+	}
+	return pgx.Identifier{s}.Sanitize()
+}
+
+var plainIdent = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
 
 // checkPrivileges refuses up front a role that lacks what the session needs on idemwork's
-// tables: SELECT to browse, and INSERT, UPDATE, DELETE too to write.
+// tables (those in the schema of the version table, which itself needs SELECT): SELECT to
+// browse, and INSERT, UPDATE, DELETE too to write.
 func (db *DB) checkPrivileges(ctx context.Context) error {
 	privs := []string{"SELECT"}
 	if !db.ReadOnly {
@@ -369,7 +383,7 @@ func (db *DB) checkPrivileges(ctx context.Context) error {
 	rows, err := db.Q(ctx).Query(ctx, `SELECT c.relname, p.priv
 		FROM pg_catalog.pg_class c CROSS JOIN unnest($1::text[]) AS p(priv)
 		WHERE c.relnamespace = (SELECT relnamespace FROM pg_catalog.pg_class WHERE oid = to_regclass($2))
-			AND c.relkind IN ('r', 'p') AND c.relname <> $2 AND NOT has_table_privilege(c.oid, p.priv)
+			AND c.relkind IN ('r', 'p') AND (c.relname <> $2 OR p.priv = 'SELECT') AND NOT has_table_privilege(c.oid, p.priv)
 		ORDER BY array_position($1::text[], p.priv), c.relname`, privs, migrations.VersionTable)
 	if err != nil {
 		return fmt.Errorf("connect: read privileges: %w", err)

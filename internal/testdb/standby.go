@@ -64,7 +64,7 @@ func startStandby() (*Standby, error) {
 	cmd := exec.CommandContext(ctx, filepath.Join(bins.Dir, "pg_basebackup"), "--pgdata", dataDir, "-R",
 		"--wal-method", "stream", "--checkpoint", "fast", "--no-sync", "--dbname", shared.adminDSN)
 	cmd.Dir = "/"
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "PGPASSFILE=/dev/null"}
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
 	if cred != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	}

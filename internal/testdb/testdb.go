@@ -95,8 +95,10 @@ func (s *server) start() error {
 	} else {
 		// Parallel tests of one binary share the cluster, and a bench or multi-process storm
 		// opens a few hundred connections of its own: 300 (the embedded default) is too few.
-		// The cluster's socket accepts replication connections, for the standby's pg_basebackup.
-		c, err := embedded.Start(ctx, embedded.Options{DataDir: filepath.Join(dir, "pg"), Durable: false,
+		// The cluster's socket accepts replication connections, for the standby's pg_basebackup;
+		// loopback TCP gives the postgres role the cluster's password, which the standby's copy
+		// of the data dir (and of the role) shares.
+		c, err := embedded.Start(ctx, embedded.Options{DataDir: filepath.Join(dir, "pg"), Durable: false, TCPPort: -1,
 			Settings: map[string]string{"max_connections": "1000", "wal_level": "replica", "max_wal_senders": "10"}})
 		if err != nil {
 			return fmt.Errorf("testdb: start the embedded cluster: %w", err)

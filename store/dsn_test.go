@@ -1,0 +1,75 @@
+package store_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/require"
+
+	"idemwork/store"
+)
+
+// leakyDSNs held passwords the old RedactDSN printed: in a query parameter, in a URL that does
+// not parse, in a quoted keyword value, after "password =" with spaces.
+var leakyDSNs = []string{
+	"postgres://u:SECRET@h:5432/db",
+	"postgres://u@h:5432/db?password=SECRET",
+	"postgres://u@h/db?sslmode=disable&password=SECRET&application_name=x",
+	"postgres://u:SECRET@[::1/x",
+	"postgres://u:SECRET@h:notaport/db",
+	"host=h password='abc SECRET' dbname=db",
+	"host=h password = SECRET dbname=db",
+	"host=h password=SECRET",
+	"password=SECRET host=h user=u",
+	"host=h password='SECRET",
+	"user=u password=SEC\\'RET host=h",
+	"postgresql://u:S%45CRET@h/db",
+	"postgres://u@h/db?sslpassword=SECRET&sslmode=disable",
+}
+
+func TestRedactDSNNeverShowsAPassword(t *testing.T) {
+	t.Parallel()
+	for _, dsn := range leakyDSNs {
+		out := store.RedactDSN(dsn)
+		require.NotContains(t, out, "SECRET", dsn)
+		require.NotContains(t, out, "SEC", dsn)
+		where, _ := store.DescribeDSN(dsn)
+		require.NotContains(t, where, "SECRET", dsn)
+	}
+	require.Equal(t, "postgres://u@h:5432/db", store.RedactDSN("postgres://u:SECRET@h:5432/db?password=SECRET2&sslmode=require"))
+	require.Equal(t, "postgres://u@h:5432/db", store.RedactDSN("host=h user=u password='a b' dbname=db"))
+	require.Equal(t, "postgres://postgres@/idemwork?host=%2Fvar%2Frun%2Fpg&port=5432",
+		store.RedactDSN("postgres:///idemwork?host=/var/run/pg&port=5432&user=postgres"))
+	require.Equal(t, "postgres://u@h1:5432,h2:5433/db", store.RedactDSN("postgres://u:SECRET@h1:5432,h2:5433/db"))
+}
+
+// FuzzRedactDSN: whatever the input, the output never holds the password pgconn reads from it,
+// and an input pgconn cannot parse is never echoed at all.
+func FuzzRedactDSN(f *testing.F) {
+	for _, dsn := range leakyDSNs {
+		f.Add(dsn)
+	}
+	f.Add("postgres://user:pa%20ss@host:5432/db?sslmode=disable")
+	f.Add("host=/tmp port=5432 user=me password=x")
+	f.Fuzz(func(t *testing.T, dsn string) {
+		out := store.RedactDSN(dsn)
+		cfg, err := pgconn.ParseConfig(dsn)
+		if err != nil {
+			require.Equal(t, "(a connection string that cannot be parsed)", out)
+			return
+		}
+		if pw := cfg.Password; len(pw) >= 3 && !strings.Contains(cfg.User+cfg.Host+cfg.Database, pw) && !strings.Contains("postgres://@:?&=%", pw) {
+			for _, fb := range cfg.Fallbacks {
+				if strings.Contains(fb.Host, pw) {
+					return
+				}
+			}
+			require.NotContains(t, out, pw, "input %q", dsn)
+		}
+		again, err := pgconn.ParseConfig(out)
+		require.NoError(t, err, "the redacted form parses: %q", out)
+		require.Equal(t, cfg.User, again.User)
+		require.Equal(t, cfg.Database, again.Database)
+	})
+}
