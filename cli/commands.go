@@ -46,6 +46,14 @@ func (a *app) kernelOver(db *store.DB) *kernel.Kernel {
 // read-only session — a replay included, though it would only read: a write command never
 // runs against a database the user did not open for writing.
 func (a *app) writer(ctx context.Context) (*kernel.Kernel, error) {
+	if err := a.loadConfig(); err != nil {
+		return nil, err
+	}
+	if a.cfg.Database.URL != "" && !a.cfg.Database.AllowWrites {
+		// Known before connecting: whatever the database holds (even no schema), a write on a
+		// session not opened for writing is READ_ONLY.
+		return nil, apperr.New(apperr.ReadOnly, "this session is read-only; reconnect with --allow-writes (or allow_writes = true) to write")
+	}
 	k, err := a.kernel(ctx)
 	if err != nil {
 		return nil, err

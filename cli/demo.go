@@ -16,7 +16,7 @@ func newDemoCmd(a *app) *cobra.Command {
 		}}
 	seed := &cobra.Command{Use: "seed", Short: "Write a small demo data set for alice and bob (idempotent)", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			k, err := a.kernel(cmd.Context())
+			k, err := a.writer(cmd.Context())
 			if err != nil {
 				return err
 			}

@@ -89,7 +89,9 @@ func (s *Standby) DSN(name string) string { return s.cluster.TCPDSN(name) }
 // SocketDSN reaches database name on the standby over its private socket.
 func (s *Standby) SocketDSN(name string) string { return s.cluster.DSN(name) }
 
-// WaitCaughtUp waits until the standby has replayed everything the primary wrote so far.
+// WaitCaughtUp waits until the standby has replayed everything the primary wrote so far. It
+// waits for the WAL insert position, not the write position: the test server commits with
+// synchronous_commit = off, so a commit can sit in the WAL buffers a moment after it returned.
 func (s *Standby) WaitCaughtUp(t testing.TB) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -99,7 +101,7 @@ func (s *Standby) WaitCaughtUp(t testing.TB) {
 		t.Fatalf("testdb: %v", err)
 	}
 	var lsn string
-	err = primary.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&lsn)
+	err = primary.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&lsn)
 	primary.Close(ctx)
 	if err != nil {
 		t.Fatalf("testdb: %v", err)
