@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"idemwork/cli"
 	"idemwork/internal/testdb"
 	"idemwork/store"
+	"idemwork/storm"
 )
 
 // prodDB is a fresh migrated database reached as a user would reach production: through a
@@ -291,5 +294,57 @@ func TestServeOnAStandbySaysSoAndRefusesWritesWithItsReason(t *testing.T) {
 	case <-exited:
 	case <-time.After(30 * time.Second):
 		t.Fatal("serve did not stop")
+	}
+}
+
+// TestTheWorkbenchOpensReadOnlyThroughPgBouncerAndOnAStandby runs the real workbench (this test
+// binary re-executed as idemwork) in tmux at 80×24 with NO_COLOR: read-only through a
+// transaction-pooling pgbouncer, and on a hot standby opened with --allow-writes. It reads the
+// primary's record on screen, the header's READ-ONLY badge (with "hot standby"), the refusal a
+// write gets, and quits cleanly.
+func TestTheWorkbenchOpensReadOnlyThroughPgBouncerAndOnAStandby(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Fatal("tmux is not installed: install it (Debian/Ubuntu: apt-get install tmux; .ci/run does)")
+	}
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	name := testdb.NewDatabase(t)
+	primary := prodDB{name: name, dsn: testdb.DSNOf(t, name)}
+	primary.ok(t, "--allow-writes", "create", "--owner", "o", "--module", "NOTE", "--key", "k1", "--title", "from primary")
+	standby := testdb.HotStandby(t)
+	standby.WaitCaughtUp(t)
+
+	for _, c := range []struct {
+		name, dsn, extra, badge, refusal string
+	}{
+		{"pgbouncer", testdb.PgBouncer(t, store.PoolerTransaction).PoolerDSN(name), "", "READ-ONLY",
+			"READ_ONLY: this session is read-only"},
+		{"standby", standby.DSN(name), "--allow-writes", "READ-ONLY · hot standby",
+			"READ_ONLY: this is a hot standby; writes go to the primary"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sess := fmt.Sprintf("idemwork-test-%d-%s", os.Getpid(), c.name)
+			cmd := fmt.Sprintf("env %s=1 NO_COLOR=1 XDG_CONFIG_HOME=%s '%s' --dsn '%s' %s --owner o; echo WORKBENCH-EXITED-$?; sleep 60",
+				storm.WorkerEnvVar, t.TempDir(), exe, c.dsn, c.extra)
+			require.NoError(t, exec.Command("tmux", "new-session", "-d", "-s", sess, "-x", "80", "-y", "24", cmd).Run())
+			t.Cleanup(func() { _ = exec.Command("tmux", "kill-session", "-t", sess).Run() })
+			screen := func() string {
+				out, _ := exec.Command("tmux", "capture-pane", "-p", "-t", sess).Output()
+				return string(out)
+			}
+			waitFor := func(text string) {
+				t.Helper()
+				require.Eventually(t, func() bool { return strings.Contains(screen(), text) }, 30*time.Second, 50*time.Millisecond,
+					"never saw %q; the screen:\n%s", text, screen())
+			}
+			waitFor("Records of o")
+			waitFor("from primary")
+			require.Contains(t, strings.SplitN(screen(), "\n", 2)[0], c.badge)
+			require.NoError(t, exec.Command("tmux", "send-keys", "-t", sess, "c").Run())
+			waitFor(c.refusal)
+			require.NoError(t, exec.Command("tmux", "send-keys", "-t", sess, "q").Run())
+			waitFor("WORKBENCH-EXITED-0")
+		})
 	}
 }

@@ -255,7 +255,7 @@ func TestAMissingPrivilegeIsNamedWithItsObjectAndTheGrant(t *testing.T) {
 
 	_, err := store.Open(ctx, dsn, store.Options{ReadOnly: true})
 	msg := requireCode(t, err, apperr.PermissionDenied)
-	require.Contains(t, msg, "lacks SELECT on table ")
+	require.Contains(t, msg, "lacks SELECT on tables ")
 	require.Contains(t, msg, "idempotency_record")
 	require.Contains(t, msg, "GRANT SELECT ON ALL TABLES IN SCHEMA public TO "+role)
 
@@ -263,7 +263,7 @@ func TestAMissingPrivilegeIsNamedWithItsObjectAndTheGrant(t *testing.T) {
 	openVia(t, dsn, store.Options{ReadOnly: true}) // browsing needs only SELECT
 	_, err = store.Open(ctx, dsn, store.Options{})
 	msg = requireCode(t, err, apperr.PermissionDenied)
-	require.Contains(t, msg, "lacks INSERT on table ")
+	require.Contains(t, msg, "lacks INSERT, UPDATE, DELETE on tables ")
 	require.Contains(t, msg, "GRANT INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public")
 	require.Contains(t, msg, "browse read-only")
 }

@@ -408,9 +408,23 @@ func (db *DB) checkPrivileges(ctx context.Context) error {
 	if len(order) == 0 {
 		return nil
 	}
+	// Privileges missing on the same tables are named together.
 	var lacks []string
+	var groups []string
+	byTables := map[string][]string{}
 	for _, p := range order {
-		lacks = append(lacks, fmt.Sprintf("%s on table %s", p, strings.Join(missing[p], ", ")))
+		tables := strings.Join(missing[p], ", ")
+		if _, ok := byTables[tables]; !ok {
+			groups = append(groups, tables)
+		}
+		byTables[tables] = append(byTables[tables], p)
+	}
+	for _, tables := range groups {
+		noun := "table"
+		if strings.Contains(tables, ",") {
+			noun = "tables"
+		}
+		lacks = append(lacks, fmt.Sprintf("%s on %s %s", strings.Join(byTables[tables], ", "), noun, tables))
 	}
 	grant := strings.Join(order, ", ")
 	hint := ""

@@ -50,6 +50,16 @@ func startStandby() (*Standby, error) {
 	if err != nil {
 		return nil, err
 	}
+	// WaitCaughtUp's marker table, made before the backup so the standby has it from the start.
+	conn, err := pgx.Connect(ctx, shared.adminDSN)
+	if err != nil {
+		return nil, err
+	}
+	_, err = conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS testdb_standby_marker (n bigserial PRIMARY KEY)`)
+	conn.Close(ctx)
+	if err != nil {
+		return nil, err
+	}
 	dataDir := filepath.Join(shared.tmpDir, "standby")
 	// pg_basebackup runs as the server's user: it fills a directory of that user's own.
 	if err := os.Mkdir(dataDir, 0o700); err != nil {
@@ -89,9 +99,10 @@ func (s *Standby) DSN(name string) string { return s.cluster.TCPDSN(name) }
 // SocketDSN reaches database name on the standby over its private socket.
 func (s *Standby) SocketDSN(name string) string { return s.cluster.DSN(name) }
 
-// WaitCaughtUp waits until the standby has replayed everything the primary wrote so far. It
-// waits for the WAL insert position, not the write position: the test server commits with
-// synchronous_commit = off, so a commit can sit in the WAL buffers a moment after it returned.
+// WaitCaughtUp waits until the standby has replayed everything the primary wrote so far: it
+// writes a marker row on the primary and waits for the standby to see it (WAL replays in order).
+// Comparing WAL positions would not do: the test server commits with synchronous_commit = off,
+// and an idle primary's insert position can sit past a page header no record will fill.
 func (s *Standby) WaitCaughtUp(t testing.TB) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -100,8 +111,8 @@ func (s *Standby) WaitCaughtUp(t testing.TB) {
 	if err != nil {
 		t.Fatalf("testdb: %v", err)
 	}
-	var lsn string
-	err = primary.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&lsn)
+	var mark int64
+	err = primary.QueryRow(ctx, `INSERT INTO testdb_standby_marker DEFAULT VALUES RETURNING n`).Scan(&mark)
 	primary.Close(ctx)
 	if err != nil {
 		t.Fatalf("testdb: %v", err)
@@ -112,17 +123,17 @@ func (s *Standby) WaitCaughtUp(t testing.TB) {
 	}
 	defer standby.Close(ctx)
 	for {
-		var done bool
-		if err := standby.QueryRow(ctx, `SELECT pg_last_wal_replay_lsn() >= $1::pg_lsn`, lsn).Scan(&done); err != nil {
+		var seen int64
+		if err := standby.QueryRow(ctx, `SELECT coalesce(max(n), 0) FROM testdb_standby_marker`).Scan(&seen); err != nil {
 			t.Fatalf("testdb: standby: %v", err)
 		}
-		if done {
+		if seen >= mark {
 			return
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("testdb: the standby did not replay up to %s within 60 s", lsn)
-		case <-time.After(10 * time.Millisecond):
+			t.Fatalf("testdb: the standby did not replay the primary's marker %d within 60 s", mark)
+		case <-time.After(5 * time.Millisecond):
 		}
 	}
 }
