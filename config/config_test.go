@@ -116,3 +116,17 @@ func TestTheTTLAndTheOverloadKnobsHaveBounds(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, cfg.HTTP.RequireKey)
 }
+
+func TestThePoolerAndSchemaKeysAreCheckedAndReadFromTheEnvironment(t *testing.T) {
+	t.Parallel()
+	_, err := config.Load(write(t, "[database]\npooler = \"statement\"\n"), env(nil))
+	require.ErrorContains(t, err, `database.pooler must be "none", "session" or "transaction"`)
+	cfg, err := config.Load(write(t, "[database]\npooler = \"transaction\"\nschema = \"idemwork\"\n"), env(nil))
+	require.NoError(t, err)
+	require.Equal(t, "transaction", cfg.Database.Pooler)
+	require.Equal(t, "idemwork", cfg.Database.Schema)
+	cfg, err = config.Load(write(t, "[database]\npooler = \"transaction\"\n"), env(map[string]string{"IDEMWORK_POOLER": "session", "IDEMWORK_SCHEMA": "s"}))
+	require.NoError(t, err)
+	require.Equal(t, "session", cfg.Database.Pooler)
+	require.Equal(t, "s", cfg.Database.Schema)
+}
