@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -411,4 +412,76 @@ func passwordOf(t *testing.T, dsn string) string {
 func dropRole(t *testing.T, database, role string) {
 	testdb.AdminIn(t, database, "DROP OWNED BY "+pgx.Identifier{role}.Sanitize())
 	testdb.Admin(t, "DROP ROLE "+pgx.Identifier{role}.Sanitize())
+}
+
+// tripCounter counts what pgx sends: each query, batch and prepare is one round trip.
+type tripCounter struct {
+	mu    sync.Mutex
+	trips []string
+}
+
+func (c *tripCounter) add(s string) {
+	c.mu.Lock()
+	c.trips = append(c.trips, s)
+	c.mu.Unlock()
+}
+
+func (c *tripCounter) take() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := c.trips
+	c.trips = nil
+	return t
+}
+
+func (c *tripCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	c.add(d.SQL)
+	return ctx
+}
+func (c *tripCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (c *tripCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
+	var parts []string
+	for _, q := range d.Batch.QueuedQueries {
+		parts = append(parts, strings.Fields(q.SQL)[0])
+	}
+	c.add("batch[" + strings.Join(parts, "; ") + "]")
+	return ctx
+}
+func (c *tripCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (c *tripCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+func (c *tripCounter) TracePrepareStart(ctx context.Context, _ *pgx.Conn, d pgx.TracePrepareStartData) context.Context {
+	c.add("prepare " + d.SQL)
+	return ctx
+}
+func (c *tripCounter) TracePrepareEnd(context.Context, *pgx.Conn, pgx.TracePrepareEndData) {}
+
+// TestAReadOnlyStatementTravelsInOneRoundTrip: BEGIN READ ONLY, the statement and COMMIT go as
+// one pipelined batch — the read-only guarantee costs no round trip; behind a transaction pooler
+// the schema's search path joins the same batch.
+func TestAReadOnlyStatementTravelsInOneRoundTrip(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	name := testdb.NewDatabase(t)
+	for _, c := range []struct {
+		dsn   string
+		opts  store.Options
+		batch string
+	}{
+		{testdb.DSNOf(t, name), store.Options{ReadOnly: true}, "batch[begin; SELECT; commit]"},
+		{testdb.PgBouncer(t, store.PoolerTransaction).PoolerDSN(name), store.Options{ReadOnly: true, Schema: "public"},
+			"batch[begin; select; SELECT; commit]"},
+		{testdb.PgBouncer(t, store.PoolerTransaction).PoolerDSN(name), store.Options{}, "batch[begin; SELECT; commit]"},
+	} {
+		tr := &tripCounter{}
+		c.opts.Tracer, c.opts.MaxConns = tr, 1
+		db := openVia(t, c.dsn, c.opts)
+		read := func() {
+			_, _, err := db.KeyPage(ctx, "alice", 10, "")
+			require.NoError(t, err)
+		}
+		read() // warm: statements described or prepared on the connection
+		tr.take()
+		read()
+		require.Equal(t, []string{c.batch}, tr.take(), "%s %+v", c.dsn, c.opts)
+	}
 }
