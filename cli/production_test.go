@@ -212,12 +212,7 @@ func TestAnUnmigratedDatabaseIsNeverMigratedByAReadCommand(t *testing.T) {
 func TestAPrivilegeProblemIsCodedWithTheGrantToAskFor(t *testing.T) {
 	t.Parallel()
 	name := testdb.NewEmptyDatabase(t)
-	role := "tool_" + name
-	testdb.Admin(t, "CREATE ROLE "+role+" LOGIN")
-	t.Cleanup(func() {
-		testdb.AdminIn(t, name, "DROP OWNED BY "+role)
-		testdb.Admin(t, "DROP ROLE "+role)
-	})
+	role := testdb.NewRole(t, "tool", name)
 	p := prodDB{name: name, dsn: store.WithDSNParams(testdb.DSNOf(t, name), [][2]string{{"user", role}})}
 	code, out, _ := p.run(t, "--allow-writes", "migrate", "--json")
 	require.Equal(t, 3, code, out)

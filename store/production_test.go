@@ -208,9 +208,7 @@ func TestARoleWithoutCreateOnPublicGetsTheHintAndASchemaOfItsOwnWorks(t *testing
 	t.Parallel()
 	ctx := context.Background()
 	name := testdb.NewEmptyDatabase(t)
-	role := "app_" + name
-	testdb.Admin(t, "CREATE ROLE "+pgx.Identifier{role}.Sanitize()+" LOGIN")
-	t.Cleanup(func() { dropRole(t, name, role) })
+	role := testdb.NewRole(t, "app", name)
 	asRole := store.WithDSNParams(testdb.DSNOf(t, name), [][2]string{{"user", role}})
 
 	db := openVia(t, asRole, store.Options{AnySchema: true})
@@ -248,9 +246,7 @@ func tablesOf(t *testing.T, database, schema string) []string {
 func TestAMissingPrivilegeIsNamedWithItsObjectAndTheGrant(t *testing.T) {
 	t.Parallel()
 	name := testdb.NewDatabase(t)
-	role := "support_" + name
-	testdb.Admin(t, "CREATE ROLE "+pgx.Identifier{role}.Sanitize()+" LOGIN")
-	t.Cleanup(func() { dropRole(t, name, role) })
+	role := testdb.NewRole(t, "support", name)
 	dsn := store.WithDSNParams(testdb.DSNOf(t, name), [][2]string{{"user", role}})
 	ctx := context.Background()
 
@@ -406,12 +402,6 @@ func passwordOf(t *testing.T, dsn string) string {
 	cfg, err := pgconn.ParseConfig(dsn)
 	require.NoError(t, err)
 	return cfg.Password
-}
-
-// dropRole removes a test's role and what it owns in its database.
-func dropRole(t *testing.T, database, role string) {
-	testdb.AdminIn(t, database, "DROP OWNED BY "+pgx.Identifier{role}.Sanitize())
-	testdb.Admin(t, "DROP ROLE "+pgx.Identifier{role}.Sanitize())
 }
 
 // tripCounter counts what pgx sends: each query, batch and prepare is one round trip.

@@ -264,3 +264,17 @@ func AdminDSN(t testing.TB) string {
 	shared.ensure(t)
 	return shared.adminDSN
 }
+
+// NewRole creates a LOGIN role with no privileges beyond PUBLIC's (as a production DBA would
+// hand out), dropped with what it owns in database when t ends. It logs in over the test
+// server's socket without a password.
+func NewRole(t testing.TB, prefix, database string) string {
+	t.Helper()
+	role := prefix + "_" + database
+	Admin(t, "CREATE ROLE "+pgx.Identifier{role}.Sanitize()+" LOGIN")
+	t.Cleanup(func() {
+		AdminIn(t, database, "DROP OWNED BY "+pgx.Identifier{role}.Sanitize())
+		Admin(t, "DROP ROLE "+pgx.Identifier{role}.Sanitize())
+	})
+	return role
+}
