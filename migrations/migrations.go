@@ -9,7 +9,6 @@ import (
 	"context"
 	"database/sql"
 	"embed"
-	"errors"
 	"fmt"
 	"io/fs"
 	"path"
@@ -204,9 +203,6 @@ func ReadState(ctx context.Context, q Queryer) (State, error) {
 	sort.Slice(st.Unknown, func(i, j int) bool { return st.Unknown[i] < st.Unknown[j] })
 	return st, nil
 }
-
-// ErrNewer is returned by Up when the database carries migrations this binary does not know.
-var ErrNewer = errors.New("the database has migrations this idemwork does not know")
 
 // Up applies every pending migration and returns how many ran. It runs DDL: call it only on a
 // writable session of a role that may create tables.
