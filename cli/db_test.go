@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -127,4 +129,31 @@ func TestABadConfigFileIsReportedNotIgnored(t *testing.T) {
 	require.Equal(t, 2, code, "a config mistake is the user's to fix: USAGE")
 	require.Equal(t, "USAGE", decode(t, out)["error"].(map[string]any)["code"])
 	require.Contains(t, decode(t, out)["error"].(map[string]any)["message"], "databse")
+}
+
+// TestDBURLOverTCPCarriesTheClustersPassword: with database.tcp_port set, db url --tcp prints the
+// loopback URL with the generated password, and that URL (only that) gets in over TCP.
+func TestDBURLOverTCPCarriesTheClustersPassword(t *testing.T) {
+	t.Parallel()
+	dir := clusterDir(t)
+	t.Cleanup(func() { _, _ = embedded.StopDataDir(context.Background(), dir) })
+	env := map[string]string{"IDEMWORK_CONFIG": filepath.Join(t.TempDir(), "c.toml")}
+	require.NoError(t, os.WriteFile(env["IDEMWORK_CONFIG"], []byte("[database]\ntcp_port = -1\n"), 0o600))
+
+	code, _, errOut := run(t, env, "--data-dir", dir, "db", "start")
+	require.Equal(t, 0, code, errOut)
+	code, out, _ := run(t, env, "--data-dir", dir, "db", "url", "--tcp")
+	require.Equal(t, 0, code)
+	tcpURL := strings.TrimSpace(out)
+	require.Regexp(t, `^postgres://postgres:[A-Za-z0-9_-]{20,}@127\.0\.0\.1:\d+/idemwork\?sslmode=disable$`, tcpURL)
+	code, out, _ = run(t, env, "--data-dir", dir, "db", "url", "--json")
+	require.Equal(t, 0, code)
+	require.Equal(t, tcpURL, decode(t, out)["tcpUrl"])
+
+	code, out, errOut = run(t, nil, "--dsn", tcpURL, "--allow-writes", "--json", "keys", "--owner", "o")
+	require.Equal(t, 0, code, "%s %s", out, errOut)
+	noPassword := regexp.MustCompile(`//postgres:[A-Za-z0-9_-]+@`).ReplaceAllString(tcpURL, "//postgres@")
+	code, out, _ = run(t, nil, "--dsn", noPassword, "--json", "keys", "--owner", "o")
+	require.Equal(t, 4, code)
+	require.Contains(t, decode(t, out)["error"].(map[string]any)["message"], "password")
 }
