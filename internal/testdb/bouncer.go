@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -176,12 +177,26 @@ func (b *Bouncer) launch(bin string, cred *syscall.Credential) error {
 	cmd.Dir = b.dir
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Setpgid: true, Pdeathsig: syscall.SIGTERM}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", bin, err)
-	}
+	// Linux sends Pdeathsig when the thread that forked dies, not the process: start and wait
+	// from a goroutine locked to its thread, so that thread lives exactly as long as pgbouncer.
 	b.cmd = cmd
 	b.exited = make(chan struct{})
-	go func() { _ = cmd.Wait(); close(b.exited) }()
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
+		if err := cmd.Start(); err != nil {
+			started <- err
+			close(b.exited)
+			return
+		}
+		started <- nil
+		_ = cmd.Wait()
+		close(b.exited)
+	}()
+	if err := <-started; err != nil {
+		b.cmd = nil
+		return fmt.Errorf("start %s: %w", bin, err)
+	}
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		select {
