@@ -69,7 +69,9 @@ func FuzzRedactDSN(f *testing.F) {
 		}
 		again, err := pgconn.ParseConfig(out)
 		require.NoError(t, err, "the redacted form parses: %q", out)
-		require.Equal(t, cfg.User, again.User)
+		if cfg.User != "" { // an empty user comes back as the OS user's default
+			require.Equal(t, cfg.User, again.User)
+		}
 		require.Equal(t, cfg.Database, again.Database)
 	})
 }
