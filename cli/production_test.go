@@ -135,13 +135,23 @@ func TestAHotStandbyIsReadOnlyInTheCLIWithItsOwnMessage(t *testing.T) {
 	standby := testdb.HotStandby(t)
 	name := testdb.NewDatabase(t)
 	primary := prodDB{name: name, dsn: testdb.DSNOf(t, name)}
-	primary.ok(t, "--allow-writes", "create", "--owner", "o", "--module", "NOTE", "--key", "k1", "--title", "t")
+	id := primary.ok(t, "--allow-writes", "create", "--owner", "o", "--module", "NOTE", "--key", "k1", "--title", "t")["record"].(map[string]any)["id"].(string)
 	standby.WaitCaughtUp(t)
 	p := prodDB{name: name, dsn: standby.DSN(name)}
 
-	require.Len(t, p.ok(t, "--allow-writes", "keys", "--owner", "o")["keys"], 1)
+	// Every read command, with and without --allow-writes.
+	for _, w := range [][]string{nil, {"--allow-writes"}} {
+		require.Len(t, p.ok(t, append(w, "keys", "--owner", "o")...)["keys"], 1)
+		require.Len(t, p.ok(t, append(w, "record", "--owner", "o", "--module", "NOTE", "--record", id)...)["revisions"], 1)
+		require.Equal(t, "SUCCEEDED", p.ok(t, append(w, "key", "--owner", "o", "--key", "k1")...)["status"])
+		require.NotEmpty(t, p.ok(t, append(w, "history", "--owner", "o")...)["events"])
+		require.Equal(t, float64(0), p.ok(t, append(w, "migrate", "--status")...)["pending"])
+	}
 	for _, args := range [][]string{
 		{"create", "--owner", "o", "--module", "NOTE", "--key", "k2", "--title", "t"},
+		{"create", "--owner", "o", "--module", "NOTE", "--key", "k1", "--title", "t"}, // a replay: refused too
+		{"patch", "--owner", "o", "--module", "NOTE", "--record", id, "--expect-revision", "1", "--title", "t2"},
+		{"storm", "--n", "10", "create", "--owner", "o", "--module", "NOTE", "--key", "s", "--title", "t"},
 		{"demo", "seed"},
 		{"migrate"},
 	} {
