@@ -3,9 +3,11 @@ package cli
 import (
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
 	"idemwork/embedded"
+	"idemwork/store"
 	"idemwork/storm"
 )
 
@@ -48,7 +50,11 @@ func (a *app) workerSession() (storm.WorkerSession, error) {
 	if c == nil {
 		return storm.WorkerSession{}, &setupError{fmt.Errorf("storm-worker: the embedded cluster of %s is not running (the storm that starts this worker keeps it running)", a.dataDir())}
 	}
-	return storm.WorkerSession{DSN: c.DSN(embeddedDatabase)}, nil
+	dsn := c.DSN(embeddedDatabase)
+	if s := a.cfg.Database.Schema; s != "" {
+		dsn = store.WithDSNParams(dsn, [][2]string{{"search_path", pgx.Identifier{s}.Sanitize()}})
+	}
+	return storm.WorkerSession{DSN: dsn}, nil
 }
 
 // stormWorkerArgs are the worker's command line and environment for this invocation's session:
@@ -60,13 +66,21 @@ func (a *app) stormWorkerArgs() ([]string, []string) {
 		args = append(args, "--config", a.flags.configPath)
 	}
 	if u := a.cfg.Database.URL; u != "" {
-		// Through the environment, not argv: a password in the URL stays out of ps.
+		// Through the environment, not argv: a password in the URL stays out of ps. The URL is
+		// the session's own (a.conn.DSN): it carries the pooler and schema this process was told
+		// about, so the worker talks to the database the same way.
+		if a.conn.DSN != "" {
+			u = a.conn.DSN
+		}
 		env = append(env, "IDEMWORK_DSN="+u)
 		if a.cfg.Database.AllowWrites {
 			args = append(args, "--allow-writes")
 		}
 	} else {
 		args = append(args, "--data-dir", a.dataDir())
+		if s := a.cfg.Database.Schema; s != "" {
+			env = append(env, "IDEMWORK_SCHEMA="+s)
+		}
 	}
 	return args, env
 }
