@@ -80,9 +80,10 @@ func DescribeDSN(dsn string) (where, database string) {
 	return net.JoinHostPort(h.host, strconv.Itoa(int(h.port))), cfg.Database
 }
 
-// WithDSNParams returns dsn with extra connection parameters appended (a URL's query, or
-// keyword=value pairs), leaving every existing byte as it was: idemwork's own settings such as
-// pooler= travel to child processes inside the DSN.
+// WithDSNParams returns dsn with connection parameters appended (to a URL's query, or as
+// keyword=value pairs), leaving every existing byte as it was; pgconn reads the last setting of
+// a key, so an appended one replaces an earlier one. idemwork's own settings such as pooler=
+// travel to child processes inside the DSN this way.
 func WithDSNParams(dsn string, params [][2]string) string {
 	if len(params) == 0 {
 		return dsn
@@ -98,8 +99,10 @@ func WithDSNParams(dsn string, params [][2]string) string {
 		if strings.Contains(dsn, "?") {
 			sep = "&"
 		}
+		// pgconn reads '+' as itself, not as a space: spaces are written %20.
+		esc := func(s string) string { return strings.ReplaceAll(url.QueryEscape(s), "+", "%20") }
 		for _, p := range params {
-			b.WriteString(sep + url.QueryEscape(p[0]) + "=" + url.QueryEscape(p[1]))
+			b.WriteString(sep + esc(p[0]) + "=" + esc(p[1]))
 			sep = "&"
 		}
 		return b.String() + frag

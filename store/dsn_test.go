@@ -75,3 +75,14 @@ func FuzzRedactDSN(f *testing.F) {
 		require.Equal(t, cfg.Database, again.Database)
 	})
 }
+
+func TestWithDSNParamsSetsAParameterPgconnReadsBack(t *testing.T) {
+	t.Parallel()
+	for _, dsn := range []string{"postgres://u@h/db?search_path=old", "postgres://u@h/db", "host=h user=u search_path=old"} {
+		out := store.WithDSNParams(dsn, [][2]string{{"search_path", `"Tenant ""One"""`}, {"application_name", "a b+c"}})
+		cfg, err := pgconn.ParseConfig(out)
+		require.NoError(t, err, out)
+		require.Equal(t, `"Tenant ""One"""`, cfg.RuntimeParams["search_path"], out)
+		require.Equal(t, "a b+c", cfg.RuntimeParams["application_name"], out)
+	}
+}

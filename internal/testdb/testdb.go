@@ -149,13 +149,7 @@ func WithDatabase(dsn, name string) string {
 // WithParam sets a connection parameter (a run-time setting such as statement_timeout, or
 // application_name) in a URL or key=value DSN.
 func WithParam(dsn, name, value string) string {
-	if u, err := url.Parse(dsn); err == nil && u.Scheme != "" {
-		q := u.Query()
-		q.Set(name, value)
-		u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20") // pgx reads '+' as itself
-		return u.String()
-	}
-	return fmt.Sprintf("%s %s='%s'", dsn, name, strings.ReplaceAll(value, "'", `\'`))
+	return store.WithDSNParams(dsn, [][2]string{{name, value}})
 }
 
 // DB is a fresh, migrated database of one test.
