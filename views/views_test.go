@@ -287,7 +287,9 @@ func TestLocksShowsASessionWaitingOnAnotherOnesLock(t *testing.T) {
 	v.SetSize(120, 37)
 	deadline := time.Now().Add(20 * time.Second)
 	refresh := tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("r")}
-	for v.Waiting() == 0 && time.Now().Before(deadline) {
+	// The waiter shows as blocked a moment before pg_locks names the lock it waits on (it takes
+	// the tuple lock first), so wait for both.
+	for !(v.Waiting() == 1 && strings.Contains(v.View(), "transactionid")) && time.Now().Before(deadline) {
 		settle(t, v.Update, v.Update(refresh))
 		time.Sleep(50 * time.Millisecond)
 	}
