@@ -10,18 +10,24 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"idemwork/apperr"
 )
 
-// Read models serve the CLI's inspection commands and the TUI. They read through sqlx over the
-// same pool, outside any write transaction, and page with keyset cursors so an owner with a
-// million events costs the same per page as one with ten.
+// Read models serve the CLI's inspection commands, the HTTP reads and the TUI. They read through
+// sqlx over the same pool, outside any write transaction, and page with keyset cursors so an
+// owner with a million events costs the same per page as one with ten. A search narrows a page
+// in the database, never in the caller: a prefix is a range of an index (keys and actions are
+// COLLATE "C", migration 0002), so a page of matches reads about one page of rows.
 
 // MaxPage caps a page.
 const MaxPage = 500
 
-// Cursor is an opaque keyset position: a time and a tie-breaking id (and kind, for timelines).
+// Cursor is an opaque keyset position: a time and a tie-breaking id, the kind for timelines, and
+// the key (or record id) for pages in key order.
 type Cursor struct {
+	Key  string    `json:"y,omitempty"`
 	At   time.Time `json:"t"`
 	Kind string    `json:"k,omitempty"`
 	ID   string    `json:"i"`
@@ -72,26 +78,116 @@ func page[T any](rows []T, limit int, cursorOf func(T) Cursor) ([]T, string) {
 	return rows, cursorOf(rows[len(rows)-1]).Encode()
 }
 
+// prefixRange returns the byte-order range [p, upper) holding exactly the strings that start
+// with p. p is visible ASCII (checked by the caller), so its last byte can always grow by one.
+func prefixRange(p string) (string, string) {
+	b := []byte(p)
+	b[len(b)-1]++
+	return p, string(b)
+}
+
+// checkVisiblePrefix is the key rule (SPEC §9: visible ASCII) applied to a search prefix.
+func checkVisiblePrefix(field, p string) error {
+	if len(p) > 255 {
+		return apperr.New(apperr.ValidationFailed, "%s: a prefix of at most 255 characters", field)
+	}
+	for i := 0; i < len(p); i++ {
+		if p[i] < 0x21 || p[i] > 0x7e {
+			return apperr.New(apperr.ValidationFailed, "%s: byte %d (0x%02x) is not visible ASCII, which a key or action never holds", field, i, p[i])
+		}
+	}
+	return nil
+}
+
+// ulidAlphabet is Crockford's base32, which record ids are written in.
+const ulidAlphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+// NormalizeIDPrefix upper-cases a record id prefix and checks it is made of ULID characters.
+func NormalizeIDPrefix(p string) (string, error) {
+	p = strings.ToUpper(p)
+	if len(p) > 26 {
+		return "", apperr.New(apperr.ValidationFailed, "record id prefix: a record id has 26 characters, got %d", len(p))
+	}
+	for i := 0; i < len(p); i++ {
+		if !strings.ContainsRune(ulidAlphabet, rune(p[i])) {
+			return "", apperr.New(apperr.ValidationFailed, "record id prefix: %q is not a ULID character (0-9, A-Z without I, L, O, U)", p[i])
+		}
+	}
+	return p, nil
+}
+
+// likeContains is an ILIKE pattern matching s anywhere.
+func likeContains(s string) string {
+	return "%" + strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(s) + "%"
+}
+
+// RecordQuery selects an owner's records.
+type RecordQuery struct {
+	Owner  string
+	Module string // "" = every module
+	// IDPrefix lists the records whose id starts with it (ULID characters), newest first, through
+	// the primary key.
+	IDPrefix string
+	// TitleContains lists the records whose title contains it (case-insensitive), newest first.
+	// Unlike a prefix this is no index range: each page scans the owner's records until it has a
+	// page of matches.
+	TitleContains string
+	Limit         int
+	Cursor        string
+}
+
 // RecordPage lists an owner's records, newest first, optionally of one module.
 func (db *DB) RecordPage(ctx context.Context, owner, module string, limit int, cursor string) ([]Record, string, error) {
-	limit = clampLimit(limit)
-	c, err := DecodeCursor(cursor)
+	return db.Records(ctx, RecordQuery{Owner: owner, Module: module, Limit: limit, Cursor: cursor})
+}
+
+// Records lists a page of the records q selects, newest first.
+func (db *DB) Records(ctx context.Context, q RecordQuery) ([]Record, string, error) {
+	limit := clampLimit(q.Limit)
+	c, err := DecodeCursor(q.Cursor)
 	if err != nil {
 		return nil, "", err
 	}
-	q := `SELECT ` + recordColumns + ` FROM record WHERE owner_id = $1 AND ($2 = '' OR module_code = $2)`
-	args := []any{owner, module}
-	if c != nil {
-		q += ` AND (created_at, id) < ($3, $4)`
-		args = append(args, c.At, c.ID)
+	if q.IDPrefix != "" && q.TitleContains != "" {
+		return nil, "", apperr.New(apperr.ValidationFailed, "search records by id prefix or by title, not both")
 	}
-	q += fmt.Sprintf(` ORDER BY created_at DESC, id DESC LIMIT %d`, limit+1)
+	sqlText, args, err := recordsSQL(q, limit, c)
+	if err != nil {
+		return nil, "", err
+	}
 	var rows []Record
-	if err := db.X.SelectContext(ctx, &rows, q, args...); err != nil {
+	if err := db.X.SelectContext(ctx, &rows, sqlText, args...); err != nil {
 		return nil, "", fmt.Errorf("list records: %w", err)
 	}
 	out, next := page(rows, limit, func(r Record) Cursor { return Cursor{At: r.CreatedAt, ID: r.ID} })
 	return out, next, nil
+}
+
+func recordsSQL(q RecordQuery, limit int, c *Cursor) (string, []any, error) {
+	s := `SELECT ` + recordColumns + ` FROM record WHERE owner_id = $1 AND ($2 = '' OR module_code = $2)`
+	args := []any{q.Owner, q.Module}
+	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
+	if q.IDPrefix != "" {
+		p, err := NormalizeIDPrefix(q.IDPrefix)
+		if err != nil {
+			return "", nil, err
+		}
+		lo, hi := prefixRange(p)
+		// Ids are ULID characters, whose order is byte order in any collation; starts_with keeps
+		// the answer exact should a row hold anything else.
+		s += ` AND id >= ` + arg(lo) + ` AND id < ` + arg(hi) + ` AND starts_with(id, ` + arg(p) + `)`
+		if c != nil {
+			s += ` AND id < ` + arg(c.ID)
+		}
+		return s + fmt.Sprintf(` ORDER BY id DESC LIMIT %d`, limit+1), args, nil
+	}
+	if q.TitleContains != "" {
+		s += ` AND title ILIKE ` + arg(likeContains(q.TitleContains))
+	}
+	if c != nil {
+		s += ` AND (created_at, id) < (` + arg(c.At) + `, ` + arg(c.ID) + `)`
+	}
+	return s + fmt.Sprintf(` ORDER BY created_at DESC, id DESC LIMIT %d`, limit+1), args, nil
 }
 
 // RecordDetail is one record with its revisions, executions and audit events.
@@ -102,73 +198,208 @@ type RecordDetail struct {
 	Audit      []AuditEvent `json:"audit"`
 }
 
-// detailCap bounds each list of one record's detail (newest kept).
-const detailCap = 1000
+// DetailCap bounds each list of one record's detail (newest kept).
+const DetailCap = 1000
 
 // GetRecordDetail reads a record of owner and module with its history (each list capped at the
 // newest 1000, oldest first).
 func (db *DB) GetRecordDetail(ctx context.Context, owner, module, id string) (RecordDetail, error) {
 	// Empty lists print as [], never null (SPEC §10.2 shapes).
-	d := RecordDetail{Revisions: []Revision{}, Executions: []Execution{}, Audit: []AuditEvent{}}
-	err := db.X.GetContext(ctx, &d.Record, `SELECT `+recordColumns+` FROM record WHERE owner_id = $1 AND module_code = $2 AND id = $3`, owner, module, id)
-	if errors.Is(err, sql.ErrNoRows) {
-		return d, apperr.New(apperr.RecordNotFound, "owner %s has no %s record %s", owner, module, id)
-	}
+	d := RecordDetail{Revisions: []Revision{}}
+	o, err := db.RecordOutline(ctx, owner, module, id)
 	if err != nil {
-		return d, fmt.Errorf("read record: %w", err)
+		return d, err
 	}
+	d.Record, d.Executions, d.Audit = o.Record, o.Executions, o.Audit
 	if err := db.X.SelectContext(ctx, &d.Revisions, `SELECT * FROM (SELECT owner_id, record_id, revision, snapshot, idempotency_key, created_at
-		FROM record_revision WHERE owner_id = $1 AND record_id = $2 ORDER BY revision DESC LIMIT $3) r ORDER BY revision`, owner, id, detailCap); err != nil {
+		FROM record_revision WHERE owner_id = $1 AND record_id = $2 ORDER BY revision DESC LIMIT $3) r ORDER BY revision`, owner, id, DetailCap); err != nil {
 		return d, fmt.Errorf("read revisions: %w", err)
-	}
-	if err := db.X.SelectContext(ctx, &d.Executions, `SELECT * FROM (SELECT `+executionColumns+` FROM feature_execution
-		WHERE owner_id = $1 AND record_id = $2 AND module_code = $3 ORDER BY created_at DESC, id DESC LIMIT $4) e ORDER BY created_at, id`, owner, id, module, detailCap); err != nil {
-		return d, fmt.Errorf("read executions: %w", err)
-	}
-	if err := db.X.SelectContext(ctx, &d.Audit, `SELECT * FROM (SELECT `+auditColumns+` FROM audit_event
-		WHERE owner_id = $1 AND record_id = $2 ORDER BY at DESC, id DESC LIMIT $3) a ORDER BY at, id`, owner, id, detailCap); err != nil {
-		return d, fmt.Errorf("read audit: %w", err)
 	}
 	return d, nil
 }
 
+// RevisionHead is a revision without its snapshot: what a list of revisions shows.
+type RevisionHead struct {
+	Revision       int       `json:"revision" db:"revision"`
+	IdempotencyKey *string   `json:"key" db:"idempotency_key"`
+	CreatedAt      time.Time `json:"createdAt" db:"created_at"`
+	// Bytes is the stored size of the snapshot.
+	Bytes int `json:"bytes" db:"bytes"`
+}
+
+// RecordOutline is a record with the heads of its revisions, its executions and audit events:
+// what the workbench loads to open a record, leaving each snapshot to be read when it is shown.
+type RecordOutline struct {
+	Record     Record         `json:"record"`
+	Revisions  []RevisionHead `json:"revisions"`
+	Executions []Execution    `json:"executions"`
+	Audit      []AuditEvent   `json:"audit"`
+}
+
+// RecordOutline reads a record of owner and module with the heads of its revisions and its
+// executions and audit events (each list capped at the newest DetailCap, oldest first).
+func (db *DB) RecordOutline(ctx context.Context, owner, module, id string) (RecordOutline, error) {
+	o := RecordOutline{Revisions: []RevisionHead{}, Executions: []Execution{}, Audit: []AuditEvent{}}
+	err := db.X.GetContext(ctx, &o.Record, `SELECT `+recordColumns+` FROM record WHERE owner_id = $1 AND module_code = $2 AND id = $3`, owner, module, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return o, apperr.New(apperr.RecordNotFound, "owner %s has no %s record %s", owner, module, id)
+	}
+	if err != nil {
+		return o, fmt.Errorf("read record: %w", err)
+	}
+	if err := db.X.SelectContext(ctx, &o.Revisions, `SELECT * FROM (SELECT revision, idempotency_key, created_at, pg_column_size(snapshot) AS bytes
+		FROM record_revision WHERE owner_id = $1 AND record_id = $2 ORDER BY revision DESC LIMIT $3) r ORDER BY revision`, owner, id, DetailCap); err != nil {
+		return o, fmt.Errorf("read revisions: %w", err)
+	}
+	if err := db.X.SelectContext(ctx, &o.Executions, `SELECT * FROM (SELECT `+executionColumns+` FROM feature_execution
+		WHERE owner_id = $1 AND record_id = $2 AND module_code = $3 ORDER BY created_at DESC, id DESC LIMIT $4) e ORDER BY created_at, id`, owner, id, module, DetailCap); err != nil {
+		return o, fmt.Errorf("read executions: %w", err)
+	}
+	if err := db.X.SelectContext(ctx, &o.Audit, `SELECT * FROM (SELECT `+auditColumns+` FROM audit_event
+		WHERE owner_id = $1 AND record_id = $2 ORDER BY at DESC, id DESC LIMIT $3) a ORDER BY at, id`, owner, id, DetailCap); err != nil {
+		return o, fmt.Errorf("read audit: %w", err)
+	}
+	return o, nil
+}
+
+// GetRevision reads one stored revision as it is (no integrity check: inspection shows what is
+// there, a replay checks it).
+func (db *DB) GetRevision(ctx context.Context, owner, recordID string, revision int) (Revision, error) {
+	var r Revision
+	err := db.X.GetContext(ctx, &r, `SELECT owner_id, record_id, revision, snapshot, idempotency_key, created_at
+		FROM record_revision WHERE owner_id = $1 AND record_id = $2 AND revision = $3`, owner, recordID, revision)
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, apperr.New(apperr.RecordNotFound, "owner %s has no revision %d of record %s", owner, revision, recordID)
+	}
+	if err != nil {
+		return r, fmt.Errorf("read revision: %w", err)
+	}
+	return r, nil
+}
+
+// RecordModule finds the module of an owner's record by id alone (a jump to a bare ULID).
+func (db *DB) RecordModule(ctx context.Context, owner, id string) (string, error) {
+	var m string
+	err := db.X.GetContext(ctx, &m, `SELECT module_code FROM record WHERE owner_id = $1 AND id = $2`, owner, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", apperr.New(apperr.RecordNotFound, "owner %s has no record %s (another owner's records are not visible here)", owner, id)
+	}
+	if err != nil {
+		return "", fmt.Errorf("find record: %w", err)
+	}
+	return m, nil
+}
+
 const auditColumns = `id, owner_id, module_code, record_id, action, revision, execution_id, idempotency_key, detail, at`
+
+const keyColumns = `owner_id, idempotency_key, operation, fingerprint, status, response, created_at, expires_at, updated_at`
+
+// nullJSON scans a jsonb column that may be NULL: a PROCESSING row's response is (SPEC §4.1).
+type nullJSON struct{ dst *json.RawMessage }
+
+func (n nullJSON) Scan(src any) error {
+	switch v := src.(type) {
+	case nil:
+		*n.dst = nil
+	case []byte:
+		*n.dst = append(json.RawMessage(nil), v...)
+	case string:
+		*n.dst = json.RawMessage(v)
+	default:
+		return fmt.Errorf("response: unexpected %T", src)
+	}
+	return nil
+}
+
+func scanKeyRows(rows *sqlx.Rows) ([]KeyRow, error) {
+	defer rows.Close()
+	var out []KeyRow
+	for rows.Next() {
+		var r KeyRow
+		if err := rows.Scan(&r.OwnerID, &r.Key, &r.Operation, &r.Fingerprint, &r.Status, nullJSON{&r.Response},
+			&r.CreatedAt, &r.ExpiresAt, &r.UpdatedAt); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// KeyQuery selects an owner's idempotency rows.
+type KeyQuery struct {
+	Owner string
+	// Prefix lists the keys starting with it in key order (byte order, A→Z), through the
+	// primary key; without it the page is newest first.
+	Prefix string
+	Limit  int
+	Cursor string
+}
 
 // KeyPage lists an owner's idempotency rows, newest first.
 func (db *DB) KeyPage(ctx context.Context, owner string, limit int, cursor string) ([]KeyRow, string, error) {
-	limit = clampLimit(limit)
-	c, err := DecodeCursor(cursor)
+	return db.Keys(ctx, KeyQuery{Owner: owner, Limit: limit, Cursor: cursor})
+}
+
+// Keys lists a page of the idempotency rows q selects, every status.
+func (db *DB) Keys(ctx context.Context, q KeyQuery) ([]KeyRow, string, error) {
+	limit := clampLimit(q.Limit)
+	c, err := DecodeCursor(q.Cursor)
 	if err != nil {
 		return nil, "", err
 	}
-	q := `SELECT owner_id, idempotency_key, operation, fingerprint, status, response, created_at, expires_at, updated_at
-		FROM idempotency_record WHERE owner_id = $1`
-	args := []any{owner}
-	if c != nil {
-		q += ` AND (created_at < $2 OR (created_at = $2 AND idempotency_key > $3))`
-		args = append(args, c.At, c.ID)
+	sqlText, args, err := keysSQL(q, limit, c)
+	if err != nil {
+		return nil, "", err
 	}
-	q += fmt.Sprintf(` ORDER BY created_at DESC, idempotency_key LIMIT %d`, limit+1)
-	var rows []KeyRow
-	if err := db.X.SelectContext(ctx, &rows, q, args...); err != nil {
+	rows, err := db.X.QueryxContext(ctx, sqlText, args...)
+	if err != nil {
 		return nil, "", fmt.Errorf("list keys: %w", err)
 	}
-	out, next := page(rows, limit, func(r KeyRow) Cursor { return Cursor{At: r.CreatedAt, ID: r.Key} })
+	list, err := scanKeyRows(rows)
+	if err != nil {
+		return nil, "", fmt.Errorf("list keys: %w", err)
+	}
+	out, next := page(list, limit, func(r KeyRow) Cursor { return Cursor{At: r.CreatedAt, ID: r.Key} })
 	return out, next, nil
 }
 
-// GetKey reads one idempotency row.
+func keysSQL(q KeyQuery, limit int, c *Cursor) (string, []any, error) {
+	s := `SELECT ` + keyColumns + ` FROM idempotency_record WHERE owner_id = $1`
+	args := []any{q.Owner}
+	if q.Prefix != "" {
+		if err := checkVisiblePrefix("key prefix", q.Prefix); err != nil {
+			return "", nil, err
+		}
+		lo, hi := prefixRange(q.Prefix)
+		s += ` AND idempotency_key >= $2 AND idempotency_key < $3`
+		args = append(args, lo, hi)
+		if c != nil {
+			s += ` AND idempotency_key > $4`
+			args = append(args, c.ID)
+		}
+		return s + fmt.Sprintf(` ORDER BY idempotency_key LIMIT %d`, limit+1), args, nil
+	}
+	if c != nil {
+		s += ` AND (created_at < $2 OR (created_at = $2 AND idempotency_key > $3))`
+		args = append(args, c.At, c.ID)
+	}
+	return s + fmt.Sprintf(` ORDER BY created_at DESC, idempotency_key LIMIT %d`, limit+1), args, nil
+}
+
+// GetKey reads one idempotency row, whatever its status.
 func (db *DB) GetKey(ctx context.Context, owner, key string) (KeyRow, error) {
-	var r KeyRow
-	err := db.X.GetContext(ctx, &r, `SELECT owner_id, idempotency_key, operation, fingerprint, status, response, created_at, expires_at, updated_at
-		FROM idempotency_record WHERE owner_id = $1 AND idempotency_key = $2`, owner, key)
-	if errors.Is(err, sql.ErrNoRows) {
-		return r, apperr.New(apperr.NotFound, "owner %s has no idempotency key %q", owner, key)
-	}
+	rows, err := db.X.QueryxContext(ctx, `SELECT `+keyColumns+` FROM idempotency_record WHERE owner_id = $1 AND idempotency_key = $2`, owner, key)
 	if err != nil {
-		return r, fmt.Errorf("read key: %w", err)
+		return KeyRow{}, fmt.Errorf("read key: %w", err)
 	}
-	return r, nil
+	list, err := scanKeyRows(rows)
+	if err != nil {
+		return KeyRow{}, fmt.Errorf("read key: %w", err)
+	}
+	if len(list) == 0 {
+		return KeyRow{}, apperr.New(apperr.NotFound, "owner %s has no idempotency key %q", owner, key)
+	}
+	return list[0], nil
 }
 
 // AuditForKey lists the audit events a key's requests wrote (at most 100).
@@ -192,53 +423,194 @@ func (db *DB) LatestRecord(ctx context.Context, owner, module, id string) (Recor
 	return r, err
 }
 
+// ExecutionQuery selects an owner's feature executions.
+type ExecutionQuery struct {
+	Owner string
+	// KeyPrefix lists the executions whose key starts with it, in key order, then time.
+	KeyPrefix string
+	// RecordPrefix lists the executions of records whose id starts with it (ULID characters),
+	// newest record first.
+	RecordPrefix string
+	Limit        int
+	Cursor       string
+}
+
 // ExecutionPage lists an owner's executions, newest first.
 func (db *DB) ExecutionPage(ctx context.Context, owner string, limit int, cursor string) ([]Execution, string, error) {
-	limit = clampLimit(limit)
-	c, err := DecodeCursor(cursor)
+	return db.Executions(ctx, ExecutionQuery{Owner: owner, Limit: limit, Cursor: cursor})
+}
+
+// Executions lists a page of the executions q selects.
+func (db *DB) Executions(ctx context.Context, q ExecutionQuery) ([]Execution, string, error) {
+	limit := clampLimit(q.Limit)
+	c, err := DecodeCursor(q.Cursor)
 	if err != nil {
 		return nil, "", err
 	}
-	q := `SELECT ` + executionColumns + ` FROM feature_execution WHERE owner_id = $1`
-	args := []any{owner}
-	if c != nil {
-		q += ` AND (created_at, id) < ($2, $3)`
-		args = append(args, c.At, c.ID)
+	sqlText, args, err := executionsSQL(q, limit, c)
+	if err != nil {
+		return nil, "", err
 	}
-	q += fmt.Sprintf(` ORDER BY created_at DESC, id DESC LIMIT %d`, limit+1)
 	var rows []Execution
-	if err := db.X.SelectContext(ctx, &rows, q, args...); err != nil {
+	if err := db.X.SelectContext(ctx, &rows, sqlText, args...); err != nil {
 		return nil, "", fmt.Errorf("list executions: %w", err)
 	}
-	out, next := page(rows, limit, func(e Execution) Cursor { return Cursor{At: e.CreatedAt, ID: e.ID} })
+	cursorOf := func(e Execution) Cursor { return Cursor{At: e.CreatedAt, ID: e.ID} }
+	switch {
+	case q.KeyPrefix != "":
+		cursorOf = func(e Execution) Cursor { return Cursor{Key: deref(e.IdempotencyKey), At: e.CreatedAt, ID: e.ID} }
+	case q.RecordPrefix != "":
+		cursorOf = func(e Execution) Cursor { return Cursor{Key: e.RecordID, At: e.CreatedAt, ID: e.ID} }
+	}
+	out, next := page(rows, limit, cursorOf)
 	return out, next, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func executionsSQL(q ExecutionQuery, limit int, c *Cursor) (string, []any, error) {
+	s := `SELECT ` + executionColumns + ` FROM feature_execution WHERE owner_id = $1`
+	args := []any{q.Owner}
+	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
+	switch {
+	case q.KeyPrefix != "" && q.RecordPrefix != "":
+		return "", nil, apperr.New(apperr.ValidationFailed, "search executions by key or by record, not both")
+	case q.KeyPrefix != "":
+		if err := checkVisiblePrefix("key prefix", q.KeyPrefix); err != nil {
+			return "", nil, err
+		}
+		lo, hi := prefixRange(q.KeyPrefix)
+		s += ` AND idempotency_key >= ` + arg(lo) + ` AND idempotency_key < ` + arg(hi)
+		if c != nil {
+			s += ` AND (idempotency_key, created_at, id) > (` + arg(c.Key) + `, ` + arg(c.At) + `, ` + arg(c.ID) + `)`
+		}
+		return s + fmt.Sprintf(` ORDER BY idempotency_key, created_at, id LIMIT %d`, limit+1), args, nil
+	case q.RecordPrefix != "":
+		p, err := NormalizeIDPrefix(q.RecordPrefix)
+		if err != nil {
+			return "", nil, err
+		}
+		lo, hi := prefixRange(p)
+		s += ` AND record_id >= ` + arg(lo) + ` AND record_id < ` + arg(hi) + ` AND starts_with(record_id, ` + arg(p) + `)`
+		if c != nil {
+			s += ` AND (record_id, created_at, id) < (` + arg(c.Key) + `, ` + arg(c.At) + `, ` + arg(c.ID) + `)`
+		}
+		return s + fmt.Sprintf(` ORDER BY record_id DESC, created_at DESC, id DESC LIMIT %d`, limit+1), args, nil
+	}
+	if c != nil {
+		s += ` AND (created_at, id) < (` + arg(c.At) + `, ` + arg(c.ID) + `)`
+	}
+	return s + fmt.Sprintf(` ORDER BY created_at DESC, id DESC LIMIT %d`, limit+1), args, nil
+}
+
+// AuditQuery selects an owner's audit events.
+type AuditQuery struct {
+	Owner string
+	// ActionPrefix lists the events whose action starts with it, newest first: each matching
+	// action's newest page through its index, merged.
+	ActionPrefix string
+	// KeyPrefix lists the events whose key starts with it, in key order, then time.
+	KeyPrefix string
+	Limit     int
+	Cursor    string
 }
 
 // AuditPage lists an owner's audit events, newest first; action filters by a prefix.
 func (db *DB) AuditPage(ctx context.Context, owner, actionPrefix string, limit int, cursor string) ([]AuditEvent, string, error) {
-	limit = clampLimit(limit)
-	c, err := DecodeCursor(cursor)
+	return db.Audit(ctx, AuditQuery{Owner: owner, ActionPrefix: actionPrefix, Limit: limit, Cursor: cursor})
+}
+
+// Audit lists a page of the audit events q selects.
+func (db *DB) Audit(ctx context.Context, q AuditQuery) ([]AuditEvent, string, error) {
+	limit := clampLimit(q.Limit)
+	c, err := DecodeCursor(q.Cursor)
 	if err != nil {
 		return nil, "", err
 	}
-	q, args := auditPageSQL(owner, actionPrefix, limit, c)
+	sqlText, args, err := auditSQL(q, limit, c)
+	if err != nil {
+		return nil, "", err
+	}
 	var rows []AuditEvent
-	if err := db.X.SelectContext(ctx, &rows, q, args...); err != nil {
+	if err := db.X.SelectContext(ctx, &rows, sqlText, args...); err != nil {
 		return nil, "", fmt.Errorf("list audit: %w", err)
 	}
-	out, next := page(rows, limit, func(a AuditEvent) Cursor { return Cursor{At: a.At, ID: a.ID} })
+	cursorOf := func(a AuditEvent) Cursor { return Cursor{At: a.At, ID: a.ID} }
+	if q.KeyPrefix != "" {
+		cursorOf = func(a AuditEvent) Cursor { return Cursor{Key: deref(a.IdempotencyKey), At: a.At, ID: a.ID} }
+	}
+	out, next := page(rows, limit, cursorOf)
 	return out, next, nil
 }
 
-func auditPageSQL(owner, actionPrefix string, limit int, c *Cursor) (string, []any) {
-	q := `SELECT ` + auditColumns + ` FROM audit_event WHERE owner_id = $1 AND ($2 = '' OR action LIKE $2 || '%')`
-	args := []any{owner, strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(actionPrefix)}
-	if c != nil {
-		q += ` AND (at, id) < ($3, $4)`
-		args = append(args, c.At, c.ID)
+func auditSQL(q AuditQuery, limit int, c *Cursor) (string, []any, error) {
+	args := []any{q.Owner}
+	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
+	switch {
+	case q.ActionPrefix != "" && q.KeyPrefix != "":
+		return "", nil, apperr.New(apperr.ValidationFailed, "search audit events by action or by key, not both")
+	case q.ActionPrefix != "":
+		if err := checkVisiblePrefix("action prefix", q.ActionPrefix); err != nil {
+			return "", nil, err
+		}
+		lo, hi := prefixRange(q.ActionPrefix)
+		return actionPageSQL(prefixed("e.", auditColumns), arg(lo), arg(hi), c, true, limit, arg), args, nil
+	case q.KeyPrefix != "":
+		if err := checkVisiblePrefix("key prefix", q.KeyPrefix); err != nil {
+			return "", nil, err
+		}
+		lo, hi := prefixRange(q.KeyPrefix)
+		s := `SELECT ` + auditColumns + ` FROM audit_event WHERE owner_id = $1 AND idempotency_key >= ` + arg(lo) + ` AND idempotency_key < ` + arg(hi)
+		if c != nil {
+			s += ` AND (idempotency_key, at, id) > (` + arg(c.Key) + `, ` + arg(c.At) + `, ` + arg(c.ID) + `)`
+		}
+		return s + fmt.Sprintf(` ORDER BY idempotency_key, at, id LIMIT %d`, limit+1), args, nil
 	}
-	q += fmt.Sprintf(` ORDER BY at DESC, id DESC LIMIT %d`, limit+1)
-	return q, args
+	s := `SELECT ` + auditColumns + ` FROM audit_event WHERE owner_id = $1`
+	if c != nil {
+		s += ` AND (at, id) < (` + arg(c.At) + `, ` + arg(c.ID) + `)`
+	}
+	return s + fmt.Sprintf(` ORDER BY at DESC, id DESC LIMIT %d`, limit+1), args, nil
+}
+
+// actionPageSQL is one time-ordered page of the owner's audit events whose action lies in
+// [lo, hi): a skip scan lists the distinct matching actions (a handful, each found with one
+// index probe), and each action contributes its own index-ordered page; the pages are merged.
+// So the rows read are about (actions × page), however many events match.
+// cols is the select list over alias e.
+func actionPageSQL(cols, lo, hi string, c *Cursor, desc bool, limit int, arg func(any) string) string {
+	cmp, order := ">", "ASC"
+	if desc {
+		cmp, order = "<", "DESC"
+	}
+	after := ""
+	if c != nil {
+		after = ` AND (e.at, e.id) ` + cmp + ` (` + arg(c.At) + `, ` + arg(c.ID) + `)`
+	}
+	return fmt.Sprintf(`WITH RECURSIVE acts(action) AS (
+			SELECT min(action) FROM audit_event WHERE owner_id = $1 AND action >= %[1]s AND action < %[2]s
+			UNION ALL
+			SELECT (SELECT min(action) FROM audit_event WHERE owner_id = $1 AND action > acts.action AND action < %[2]s)
+			FROM acts WHERE acts.action IS NOT NULL)
+		SELECT p.* FROM acts CROSS JOIN LATERAL (
+			SELECT %[3]s FROM audit_event e WHERE e.owner_id = $1 AND e.action = acts.action%[4]s
+			ORDER BY e.at %[5]s, e.id %[5]s LIMIT %[6]d) p
+		WHERE acts.action IS NOT NULL
+		ORDER BY p.at %[5]s, p.id %[5]s LIMIT %[6]d`, lo, hi, cols, after, order, limit+1)
+}
+
+// prefixed qualifies a list of plain column names with a table alias.
+func prefixed(alias, cols string) string {
+	parts := strings.Split(cols, ",")
+	for i, p := range parts {
+		parts[i] = alias + strings.TrimSpace(p)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // OutboxPage lists an owner's outbox messages, newest first.
@@ -262,73 +634,4 @@ func (db *DB) OutboxPage(ctx context.Context, owner string, limit int, cursor st
 	}
 	out, next := page(rows, limit, func(m OutboxMessage) Cursor { return Cursor{At: m.CreatedAt, ID: m.ID} })
 	return out, next, nil
-}
-
-// Event is one entry of an owner's merged timeline.
-type Event struct {
-	At          time.Time `json:"at" db:"at"`
-	Kind        string    `json:"kind" db:"kind"` // audit | execution | key | revision
-	ID          string    `json:"id" db:"id"`
-	ModuleCode  *string   `json:"moduleCode,omitempty" db:"module_code"`
-	RecordID    *string   `json:"recordId,omitempty" db:"record_id"`
-	Revision    *int      `json:"revision,omitempty" db:"revision"`
-	ExecutionID *string   `json:"executionId,omitempty" db:"execution_id"`
-	Action      *string   `json:"action,omitempty" db:"action"`
-	Key         *string   `json:"key,omitempty" db:"idempotency_key"`
-	Status      *string   `json:"status,omitempty" db:"status"`
-	Operation   *string   `json:"operation,omitempty" db:"operation"`
-	FeatureID   *string   `json:"featureId,omitempty" db:"feature_id"`
-	Mode        *string   `json:"mode,omitempty" db:"mode"`
-}
-
-// History returns one page of the owner's merged timeline (audit events, executions, keys and
-// revisions) in time order, oldest first, or newest first when desc. Each source is read through
-// its (owner_id, time) index with the page's limit, so a page costs the same however long the
-// history is.
-func (db *DB) History(ctx context.Context, owner string, limit int, cursor string, desc bool) ([]Event, string, error) {
-	limit = clampLimit(limit)
-	c, err := DecodeCursor(cursor)
-	if err != nil {
-		return nil, "", err
-	}
-	q, args := historySQL(owner, limit, c, desc)
-	var rows []Event
-	if err := db.X.SelectContext(ctx, &rows, q, args...); err != nil {
-		return nil, "", fmt.Errorf("read history: %w", err)
-	}
-	out, next := page(rows, limit, func(e Event) Cursor { return Cursor{At: e.At, Kind: e.Kind, ID: e.ID} })
-	return out, next, nil
-}
-
-// historySQL builds the merged timeline query: one index-ordered, limited subquery per source,
-// merged and limited again.
-func historySQL(owner string, limit int, c *Cursor, desc bool) (string, []any) {
-	cmp, order := ">", "ASC"
-	if desc {
-		cmp, order = "<", "DESC"
-	}
-	// after(kind, timeCol, idExpr) is the keyset condition (time, kind, id) beyond the cursor.
-	after := func(kind, timeCol, idExpr string) string {
-		if c == nil {
-			return ""
-		}
-		return fmt.Sprintf(` AND %[1]s %[2]s= $2 AND (%[1]s %[2]s $2 OR '%[3]s' %[2]s $3 OR ('%[3]s' = $3 AND %[4]s %[2]s $4))`,
-			timeCol, cmp, kind, idExpr)
-	}
-	sub := func(kind, timeCol, idExpr, cols, table string) string {
-		return fmt.Sprintf(`(SELECT %[1]s AS at, '%[2]s' AS kind, %[3]s AS id, %[4]s FROM %[5]s WHERE owner_id = $1%[6]s ORDER BY %[1]s %[7]s, %[3]s %[7]s LIMIT %[8]d)`,
-			timeCol, kind, idExpr, cols, table, after(kind, timeCol, idExpr), order, limit+1)
-	}
-	revID := `record_id || ':' || lpad(revision::text, 10, '0')`
-	q := strings.Join([]string{
-		sub("audit", "at", "id", `module_code, record_id, revision, execution_id, action, idempotency_key, NULL::text AS status, NULL::text AS operation, NULL::text AS feature_id, NULL::text AS mode`, "audit_event"),
-		sub("execution", "created_at", "id", `module_code, record_id, record_revision, id, NULL, idempotency_key, status, NULL, feature_id, mode`, "feature_execution"),
-		sub("key", "created_at", "idempotency_key", `NULL, NULL, NULL, NULL, NULL, idempotency_key, status, operation, NULL, NULL`, "idempotency_record"),
-		sub("revision", "created_at", revID, `snapshot->>'moduleCode', record_id, revision, NULL, NULL, idempotency_key, NULL, NULL, NULL, NULL`, "record_revision"),
-	}, " UNION ALL ") + fmt.Sprintf(` ORDER BY at %[1]s, kind %[1]s, id %[1]s LIMIT %[2]d`, order, limit+1)
-	args := []any{owner}
-	if c != nil {
-		args = append(args, c.At, c.Kind, c.ID)
-	}
-	return q, args
 }

@@ -1,0 +1,309 @@
+package store
+
+import (
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"idemwork/apperr"
+)
+
+// Event is one entry of an owner's merged timeline.
+type Event struct {
+	At          time.Time `json:"at" db:"at"`
+	Kind        string    `json:"kind" db:"kind"` // audit | execution | key | revision
+	ID          string    `json:"id" db:"id"`
+	ModuleCode  *string   `json:"moduleCode,omitempty" db:"module_code"`
+	RecordID    *string   `json:"recordId,omitempty" db:"record_id"`
+	Revision    *int      `json:"revision,omitempty" db:"revision"`
+	ExecutionID *string   `json:"executionId,omitempty" db:"execution_id"`
+	Action      *string   `json:"action,omitempty" db:"action"`
+	Key         *string   `json:"key,omitempty" db:"idempotency_key"`
+	Status      *string   `json:"status,omitempty" db:"status"`
+	Operation   *string   `json:"operation,omitempty" db:"operation"`
+	FeatureID   *string   `json:"featureId,omitempty" db:"feature_id"`
+	Mode        *string   `json:"mode,omitempty" db:"mode"`
+}
+
+// HistoryQuery selects entries of an owner's merged timeline.
+type HistoryQuery struct {
+	Owner string
+	// Desc lists newest first (or, by key, keys Z→A and each key's entries newest first).
+	Desc bool
+	// Key lists exactly this key's entries: its whole story, every life.
+	Key string
+	// KeyPrefix lists the entries of the keys starting with it, in key order, then time.
+	KeyPrefix string
+	// ActionPrefix lists the audit events whose action starts with it, in time order (the other
+	// kinds have no action).
+	ActionPrefix string
+	Limit        int
+	Cursor       string
+}
+
+// History returns one page of the owner's merged timeline (audit events, executions, keys and
+// revisions) in time order, oldest first, or newest first when desc.
+func (db *DB) History(ctx context.Context, owner string, limit int, cursor string, desc bool) ([]Event, string, error) {
+	return db.Timeline(ctx, HistoryQuery{Owner: owner, Limit: limit, Cursor: cursor, Desc: desc})
+}
+
+// Timeline returns one page of the timeline entries q selects. Each source is read through an
+// index in the page's order with the page's limit, so a page costs the same however long the
+// history is.
+func (db *DB) Timeline(ctx context.Context, q HistoryQuery) ([]Event, string, error) {
+	limit := clampLimit(q.Limit)
+	c, err := DecodeCursor(q.Cursor)
+	if err != nil {
+		return nil, "", err
+	}
+	sqlText, args, err := timelineSQL(q, limit, c)
+	if err != nil {
+		return nil, "", err
+	}
+	var rows []Event
+	if err := db.X.SelectContext(ctx, &rows, sqlText, args...); err != nil {
+		return nil, "", fmt.Errorf("read history: %w", err)
+	}
+	byKey := q.Key != "" || q.KeyPrefix != ""
+	out, next := page(rows, limit, func(e Event) Cursor {
+		cur := Cursor{At: e.At, Kind: e.Kind, ID: e.ID}
+		if byKey {
+			cur.Key = deref(e.Key)
+		}
+		return cur
+	})
+	return out, next, nil
+}
+
+// historySQL is the unfiltered timeline (kept for the plan tests).
+func historySQL(owner string, limit int, c *Cursor, desc bool) (string, []any) {
+	q, args, _ := timelineSQL(HistoryQuery{Owner: owner, Desc: desc}, limit, c)
+	return q, args
+}
+
+// A timeline source: one table's rows as Events.
+type timelineSource struct {
+	kind, table, timeCol, idExpr, cols string
+}
+
+var timelineSources = []timelineSource{
+	{"audit", "audit_event", "at", "id",
+		`module_code, record_id, revision, execution_id, action, idempotency_key, NULL::text AS status, NULL::text AS operation, NULL::text AS feature_id, NULL::text AS mode`},
+	{"execution", "feature_execution", "created_at", "id",
+		`module_code, record_id, record_revision, id, NULL, idempotency_key, status, NULL, feature_id, mode`},
+	{"key", "idempotency_record", "created_at", "idempotency_key",
+		`NULL, NULL, NULL, NULL, NULL, idempotency_key, status, operation, NULL, NULL`},
+	{"revision", "record_revision", "created_at", `record_id || ':' || lpad(revision::text, 10, '0')`,
+		`snapshot->>'moduleCode', record_id, revision, NULL, NULL, idempotency_key, NULL, NULL, NULL, NULL`},
+}
+
+// timelineSQL builds the merged timeline query: one index-ordered, limited subquery per source,
+// merged and limited again.
+func timelineSQL(q HistoryQuery, limit int, c *Cursor) (string, []any, error) {
+	args := []any{q.Owner}
+	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
+	cmp, order := ">", "ASC"
+	if q.Desc {
+		cmp, order = "<", "DESC"
+	}
+	n := 0
+	for _, set := range []bool{q.Key != "", q.KeyPrefix != "", q.ActionPrefix != ""} {
+		if set {
+			n++
+		}
+	}
+	if n > 1 {
+		return "", nil, apperr.New(apperr.ValidationFailed, "history: choose one of a key, a key prefix or an action prefix")
+	}
+	if q.ActionPrefix != "" {
+		if err := checkVisiblePrefix("action prefix", q.ActionPrefix); err != nil {
+			return "", nil, err
+		}
+		lo, hi := prefixRange(q.ActionPrefix)
+		cols := `e.at AS at, 'audit' AS kind, e.id AS id, e.module_code, e.record_id, e.revision, e.execution_id, e.action, e.idempotency_key,
+			NULL::text AS status, NULL::text AS operation, NULL::text AS feature_id, NULL::text AS mode`
+		return actionPageSQL(cols, arg(lo), arg(hi), c, q.Desc, limit, arg), args, nil
+	}
+
+	// The key filter and order, when listing by key.
+	keyWhere, byKey := "", false
+	switch {
+	case q.Key != "":
+		keyWhere, byKey = ` AND idempotency_key = `+arg(q.Key), true
+	case q.KeyPrefix != "":
+		if err := checkVisiblePrefix("key prefix", q.KeyPrefix); err != nil {
+			return "", nil, err
+		}
+		lo, hi := prefixRange(q.KeyPrefix)
+		keyWhere, byKey = ` AND idempotency_key >= `+arg(lo)+` AND idempotency_key < `+arg(hi), true
+	}
+	var ck, ct, ckind, cid string
+	if c != nil {
+		if byKey {
+			ck = arg(c.Key)
+		}
+		ct, ckind, cid = arg(c.At), arg(c.Kind), arg(c.ID)
+	}
+	// after is the keyset condition (key, time, kind, id) beyond the cursor, written so that its
+	// leading column bounds the index range.
+	after := func(s timelineSource) string {
+		if c == nil {
+			return ""
+		}
+		tie := fmt.Sprintf(`(%[1]s %[2]s %[3]s OR '%[4]s' %[2]s %[5]s OR ('%[4]s' = %[5]s AND %[6]s %[2]s %[7]s))`,
+			s.timeCol, cmp, ct, s.kind, ckind, s.idExpr, cid)
+		if byKey {
+			return fmt.Sprintf(` AND idempotency_key %[1]s= %[2]s AND (idempotency_key %[1]s %[2]s OR (%[3]s %[1]s= %[4]s AND %[5]s))`,
+				cmp, ck, s.timeCol, ct, tie)
+		}
+		return fmt.Sprintf(` AND %[1]s %[2]s= %[3]s AND %[4]s`, s.timeCol, cmp, ct, tie)
+	}
+	parts := make([]string, 0, len(timelineSources))
+	for _, s := range timelineSources {
+		orderBy := fmt.Sprintf(`%[1]s %[3]s, %[2]s %[3]s`, s.timeCol, s.idExpr, order)
+		if byKey {
+			orderBy = `idempotency_key ` + order + `, ` + orderBy
+		}
+		parts = append(parts, fmt.Sprintf(`(SELECT %[1]s AS at, '%[2]s' AS kind, %[3]s AS id, %[4]s FROM %[5]s WHERE owner_id = $1%[6]s%[7]s ORDER BY %[8]s LIMIT %[9]d)`,
+			s.timeCol, s.kind, s.idExpr, s.cols, s.table, keyWhere, after(s), orderBy, limit+1))
+	}
+	outer := fmt.Sprintf(` ORDER BY at %[1]s, kind %[1]s, id %[1]s LIMIT %[2]d`, order, limit+1)
+	if byKey {
+		outer = fmt.Sprintf(` ORDER BY idempotency_key %[1]s, at %[1]s, kind %[1]s, id %[1]s LIMIT %[2]d`, order, limit+1)
+	}
+	return strings.Join(parts, " UNION ALL ") + outer, args, nil
+}
+
+// KeyHistory is every timeline entry of one key, oldest first (at most max, the newest kept).
+func (db *DB) KeyHistory(ctx context.Context, owner, key string, max int) ([]Event, error) {
+	var all []Event
+	cursor := ""
+	for {
+		rows, next, err := db.Timeline(ctx, HistoryQuery{Owner: owner, Key: key, Limit: MaxPage, Cursor: cursor})
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, rows...)
+		if len(all) > max {
+			all = all[len(all)-max:]
+		}
+		if next == "" {
+			return all, nil
+		}
+		cursor = next
+	}
+}
+
+// ExportFormat is how ExportHistory writes.
+type ExportFormat string
+
+// Export formats.
+const (
+	ExportJSON ExportFormat = "json"
+	ExportCSV  ExportFormat = "csv"
+)
+
+// ParseExportFormat checks a --format value.
+func ParseExportFormat(s string) (ExportFormat, error) {
+	switch f := ExportFormat(strings.ToLower(s)); f {
+	case ExportJSON, ExportCSV:
+		return f, nil
+	}
+	return "", apperr.New(apperr.ValidationFailed, "format: %q is not json or csv", s)
+}
+
+// ExportColumns are the CSV columns, in order.
+var ExportColumns = []string{"at", "kind", "id", "moduleCode", "recordId", "revision", "executionId", "action", "key", "status", "operation", "featureId", "mode"}
+
+// ExportHistory writes the timeline entries q selects — the whole owner when q names no cursor —
+// to w, reading keyset pages of MaxPage and writing each before the next is read, so memory stays
+// one page however long the history. JSON is one object, {"events": [...], "next": null}, as
+// `history --json` prints a page; CSV has a header line. max > 0 stops after max entries (and
+// "next" then says where to continue). progress, when set, hears the count after each page.
+func (db *DB) ExportHistory(ctx context.Context, q HistoryQuery, format ExportFormat, w io.Writer, max int, progress func(int)) (int, error) {
+	var cw *csv.Writer
+	switch format {
+	case ExportCSV:
+		cw = csv.NewWriter(w)
+		if err := cw.Write(ExportColumns); err != nil {
+			return 0, err
+		}
+	case ExportJSON:
+		if _, err := io.WriteString(w, `{"events": [`); err != nil {
+			return 0, err
+		}
+	default:
+		return 0, apperr.New(apperr.ValidationFailed, "format: %q is not json or csv", format)
+	}
+	n, next := 0, ""
+	for {
+		q.Limit = MaxPage
+		if max > 0 && max-n < MaxPage {
+			q.Limit = max - n
+		}
+		rows, more, err := db.Timeline(ctx, q)
+		if err != nil {
+			return n, err
+		}
+		for _, e := range rows {
+			if cw != nil {
+				err = cw.Write(csvRecord(e))
+			} else {
+				var b []byte
+				b, err = json.Marshal(e)
+				if err == nil {
+					sep := ",\n  "
+					if n == 0 {
+						sep = "\n  "
+					}
+					_, err = io.WriteString(w, sep+string(b))
+				}
+			}
+			if err != nil {
+				return n, err
+			}
+			n++
+		}
+		if cw != nil {
+			cw.Flush()
+			if err := cw.Error(); err != nil {
+				return n, err
+			}
+		}
+		if progress != nil {
+			progress(n)
+		}
+		if more == "" || (max > 0 && n >= max) {
+			next = more
+			break
+		}
+		q.Cursor = more
+	}
+	if cw == nil {
+		tail := "], \"next\": null}\n"
+		if next != "" {
+			tail = fmt.Sprintf("], \"next\": %q}\n", next)
+		}
+		if n > 0 {
+			tail = "\n" + tail
+		}
+		if _, err := io.WriteString(w, tail); err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+func csvRecord(e Event) []string {
+	rev := ""
+	if e.Revision != nil {
+		rev = strconv.Itoa(*e.Revision)
+	}
+	return []string{e.At.UTC().Format(time.RFC3339Nano), e.Kind, e.ID, deref(e.ModuleCode), deref(e.RecordID), rev, deref(e.ExecutionID),
+		deref(e.Action), deref(e.Key), deref(e.Status), deref(e.Operation), deref(e.FeatureID), deref(e.Mode)}
+}

@@ -1,0 +1,140 @@
+package store_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"idemwork/internal/testdb"
+	"idemwork/store"
+)
+
+// A committed PROCESSING row has no response (SPEC §4.1); every reader of keys lists it, with a
+// nil response, instead of failing the whole owner's page.
+func TestAProcessingRowIsReadWithItsNullResponse(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	ctx := context.Background()
+	_, err := db.Pool.Exec(ctx, `INSERT INTO idempotency_record (owner_id, idempotency_key, operation, fingerprint, status, response, created_at, expires_at, updated_at) VALUES
+		('alice', 'left-over', 'NOTE:record:create', 'f', 'PROCESSING', NULL, now(), now() + interval '1 day', now()),
+		('alice', 'done', 'NOTE:record:create', 'f', 'SUCCEEDED', '{"schemaVersion": 1}', now() - interval '1 minute', now() + interval '1 day', now())`)
+	require.NoError(t, err)
+
+	rows, _, err := db.Keys(ctx, store.KeyQuery{Owner: "alice"})
+	require.NoError(t, err)
+	require.Len(t, rows, 2)
+	require.Equal(t, "left-over", rows[0].Key)
+	require.Equal(t, "PROCESSING", rows[0].Status)
+	require.Nil(t, rows[0].Response)
+	require.JSONEq(t, `{"schemaVersion": 1}`, string(rows[1].Response))
+
+	k, err := db.GetKey(ctx, "alice", "left-over")
+	require.NoError(t, err)
+	require.Nil(t, k.Response)
+	prefixed, _, err := db.Keys(ctx, store.KeyQuery{Owner: "alice", Prefix: "left"})
+	require.NoError(t, err)
+	require.Len(t, prefixed, 1)
+}
+
+func seedTimeline(t *testing.T, db *testdb.DB) {
+	t.Helper()
+	_, err := db.Pool.Exec(context.Background(), `
+INSERT INTO record VALUES ('alice', '01JREC0000000000000000000A', 'NOTE', 2, 't', '', '{}', '2026-01-01T10:00:00Z', '2026-01-01T10:05:00Z');
+INSERT INTO record_revision VALUES
+ ('alice', '01JREC0000000000000000000A', 1, '{"moduleCode": "NOTE"}', 'k-1', '2026-01-01T10:00:00Z'),
+ ('alice', '01JREC0000000000000000000A', 2, '{"moduleCode": "NOTE"}', 'k-2', '2026-01-01T10:05:00Z');
+INSERT INTO audit_event (owner_id, id, module_code, record_id, action, revision, idempotency_key, at) VALUES
+ ('alice', 'a1', 'NOTE', '01JREC0000000000000000000A', 'RECORD_CREATED', 1, 'k-1', '2026-01-01T10:00:00Z'),
+ ('alice', 'a2', 'NOTE', '01JREC0000000000000000000A', 'RECORD_PATCHED', 2, 'k-2', '2026-01-01T10:05:00Z'),
+ ('alice', 'a3', 'NOTE', '01JREC0000000000000000000A', 'RECORD_PATCHED', 3, 'other', '2026-01-01T10:06:00Z');
+INSERT INTO idempotency_record (owner_id, idempotency_key, operation, fingerprint, status, response, created_at, expires_at, updated_at) VALUES
+ ('alice', 'k-1', 'NOTE:record:create', 'f', 'SUCCEEDED', '{}', '2026-01-01T10:00:00Z', '2026-01-02T10:00:00Z', '2026-01-01T10:00:00Z'),
+ ('alice', 'k-2', 'NOTE:record:01JREC0000000000000000000A:patch', 'f', 'PROCESSING', NULL, '2026-01-01T10:05:00Z', '2026-01-02T10:05:00Z', '2026-01-01T10:05:00Z');`)
+	require.NoError(t, err)
+}
+
+func TestTheTimelineSearchesByKeyAndByAction(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	ctx := context.Background()
+	seedTimeline(t, db)
+
+	one, err := db.KeyHistory(ctx, "alice", "k-1", 100)
+	require.NoError(t, err)
+	var kinds []string
+	for _, e := range one {
+		require.Equal(t, "k-1", *e.Key)
+		kinds = append(kinds, e.Kind)
+	}
+	require.Equal(t, []string{"audit", "key", "revision"}, kinds, "the key's whole story, oldest first")
+
+	byPrefix, _, err := db.Timeline(ctx, store.HistoryQuery{Owner: "alice", KeyPrefix: "k-"})
+	require.NoError(t, err)
+	var keys []string
+	for _, e := range byPrefix {
+		keys = append(keys, *e.Key+"/"+e.Kind)
+	}
+	require.Equal(t, []string{"k-1/audit", "k-1/key", "k-1/revision", "k-2/audit", "k-2/key", "k-2/revision"}, keys, "key order, then time")
+
+	// Paging by key: every page continues exactly after the last one.
+	var paged []string
+	cursor := ""
+	for {
+		rows, next, err := db.Timeline(ctx, store.HistoryQuery{Owner: "alice", KeyPrefix: "k-", Limit: 2, Cursor: cursor})
+		require.NoError(t, err)
+		for _, e := range rows {
+			paged = append(paged, *e.Key+"/"+e.Kind)
+		}
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	require.Equal(t, keys, paged)
+
+	patched, _, err := db.Timeline(ctx, store.HistoryQuery{Owner: "alice", ActionPrefix: "RECORD_P", Desc: true})
+	require.NoError(t, err)
+	require.Len(t, patched, 2)
+	require.Equal(t, "a3", patched[0].ID, "newest first")
+	require.Equal(t, "a2", patched[1].ID)
+}
+
+func TestTheHistoryExportStreamsTheWholeOwner(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	ctx := context.Background()
+	seedTimeline(t, db)
+
+	var js bytes.Buffer
+	var pages []int
+	n, err := db.ExportHistory(ctx, store.HistoryQuery{Owner: "alice"}, store.ExportJSON, &js, 0, func(n int) { pages = append(pages, n) })
+	require.NoError(t, err)
+	require.Equal(t, 7, n)
+	var doc struct {
+		Events []store.Event `json:"events"`
+		Next   *string       `json:"next"`
+	}
+	require.NoError(t, json.Unmarshal(js.Bytes(), &doc), js.String())
+	require.Len(t, doc.Events, 7)
+	require.Nil(t, doc.Next)
+	require.Equal(t, []int{7}, pages)
+
+	var cs bytes.Buffer
+	n, err = db.ExportHistory(ctx, store.HistoryQuery{Owner: "alice"}, store.ExportCSV, &cs, 3, nil)
+	require.NoError(t, err)
+	require.Equal(t, 3, n)
+	recs, err := csv.NewReader(&cs).ReadAll()
+	require.NoError(t, err)
+	require.Len(t, recs, 4, "a header and three rows")
+	require.Equal(t, store.ExportColumns, recs[0])
+	require.Equal(t, "audit", recs[1][1])
+
+	var empty bytes.Buffer
+	_, err = db.ExportHistory(ctx, store.HistoryQuery{Owner: "nobody"}, store.ExportJSON, &empty, 0, nil)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"events": [], "next": null}`, empty.String())
+}
