@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"idemwork/apperr"
 	"idemwork/idem"
+	"idemwork/internal/termsafe"
 	"idemwork/kernel"
 	"idemwork/store"
 )
@@ -210,16 +212,17 @@ func newRecordCmd(a *app) *cobra.Command {
 				writeJSON(a.stdout, d)
 				return nil
 			}
+			// Text mode goes to a terminal: every stored string is shown terminal-safe.
 			r := d.Record
-			fmt.Fprintf(a.stdout, "%s %s  revision %d  %q\n", r.ModuleCode, r.ID, r.Revision, r.Title)
+			fmt.Fprintf(a.stdout, "%s %s  revision %d  %s\n", safe(r.ModuleCode), safe(r.ID), r.Revision, termsafe.Quote(r.Title))
 			for _, rv := range d.Revisions {
-				fmt.Fprintf(a.stdout, "  rev %-3d %s  key %s\n", rv.Revision, rv.CreatedAt.Format("2006-01-02 15:04:05"), deref(rv.IdempotencyKey))
+				fmt.Fprintf(a.stdout, "  rev %-3d %s  key %s\n", rv.Revision, rv.CreatedAt.Format("2006-01-02 15:04:05"), safe(deref(rv.IdempotencyKey)))
 			}
 			for _, e := range d.Executions {
-				fmt.Fprintf(a.stdout, "  exec %s %s %s %s\n", e.ID, e.FeatureID, e.Mode, e.Status)
+				fmt.Fprintf(a.stdout, "  exec %s %s %s %s  key %s\n", safe(e.ID), safe(e.FeatureID), safe(e.Mode), safe(e.Status), safe(deref(e.IdempotencyKey)))
 			}
 			for _, ev := range d.Audit {
-				fmt.Fprintf(a.stdout, "  audit %s %s key %s\n", ev.At.Format("15:04:05.000"), ev.Action, deref(ev.IdempotencyKey))
+				fmt.Fprintf(a.stdout, "  audit %s %s key %s\n", ev.At.Format("15:04:05.000"), safe(ev.Action), safe(deref(ev.IdempotencyKey)))
 			}
 			return nil
 		}}
@@ -238,6 +241,9 @@ func deref(s *string) string {
 	return *s
 }
 
+// safe is a stored string as one terminal-safe line (internal/termsafe).
+func safe(s string) string { return termsafe.Line(s) }
+
 // keyListItem is one row of `keys` (SPEC §10.2).
 type keyListItem struct {
 	Key       string  `json:"key"`
@@ -246,28 +252,31 @@ type keyListItem struct {
 	Policy    *string `json:"policy"`
 	CreatedAt string  `json:"createdAt"`
 	ExpiresAt string  `json:"expiresAt"`
+	// Expired is true once expiresAt has passed: the next request with the key executes again.
+	Expired bool `json:"expired"`
 }
 
 func newKeysCmd(a *app) *cobra.Command {
-	var owner, cursor string
+	var owner, cursor, prefix string
 	var limit int
-	cmd := &cobra.Command{Use: "keys", Short: "List the idempotency keys of an owner (newest first)", Args: cobra.NoArgs,
+	cmd := &cobra.Command{Use: "keys", Short: "List the idempotency keys of an owner, every status (newest first; with --prefix in key order)", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := idem.ValidateOwner(owner); err != nil {
 				return err
 			}
-			db, err := a.openDB(cmd.Context(), true)
+			k, err := a.kernel(cmd.Context())
 			if err != nil {
 				return err
 			}
-			rows, next, err := db.KeyPage(cmd.Context(), owner, limit, cursor)
+			rows, next, err := k.DB().Keys(cmd.Context(), store.KeyQuery{Owner: owner, Prefix: prefix, Limit: limit, Cursor: cursor})
 			if err != nil {
 				return err
 			}
+			now := k.Runner().Clock().Now()
 			items := make([]keyListItem, 0, len(rows))
 			for _, r := range rows {
 				it := keyListItem{Key: r.Key, Operation: r.Operation, Status: r.Status,
-					CreatedAt: r.CreatedAt.Format(timeJSON), ExpiresAt: r.ExpiresAt.Format(timeJSON)}
+					CreatedAt: r.CreatedAt.Format(timeJSON), ExpiresAt: r.ExpiresAt.Format(timeJSON), Expired: !r.ExpiresAt.After(now)}
 				if r.Response != nil {
 					if env, err := idem.ParseEnvelope(r.Response); err == nil {
 						it.Policy = &env.Policy
@@ -284,7 +293,11 @@ func newKeysCmd(a *app) *cobra.Command {
 				if it.Policy != nil {
 					pol = *it.Policy
 				}
-				fmt.Fprintf(a.stdout, "%-28s %-10s %-30s %s\n", it.Key, it.Status, pol, it.Operation)
+				status := it.Status
+				if it.Expired {
+					status += " (expired)"
+				}
+				fmt.Fprintf(a.stdout, "%-28s %-22s %-30s %s\n", safe(it.Key), status, safe(pol), safe(it.Operation))
 			}
 			if next != "" {
 				fmt.Fprintf(a.stdout, "more: --cursor %s\n", next)
@@ -293,6 +306,7 @@ func newKeysCmd(a *app) *cobra.Command {
 		}}
 	f := cmd.Flags()
 	f.StringVar(&owner, "owner", "", "owner id")
+	f.StringVar(&prefix, "prefix", "", "only keys starting with this (listed A→Z)")
 	f.IntVar(&limit, "limit", 50, "page size (at most 500)")
 	f.StringVar(&cursor, "cursor", "", "continue after a previous page (its next)")
 	required(cmd, "owner")
@@ -317,21 +331,7 @@ func newKeyCmd(a *app) *cobra.Command {
 				writeJSON(a.stdout, v)
 				return nil
 			}
-			fmt.Fprintf(a.stdout, "key %s  %s  %s\nfingerprint %s\nexpires %s\nenvelope %s\n", v.Key, v.Status, v.Operation, v.Fingerprint,
-				v.ExpiresAt.Format(timeJSON), v.Envelope)
-			if v.Legacy {
-				fmt.Fprintln(a.stdout, "legacy raw-json-v1 receipt: readable, never replayed")
-			}
-			if v.RestoreError != nil {
-				fmt.Fprintf(a.stdout, "a replay fails closed: %s: %s\n", v.RestoreError.Code, v.RestoreError.Message)
-			}
-			if r := v.Restored.Record; r != nil {
-				fmt.Fprintf(a.stdout, "a replay returns revision %d", r.Revision)
-				if l := v.Latest.Record; l != nil {
-					fmt.Fprintf(a.stdout, "; the latest is revision %d", l.Revision)
-				}
-				fmt.Fprintln(a.stdout)
-			}
+			printKeyView(a.stdout, v)
 			return nil
 		}}
 	f := cmd.Flags()
@@ -342,19 +342,53 @@ func newKeyCmd(a *app) *cobra.Command {
 }
 
 func newHistoryCmd(a *app) *cobra.Command {
-	var owner, cursor string
-	var limit int
-	var desc bool
+	var q store.HistoryQuery
+	var format string
 	cmd := &cobra.Command{Use: "history", Short: "An owner's merged timeline (audit, executions, keys, revisions), oldest first", Args: cobra.NoArgs,
+		Long: "An owner's merged timeline, one keyset page at a time (--limit, --cursor), or the whole of it\n" +
+			"streamed with --format json|csv (for a support ticket: nothing is held in memory but one page).\n" +
+			"--key lists one key's whole story (every life), --key-prefix the keys starting with it (key\n" +
+			"order, then time), --action the audit events whose action starts with it.",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := idem.ValidateOwner(owner); err != nil {
+			if err := idem.ValidateOwner(q.Owner); err != nil {
 				return err
+			}
+			if q.Key != "" {
+				if err := idem.ValidateKey(q.Key); err != nil {
+					return err
+				}
+			}
+			var exportFormat store.ExportFormat
+			if format != "" {
+				f, err := store.ParseExportFormat(format)
+				if err != nil {
+					return usagef("--format: %q is not json or csv", format)
+				}
+				if f == store.ExportCSV && a.flags.json {
+					return usagef("--format csv prints CSV, not a JSON object: drop --json")
+				}
+				exportFormat = f
 			}
 			db, err := a.openDB(cmd.Context(), true)
 			if err != nil {
 				return err
 			}
-			events, next, err := db.History(cmd.Context(), owner, limit, cursor, desc)
+			if exportFormat != "" {
+				max := 0
+				if cmd.Flags().Changed("limit") {
+					max = q.Limit
+				}
+				w := &countingWriter{w: a.stdout}
+				if _, err := db.ExportHistory(cmd.Context(), q, exportFormat, w, max, nil); err != nil {
+					if w.n > 0 {
+						// Part of the export is already out: another object would break it.
+						return &reportedError{err}
+					}
+					return err
+				}
+				return nil
+			}
+			events, next, err := db.Timeline(cmd.Context(), q)
 			if err != nil {
 				return err
 			}
@@ -364,7 +398,8 @@ func newHistoryCmd(a *app) *cobra.Command {
 			}
 			for _, e := range events {
 				what := strings.TrimSpace(strings.Join([]string{deref(e.Action), deref(e.Status), deref(e.Operation)}, " "))
-				fmt.Fprintf(a.stdout, "%s  %-9s %-28s %s\n", e.At.Format("2006-01-02 15:04:05.000"), e.Kind, e.ID, strings.ReplaceAll(what, "- ", ""))
+				fmt.Fprintf(a.stdout, "%s  %-9s %-28s %-24s %s\n", e.At.Format("2006-01-02 15:04:05.000"), e.Kind, safe(e.ID), safe(deref(e.Key)),
+					safe(strings.ReplaceAll(what, "- ", "")))
 			}
 			if next != "" {
 				fmt.Fprintf(a.stdout, "more: --cursor %s\n", next)
@@ -372,12 +407,28 @@ func newHistoryCmd(a *app) *cobra.Command {
 			return nil
 		}}
 	f := cmd.Flags()
-	f.StringVar(&owner, "owner", "", "owner id")
-	f.IntVar(&limit, "limit", 50, "page size (at most 500)")
-	f.StringVar(&cursor, "cursor", "", "continue after a previous page (its next)")
-	f.BoolVar(&desc, "desc", false, "newest first")
+	f.StringVar(&q.Owner, "owner", "", "owner id")
+	f.IntVar(&q.Limit, "limit", 50, "page size (at most 500); with --format, the most entries to export (default all)")
+	f.StringVar(&q.Cursor, "cursor", "", "continue after a previous page (its next)")
+	f.BoolVar(&q.Desc, "desc", false, "newest first")
+	f.StringVar(&q.Key, "key", "", "only this Idempotency-Key's entries: its whole story")
+	f.StringVar(&q.KeyPrefix, "key-prefix", "", "only the entries of keys starting with this (key order, then time)")
+	f.StringVar(&q.ActionPrefix, "action", "", "only the audit events whose action starts with this (e.g. FEATURE_ or RECORD_PATCHED)")
+	f.StringVar(&format, "format", "", "json or csv: stream the whole selection (keyset pages), not one page")
 	required(cmd, "owner")
 	return cmd
+}
+
+// countingWriter counts what was written, so a failure can tell whether output had begun.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 func newLegacyCmd(a *app) *cobra.Command {

@@ -187,7 +187,7 @@ func TestRecordKeysKeyAndHistoryPrintTheirShapes(t *testing.T) {
 	list := keys["keys"].([]any)
 	require.Len(t, list, 2)
 	for _, it := range list {
-		require.Equal(t, []string{"createdAt", "expiresAt", "key", "operation", "policy", "status"}, sortedKeys(obj(t, it)))
+		require.Equal(t, []string{"createdAt", "expired", "expiresAt", "key", "operation", "policy", "status"}, sortedKeys(obj(t, it)))
 		require.Equal(t, "record-snapshot-reference-v1", obj(t, it)["policy"])
 		require.Equal(t, "SUCCEEDED", obj(t, it)["status"])
 	}
@@ -203,7 +203,7 @@ func TestRecordKeysKeyAndHistoryPrintTheirShapes(t *testing.T) {
 	require.Len(t, empty["keys"], 0)
 
 	key := c.ok("key", "--owner", "alice", "--key", "k1")
-	require.Equal(t, []string{"createdAt", "envelope", "expiresAt", "fingerprint", "key", "latest", "legacy", "operation", "restored", "status"}, sortedKeys(key))
+	require.Equal(t, []string{"createdAt", "envelope", "expired", "expiresAt", "fingerprint", "key", "latest", "legacy", "lives", "operation", "restored", "state", "status", "verdict"}, sortedKeys(key))
 	require.Equal(t, false, key["legacy"])
 	restored := obj(t, key["restored"])
 	require.Equal(t, []string{"execution", "record"}, sortedKeys(restored))

@@ -226,21 +226,20 @@ var ExportColumns = []string{"at", "kind", "id", "moduleCode", "recordId", "revi
 // `history --json` prints a page; CSV has a header line. max > 0 stops after max entries (and
 // "next" then says where to continue). progress, when set, hears the count after each page.
 func (db *DB) ExportHistory(ctx context.Context, q HistoryQuery, format ExportFormat, w io.Writer, max int, progress func(int)) (int, error) {
-	var cw *csv.Writer
-	switch format {
-	case ExportCSV:
-		cw = csv.NewWriter(w)
-		if err := cw.Write(ExportColumns); err != nil {
-			return 0, err
-		}
-	case ExportJSON:
-		if _, err := io.WriteString(w, `{"events": [`); err != nil {
-			return 0, err
-		}
-	default:
+	if format != ExportCSV && format != ExportJSON {
 		return 0, apperr.New(apperr.ValidationFailed, "format: %q is not json or csv", format)
 	}
-	n, next := 0, ""
+	var cw *csv.Writer
+	// The head goes out with the first page, so a query that fails at once leaves w untouched.
+	head := func() error {
+		if format == ExportCSV {
+			cw = csv.NewWriter(w)
+			return cw.Write(ExportColumns)
+		}
+		_, err := io.WriteString(w, `{"events": [`)
+		return err
+	}
+	n, next, first := 0, "", q.Cursor
 	for {
 		q.Limit = MaxPage
 		if max > 0 && max-n < MaxPage {
@@ -249,6 +248,11 @@ func (db *DB) ExportHistory(ctx context.Context, q HistoryQuery, format ExportFo
 		rows, more, err := db.Timeline(ctx, q)
 		if err != nil {
 			return n, err
+		}
+		if q.Cursor == first {
+			if err := head(); err != nil {
+				return n, err
+			}
 		}
 		for _, e := range rows {
 			if cw != nil {
@@ -284,7 +288,7 @@ func (db *DB) ExportHistory(ctx context.Context, q HistoryQuery, format ExportFo
 		}
 		q.Cursor = more
 	}
-	if cw == nil {
+	if format == ExportJSON {
 		tail := "], \"next\": null}\n"
 		if next != "" {
 			tail = fmt.Sprintf("], \"next\": %q}\n", next)

@@ -1,0 +1,82 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"idemwork/kernel"
+	"idemwork/store"
+)
+
+// printKeyView writes `idemwork key` for a person: the state and what the next request meets,
+// the stored envelope beside the restore's outcome, the drift to the latest record, and the
+// key's rows life by life. Every stored string is terminal-safe.
+func printKeyView(w io.Writer, v kernel.KeyView) {
+	fmt.Fprintf(w, "key %s  %s  %s\n", safe(v.Key), v.State, safe(v.Operation))
+	fmt.Fprintf(w, "fingerprint %s\n", safe(v.Fingerprint))
+	expiry := "expires " + v.ExpiresAt.Format(timeJSON)
+	if v.Expired {
+		expiry = "EXPIRED at " + v.ExpiresAt.Format(timeJSON)
+	}
+	fmt.Fprintf(w, "created %s · %s\n", v.CreatedAt.Format(timeJSON), expiry)
+	fmt.Fprintln(w, safe(v.Verdict))
+	if v.Envelope == nil {
+		fmt.Fprintln(w, "envelope NULL (a PROCESSING row holds no result)")
+	} else {
+		fmt.Fprintf(w, "envelope %s\n", safe(compactJSON(v.Envelope)))
+	}
+	if v.RestoreError != nil {
+		fmt.Fprintf(w, "a replay fails closed: %d %s: %s\n", v.RestoreError.Status, v.RestoreError.Code, safe(v.RestoreError.Message))
+	}
+	if r := v.Restored.Record; r != nil {
+		fmt.Fprintf(w, "a replay returns revision %d", r.Revision)
+		if l := v.Latest.Record; l != nil {
+			fmt.Fprintf(w, "; the latest is revision %d", l.Revision)
+			if d := l.Revision - r.Revision; d > 0 {
+				fmt.Fprintf(w, " (drift of %d)", d)
+			}
+		}
+		fmt.Fprintln(w)
+	} else if l := v.Latest.Record; l != nil {
+		fmt.Fprintf(w, "the record it names is at revision %d\n", l.Revision)
+	}
+	for _, life := range v.Lives {
+		fmt.Fprintf(w, "%s:\n", life.Label)
+		for _, e := range life.Events {
+			fmt.Fprintf(w, "  %s  %-9s %s\n", e.At.Format("2006-01-02 15:04:05.000"), e.Kind, safe(eventWhat(e)))
+		}
+	}
+}
+
+// eventWhat is a timeline entry's substance in a few words.
+func eventWhat(e store.Event) string {
+	var parts []string
+	for _, p := range []*string{e.Action, e.Operation, e.FeatureID, e.Mode, e.Status} {
+		if p != nil && *p != "" {
+			parts = append(parts, *p)
+		}
+	}
+	if e.RecordID != nil {
+		r := "record " + *e.RecordID
+		if e.Revision != nil {
+			r += fmt.Sprintf(" rev %d", *e.Revision)
+		}
+		parts = append(parts, r)
+	}
+	if e.Kind == "execution" {
+		parts = append(parts, "execution "+e.ID)
+	}
+	return strings.Join(parts, " · ")
+}
+
+// compactJSON prints stored JSON on one line (as stored, if it is not JSON).
+func compactJSON(raw []byte) string {
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return string(raw)
+	}
+	return b.String()
+}
