@@ -274,6 +274,7 @@ func newKeysCmd(a *app) *cobra.Command {
 			}
 			now := k.Runner().Clock().Now()
 			items := make([]keyListItem, 0, len(rows))
+			var unreadable []bool
 			for _, r := range rows {
 				it := keyListItem{Key: r.Key, Operation: r.Operation, Status: r.Status,
 					CreatedAt: r.CreatedAt.Format(timeJSON), ExpiresAt: r.ExpiresAt.Format(timeJSON), Expired: !r.ExpiresAt.After(now)}
@@ -283,15 +284,19 @@ func newKeysCmd(a *app) *cobra.Command {
 					}
 				}
 				items = append(items, it)
+				unreadable = append(unreadable, r.Response != nil && it.Policy == nil)
 			}
 			if a.flags.json {
 				writeJSON(a.stdout, map[string]any{"keys": items, "next": nullable(next)})
 				return nil
 			}
-			for _, it := range items {
+			for i, it := range items {
 				pol := "-"
 				if it.Policy != nil {
 					pol = *it.Policy
+				}
+				if unreadable[i] {
+					pol = "(unreadable envelope)"
 				}
 				status := it.Status
 				if it.Expired {

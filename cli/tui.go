@@ -4,15 +4,15 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	tea "github.com/charmbracelet/bubbletea"
-	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/term"
-	"github.com/muesli/termenv"
 
 	"idemwork/apperr"
 	"idemwork/idem"
 	"idemwork/outbox"
+	"idemwork/store"
 	"idemwork/tui"
 	tctx "idemwork/tui/context"
 )
@@ -24,13 +24,14 @@ type tuiOptions struct {
 }
 
 // runTUI opens the workbench on the configured database (the embedded cluster by default),
-// optionally seeding the demo data first, and stops a cluster it started when it quits.
+// optionally seeding the demo data first, and stops a cluster it started when it quits. The
+// program starts first and says what it prepares (creating, starting or connecting to the
+// database) while the database opens, so the terminal is never blank for the seconds that takes.
 func runTUI(ctx context.Context, a *app, opts tuiOptions) error {
 	if !term.IsTerminal(os.Stdout.Fd()) || !term.IsTerminal(os.Stdin.Fd()) {
 		return usagef("the workbench needs a terminal; from scripts use the commands (idemwork --help)")
 	}
-	k, err := a.kernel(ctx)
-	if err != nil {
+	if err := a.loadConfig(); err != nil {
 		return err
 	}
 	owner := a.cfg.TUI.Owner
@@ -40,22 +41,65 @@ func runTUI(ctx context.Context, a *app, opts tuiOptions) error {
 	if err := idem.ValidateOwner(owner); err != nil {
 		return err
 	}
+	styles := tctx.StylesForTerminal(os.Getenv("NO_COLOR") != "")
+	openCtx, cancel := context.WithCancel(ctx)
+	done := make(chan tui.BootResult, 1)
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		pctx, err := a.openWorkbench(openCtx, owner, opts, styles)
+		done <- tui.BootResult{Ctx: pctx, Err: err}
+	}()
+	boot := tui.NewBoot(styles, a.bootStage(), done)
+	boot.Clipboard = os.Stderr
+	p := tea.NewProgram(boot, tea.WithAltScreen(), tea.WithMouseCellMotion(), tea.WithContext(ctx))
+	_, runErr := p.Run()
+	// A user who quit while the database was still opening: let the opening stop before the
+	// caller stops the cluster it may have started.
+	cancel()
+	<-finished
+	if err := boot.Err(); err != nil {
+		return err
+	}
+	if runErr != nil && ctx.Err() == nil {
+		return fmt.Errorf("the workbench stopped: %w", runErr)
+	}
+	return nil
+}
+
+// bootStage says what opening the database will do, for the first frame.
+func (a *app) bootStage() string {
+	if a.cfg.Database.URL != "" {
+		where, _ := store.DescribeDSN(a.cfg.Database.URL)
+		return "connecting to " + where + "…"
+	}
+	dir := a.dataDir()
+	if _, err := os.Stat(filepath.Join(dir, "PG_VERSION")); err != nil {
+		return "creating the database cluster in " + dir + " (first run: initdb takes a few seconds)…"
+	}
+	return "starting the embedded PostgreSQL in " + dir + "…"
+}
+
+// openWorkbench opens the database (creating, starting and migrating it as needed), seeds the
+// demo data when asked, and builds the program context.
+func (a *app) openWorkbench(ctx context.Context, owner string, opts tuiOptions, styles tctx.Styles) (*tctx.ProgramContext, error) {
+	k, err := a.kernel(ctx)
+	if err != nil {
+		return nil, err
+	}
 	if opts.demo {
 		if err := a.db.WriteRefusal(); err != nil {
 			fmt.Fprintf(a.stderr, "idemwork: demo data is not seeded: %s\n", apperr.As(err).Message)
 		} else if _, err := k.SeedDemo(ctx); err != nil {
-			return err
+			return nil, err
 		}
-	}
-	if os.Getenv("NO_COLOR") != "" {
-		lipgloss.SetColorProfile(termenv.Ascii)
 	}
 	clock, _ := k.Runner().Clock().(*idem.OffsetClock)
 	provider := outbox.NewMemoryProvider()
 	worker := outbox.NewWorker(a.db, outbox.Options{Providers: map[string]outbox.Provider{"notifier": provider}, Clock: clock,
 		MaxAttempts: a.cfg.Outbox.MaxAttempts, BaseBackoff: a.cfg.Outbox.BaseBackoff.Duration})
-	pctx := &tctx.ProgramContext{
-		Styles: tctx.NewStyles(tctx.DefaultTheme()),
+	return &tctx.ProgramContext{
+		Styles: styles,
 		Keys:   tctx.DefaultKeys(),
 		Conn: tctx.Conn{Embedded: a.conn.Embedded, Display: a.conn.Display, Database: a.conn.Database, ReadOnly: a.conn.ReadOnly,
 			ReadOnlyReason: a.conn.ReadOnlyReason},
@@ -66,12 +110,5 @@ func runTUI(ctx context.Context, a *app, opts tuiOptions) error {
 		Provider: provider,
 		Storm:    a.stormRunner(k),
 		Owner:    owner,
-	}
-	m := tui.New(pctx)
-	m.Clipboard = os.Stderr
-	p := tea.NewProgram(m, tea.WithAltScreen(), tea.WithMouseCellMotion(), tea.WithContext(ctx))
-	if _, err := p.Run(); err != nil && ctx.Err() == nil {
-		return fmt.Errorf("the workbench stopped: %w", err)
-	}
-	return nil
+	}, nil
 }

@@ -104,11 +104,21 @@ type resultRef struct {
 // history. Restoring here runs the same policy a replay would, read-only; a restore that fails
 // is reported (RestoreError) beside the stored envelope, never returned as the error.
 func (k *Kernel) InspectKey(ctx context.Context, owner, key string) (KeyView, error) {
+	if err := idem.ValidateKey(key); err != nil {
+		return KeyView{}, err
+	}
+	return k.InspectStoredKey(ctx, owner, key)
+}
+
+// InspectStoredKey is InspectKey for a key read from the database (a row of a list) rather than
+// typed by a user: it is looked up as it is, so a planted or legacy row whose key breaks today's
+// key rule can still be inspected.
+func (k *Kernel) InspectStoredKey(ctx context.Context, owner, key string) (KeyView, error) {
 	if err := idem.ValidateOwner(owner); err != nil {
 		return KeyView{}, err
 	}
-	if err := idem.ValidateKey(key); err != nil {
-		return KeyView{}, err
+	if key == "" {
+		return KeyView{}, apperr.New(apperr.ValidationFailed, "key: empty")
 	}
 	row, err := k.db.GetKey(ctx, owner, key)
 	if err != nil {
@@ -198,7 +208,7 @@ func keyVerdict(v KeyView, op Operation, opOK bool, now time.Time) (string, stri
 	case v.Legacy:
 		return KeyLegacy, fmt.Sprintf("legacy raw-json-v1 receipt: readable only, never replayed; a request with this key fails closed: %d %s", v.RestoreError.Status, v.RestoreError.Code)
 	case v.Status == "PROCESSING":
-		return KeyProcessing, fmt.Sprintf("abnormal — reserved and committed without a result: never treated as success, never re-executed; expires at %s (in %s); until then the next request with this key gets 409 IDEMPOTENCY_IN_PROGRESS",
+		return KeyProcessing, fmt.Sprintf("abnormal — committed PROCESSING without a result: never treated as success, never re-executed; the next request with this key gets 409 IDEMPOTENCY_IN_PROGRESS until it expires at %s (in %s)",
 			stamp, v.ExpiresAt.Sub(now).Round(time.Second))
 	case v.RestoreError != nil:
 		return KeyFailsClosed, fmt.Sprintf("a replay fails closed: %d %s: %s", v.RestoreError.Status, v.RestoreError.Code, v.RestoreError.Message)

@@ -3,14 +3,18 @@ package store
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
 	"time"
 
-	"github.com/jmoiron/sqlx"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/puddle/v2"
 
 	"idemwork/apperr"
 )
@@ -20,6 +24,28 @@ import (
 // owner with a million events costs the same per page as one with ten. A search narrows a page
 // in the database, never in the caller: a prefix is a range of an index (keys and actions are
 // COLLATE "C", migration 0002), so a page of matches reads about one page of rows.
+
+// Unreachable reports whether err means the database could not be reached or went away (a
+// stopped cluster, a refused or dropped connection, a server shutting down), as opposed to a
+// query that failed: readers say so in words instead of showing the driver's text.
+func Unreachable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) {
+		return true
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return strings.HasPrefix(pe.Code, "08") || pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03"
+	}
+	var ne *net.OpError
+	if errors.As(err, &ne) {
+		return true
+	}
+	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, puddle.ErrClosedPool)
+}
 
 // MaxPage caps a page.
 const MaxPage = 500
@@ -99,18 +125,17 @@ func checkVisiblePrefix(field, p string) error {
 	return nil
 }
 
-// ulidAlphabet is Crockford's base32, which record ids are written in.
-const ulidAlphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-
-// NormalizeIDPrefix upper-cases a record id prefix and checks it is made of ULID characters.
+// NormalizeIDPrefix upper-cases a record id prefix and checks it is made of the characters
+// record ids are (ULIDs: digits and upper-case letters), whose order is the same in byte order
+// and in every common collation.
 func NormalizeIDPrefix(p string) (string, error) {
 	p = strings.ToUpper(p)
 	if len(p) > 26 {
 		return "", apperr.New(apperr.ValidationFailed, "record id prefix: a record id has 26 characters, got %d", len(p))
 	}
 	for i := 0; i < len(p); i++ {
-		if !strings.ContainsRune(ulidAlphabet, rune(p[i])) {
-			return "", apperr.New(apperr.ValidationFailed, "record id prefix: %q is not a ULID character (0-9, A-Z without I, L, O, U)", p[i])
+		if c := p[i]; !(c >= '0' && c <= '9' || c >= 'A' && c <= 'Z') {
+			return "", apperr.New(apperr.ValidationFailed, "record id prefix: %q is not a character of a record id (0-9, A-Z)", c)
 		}
 	}
 	return p, nil
@@ -223,7 +248,8 @@ type RevisionHead struct {
 	Revision       int       `json:"revision" db:"revision"`
 	IdempotencyKey *string   `json:"key" db:"idempotency_key"`
 	CreatedAt      time.Time `json:"createdAt" db:"created_at"`
-	// Bytes is the stored size of the snapshot.
+	// Bytes is the snapshot's size on disk (after TOAST compression; reading the whole snapshot
+	// to measure it would read every revision).
 	Bytes int `json:"bytes" db:"bytes"`
 }
 
@@ -294,37 +320,6 @@ const auditColumns = `id, owner_id, module_code, record_id, action, revision, ex
 
 const keyColumns = `owner_id, idempotency_key, operation, fingerprint, status, response, created_at, expires_at, updated_at`
 
-// nullJSON scans a jsonb column that may be NULL: a PROCESSING row's response is (SPEC §4.1).
-type nullJSON struct{ dst *json.RawMessage }
-
-func (n nullJSON) Scan(src any) error {
-	switch v := src.(type) {
-	case nil:
-		*n.dst = nil
-	case []byte:
-		*n.dst = append(json.RawMessage(nil), v...)
-	case string:
-		*n.dst = json.RawMessage(v)
-	default:
-		return fmt.Errorf("response: unexpected %T", src)
-	}
-	return nil
-}
-
-func scanKeyRows(rows *sqlx.Rows) ([]KeyRow, error) {
-	defer rows.Close()
-	var out []KeyRow
-	for rows.Next() {
-		var r KeyRow
-		if err := rows.Scan(&r.OwnerID, &r.Key, &r.Operation, &r.Fingerprint, &r.Status, nullJSON{&r.Response},
-			&r.CreatedAt, &r.ExpiresAt, &r.UpdatedAt); err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
-}
-
 // KeyQuery selects an owner's idempotency rows.
 type KeyQuery struct {
 	Owner string
@@ -351,12 +346,9 @@ func (db *DB) Keys(ctx context.Context, q KeyQuery) ([]KeyRow, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	rows, err := db.X.QueryxContext(ctx, sqlText, args...)
-	if err != nil {
-		return nil, "", fmt.Errorf("list keys: %w", err)
-	}
-	list, err := scanKeyRows(rows)
-	if err != nil {
+	// A PROCESSING row's response is NULL (SPEC §4.1): it scans as a nil RawMessage.
+	var list []KeyRow
+	if err := db.X.SelectContext(ctx, &list, sqlText, args...); err != nil {
 		return nil, "", fmt.Errorf("list keys: %w", err)
 	}
 	out, next := page(list, limit, func(r KeyRow) Cursor { return Cursor{At: r.CreatedAt, ID: r.Key} })
@@ -388,18 +380,15 @@ func keysSQL(q KeyQuery, limit int, c *Cursor) (string, []any, error) {
 
 // GetKey reads one idempotency row, whatever its status.
 func (db *DB) GetKey(ctx context.Context, owner, key string) (KeyRow, error) {
-	rows, err := db.X.QueryxContext(ctx, `SELECT `+keyColumns+` FROM idempotency_record WHERE owner_id = $1 AND idempotency_key = $2`, owner, key)
+	var r KeyRow
+	err := db.X.GetContext(ctx, &r, `SELECT `+keyColumns+` FROM idempotency_record WHERE owner_id = $1 AND idempotency_key = $2`, owner, key)
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, apperr.New(apperr.NotFound, "owner %s has no idempotency key %q", owner, key)
+	}
 	if err != nil {
-		return KeyRow{}, fmt.Errorf("read key: %w", err)
+		return r, fmt.Errorf("read key: %w", err)
 	}
-	list, err := scanKeyRows(rows)
-	if err != nil {
-		return KeyRow{}, fmt.Errorf("read key: %w", err)
-	}
-	if len(list) == 0 {
-		return KeyRow{}, apperr.New(apperr.NotFound, "owner %s has no idempotency key %q", owner, key)
-	}
-	return list[0], nil
+	return r, nil
 }
 
 // AuditForKey lists the audit events a key's requests wrote (at most 100).

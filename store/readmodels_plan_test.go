@@ -235,15 +235,15 @@ func TestAKeyPrefixIsExactUnderANonCDefaultCollation(t *testing.T) {
 	u, err := url.Parse(testdb.AdminDSN(t))
 	require.NoError(t, err)
 	u.Path = "/" + name
-	db, err := store.Open(ctx, u.String(), store.Options{Migrate: true})
+	db, err := store.Open(ctx, u.String(), store.Options{Migrate: true}) // writable: no ReadOnly asked
 	require.NoError(t, err)
 	defer db.Close()
 	var sortsAsBytes bool
-	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT 'aZ' < 'ab'`).Scan(&sortsAsBytes))
+	require.NoError(t, db.Q(ctx).QueryRow(ctx, `SELECT 'aZ' < 'ab'`).Scan(&sortsAsBytes))
 	require.False(t, sortsAsBytes, "the database's own collation is not byte order")
 
 	for _, k := range []string{"a1", "A2", "aZ", "ab", "a-b", "b1", "B2"} {
-		_, err := db.Pool.Exec(ctx, `INSERT INTO idempotency_record (owner_id, idempotency_key, operation, fingerprint, status, response, created_at, expires_at, updated_at)
+		_, err := db.Q(ctx).Exec(ctx, `INSERT INTO idempotency_record (owner_id, idempotency_key, operation, fingerprint, status, response, created_at, expires_at, updated_at)
 			VALUES ('o', $1, 'NOTE:record:create', 'f', 'SUCCEEDED', '{}', now(), now(), now())`, k)
 		require.NoError(t, err)
 	}

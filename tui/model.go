@@ -19,13 +19,14 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"idemwork/idem"
+	"idemwork/internal/termsafe"
 	tctx "idemwork/tui/context"
 	"idemwork/views"
 )
 
 // Layout constants.
 const (
-	navWidth  = 16 // including its right border
+	navWidth  = 17 // including its right border
 	MinWidth  = 80
 	MinHeight = 24
 )
@@ -55,9 +56,18 @@ type Model struct {
 }
 
 type prompt struct {
-	kind  string // filter | jump | owner
+	kind  string // search | filter | jump | owner
 	input textinput.Model
+	// seq numbers the search prompt's edits: a search runs when typing pauses, for the latest
+	// edit only.
+	seq int
 }
+
+// searchDebounce is how long typing must pause before the search runs.
+const searchDebounce = 150 * time.Millisecond
+
+// searchTickMsg runs the search for edit seq of the prompt, if it is still the latest.
+type searchTickMsg struct{ seq int }
 
 // tickMsg refreshes the clock and relative times once a second.
 type tickMsg time.Time
@@ -174,8 +184,15 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, nil
 	case tea.MouseMsg:
 		return m, m.mouse(msg)
+	case searchTickMsg:
+		if p := m.prompt; p != nil && p.kind == "search" && msg.seq == p.seq {
+			if sv, ok := m.views[m.active].(views.Searcher); ok {
+				return m, sv.Search(strings.TrimSpace(p.input.Value()))
+			}
+		}
+		return m, nil
 	case tea.KeyMsg:
-		return m, m.key(msg)
+		return m, m.keyMsg(msg)
 	}
 	// Results of queries: every view checks its own request ids and ignores the rest.
 	cmd := m.broadcast(msg)
@@ -210,6 +227,19 @@ func (m *Model) jump(msg tctx.JumpMsg) tea.Cmd {
 	return nil
 }
 
+// keyMsg handles a key message. Several runes that arrived in one read ("jjj") are several
+// keypresses unless a text field takes them, where they are typed (or pasted) text.
+func (m *Model) keyMsg(msg tea.KeyMsg) tea.Cmd {
+	if msg.Type == tea.KeyRunes && len(msg.Runes) > 1 && !msg.Paste && m.prompt == nil && m.form == nil && !m.views[m.active].Capturing() {
+		cmds := make([]tea.Cmd, 0, len(msg.Runes))
+		for _, r := range msg.Runes {
+			cmds = append(cmds, m.key(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}, Alt: msg.Alt}))
+		}
+		return tea.Batch(cmds...)
+	}
+	return m.key(msg)
+}
+
 func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 	g := m.ctx.Keys
 	if msg.String() == "ctrl+c" {
@@ -241,7 +271,10 @@ func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 		m.navFoc = !m.navFoc
 		return nil
 	case key.Matches(msg, g.Filter):
-		return m.openPrompt("filter", v.Title()+" filter", "")
+		if sv, ok := v.(views.Searcher); ok {
+			return m.openPrompt("search", "search "+v.Title()+": "+sv.SearchHint(), sv.Query())
+		}
+		return m.openPrompt("filter", v.Title()+" filter (the rows on screen)", "")
 	case key.Matches(msg, g.Jump):
 		return m.openPrompt("jump", "jump to (owner O | key K | record ID)", "")
 	case key.Matches(msg, g.Owner):
@@ -308,7 +341,8 @@ func cutText(s string, n int) string {
 
 func (m *Model) openPrompt(kind, placeholder, value string) tea.Cmd {
 	in := textinput.New()
-	in.Prompt = map[string]string{"filter": "/", "jump": ":", "owner": "owner: "}[kind]
+	in.Prompt = map[string]string{"search": "/", "filter": "/", "jump": ":", "owner": "owner: "}[kind]
+	in.Cursor.Style = m.ctx.Styles.Cursor
 	in.Placeholder = placeholder
 	in.SetValue(value)
 	in.CharLimit = 300
@@ -322,19 +356,31 @@ func (m *Model) updatePrompt(msg tea.KeyMsg) tea.Cmd {
 	p := m.prompt
 	switch msg.Type {
 	case tea.KeyEsc:
-		if p.kind == "filter" {
-			m.views[m.active].SetFilter("")
-		}
 		m.prompt = nil
+		switch p.kind {
+		case "filter":
+			m.views[m.active].SetFilter("")
+		case "search":
+			// esc leaves search: every row again.
+			if sv, ok := m.views[m.active].(views.Searcher); ok && sv.Query() != "" {
+				return sv.Search("")
+			}
+		}
 		return nil
 	case tea.KeyEnter:
 		m.prompt = nil
 		return m.submitPrompt(p.kind, strings.TrimSpace(p.input.Value()))
 	}
+	before := p.input.Value()
 	var cmd tea.Cmd
 	p.input, cmd = p.input.Update(msg)
-	if p.kind == "filter" {
+	switch {
+	case p.kind == "filter":
 		m.views[m.active].SetFilter(p.input.Value())
+	case p.kind == "search" && p.input.Value() != before:
+		p.seq++
+		seq := p.seq
+		cmd = tea.Batch(cmd, tea.Tick(searchDebounce, func(time.Time) tea.Msg { return searchTickMsg{seq: seq} }))
 	}
 	return cmd
 }
@@ -343,6 +389,11 @@ func (m *Model) submitPrompt(kind, value string) tea.Cmd {
 	switch kind {
 	case "filter":
 		m.views[m.active].SetFilter(value)
+		return nil
+	case "search":
+		if sv, ok := m.views[m.active].(views.Searcher); ok {
+			return sv.Search(value)
+		}
 		return nil
 	case "owner":
 		return m.setOwner(value)
@@ -431,9 +482,10 @@ func padRight(s string, w int) string {
 	return s
 }
 
-// fit pads or clips a block to exactly w×h so the frame never shifts.
+// fit pads or clips a block to exactly w×h so the frame never shifts. Each line passes
+// termsafe.Frame first: whatever a view let through, only styling reaches the terminal.
 func fit(s string, w, h int) string {
-	lines := strings.Split(s, "\n")
+	lines := strings.Split(termsafe.Frame(s), "\n")
 	if len(lines) > h {
 		lines = lines[:h]
 	}
@@ -457,7 +509,7 @@ func (m *Model) headerView() string {
 	if c.Database != "" {
 		conn += " · db " + c.Database
 	}
-	parts := []string{s.HeaderTitle.Render("idemwork"), s.Subtle.Render(conn), "owner " + s.Bold.Render(m.ctx.Owner)}
+	parts := []string{s.HeaderTitle.Render("idemwork"), s.Subtle.Render(termsafe.Line(conn)), "owner " + s.Bold.Render(termsafe.Line(m.ctx.Owner))}
 	if m.ctx.ReadOnly() {
 		badge := "READ-ONLY"
 		if r := c.ReadOnlyReason; r != "" && r != "read-only session" {
@@ -499,12 +551,16 @@ func (m *Model) navView(h int) string {
 	s := m.ctx.Styles
 	lines := make([]string, 0, h)
 	for i, v := range m.views {
-		label := fmt.Sprintf("%d %s", i+1, v.Title())
+		// The active view is marked in the text too (NO_COLOR, plain captures): ">" when the view
+		// has the keys, "»" when the navigator has them.
+		label := fmt.Sprintf("  %d %s", i+1, v.Title())
 		st := s.NavItem
 		if i == m.active {
 			st = s.NavActive
+			label = fmt.Sprintf("> %d %s", i+1, v.Title())
 			if m.navFoc {
 				st = s.NavFocused
+				label = fmt.Sprintf("» %d %s", i+1, v.Title())
 			}
 		}
 		// Truncate before styling: lipgloss would wrap a long label onto a second line.
@@ -552,7 +608,7 @@ func (m *Model) statusLine() string {
 	if m.statusErr {
 		st = s.StatusError
 	}
-	return fit(" "+st.Render(m.statusText), m.width, 1)
+	return fit(" "+st.Render(termsafe.Line(m.statusText)), m.width, 1)
 }
 
 func (m *Model) helpView(w int) string {
@@ -560,7 +616,7 @@ func (m *Model) helpView(w int) string {
 	g := m.ctx.Keys
 	v := m.views[m.active]
 	var lines []string
-	lines = append(lines, s.Title.Render(v.Title()+" keys"))
+	lines = append(lines, s.Title.Render("In "+v.Title()))
 	for _, group := range v.FullHelp() {
 		lines = append(lines, "  "+renderBindings(s, group))
 	}

@@ -8,21 +8,44 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
+	"idemwork/internal/termsafe"
 	"idemwork/store"
 	tctx "idemwork/tui/context"
 )
 
 var keyToKey = key.NewBinding(key.WithKeys("K"), key.WithHelp("K", "open its key"))
 
-// NewAudit lists the owner's audit events, newest first, with the idempotency key each
-// carries; enter jumps to the record, K to the key.
-func NewAudit(ctx *tctx.ProgramContext) View {
-	v := &listView[store.AuditEvent]{ctx: ctx, title: "Audit", keys: []key.Binding{keyOpen, keyToKey}}
-	v.list.table.Columns = []Column{{Title: "WHEN", Width: 14}, {Title: "ACTION", Width: 22}, {Title: "MODULE", Width: 10},
-		{Title: "RECORD", Width: 12}, {Title: "REV", Width: 4}, {Title: "KEY", Min: 6}}
-	v.list.fetch = func(ctx gocontext.Context, db *store.DB, owner, cursor string) ([]store.AuditEvent, string, error) {
-		return db.AuditPage(ctx, owner, "", pageSize, cursor)
+// auditQuery reads an Audit search: an action prefix (actions are upper case), or "key:" and a
+// key prefix.
+func auditQuery(q string) store.AuditQuery {
+	field, v := searchField(q, "action", "action", "key")
+	if field == "key" {
+		return store.AuditQuery{KeyPrefix: v}
 	}
+	return store.AuditQuery{ActionPrefix: strings.ToUpper(v)}
+}
+
+func describeAudit(q string) string {
+	a := auditQuery(q)
+	if a.KeyPrefix != "" {
+		return "key starts with " + termsafe.Quote(a.KeyPrefix) + " (key order)"
+	}
+	return "action starts with " + termsafe.Quote(a.ActionPrefix)
+}
+
+// NewAudit lists the owner's audit events, newest first, with the idempotency key each
+// carries; enter jumps to the record, K to the key; / searches by action or key prefix.
+func NewAudit(ctx *tctx.ProgramContext) View {
+	v := &listView[store.AuditEvent]{ctx: ctx, title: "Audit", keys: []key.Binding{keyOpen, keyToKey},
+		hint: "action prefix (RECORD_P, FEATURE_), or key:PREFIX"}
+	v.list.table.Columns = []Column{{Title: "WHEN", Width: 14}, {Title: "ACTION", Width: 22}, {Title: "MODULE", Width: 10, Optional: true},
+		{Title: "RECORD", Width: 12, Optional: true}, {Title: "REV", Width: 4, Optional: true}, {Title: "KEY", Min: 16}}
+	v.list.fetch = func(ctx gocontext.Context, db *store.DB, owner, query, cursor string) ([]store.AuditEvent, string, error) {
+		q := auditQuery(query)
+		q.Owner, q.Limit, q.Cursor = owner, pageSize, cursor
+		return db.Audit(ctx, q)
+	}
+	v.list.describe = describeAudit
 	v.list.toRow = func(a store.AuditEvent) Row {
 		r := Row{Cells: []string{stamp(a.At), a.Action, a.ModuleCode, shortID(deref(a.RecordID), 12), derefInt(a.Revision), deref(a.IdempotencyKey)}}
 		if strings.HasSuffix(a.Action, "_BLOCKED") {
@@ -31,7 +54,7 @@ func NewAudit(ctx *tctx.ProgramContext) View {
 		return r
 	}
 	v.heading = func() string {
-		return ctx.Styles.Title.Render("Audit events") + ctx.Styles.Subtle.Render(fmt.Sprintf(" of %s · %s", ctx.Owner, v.list.summary()))
+		return ctx.Styles.Title.Render("Audit events") + ctx.Styles.Subtle.Render(fmt.Sprintf(" of %s · %s", safe(ctx.Owner), v.list.summary()))
 	}
 	v.onKey = func(msg tea.KeyMsg, a *store.AuditEvent) tea.Cmd {
 		switch {
@@ -46,5 +69,5 @@ func NewAudit(ctx *tctx.ProgramContext) View {
 		return nil
 	}
 	v.selection = func(a store.AuditEvent) string { return a.ID }
-	return v
+	return searchableList[store.AuditEvent]{v}
 }

@@ -1,16 +1,14 @@
 package views
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
 
+	"idemwork/internal/termsafe"
 	tctx "idemwork/tui/context"
 )
 
@@ -19,6 +17,11 @@ type Column struct {
 	Title string
 	Width int
 	Min   int
+	// Tail cuts a long cell from the left, keeping its end (an operation's ":patch").
+	Tail bool
+	// Optional columns are left out, last first, when the table is too narrow for every column
+	// at its width: better a column missing than every column cut to nothing.
+	Optional bool
 }
 
 // Row is one table row; Style (optional) colours it, e.g. BLOCKED executions.
@@ -27,25 +30,46 @@ type Row struct {
 	Style *lipgloss.Style
 }
 
-// Table is a scrolling table with a cursor and a client-side filter over loaded rows.
+// cursorMark marks the selected row in the table's gutter: visible without colour (NO_COLOR)
+// and in plain-text captures.
+const (
+	cursorMark = "> "
+	noMark     = "  "
+	gutter     = 2
+)
+
+// Table is a scrolling table with a cursor. Cells are stored terminal-safe (one line each,
+// controls shown, never obeyed) and laid out once per row and width, so drawing a frame costs
+// the visible rows only.
 type Table struct {
 	Columns []Column
-	rows    []Row
-	visible []int // indexes into rows after filtering
-	Cursor  int   // index into visible
-	offset  int
-	width   int
-	height  int
-	filter  string
+	// NoCursor draws no cursor mark (a list that is only read).
+	NoCursor bool
+	rows     []Row
+	visible  []int // indexes into rows after filtering
+	Cursor   int   // index into visible
+	offset   int
+	width    int
+	height   int
+	filter   string
+	text     []string // laid-out row text by row index, "" until drawn at the current widths
+	w        []int
 }
 
 // SetRows replaces the rows, keeping the cursor in range.
 func (t *Table) SetRows(rows []Row) {
+	for i := range rows {
+		for j, c := range rows[i].Cells {
+			rows[i].Cells[j] = termsafe.Line(c)
+		}
+	}
 	t.rows = rows
+	t.text = make([]string, len(rows))
 	t.applyFilter()
 }
 
-// SetFilter keeps the rows containing s (case-insensitive) in any cell.
+// SetFilter keeps the loaded rows containing s (case-insensitive) in any cell. Views whose rows
+// are stored data search the database instead (Searcher); this is for live lists.
 func (t *Table) SetFilter(s string) {
 	t.filter = strings.ToLower(s)
 	t.applyFilter()
@@ -83,9 +107,16 @@ func (t *Table) Len() int { return len(t.visible) }
 
 // SetSize sets the drawing area (height includes the header line).
 func (t *Table) SetSize(w, h int) {
+	if w != t.width {
+		t.text = make([]string, len(t.rows))
+		t.w = nil
+	}
 	t.width, t.height = w, h
 	t.clampOffset()
 }
+
+// BodyHeight is how many rows fit below the header.
+func (t *Table) BodyHeight() int { return t.bodyHeight() }
 
 func (t *Table) bodyHeight() int {
 	if t.height < 2 {
@@ -127,6 +158,9 @@ func (t *Table) Click(y int) bool {
 // the next keyset page).
 func (t *Table) NearEnd() bool { return t.Cursor >= len(t.visible)-t.bodyHeight() }
 
+// Offset is the first visible row (for tests and scroll positions).
+func (t *Table) Offset() int { return t.offset }
+
 func (t *Table) clampOffset() {
 	h := t.bodyHeight()
 	if t.Cursor < t.offset {
@@ -135,29 +169,45 @@ func (t *Table) clampOffset() {
 	if t.Cursor >= t.offset+h {
 		t.offset = t.Cursor - h + 1
 	}
+	if max := len(t.visible) - h; t.offset > max {
+		t.offset = max
+	}
 	if t.offset < 0 {
 		t.offset = 0
 	}
 }
 
 func (t *Table) widths() []int {
+	if t.w != nil {
+		return t.w
+	}
+	avail := t.width - gutter
 	w := make([]int, len(t.Columns))
-	fixed, flex := 0, -1
-	for i, c := range t.Columns {
-		if c.Width == 0 {
-			flex = i
-			continue
+	need := func() int {
+		n := 0
+		for i, c := range t.Columns {
+			if w[i] < 0 {
+				continue
+			}
+			if c.Width == 0 {
+				n += c.Min + 1
+			} else {
+				n += w[i] + 1
+			}
 		}
+		return n
+	}
+	for i, c := range t.Columns {
 		w[i] = c.Width
-		fixed += c.Width + 1
 	}
-	flexMin := 0
-	if flex >= 0 {
-		flexMin = t.Columns[flex].Min + 1
+	// Too narrow: leave out optional columns (last first), then shrink the widest fixed columns
+	// one cell at a time (cells truncate with an ellipsis) rather than let a row overflow.
+	for i := len(t.Columns) - 1; i >= 0 && need() > avail; i-- {
+		if t.Columns[i].Optional {
+			w[i] = -1
+		}
 	}
-	// Too narrow: shrink the widest fixed columns one cell at a time (cells truncate with an
-	// ellipsis) rather than letting the row overflow the screen.
-	for over := fixed + flexMin - t.width; over > 0; over-- {
+	for need() > avail {
 		widest := -1
 		for i, c := range t.Columns {
 			if c.Width != 0 && w[i] > 4 && (widest < 0 || w[i] > w[widest]) {
@@ -168,26 +218,57 @@ func (t *Table) widths() []int {
 			break
 		}
 		w[widest]--
-		fixed--
 	}
-	if flex >= 0 {
-		w[flex] = t.width - fixed - 1
-		if w[flex] < t.Columns[flex].Min {
-			w[flex] = t.Columns[flex].Min
+	for i, c := range t.Columns {
+		if c.Width == 0 {
+			w[i] = max(c.Min, avail-need()+c.Min)
 		}
 	}
+	t.w = w
 	return w
 }
 
-// View renders the table into exactly its height.
+// rowText lays out row i at the current widths (once; the result is kept).
+func (t *Table) rowText(i int) string {
+	if t.text[i] != "" {
+		return t.text[i]
+	}
+	w := t.widths()
+	r := t.rows[i]
+	var b strings.Builder
+	for j := range t.Columns {
+		if w[j] < 0 {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		v := ""
+		if j < len(r.Cells) {
+			v = r.Cells[j]
+		}
+		if t.Columns[j].Tail {
+			v = cutLeft(v, w[j])
+		}
+		b.WriteString(pad(v, w[j]))
+	}
+	t.text[i] = pad(b.String(), t.width-gutter)
+	return t.text[i]
+}
+
+// View renders the table into exactly its height; each line is exactly its width. The selected
+// row carries the cursor mark; focused, it is also drawn in reverse video or the selection
+// colour.
 func (t *Table) View(s tctx.Styles, focused bool) string {
 	w := t.widths()
 	var b strings.Builder
-	cells := make([]string, len(t.Columns))
+	cells := make([]string, 0, len(t.Columns))
 	for i, c := range t.Columns {
-		cells[i] = pad(c.Title, w[i])
+		if w[i] >= 0 {
+			cells = append(cells, pad(c.Title, w[i]))
+		}
 	}
-	b.WriteString(s.TableHeader.Render(cut(strings.Join(cells, " "), t.width)))
+	b.WriteString(s.TableHeader.Render(pad(noMark+strings.Join(cells, " "), t.width)))
 	h := t.bodyHeight()
 	for line := 0; line < h; line++ {
 		b.WriteByte('\n')
@@ -195,27 +276,23 @@ func (t *Table) View(s tctx.Styles, focused bool) string {
 		if i >= len(t.visible) {
 			if len(t.visible) == 0 && line == 0 {
 				b.WriteString(s.Subtle.Render(pad("  (nothing here)", t.width)))
+			} else {
+				b.WriteString(strings.Repeat(" ", t.width))
 			}
 			continue
 		}
-		r := t.rows[t.visible[i]]
-		for j := range t.Columns {
-			v := ""
-			if j < len(r.Cells) {
-				v = r.Cells[j]
-			}
-			cells[j] = pad(v, w[j])
-		}
-		text := cut(strings.Join(cells, " "), t.width)
+		ri := t.visible[i]
+		r := t.rows[ri]
+		text := t.rowText(ri)
 		switch {
-		case i == t.Cursor && focused:
-			b.WriteString(s.RowSelected.Render(pad(text, t.width)))
-		case i == t.Cursor:
-			b.WriteString(s.Bold.Render(pad(text, t.width)))
+		case i == t.Cursor && !t.NoCursor && focused:
+			b.WriteString(s.RowSelected.Render(cursorMark + text))
+		case i == t.Cursor && !t.NoCursor:
+			b.WriteString(s.Bold.Render(cursorMark + text))
 		case r.Style != nil:
-			b.WriteString(r.Style.Render(text))
+			b.WriteString(r.Style.Render(noMark + text))
 		default:
-			b.WriteString(s.Row.Render(text))
+			b.WriteString(s.Row.Render(noMark + text))
 		}
 	}
 	return b.String()
@@ -244,6 +321,19 @@ func cut(s string, w int) string {
 	return ansi.Truncate(s, w, "…")
 }
 
+// cutLeft truncates s to at most w cells from the left, keeping its end.
+func cutLeft(s string, w int) string {
+	n := ansi.StringWidth(s)
+	if w <= 0 || n <= w {
+		return s
+	}
+	return ansi.TruncateLeft(s, n-w+1, "…")
+}
+
+// safe is a stored string as one terminal-safe line: every stored string passes through it (or
+// through a Table, which applies it to every cell) before it reaches the screen.
+func safe(s string) string { return termsafe.Line(s) }
+
 // fitBlock clips every line of s to w cells and the block to h lines, padding to exactly h.
 func fitBlock(s string, w, h int) string {
 	lines := strings.Split(s, "\n")
@@ -259,103 +349,8 @@ func fitBlock(s string, w, h int) string {
 	return strings.Join(lines, "\n")
 }
 
-// pane draws a titled box of exactly w×h cells.
-func pane(s tctx.Styles, title, body string, w, h int, focused bool) string {
-	st := s.Pane
-	if focused {
-		st = s.PaneFocused
-	}
-	innerW, innerH := w-4, h-2
-	if innerW < 1 || innerH < 1 {
-		return ""
-	}
-	content := s.PaneTitle.Render(cut(title, innerW))
-	if innerH > 1 {
-		content += "\n" + fitBlock(body, innerW, innerH-1)
-	}
-	return st.Width(w - 2).Height(innerH).Render(content)
-}
-
-// columns lays panes out side by side, splitting w evenly.
-func columns(s tctx.Styles, w, h int, titles []string, bodies []string, focus int) string {
-	n := len(titles)
-	var parts []string
-	left := w
-	for i := 0; i < n; i++ {
-		cw := left / (n - i)
-		left -= cw
-		parts = append(parts, pane(s, titles[i], bodies[i], cw, h, i == focus))
-	}
-	return lipgloss.JoinHorizontal(lipgloss.Top, parts...)
-}
-
 // joinH places blocks side by side.
 func joinH(blocks ...string) string { return lipgloss.JoinHorizontal(lipgloss.Top, blocks...) }
-
-// prettyJSON renders JSON indented with sorted keys and colours.
-func prettyJSON(s tctx.Styles, raw []byte) string {
-	if len(bytes.TrimSpace(raw)) == 0 || string(raw) == "null" {
-		return s.Subtle.Render("null")
-	}
-	var v any
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if err := dec.Decode(&v); err != nil {
-		return string(raw)
-	}
-	var b strings.Builder
-	writeJSONValue(&b, s, v, 0)
-	return b.String()
-}
-
-func writeJSONValue(b *strings.Builder, s tctx.Styles, v any, indent int) {
-	ind := strings.Repeat("  ", indent)
-	switch t := v.(type) {
-	case map[string]any:
-		if len(t) == 0 {
-			b.WriteString(s.JSONPunct.Render("{}"))
-			return
-		}
-		keys := make([]string, 0, len(t))
-		for k := range t {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		b.WriteString(s.JSONPunct.Render("{"))
-		for i, k := range keys {
-			b.WriteString("\n" + ind + "  " + s.JSONKey.Render(fmt.Sprintf("%q", k)) + s.JSONPunct.Render(": "))
-			writeJSONValue(b, s, t[k], indent+1)
-			if i < len(keys)-1 {
-				b.WriteString(s.JSONPunct.Render(","))
-			}
-		}
-		b.WriteString("\n" + ind + s.JSONPunct.Render("}"))
-	case []any:
-		if len(t) == 0 {
-			b.WriteString(s.JSONPunct.Render("[]"))
-			return
-		}
-		b.WriteString(s.JSONPunct.Render("["))
-		for i, e := range t {
-			b.WriteString("\n" + ind + "  ")
-			writeJSONValue(b, s, e, indent+1)
-			if i < len(t)-1 {
-				b.WriteString(s.JSONPunct.Render(","))
-			}
-		}
-		b.WriteString("\n" + ind + s.JSONPunct.Render("]"))
-	case string:
-		b.WriteString(s.JSONString.Render(fmt.Sprintf("%q", t)))
-	case json.Number:
-		b.WriteString(s.JSONNumber.Render(t.String()))
-	case bool:
-		b.WriteString(s.JSONNumber.Render(fmt.Sprint(t)))
-	case nil:
-		b.WriteString(s.Subtle.Render("null"))
-	default:
-		b.WriteString(fmt.Sprint(t))
-	}
-}
 
 // sparkline draws values as block characters, scaled to their max, in at most w cells.
 func sparkline(values []float64, w int) string {

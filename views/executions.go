@@ -7,19 +7,41 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
+	"idemwork/internal/termsafe"
 	"idemwork/store"
 	tctx "idemwork/tui/context"
 )
 
-// NewExecutions lists the owner's feature executions, newest first; BLOCKED (a direct
-// external call that failed closed) stands out, and enter jumps to the record.
-func NewExecutions(ctx *tctx.ProgramContext) View {
-	v := &listView[store.Execution]{ctx: ctx, title: "Executions", keys: []key.Binding{keyOpen}}
-	v.list.table.Columns = []Column{{Title: "WHEN", Width: 14}, {Title: "MODULE", Width: 10}, {Title: "RECORD", Width: 12},
-		{Title: "FEAT", Width: 4}, {Title: "MODE", Width: 16}, {Title: "STATUS", Width: 9}, {Title: "KEY", Min: 6}}
-	v.list.fetch = func(ctx gocontext.Context, db *store.DB, owner, cursor string) ([]store.Execution, string, error) {
-		return db.ExecutionPage(ctx, owner, pageSize, cursor)
+// executionQuery reads an Executions search: a key prefix, or "record:" and a record id prefix.
+func executionQuery(q string) store.ExecutionQuery {
+	field, v := searchField(q, "key", "key", "record", "id")
+	if field == "key" {
+		return store.ExecutionQuery{KeyPrefix: v}
 	}
+	return store.ExecutionQuery{RecordPrefix: v}
+}
+
+func describeExecutions(q string) string {
+	e := executionQuery(q)
+	if e.RecordPrefix != "" {
+		return "record id starts with " + termsafe.Quote(e.RecordPrefix) + " (newest record first)"
+	}
+	return "key starts with " + termsafe.Quote(e.KeyPrefix) + " (key order)"
+}
+
+// NewExecutions lists the owner's feature executions, newest first; BLOCKED (a direct
+// external call that failed closed) stands out; enter jumps to the record, K to the key.
+func NewExecutions(ctx *tctx.ProgramContext) View {
+	v := &listView[store.Execution]{ctx: ctx, title: "Executions", keys: []key.Binding{keyOpen, keyToKey},
+		hint: "key prefix, or record:ID-PREFIX"}
+	v.list.table.Columns = []Column{{Title: "WHEN", Width: 14}, {Title: "MODULE", Width: 10, Optional: true}, {Title: "RECORD", Width: 12, Optional: true},
+		{Title: "FEAT", Width: 4}, {Title: "MODE", Width: 16}, {Title: "STATUS", Width: 9}, {Title: "KEY", Min: 6}}
+	v.list.fetch = func(ctx gocontext.Context, db *store.DB, owner, query, cursor string) ([]store.Execution, string, error) {
+		q := executionQuery(query)
+		q.Owner, q.Limit, q.Cursor = owner, pageSize, cursor
+		return db.Executions(ctx, q)
+	}
+	v.list.describe = describeExecutions
 	v.list.toRow = func(e store.Execution) Row {
 		r := Row{Cells: []string{stamp(e.CreatedAt), e.ModuleCode, shortID(e.RecordID, 12), e.FeatureID, e.Mode, e.Status, deref(e.IdempotencyKey)}}
 		switch e.Status {
@@ -38,15 +60,21 @@ func NewExecutions(ctx *tctx.ProgramContext) View {
 				blocked++
 			}
 		}
-		return s.Title.Render("Feature executions") + s.Subtle.Render(fmt.Sprintf(" of %s · %s · ", ctx.Owner, v.list.summary())) +
+		return s.Title.Render("Feature executions") + s.Subtle.Render(fmt.Sprintf(" of %s · %s · ", safe(ctx.Owner), v.list.summary())) +
 			s.Warning.Render(fmt.Sprintf("%d BLOCKED", blocked)) + s.Subtle.Render(" (failed closed: no provider was called)")
 	}
 	v.onKey = func(msg tea.KeyMsg, e *store.Execution) tea.Cmd {
-		if key.Matches(msg, keyOpen) && e != nil {
+		switch {
+		case e == nil:
+		case key.Matches(msg, keyOpen):
 			return jump(tctx.JumpRecord, e.ModuleCode, e.RecordID)
+		case key.Matches(msg, keyToKey) && e.IdempotencyKey != nil:
+			return jump(tctx.JumpKey, "", *e.IdempotencyKey)
+		case key.Matches(msg, keyToKey):
+			return status("this execution ran without an idempotency key", true)
 		}
 		return nil
 	}
 	v.selection = func(e store.Execution) string { return e.ID }
-	return v
+	return searchableList[store.Execution]{v}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/charmbracelet/bubbles/key"
 	"github.com/charmbracelet/bubbles/textinput"
@@ -14,6 +15,7 @@ import (
 
 	"idemwork/apperr"
 	"idemwork/idem"
+	"idemwork/internal/termsafe"
 	"idemwork/kernel"
 	tctx "idemwork/tui/context"
 )
@@ -36,7 +38,15 @@ type Form struct {
 	req     int
 	result  *kernel.WriteResult
 	errText string
-	loadErr string
+	// errField is the field errText is about ("" for the write's own error): fixing the field
+	// clears it.
+	errField string
+	loadErr  string
+	// notes are what the form says about its prefill and its inputs (kept payloads, dropped
+	// control characters).
+	notes []string
+	// sentKey is the Idempotency-Key of the last write ("" none): what ctrl+r will do again.
+	sentKey string
 }
 
 type formField struct {
@@ -46,6 +56,9 @@ type formField struct {
 	choice   int
 	validate func(string) string // "" when valid
 	hint     string
+	// edited is true once the user typed into the field: a late prefill or a module switch
+	// never overwrites what they wrote.
+	edited bool
 }
 
 func (f *formField) value() string {
@@ -179,6 +192,10 @@ func NewForm(ctx *tctx.ProgramContext, m tctx.OpenFormMsg) *Form {
 			return ""
 		}, hint: "replays never read rules: lower it below a stored record and replay its key"}}
 	}
+	for _, fl := range f.fields {
+		// The cursor in reverse video: visible without colour (NO_COLOR) too.
+		fl.input.Cursor.Style = ctx.Styles.Cursor
+	}
 	f.focusField(0)
 	return f
 }
@@ -242,9 +259,22 @@ func (f *Form) Update(msg tea.Msg) tea.Cmd {
 			f.loadErr = errText(msg.err)
 			return nil
 		}
-		f.field("Title").input.SetValue(msg.title)
-		f.field("Summary").input.SetValue(msg.summary)
-		f.field("Payload").input.SetValue(msg.payload)
+		// The fields and the expected revision come from the same read, so a fresh title is never
+		// sent with a stale revision; what the user already typed stays.
+		for label, value := range map[string]string{"Title": msg.title, "Summary": msg.summary, "Payload": msg.payload,
+			"Expect revision": strconv.Itoa(msg.revision)} {
+			fl := f.field(label)
+			if fl == nil || fl.edited {
+				continue
+			}
+			fl.input.SetValue(value)
+			if label != "Expect revision" && !termsafe.Safe(value) {
+				f.notes = append(f.notes, fmt.Sprintf("the stored %s holds control characters (shown as %s); this field cannot hold them",
+					strings.ToLower(label), cut(termsafe.Line(value), 24)))
+			}
+		}
+		f.rev = msg.revision
+		f.notes = append(f.notes, fmt.Sprintf("prefilled from revision %d, the latest", msg.revision))
 		return nil
 	case formResultMsg:
 		if msg.req != f.req {
@@ -253,12 +283,15 @@ func (f *Form) Update(msg tea.Msg) tea.Cmd {
 		f.busy = false
 		if msg.err != nil {
 			e := apperr.As(msg.err)
-			f.errText = fmt.Sprintf("%s (HTTP %d): %s", e.Code, e.Status(), e.Message)
+			f.errText, f.errField = termsafe.Line(fmt.Sprintf("%s (HTTP %d): %s", e.Code, e.Status(), e.Message)), ""
 			f.result = nil
-			return status(string(e.Code)+": "+e.Message, true)
+			return status(termsafe.Line(string(e.Code)+": "+e.Message), true)
 		}
-		f.result, f.errText = &msg.res, ""
+		f.result, f.errText, f.errField = &msg.res, "", ""
 		text := fmt.Sprintf("%s %s", msg.res.Outcome, msg.res.Operation)
+		if off := f.clockOffset(); off != "" {
+			text += " — written under the moved clock (" + off + ")"
+		}
 		cmds := []tea.Cmd{status(text, false), func() tea.Msg { return tctx.DataChangedMsg{} }}
 		if r := msg.res.Record; r != nil {
 			// Behind the form, the workbench opens the rows just written (or replayed); the form
@@ -298,21 +331,35 @@ func (f *Form) Update(msg tea.Msg) tea.Cmd {
 		}
 		fl := f.fields[f.focus]
 		if fl.choices != nil {
+			before := fl.value()
 			switch msg.String() {
 			case "left":
 				fl.choice = (fl.choice + len(fl.choices) - 1) % len(fl.choices)
 			case "right", " ":
 				fl.choice = (fl.choice + 1) % len(fl.choices)
 			}
-			if fl.label == "Module" {
+			if fl.label == "Module" && fl.value() != before {
 				if p := f.field("Payload"); p != nil {
-					p.input.SetValue(defaultPayload(fl.value()))
+					if p.edited && p.input.Value() != defaultPayload(before) {
+						f.notes = []string{"the payload you edited is kept; its " + fl.value() + " example is " + defaultPayload(fl.value())}
+					} else {
+						p.input.SetValue(defaultPayload(fl.value()))
+						p.edited = false
+					}
 				}
 			}
 			return nil
 		}
+		old := fl.input.Value()
 		var cmd tea.Cmd
 		fl.input, cmd = fl.input.Update(msg)
+		if fl.input.Value() != old {
+			fl.edited = true
+			// A submit error about this field goes once the field is right.
+			if f.errField == fl.label && fl.validate != nil && fl.validate(fl.value()) == "" {
+				f.errText, f.errField = "", ""
+			}
+		}
 		return cmd
 	}
 	if f.focus < len(f.fields) && f.fields[f.focus].choices == nil {
@@ -331,7 +378,7 @@ func (f *Form) submit() tea.Cmd {
 	for _, fl := range f.fields {
 		if fl.validate != nil {
 			if e := fl.validate(fl.value()); e != "" {
-				f.errText = fl.label + ": " + e
+				f.errText, f.errField = fl.label+": "+e, fl.label
 				return nil
 			}
 		}
@@ -346,7 +393,7 @@ func (f *Form) submit() tea.Cmd {
 		f.errText = "READ_ONLY: this session is read-only; reconnect with --allow-writes to write"
 		return nil
 	}
-	f.busy, f.errText = true, ""
+	f.busy, f.errText, f.errField = true, "", ""
 	f.req++
 	req, k, owner := f.req, f.ctx.Kernel, f.ctx.Owner
 	val := func(label string) string {
@@ -363,6 +410,7 @@ func (f *Form) submit() tea.Cmd {
 	}
 	str := func(label string) *string { s := val(label); return &s }
 	keyVal := val("Idempotency-Key")
+	f.sentKey = keyVal
 	switch f.kind {
 	case "create":
 		in := kernel.CreateInput{Owner: owner, Module: val("Module"), Key: keyVal, Title: val("Title"), Summary: str("Summary"), Payload: raw("Payload")}
@@ -409,19 +457,26 @@ func (f *Form) innerWidth() int {
 func (f *Form) View() string {
 	s := f.ctx.Styles
 	iw := f.innerWidth()
-	titles := map[string]string{"create": "Create a record", "patch": "Patch " + f.module + " " + f.record,
-		"action": "Run a feature of " + f.module + " " + f.record, "rules": "Module rules (change at run time)"}
+	titles := map[string]string{"create": "Create a record", "patch": "Patch " + safe(f.module) + " " + safe(f.record),
+		"action": "Run a feature of " + safe(f.module) + " " + safe(f.record), "rules": "Module rules (change at run time)"}
 	var b []string
 	b = append(b, s.Title.Render(cut(titles[f.kind], iw)))
 	if f.loadErr != "" {
 		b = append(b, s.Danger.Render(cut(f.loadErr, iw)))
 	}
+	if off := f.clockOffset(); off != "" && f.kind != "rules" {
+		b = append(b, s.Warning.Render(cut("the workbench clock is moved "+off+": this write is stamped "+
+			f.ctx.Now().Local().Format("Jan 2 15:04")+" and its key expires by that clock", iw)))
+	}
+	for _, n := range f.notes {
+		b = append(b, s.Subtle.Render(cut(n, iw)))
+	}
 	for i, fl := range f.fields {
-		label := s.InputLabel
+		label, mark := s.InputLabel, "  "
 		if i == f.focus {
-			label = s.InputLabelFocused
+			label, mark = s.InputLabelFocused, "> "
 		}
-		b = append(b, label.Render(fl.label))
+		b = append(b, label.Render(mark+fl.label))
 		if fl.choices != nil {
 			var parts []string
 			for j, c := range fl.choices {
@@ -474,7 +529,13 @@ func (f *Form) View() string {
 	}
 	help := "enter/ctrl+s submit · ctrl+r send again · ctrl+n fresh key · tab next · esc close"
 	if f.result != nil {
-		help = "ctrl+r send again (replays) · ctrl+o open the record · ctrl+n fresh key · esc close"
+		again := "ctrl+r send again (same key: replays)"
+		if f.sentKey == "" {
+			again = "ctrl+r send again (no key: executes again)"
+		} else if k := f.field("Idempotency-Key"); k != nil && k.value() != f.sentKey {
+			again = "ctrl+r send with the new key (executes)"
+		}
+		help = again + " · ctrl+o open the record · ctrl+n fresh key · esc close"
 	}
 	b = append(b, s.Subtle.Render(cut(help, iw)))
 	body := strings.Join(b, "\n")
@@ -482,6 +543,19 @@ func (f *Form) View() string {
 		body = fitBlock(body, iw, min(strings.Count(body, "\n")+1, f.h-2))
 	}
 	return s.Modal.Width(iw + 2).Render(body)
+}
+
+// clockOffset is the moved clock's offset ("" when it is not moved).
+func (f *Form) clockOffset() string {
+	if f.ctx.Clock == nil || f.ctx.Clock.Offset() == 0 {
+		return ""
+	}
+	d := f.ctx.Clock.Offset()
+	sign := "+"
+	if d < 0 {
+		sign, d = "-", -d
+	}
+	return sign + d.Round(time.Second).String()
 }
 
 // ShortHelp is the footer help.

@@ -9,16 +9,19 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/ansi"
 
 	"idemwork/idem"
+	"idemwork/internal/termsafe"
 	"idemwork/kernel"
 	"idemwork/store"
 	tctx "idemwork/tui/context"
 )
 
-// Keys lists the owner's idempotency keys; a selected key opens side by side: the raw
-// envelope, the exact result a replay restores, the latest record, the drift between them, and
-// the audit events written by that request.
+// Keys lists the owner's idempotency keys in every state; a selected key opens side by side:
+// the stored envelope, what a replay restores (or why it fails closed), the latest record and
+// the drift, what the next request with the key meets, and the key's rows life by life. Each
+// pane scrolls; ←/→ move between them and y copies the focused one.
 type Keys struct {
 	ctx  *tctx.ProgramContext
 	w, h int
@@ -28,20 +31,44 @@ type Keys struct {
 	detail *keyDetail
 }
 
+// Panes of a key's detail, in focus order.
+const (
+	paneEnvelope = iota
+	paneReplay
+	paneLatest
+	paneHistory
+	keyPanes
+)
+
 type keyDetail struct {
 	req   int
 	key   string
 	view  *kernel.KeyView
 	err   string
-	audit Table
+	panes [keyPanes]scrollPane
+	focus int
+	head  []string // the lines above the panes, laid out for the width
+	// stored is true for a key opened from the list (looked up as stored, see InspectStoredKey).
+	stored bool
+	// The envelope pane's content, indented for a wide screen and on one line (wrapped) for a
+	// narrow one, where the pane has a few lines only.
+	envTitle, envRaw   string
+	envWide, envNarrow []string
+	envNarrowShown     bool
 }
 
 // NewKeys returns the Keys view.
 func NewKeys(ctx *tctx.ProgramContext) *Keys {
 	v := &Keys{ctx: ctx}
-	v.list.table.Columns = []Column{{Title: "KEY", Min: 14}, {Title: "STATUS", Width: 10}, {Title: "POLICY", Width: 18}, {Title: "OPERATION", Width: 24}, {Title: "EXPIRES", Width: 10}}
-	v.list.fetch = func(ctx gocontext.Context, db *store.DB, owner, cursor string) ([]store.KeyRow, string, error) {
-		return db.KeyPage(ctx, owner, pageSize, cursor)
+	v.list.table.Columns = []Column{{Title: "KEY", Min: 16}, {Title: "STATUS", Width: 10}, {Title: "POLICY", Width: 20, Optional: true},
+		{Title: "OPERATION", Width: 26, Tail: true}, {Title: "EXPIRES", Width: 9}}
+	v.list.fetch = func(ctx gocontext.Context, db *store.DB, owner, query, cursor string) ([]store.KeyRow, string, error) {
+		_, prefix := searchField(query, "key", "key")
+		return db.Keys(ctx, store.KeyQuery{Owner: owner, Prefix: prefix, Limit: pageSize, Cursor: cursor})
+	}
+	v.list.describe = func(q string) string {
+		_, p := searchField(q, "key", "key")
+		return "keys starting with " + termsafe.Quote(p) + " (A→Z)"
 	}
 	v.list.toRow = v.keyRow
 	return v
@@ -61,11 +88,11 @@ type keyDetailMsg struct {
 
 func (v *Keys) reload() tea.Cmd { return v.list.reload(v.ctx) }
 
-// OpenKey shows one key side by side (used by jumps).
-func (v *Keys) OpenKey(k string) tea.Cmd {
-	d := &keyDetail{key: k}
-	d.audit.Columns = []Column{{Title: "WHEN", Width: 14}, {Title: "ACTION", Min: 12}, {Title: "REV", Width: 4}, {Title: "RECORD", Width: 14}}
-	v.detail = d
+// OpenKey shows one key side by side (used by jumps: k was typed, and must be a valid key).
+func (v *Keys) OpenKey(k string) tea.Cmd { return v.open(k, false) }
+
+func (v *Keys) open(k string, stored bool) tea.Cmd {
+	v.detail = &keyDetail{key: k, focus: paneReplay, stored: stored}
 	v.SetSize(v.w, v.h)
 	return v.loadDetail()
 }
@@ -73,9 +100,13 @@ func (v *Keys) OpenKey(k string) tea.Cmd {
 func (v *Keys) loadDetail() tea.Cmd {
 	v.req++
 	v.detail.req = v.req
-	req, k, owner, name := v.req, v.ctx.Kernel, v.ctx.Owner, v.detail.key
+	req, k, owner, name, stored := v.req, v.ctx.Kernel, v.ctx.Owner, v.detail.key, v.detail.stored
 	return query(func(ctx gocontext.Context) tea.Msg {
-		view, err := k.InspectKey(ctx, owner, name)
+		inspect := k.InspectKey
+		if stored {
+			inspect = k.InspectStoredKey
+		}
+		view, err := inspect(ctx, owner, name)
 		return keyDetailMsg{req: req, view: view, err: err}
 	})
 }
@@ -94,16 +125,17 @@ func (v *Keys) Update(msg tea.Msg) tea.Cmd {
 			v.detail.err = errText(msg.err)
 			return nil
 		}
+		v.detail.err = ""
 		v.detail.view = &msg.view
-		var rows []Row
-		for _, a := range []store.AuditEvent{} {
-			rows = append(rows, Row{Cells: []string{stamp(a.At), a.Action, derefInt(a.Revision), shortID(deref(a.RecordID), 14)}})
-		}
-		v.detail.audit.SetRows(rows)
+		v.fillDetail()
 	case TickMsg:
 		v.list.refill()
+		if v.detail != nil && v.detail.view != nil {
+			v.layoutHead() // the expiry countdown
+		}
 	case tctx.OwnerChangedMsg:
 		v.detail = nil
+		v.list.query = ""
 		return v.reload()
 	case tctx.DataChangedMsg:
 		cmds := []tea.Cmd{v.reload()}
@@ -115,31 +147,18 @@ func (v *Keys) Update(msg tea.Msg) tea.Cmd {
 		if v.detail == nil {
 			return v.list.mouse(v.ctx, msg, msg.Y-1)
 		}
+		v.detail.panes[v.detail.focus].Wheel(msg)
 	case tea.KeyMsg:
 		if v.detail != nil {
-			switch {
-			case key.Matches(msg, keyBack):
-				v.detail = nil
-			case key.Matches(msg, keyRefresh):
-				return v.loadDetail()
-			case key.Matches(msg, keyOpen):
-				if kv := v.detail.view; kv != nil {
-					if r := kv.Latest.Record; r != nil {
-						return jump(tctx.JumpRecord, r.ModuleCode, r.ID)
-					}
-				}
-			default:
-				moveTable(&v.detail.audit, msg, 5)
-			}
-			return nil
+			return v.updateDetail(msg)
 		}
-		if ok, cmd := v.list.keyNav(v.ctx, msg, v.h-2); ok {
+		if ok, cmd := v.list.keyNav(v.ctx, msg, v.list.table.BodyHeight()); ok {
 			return cmd
 		}
 		switch {
 		case key.Matches(msg, keyOpen):
 			if r := v.list.selected(); r != nil {
-				return v.OpenKey(r.Key)
+				return v.open(r.Key, true)
 			}
 		case key.Matches(msg, keyRefresh):
 			return v.reload()
@@ -148,8 +167,45 @@ func (v *Keys) Update(msg tea.Msg) tea.Cmd {
 	return nil
 }
 
+func (v *Keys) updateDetail(msg tea.KeyMsg) tea.Cmd {
+	d := v.detail
+	switch {
+	case key.Matches(msg, keyBack):
+		v.detail = nil
+	case key.Matches(msg, keyRefresh):
+		return v.loadDetail()
+	case key.Matches(msg, keyPaneLeft):
+		d.focus = (d.focus + keyPanes - 1) % keyPanes
+	case key.Matches(msg, keyPaneRight):
+		d.focus = (d.focus + 1) % keyPanes
+	case key.Matches(msg, keyOpen):
+		if kv := d.view; kv != nil {
+			if r := kv.Latest.Record; r != nil {
+				return jump(tctx.JumpRecord, r.ModuleCode, r.ID)
+			}
+			return status("this key names no record that exists", true)
+		}
+	default:
+		d.panes[d.focus].Scroll(msg)
+	}
+	return nil
+}
+
 func jump(kind tctx.JumpKind, module, id string) tea.Cmd {
 	return func() tea.Msg { return tctx.JumpMsg{Kind: kind, Module: module, ID: id} }
+}
+
+// shortPolicy drops the words every policy name shares, for the list's narrow column.
+func shortPolicy(p string) string { return strings.Replace(p, "-reference", "", 1) }
+
+// shortOperation keeps an operation's module and action and shortens the record id between
+// them to its tail: "MEM-001:…00001:feature:F02" (the table cuts what is left from the left).
+func shortOperation(op string) string {
+	parts := strings.Split(op, ":")
+	if len(parts) >= 4 && parts[1] == "record" && len(parts[2]) > 6 {
+		return parts[0] + ":…" + parts[2][len(parts[2])-5:] + ":" + strings.Join(parts[3:], ":")
+	}
+	return op
 }
 
 func (v *Keys) keyRow(r store.KeyRow) Row {
@@ -159,11 +215,14 @@ func (v *Keys) keyRow(r store.KeyRow) Row {
 	var style *lipgloss.Style
 	if r.Response != nil {
 		if env, err := idem.ParseEnvelope(r.Response); err == nil {
-			policy = env.Policy
+			policy = shortPolicy(env.Policy)
 			if env.Legacy {
-				policy = "LEGACY raw-json-v1"
+				policy = "LEGACY"
 				style = &s.Warning
 			}
+		} else {
+			policy = "UNREADABLE"
+			style = &s.Danger
 		}
 	}
 	expires := ago(now, r.ExpiresAt)
@@ -174,36 +233,17 @@ func (v *Keys) keyRow(r store.KeyRow) Row {
 	if r.Status == "PROCESSING" {
 		style = &s.Danger
 	}
-	return Row{Cells: []string{r.Key, r.Status, policy, r.Operation, expires}, Style: style}
+	return Row{Cells: []string{r.Key, r.Status, policy, shortOperation(r.Operation), expires}, Style: style}
 }
 
 // SetSize sets the drawing area.
 func (v *Keys) SetSize(w, h int) {
 	v.w, v.h = w, h
 	v.list.table.SetSize(w, h-1)
-	if v.detail != nil {
-		v.detail.audit.SetSize(w-4, auditPaneHeight(h)-2)
+	if v.detail != nil && v.detail.view != nil {
+		v.layoutHead()
+		v.sizePanes()
 	}
-}
-
-func auditPaneHeight(h int) int {
-	if h < 24 {
-		return 6
-	}
-	return 8
-}
-
-// View renders the view.
-func (v *Keys) View() string {
-	s := v.ctx.Styles
-	if v.detail != nil {
-		return v.viewDetail()
-	}
-	head := s.Title.Render("Idempotency keys") + s.Subtle.Render(fmt.Sprintf(" of %s · %s", v.ctx.Owner, v.list.summary()))
-	if v.list.err != "" {
-		head = s.Danger.Render(v.list.err)
-	}
-	return cut(head, v.w) + "\n" + v.list.table.View(s, true)
 }
 
 // Drift describes how the replayed result relates to the latest record.
@@ -211,11 +251,11 @@ func Drift(kv *kernel.KeyView) string {
 	r, l := kv.Restored.Record, kv.Latest.Record
 	switch {
 	case kv.Legacy:
-		return "legacy raw-json-v1 receipt: readable only; a replay of identity:create is refused (410)"
+		return "legacy raw-json-v1 receipt: readable only, never replayed"
 	case kv.RestoreError != nil:
 		return fmt.Sprintf("a replay FAILS CLOSED: %s", kv.RestoreError.Code)
 	case kv.Status == "PROCESSING":
-		return "PROCESSING: reserved but never committed as a success; never replayed, never re-executed"
+		return "PROCESSING: nothing to replay"
 	case r == nil && kv.Restored.Review != nil:
 		return fmt.Sprintf("replay returns review %s (verdict %s)", kv.Restored.Review.ID, kv.Restored.Review.Verdict)
 	case r == nil:
@@ -229,114 +269,284 @@ func Drift(kv *kernel.KeyView) string {
 	}
 }
 
+// stateStyle colours a key state.
+func (v *Keys) stateStyle(kv *kernel.KeyView) lipgloss.Style {
+	s := v.ctx.Styles
+	switch kv.State {
+	case kernel.KeyProcessing, kernel.KeyFailsClosed:
+		return s.Danger
+	case kernel.KeyExpired, kernel.KeyLegacy:
+		return s.Warning
+	}
+	if kv.Latest.Record != nil && kv.Restored.Record != nil && kv.Latest.Record.Revision != kv.Restored.Record.Revision {
+		return s.Warning
+	}
+	return s.Success
+}
+
+// layoutHead lays out the lines above the panes: the key, its state and expiry, the operation,
+// and the verdict (what the next request meets), wrapped to at most three lines.
+func (v *Keys) layoutHead() {
+	s := v.ctx.Styles
+	d := v.detail
+	kv := d.view
+	now := v.ctx.Now()
+	expiry := "expires " + ago(now, kv.ExpiresAt) + " (" + kv.ExpiresAt.Local().Format("Jan 2 15:04:05") + ")"
+	if !kv.ExpiresAt.After(now) {
+		expiry = "EXPIRED " + ago(now, kv.ExpiresAt) + ": the next request with this key executes again"
+	}
+	st := v.stateStyle(kv)
+	head := []string{
+		cut(s.Title.Render("key "+safe(kv.Key))+s.Subtle.Render(" · ")+st.Render(kv.State)+s.Subtle.Render(" · "+expiry), v.w),
+		cut(s.Subtle.Render("operation ")+safe(kv.Operation), v.w),
+	}
+	// A replayable key says how the replay relates to the record now; any other state says
+	// what the next request meets.
+	if kv.State == kernel.KeySucceeded {
+		head = append(head, st.Render(cut(Drift(kv), v.w)))
+	} else {
+		verdict := strings.Split(ansi.Wrap(safe(kv.Verdict), v.w, " "), "\n")
+		if len(verdict) > 3 {
+			verdict = append(verdict[:2], cut(strings.Join(verdict[2:], " "), v.w))
+		}
+		for _, l := range verdict {
+			head = append(head, st.Render(l))
+		}
+	}
+	d.head = head
+}
+
+func historyPaneHeight(h int) int {
+	if h < 30 {
+		return 5
+	}
+	return 9
+}
+
+// sizePanes gives each pane its size for the width: three panes side by side from 96 columns,
+// else the envelope (on one wrapped line) above the other two.
+func (v *Keys) sizePanes() {
+	d := v.detail
+	if narrow := v.w < 96; narrow != d.envNarrowShown || d.panes[paneEnvelope].title == "" {
+		d.envNarrowShown = narrow
+		lines := d.envWide
+		if narrow {
+			lines = d.envNarrow
+		}
+		d.panes[paneEnvelope].SetContent(d.envTitle, lines, d.envRaw)
+	}
+	histH := historyPaneHeight(v.h)
+	bodyH := max(5, v.h-len(d.head)-histH)
+	if v.w >= 96 {
+		left := v.w
+		for i := 0; i < 3; i++ {
+			cw := left / (3 - i)
+			left -= cw
+			d.panes[i].SetSize(cw, bodyH)
+		}
+	} else {
+		envH := 6
+		d.panes[paneEnvelope].SetSize(v.w, envH)
+		rest := max(4, bodyH-envH)
+		d.panes[paneReplay].SetSize(v.w/2, rest)
+		d.panes[paneLatest].SetSize(v.w-v.w/2, rest)
+	}
+	d.panes[paneHistory].SetSize(v.w, histH)
+}
+
+// fillDetail builds every pane's content once, when the key arrives.
+func (v *Keys) fillDetail() {
+	s := v.ctx.Styles
+	d := v.detail
+	kv := d.view
+	paint := newJSONPainter(s)
+	v.layoutHead()
+
+	// Envelope: the stored bytes, whatever they are.
+	envTitle, envLines, envRaw := "Envelope (stored)", paint.lines(kv.Envelope), indentJSON(kv.Envelope)
+	switch {
+	case kv.Envelope == nil:
+		envTitle, envLines, envRaw = "Envelope: NULL", []string{s.Danger.Render("NULL — a PROCESSING row holds no result")}, "null"
+	case kv.Legacy:
+		envTitle = "Envelope (LEGACY raw-json-v1)"
+	case kv.RestoreError != nil:
+		envTitle = "Envelope (stored; fails closed)"
+	}
+	fp := s.Subtle.Render("fingerprint " + safe(kv.Fingerprint))
+	d.envTitle, d.envRaw = envTitle, envRaw
+	d.envWide = append(envLines, fp)
+	d.envNarrow = []string{fp}
+	if kv.Envelope != nil {
+		d.envNarrow = []string{safe(compactJSON(kv.Envelope)), fp}
+	} else {
+		d.envNarrow = append(envLines, fp)
+	}
+	d.panes[paneEnvelope].title = ""
+
+	// What a replay returns, or why it does not.
+	var title string
+	var lines []string
+	var raw string
+	r := kv.Restored
+	switch {
+	case kv.State == kernel.KeyProcessing:
+		title = "Replay → 409"
+		lines = []string{s.Danger.Render("409 IDEMPOTENCY_IN_PROGRESS"), "nothing is replayed and nothing re-executes", "", safe(kv.Verdict)}
+		raw = kv.Verdict
+	case kv.RestoreError != nil:
+		e := kv.RestoreError
+		title = fmt.Sprintf("Replay fails closed → %d", e.Status)
+		lines = []string{s.Danger.Render(fmt.Sprintf("%d %s", e.Status, e.Code)), safe(e.Message), "",
+			s.Subtle.Render("the stored envelope is beside this pane; nothing is restored from it")}
+		raw = fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message)
+	case kv.Legacy:
+		title = "Legacy receipt: never replayed"
+		lines = []string{safe(kv.Verdict)}
+		raw = kv.Verdict
+	case r.Execution != nil:
+		b, _ := json.Marshal(map[string]any{"record": r.Record, "execution": r.Execution})
+		title, lines, raw = fmt.Sprintf("Replay → rev %d + execution", r.Record.Revision), paint.lines(b), indentJSON(b)
+	case r.Record != nil:
+		b, _ := json.Marshal(r.Record)
+		title, lines, raw = fmt.Sprintf("Replay → rev %d", r.Record.Revision), paint.lines(b), indentJSON(b)
+	case r.Review != nil:
+		b, _ := json.Marshal(r.Review)
+		title, lines, raw = "Replay → the review", paint.lines(b), indentJSON(b)
+	default:
+		title, lines = "Replay", []string{s.Subtle.Render("nothing to restore")}
+	}
+	if kv.Expired && kv.State == kernel.KeyExpired {
+		title = "EXPIRED · " + title
+	}
+	d.panes[paneReplay].SetContent(title, lines, raw)
+
+	// The latest record and the drift.
+	none := "null: the record it names does not exist"
+	if strings.HasSuffix(kv.Operation, ":record:create") && kv.Restored.Record == nil {
+		none = "none: a create names its record only in its result, and there is none to read"
+	}
+	latestTitle, latestLines, latestRaw := "Latest record", []string{s.Subtle.Render(none)}, "null"
+	if l := kv.Latest.Record; l != nil {
+		b, _ := json.Marshal(l)
+		latestTitle, latestLines, latestRaw = fmt.Sprintf("Latest (rev %d)", l.Revision), paint.lines(b), indentJSON(b)
+	}
+	latestLines = append([]string{v.stateStyle(kv).Render(Drift(kv))}, latestLines...)
+	d.panes[paneLatest].SetContent(latestTitle, latestLines, latestRaw)
+
+	// The key's rows, life by life.
+	var hist []string
+	var copyText strings.Builder
+	n := 0
+	for _, life := range kv.Lives {
+		label := s.Bold.Render(safe(life.Label))
+		if !life.Current {
+			label = s.Warning.Render(safe(life.Label))
+		}
+		hist = append(hist, label)
+		copyText.WriteString(life.Label + "\n")
+		for _, e := range life.Events {
+			line := fmt.Sprintf("  %s  %-9s %s", stamp(e.At), e.Kind, eventWhat(e))
+			hist = append(hist, safe(line))
+			copyText.WriteString(line + "\n")
+			n++
+		}
+	}
+	earlier := len(kv.Lives) - 1
+	title = fmt.Sprintf("Rows of this key by life: %d row(s), current life", n)
+	if earlier > 0 {
+		title += fmt.Sprintf(" + %d earlier", earlier)
+	}
+	d.panes[paneHistory].SetContent(title, hist, copyText.String())
+	v.sizePanes()
+}
+
+// eventWhat is a timeline entry's substance in a few words.
+func eventWhat(e store.Event) string {
+	var parts []string
+	for _, p := range []*string{e.Action, e.Operation, e.FeatureID, e.Mode, e.Status} {
+		if p != nil && *p != "" {
+			parts = append(parts, *p)
+		}
+	}
+	if e.RecordID != nil {
+		r := "record " + shortID(*e.RecordID, 12)
+		if e.Revision != nil {
+			r += fmt.Sprintf(" rev %d", *e.Revision)
+		}
+		parts = append(parts, r)
+	}
+	if e.Kind == "execution" {
+		parts = append(parts, "execution "+shortID(e.ID, 12))
+	}
+	return strings.Join(parts, " · ")
+}
+
+// View renders the view.
+func (v *Keys) View() string {
+	s := v.ctx.Styles
+	if v.detail != nil {
+		return v.viewDetail()
+	}
+	head := s.Title.Render("Idempotency keys") + s.Subtle.Render(fmt.Sprintf(" of %s · %s", safe(v.ctx.Owner), v.list.summary()))
+	if v.list.err != "" {
+		head = s.Danger.Render(v.list.err)
+	}
+	return cut(head, v.w) + "\n" + v.list.table.View(s, true)
+}
+
 func (v *Keys) viewDetail() string {
 	s := v.ctx.Styles
 	d := v.detail
 	if d.err != "" {
-		return s.Danger.Render(d.err) + "\n" + s.Subtle.Render("esc: back")
+		return s.Danger.Render(cut(d.err, v.w)) + "\n" + s.Subtle.Render("esc: back · r: retry")
 	}
-	kv := d.view
-	if kv == nil {
-		return s.Subtle.Render("loading key " + d.key + "…")
+	if d.view == nil {
+		return s.Subtle.Render(cut("loading key "+safe(d.key)+"…", v.w))
 	}
-	now := v.ctx.Now()
-	expiry := "expires " + ago(now, kv.ExpiresAt)
-	if !kv.ExpiresAt.After(now) {
-		expiry = "EXPIRED (the next request with this key executes again)"
-	}
-	lines := []string{
-		s.Title.Render("key "+kv.Key) + s.Subtle.Render(" · "+kv.Status+" · "+expiry),
-		s.Subtle.Render("operation ") + kv.Operation,
-		s.Subtle.Render("fingerprint ") + kv.Fingerprint,
-	}
-	driftStyle := s.Success
-	if kv.Latest.Record != nil && kv.Restored.Record != nil && kv.Latest.Record.Revision != kv.Restored.Record.Revision {
-		driftStyle = s.Warning
-	}
-	if kv.RestoreError != nil || kv.Status == "PROCESSING" {
-		driftStyle = s.Danger
-	}
-	lines = append(lines, driftStyle.Render(Drift(kv)))
-	head := fitBlock(strings.Join(lines, "\n"), v.w, len(lines))
-
-	auditH := auditPaneHeight(v.h)
-	bodyH := v.h - len(lines) - auditH
-	if bodyH < 5 {
-		bodyH = 5
-	}
-	// Show the restored record itself (with its execution beside it for features), not the
-	// wrapper, so the pane's space goes to the result.
-	restored, restoredTitle := "null", "Replay returns"
-	switch r := kv.Restored; {
-	case r.Execution != nil:
-		b, _ := json.Marshal(map[string]any{"record": r.Record, "execution": r.Execution})
-		restored, restoredTitle = string(b), fmt.Sprintf("Replay returns rev %d + execution", r.Record.Revision)
-	case r.Record != nil:
-		b, _ := json.Marshal(r.Record)
-		restored, restoredTitle = string(b), fmt.Sprintf("Replay returns rev %d", r.Record.Revision)
-	case r.Review != nil:
-		b, _ := json.Marshal(r.Review)
-		restored, restoredTitle = string(b), "Replay returns the review"
-	}
-	latestTitle := "Latest record"
-	if kv.Latest.Record != nil {
-		latestTitle = fmt.Sprintf("Latest record (rev %d)", kv.Latest.Record.Revision)
-	}
-	latest := "null"
-	if kv.Latest.Record != nil {
-		b, _ := json.Marshal(kv.Latest.Record)
-		latest = string(b)
-	}
-	envTitle := "Envelope (stored)"
-	if kv.Legacy {
-		envTitle = "Envelope (LEGACY raw-json-v1)"
-	}
+	p := &d.panes
 	var body string
 	if v.w >= 96 {
-		body = columns(s, v.w, bodyH, []string{envTitle, restoredTitle, latestTitle},
-			[]string{prettyJSON(s, kv.Envelope), prettyJSON(s, []byte(restored)), prettyJSON(s, []byte(latest))}, 1)
+		body = joinH(p[paneEnvelope].View(s, d.focus == paneEnvelope), p[paneReplay].View(s, d.focus == paneReplay), p[paneLatest].View(s, d.focus == paneLatest))
 	} else {
-		env := s.Subtle.Render("envelope ") + compactJSON(kv.Envelope)
-		body = fitBlock(env, v.w, 1) + "\n" + columns(s, v.w, bodyH-1, []string{restoredTitle, latestTitle},
-			[]string{prettyJSON(s, []byte(restored)), prettyJSON(s, []byte(latest))}, 0)
+		body = p[paneEnvelope].View(s, d.focus == paneEnvelope) + "\n" + joinH(p[paneReplay].View(s, d.focus == paneReplay), p[paneLatest].View(s, d.focus == paneLatest))
 	}
-	audit := pane(s, fmt.Sprintf("Audit events written by this request (%d)", d.audit.Len()), d.audit.View(s, false), v.w, auditH, false)
-	return head + "\n" + body + "\n" + audit
-}
-
-func compactJSON(raw []byte) string {
-	var v any
-	if json.Unmarshal(raw, &v) != nil {
-		return string(raw)
-	}
-	b, _ := json.Marshal(v)
-	return string(b)
+	return strings.Join(d.head, "\n") + "\n" + body + "\n" + p[paneHistory].View(s, d.focus == paneHistory)
 }
 
 // ShortHelp is the footer help.
 func (v *Keys) ShortHelp() []key.Binding {
 	if v.detail != nil {
-		return []key.Binding{keyBack, keyOpen, keyRefresh, keyCopy}
+		return []key.Binding{keyBack, keyPaneLeft, keyPaneRight, keyOpen, keyCopy}
 	}
 	return []key.Binding{keyOpen, keyRefresh, keyCopy}
 }
 
 // FullHelp is the ? help.
 func (v *Keys) FullHelp() [][]key.Binding {
-	return [][]key.Binding{{keyUp, keyDown, keyPgUp, keyPgDown, keyTop, keyBottom}, {keyOpen, keyBack, keyRefresh, keyCopy}}
+	return [][]key.Binding{{keyUp, keyDown, keyPgUp, keyPgDown, keyTop, keyBottom}, {keyOpen, keyBack, keyRefresh, keyCopy},
+		{keyPaneLeft, keyPaneRight}}
 }
 
 // Capturing is false.
 func (v *Keys) Capturing() bool { return false }
 
-// SetFilter filters loaded rows.
-func (v *Keys) SetFilter(f string) { v.list.table.SetFilter(f) }
+// SetFilter is unused: Keys searches the database (Search).
+func (v *Keys) SetFilter(string) {}
 
-// Selection is the selected key, or the envelope in the detail.
+// Search lists the owner's keys starting with q.
+func (v *Keys) Search(q string) tea.Cmd { v.detail = nil; return v.list.search(v.ctx, q) }
+
+// SearchHint says what a search matches.
+func (v *Keys) SearchHint() string { return "key prefix (listed A→Z)" }
+
+// Query is the active search.
+func (v *Keys) Query() string { return v.list.query }
+
+// Selection is the selected key, or in a key's detail the focused pane's content.
 func (v *Keys) Selection() string {
 	if v.detail != nil {
 		if v.detail.view != nil {
-			return string(v.detail.view.Envelope)
+			return v.detail.panes[v.detail.focus].Copy()
 		}
 		return v.detail.key
 	}
@@ -344,4 +554,12 @@ func (v *Keys) Selection() string {
 		return r.Key
 	}
 	return ""
+}
+
+// FocusedPane names the focused pane of an open key ("" in the list), for tests and the status.
+func (v *Keys) FocusedPane() string {
+	if v.detail == nil || v.detail.view == nil {
+		return ""
+	}
+	return v.detail.panes[v.detail.focus].title
 }

@@ -18,9 +18,13 @@ type listView[T any] struct {
 	heading func() string
 	// onKey handles the view's own keys for the selected row (nil when none is selected).
 	onKey func(msg tea.KeyMsg, sel *T) tea.Cmd
+	// onMsg handles the view's own messages (nil when it has none); it reports whether msg was one.
+	onMsg func(msg tea.Msg) (tea.Cmd, bool)
 	// selection is what `y` copies.
 	selection func(T) string
-	keys      []key.Binding
+	// hint says what `/` searches; "" means the view does not search.
+	hint string
+	keys []key.Binding
 }
 
 func (v *listView[T]) Title() string { return v.title }
@@ -30,15 +34,23 @@ func (v *listView[T]) Update(msg tea.Msg) tea.Cmd {
 	if v.list.handle(msg) {
 		return nil
 	}
+	if v.onMsg != nil {
+		if cmd, ok := v.onMsg(msg); ok {
+			return cmd
+		}
+	}
 	switch msg := msg.(type) {
-	case tctx.OwnerChangedMsg, tctx.DataChangedMsg:
+	case tctx.OwnerChangedMsg:
+		v.list.query = ""
+		return v.list.reload(v.ctx)
+	case tctx.DataChangedMsg:
 		return v.list.reload(v.ctx)
 	case TickMsg:
 		v.list.refill()
 	case tea.MouseMsg:
 		return v.list.mouse(v.ctx, msg, msg.Y-1)
 	case tea.KeyMsg:
-		if ok, cmd := v.list.keyNav(v.ctx, msg, v.h-2); ok {
+		if ok, cmd := v.list.keyNav(v.ctx, msg, v.list.table.BodyHeight()); ok {
 			return cmd
 		}
 		if key.Matches(msg, keyRefresh) {
@@ -78,3 +90,10 @@ func (v *listView[T]) Selection() string {
 	}
 	return ""
 }
+
+// searchableList is a listView whose `/` searches the database.
+type searchableList[T any] struct{ *listView[T] }
+
+func (v searchableList[T]) Search(q string) tea.Cmd { return v.list.search(v.ctx, q) }
+func (v searchableList[T]) SearchHint() string      { return v.hint }
+func (v searchableList[T]) Query() string           { return v.list.query }

@@ -29,7 +29,7 @@ func NewOutbox(ctx *tctx.ProgramContext) View {
 	v := &listView[store.OutboxMessage]{ctx: ctx, title: "Outbox", keys: []key.Binding{keyDeliver, keyFailNext, keyOpen}}
 	v.list.table.Columns = []Column{{Title: "CREATED", Width: 14}, {Title: "STATUS", Width: 9}, {Title: "TRY", Width: 3},
 		{Title: "PROVIDER", Width: 9}, {Title: "EXECUTION", Width: 12}, {Title: "NEXT", Width: 10}, {Title: "LAST ERROR", Min: 8}}
-	v.list.fetch = func(ctx gocontext.Context, db *store.DB, owner, cursor string) ([]store.OutboxMessage, string, error) {
+	v.list.fetch = func(ctx gocontext.Context, db *store.DB, owner, _, cursor string) ([]store.OutboxMessage, string, error) {
 		return db.OutboxPage(ctx, owner, pageSize, cursor)
 	}
 	v.list.toRow = func(m store.OutboxMessage) Row {

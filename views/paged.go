@@ -6,6 +6,7 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 
+	"idemwork/internal/termsafe"
 	"idemwork/store"
 	tctx "idemwork/tui/context"
 )
@@ -14,10 +15,12 @@ import (
 // the end, so an owner with a million events never loads more than they scroll through.
 const pageSize = 100
 
-// fetchFunc reads one keyset page of an owner.
-type fetchFunc[T any] func(ctx gocontext.Context, db *store.DB, owner, cursor string) ([]T, string, error)
+// fetchFunc reads one keyset page of an owner's rows that match query ("" for all).
+type fetchFunc[T any] func(ctx gocontext.Context, db *store.DB, owner, query, cursor string) ([]T, string, error)
 
-// paged is a table fed by keyset pages, with request ids so stale pages are dropped.
+// paged is a table fed by keyset pages, with request ids so stale pages are dropped. A search
+// is a query the database answers (fetch gets it), never a filter over the loaded rows, so the
+// rows on screen are always a prefix of the answer and the cursor's row is the row enter opens.
 type paged[T any] struct {
 	table   Table
 	rows    []T
@@ -27,6 +30,9 @@ type paged[T any] struct {
 	err     string
 	fetch   fetchFunc[T]
 	toRow   func(T) Row
+	// query is the active search ("" none); describe says what it matches, for the title.
+	query    string
+	describe func(q string) string
 }
 
 // pageMsg carries one page back to Update. owner is the paged list it belongs to (several
@@ -45,11 +51,20 @@ func (p *paged[T]) reload(ctx *tctx.ProgramContext) tea.Cmd {
 	return p.load(ctx, "", false)
 }
 
+// search replaces the rows with the first page of the owner's rows matching q.
+func (p *paged[T]) search(ctx *tctx.ProgramContext, q string) tea.Cmd {
+	p.query = q
+	p.rows, p.next = nil, ""
+	p.table.SetRows(nil)
+	p.table.Top()
+	return p.reload(ctx)
+}
+
 func (p *paged[T]) load(ctx *tctx.ProgramContext, cursor string, appendPage bool) tea.Cmd {
-	req, db, owner, fetch := p.req, ctx.DB, ctx.Owner, p.fetch
+	req, db, owner, fetch, q := p.req, ctx.DB, ctx.Owner, p.fetch, p.query
 	p.loading = true
 	return query(func(c gocontext.Context) tea.Msg {
-		rows, next, err := fetch(c, db, owner, cursor)
+		rows, next, err := fetch(c, db, owner, q, cursor)
 		return pageMsg[T]{list: p, req: req, rows: rows, next: next, append: appendPage, err: err}
 	})
 }
@@ -66,6 +81,10 @@ func (p *paged[T]) handle(msg tea.Msg) bool {
 	p.loading = false
 	if m.err != nil {
 		p.err = errText(m.err)
+		if !m.append {
+			p.rows, p.next = nil, ""
+			p.refill()
+		}
 		return true
 	}
 	p.err = ""
@@ -119,9 +138,26 @@ func (p *paged[T]) mouse(ctx *tctx.ProgramContext, msg tea.MouseMsg, y int) tea.
 	return p.more(ctx)
 }
 
-// summary is "N loaded · more below".
+// summary is "N loaded · more below", or for a search what it matches and how many so far.
 func (p *paged[T]) summary() string {
-	s := strconv.Itoa(len(p.rows)) + " loaded"
+	n := strconv.Itoa(len(p.rows))
+	if p.query != "" {
+		// The count leads, so a narrow screen cuts the description, not the answer.
+		what := "search " + termsafe.Quote(p.query)
+		if p.describe != nil {
+			what = p.describe(p.query)
+		}
+		switch {
+		case p.loading && len(p.rows) == 0:
+			return "searching: " + what + "…"
+		case p.next != "":
+			return n + " matches so far (more below): " + what
+		case len(p.rows) == 1:
+			return "1 match: " + what
+		}
+		return n + " matches: " + what
+	}
+	s := n + " loaded"
 	if p.next != "" {
 		s += " · more below"
 	}

@@ -10,33 +10,59 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
+	"idemwork/internal/termsafe"
 	"idemwork/store"
 	tctx "idemwork/tui/context"
 )
 
-// Records lists the owner's records (keyset pages, module filter) and opens one record with
-// its revisions, a snapshot of any revision, a diff between any two, and its executions and
-// audit events.
+// Records lists the owner's records (keyset pages, module filter, / searching titles and ids in
+// the database) and opens one record: its revisions, the snapshot of any revision, a JSON diff
+// between any two (the base marked), and its executions and audit events. A record's snapshots
+// are read when shown, not with the list: a record of 200 revisions of 60 KB opens at once.
 type Records struct {
 	ctx    *tctx.ProgramContext
 	w, h   int
 	list   paged[store.Record]
 	module string // "" = all
-	req    int    // detail requests
+	req    int    // detail and snapshot requests
 
 	detail *recordDetail
 }
 
+// Record detail modes.
+const (
+	modeSnapshot = iota
+	modeDiff
+	modeHistory
+)
+
+// snapCache is how many snapshots an open record keeps.
+const snapCache = 16
+
 type recordDetail struct {
-	req     int
-	module  string
-	id      string
-	data    *store.RecordDetail
-	err     string
-	revs    Table
-	mode    int // 0 snapshot, 1 diff, 2 history
-	base    int // revision index marked as diff base (-1: previous revision)
+	req    int
+	module string
+	id     string
+	data   *store.RecordOutline
+	err    string
+	revs   Table
+	mode   int
+	// base is the revision marked as the diff's base (0: the one before the selected).
+	base int
+	// focus is 0 for the revision list, 1 for the content pane (modes snapshot and diff).
+	focus   int
+	content scrollPane
 	history Table
+	// histKeys holds each history row's key and execution id, for enter and K.
+	histKeys []*string
+
+	snaps   map[int]json.RawMessage
+	painted map[int][]string
+	order   []int  // snapshot cache order, oldest first
+	pending string // what the content pane waits for ("" none)
+	shown   string // what the content pane shows, so an unchanged selection recomputes nothing
+	snapReq int
+	diff    []Change // the diff shown (for tests)
 }
 
 var modulesCycle = []string{"", "NOTE", "MEM-001", "COMMITMENT"}
@@ -53,12 +79,28 @@ var (
 	keyMark    = key.NewBinding(key.WithKeys(" "), key.WithHelp("space", "mark diff base"))
 )
 
+// recordQuery reads a Records search: a title substring, or "id:" and a record id prefix.
+func recordQuery(module, q string) store.RecordQuery {
+	field, v := searchField(q, "title", "title", "id")
+	if field == "id" {
+		return store.RecordQuery{Module: module, IDPrefix: v}
+	}
+	return store.RecordQuery{Module: module, TitleContains: v}
+}
+
 // NewRecords returns the Records view.
 func NewRecords(ctx *tctx.ProgramContext) *Records {
 	v := &Records{ctx: ctx}
 	v.list.table.Columns = []Column{{Title: "MODULE", Width: 10}, {Title: "ID", Width: 12}, {Title: "REV", Width: 4}, {Title: "TITLE", Min: 10}, {Title: "UPDATED", Width: 14}}
 	v.list.toRow = func(r store.Record) Row {
 		return Row{Cells: []string{r.ModuleCode, shortID(r.ID, 12), strconv.Itoa(r.Revision), r.Title, ago(ctx.Now(), r.UpdatedAt)}}
+	}
+	v.list.describe = func(q string) string {
+		r := recordQuery("", q)
+		if r.IDPrefix != "" {
+			return "id starts with " + termsafe.Quote(strings.ToUpper(r.IDPrefix)) + " (newest first)"
+		}
+		return "title contains " + termsafe.Quote(r.TitleContains)
 	}
 	v.setModule("")
 	return v
@@ -72,25 +114,33 @@ func (v *Records) Init() tea.Cmd { return v.reload() }
 
 type recordDetailMsg struct {
 	req  int
-	data store.RecordDetail
+	data store.RecordOutline
 	err  error
+}
+
+type snapshotsMsg struct {
+	req   int
+	snaps map[int]json.RawMessage
+	err   error
 }
 
 // setModule changes the module filter; the fetch captures it so a running query never reads
 // the view's fields from another goroutine.
 func (v *Records) setModule(module string) {
 	v.module = module
-	v.list.fetch = func(ctx gocontext.Context, db *store.DB, owner, cursor string) ([]store.Record, string, error) {
-		return db.RecordPage(ctx, owner, module, pageSize, cursor)
+	v.list.fetch = func(ctx gocontext.Context, db *store.DB, owner, query, cursor string) ([]store.Record, string, error) {
+		q := recordQuery(module, query)
+		q.Owner, q.Limit, q.Cursor = owner, pageSize, cursor
+		return db.Records(ctx, q)
 	}
 }
 
 func (v *Records) reload() tea.Cmd { return v.list.reload(v.ctx) }
 
 func (v *Records) openDetail(module, id string) tea.Cmd {
-	d := &recordDetail{module: module, id: id, base: -1}
-	d.revs.Columns = []Column{{Title: "REV", Width: 4}, {Title: "WHEN", Min: 8}}
-	d.history.Columns = []Column{{Title: "WHEN", Width: 14}, {Title: "WHAT", Min: 10}, {Title: "KEY", Width: 18}}
+	d := &recordDetail{module: module, id: id, snaps: map[int]json.RawMessage{}, painted: map[int][]string{}}
+	d.revs.Columns = []Column{{Title: "REV", Width: 4}, {Title: "WHEN", Min: 11}, {Title: "DISK", Width: 5}, {Title: "B", Width: 1}}
+	d.history.Columns = []Column{{Title: "WHEN", Width: 14}, {Title: "WHAT", Min: 16}, {Title: "KEY", Width: 12}}
 	v.detail = d
 	v.SetSize(v.w, v.h)
 	return v.loadDetail()
@@ -105,13 +155,13 @@ func (v *Records) loadDetail() tea.Cmd {
 	return query(func(ctx gocontext.Context) tea.Msg {
 		if module == "" {
 			// A jump by id alone: find the record's module first.
-			var m string
-			if err := db.Q(ctx).QueryRow(ctx, `SELECT module_code FROM record WHERE owner_id = $1 AND id = $2`, owner, id).Scan(&m); err != nil {
-				return recordDetailMsg{req: req, err: fmt.Errorf("owner %s has no record %s", owner, id)}
+			m, err := db.RecordModule(ctx, owner, id)
+			if err != nil {
+				return recordDetailMsg{req: req, err: err}
 			}
 			module = m
 		}
-		data, err := db.GetRecordDetail(ctx, owner, module, id)
+		data, err := db.RecordOutline(ctx, owner, module, id)
 		return recordDetailMsg{req: req, data: data, err: err}
 	})
 }
@@ -136,13 +186,31 @@ func (v *Records) Update(msg tea.Msg) tea.Cmd {
 			v.detail.err = errText(msg.err)
 			return nil
 		}
+		v.detail.err = ""
 		v.detail.data = &msg.data
 		v.detail.module = msg.data.Record.ModuleCode
 		v.fillDetail()
+		return v.showSelection()
+	case snapshotsMsg:
+		d := v.detail
+		if d == nil || msg.req != d.snapReq {
+			return nil
+		}
+		if msg.err != nil {
+			d.content.SetContent("Revision", []string{v.ctx.Styles.Danger.Render(errText(msg.err))}, "")
+			d.pending = ""
+			return nil
+		}
+		for rev, s := range msg.snaps {
+			d.keep(rev, s)
+		}
+		d.pending = ""
+		return v.showSelection()
 	case TickMsg:
 		v.list.refill()
 	case tctx.OwnerChangedMsg:
 		v.detail = nil
+		v.list.query = ""
 		return v.reload()
 	case tctx.DataChangedMsg:
 		cmds := []tea.Cmd{v.reload()}
@@ -151,11 +219,15 @@ func (v *Records) Update(msg tea.Msg) tea.Cmd {
 		}
 		return tea.Batch(cmds...)
 	case tea.MouseMsg:
-		if v.detail != nil {
-			if msg.X < 26 {
-				wheelTable(&v.detail.revs, msg, msg.Y-3)
-			} else {
-				wheelTable(&v.detail.history, msg, msg.Y-3)
+		if d := v.detail; d != nil {
+			switch {
+			case d.mode == modeHistory:
+				wheelTable(&d.history, msg, msg.Y-4)
+			case msg.X < v.revsWidth():
+				wheelTable(&d.revs, msg, msg.Y-4)
+				return v.showSelection()
+			default:
+				d.content.Wheel(msg)
 			}
 			return nil
 		}
@@ -170,7 +242,7 @@ func (v *Records) Update(msg tea.Msg) tea.Cmd {
 }
 
 func (v *Records) updateList(msg tea.KeyMsg) tea.Cmd {
-	if ok, cmd := v.list.keyNav(v.ctx, msg, v.h-2); ok {
+	if ok, cmd := v.list.keyNav(v.ctx, msg, v.list.table.BodyHeight()); ok {
 		return cmd
 	}
 	sel := v.list.selected()
@@ -222,26 +294,19 @@ func recordAction(msg tea.KeyMsg, module, id string, revision int) tea.Cmd {
 
 func (v *Records) updateDetail(msg tea.KeyMsg) tea.Cmd {
 	d := v.detail
-	if d.mode == 2 {
-		if moveTable(&d.history, msg, v.h-4) {
-			return nil
-		}
-	} else if moveTable(&d.revs, msg, v.h-4) {
-		return nil
-	}
 	switch {
 	case key.Matches(msg, keyBack):
 		v.detail = nil
 		return nil
 	case key.Matches(msg, keySnap):
-		d.mode = 0
+		d.mode = modeSnapshot
+		return v.showSelection()
 	case key.Matches(msg, keyDiff):
-		d.mode = 1
+		d.mode = modeDiff
+		return v.showSelection()
 	case key.Matches(msg, keyHistory):
-		d.mode = 2
-	case key.Matches(msg, keyMark):
-		d.base = d.revs.Selected()
-		d.mode = 1
+		d.mode = modeHistory
+		return nil
 	case key.Matches(msg, keyRefresh):
 		return v.loadDetail()
 	case key.Matches(msg, keyPatch), key.Matches(msg, keyAction), key.Matches(msg, keyStorm):
@@ -249,19 +314,246 @@ func (v *Records) updateDetail(msg tea.KeyMsg) tea.Cmd {
 			r := d.data.Record
 			return recordAction(msg, r.ModuleCode, r.ID, r.Revision)
 		}
+		return nil
+	}
+	if d.mode == modeHistory {
+		if moveTable(&d.history, msg, d.history.BodyHeight()) {
+			return nil
+		}
+		if key.Matches(msg, keyOpen) || key.Matches(msg, keyToKey) {
+			i := d.history.Selected()
+			if i >= 0 && i < len(d.histKeys) && d.histKeys[i] != nil {
+				return jump(tctx.JumpKey, "", *d.histKeys[i])
+			}
+			return status("this row carries no idempotency key", true)
+		}
+		return nil
+	}
+	switch {
+	case key.Matches(msg, keyPaneLeft):
+		d.focus = 0
+		return nil
+	case key.Matches(msg, keyPaneRight):
+		d.focus = 1
+		return nil
+	}
+	if d.focus == 1 {
+		d.content.Scroll(msg)
+		return nil
+	}
+	if key.Matches(msg, keyMark) {
+		if r := d.selectedRev(); r > 0 {
+			if d.base == r {
+				d.base = 0
+			} else {
+				d.base = r
+			}
+			d.mode = modeDiff
+			v.fillRevs()
+			return v.showSelection()
+		}
+		return nil
+	}
+	if moveTable(&d.revs, msg, d.revs.BodyHeight()) {
+		return v.showSelection()
 	}
 	return nil
 }
 
-func (v *Records) fillDetail() {
+// selectedRev is the selected revision number (0 none).
+func (d *recordDetail) selectedRev() int {
+	i := d.revs.Selected()
+	if d.data == nil || i < 0 || i >= len(d.data.Revisions) {
+		return 0
+	}
+	return d.data.Revisions[i].Revision
+}
+
+// baseRev is the revision the diff starts from: the marked base, else the one before the
+// selected (0 when there is none).
+func (d *recordDetail) baseRev() int {
+	if d.base > 0 {
+		return d.base
+	}
+	i := d.revs.Selected()
+	if i <= 0 || d.data == nil {
+		return 0
+	}
+	return d.data.Revisions[i-1].Revision
+}
+
+func (d *recordDetail) keep(rev int, s json.RawMessage) {
+	if _, ok := d.snaps[rev]; !ok {
+		d.order = append(d.order, rev)
+	}
+	d.snaps[rev] = s
+	for len(d.order) > snapCache {
+		old := d.order[0]
+		d.order = d.order[1:]
+		delete(d.snaps, old)
+		delete(d.painted, old)
+	}
+}
+
+// showSelection makes the content pane show the selected revision's snapshot or its diff from
+// the base: from the cache when it holds the snapshots, else after reading them. The content
+// is computed here, once per selection, never in View.
+func (v *Records) showSelection() tea.Cmd {
 	d := v.detail
+	if d == nil || d.data == nil || d.mode == modeHistory {
+		return nil
+	}
+	s := v.ctx.Styles
+	sel, base := d.selectedRev(), d.baseRev()
+	if sel == 0 {
+		d.content.SetContent("Revisions", []string{s.Subtle.Render("no revisions")}, "")
+		return nil
+	}
+	need := []int{sel}
+	if d.mode == modeDiff && base > 0 && base != sel {
+		need = append(need, base)
+	}
+	var missing []int
+	for _, r := range need {
+		if _, ok := d.snaps[r]; !ok {
+			missing = append(missing, r)
+		}
+	}
+	want := fmt.Sprintf("%d:%d:%d", d.mode, sel, base)
+	if len(missing) > 0 {
+		if d.pending == want {
+			return nil
+		}
+		d.pending = want
+		d.content.SetContent(fmt.Sprintf("Revision %d", sel), []string{s.Subtle.Render(fmt.Sprintf("reading revision %d…", sel))}, "")
+		d.shown = ""
+		v.req++
+		d.snapReq = v.req
+		req, db, owner, id := v.req, v.ctx.DB, v.ctx.Owner, d.id
+		return query(func(ctx gocontext.Context) tea.Msg {
+			out := map[int]json.RawMessage{}
+			for _, r := range missing {
+				rev, err := db.GetRevision(ctx, owner, id, r)
+				if err != nil {
+					return snapshotsMsg{req: req, err: err}
+				}
+				out[r] = rev.Snapshot
+			}
+			return snapshotsMsg{req: req, snaps: out}
+		})
+	}
+	if d.shown == want {
+		return nil
+	}
+	d.shown = want
+	if d.mode == modeSnapshot {
+		lines, ok := d.painted[sel]
+		if !ok {
+			lines = newJSONPainter(s).lines(d.snaps[sel])
+			d.painted[sel] = lines
+		}
+		head := d.data.Revisions[d.revs.Selected()]
+		d.content.SetContent(fmt.Sprintf("Snapshot rev %d · %s (%s on disk)", sel, size(len(d.snaps[sel])), size(head.Bytes)), lines, indentJSON(d.snaps[sel]))
+		return nil
+	}
+	if base == 0 || base == sel {
+		d.diff = nil
+		d.content.SetContent("Diff", []string{s.Subtle.Render(fmt.Sprintf("revision %d has nothing to compare with: select a later revision, or mark a base with space", sel))}, "")
+		return nil
+	}
+	d.diff = JSONDiff(d.snaps[base], d.snaps[sel])
+	lines, text := v.diffLines(d.diff)
+	marked := "the marked base"
+	if d.base == 0 {
+		marked = "base: the revision before"
+	}
+	d.content.SetContent(fmt.Sprintf("Diff rev %d (%s) → rev %d", base, marked, sel), lines, text)
+	return nil
+}
+
+// diffLines renders a JSON diff: a count, then one line per changed path (long strings with
+// their edit below).
+func (v *Records) diffLines(changes []Change) ([]string, string) {
+	s := v.ctx.Styles
+	if len(changes) == 0 {
+		return []string{s.Subtle.Render("(identical)")}, "(identical)"
+	}
+	counts := map[byte]int{}
+	for _, c := range changes {
+		counts[c.Kind]++
+	}
+	summary := fmt.Sprintf("%d changed path(s): %d added, %d removed, %d changed", len(changes), counts[Added], counts[Removed], counts[Changed])
+	lines := []string{s.Subtle.Render(summary)}
+	var text strings.Builder
+	text.WriteString(summary + "\n")
+	for _, c := range changes {
+		var line string
+		st := s.Warning
+		switch c.Kind {
+		case Added:
+			line, st = fmt.Sprintf("+ %s: %s", c.Path, c.New), s.Success
+		case Removed:
+			line, st = fmt.Sprintf("- %s: %s", c.Path, c.Old), s.Danger
+		default:
+			line = fmt.Sprintf("~ %s: %s → %s", c.Path, c.Old, c.New)
+			if c.Text != nil {
+				line = fmt.Sprintf("~ %s: the text changed:", c.Path)
+			}
+		}
+		lines = append(lines, st.Render(line))
+		text.WriteString(line + "\n")
+		for _, t := range c.Text {
+			lines = append(lines, s.Subtle.Render("    "+t))
+			text.WriteString("    " + t + "\n")
+		}
+	}
+	return lines, text.String()
+}
+
+func size(n int) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+func shortSize(n int) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%dM", n>>20)
+	case n >= 1<<10:
+		return fmt.Sprintf("%dK", n>>10)
+	}
+	return strconv.Itoa(n)
+}
+
+// fillRevs rebuilds the revision rows (the base mark moves).
+func (v *Records) fillRevs() {
+	d := v.detail
+	cur := d.revs.Cursor
 	rows := make([]Row, len(d.data.Revisions))
 	for i, r := range d.data.Revisions {
-		rows[i] = Row{Cells: []string{fmt.Sprint(r.Revision), stamp(r.CreatedAt)}}
+		mark := ""
+		if r.Revision == d.base {
+			mark = "◆"
+		}
+		rows[i] = Row{Cells: []string{strconv.Itoa(r.Revision), r.CreatedAt.Local().Format("01-02 15:04"), shortSize(r.Bytes), mark}}
 	}
 	d.revs.SetRows(rows)
+	d.revs.Cursor = cur
+	d.revs.Move(0)
+}
+
+func (v *Records) fillDetail() {
+	d := v.detail
+	v.fillRevs()
 	d.revs.Bottom()
 	var hist []Row
+	d.histKeys = nil
+	keyW := 12
 	for _, e := range d.data.Executions {
 		row := Row{Cells: []string{stamp(e.CreatedAt), fmt.Sprintf("%s %s %s → rev %d", e.FeatureID, e.Mode, e.Status, e.RecordRevision), deref(e.IdempotencyKey)}}
 		if e.Status == "BLOCKED" {
@@ -269,20 +561,38 @@ func (v *Records) fillDetail() {
 			row.Style = &st
 		}
 		hist = append(hist, row)
+		d.histKeys = append(d.histKeys, e.IdempotencyKey)
+		keyW = max(keyW, len(deref(e.IdempotencyKey)))
 	}
 	for _, a := range d.data.Audit {
 		hist = append(hist, Row{Cells: []string{stamp(a.At), fmt.Sprintf("%s rev %s", a.Action, derefInt(a.Revision)), deref(a.IdempotencyKey)}})
+		d.histKeys = append(d.histKeys, a.IdempotencyKey)
+		keyW = max(keyW, len(deref(a.IdempotencyKey)))
 	}
+	// Keys are shown whole when the width allows: they are what support staff look for.
+	d.history.Columns[2].Width = min(keyW, 48)
 	d.history.SetRows(hist)
+	v.SetSize(v.w, v.h)
+}
+
+func (v *Records) revsWidth() int {
+	if v.w >= 100 {
+		return 32
+	}
+	return 30
 }
 
 // SetSize sets the drawing area.
 func (v *Records) SetSize(w, h int) {
 	v.w, v.h = w, h
 	v.list.table.SetSize(w, h-1)
-	if v.detail != nil {
-		v.detail.revs.SetSize(20, h-4)
-		v.detail.history.SetSize(w-4, h-4)
+	if d := v.detail; d != nil {
+		bodyH := h - 2
+		rw := v.revsWidth()
+		// Inside a pane: two border lines and the title line.
+		d.revs.SetSize(rw-4, bodyH-3)
+		d.history.SetSize(w-4, bodyH-3)
+		d.content.SetSize(w-rw, bodyH)
 	}
 }
 
@@ -296,7 +606,7 @@ func (v *Records) View() string {
 	if mod == "" {
 		mod = "all modules"
 	}
-	head := s.Title.Render("Records") + s.Subtle.Render(fmt.Sprintf(" of %s · %s · %s · m: module", v.ctx.Owner, mod, v.list.summary()))
+	head := s.Title.Render("Records") + s.Subtle.Render(fmt.Sprintf(" of %s · %s · %s · m: module", safe(v.ctx.Owner), mod, v.list.summary()))
 	if v.list.err != "" {
 		head = s.Danger.Render(v.list.err)
 	}
@@ -307,102 +617,41 @@ func (v *Records) viewDetail() string {
 	s := v.ctx.Styles
 	d := v.detail
 	if d.err != "" {
-		return s.Danger.Render(d.err) + "\n" + s.Subtle.Render("esc: back")
+		return s.Danger.Render(cut(d.err, v.w)) + "\n" + s.Subtle.Render("esc: back · r: retry")
 	}
 	if d.data == nil {
-		return s.Subtle.Render("loading record " + d.id + "…")
+		return s.Subtle.Render(cut("loading record "+safe(d.id)+"…", v.w))
 	}
 	r := d.data.Record
-	head := s.Title.Render(fmt.Sprintf("%s %s", r.ModuleCode, r.ID)) + s.Subtle.Render(fmt.Sprintf(" · revision %d · %q", r.Revision, r.Title))
-	sub := s.Subtle.Render(fmt.Sprintf("%d revisions · %d executions · %d audit events · 1 snapshot 2 diff 3 history · space marks diff base",
-		len(d.data.Revisions), len(d.data.Executions), len(d.data.Audit)))
+	head := s.Title.Render(safe(r.ModuleCode)+" "+safe(r.ID)) + s.Subtle.Render(fmt.Sprintf(" · revision %d · ", r.Revision)) + termsafe.Quote(r.Title)
+	capped := ""
+	if len(d.data.Revisions) >= store.DetailCap {
+		capped = " (the newest)"
+	}
+	sub := s.Subtle.Render(fmt.Sprintf("%d revisions%s · %d executions · %d audit events · 1 snapshot 2 diff 3 history · ←/→ pane · space marks the diff base",
+		len(d.data.Revisions), capped, len(d.data.Executions), len(d.data.Audit)))
 	bodyH := v.h - 2
-	if d.mode == 2 {
-		body := pane(s, "Executions and audit events", d.history.View(s, true), v.w, bodyH, true)
+	if d.mode == modeHistory {
+		body := paneFrame(s, s.PaneTitle.Render("▸ Executions and audit events of this record (enter/K: open its key)")+"\n"+d.history.View(s, true), v.w, bodyH, true)
 		return cut(head, v.w) + "\n" + cut(sub, v.w) + "\n" + body
 	}
-	left := pane(s, "Revisions", d.revs.View(s, true), 24, bodyH, true)
-	var title, content string
-	sel := d.revs.Selected()
-	if sel >= 0 && sel < len(d.data.Revisions) {
-		rev := d.data.Revisions[sel]
-		if d.mode == 0 {
-			title = fmt.Sprintf("Snapshot of revision %d", rev.Revision)
-			content = prettyJSON(s, rev.Snapshot)
-		} else {
-			baseIdx := d.base
-			if baseIdx < 0 || baseIdx >= len(d.data.Revisions) {
-				baseIdx = sel - 1
-			}
-			if baseIdx < 0 {
-				title, content = "Diff", s.Subtle.Render("revision 1 has nothing before it; select a later revision or mark a base with space")
-			} else {
-				base := d.data.Revisions[baseIdx]
-				title = fmt.Sprintf("Diff revision %d → %d", base.Revision, rev.Revision)
-				content = renderDiff(s, plainJSON(base.Snapshot), plainJSON(rev.Snapshot))
-			}
-		}
+	rw := v.revsWidth()
+	title := "Revisions"
+	if d.base > 0 {
+		title = fmt.Sprintf("Revisions · base ◆ %d", d.base)
 	}
-	right := pane(s, title, content, v.w-24, bodyH, false)
+	if d.focus == 0 {
+		title = "▸ " + title
+	}
+	left := paneFrame(s, s.PaneTitle.Render(cut(title, rw-4))+"\n"+d.revs.View(s, d.focus == 0), rw, bodyH, d.focus == 0)
+	right := d.content.View(s, d.focus == 1)
 	return cut(head, v.w) + "\n" + cut(sub, v.w) + "\n" + joinH(left, right)
-}
-
-// plainJSON indents JSON without colour, for diffs.
-func plainJSON(raw []byte) []string {
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return strings.Split(string(raw), "\n")
-	}
-	b, _ := json.MarshalIndent(v, "", "  ")
-	return strings.Split(string(b), "\n")
-}
-
-// renderDiff shows a line diff (longest common subsequence) with +/- markers.
-func renderDiff(s tctx.Styles, a, b []string) string {
-	n, m := len(a), len(b)
-	lcs := make([][]int, n+1)
-	for i := range lcs {
-		lcs[i] = make([]int, m+1)
-	}
-	for i := n - 1; i >= 0; i-- {
-		for j := m - 1; j >= 0; j-- {
-			if a[i] == b[j] {
-				lcs[i][j] = lcs[i+1][j+1] + 1
-			} else if lcs[i+1][j] >= lcs[i][j+1] {
-				lcs[i][j] = lcs[i+1][j]
-			} else {
-				lcs[i][j] = lcs[i][j+1]
-			}
-		}
-	}
-	var out []string
-	i, j, changes := 0, 0, 0
-	for i < n || j < m {
-		switch {
-		case i < n && j < m && a[i] == b[j]:
-			out = append(out, s.Subtle.Render("  "+a[i]))
-			i++
-			j++
-		case i < n && (j == m || lcs[i+1][j] >= lcs[i][j+1]):
-			out = append(out, s.Danger.Render("- "+a[i]))
-			i++
-			changes++
-		default:
-			out = append(out, s.Success.Render("+ "+b[j]))
-			j++
-			changes++
-		}
-	}
-	if changes == 0 {
-		return s.Subtle.Render("(identical)")
-	}
-	return strings.Join(out, "\n")
 }
 
 // ShortHelp is the footer help.
 func (v *Records) ShortHelp() []key.Binding {
 	if v.detail != nil {
-		return []key.Binding{keyBack, keySnap, keyDiff, keyHistory, keyMark, keyPatch, keyAction, keyStorm}
+		return []key.Binding{keyBack, keySnap, keyDiff, keyHistory, keyPaneRight, keyMark, keyPatch, keyAction, keyStorm}
 	}
 	return []key.Binding{keyOpen, keyModule, keyCreate, keyPatch, keyAction, keyStorm, keyRefresh}
 }
@@ -410,26 +659,54 @@ func (v *Records) ShortHelp() []key.Binding {
 // FullHelp is the ? help.
 func (v *Records) FullHelp() [][]key.Binding {
 	return [][]key.Binding{{keyUp, keyDown, keyPgUp, keyPgDown, keyTop, keyBottom}, {keyOpen, keyBack, keyModule, keyRefresh, keyCopy},
-		{keyCreate, keyPatch, keyAction, keyStorm}, {keySnap, keyDiff, keyHistory, keyMark}}
+		{keyCreate, keyPatch, keyAction, keyStorm}, {keySnap, keyDiff, keyHistory, keyMark, keyPaneLeft, keyPaneRight, keyToKey}}
 }
 
 // Capturing is false: this view has no text fields.
 func (v *Records) Capturing() bool { return false }
 
-// SetFilter filters the loaded rows.
-func (v *Records) SetFilter(f string) { v.list.table.SetFilter(f) }
+// SetFilter is unused: Records searches the database (Search).
+func (v *Records) SetFilter(string) {}
 
-// Selection is the selected record id.
+// Search lists the owner's records whose title contains q (or, for "id:P", whose id starts
+// with P).
+func (v *Records) Search(q string) tea.Cmd { v.detail = nil; return v.list.search(v.ctx, q) }
+
+// SearchHint says what a search matches.
+func (v *Records) SearchHint() string { return "title contains, or id:ULID-PREFIX" }
+
+// Query is the active search.
+func (v *Records) Query() string { return v.list.query }
+
+// Selection is the selected record id; in a record, the focused pane's content (the selected
+// revision's snapshot, the diff) or the selected history row's key.
 func (v *Records) Selection() string {
-	if v.detail != nil && v.detail.data != nil {
-		sel := v.detail.revs.Selected()
-		if sel >= 0 && sel < len(v.detail.data.Revisions) {
-			return string(v.detail.data.Revisions[sel].Snapshot)
+	d := v.detail
+	if d != nil && d.data != nil {
+		switch {
+		case d.mode == modeHistory:
+			if i := d.history.Selected(); i >= 0 && i < len(d.histKeys) && d.histKeys[i] != nil {
+				return *d.histKeys[i]
+			}
+			return ""
+		case d.focus == 1:
+			return d.content.Copy()
 		}
-		return v.detail.id
+		if s, ok := d.snaps[d.selectedRev()]; ok {
+			return indentJSON(s)
+		}
+		return d.id
 	}
 	if r := v.list.selected(); r != nil {
 		return r.ID
 	}
 	return ""
+}
+
+// DiffShown is the diff on screen (nil when none), for tests.
+func (v *Records) DiffShown() []Change {
+	if v.detail == nil {
+		return nil
+	}
+	return v.detail.diff
 }

@@ -1,25 +1,91 @@
 package views
 
 import (
+	"bufio"
 	gocontext "context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
+	"idemwork/internal/termsafe"
 	"idemwork/store"
 	tctx "idemwork/tui/context"
 )
 
-// NewTimeline is the owner's merged history — audit events, executions, keys and revisions —
-// newest first, one keyset page at a time, for support staff tracing what happened.
-func NewTimeline(ctx *tctx.ProgramContext) View {
-	v := &listView[store.Event]{ctx: ctx, title: "Timeline", keys: []key.Binding{keyOpen, keyToKey}}
-	v.list.table.Columns = []Column{{Title: "WHEN", Width: 14}, {Title: "KIND", Width: 9}, {Title: "WHAT", Min: 16}, {Title: "RECORD", Width: 12}, {Title: "KEY", Width: 22}}
-	v.list.fetch = func(ctx gocontext.Context, db *store.DB, owner, cursor string) ([]store.Event, string, error) {
-		return db.History(ctx, owner, pageSize, cursor, true)
+var keyExport = key.NewBinding(key.WithKeys("x"), key.WithHelp("x", "export to a CSV file"))
+
+// timelineQuery reads a Timeline search: a key prefix, or "action:" and an action prefix.
+func timelineQuery(q string) store.HistoryQuery {
+	field, v := searchField(q, "key", "key", "action")
+	if field == "action" {
+		return store.HistoryQuery{ActionPrefix: strings.ToUpper(v)}
 	}
+	return store.HistoryQuery{KeyPrefix: v}
+}
+
+func describeTimeline(q string) string {
+	h := timelineQuery(q)
+	if h.ActionPrefix != "" {
+		return "audit events whose action starts with " + termsafe.Quote(h.ActionPrefix)
+	}
+	return "keys starting with " + termsafe.Quote(h.KeyPrefix) + " (by key)"
+}
+
+// exportMsg reports an export's progress (done false) or its end.
+type exportMsg struct {
+	n    int
+	path string
+	done bool
+	err  error
+	ch   <-chan exportMsg
+}
+
+func waitExport(ch <-chan exportMsg) tea.Cmd {
+	return func() tea.Msg {
+		m, ok := <-ch
+		if !ok {
+			return nil
+		}
+		m.ch = ch
+		return m
+	}
+}
+
+// exportFile picks where an export goes: the working directory, else the temp directory.
+func exportFile(owner string, now time.Time) (*os.File, error) {
+	name := fmt.Sprintf("idemwork-history-%s-%s.csv", owner, now.Format("20060102-150405"))
+	dirs := []string{".", os.TempDir()}
+	var err error
+	for _, d := range dirs {
+		var f *os.File
+		if f, err = os.OpenFile(filepath.Join(d, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644); err == nil {
+			return f, nil
+		}
+	}
+	return nil, err
+}
+
+// NewTimeline is the owner's merged history — audit events, executions, keys and revisions —
+// newest first, one keyset page at a time, for support staff tracing what happened; / searches
+// by key or action prefix and x exports what is selected, whole, to a CSV file.
+func NewTimeline(ctx *tctx.ProgramContext) View {
+	v := &listView[store.Event]{ctx: ctx, title: "Timeline", keys: []key.Binding{keyOpen, keyToKey, keyExport},
+		hint: "key prefix (its whole story), or action:PREFIX"}
+	v.list.table.Columns = []Column{{Title: "WHEN", Width: 14}, {Title: "KIND", Width: 9}, {Title: "WHAT", Min: 16}, {Title: "RECORD", Width: 12, Optional: true}, {Title: "KEY", Width: 22}}
+	v.list.fetch = func(ctx gocontext.Context, db *store.DB, owner, query, cursor string) ([]store.Event, string, error) {
+		q := timelineQuery(query)
+		q.Owner, q.Limit, q.Cursor, q.Desc = owner, pageSize, cursor, true
+		if query == "" {
+			q = store.HistoryQuery{Owner: owner, Limit: pageSize, Cursor: cursor, Desc: true}
+		}
+		return db.Timeline(ctx, q)
+	}
+	v.list.describe = describeTimeline
 	v.list.toRow = func(e store.Event) Row {
 		var what []string
 		for _, p := range []*string{e.Action, e.Operation, e.FeatureID, e.Mode, e.Status} {
@@ -37,10 +103,36 @@ func NewTimeline(ctx *tctx.ProgramContext) View {
 		return r
 	}
 	v.heading = func() string {
-		return ctx.Styles.Title.Render("Timeline") + ctx.Styles.Subtle.Render(fmt.Sprintf(" of %s, newest first · %s", ctx.Owner, v.list.summary()))
+		return ctx.Styles.Title.Render("Timeline") + ctx.Styles.Subtle.Render(fmt.Sprintf(" of %s, newest first · %s · x exports", safe(ctx.Owner), v.list.summary()))
+	}
+	exporting := false
+	v.onMsg = func(msg tea.Msg) (tea.Cmd, bool) {
+		m, ok := msg.(exportMsg)
+		if !ok {
+			return nil, false
+		}
+		if !m.done {
+			return tea.Batch(status(fmt.Sprintf("exporting the history: %d entries written to %s…", m.n, m.path), false), waitExport(m.ch)), true
+		}
+		exporting = false
+		if m.err != nil {
+			return status("export failed: "+errText(m.err), true), true
+		}
+		return status(fmt.Sprintf("exported %d entries (oldest first, CSV) to %s", m.n, m.path), false), true
 	}
 	v.onKey = func(msg tea.KeyMsg, e *store.Event) tea.Cmd {
 		switch {
+		case key.Matches(msg, keyExport):
+			if exporting {
+				return status("an export is already running", true)
+			}
+			exporting = true
+			q := timelineQuery(v.list.query)
+			if v.list.query == "" {
+				q = store.HistoryQuery{}
+			}
+			q.Owner = ctx.Owner
+			return startExport(ctx.DB, q, ctx.Now())
 		case e == nil:
 		case key.Matches(msg, keyOpen) && e.Kind == "key" && e.Key != nil, key.Matches(msg, keyToKey) && e.Key != nil:
 			return jump(tctx.JumpKey, "", *e.Key)
@@ -50,5 +142,37 @@ func NewTimeline(ctx *tctx.ProgramContext) View {
 		return nil
 	}
 	v.selection = func(e store.Event) string { return e.ID }
-	return v
+	return searchableList[store.Event]{v}
+}
+
+// startExport streams the selected history to a new CSV file off the Update goroutine, keyset
+// page by keyset page (store.ExportHistory), reporting progress as it goes.
+func startExport(db *store.DB, q store.HistoryQuery, now time.Time) tea.Cmd {
+	ch := make(chan exportMsg, 4)
+	go func() {
+		defer close(ch)
+		f, err := exportFile(q.Owner, now)
+		if err != nil {
+			ch <- exportMsg{done: true, err: fmt.Errorf("create the export file: %w", err)}
+			return
+		}
+		path, _ := filepath.Abs(f.Name())
+		w := bufio.NewWriter(f)
+		ctx, cancel := gocontext.WithTimeout(gocontext.Background(), time.Hour)
+		defer cancel()
+		n, err := db.ExportHistory(ctx, q, store.ExportCSV, w, 0, func(n int) {
+			select {
+			case ch <- exportMsg{n: n, path: path}:
+			default: // the screen is behind: skip this count
+			}
+		})
+		if err == nil {
+			err = w.Flush()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		ch <- exportMsg{n: n, path: path, done: true, err: err}
+	}()
+	return waitExport(ch)
 }

@@ -6,12 +6,15 @@ package views
 
 import (
 	gocontext "context"
+	"strings"
 	"time"
 
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
 	"idemwork/apperr"
+	"idemwork/internal/termsafe"
+	"idemwork/store"
 	tctx "idemwork/tui/context"
 )
 
@@ -26,10 +29,37 @@ type View interface {
 	FullHelp() [][]key.Binding
 	// Capturing is true while a text field has focus: global keys (q, ?, /) go to the view.
 	Capturing() bool
-	// SetFilter narrows the rows shown ("" clears it).
+	// SetFilter narrows the rows shown ("" clears it). Views of stored rows implement Searcher
+	// instead, and the shell uses that.
 	SetFilter(s string)
-	// Selection is what `y` copies: the selected id, key or JSON ("" for none).
+	// Selection is what `y` copies: the selected id or key, or the focused pane's content
+	// ("" for none).
 	Selection() string
+}
+
+// Searcher is a view whose `/` searches the database, not the rows it has loaded (SPEC §10.4).
+type Searcher interface {
+	// Search shows the first page of the owner's rows matching q; "" shows every row again.
+	Search(q string) tea.Cmd
+	// SearchHint says what a search matches, for the prompt.
+	SearchHint() string
+	// Query is the active search ("" none).
+	Query() string
+}
+
+// searchField splits a query "field:value" naming one of fields; any other query is a value of
+// the default field def. Values keep inner spaces but lose the ends': a trailing space typed
+// into the prompt must not change what is searched.
+func searchField(q, def string, fields ...string) (string, string) {
+	q = strings.TrimSpace(q)
+	if f, v, ok := strings.Cut(q, ":"); ok {
+		for _, name := range fields {
+			if strings.EqualFold(strings.TrimSpace(f), name) {
+				return name, strings.TrimSpace(v)
+			}
+		}
+	}
+	return def, q
 }
 
 // TickMsg arrives once a second: relative times and expiry countdowns are redrawn.
@@ -47,13 +77,24 @@ func query(fn func(ctx gocontext.Context) tea.Msg) tea.Cmd {
 	}
 }
 
-// errText renders an error for a user: the coded message, never a raw SQL error.
+// errText renders an error for a user: the coded message, never a raw SQL or driver error.
+// An unreachable database (a stopped cluster, a dropped connection) says so and what to do;
+// other uncoded errors name what failed and how to see more.
 func errText(err error) string {
-	e := apperr.As(err)
-	if e.Code == apperr.Internal && e.Err != nil {
-		return "internal error: " + e.Err.Error()
+	if store.Unreachable(err) {
+		return "the database is not reachable (stopped, or the connection dropped): start it (idemwork db start) or restart the workbench; r retries"
 	}
-	return string(e.Code) + ": " + e.Message
+	e := apperr.As(err)
+	if e.Code == apperr.Internal {
+		what := "a query failed"
+		if msg := err.Error(); msg != "" {
+			if w, _, ok := strings.Cut(msg, ": "); ok && len(w) < 40 && !strings.ContainsAny(w, "()\"") {
+				what = w + " failed"
+			}
+		}
+		return termsafe.Line("INTERNAL: " + what + "; r retries")
+	}
+	return termsafe.Line(string(e.Code) + ": " + e.Message)
 }
 
 func status(text string, isErr bool) tea.Cmd {

@@ -173,3 +173,88 @@ func Quote(s string) string {
 
 // Safe reports whether s can be sent to a terminal as it is: Line would not change it.
 func Safe(s string) bool { return Line(s) == s }
+
+// Frame makes a whole rendered screen safe as a last line of defence: the styling the program
+// itself adds (SGR sequences, `ESC [ … m`) and newlines pass; any other control — a sequence
+// that moves the cursor, clears the screen or sets the clipboard, a C0 or C1 control, a format
+// character — is shown as Line would show it. A view that forgot to pass a stored string
+// through Line still cannot change the screen outside its cell (only colour it).
+func Frame(s string) string {
+	clean := true
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == 0x1b {
+			if n := sgrLen(s[i:]); n > 0 {
+				i += n - 1
+				continue
+			}
+			clean = false
+			break
+		}
+		if (c < 0x20 && c != '\n') || c == 0x7f || c >= 0x80 {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 32)
+	for i := 0; i < len(s); {
+		c := s[i]
+		switch {
+		case c == 0x1b:
+			if n := sgrLen(s[i:]); n > 0 {
+				b.WriteString(s[i : i+n])
+				i += n
+				continue
+			}
+			b.WriteRune('␛')
+			i++
+		case c == '\n':
+			b.WriteByte('\n')
+			i++
+		case c < 0x80:
+			if c < 0x20 {
+				b.WriteRune(0x2400 + rune(c))
+			} else if c == 0x7f {
+				b.WriteRune('␡')
+			} else {
+				b.WriteByte(c)
+			}
+			i++
+		default:
+			r, n := utf8.DecodeRuneInString(s[i:])
+			if r == utf8.RuneError && n <= 1 {
+				b.WriteString(`\x` + hex2(c))
+				i++
+				continue
+			}
+			if invisible(r) {
+				b.WriteString(escapeRune(r))
+			} else {
+				b.WriteRune(r)
+			}
+			i += n
+		}
+	}
+	return b.String()
+}
+
+// sgrLen is the length of the SGR sequence s starts with (ESC [ digits/;/: m), or 0.
+func sgrLen(s string) int {
+	if len(s) < 3 || s[0] != 0x1b || s[1] != '[' {
+		return 0
+	}
+	for i := 2; i < len(s) && i < 64; i++ {
+		switch c := s[i]; {
+		case c == 'm':
+			return i + 1
+		case c >= '0' && c <= '9', c == ';', c == ':':
+		default:
+			return 0
+		}
+	}
+	return 0
+}

@@ -104,3 +104,11 @@ func FuzzCell(f *testing.F) {
 		}
 	})
 }
+
+func TestAFrameKeepsItsStylingAndShowsEverythingElse(t *testing.T) {
+	t.Parallel()
+	styled := "\x1b[1;38;5;33mtitle\x1b[0m ok\nline two"
+	require.Equal(t, styled, termsafe.Frame(styled))
+	require.Equal(t, "\x1b[1mA\x1b[0m ␛[2J ␛]52;c;x␇ tab␉ \\u202e",
+		termsafe.Frame("\x1b[1mA\x1b[0m \x1b[2J \x1b]52;c;x\a tab\t \u202e"))
+}

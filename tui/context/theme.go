@@ -3,13 +3,18 @@ package context
 import (
 	"github.com/charmbracelet/bubbles/key"
 	"github.com/charmbracelet/lipgloss"
+	"github.com/muesli/termenv"
 )
 
 // Theme is the set of semantic colours; each adapts to a light or dark terminal.
 type Theme struct {
-	Primary, Muted, Border, Accent     lipgloss.AdaptiveColor
-	Success, Warning, Danger, Selected lipgloss.AdaptiveColor
-	SelectedText                       lipgloss.AdaptiveColor
+	Primary, Muted, Border, Accent     lipgloss.TerminalColor
+	Success, Warning, Danger, Selected lipgloss.TerminalColor
+	SelectedText                       lipgloss.TerminalColor
+	// Mono is the NO_COLOR theme: no colour at all, so selection, focus and cursors are drawn
+	// with reverse video, bold and underline instead (https://no-color.org forbids colour, not
+	// those).
+	Mono bool
 }
 
 // DefaultTheme is the workbench's palette.
@@ -27,6 +32,25 @@ func DefaultTheme() Theme {
 	}
 }
 
+// MonoTheme is the theme under NO_COLOR: every colour is "none".
+func MonoTheme() Theme {
+	n := lipgloss.NoColor{}
+	return Theme{Primary: n, Muted: n, Border: n, Accent: n, Success: n, Warning: n, Danger: n, Selected: n, SelectedText: n, Mono: true}
+}
+
+// StylesForTerminal returns the workbench's styles for the terminal it runs in. With noColor
+// (NO_COLOR set) lipgloss's own detection would drop every attribute along with the colours,
+// leaving no selected row, focused field or text cursor on screen; instead the profile keeps
+// attributes (plain ANSI) and the mono theme supplies no colour, so reverse video, bold and
+// underline mark them. It sets lipgloss's process-wide profile, as a program's main does.
+func StylesForTerminal(noColor bool) Styles {
+	if !noColor {
+		return NewStyles(DefaultTheme())
+	}
+	lipgloss.SetColorProfile(termenv.ANSI)
+	return NewStyles(MonoTheme())
+}
+
 // Styles are built once from the theme and shared.
 type Styles struct {
 	Theme Theme
@@ -41,6 +65,10 @@ type Styles struct {
 	JSONKey, JSONString, JSONNumber, JSONPunct         lipgloss.Style
 	InputLabel, InputLabelFocused, FieldError          lipgloss.Style
 	Modal                                              lipgloss.Style
+	// Cursor draws a text field's cursor (reverse video, visible without colour).
+	Cursor lipgloss.Style
+	// Mono reports the NO_COLOR theme.
+	Mono bool
 }
 
 // NewStyles builds styles from a theme.
@@ -82,6 +110,20 @@ func NewStyles(t Theme) Styles {
 	s.InputLabelFocused = lipgloss.NewStyle().Foreground(t.Accent).Bold(true)
 	s.FieldError = lipgloss.NewStyle().Foreground(t.Danger)
 	s.Modal = lipgloss.NewStyle().Border(lipgloss.RoundedBorder()).BorderForeground(t.Accent).Padding(0, 1)
+	s.Cursor = lipgloss.NewStyle().Reverse(true)
+	// The focused pane has a heavier border, which reads without colour too.
+	s.PaneFocused = lipgloss.NewStyle().Border(lipgloss.ThickBorder()).BorderForeground(t.Accent).Padding(0, 1)
+	if t.Mono {
+		s.Mono = true
+		s.RowSelected = lipgloss.NewStyle().Reverse(true).Bold(true)
+		s.NavActive = lipgloss.NewStyle().Bold(true).Underline(true).Padding(0, 1)
+		s.NavFocused = lipgloss.NewStyle().Bold(true).Reverse(true).Padding(0, 1)
+		s.InputLabelFocused = lipgloss.NewStyle().Bold(true).Underline(true)
+		s.PaneTitle = lipgloss.NewStyle().Bold(true)
+		s.Subtle = lipgloss.NewStyle().Faint(true)
+		s.HelpKey = lipgloss.NewStyle().Bold(true)
+		s.BadgeDanger = lipgloss.NewStyle().Bold(true).Reverse(true).Padding(0, 1)
+	}
 	return s
 }
 

@@ -1,0 +1,154 @@
+package views
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/charmbracelet/bubbles/key"
+	"github.com/charmbracelet/bubbles/viewport"
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/ansi"
+
+	tctx "idemwork/tui/context"
+)
+
+// Pane keys: the arrows between panes, the usual keys within one.
+var (
+	keyPaneLeft  = key.NewBinding(key.WithKeys("left", "h"), key.WithHelp("←/h", "pane left"))
+	keyPaneRight = key.NewBinding(key.WithKeys("right", "l"), key.WithHelp("→/l", "pane right"))
+)
+
+// scrollPane is a titled, bordered pane of exactly its size whose content scrolls (a
+// bubbles/viewport), with the scroll position in its title. Content is laid out — wrapped to the
+// pane's width — when it is set or the pane resized, in Update; a frame draws only the visible
+// lines, so its cost does not grow with the content (a 60 KB payload draws as fast as a small
+// one).
+type scrollPane struct {
+	title string
+	src   []string // painted lines, unwrapped
+	raw   string   // what `y` copies
+	vp    viewport.Model
+	w, h  int
+	ready bool
+}
+
+// SetContent replaces the pane's title, lines (painted, terminal-safe) and the text y copies.
+func (p *scrollPane) SetContent(title string, lines []string, raw string) {
+	p.title, p.src, p.raw = title, lines, raw
+	p.layout(false)
+}
+
+// SetTitle changes the title only.
+func (p *scrollPane) SetTitle(title string) { p.title = title }
+
+// SetSize sets the pane's outer size (borders included).
+func (p *scrollPane) SetSize(w, h int) {
+	if w == p.w && h == p.h && p.ready {
+		return
+	}
+	p.w, p.h = w, h
+	p.layout(true)
+}
+
+func (p *scrollPane) inner() (int, int) { return max(1, p.w-4), max(1, p.h-3) }
+
+func (p *scrollPane) layout(keepOffset bool) {
+	iw, ih := p.inner()
+	off := p.vp.YOffset
+	p.vp = viewport.New(iw, ih)
+	p.vp.MouseWheelEnabled = true
+	p.ready = true
+	if len(p.src) == 0 {
+		p.vp.SetContent("")
+		return
+	}
+	wrapped := make([]string, 0, len(p.src))
+	for _, l := range p.src {
+		if ansi.StringWidth(l) <= iw {
+			wrapped = append(wrapped, l)
+			continue
+		}
+		wrapped = append(wrapped, strings.Split(ansi.Wrap(l, iw, " ,"), "\n")...)
+	}
+	p.vp.SetContent(strings.Join(wrapped, "\n"))
+	if keepOffset {
+		p.vp.SetYOffset(off)
+	}
+}
+
+// Scroll applies a scrolling key; it reports whether the key was one.
+func (p *scrollPane) Scroll(msg tea.KeyMsg) bool {
+	switch {
+	case key.Matches(msg, keyUp):
+		p.vp.LineUp(1)
+	case key.Matches(msg, keyDown):
+		p.vp.LineDown(1)
+	case key.Matches(msg, keyPgUp):
+		p.vp.ViewUp()
+	case key.Matches(msg, keyPgDown), msg.String() == " ":
+		p.vp.ViewDown()
+	case key.Matches(msg, keyTop):
+		p.vp.GotoTop()
+	case key.Matches(msg, keyBottom):
+		p.vp.GotoBottom()
+	default:
+		return false
+	}
+	return true
+}
+
+// Wheel scrolls by the mouse wheel.
+func (p *scrollPane) Wheel(msg tea.MouseMsg) {
+	switch msg.Button {
+	case tea.MouseButtonWheelUp:
+		p.vp.LineUp(3)
+	case tea.MouseButtonWheelDown:
+		p.vp.LineDown(3)
+	}
+}
+
+// Position is the visible range, e.g. "12-31/140": visible in the title so a cut-off pane says
+// it has more.
+func (p *scrollPane) Position() string {
+	total := p.vp.TotalLineCount()
+	if total <= p.vp.Height {
+		return ""
+	}
+	first := p.vp.YOffset + 1
+	last := min(total, p.vp.YOffset+p.vp.Height)
+	return fmt.Sprintf("%d-%d/%d", first, last, total)
+}
+
+// Copy is what y copies from this pane.
+func (p *scrollPane) Copy() string { return p.raw }
+
+// View draws the pane: a focused pane has a heavy border and a marked title.
+func (p *scrollPane) View(s tctx.Styles, focused bool) string {
+	iw, _ := p.inner()
+	title := p.title
+	if focused {
+		title = "▸ " + title
+	}
+	pos := p.Position()
+	if pos != "" {
+		pos = " " + pos
+		if !p.vp.AtBottom() {
+			pos += " ↓"
+		}
+	}
+	head := s.PaneTitle.Render(cut(title, max(1, iw-ansi.StringWidth(pos)))) + s.Subtle.Render(pos)
+	return paneFrame(s, head+"\n"+p.vp.View(), p.w, p.h, focused)
+}
+
+// paneFrame draws a bordered box of exactly w×h cells around body (its lines already fit).
+func paneFrame(s tctx.Styles, body string, w, h int, focused bool) string {
+	st := s.Pane
+	if focused {
+		st = s.PaneFocused
+	}
+	innerW, innerH := w-4, h-2
+	if innerW < 1 || innerH < 1 {
+		return ""
+	}
+	return st.Width(w - 2).Height(innerH).Render(fitBlock(body, innerW, innerH))
+}
