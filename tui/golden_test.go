@@ -50,7 +50,7 @@ func TestGoldenRecords(t *testing.T) {
 }
 
 func TestGoldenRecordDiff(t *testing.T) {
-	goldenScreen(t, []tea.Msg{key("G"), key("enter"), key("2")}, "Diff revision 1")
+	goldenScreen(t, []tea.Msg{key("G"), key("enter"), key("2")}, "+ payload.items[2]")
 }
 
 func TestGoldenKeyDetailShowsDrift(t *testing.T) {

@@ -391,7 +391,8 @@ func (m *Model) submitPrompt(kind, value string) tea.Cmd {
 		m.views[m.active].SetFilter(value)
 		return nil
 	case "search":
-		if sv, ok := m.views[m.active].(views.Searcher); ok {
+		// enter keeps what typing already searched; it searches only what was not yet asked.
+		if sv, ok := m.views[m.active].(views.Searcher); ok && sv.Query() != value {
 			return sv.Search(value)
 		}
 		return nil

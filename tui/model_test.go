@@ -1,6 +1,7 @@
 package tui_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -45,6 +46,26 @@ func isQuit(cmd tea.Cmd) bool {
 	return ok
 }
 
+// settleModel runs cmd as Bubble Tea would, feeding every message back to the model.
+func settleModel(t *testing.T, m *tui.Model, cmd tea.Cmd) {
+	t.Helper()
+	tuitest.Settle(t, tuitest.Updater(m), cmd)
+}
+
+func cmdOf(_ tea.Model, cmd tea.Cmd) tea.Cmd { return cmd }
+
+// selectedRow is the body line that carries the cursor mark.
+func selectedRow(t *testing.T, screen string) string {
+	t.Helper()
+	for _, l := range strings.Split(ansi.Strip(screen), "\n") {
+		if i := strings.Index(l, "│> "); i >= 0 {
+			return l[i:]
+		}
+	}
+	t.Fatalf("no selected row on screen:\n%s", screen)
+	return ""
+}
+
 func newModel(t *testing.T, w, h int) (*tui.Model, tuitest.Bundle) {
 	t.Helper()
 	b := tuitest.New(t)
@@ -74,29 +95,125 @@ func TestCtrlCAlwaysQuits(t *testing.T) {
 	require.True(t, isQuit(cmd))
 }
 
-func TestEveryViewFitsEverySizeDownTo80x24(t *testing.T) {
+// Every view at every size: exactly the terminal's lines, each exactly its width, the header
+// and navigator in place, the active view marked, the view's own heading at the top of the
+// body, and — in lists — exactly one selected row, on screen.
+func TestEveryViewShowsItsContentAtEverySizeDownTo80x24(t *testing.T) {
 	t.Parallel()
-	m, _ := newModel(t, 120, 40)
+	m, b := newModel(t, 120, 40)
+	tuitest.SeedFixed(t, b)
+	settleModel(t, m, m.Init())
+	headings := map[string]string{"Records": "Records of alice", "Keys": "Idempotency keys of alice", "Executions": "Feature executions of alice",
+		"Audit": "Audit events of alice", "Timeline": "Timeline of alice", "Storm": "Replay storm", "Locks": "Locks", "Outbox": "Outbox of alice",
+		"Demo": "blocked_external, guided"}
+	lists := map[string]bool{"Records": true, "Keys": true, "Executions": true, "Audit": true, "Timeline": true}
 	for _, size := range [][2]int{{80, 24}, {81, 25}, {100, 30}, {120, 40}, {200, 60}} {
 		m.Update(tea.WindowSizeMsg{Width: size[0], Height: size[1]})
 		for v := 1; v <= 9; v++ {
 			m.Update(key(string(rune('0' + v))))
+			title := m.ActiveTitle()
 			for _, overlay := range []string{"", "?"} {
 				if overlay != "" {
 					m.Update(key(overlay))
 				}
-				screen := m.View()
-				lines := strings.Split(screen, "\n")
-				require.Len(t, lines, size[1], "view %d (%s) at %dx%d", v, m.ActiveTitle(), size[0], size[1])
+				lines := strings.Split(m.View(), "\n")
+				at := fmt.Sprintf("view %s at %dx%d%s", title, size[0], size[1], overlay)
+				require.Len(t, lines, size[1], at)
 				for i, l := range lines {
-					require.LessOrEqual(t, ansi.StringWidth(l), size[0], "view %s line %d at %dx%d: %q", m.ActiveTitle(), i, size[0], size[1], l)
+					require.Equal(t, size[0], ansi.StringWidth(l), "%s line %d: %q", at, i, l)
 				}
-				if overlay != "" {
+				require.Contains(t, lines[0], "idemwork", at)
+				require.Contains(t, lines[0], "owner alice", at)
+				nav := ansi.Strip(lines[v])
+				require.True(t, strings.HasPrefix(strings.TrimSpace(nav), fmt.Sprintf("> %d %s", v, title)), "%s: the active view is marked: %q", at, nav)
+				body := func(i int) string {
+					return ansi.Strip(lines[i])[strings.Index(ansi.Strip(lines[i]), "│")+len("│"):]
+				}
+				if overlay == "" {
+					require.Contains(t, body(1), headings[title], at)
+					if lists[title] {
+						selected := 0
+						for i := 2; i < len(lines)-2; i++ {
+							if strings.HasPrefix(body(i), "> ") {
+								selected++
+							}
+						}
+						require.Equal(t, 1, selected, "%s: one selected row on screen:\n%s", at, m.View())
+					}
+				} else {
+					require.Contains(t, m.View(), "In "+title, at)
 					m.Update(key("esc"))
 				}
 			}
 		}
 	}
+}
+
+func TestRunesArrivingInOneReadAreSeveralKeypresses(t *testing.T) {
+	t.Parallel()
+	m, b := newModel(t, 120, 40)
+	tuitest.SeedFixed(t, b)
+	m.Update(key("4")) // Audit: three events
+	settleModel(t, m, m.Init())
+	settleModel(t, m, cmdOf(m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("jj")})))
+	require.Contains(t, selectedRow(t, m.View()), "RECORD_CREATED", "jj moved twice: the third event")
+	// Typed into a prompt, the same runes are text.
+	m.Update(key(":"))
+	m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("jjj")})
+	require.Contains(t, m.View(), ":jjj")
+}
+
+func TestTheHelpNamesTheViewOnce(t *testing.T) {
+	t.Parallel()
+	m, _ := newModel(t, 120, 40)
+	m.Update(key("2"))
+	m.Update(key("?"))
+	require.Contains(t, m.View(), "In Keys")
+	require.NotContains(t, m.View(), "Keys keys")
+}
+
+func TestSlashSearchesTheDatabaseAsYouType(t *testing.T) {
+	t.Parallel()
+	m, b := newModel(t, 120, 40)
+	tuitest.SeedFixed(t, b)
+	m.Update(key("2"))
+	settleModel(t, m, m.Init())
+	m.Update(key("/"))
+	require.Contains(t, m.View(), "search Keys: key prefix", "the prompt says what a search matches")
+	var cmd tea.Cmd
+	for _, r := range "fixed-p" {
+		_, cmd = m.Update(key(string(r)))
+	}
+	// The last edit's pause runs the search; earlier edits' pauses find a newer edit and do nothing.
+	settleModel(t, m, cmd)
+	require.Contains(t, m.View(), `2 matches: keys starting with "fixed-p"`)
+	settleModel(t, m, cmdOf(m.Update(key("enter"))))
+	require.Contains(t, selectedRow(t, m.View()), "fixed-patch")
+	m.Update(key("/"))
+	settleModel(t, m, cmdOf(m.Update(key("esc"))))
+	require.Contains(t, m.View(), "3 loaded", "esc leaves the search")
+}
+
+func TestWhateverAViewLetsThroughOnlyStylingReachesTheTerminal(t *testing.T) {
+	t.Parallel()
+	m, _ := newModel(t, 120, 40)
+	m.Update(tctx.StatusMsg{Text: "evil \x1b[2J\x1b]52;c;aGk=\x07 done"})
+	screen := m.View()
+	require.NotContains(t, screen, "\x1b[2J")
+	require.NotContains(t, screen, "\x1b]52")
+	require.Contains(t, screen, "evil ␛[2J␛]52;c;aGk=␇ done")
+}
+
+func TestTheFirstFrameSaysWhatIsBeingPrepared(t *testing.T) {
+	t.Parallel()
+	done := make(chan tui.BootResult)
+	boot := tui.NewBoot(tctx.NewStyles(tctx.DefaultTheme()), "creating the database cluster in /x (first run: initdb takes a few seconds)…", done)
+	require.Contains(t, boot.View(), "creating the database cluster in /x", "before the terminal's size is known")
+	boot.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
+	require.Contains(t, boot.View(), "creating the database cluster")
+	require.Len(t, strings.Split(boot.View(), "\n"), 24)
+	_, cmd := boot.Update(key("q"))
+	require.True(t, isQuit(cmd), "q gives up while waiting")
 }
 
 func TestASmallerTerminalSaysWhatItNeeds(t *testing.T) {

@@ -291,9 +291,10 @@ func (v *Keys) layoutHead() {
 	d := v.detail
 	kv := d.view
 	now := v.ctx.Now()
-	expiry := "expires " + ago(now, kv.ExpiresAt) + " (" + kv.ExpiresAt.Local().Format("Jan 2 15:04:05") + ")"
-	if !kv.ExpiresAt.After(now) {
-		expiry = "EXPIRED " + ago(now, kv.ExpiresAt) + ": the next request with this key executes again"
+	expiry := "expires " + ago(now, kv.ExpiresAt) + " (" + kv.ExpiresAt.Local().Format("2006-01-02 15:04:05") + ")"
+	if kv.Expired {
+		// Expiry is the runner's verdict, by its clock: the same one a request meets.
+		expiry = "EXPIRED at " + kv.ExpiresAt.Local().Format("2006-01-02 15:04:05") + ": the next request with this key executes again"
 	}
 	st := v.stateStyle(kv)
 	head := []string{

@@ -3,7 +3,6 @@ package views_test
 import (
 	"context"
 	"fmt"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -26,39 +25,10 @@ func TestMain(m *testing.M) {
 	testdb.Main(m)
 }
 
-// settle runs cmd the way Bubble Tea would — batches fan out, each message goes back to
-// update — but drops timer messages (ticks, cursor blinks) so the chain ends.
+// settle runs cmd the way Bubble Tea would (tuitest.Settle).
 func settle(t *testing.T, update func(tea.Msg) tea.Cmd, cmd tea.Cmd) {
 	t.Helper()
-	var run func(cmd tea.Cmd, depth int)
-	run = func(cmd tea.Cmd, depth int) {
-		if cmd == nil || depth == 0 {
-			return
-		}
-		done := make(chan tea.Msg, 1)
-		go func() { done <- cmd() }()
-		var msg tea.Msg
-		select {
-		case msg = <-done:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("a command did not finish")
-		}
-		if batch, ok := msg.(tea.BatchMsg); ok {
-			for _, c := range batch {
-				run(c, depth)
-			}
-			return
-		}
-		if msg == nil {
-			return
-		}
-		name := reflect.TypeOf(msg).String()
-		if strings.Contains(name, "Tick") || strings.Contains(name, "Blink") || strings.Contains(name, "blink") {
-			return
-		}
-		run(update(msg), depth-1)
-	}
-	run(cmd, 12)
+	tuitest.Settle(t, update, cmd)
 }
 
 func typeText(f *views.Form, s string) {

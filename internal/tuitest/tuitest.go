@@ -63,7 +63,9 @@ func SeedFixed(t *testing.T, b Bundle) {
 	t.Helper()
 	ctx := context.Background()
 	t0 := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
-	exp := t0.Add(24 * time.Hour)
+	// Keys expire by the runner's clock, which is the real one: far enough ahead that the fixed
+	// keys stay SUCCEEDED whenever the tests run.
+	exp := t0.AddDate(100, 0, 0)
 	// Constants only, so the whole script runs as one simple-protocol batch.
 	script := strings.NewReplacer("$1", "'"+NoteID+"'", "$2", "'"+MemID+"'",
 		"$3", "'"+t0.Format(time.RFC3339)+"'::timestamptz", "$4", "'"+exp.Format(time.RFC3339)+"'::timestamptz").Replace(`

@@ -1,0 +1,54 @@
+package tuitest
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+)
+
+// Settle runs cmd the way Bubble Tea would — batches fan out, each message goes back to update
+// — but drops timer messages (ticks, cursor blinks) so the chain ends. A search's typing pause
+// is not dropped: it runs at once.
+func Settle(t testing.TB, update func(tea.Msg) tea.Cmd, cmd tea.Cmd) {
+	t.Helper()
+	var run func(cmd tea.Cmd, depth int)
+	run = func(cmd tea.Cmd, depth int) {
+		if cmd == nil || depth == 0 {
+			return
+		}
+		done := make(chan tea.Msg, 1)
+		go func() { done <- cmd() }()
+		var msg tea.Msg
+		select {
+		case msg = <-done:
+		case <-time.After(15 * time.Second):
+			t.Fatalf("a command did not finish")
+		}
+		if batch, ok := msg.(tea.BatchMsg); ok {
+			for _, c := range batch {
+				run(c, depth)
+			}
+			return
+		}
+		if msg == nil {
+			return
+		}
+		name := strings.ToLower(reflect.TypeOf(msg).String())
+		if (strings.Contains(name, "tick") && !strings.Contains(name, "search")) || strings.Contains(name, "blink") {
+			return
+		}
+		run(update(msg), depth-1)
+	}
+	run(cmd, 12)
+}
+
+// Updater adapts a tea.Model's Update to Settle.
+func Updater(m tea.Model) func(tea.Msg) tea.Cmd {
+	return func(msg tea.Msg) tea.Cmd {
+		_, cmd := m.Update(msg)
+		return cmd
+	}
+}
