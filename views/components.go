@@ -68,6 +68,25 @@ func (t *Table) SetRows(rows []Row) {
 	t.applyFilter()
 }
 
+// AppendRows adds rows after the loaded ones (the next keyset page): only the new rows are made
+// safe and laid out.
+func (t *Table) AppendRows(rows []Row) {
+	for i := range rows {
+		for j, c := range rows[i].Cells {
+			rows[i].Cells[j] = termsafe.Line(c)
+		}
+	}
+	first := len(t.rows)
+	t.rows = append(t.rows, rows...)
+	t.text = append(t.text, make([]string, len(rows))...)
+	for i := first; i < len(t.rows); i++ {
+		if t.filter == "" || strings.Contains(strings.ToLower(strings.Join(t.rows[i].Cells, " ")), t.filter) {
+			t.visible = append(t.visible, i)
+		}
+	}
+	t.clampOffset()
+}
+
 // SetFilter keeps the loaded rows containing s (case-insensitive) in any cell. Views whose rows
 // are stored data search the database instead (Searcher); this is for live lists.
 func (t *Table) SetFilter(s string) {

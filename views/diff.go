@@ -126,9 +126,37 @@ func pathString(p []pathSeg) string {
 	return b.String()
 }
 
+// sameValue compares two leaves of decoded JSON (scalars, empty objects and arrays).
+func sameValue(a, b any) bool {
+	switch x := a.(type) {
+	case string:
+		y, ok := b.(string)
+		return ok && x == y
+	case json.Number:
+		y, ok := b.(json.Number)
+		return ok && x == y
+	case bool:
+		y, ok := b.(bool)
+		return ok && x == y
+	case nil:
+		return b == nil
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		return ok && len(x) == 0 && len(y) == 0
+	case []any:
+		y, ok := b.([]any)
+		return ok && len(x) == 0 && len(y) == 0
+	}
+	return false
+}
+
+// valueString is a leaf as compact JSON for a diff line; a long string is shown by its start.
 func valueString(v any) string {
 	switch t := v.(type) {
 	case string:
+		if len(t) > 120 {
+			return termsafe.Quote(t[:runeStart(t, 100)]) + fmt.Sprintf("… (%d bytes)", len(t))
+		}
 		return termsafe.Quote(t)
 	case json.Number:
 		return termsafe.Line(t.String())
@@ -177,9 +205,8 @@ func JSONDiff(before, after []byte) []Change {
 			out = append(out, Change{Kind: Added, Path: pathString(lb[j].path), New: valueString(lb[j].val)})
 			j++
 		default:
-			oldV, newV := valueString(la[i].val), valueString(lb[j].val)
-			if oldV != newV || fmt.Sprintf("%T", la[i].val) != fmt.Sprintf("%T", lb[j].val) {
-				ch := Change{Kind: Changed, Path: pathString(la[i].path), Old: oldV, New: newV}
+			if !sameValue(la[i].val, lb[j].val) {
+				ch := Change{Kind: Changed, Path: pathString(la[i].path), Old: valueString(la[i].val), New: valueString(lb[j].val)}
 				sa, okA := la[i].val.(string)
 				sb, okB := lb[j].val.(string)
 				if okA && okB && (long(sa) || long(sb)) {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/ansi"
 
 	"idemwork/internal/termsafe"
 	tctx "idemwork/tui/context"
@@ -31,9 +32,47 @@ func (p paint) write(b *strings.Builder, s string) {
 	b.WriteString(p.post)
 }
 
-// jsonPainter renders JSON as indented, coloured, terminal-safe lines (keys sorted).
+// chunkCells cuts s (terminal-safe text, no escape sequences) into pieces of at most first
+// cells, then rest cells each.
+func chunkCells(s string, first, rest int) []string {
+	var out []string
+	limit := max(1, first)
+	if ascii(s) {
+		for len(s) > limit {
+			out = append(out, s[:limit])
+			s, limit = s[limit:], max(1, rest)
+		}
+		return append(out, s)
+	}
+	start, w := 0, 0
+	for i := 0; i < len(s); {
+		cluster, cw := ansi.FirstGraphemeCluster(s[i:], ansi.GraphemeWidth)
+		if w+cw > limit && i > start {
+			out = append(out, s[start:i])
+			start, w, limit = i, 0, max(1, rest)
+		}
+		w += cw
+		i += len(cluster)
+	}
+	return append(out, s[start:])
+}
+
+func ascii(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+// jsonPainter renders JSON as indented, coloured, terminal-safe lines (keys sorted). Given a
+// width, no line is wider: a long string value continues on the lines below it, cut by cells,
+// so a 60 KB text is laid out once, by slicing, and never re-wrapped.
 type jsonPainter struct {
 	key, str, num, punct, null paint
+	width                      int // 0: no limit
+	col                        int // cells on the current line
 }
 
 func newJSONPainter(s tctx.Styles) jsonPainter {
@@ -50,6 +89,12 @@ func decodeJSON(raw []byte) (any, error) {
 		return nil, err
 	}
 	return v, nil
+}
+
+// linesFit paints raw as lines of at most width cells.
+func (p jsonPainter) linesFit(raw []byte, width int) []string {
+	p.width = width
+	return p.lines(raw)
 }
 
 // lines paints raw as lines; raw that is not JSON is shown as terminal-safe text, line by line.
@@ -69,24 +114,52 @@ func (p jsonPainter) lines(raw []byte) []string {
 	}
 	var out []string
 	var b strings.Builder
+	p.col = 0
 	p.value(&out, &b, v, 0)
 	out = append(out, b.String())
 	return out
 }
 
-func (p jsonPainter) newline(out *[]string, b *strings.Builder, indent int) {
+func (p *jsonPainter) newline(out *[]string, b *strings.Builder, indent int) {
 	*out = append(*out, b.String())
 	b.Reset()
 	for i := 0; i < indent; i++ {
 		b.WriteString("  ")
 	}
+	p.col = 2 * indent
 }
 
-func (p jsonPainter) value(out *[]string, b *strings.Builder, v any, indent int) {
+// put writes s (terminal-safe, no escapes) in paint st, continuing it on the lines below when it
+// does not fit the width.
+func (p *jsonPainter) put(out *[]string, b *strings.Builder, st paint, s string, indent int) {
+	w := len(s)
+	if !ascii(s) {
+		w = ansi.StringWidth(s)
+	}
+	if p.width <= 0 || p.col+w <= p.width {
+		st.write(b, s)
+		p.col += w
+		return
+	}
+	cont := 2*indent + 2
+	for i, c := range chunkCells(s, p.width-p.col, p.width-cont) {
+		if i > 0 {
+			p.newline(out, b, indent+1)
+		}
+		st.write(b, c)
+		if ascii(c) {
+			p.col += len(c)
+		} else {
+			p.col += ansi.StringWidth(c)
+		}
+	}
+}
+
+func (p *jsonPainter) value(out *[]string, b *strings.Builder, v any, indent int) {
 	switch t := v.(type) {
 	case map[string]any:
 		if len(t) == 0 {
-			p.punct.write(b, "{}")
+			p.put(out, b, p.punct, "{}", indent)
 			return
 		}
 		keys := make([]string, 0, len(t))
@@ -94,45 +167,45 @@ func (p jsonPainter) value(out *[]string, b *strings.Builder, v any, indent int)
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
-		p.punct.write(b, "{")
+		p.put(out, b, p.punct, "{", indent)
 		for i, k := range keys {
 			p.newline(out, b, indent+1)
-			p.key.write(b, termsafe.Quote(k))
-			p.punct.write(b, ": ")
+			p.put(out, b, p.key, termsafe.Quote(k), indent+1)
+			p.put(out, b, p.punct, ": ", indent+1)
 			p.value(out, b, t[k], indent+1)
 			if i < len(keys)-1 {
-				p.punct.write(b, ",")
+				p.put(out, b, p.punct, ",", indent+1)
 			}
 		}
 		p.newline(out, b, indent)
-		p.punct.write(b, "}")
+		p.put(out, b, p.punct, "}", indent)
 	case []any:
 		if len(t) == 0 {
-			p.punct.write(b, "[]")
+			p.put(out, b, p.punct, "[]", indent)
 			return
 		}
-		p.punct.write(b, "[")
+		p.put(out, b, p.punct, "[", indent)
 		for i, e := range t {
 			p.newline(out, b, indent+1)
 			p.value(out, b, e, indent+1)
 			if i < len(t)-1 {
-				p.punct.write(b, ",")
+				p.put(out, b, p.punct, ",", indent+1)
 			}
 		}
 		p.newline(out, b, indent)
-		p.punct.write(b, "]")
+		p.put(out, b, p.punct, "]", indent)
 	case string:
-		p.str.write(b, termsafe.Quote(t))
+		p.put(out, b, p.str, termsafe.Quote(t), indent)
 	case json.Number:
-		p.num.write(b, termsafe.Line(t.String()))
+		p.put(out, b, p.num, termsafe.Line(t.String()), indent)
 	case bool:
 		if t {
-			p.num.write(b, "true")
+			p.put(out, b, p.num, "true", indent)
 		} else {
-			p.num.write(b, "false")
+			p.put(out, b, p.num, "false", indent)
 		}
 	case nil:
-		p.null.write(b, "null")
+		p.put(out, b, p.null, "null", indent)
 	}
 }
 

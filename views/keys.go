@@ -387,6 +387,7 @@ func (v *Keys) fillDetail() {
 	// What a replay returns, or why it does not.
 	var title string
 	var lines []string
+	var doc *jsonDoc
 	var raw string
 	r := kv.Restored
 	switch {
@@ -406,33 +407,37 @@ func (v *Keys) fillDetail() {
 		raw = kv.Verdict
 	case r.Execution != nil:
 		b, _ := json.Marshal(map[string]any{"record": r.Record, "execution": r.Execution})
-		title, lines, raw = fmt.Sprintf("Replay → rev %d + execution", r.Record.Revision), paint.lines(b), indentJSON(b)
+		title, doc, raw = fmt.Sprintf("Replay → rev %d + execution", r.Record.Revision), newJSONDoc(paint, b, nil, nil), indentJSON(b)
 	case r.Record != nil:
 		b, _ := json.Marshal(r.Record)
-		title, lines, raw = fmt.Sprintf("Replay → rev %d", r.Record.Revision), paint.lines(b), indentJSON(b)
+		title, doc, raw = fmt.Sprintf("Replay → rev %d", r.Record.Revision), newJSONDoc(paint, b, nil, nil), indentJSON(b)
 	case r.Review != nil:
 		b, _ := json.Marshal(r.Review)
-		title, lines, raw = "Replay → the review", paint.lines(b), indentJSON(b)
+		title, doc, raw = "Replay → the review", newJSONDoc(paint, b, nil, nil), indentJSON(b)
 	default:
 		title, lines = "Replay", []string{s.Subtle.Render("nothing to restore")}
 	}
 	if kv.Expired && kv.State == kernel.KeyExpired {
 		title = "EXPIRED · " + title
 	}
-	d.panes[paneReplay].SetContent(title, lines, raw)
+	if doc != nil {
+		d.panes[paneReplay].SetJSON(title, doc, raw)
+	} else {
+		d.panes[paneReplay].SetContent(title, lines, raw)
+	}
 
 	// The latest record and the drift.
 	none := "null: the record it names does not exist"
 	if strings.HasSuffix(kv.Operation, ":record:create") && kv.Restored.Record == nil {
 		none = "none: a create names its record only in its result, and there is none to read"
 	}
-	latestTitle, latestLines, latestRaw := "Latest record", []string{s.Subtle.Render(none)}, "null"
+	drift := v.stateStyle(kv).Render(Drift(kv))
 	if l := kv.Latest.Record; l != nil {
 		b, _ := json.Marshal(l)
-		latestTitle, latestLines, latestRaw = fmt.Sprintf("Latest (rev %d)", l.Revision), paint.lines(b), indentJSON(b)
+		d.panes[paneLatest].SetJSON(fmt.Sprintf("Latest (rev %d)", l.Revision), newJSONDoc(paint, b, []string{drift}, nil), indentJSON(b))
+	} else {
+		d.panes[paneLatest].SetContent("Latest record", []string{drift, s.Subtle.Render(none)}, "null")
 	}
-	latestLines = append([]string{v.stateStyle(kv).Render(Drift(kv))}, latestLines...)
-	d.panes[paneLatest].SetContent(latestTitle, latestLines, latestRaw)
 
 	// The key's rows, life by life.
 	var hist []string

@@ -88,12 +88,18 @@ func (p *paged[T]) handle(msg tea.Msg) bool {
 		return true
 	}
 	p.err = ""
-	if m.append {
-		p.rows = append(p.rows, m.rows...)
-	} else {
-		p.rows = m.rows
-	}
 	p.next = m.next
+	if m.append {
+		// Only the new page is converted: a deep scroll costs a page per page, not the whole list.
+		p.rows = append(p.rows, m.rows...)
+		rows := make([]Row, len(m.rows))
+		for i, r := range m.rows {
+			rows[i] = p.toRow(r)
+		}
+		p.table.AppendRows(rows)
+		return true
+	}
+	p.rows = m.rows
 	p.refill()
 	return true
 }

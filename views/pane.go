@@ -26,15 +26,62 @@ var (
 type scrollPane struct {
 	title string
 	src   []string // painted lines, unwrapped
+	doc   *jsonDoc // or a JSON document, painted for the width
 	raw   string   // what `y` copies
 	vp    viewport.Model
 	w, h  int
 	ready bool
 }
 
+// jsonDoc is JSON a pane shows, with lines above and below it; it is painted for a width once
+// and kept (a record view keeps one per revision).
+type jsonDoc struct {
+	painter    jsonPainter
+	raw        []byte
+	head, tail []string
+	width      int
+	lines      []string
+}
+
+func newJSONDoc(p jsonPainter, raw []byte, head, tail []string) *jsonDoc {
+	return &jsonDoc{painter: p, raw: raw, head: head, tail: tail}
+}
+
+// render lays the document out for width: the JSON already fits, the short lines around it are
+// wrapped.
+func (d *jsonDoc) render(width int) []string {
+	if d.width == width && d.lines != nil {
+		return d.lines
+	}
+	out := wrapLines(d.head, width)
+	out = append(out, d.painter.linesFit(d.raw, width)...)
+	out = append(out, wrapLines(d.tail, width)...)
+	d.width, d.lines = width, out
+	return out
+}
+
+// wrapLines wraps each line wider than width.
+func wrapLines(src []string, width int) []string {
+	out := make([]string, 0, len(src))
+	for _, l := range src {
+		if ansi.StringWidth(l) <= width {
+			out = append(out, l)
+			continue
+		}
+		out = append(out, strings.Split(ansi.Wrap(l, width, " ,"), "\n")...)
+	}
+	return out
+}
+
 // SetContent replaces the pane's title, lines (painted, terminal-safe) and the text y copies.
 func (p *scrollPane) SetContent(title string, lines []string, raw string) {
-	p.title, p.src, p.raw = title, lines, raw
+	p.title, p.src, p.doc, p.raw = title, lines, nil, raw
+	p.layout(false)
+}
+
+// SetJSON shows a JSON document (see jsonDoc) and copies raw.
+func (p *scrollPane) SetJSON(title string, doc *jsonDoc, raw string) {
+	p.title, p.src, p.doc, p.raw = title, nil, doc, raw
 	p.layout(false)
 }
 
@@ -58,19 +105,13 @@ func (p *scrollPane) layout(keepOffset bool) {
 	p.vp = viewport.New(iw, ih)
 	p.vp.MouseWheelEnabled = true
 	p.ready = true
-	if len(p.src) == 0 {
-		p.vp.SetContent("")
-		return
+	var lines []string
+	if p.doc != nil {
+		lines = p.doc.render(iw)
+	} else {
+		lines = wrapLines(p.src, iw)
 	}
-	wrapped := make([]string, 0, len(p.src))
-	for _, l := range p.src {
-		if ansi.StringWidth(l) <= iw {
-			wrapped = append(wrapped, l)
-			continue
-		}
-		wrapped = append(wrapped, strings.Split(ansi.Wrap(l, iw, " ,"), "\n")...)
-	}
-	p.vp.SetContent(strings.Join(wrapped, "\n"))
+	p.vp.SetContent(strings.Join(lines, "\n"))
 	if keepOffset {
 		p.vp.SetYOffset(off)
 	}

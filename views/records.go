@@ -57,7 +57,7 @@ type recordDetail struct {
 	histKeys []*string
 
 	snaps   map[int]json.RawMessage
-	painted map[int][]string
+	docs    map[int]*jsonDoc
 	order   []int  // snapshot cache order, oldest first
 	pending string // what the content pane waits for ("" none)
 	shown   string // what the content pane shows, so an unchanged selection recomputes nothing
@@ -138,7 +138,7 @@ func (v *Records) setModule(module string) {
 func (v *Records) reload() tea.Cmd { return v.list.reload(v.ctx) }
 
 func (v *Records) openDetail(module, id string) tea.Cmd {
-	d := &recordDetail{module: module, id: id, snaps: map[int]json.RawMessage{}, painted: map[int][]string{}}
+	d := &recordDetail{module: module, id: id, snaps: map[int]json.RawMessage{}, docs: map[int]*jsonDoc{}}
 	d.revs.Columns = []Column{{Title: "REV", Width: 4}, {Title: "WHEN", Min: 11}, {Title: "DISK", Width: 5}, {Title: "B", Width: 1}}
 	d.history.Columns = []Column{{Title: "WHEN", Width: 14}, {Title: "WHAT", Min: 16}, {Title: "KEY", Width: 12}}
 	v.detail = d
@@ -391,7 +391,7 @@ func (d *recordDetail) keep(rev int, s json.RawMessage) {
 		old := d.order[0]
 		d.order = d.order[1:]
 		delete(d.snaps, old)
-		delete(d.painted, old)
+		delete(d.docs, old)
 	}
 }
 
@@ -447,13 +447,13 @@ func (v *Records) showSelection() tea.Cmd {
 	}
 	d.shown = want
 	if d.mode == modeSnapshot {
-		lines, ok := d.painted[sel]
+		doc, ok := d.docs[sel]
 		if !ok {
-			lines = newJSONPainter(s).lines(d.snaps[sel])
-			d.painted[sel] = lines
+			doc = newJSONDoc(newJSONPainter(s), d.snaps[sel], nil, nil)
+			d.docs[sel] = doc
 		}
 		head := d.data.Revisions[d.revs.Selected()]
-		d.content.SetContent(fmt.Sprintf("Snapshot rev %d · %s (%s on disk)", sel, size(len(d.snaps[sel])), size(head.Bytes)), lines, indentJSON(d.snaps[sel]))
+		d.content.SetJSON(fmt.Sprintf("Snapshot rev %d · %s (%s on disk)", sel, size(len(d.snaps[sel])), size(head.Bytes)), doc, indentJSON(d.snaps[sel]))
 		return nil
 	}
 	if base == 0 || base == sel {

@@ -48,6 +48,15 @@ func plain(s string) bool {
 func write(b *strings.Builder, s string) {
 	base := false // a rune a combining mark can attach to has been written
 	for i := 0; i < len(s); {
+		if c := s[i]; c >= 0x20 && c < 0x7f {
+			j := i + 1
+			for j < len(s) && s[j] >= 0x20 && s[j] < 0x7f {
+				j++
+			}
+			b.WriteString(s[i:j])
+			i, base = j, true
+			continue
+		}
 		r, n := utf8.DecodeRuneInString(s[i:])
 		if r == utf8.RuneError && n <= 1 {
 			b.WriteString(`\x`)
@@ -142,6 +151,16 @@ func Quote(s string) string {
 	b.Grow(len(s) + 2)
 	b.WriteByte('"')
 	for i := 0; i < len(s); {
+		// Printable ASCII, by far the most of any text: as it is.
+		if c := s[i]; c >= 0x20 && c < 0x7f && c != '"' && c != '\\' {
+			j := i + 1
+			for j < len(s) && s[j] >= 0x20 && s[j] < 0x7f && s[j] != '"' && s[j] != '\\' {
+				j++
+			}
+			b.WriteString(s[i:j])
+			i = j
+			continue
+		}
 		r, n := utf8.DecodeRuneInString(s[i:])
 		if r == utf8.RuneError && n <= 1 {
 			b.WriteString(`\x`)

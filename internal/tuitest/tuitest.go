@@ -29,9 +29,13 @@ type Bundle struct {
 }
 
 // New returns a program context over a fresh database.
-func New(t *testing.T) Bundle {
+func New(t testing.TB) Bundle {
 	t.Helper()
-	db := testdb.NewWith(t, testdb.Options{MaxConns: 16})
+	return NewOver(testdb.NewWith(t, testdb.Options{MaxConns: 16}))
+}
+
+// NewOver returns a program context over db (shared by benchmarks that seed it once).
+func NewOver(db *testdb.DB) Bundle {
 	clock := &idem.OffsetClock{}
 	k := kernel.New(idem.NewRunner(db.DB, idem.Options{Clock: clock}), kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
 	provider := outbox.NewMemoryProvider()
@@ -59,7 +63,7 @@ const (
 // SeedFixed writes a small data set with fixed ids and times, as the kernel would have: a NOTE
 // record created with key "fixed-create" and patched to revision 2 with "fixed-patch", and a
 // MEM-001 record whose F02 publish failed closed (BLOCKED) under "fixed-publish".
-func SeedFixed(t *testing.T, b Bundle) {
+func SeedFixed(t testing.TB, b Bundle) {
 	t.Helper()
 	ctx := context.Background()
 	t0 := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
