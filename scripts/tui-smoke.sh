@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # End-to-end check of the real binary in a real terminal (tmux): start the workbench on a fresh
-# data dir, create a record with a chosen key, send it again (it must replay), fire a 50-request
-# storm, read "EXECUTED 1" and the verdict on screen, quit with q, and check that no
-# server process of that data dir remains.
+# data dir (the first frame says the cluster is being created), create a record with a chosen
+# key, send it again (it must replay), plant hostile rows with psql (a title holding ESC [2J and a
+# newline, a committed PROCESSING key) and read them shown, not obeyed, fire a 50-request storm,
+# read "EXECUTED 1" and the verdict on screen, quit with q; start again under
+# NO_COLOR and find the selected row in reverse video; check that no server process remains.
 set -euo pipefail
 BIN=${1:-bin/idemwork}
 BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
@@ -20,6 +22,7 @@ cleanup() {
 trap cleanup EXIT
 
 screen() { tmux capture-pane -t "$sess" -p; }
+screen_attrs() { tmux capture-pane -t "$sess" -e -p; }
 fail() {
   echo "tui-smoke: FAIL: $*" >&2
   echo "---- screen ----" >&2
@@ -37,6 +40,8 @@ keys() { tmux send-keys -t "$sess" "$@"; sleep 0.3; }
 text() { tmux send-keys -t "$sess" -l "$1"; sleep 0.3; }
 
 tmux new-session -d -s "$sess" -x 120 -y 40 "'$BIN' --data-dir '$data' --owner smoke; echo IDEMWORK-EXITED-\$?; sleep 120"
+wait_for "creating the database cluster" 10
+echo "tui-smoke: the first frame says the cluster is being created"
 wait_for "1 Records" 60
 wait_for "Records of smoke"
 echo "tui-smoke: navigator up"
@@ -57,6 +62,28 @@ echo "tui-smoke: replayed"
 keys Escape
 sleep 0.5
 
+# Hostile rows, planted the way an old database or psql holds them.
+url=$("$BIN" --data-dir "$data" db url)
+psql -q "$url" -c "UPDATE record SET title = E'\\x1b[2J\\x1b[31mCLEARED\\ntwo' WHERE owner_id = 'smoke'" \
+  -c "INSERT INTO idempotency_record (owner_id, idempotency_key, operation, fingerprint, status, response, created_at, expires_at, updated_at)
+      VALUES ('smoke', 'stuck-key', 'NOTE:record:create', repeat('a', 64), 'PROCESSING', NULL, now(), now() + interval '1 hour', now())"
+keys 1
+keys Escape       # the form's write opened its record: back to the list
+keys r
+wait_for "␛[2J␛[31mCLEARED␊two"
+screen | grep -qF "Records of smoke" || fail "the hostile title cleared the screen"
+echo "tui-smoke: a title holding ESC [2J and a newline is shown, one row, the screen intact"
+keys 2
+keys r
+wait_for "stuck-key"
+keys g
+keys Enter
+wait_for "409 IDEMPOTENCY_IN_PROGRESS"
+wait_for "key stuck-key · PROCESSING"
+echo "tui-smoke: a committed PROCESSING key opens and says the next request gets 409"
+keys Escape
+sleep 0.3
+
 keys 6
 wait_for "Replay storm"
 keys f
@@ -65,6 +92,17 @@ wait_for "EXECUTED 1" 10
 wait_for "verdict  ✓ agrees" 30
 echo "tui-smoke: storm of 50: EXECUTED 1, verified by the database"
 
+keys q
+wait_for "IDEMWORK-EXITED-0" 30
+tmux kill-session -t "$sess"
+
+# NO_COLOR: no colour, but the selected row in reverse video and marked.
+tmux new-session -d -s "$sess" -x 80 -y 24 "NO_COLOR=1 '$BIN' --data-dir '$data' --owner smoke; echo IDEMWORK-EXITED-\$?; sleep 120"
+wait_for "Records of smoke" 60
+screen | grep -q "│> " || fail "NO_COLOR: no selected row marked"
+screen_attrs | grep "│" | grep -q $'\e\[[0-9;]*7[;m]' || fail "NO_COLOR: the selected row is not in reverse video"
+if screen_attrs | grep -qE $'\e\[[0-9;]*(3[0-7]|38|4[0-7]|48|9[0-7])[;m]'; then fail "NO_COLOR: colour on screen"; fi
+echo "tui-smoke: NO_COLOR: no colour; the selected row is marked and in reverse video"
 keys q
 wait_for "IDEMWORK-EXITED-0" 30
 if pgrep -f -- "-D $data" >/dev/null; then
