@@ -6,7 +6,7 @@ BIN     := bin/idemwork
 # (golang/go#75804, fixed in go1.27). 20,000 runs take 1-8 s per target here.
 FUZZTIME ?= 20000x
 # Fuzz targets as package:Target, each run FUZZTIME times by `make test` and `make fuzz`.
-FUZZ_TARGETS := ./config:FuzzDecode ./idem:FuzzValidateKey ./idem:FuzzValidateOwner ./idem:FuzzParseEnvelope ./kernel:FuzzCheckJSONObject ./httpapi:FuzzDecodeBody ./httpapi:FuzzAuthenticate ./httpapi:FuzzParseIdempotencyKey ./jsonb:FuzzCanonical ./store:FuzzRedactDSN
+FUZZ_TARGETS := ./config:FuzzDecode ./idem:FuzzValidateKey ./idem:FuzzValidateOwner ./idem:FuzzParseEnvelope ./kernel:FuzzCheckJSONObject ./httpapi:FuzzDecodeBody ./httpapi:FuzzAuthenticate ./httpapi:FuzzParseIdempotencyKey ./jsonb:FuzzCanonical ./store:FuzzRedactDSN ./internal/termsafe:FuzzCell
 
 .PHONY: run build test test-go test-race test-fuzz test-tmux lint fuzz bench clean
 
@@ -48,12 +48,14 @@ lint:
 	$(GO) tool staticcheck ./...
 
 ## bench: the runner against hand-written SQL on the embedded cluster (idemwork bench, defaults), then
-## the Go micro-benchmarks. Not part of `make test`: it measures, it does not check. BENCH_ARGS
+## the Go micro-benchmarks, then the workbench's keypress → frame on a seeded big owner (./tui).
+## Not part of `make test`: it measures, it does not check. BENCH_ARGS
 ## passes flags, e.g. BENCH_ARGS='--rows 0,100k,1M --json'.
 BENCH_ARGS ?=
 bench: build
 	./$(BIN) bench $(BENCH_ARGS)
 	$(GO) test -run '^$$' -bench . -benchmem ./bench/...
+	$(GO) test -run '^$$' -bench . -benchtime 300x -timeout 20m ./tui
 
 ## fuzz: run every fuzz target longer (about 20-100 s each; FUZZTIME=1000000x make fuzz for more)
 fuzz: FUZZTIME=200000x

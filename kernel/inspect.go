@@ -329,10 +329,3 @@ func groupLives(events []store.Event, ref *resultRef, reservedAt time.Time) []Ke
 	}
 	return lives
 }
-
-func derefStr(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
-}

@@ -109,8 +109,7 @@ func (l latencies) report(b *testing.B, name string) {
 func drive(b *testing.B, m *tui.Model, keys []tea.Msg) {
 	var press, msgs latencies
 	var pending []tea.Cmd
-	var run func(cmd tea.Cmd)
-	run = func(cmd tea.Cmd) {
+	run := func(cmd tea.Cmd) {
 		if cmd == nil {
 			return
 		}

@@ -112,17 +112,17 @@ func (v *Demo) SetSize(w, h int) { v.w, v.h = w, h }
 // View renders the view.
 func (v *Demo) View() string {
 	s := v.ctx.Styles
-	out := []string{s.Title.Render("blocked_external, guided") + s.Subtle.Render(" · owner "+v.ctx.Owner+" · keys "+v.keys+":…")}
+	out := []string{s.Title.Render("blocked_external, guided") + s.Subtle.Render(" · owner "+safe(v.ctx.Owner)+" · keys "+safe(v.keys)+":…")}
 	for i, st := range v.steps {
 		out = append(out, "", s.Bold.Render(fmt.Sprintf("step %d · %s", i+1, st.Step)))
 		for _, n := range st.Notes {
-			out = append(out, "  "+n)
+			out = append(out, "  "+safe(n))
 		}
 		for _, c := range st.Checks {
 			if c.OK {
-				out = append(out, s.Success.Render("  ✓ ")+c.Text)
+				out = append(out, s.Success.Render("  ✓ ")+safe(c.Text))
 			} else {
-				out = append(out, s.Danger.Render("  ✗ ")+c.Text)
+				out = append(out, s.Danger.Render("  ✗ ")+safe(c.Text))
 			}
 		}
 	}

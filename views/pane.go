@@ -53,15 +53,15 @@ func (d *jsonDoc) render(width int) []string {
 	if d.width == width && d.lines != nil {
 		return d.lines
 	}
-	out := wrapLines(d.head, width)
+	out := wrapAll(d.head, width)
 	out = append(out, d.painter.linesFit(d.raw, width)...)
-	out = append(out, wrapLines(d.tail, width)...)
+	out = append(out, wrapAll(d.tail, width)...)
 	d.width, d.lines = width, out
 	return out
 }
 
-// wrapLines wraps each line wider than width.
-func wrapLines(src []string, width int) []string {
+// wrapAll wraps each line wider than width.
+func wrapAll(src []string, width int) []string {
 	out := make([]string, 0, len(src))
 	for _, l := range src {
 		if ansi.StringWidth(l) <= width {
@@ -109,7 +109,7 @@ func (p *scrollPane) layout(keepOffset bool) {
 	if p.doc != nil {
 		lines = p.doc.render(iw)
 	} else {
-		lines = wrapLines(p.src, iw)
+		lines = wrapAll(p.src, iw)
 	}
 	p.vp.SetContent(strings.Join(lines, "\n"))
 	if keepOffset {
@@ -121,13 +121,13 @@ func (p *scrollPane) layout(keepOffset bool) {
 func (p *scrollPane) Scroll(msg tea.KeyMsg) bool {
 	switch {
 	case key.Matches(msg, keyUp):
-		p.vp.LineUp(1)
+		p.vp.ScrollUp(1)
 	case key.Matches(msg, keyDown):
-		p.vp.LineDown(1)
+		p.vp.ScrollDown(1)
 	case key.Matches(msg, keyPgUp):
-		p.vp.ViewUp()
+		p.vp.PageUp()
 	case key.Matches(msg, keyPgDown), msg.String() == " ":
-		p.vp.ViewDown()
+		p.vp.PageDown()
 	case key.Matches(msg, keyTop):
 		p.vp.GotoTop()
 	case key.Matches(msg, keyBottom):
@@ -142,9 +142,9 @@ func (p *scrollPane) Scroll(msg tea.KeyMsg) bool {
 func (p *scrollPane) Wheel(msg tea.MouseMsg) {
 	switch msg.Button {
 	case tea.MouseButtonWheelUp:
-		p.vp.LineUp(3)
+		p.vp.ScrollUp(3)
 	case tea.MouseButtonWheelDown:
-		p.vp.LineDown(3)
+		p.vp.ScrollDown(3)
 	}
 }
 

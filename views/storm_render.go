@@ -28,10 +28,10 @@ func printable(s string) string {
 // View renders the view.
 func (v *Storm) View() string {
 	s := v.ctx.Styles
-	target := "create a " + v.module + " record"
+	target := "create a " + safe(v.module) + " record"
 	var about []string
 	if v.record != "" {
-		target = fmt.Sprintf("%s %s (revision %d)", v.module, v.record, v.revision)
+		target = fmt.Sprintf("%s %s (revision %d)", safe(v.module), safe(v.record), v.revision)
 		if v.execStatus != "" {
 			about = append(about, "last execution "+v.execStatus)
 		}
