@@ -5,10 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strings"
 
 	"idemwork/kernel"
-	"idemwork/store"
 )
 
 // printKeyView writes `idemwork key` for a person: the state and what the next request meets,
@@ -46,30 +44,9 @@ func printKeyView(w io.Writer, v kernel.KeyView) {
 	for _, life := range v.Lives {
 		fmt.Fprintf(w, "%s:\n", life.Label)
 		for _, e := range life.Events {
-			fmt.Fprintf(w, "  %s  %-9s %s\n", e.At.Format("2006-01-02 15:04:05.000"), e.Kind, safe(eventWhat(e)))
+			fmt.Fprintf(w, "  %s  %-9s %s\n", e.At.Format("2006-01-02 15:04:05.000"), e.Kind, safe(e.Summary()))
 		}
 	}
-}
-
-// eventWhat is a timeline entry's substance in a few words.
-func eventWhat(e store.Event) string {
-	var parts []string
-	for _, p := range []*string{e.Action, e.Operation, e.FeatureID, e.Mode, e.Status} {
-		if p != nil && *p != "" {
-			parts = append(parts, *p)
-		}
-	}
-	if e.RecordID != nil {
-		r := "record " + *e.RecordID
-		if e.Revision != nil {
-			r += fmt.Sprintf(" rev %d", *e.Revision)
-		}
-		parts = append(parts, r)
-	}
-	if e.Kind == "execution" {
-		parts = append(parts, "execution "+e.ID)
-	}
-	return strings.Join(parts, " · ")
 }
 
 // compactJSON prints stored JSON on one line (as stored, if it is not JSON).

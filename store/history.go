@@ -30,6 +30,28 @@ type Event struct {
 	Mode        *string   `json:"mode,omitempty" db:"mode"`
 }
 
+// Summary is the entry's substance in a few words: its action, operation, feature, mode or
+// status, and the record revision or execution it names.
+func (e Event) Summary() string {
+	var parts []string
+	for _, p := range []*string{e.Action, e.Operation, e.FeatureID, e.Mode, e.Status} {
+		if p != nil && *p != "" {
+			parts = append(parts, *p)
+		}
+	}
+	if e.RecordID != nil {
+		r := "record " + *e.RecordID
+		if e.Revision != nil {
+			r += " rev " + strconv.Itoa(*e.Revision)
+		}
+		parts = append(parts, r)
+	}
+	if e.Kind == "execution" {
+		parts = append(parts, "execution "+e.ID)
+	}
+	return strings.Join(parts, " · ")
+}
+
 // HistoryQuery selects entries of an owner's merged timeline.
 type HistoryQuery struct {
 	Owner string

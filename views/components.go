@@ -269,7 +269,8 @@ func (t *Table) rowText(i int) string {
 		if t.Columns[j].Tail {
 			v = cutLeft(v, w[j])
 		}
-		b.WriteString(pad(v, w[j]))
+		// The cell as termsafe.Cell draws it (fuzzed: nothing leaves its cell).
+		b.WriteString(termsafe.Cell(v, w[j]))
 	}
 	t.text[i] = pad(b.String(), t.width-gutter)
 	return t.text[i]

@@ -451,7 +451,7 @@ func (v *Keys) fillDetail() {
 		hist = append(hist, label)
 		copyText.WriteString(life.Label + "\n")
 		for _, e := range life.Events {
-			line := fmt.Sprintf("  %s  %-9s %s", stamp(e.At), e.Kind, eventWhat(e))
+			line := fmt.Sprintf("  %s  %-9s %s", stamp(e.At), e.Kind, e.Summary())
 			hist = append(hist, safe(line))
 			copyText.WriteString(line + "\n")
 			n++
@@ -464,27 +464,6 @@ func (v *Keys) fillDetail() {
 	}
 	d.panes[paneHistory].SetContent(title, hist, copyText.String())
 	v.sizePanes()
-}
-
-// eventWhat is a timeline entry's substance in a few words.
-func eventWhat(e store.Event) string {
-	var parts []string
-	for _, p := range []*string{e.Action, e.Operation, e.FeatureID, e.Mode, e.Status} {
-		if p != nil && *p != "" {
-			parts = append(parts, *p)
-		}
-	}
-	if e.RecordID != nil {
-		r := "record " + shortID(*e.RecordID, 12)
-		if e.Revision != nil {
-			r += fmt.Sprintf(" rev %d", *e.Revision)
-		}
-		parts = append(parts, r)
-	}
-	if e.Kind == "execution" {
-		parts = append(parts, "execution "+shortID(e.ID, 12))
-	}
-	return strings.Join(parts, " · ")
 }
 
 // View renders the view.
