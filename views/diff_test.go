@@ -64,7 +64,7 @@ func TestAFrameAllocatesNoMoreForA60KBPayloadThanForASmallOne(t *testing.T) {
 		v := views.NewRecords(b.Ctx)
 		v.SetSize(103, 37)
 		settle(t, v.Update, v.OpenRecord("NOTE", id))
-		settle(t, v.Update, v.Update(press(mode)))
+		settle(t, v.Update, v.Update(keyPress(mode)))
 		require.NotContains(t, v.View(), "reading revision")
 		return frameBytes(v.View)
 	}

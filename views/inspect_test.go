@@ -22,18 +22,17 @@ import (
 	"idemwork/views"
 )
 
-func press(s string) tea.KeyMsg {
+// keyPress is press (storm_test.go) with the keys these tests also use.
+func keyPress(s string) tea.KeyMsg {
 	switch s {
 	case "enter":
 		return tea.KeyMsg{Type: tea.KeyEnter}
-	case "esc":
-		return tea.KeyMsg{Type: tea.KeyEsc}
 	case "right":
 		return tea.KeyMsg{Type: tea.KeyRight}
 	case "left":
 		return tea.KeyMsg{Type: tea.KeyLeft}
 	}
-	return tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(s)}
+	return press(s)
 }
 
 func plant(t *testing.T, b tuitest.Bundle, sql string, args ...any) {
@@ -103,13 +102,13 @@ func plantKeyStates(t *testing.T, b tuitest.Bundle) {
 func openListedKey(t *testing.T, v *views.Keys, name string) string {
 	t.Helper()
 	settle(t, v.Update, v.Update(tctx.OwnerChangedMsg{}))
-	v.Update(press("g"))
+	v.Update(keyPress("g"))
 	for i := 0; i < 10; i++ {
 		if v.Selection() == name {
-			settle(t, v.Update, v.Update(press("enter")))
+			settle(t, v.Update, v.Update(keyPress("enter")))
 			return v.View()
 		}
-		v.Update(press("j"))
+		v.Update(keyPress("j"))
 	}
 	t.Fatalf("key %s is not in the list:\n%s", name, v.View())
 	return ""
@@ -134,7 +133,7 @@ func TestTheKeysViewShowsEveryKeyStateAndWhatTheNextRequestMeets(t *testing.T) {
 		require.Contains(t, headText(screen), "409 IDEMPOTENCY_IN_PROGRESS")
 		require.Contains(t, screen, "Envelope: NULL")
 		require.Contains(t, screen, "409 IDEMPOTENCY_IN_PROGRESS")
-		v.Update(press("esc"))
+		v.Update(keyPress("esc"))
 
 		screen = openListedKey(t, v, "tampered")
 		requireBlock(t, screen, size[0], size[1])
@@ -142,17 +141,17 @@ func TestTheKeysViewShowsEveryKeyStateAndWhatTheNextRequestMeets(t *testing.T) {
 		require.Contains(t, headText(screen), "a replay fails closed: 500 SNAPSHOT_INTEGRITY_VIOLATION")
 		require.Contains(t, screen, "Replay fails clo")
 		require.Contains(t, screen, `"smuggled"`, "beside the coded error: the stored envelope as it is")
-		v.Update(press("esc"))
+		v.Update(keyPress("esc"))
 
 		screen = openListedKey(t, v, "gone")
 		require.Contains(t, screen, "key gone · EXPIRED")
 		require.Contains(t, headText(screen), "executes anew")
-		v.Update(press("esc"))
+		v.Update(keyPress("esc"))
 
 		screen = openListedKey(t, v, "legacy")
 		require.Contains(t, screen, "LEGACY")
 		require.Contains(t, headText(screen), "410 LEGACY_WRITE_DISABLED")
-		v.Update(press("esc"))
+		v.Update(keyPress("esc"))
 
 		screen = openListedKey(t, v, "ok-1")
 		require.Contains(t, screen, "key ok-1 · SUCCEEDED")
@@ -229,11 +228,11 @@ func TestTheRevisionListKeepsTheSelectedRevisionOnScreen(t *testing.T) {
 		lines := requireBlock(t, v.View(), size[0], size[1])
 		require.Contains(t, selectedLine(t, lines), "> 200", "the newest revision is selected and shown")
 		for i := 0; i < 60; i++ {
-			settle(t, v.Update, v.Update(press("k")))
+			settle(t, v.Update, v.Update(keyPress("k")))
 		}
 		lines = requireBlock(t, v.View(), size[0], size[1])
 		require.Contains(t, selectedLine(t, lines), "> 140")
-		settle(t, v.Update, v.Update(press("G")))
+		settle(t, v.Update, v.Update(keyPress("G")))
 		lines = requireBlock(t, v.View(), size[0], size[1])
 		require.Contains(t, selectedLine(t, lines), "> 200", "G selects the last revision, on screen")
 		require.Contains(t, lines[3], "Snapshot rev 200")
@@ -254,14 +253,14 @@ func TestDetailPanesScrollShowTheirPositionAndYCopiesTheFocusedOne(t *testing.T)
 	require.Contains(t, screen, "Replay → rev 1 1-", "the replay pane says it holds more than it shows")
 	require.Contains(t, screen, "↓")
 	before := screen
-	v.Update(press("j"))
+	v.Update(keyPress("j"))
 	require.NotEqual(t, before, v.View(), "j scrolls the focused pane")
 	require.Contains(t, v.View(), "Replay → rev 1 2-")
 
 	var restored map[string]any
 	require.NoError(t, json.Unmarshal([]byte(v.Selection()), &restored), "y copies the focused pane: the restored record")
 	require.Equal(t, c.Record.ID, restored["id"])
-	v.Update(press("left"))
+	v.Update(keyPress("left"))
 	require.Equal(t, "Envelope (stored)", v.FocusedPane())
 	require.Contains(t, v.Selection(), `"policy": "record-snapshot-reference-v1"`, "y copies the envelope when it is focused")
 }
@@ -273,7 +272,7 @@ func TestTheDiffIsPathLevelComputedOnSelectionAndMarksItsBase(t *testing.T) {
 	v := views.NewRecords(b.Ctx)
 	v.SetSize(103, 37)
 	settle(t, v.Update, v.OpenRecord("NOTE", bigID))
-	settle(t, v.Update, v.Update(press("2")))
+	settle(t, v.Update, v.Update(keyPress("2")))
 	screen := v.View()
 	require.Contains(t, screen, "Diff rev 4 (base: the revision before) → rev 5")
 	require.Contains(t, screen, "~ payload.i: 4 → 5")
@@ -283,10 +282,10 @@ func TestTheDiffIsPathLevelComputedOnSelectionAndMarksItsBase(t *testing.T) {
 
 	// Mark revision 2 as the base, then look at 5 against it.
 	for i := 0; i < 3; i++ {
-		settle(t, v.Update, v.Update(press("k")))
+		settle(t, v.Update, v.Update(keyPress("k")))
 	}
-	settle(t, v.Update, v.Update(press(" ")))
-	settle(t, v.Update, v.Update(press("G")))
+	settle(t, v.Update, v.Update(keyPress(" ")))
+	settle(t, v.Update, v.Update(keyPress("G")))
 	screen = v.View()
 	require.Contains(t, screen, "Diff rev 2 (the marked base) → rev 5")
 	require.Contains(t, screen, "base ◆ 2")
@@ -313,8 +312,8 @@ func TestAKeysEarlierLifeIsShownApart(t *testing.T) {
 	require.Contains(t, screen, "current life (reserved")
 	require.Contains(t, screen, "earlier life 1 (from")
 	// The whole pane, as y copies it when it is focused.
-	v.Update(press("right"))
-	v.Update(press("right"))
+	v.Update(keyPress("right"))
+	v.Update(keyPress("right"))
 	require.Contains(t, v.FocusedPane(), "Rows of this key by life")
 	all := v.Selection()
 	cur := strings.Index(all, "current life (reserved")
@@ -343,21 +342,21 @@ func TestASearchAsksTheDatabaseAndEnterOpensTheRowUnderTheCursor(t *testing.T) {
 	screen := v.View()
 	require.Contains(t, screen, `1 match: title contains "note 207"`)
 	require.Contains(t, selectedLine(t, strings.Split(screen, "\n")), "Carol note 207")
-	settle(t, v.Update, v.Update(press("enter")))
+	settle(t, v.Update, v.Update(keyPress("enter")))
 	require.Contains(t, v.View(), "NOTE 01JCAR00000000000000000207", "enter opens exactly the row under the cursor")
-	v.Update(press("esc"))
+	v.Update(keyPress("esc"))
 
 	settle(t, v.Update, v.Search("note 7"))
 	screen = v.View()
 	require.Contains(t, screen, `11 matches: title contains "note 7"`, "7, 70-79, 170-179 and 270… the database's answer")
 	for i := 0; i < 3; i++ {
-		v.Update(press("j"))
+		v.Update(keyPress("j"))
 	}
 	sel := selectedLine(t, strings.Split(v.View(), "\n"))
 	want := strings.Fields(sel[strings.Index(sel, "Carol"):])[2]
-	settle(t, v.Update, v.Update(press("enter")))
+	settle(t, v.Update, v.Update(keyPress("enter")))
 	require.Contains(t, v.View(), fmt.Sprintf("\"Carol note %s\"", want))
-	v.Update(press("esc"))
+	v.Update(keyPress("esc"))
 
 	settle(t, v.Update, v.Search("id:01jcar0000000000000000002"))
 	require.Contains(t, v.View(), `10 matches: id starts with "01JCAR0000000000000000002" (newest first)`)
@@ -393,7 +392,7 @@ func TestAuditAndTimelineSearchTheWholeHistory(t *testing.T) {
 	e.SetSize(103, 37)
 	settle(t, e.Update, e.(views.Searcher).Search("record:01JDEMOMEM"))
 	require.Contains(t, e.View(), "1 match: record id starts with")
-	require.Equal(t, tctx.JumpMsg{Kind: tctx.JumpKey, ID: "fixed-publish"}, e.Update(press("K"))())
+	require.Equal(t, tctx.JumpMsg{Kind: tctx.JumpKey, ID: "fixed-publish"}, e.Update(keyPress("K"))())
 
 	settle(t, e.Update, e.(views.Searcher).Search("bad key"))
 	require.Contains(t, e.View(), "VALIDATION_FAILED", "a search the database cannot run says why")
@@ -406,11 +405,11 @@ func TestTheRecordsHistoryPaneOpensKeysAndShowsThemWhole(t *testing.T) {
 	v := views.NewRecords(b.Ctx)
 	v.SetSize(63, 21)
 	settle(t, v.Update, v.OpenRecord("MEM-001", tuitest.MemID))
-	v.Update(press("3"))
+	v.Update(keyPress("3"))
 	screen := strings.Join(requireBlock(t, v.View(), 63, 21), "\n")
 	require.Contains(t, screen, "fixed-publish", "the key is shown whole")
-	require.Equal(t, tctx.JumpMsg{Kind: tctx.JumpKey, ID: "fixed-publish"}, v.Update(press("enter"))())
-	require.Equal(t, tctx.JumpMsg{Kind: tctx.JumpKey, ID: "fixed-publish"}, v.Update(press("K"))())
+	require.Equal(t, tctx.JumpMsg{Kind: tctx.JumpKey, ID: "fixed-publish"}, v.Update(keyPress("enter"))())
+	require.Equal(t, tctx.JumpMsg{Kind: tctx.JumpKey, ID: "fixed-publish"}, v.Update(keyPress("K"))())
 	require.Equal(t, "fixed-publish", v.Selection())
 }
 

@@ -142,6 +142,13 @@ func (p *jsonPainter) put(out *[]string, b *strings.Builder, st paint, s string,
 		return
 	}
 	cont := 2*indent + 2
+	if w <= p.width-cont && p.col > cont {
+		// It fits a line of its own: continue there rather than cut it.
+		p.newline(out, b, indent+1)
+		st.write(b, s)
+		p.col += w
+		return
+	}
 	for i, c := range chunkCells(s, p.width-p.col, p.width-cont) {
 		if i > 0 {
 			p.newline(out, b, indent+1)
