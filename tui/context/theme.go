@@ -137,7 +137,7 @@ func DefaultKeys() GlobalKeys {
 	return GlobalKeys{
 		Quit:       key.NewBinding(key.WithKeys("q", "ctrl+c"), key.WithHelp("q", "quit")),
 		Help:       key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "help")),
-		Filter:     key.NewBinding(key.WithKeys("/"), key.WithHelp("/", "filter")),
+		Filter:     key.NewBinding(key.WithKeys("/"), key.WithHelp("/", "search")),
 		Jump:       key.NewBinding(key.WithKeys(":"), key.WithHelp(":", "jump")),
 		NextFocus:  key.NewBinding(key.WithKeys("tab"), key.WithHelp("tab", "focus")),
 		PrevFocus:  key.NewBinding(key.WithKeys("shift+tab"), key.WithHelp("shift+tab", "focus back")),
