@@ -99,6 +99,9 @@ func (p *scrollPane) SetSize(w, h int) {
 
 func (p *scrollPane) inner() (int, int) { return max(1, p.w-4), max(1, p.h-3) }
 
+// InnerWidth is how many cells a content line may take.
+func (p *scrollPane) InnerWidth() int { w, _ := p.inner(); return w }
+
 func (p *scrollPane) layout(keepOffset bool) {
 	iw, ih := p.inner()
 	off := p.vp.YOffset

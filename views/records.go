@@ -121,7 +121,9 @@ type recordDetailMsg struct {
 type snapshotsMsg struct {
 	req   int
 	snaps map[int]json.RawMessage
-	err   error
+	// docs are the snapshots painted for the content pane's width, off the Update goroutine.
+	docs map[int]*jsonDoc
+	err  error
 }
 
 // setModule changes the module filter; the fetch captures it so a running query never reads
@@ -203,6 +205,7 @@ func (v *Records) Update(msg tea.Msg) tea.Cmd {
 		}
 		for rev, s := range msg.snaps {
 			d.keep(rev, s)
+			d.docs[rev] = msg.docs[rev]
 		}
 		d.pending = ""
 		return v.showSelection()
@@ -430,16 +433,20 @@ func (v *Records) showSelection() tea.Cmd {
 		v.req++
 		d.snapReq = v.req
 		req, db, owner, id := v.req, v.ctx.DB, v.ctx.Owner, d.id
+		painter, width := newJSONPainter(s), d.content.InnerWidth()
 		return query(func(ctx gocontext.Context) tea.Msg {
-			out := map[int]json.RawMessage{}
+			out, docs := map[int]json.RawMessage{}, map[int]*jsonDoc{}
 			for _, r := range missing {
 				rev, err := db.GetRevision(ctx, owner, id, r)
 				if err != nil {
 					return snapshotsMsg{req: req, err: err}
 				}
 				out[r] = rev.Snapshot
+				// Decoding and painting 60 KB is the slow part: done here, the pane only shows it.
+				docs[r] = newJSONDoc(painter, rev.Snapshot, nil, nil)
+				docs[r].render(width)
 			}
-			return snapshotsMsg{req: req, snaps: out}
+			return snapshotsMsg{req: req, snaps: out, docs: docs}
 		})
 	}
 	if d.shown == want {
