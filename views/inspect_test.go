@@ -2,8 +2,10 @@ package views_test
 
 import (
 	"context"
+	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -440,4 +442,46 @@ func TestAStoppedDatabaseIsSaidInWordsNotDriverText(t *testing.T) {
 	require.Contains(t, screen, "the database is not reachable")
 	require.NotContains(t, screen, "dial")
 	require.NotContains(t, screen, "127.0.0.1")
+}
+
+func TestTimelineXExportsTheWholeSelectionToACSVFileAndSaysWhere(t *testing.T) {
+	t.Parallel()
+	b := tuitest.New(t)
+	tuitest.SeedFixed(t, b)
+	plant(t, b, `INSERT INTO audit_event (owner_id, id, module_code, action, idempotency_key, detail, at)
+		SELECT 'alice', 'bulk' || lpad(g::text, 6, '0'), 'NOTE', 'BULK', 'bulk-' || g, '{}', now() + g * interval '1 ms' FROM generate_series(1, 1200) g`)
+	b.Ctx.ExportDir = t.TempDir()
+	v := views.NewTimeline(b.Ctx)
+	v.SetSize(103, 37)
+	settle(t, v.Update, v.Init())
+	require.Contains(t, v.View(), "100 loaded · more below", "the screen holds a page")
+	var last tctx.StatusMsg
+	settle(t, func(m tea.Msg) tea.Cmd {
+		if s, ok := m.(tctx.StatusMsg); ok {
+			last = s
+			return nil
+		}
+		return v.Update(m)
+	}, v.Update(keyPress("x")))
+	require.False(t, last.Error, last.Text)
+	require.Contains(t, last.Text, "exported 1210 entries (oldest first, CSV) to "+b.Ctx.ExportDir)
+	path := strings.TrimSpace(last.Text[strings.Index(last.Text, " to ")+4:])
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	require.NoError(t, err)
+	require.Len(t, rows, 1+1210, "a header and every entry of the owner, not the loaded page")
+
+	// With a search, what it matches.
+	settle(t, v.Update, v.(views.Searcher).Search("fixed-publish"))
+	last = tctx.StatusMsg{}
+	settle(t, func(m tea.Msg) tea.Cmd {
+		if s, ok := m.(tctx.StatusMsg); ok {
+			last = s
+			return nil
+		}
+		return v.Update(m)
+	}, v.Update(keyPress("x")))
+	require.Contains(t, last.Text, "exported 3 entries (oldest first, CSV) to "+b.Ctx.ExportDir)
 }

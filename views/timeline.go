@@ -56,15 +56,28 @@ func waitExport(ch <-chan exportMsg) tea.Cmd {
 	}
 }
 
-// exportFile picks where an export goes: the working directory, else the temp directory.
-func exportFile(owner string, now time.Time) (*os.File, error) {
-	name := fmt.Sprintf("idemwork-history-%s-%s.csv", owner, now.Format("20060102-150405"))
-	dirs := []string{".", os.TempDir()}
+// exportFile picks where an export goes: dir (the working directory when ""), else the
+// temporary directory.
+func exportFile(dir, owner string, now time.Time) (*os.File, error) {
+	base := fmt.Sprintf("idemwork-history-%s-%s", owner, now.Format("20060102-150405"))
+	if dir == "" {
+		dir = "."
+	}
 	var err error
-	for _, d := range dirs {
-		var f *os.File
-		if f, err = os.OpenFile(filepath.Join(d, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644); err == nil {
-			return f, nil
+	for _, d := range []string{dir, os.TempDir()} {
+		for n := 1; n <= 100; n++ {
+			name := base + ".csv"
+			if n > 1 {
+				name = fmt.Sprintf("%s-%d.csv", base, n)
+			}
+			var f *os.File
+			f, err = os.OpenFile(filepath.Join(d, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+			if err == nil {
+				return f, nil
+			}
+			if !os.IsExist(err) {
+				break // this directory cannot be written: the next one
+			}
 		}
 	}
 	return nil, err
@@ -132,7 +145,7 @@ func NewTimeline(ctx *tctx.ProgramContext) View {
 				q = store.HistoryQuery{}
 			}
 			q.Owner = ctx.Owner
-			return startExport(ctx.DB, q, ctx.Now())
+			return startExport(ctx.DB, q, ctx.ExportDir, ctx.Now())
 		case e == nil:
 		case key.Matches(msg, keyOpen) && e.Kind == "key" && e.Key != nil, key.Matches(msg, keyToKey) && e.Key != nil:
 			return jump(tctx.JumpKey, "", *e.Key)
@@ -147,11 +160,11 @@ func NewTimeline(ctx *tctx.ProgramContext) View {
 
 // startExport streams the selected history to a new CSV file off the Update goroutine, keyset
 // page by keyset page (store.ExportHistory), reporting progress as it goes.
-func startExport(db *store.DB, q store.HistoryQuery, now time.Time) tea.Cmd {
+func startExport(db *store.DB, q store.HistoryQuery, dir string, now time.Time) tea.Cmd {
 	ch := make(chan exportMsg, 4)
 	go func() {
 		defer close(ch)
-		f, err := exportFile(q.Owner, now)
+		f, err := exportFile(dir, q.Owner, now)
 		if err != nil {
 			ch <- exportMsg{done: true, err: fmt.Errorf("create the export file: %w", err)}
 			return

@@ -40,6 +40,9 @@ type ProgramContext struct {
 	Storm StormRunner
 
 	Owner string
+	// ExportDir is where Timeline's x writes its CSV ("" the working directory, else the
+	// temporary directory when that cannot be written).
+	ExportDir string
 	// NowFunc, when set, replaces the clock for display (tests pin it for golden screens).
 	NowFunc func() time.Time
 }
