@@ -125,7 +125,8 @@ func NewTimeline(ctx *tctx.ProgramContext) View {
 			return nil, false
 		}
 		if !m.done {
-			return tea.Batch(status(fmt.Sprintf("exporting the history: %d entries written to %s…", m.n, m.path), false), waitExport(m.ch)), true
+			// In order: this count reaches the screen before the next one (or the end) is read.
+			return tea.Sequence(status(fmt.Sprintf("exporting the history: %d entries written to %s…", m.n, m.path), false), waitExport(m.ch)), true
 		}
 		exporting = false
 		if m.err != nil {

@@ -9,8 +9,9 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 )
 
-// Settle runs cmd the way Bubble Tea would — batches fan out, each message goes back to update
-// — but drops timer messages (ticks, cursor blinks) so the chain ends. A search's typing pause
+// Settle runs cmd the way Bubble Tea would — batches fan out, sequences run in order, each
+// message goes back to update — but drops timer messages (ticks, cursor blinks) so the chain
+// ends. A search's typing pause
 // is not dropped: it runs at once.
 func Settle(t testing.TB, update func(tea.Msg) tea.Cmd, cmd tea.Cmd) {
 	t.Helper()
@@ -30,6 +31,13 @@ func Settle(t testing.TB, update func(tea.Msg) tea.Cmd, cmd tea.Cmd) {
 		if batch, ok := msg.(tea.BatchMsg); ok {
 			for _, c := range batch {
 				run(c, depth)
+			}
+			return
+		}
+		// tea.Sequence's message is unexported: a slice of commands, run in order.
+		if rv := reflect.ValueOf(msg); rv.Kind() == reflect.Slice && rv.Type().Elem() == reflect.TypeOf(tea.Cmd(nil)) {
+			for i := 0; i < rv.Len(); i++ {
+				run(rv.Index(i).Interface().(tea.Cmd), depth)
 			}
 			return
 		}
