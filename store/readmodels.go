@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/puddle/v2"
 
@@ -306,8 +307,8 @@ func (db *DB) GetRevision(ctx context.Context, owner, recordID string, revision 
 // RecordModule finds the module of an owner's record by id alone (a jump to a bare ULID).
 func (db *DB) RecordModule(ctx context.Context, owner, id string) (string, error) {
 	var m string
-	err := db.X.GetContext(ctx, &m, `SELECT module_code FROM record WHERE owner_id = $1 AND id = $2`, owner, id)
-	if errors.Is(err, sql.ErrNoRows) {
+	err := db.Q(ctx).QueryRow(ctx, `SELECT module_code FROM record WHERE owner_id = $1 AND id = $2`, owner, id).Scan(&m)
+	if errors.Is(err, pgx.ErrNoRows) {
 		return "", apperr.New(apperr.RecordNotFound, "owner %s has no record %s (another owner's records are not visible here)", owner, id)
 	}
 	if err != nil {

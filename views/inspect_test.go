@@ -5,16 +5,18 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/ansi"
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/jackc/pgx/v5/stdlib"
-	"github.com/jmoiron/sqlx"
 	"github.com/stretchr/testify/require"
 
 	"idemwork/internal/tuitest"
@@ -427,21 +429,71 @@ func TestJumpingToAnotherOwnersRecordSaysItIsNotThere(t *testing.T) {
 	require.NotContains(t, screen, "internal error")
 }
 
+// proxy forwards loopback TCP to the test database's Unix socket until stop: then it closes its
+// listener and every connection, as a cluster that stopped would.
+func proxy(t *testing.T, dsn string) (addr string, stop func()) {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	require.NoError(t, err)
+	sock := filepath.Join(u.Query().Get("host"), ".s.PGSQL."+u.Query().Get("port"))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("unix", sock)
+			if err != nil {
+				_ = c.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, c, s)
+			mu.Unlock()
+			go func() { _, _ = io.Copy(s, c); _ = s.Close() }()
+			go func() { _, _ = io.Copy(c, s); _ = c.Close() }()
+		}
+	}()
+	return ln.Addr().String(), func() {
+		_ = ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}
+}
+
 func TestAStoppedDatabaseIsSaidInWordsNotDriverText(t *testing.T) {
 	t.Parallel()
 	b := tuitest.New(t)
-	// A cluster that stopped under the workbench: its address answers no more.
-	pool, err := pgxpool.New(context.Background(), "postgres://postgres@127.0.0.1:1/idemwork?connect_timeout=2")
+	addr, stop := proxy(t, b.DB.DSN)
+	u, err := url.Parse(b.DB.DSN)
 	require.NoError(t, err)
-	defer pool.Close()
-	b.Ctx.DB = &store.DB{Pool: pool, X: sqlx.NewDb(stdlib.OpenDBFromPool(pool), "pgx")}
+	user := u.Query().Get("user")
+	if u.User != nil {
+		user = u.User.Username()
+	}
+	db, err := store.Open(context.Background(), fmt.Sprintf("postgres://%s@%s%s?sslmode=disable&connect_timeout=2", user, addr, u.Path), store.Options{})
+	require.NoError(t, err)
+	defer db.Close()
+	b.Ctx.DB = db
 	v := views.NewKeys(b.Ctx)
 	v.SetSize(103, 37)
 	settle(t, v.Update, v.Init())
+	require.Contains(t, v.View(), "0 loaded", "the workbench reads through the database")
+	// The cluster stops under the workbench.
+	stop()
+	settle(t, v.Update, v.Update(keyPress("r")))
 	screen := v.View()
 	require.Contains(t, screen, "the database is not reachable")
 	require.NotContains(t, screen, "dial")
 	require.NotContains(t, screen, "127.0.0.1")
+	require.NotContains(t, screen, "EOF")
 }
 
 func TestTimelineXExportsTheWholeSelectionToACSVFileAndSaysWhere(t *testing.T) {
