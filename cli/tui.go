@@ -42,6 +42,8 @@ func runTUI(ctx context.Context, a *app, opts tuiOptions) error {
 		return err
 	}
 	styles := tctx.StylesForTerminal(os.Getenv("NO_COLOR") != "")
+	// Said before the opening starts: from then on a.cfg is the opening goroutine's.
+	stage := a.bootStage()
 	openCtx, cancel := context.WithCancel(ctx)
 	done := make(chan tui.BootResult, 1)
 	finished := make(chan struct{})
@@ -50,7 +52,7 @@ func runTUI(ctx context.Context, a *app, opts tuiOptions) error {
 		pctx, err := a.openWorkbench(openCtx, owner, opts, styles)
 		done <- tui.BootResult{Ctx: pctx, Err: err}
 	}()
-	boot := tui.NewBoot(styles, a.bootStage(), done)
+	boot := tui.NewBoot(styles, stage, done)
 	boot.Clipboard = os.Stderr
 	p := tea.NewProgram(boot, tea.WithAltScreen(), tea.WithMouseCellMotion(), tea.WithContext(ctx))
 	_, runErr := p.Run()
