@@ -53,7 +53,8 @@ func runTUI(ctx context.Context, a *app, opts tuiOptions) error {
 	clock, _ := k.Runner().Clock().(*idem.OffsetClock)
 	provider := outbox.NewMemoryProvider()
 	worker := outbox.NewWorker(a.db, outbox.Options{Providers: map[string]outbox.Provider{"notifier": provider}, Clock: clock,
-		MaxAttempts: a.cfg.Outbox.MaxAttempts, BaseBackoff: a.cfg.Outbox.BaseBackoff.Duration})
+		MaxAttempts: a.cfg.Outbox.MaxAttempts, BaseBackoff: a.cfg.Outbox.BaseBackoff.Duration, MaxBackoff: a.cfg.Outbox.MaxBackoff.Duration,
+		Lease: a.cfg.Outbox.Lease.Duration, CallTimeout: a.cfg.Outbox.CallTimeout.Duration})
 	pctx := &tctx.ProgramContext{
 		Styles: tctx.NewStyles(tctx.DefaultTheme()),
 		Keys:   tctx.DefaultKeys(),
