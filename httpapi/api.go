@@ -24,8 +24,11 @@ const (
 	// HeaderReplayed is "true" on a response restored from the first result (REPLAYED) or shared
 	// from an in-process leader (JOINED).
 	HeaderReplayed = "Idempotent-Replayed"
-	// HeaderOutcome names the outcome of a write: EXECUTED, REPLAYED or JOINED.
+	// HeaderOutcome names the outcome of a write: EXECUTED, REPLAYED or JOINED, or
+	// OutcomeUnknown with a 503 COMMIT_UNKNOWN.
 	HeaderOutcome = "Idempotency-Outcome"
+	// OutcomeUnknown is HeaderOutcome's value when the commit's outcome is unknown.
+	OutcomeUnknown = "unknown"
 	// HeaderWaited is "true" when a replay first waited on the unique index for the winner.
 	HeaderWaited = "Idempotency-Waited"
 	// HeaderShare set to "off" asks the server not to share an in-process flight for this
@@ -400,6 +403,10 @@ type ErrorDetail struct {
 // raw SQL or Go error never reaches a client.
 func writeError(w http.ResponseWriter, err error) {
 	ae := apperr.As(err)
+	if ae.Code == apperr.CommitUnknown {
+		// Neither EXECUTED nor failed: the client must retry with the same key to find out.
+		w.Header().Set(HeaderOutcome, OutcomeUnknown)
+	}
 	msg := ae.Message
 	if msg == "" {
 		msg = string(ae.Code)
