@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"log"
+	"log/slog"
 
 	"github.com/spf13/cobra"
 
@@ -57,6 +59,14 @@ func newServeCmd(a *app) *cobra.Command {
 			}
 			if len(a.cfg.HTTP.Tokens) == 0 && !devAuth {
 				fmt.Fprintln(a.stderr, "idemwork serve: no [http.tokens] configured: every request will get 401 (see config.example.toml, or use --dev-auth)")
+			}
+			if every := a.cfg.Idempotency.ReapInterval.Duration; every > 0 && !a.conn.ReadOnly {
+				reaper := store.NewReaper(k.DB(), k.Runner().Clock().Now, store.DefaultReapBatch,
+					slog.New(slog.NewTextHandler(a.stderr, nil)).With("component", "reaper"))
+				rctx, stopReaper := context.WithCancel(ctx)
+				reaped := make(chan struct{})
+				go func() { defer close(reaped); reaper.Run(rctx, every) }()
+				defer func() { stopReaper(); <-reaped }()
 			}
 			if err := httpapi.Serve(ctx, srv, ln, httpapi.ShutdownGrace); err != nil {
 				return &setupError{err}

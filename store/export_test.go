@@ -11,3 +11,9 @@ func PolicyOf(dsn string, opts Options) (pooler Pooler, mode, searchPath string,
 	p, err := resolvePolicy(dsn, opts)
 	return p.pooler, execModeName(p.mode), p.searchPath, err
 }
+
+// The reaper's statements, for plan tests.
+const (
+	ReapAllSQL   = reapAll
+	ReapOwnerSQL = reapOwner
+)
