@@ -272,7 +272,9 @@ func (v *verifier) keys(ctx context.Context) error {
 
 func (v *verifier) records(ctx context.Context) error {
 	return pages(ctx, v, "records", v.opts.Batch, v.k.db.VerifyRecords,
-		func(r store.VerifyRecordRow) store.VerifyCursor { return store.VerifyCursor{Owner: r.OwnerID, ID: r.ID} },
+		func(r store.VerifyRecordRow) store.VerifyCursor {
+			return store.VerifyCursor{Owner: r.OwnerID, ID: r.ID}
+		},
 		func(_ context.Context, r store.VerifyRecordRow) {
 			ex := Violation{Owner: r.OwnerID, Record: r.ID}
 			if r.Revisions != r.Revision || r.MinRevision != 1 || r.MaxRevision != r.Revision {
@@ -316,7 +318,9 @@ func (v *verifier) revisions(ctx context.Context) error {
 
 func (v *verifier) executions(ctx context.Context) error {
 	return pages(ctx, v, "executions", v.opts.Batch, v.k.db.VerifyExecutions,
-		func(r store.VerifyExecutionRow) store.VerifyCursor { return store.VerifyCursor{Owner: r.OwnerID, ID: r.ID} },
+		func(r store.VerifyExecutionRow) store.VerifyCursor {
+			return store.VerifyCursor{Owner: r.OwnerID, ID: r.ID}
+		},
 		func(_ context.Context, r store.VerifyExecutionRow) {
 			ex := Violation{Owner: r.OwnerID, Record: r.RecordID, Execution: r.ID}
 			switch {
@@ -362,7 +366,9 @@ func (v *verifier) executions(ctx context.Context) error {
 
 func (v *verifier) outbox(ctx context.Context) error {
 	return pages(ctx, v, "outboxMessages", v.opts.Batch, v.k.db.VerifyOutbox,
-		func(r store.VerifyOutboxRow) store.VerifyCursor { return store.VerifyCursor{Owner: r.OwnerID, ID: r.ID} },
+		func(r store.VerifyOutboxRow) store.VerifyCursor {
+			return store.VerifyCursor{Owner: r.OwnerID, ID: r.ID}
+		},
 		func(_ context.Context, r store.VerifyOutboxRow) {
 			ex := Violation{Owner: r.OwnerID, Message: r.ID, Execution: r.ExecutionID}
 			switch {
