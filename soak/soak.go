@@ -153,7 +153,7 @@ const (
 )
 
 type owner struct {
-	id, token              string
+	id, token             string
 	note, mem, commitment string
 }
 
