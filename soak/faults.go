@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -164,8 +165,9 @@ func newServer(dir, exe, dsn string, env []string, tokens map[string]string) (*s
 	if err := os.WriteFile(path, []byte(cfg.String()), 0o600); err != nil {
 		return nil, fmt.Errorf("soak: write the serve config: %w", err)
 	}
-	return &server{exe: exe, env: env,
-		args: []string{"--dsn", dsn, "--allow-writes", "--config", path, "--json", "serve", "--addr", "127.0.0.1:0"}}, nil
+	// The DSN travels in the environment, not in the arguments other users can read in ps.
+	return &server{exe: exe, env: append(slices.Clone(env), "IDEMWORK_DSN="+dsn),
+		args: []string{"--allow-writes", "--config", path, "--json", "serve", "--addr", "127.0.0.1:0"}}, nil
 }
 
 func (s *server) url() string {

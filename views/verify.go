@@ -8,6 +8,7 @@ import (
 
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/ansi"
 
 	"idemwork/kernel"
 	tctx "idemwork/tui/context"
@@ -152,8 +153,12 @@ func (v *Verify) render(rep kernel.InvariantReport) []string {
 			mark, st = "✗", s.Danger
 		}
 		out = append(out, st.Render(fmt.Sprintf("%s %-26s %5d", mark, inv.Name, inv.Count))+"  "+s.Subtle.Render(inv.Description))
+		// Examples wrap, so what is wrong stays readable at 80 columns.
+		width := max(v.w-6, 20)
 		for _, ex := range inv.Examples {
-			out = append(out, "      "+terminalSafe(describeExample(ex)))
+			for _, l := range strings.Split(ansi.Wrap(terminalSafe(describeExample(ex)), width, " "), "\n") {
+				out = append(out, "      "+l)
+			}
 		}
 		if more := inv.Count - int64(len(inv.Examples)); more > 0 {
 			out = append(out, s.Subtle.Render(fmt.Sprintf("      … and %d more (idemwork verify --owner %s --json)", more, terminalSafe(rep.Owner))))
@@ -198,6 +203,10 @@ func terminalSafe(s string) string {
 
 // SetSize sets the drawing area.
 func (v *Verify) SetSize(w, h int) {
+	if w != v.w && v.rep != nil {
+		v.w = w
+		v.lines = v.render(*v.rep)
+	}
 	v.w, v.h = w, h
 	v.scroll(0)
 }

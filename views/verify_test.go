@@ -36,7 +36,7 @@ func TestTheVerifyViewShowsTheCurrentOwnersInvariantsAndEscapesStoredText(t *tes
 	settle(t, v.Update, v.Update(tctx.DataChangedMsg{}))
 	screen = v.View()
 	require.Contains(t, screen, "✗ revisions_dense")
-	require.Contains(t, screen, `record EVIL\x1b[2J\nX: record.revision is 3 but it has 0 revision(s)`)
+	require.Contains(t, screen, `record EVIL\x1b[2J\nX: record.revision is 3 but it has 0`)
 	require.NotContains(t, screen, "\x1b[2J", "stored text never reaches the terminal raw")
 	require.NotContains(t, screen, "B:", "only the current owner is checked")
 	lines := strings.Split(screen, "\n")
