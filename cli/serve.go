@@ -19,7 +19,8 @@ func newServeCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{Use: "serve", Short: "Serve the kernel over HTTP (SPEC §10.3) on loopback",
 		Long: "serve answers POST/PATCH/GET under /v1/modules/{module}/records with the kernel behind it. The owner\n" +
 			"is the one config [http.tokens] maps the request's 'Authorization: Bearer <token>' to; with --dev-auth,\n" +
-			"loopback clients may name it in X-Owner-Id instead. It stops gracefully on SIGINT/SIGTERM.",
+			"loopback clients may name it in X-Owner-Id instead. It stops gracefully on SIGINT/SIGTERM. Every\n" +
+			"idempotency.reap_interval (default 5m; 0 disables it) it deletes expired keys, as idemwork reap does.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 
 	"github.com/spf13/cobra"
 
@@ -64,7 +65,7 @@ func newVerifyCmd(a *app) *cobra.Command {
 				}
 				fmt.Fprintf(a.stdout, "%s %-26s %6d  %s\n", mark, inv.Name, inv.Count, inv.Description)
 				for _, ex := range inv.Examples {
-					fmt.Fprintf(a.stdout, "    %s\n", describeViolation(ex))
+					fmt.Fprintf(a.stdout, "    %s\n", escaped(ex.String()))
 				}
 			}
 			return verdict
@@ -76,16 +77,8 @@ func newVerifyCmd(a *app) *cobra.Command {
 	return cmd
 }
 
-// describeViolation is one example as a line of text (stored strings escaped).
-func describeViolation(v kernel.Violation) string {
-	s := "owner " + fmt.Sprintf("%q", v.Owner)
-	for _, f := range []struct{ name, val string }{{"key", v.Key}, {"record", v.Record}, {"execution", v.Execution}, {"message", v.Message}, {"audit", v.Audit}} {
-		if f.val != "" {
-			s += fmt.Sprintf(" %s %q", f.name, f.val)
-		}
-	}
-	if v.Revision > 0 {
-		s += fmt.Sprintf(" revision %d", v.Revision)
-	}
-	return s + ": " + fmt.Sprintf("%q", v.Detail)[1:len(fmt.Sprintf("%q", v.Detail))-1]
+// escaped quotes control characters, so stored text cannot move the terminal's cursor.
+func escaped(s string) string {
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
 }

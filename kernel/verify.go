@@ -72,6 +72,22 @@ type Violation struct {
 	Detail    string `json:"detail"`
 }
 
+// String names what the example points at, then what is wrong with it (stored text as it is:
+// escape it before it reaches a terminal).
+func (v Violation) String() string {
+	parts := []string{"owner " + v.Owner}
+	for _, f := range []struct{ name, val string }{{"key", v.Key}, {"record", v.Record}, {"execution", v.Execution},
+		{"message", v.Message}, {"audit", v.Audit}} {
+		if f.val != "" {
+			parts = append(parts, f.name+" "+f.val)
+		}
+	}
+	if v.Revision > 0 {
+		parts = append(parts, fmt.Sprintf("rev %d", v.Revision))
+	}
+	return strings.Join(parts, " ") + ": " + v.Detail
+}
+
 // Invariant is one invariant's result.
 type Invariant struct {
 	Name        string      `json:"name"`
@@ -106,11 +122,10 @@ func (r InvariantReport) Failed() []Invariant {
 }
 
 type verifier struct {
-	k       *Kernel
-	opts    VerifyOptions
-	rep     *InvariantReport
-	byName  map[string]*Invariant
-	secrets []*regexp.Regexp
+	k      *Kernel
+	opts   VerifyOptions
+	rep    *InvariantReport
+	byName map[string]*Invariant
 }
 
 func (v *verifier) violate(name string, ex Violation) {

@@ -57,9 +57,9 @@ const (
 
 // ReapExpired deletes expired idempotency rows in batches until a batch finds fewer than Batch
 // rows (or ctx ends). A batch runs outside any ambient transaction, on the pool.
-func (db *DB) ReapExpired(ctx context.Context, p ReapParams) (ReapResult, error) {
+func (db *DB) ReapExpired(ctx context.Context, p ReapParams) (res ReapResult, err error) {
 	start := time.Now()
-	res := ReapResult{DryRun: p.DryRun}
+	res.DryRun = p.DryRun
 	batch := p.Batch
 	if batch <= 0 {
 		batch = DefaultReapBatch
@@ -71,7 +71,7 @@ func (db *DB) ReapExpired(ctx context.Context, p ReapParams) (ReapResult, error)
 		if p.Owner != "" {
 			q, args = countOwner, []any{p.Now, p.Owner}
 		}
-		if err := db.Pool.QueryRow(ctx, q, args...).Scan(&res.Deleted); err != nil {
+		if err = db.Pool.QueryRow(ctx, q, args...).Scan(&res.Deleted); err != nil {
 			return res, fmt.Errorf("count expired keys: %w", err)
 		}
 		res.Batches = int((res.Deleted + int64(batch) - 1) / int64(batch))

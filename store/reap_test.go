@@ -74,6 +74,7 @@ func TestTheReaperDeletesOnlyExpiredKeysInBoundedBatchesAndNeverHistory(t *testi
 	dry, err := db.ReapExpired(ctx, store.ReapParams{Now: now, Batch: 100, DryRun: true})
 	require.NoError(t, err)
 	require.Equal(t, store.ReapResult{Deleted: 291, Batches: 3, TookMs: dry.TookMs, DryRun: true}, dry)
+	require.Positive(t, dry.TookMs, "the time it took is reported")
 	require.Equal(t, 351, countRows(t, db, `SELECT count(*) FROM idempotency_record`), "a dry run deletes nothing")
 
 	bob, err := db.ReapExpired(ctx, store.ReapParams{Owner: "bob", Now: now, Batch: 100})
@@ -86,6 +87,7 @@ func TestTheReaperDeletesOnlyExpiredKeysInBoundedBatchesAndNeverHistory(t *testi
 	require.NoError(t, err)
 	require.EqualValues(t, 251, all.Deleted)
 	require.Equal(t, 3, all.Batches, "100 + 100 + 51")
+	require.Positive(t, all.TookMs)
 	require.Zero(t, countRows(t, db, `SELECT count(*) FROM idempotency_record WHERE expires_at <= $1`, now))
 	require.Equal(t, 60, countRows(t, db, `SELECT count(*) FROM idempotency_record WHERE expires_at > $1`, now), "never a valid row")
 	require.Equal(t, before, history(t, db), "records, revisions, executions and audit events are never reaped")

@@ -156,7 +156,7 @@ func (v *Verify) render(rep kernel.InvariantReport) []string {
 		// Examples wrap, so what is wrong stays readable at 80 columns.
 		width := max(v.w-6, 20)
 		for _, ex := range inv.Examples {
-			for _, l := range strings.Split(ansi.Wrap(terminalSafe(describeExample(ex)), width, " "), "\n") {
+			for _, l := range strings.Split(ansi.Wrap(terminalSafe(ex.String()), width, " "), "\n") {
 				out = append(out, "      "+l)
 			}
 		}
@@ -165,21 +165,6 @@ func (v *Verify) render(rep kernel.InvariantReport) []string {
 		}
 	}
 	return out
-}
-
-// describeExample names what an example points at, then what is wrong with it.
-func describeExample(ex kernel.Violation) string {
-	var parts []string
-	for _, f := range []struct{ name, val string }{{"key", ex.Key}, {"record", ex.Record}, {"execution", ex.Execution},
-		{"message", ex.Message}, {"audit", ex.Audit}} {
-		if f.val != "" {
-			parts = append(parts, f.name+" "+f.val)
-		}
-	}
-	if ex.Revision > 0 {
-		parts = append(parts, fmt.Sprintf("rev %d", ex.Revision))
-	}
-	return strings.Join(parts, " ") + ": " + ex.Detail
 }
 
 // terminalSafe escapes control characters (ESC, newlines, C1 controls) so stored text cannot
