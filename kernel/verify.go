@@ -227,9 +227,9 @@ func (k *Kernel) VerifyInvariants(ctx context.Context, opts VerifyOptions) (Inva
 	return rep, nil
 }
 
-// pages reads a table page by page: read returns a page and the cursor after its last row.
-func pages[T any](ctx context.Context, v *verifier, table string, limit int,
-	read func(ctx context.Context, p store.VerifyPage) ([]T, error), cursor func(T) store.VerifyCursor, check func(ctx context.Context, row T)) error {
+// pages reads a table page by page, each page starting after the last row of the one before.
+func pages[T interface{ Cursor() store.VerifyCursor }](ctx context.Context, v *verifier, table string, limit int,
+	read func(ctx context.Context, p store.VerifyPage) ([]T, error), check func(ctx context.Context, row T)) error {
 	p := store.VerifyPage{Owner: v.opts.Owner, Limit: max(limit, 1)}
 	for {
 		rows, err := read(ctx, p)
@@ -244,7 +244,7 @@ func pages[T any](ctx context.Context, v *verifier, table string, limit int,
 		if len(rows) < p.Limit {
 			return nil
 		}
-		p.After = cursor(rows[len(rows)-1])
+		p.After = rows[len(rows)-1].Cursor()
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -253,7 +253,6 @@ func pages[T any](ctx context.Context, v *verifier, table string, limit int,
 
 func (v *verifier) keys(ctx context.Context) error {
 	return pages(ctx, v, "keys", v.opts.Batch, v.k.db.VerifyKeys,
-		func(r store.VerifyKeyRow) store.VerifyCursor { return store.VerifyCursor{Owner: r.OwnerID, ID: r.Key} },
 		func(ctx context.Context, r store.VerifyKeyRow) {
 			ex := Violation{Owner: r.OwnerID, Key: r.Key}
 			if r.Status == "PROCESSING" {
@@ -287,9 +286,6 @@ func (v *verifier) keys(ctx context.Context) error {
 
 func (v *verifier) records(ctx context.Context) error {
 	return pages(ctx, v, "records", v.opts.Batch, v.k.db.VerifyRecords,
-		func(r store.VerifyRecordRow) store.VerifyCursor {
-			return store.VerifyCursor{Owner: r.OwnerID, ID: r.ID}
-		},
 		func(_ context.Context, r store.VerifyRecordRow) {
 			ex := Violation{Owner: r.OwnerID, Record: r.ID}
 			if r.Revisions != r.Revision || r.MinRevision != 1 || r.MaxRevision != r.Revision {
@@ -305,9 +301,6 @@ func (v *verifier) records(ctx context.Context) error {
 
 func (v *verifier) revisions(ctx context.Context) error {
 	return pages(ctx, v, "revisions", v.opts.Batch/verifyRevisionBatchShare, v.k.db.VerifyRevisions,
-		func(r store.VerifyRevisionRow) store.VerifyCursor {
-			return store.VerifyCursor{Owner: r.OwnerID, ID: r.RecordID, Rev: r.Revision.Revision}
-		},
 		func(_ context.Context, r store.VerifyRevisionRow) {
 			ex := Violation{Owner: r.OwnerID, Record: r.RecordID, Revision: r.Revision.Revision}
 			switch {
@@ -333,9 +326,6 @@ func (v *verifier) revisions(ctx context.Context) error {
 
 func (v *verifier) executions(ctx context.Context) error {
 	return pages(ctx, v, "executions", v.opts.Batch, v.k.db.VerifyExecutions,
-		func(r store.VerifyExecutionRow) store.VerifyCursor {
-			return store.VerifyCursor{Owner: r.OwnerID, ID: r.ID}
-		},
 		func(_ context.Context, r store.VerifyExecutionRow) {
 			ex := Violation{Owner: r.OwnerID, Record: r.RecordID, Execution: r.ID}
 			switch {
@@ -381,9 +371,6 @@ func (v *verifier) executions(ctx context.Context) error {
 
 func (v *verifier) outbox(ctx context.Context) error {
 	return pages(ctx, v, "outboxMessages", v.opts.Batch, v.k.db.VerifyOutbox,
-		func(r store.VerifyOutboxRow) store.VerifyCursor {
-			return store.VerifyCursor{Owner: r.OwnerID, ID: r.ID}
-		},
 		func(_ context.Context, r store.VerifyOutboxRow) {
 			ex := Violation{Owner: r.OwnerID, Message: r.ID, Execution: r.ExecutionID}
 			switch {
@@ -402,7 +389,6 @@ func (v *verifier) outbox(ctx context.Context) error {
 
 func (v *verifier) audit(ctx context.Context) error {
 	return pages(ctx, v, "auditEvents", v.opts.Batch*2, v.k.db.VerifyAudit,
-		func(r store.VerifyAuditRow) store.VerifyCursor { return store.VerifyCursor{Owner: r.OwnerID, ID: r.ID} },
 		func(_ context.Context, r store.VerifyAuditRow) {
 			if s := v.secretIn(r.Detail, true, r.Contents); s != "" {
 				ex := Violation{Owner: r.OwnerID, Audit: r.ID, Detail: r.Action + ": the detail " + s}

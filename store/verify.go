@@ -76,6 +76,9 @@ type VerifyKeyRow struct {
 	ExpiresAt                       time.Time
 }
 
+// Cursor is where the page after this row starts.
+func (r VerifyKeyRow) Cursor() VerifyCursor { return VerifyCursor{Owner: r.OwnerID, ID: r.Key} }
+
 // VerifyKeys reads a page of idempotency rows in (owner_id, idempotency_key) order.
 func (db *DB) VerifyKeys(ctx context.Context, p VerifyPage) ([]VerifyKeyRow, error) {
 	where, args := p.keyset("k", "idempotency_key", "")
@@ -106,6 +109,9 @@ type VerifyRecordRow struct {
 	LatestMatches bool
 }
 
+// Cursor is where the page after this row starts.
+func (r VerifyRecordRow) Cursor() VerifyCursor { return VerifyCursor{Owner: r.OwnerID, ID: r.ID} }
+
 // VerifyRecords reads a page of records in (owner_id, id) order.
 func (db *DB) VerifyRecords(ctx context.Context, p VerifyPage) ([]VerifyRecordRow, error) {
 	where, args := p.keyset("r", "id", "")
@@ -133,6 +139,11 @@ type VerifyRevisionRow struct {
 	RevisionWithParent
 	HasParent bool
 	Audited   bool
+}
+
+// Cursor is where the page after this row starts.
+func (r VerifyRevisionRow) Cursor() VerifyCursor {
+	return VerifyCursor{Owner: r.OwnerID, ID: r.RecordID, Rev: r.Revision.Revision}
 }
 
 // VerifyRevisions reads a page of revisions in (owner_id, record_id, revision) order.
@@ -171,6 +182,9 @@ type VerifyExecutionRow struct {
 	Messages int
 }
 
+// Cursor is where the page after this row starts.
+func (r VerifyExecutionRow) Cursor() VerifyCursor { return VerifyCursor{Owner: r.OwnerID, ID: r.ID} }
+
 // VerifyExecutions reads a page of feature executions in (owner_id, id) order.
 func (db *DB) VerifyExecutions(ctx context.Context, p VerifyPage) ([]VerifyExecutionRow, error) {
 	where, args := p.keyset("e", "id", "")
@@ -205,6 +219,9 @@ type VerifyOutboxRow struct {
 	ExecutionMode, ExecutionStatus   string
 }
 
+// Cursor is where the page after this row starts.
+func (r VerifyOutboxRow) Cursor() VerifyCursor { return VerifyCursor{Owner: r.OwnerID, ID: r.ID} }
+
 // VerifyOutbox reads a page of outbox messages in (owner_id, id) order.
 func (db *DB) VerifyOutbox(ctx context.Context, p VerifyPage) ([]VerifyOutboxRow, error) {
 	where, args := p.keyset("m", "id", "")
@@ -229,6 +246,9 @@ type VerifyAuditRow struct {
 	Detail                          string
 	Contents                        []string
 }
+
+// Cursor is where the page after this row starts.
+func (r VerifyAuditRow) Cursor() VerifyCursor { return VerifyCursor{Owner: r.OwnerID, ID: r.ID} }
 
 // VerifyAudit reads a page of audit events in (owner_id, id) order.
 func (db *DB) VerifyAudit(ctx context.Context, p VerifyPage) ([]VerifyAuditRow, error) {
