@@ -56,7 +56,7 @@ const (
 )
 
 // ReapExpired deletes expired idempotency rows in batches until a batch finds fewer than Batch
-// rows (or ctx ends). A batch runs outside any ambient transaction, on the pool.
+// rows (or ctx ends). Each batch is a statement of its own unless ctx carries a transaction.
 func (db *DB) ReapExpired(ctx context.Context, p ReapParams) (res ReapResult, err error) {
 	start := time.Now()
 	res.DryRun = p.DryRun
@@ -71,7 +71,7 @@ func (db *DB) ReapExpired(ctx context.Context, p ReapParams) (res ReapResult, er
 		if p.Owner != "" {
 			q, args = countOwner, []any{p.Now, p.Owner}
 		}
-		if err = db.Pool.QueryRow(ctx, q, args...).Scan(&res.Deleted); err != nil {
+		if err = db.Q(ctx).QueryRow(ctx, q, args...).Scan(&res.Deleted); err != nil {
 			return res, fmt.Errorf("count expired keys: %w", err)
 		}
 		res.Batches = int((res.Deleted + int64(batch) - 1) / int64(batch))
@@ -82,7 +82,7 @@ func (db *DB) ReapExpired(ctx context.Context, p ReapParams) (res ReapResult, er
 		q, args = reapOwner, []any{p.Now, batch, p.Owner}
 	}
 	for ctx.Err() == nil {
-		tag, err := db.Pool.Exec(ctx, q, args...)
+		tag, err := db.Q(ctx).Exec(ctx, q, args...)
 		if err != nil {
 			return res, fmt.Errorf("reap expired keys: %w", err)
 		}
