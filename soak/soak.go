@@ -158,11 +158,12 @@ type owner struct {
 }
 
 type engine struct {
-	opts  Options
-	k     *kernel.Kernel
-	env   storm.Env
-	rng   *mrand.Rand
-	runID string
+	opts        Options
+	k           *kernel.Kernel
+	env         storm.Env
+	envChildren storm.Env
+	rng         *mrand.Rand
+	runID       string
 
 	owners []owner
 	srv    *server
@@ -208,7 +209,10 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	}
 	e := &engine{opts: opts, k: opts.Kernel, rng: mrand.New(mrand.NewPCG(opts.Seed, opts.Seed^0x9e3779b97f4a7c15)),
 		wall: map[string]time.Duration{}, provider: outbox.NewMemoryProvider()}
-	e.runID = fmt.Sprintf("%x", e.rng.Uint32())
+	// The run's keys are its own even when a seed repeats the choices of an earlier run.
+	var id [4]byte
+	_, _ = rand.Read(id[:])
+	e.runID = fmt.Sprintf("%x", id)
 	e.res = Result{Seed: opts.Seed, Faults: map[string]int{}, Outcomes: map[string]int{}, Paths: map[string]int{}, Ops: map[string]int{}, Problems: []string{}}
 	for _, f := range opts.Faults {
 		e.res.Faults[string(f)] = 0
@@ -317,7 +321,10 @@ func (e *engine) setUp(ctx context.Context) error {
 		}
 		e.owners = append(e.owners, o)
 	}
-	e.env = storm.Env{Kernel: e.k, DSN: e.opts.DSN, Executable: e.opts.Executable, WorkerEnv: e.opts.ChildEnv, ReadyTimeout: 30 * time.Second}
+	// In-process rounds share the soak's kernel and pool (storm.Run opens a pool of its own per
+	// storm when given a DSN); only the child processes need the DSN.
+	e.env = storm.Env{Kernel: e.k}
+	e.envChildren = storm.Env{Kernel: e.k, DSN: e.opts.DSN, Executable: e.opts.Executable, WorkerEnv: e.opts.ChildEnv, ReadyTimeout: 30 * time.Second}
 	// The serve child is this binary too; a test binary dispatches to the CLI on the storm
 	// worker's variable, which the real binary ignores outside storm-worker.
 	srv, err := newServer(e.dir, e.opts.Executable, e.opts.DSN, append([]string{storm.WorkerEnvVar + "=1"}, e.opts.ChildEnv...), tokens)
@@ -530,7 +537,11 @@ func (e *engine) round(ctx context.Context, i int) {
 	}
 	events := make(chan storm.Event, spec.N)
 	start := time.Now()
-	sum, runErr := storm.Run(rctx, e.env, spec, events)
+	env := e.env
+	if p.path == pathProcesses {
+		env = e.envChildren
+	}
+	sum, runErr := storm.Run(rctx, env, spec, events)
 	e.wall[p.path] = (e.wall[p.path]*7 + time.Since(start)) / 8
 	cancel() // faults not yet due are not injected: the storm is over
 	faults.Wait()
