@@ -125,9 +125,9 @@ func Default() Config {
 	return Config{
 		Idempotency: Idempotency{TTL: Duration{24 * time.Hour}, AcquireTimeout: Duration{5 * time.Second}, KeyMaxConns: 8,
 			ReapInterval: Duration{5 * time.Minute}},
-		Modules:     Modules{MEM001: MemModule{MaxContentLength: 2000}},
-		HTTP:        HTTP{Addr: "127.0.0.1:8787", MaxBodyBytes: 256 << 10, Tokens: map[string]string{}},
-		TUI:         TUI{Owner: "alice"},
+		Modules: Modules{MEM001: MemModule{MaxContentLength: 2000}},
+		HTTP:    HTTP{Addr: "127.0.0.1:8787", MaxBodyBytes: 256 << 10, Tokens: map[string]string{}},
+		TUI:     TUI{Owner: "alice"},
 		Outbox: Outbox{MaxAttempts: 5, BaseBackoff: Duration{500 * time.Millisecond}, MaxBackoff: Duration{5 * time.Minute},
 			Lease: Duration{30 * time.Second}, CallTimeout: Duration{10 * time.Second}},
 	}
