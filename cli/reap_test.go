@@ -3,6 +3,8 @@ package cli_test
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -68,14 +70,27 @@ func TestServeReapsExpiredKeysEveryReapInterval(t *testing.T) {
 		exited <- cli.Run(ctx, []string{"--dsn", db.DSN, "--allow-writes", "--config", cfgPath, "--json", "serve", "--addr", "127.0.0.1:0", "--dev-auth"},
 			&out, &errb, func(k string) string { return env[k] })
 	}()
+	var url string
 	require.Eventually(t, func() bool {
 		var m map[string]any
-		return json.Unmarshal([]byte(out.String()), &m) == nil && m["listening"] != nil
+		if json.Unmarshal([]byte(out.String()), &m) != nil {
+			return false
+		}
+		url, _ = m["listening"].(string)
+		return url != ""
 	}, time.Minute, 20*time.Millisecond, "stderr: %s", errb.String())
 	require.Eventually(t, func() bool {
 		return countRows(t, db, `SELECT count(*) FROM idempotency_record WHERE expires_at <= now()`) == 0
 	}, 30*time.Second, 50*time.Millisecond, "serve never reaped the expired keys; stderr: %s", errb.String())
 	require.Equal(t, 1, countRows(t, db, `SELECT count(*) FROM idempotency_record`), "the valid key stays")
+	resp, err := http.Get(url + "/metrics")
+	require.NoError(t, err)
+	metrics, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Contains(t, string(metrics), "idemwork_reaper_deleted_total 30", "the reaper's counters are on /metrics")
+	require.Regexp(t, `idemwork_reaper_runs_total [1-9]`, string(metrics))
+	require.Contains(t, string(metrics), "idemwork_reaper_failures_total 0")
 
 	cancel()
 	select {

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"idemwork/apperr"
 	"idemwork/idem"
 	"idemwork/kernel"
@@ -67,6 +69,8 @@ type Options struct {
 	// RequireKey makes a write without an Idempotency-Key 400 BAD_REQUEST (config
 	// http.require_key), as the IETF draft recommends for endpoints that need one.
 	RequireKey bool
+	// Collectors are more metrics served on /metrics (serve's reaper counters).
+	Collectors []prometheus.Collector
 }
 
 // API is the HTTP handler over a kernel.
@@ -90,7 +94,7 @@ func New(k *kernel.Kernel, opts Options) *API {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	a := &API{k: k, opts: opts, mux: http.NewServeMux(), metrics: newMetrics(k),
+	a := &API{k: k, opts: opts, mux: http.NewServeMux(), metrics: newMetrics(k, opts.Collectors...),
 		methods: []string{http.MethodGet, http.MethodPost, http.MethodPatch, http.MethodPut, http.MethodDelete}}
 	for tok, owner := range opts.Tokens {
 		a.tokens = append(a.tokens, tokenEntry{sum: sha256.Sum256([]byte(tok)), owner: owner})
