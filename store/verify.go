@@ -20,19 +20,36 @@ func (db *DB) ReadSnapshot(ctx context.Context, fn func(ctx context.Context) err
 	if a, ok := ctx.Value(ambientKey{}).(*ambient); ok && a.db == db {
 		return fn(ctx)
 	}
-	conn, err := db.Pool.Acquire(ctx)
+	conn, err := db.acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
 	defer conn.Release()
-	if _, err := conn.Exec(ctx, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"); err != nil {
-		return fmt.Errorf("begin read-only snapshot: %w", err)
+	var b pgx.Batch
+	b.Queue("begin isolation level repeatable read read only")
+	results := 1
+	if db.txSearchPath != "" { // the session's schema, per transaction as every transaction sets it
+		b.Queue("select pg_catalog.set_config('search_path', $1, true)", db.txSearchPath)
+		results++
+	}
+	br := conn.SendBatch(ctx, &b)
+	for range results {
+		if _, err = br.Exec(); err != nil {
+			break
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
 	}
 	a := &ambient{db: db, conn: conn, begun: true}
+	if err != nil {
+		a.rollback(context.WithoutCancel(ctx))
+		return fmt.Errorf("begin a read-only snapshot: %w", db.translate(err))
+	}
 	err = fn(context.WithValue(ctx, ambientKey{}, a))
 	// Nothing to commit: the transaction only read.
 	a.rollback(context.WithoutCancel(ctx))
-	return TranslateError(err)
+	return db.translate(err)
 }
 
 // VerifyCursor is where a page starts: after (Owner, ID, Rev) in the table's key order (Rev
