@@ -2,7 +2,6 @@ package cli_test
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"os"
@@ -61,27 +60,10 @@ func TestServeReapsExpiredKeysEveryReapInterval(t *testing.T) {
 	cfgPath := filepath.Join(t.TempDir(), "config.toml")
 	require.NoError(t, os.WriteFile(cfgPath, []byte("[idempotency]\nreap_interval = \"100ms\"\n"), 0o600))
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var out, errb syncWriter
-	env := map[string]string{"XDG_CONFIG_HOME": t.TempDir()}
-	exited := make(chan int, 1)
-	go func() {
-		exited <- cli.Run(ctx, []string{"--dsn", db.DSN, "--allow-writes", "--config", cfgPath, "--json", "serve", "--addr", "127.0.0.1:0", "--dev-auth"},
-			&out, &errb, func(k string) string { return env[k] })
-	}()
-	var url string
-	require.Eventually(t, func() bool {
-		var m map[string]any
-		if json.Unmarshal([]byte(out.String()), &m) != nil {
-			return false
-		}
-		url, _ = m["listening"].(string)
-		return url != ""
-	}, time.Minute, 20*time.Millisecond, "stderr: %s", errb.String())
+	url, stop := startServe(t, db, cfgPath)
 	require.Eventually(t, func() bool {
 		return countRows(t, db, `SELECT count(*) FROM idempotency_record WHERE expires_at <= now()`) == 0
-	}, 30*time.Second, 50*time.Millisecond, "serve never reaped the expired keys; stderr: %s", errb.String())
+	}, 30*time.Second, 50*time.Millisecond, "serve never reaped the expired keys")
 	require.Equal(t, 1, countRows(t, db, `SELECT count(*) FROM idempotency_record`), "the valid key stays")
 	resp, err := http.Get(url + "/metrics")
 	require.NoError(t, err)
@@ -92,13 +74,8 @@ func TestServeReapsExpiredKeysEveryReapInterval(t *testing.T) {
 	require.Regexp(t, `idemwork_reaper_runs_total [1-9]`, string(metrics))
 	require.Contains(t, string(metrics), "idemwork_reaper_failures_total 0")
 
-	cancel()
-	select {
-	case code := <-exited:
-		require.Equal(t, 0, code, errb.String())
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not stop")
-	}
-	require.Contains(t, errb.String(), "reaper: expired keys deleted")
-	require.Contains(t, errb.String(), "deleted=30")
+	code, stderr := stop()
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stderr, "reaper: expired keys deleted")
+	require.Contains(t, stderr, "deleted=30")
 }
