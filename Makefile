@@ -8,7 +8,7 @@ FUZZTIME ?= 20000x
 # Fuzz targets as package:Target, each run FUZZTIME times by `make test` and `make fuzz`.
 FUZZ_TARGETS := ./config:FuzzDecode ./idem:FuzzValidateKey ./idem:FuzzValidateOwner ./idem:FuzzParseEnvelope ./kernel:FuzzCheckJSONObject ./httpapi:FuzzDecodeBody ./httpapi:FuzzAuthenticate ./httpapi:FuzzParseIdempotencyKey ./jsonb:FuzzCanonical ./store:FuzzRedactDSN ./internal/termsafe:FuzzCell
 
-.PHONY: run build test test-go test-race test-fuzz test-tmux lint fuzz bench clean
+.PHONY: run build test test-go test-race test-fuzz test-tmux lint fuzz bench soak clean
 
 ## run: build, start the embedded cluster, seed demo data (idempotent) and open the TUI
 run: build
@@ -56,6 +56,14 @@ bench: build
 	./$(BIN) bench $(BENCH_ARGS)
 	$(GO) test -run '^$$' -bench . -benchmem ./bench/...
 	$(GO) test -run '^$$' -bench . -benchtime 300x -timeout 20m ./tui
+
+## soak: 10,000 storm rounds with every fault injected (kill-child, terminate, restart,
+## kill-server) on the embedded cluster, then verify --all; exit 0 only with no duplicate and no
+## violation. SOAK_ARGS passes flags, e.g. SOAK_ARGS='--data-dir /tmp/soak/pg --seed 7'.
+SOAK_ROUNDS ?= 10000
+SOAK_ARGS ?=
+soak: build
+	./$(BIN) $(SOAK_ARGS) soak --rounds $(SOAK_ROUNDS) --json
 
 ## fuzz: run every fuzz target longer (about 20-100 s each; FUZZTIME=1000000x make fuzz for more)
 fuzz: FUZZTIME=200000x

@@ -28,7 +28,10 @@ const (
 	// the pool is in use; the client retries after Retry-After.
 	Overloaded     Code = "OVERLOADED"
 	SchemaNotReady Code = "SCHEMA_NOT_READY"
-	Internal       Code = "INTERNAL"
+	// CommitUnknown: the connection was lost during or after COMMIT, so whether the write
+	// committed is unknown; a retry with the same key learns the outcome.
+	CommitUnknown Code = "COMMIT_UNKNOWN"
+	Internal      Code = "INTERNAL"
 	// Adapter-level codes (HTTP and CLI input), not part of the kernel's vocabulary.
 	BadRequest      Code = "BAD_REQUEST"
 	Unauthorized    Code = "UNAUTHORIZED"
@@ -54,6 +57,7 @@ var statuses = map[Code]int{
 	ReadOnly:           http.StatusForbidden,
 	Overloaded:         http.StatusServiceUnavailable,
 	SchemaNotReady:     http.StatusServiceUnavailable,
+	CommitUnknown:      http.StatusServiceUnavailable,
 	Internal:           http.StatusInternalServerError,
 	BadRequest:         http.StatusBadRequest,
 	Unauthorized:       http.StatusUnauthorized,

@@ -6,4 +6,5 @@ import "github.com/spf13/cobra"
 func addMoreCommands(root *cobra.Command, a *app) {
 	root.AddCommand(newStormCmd(a), newStormWorkerCmd(a), newServeCmd(a))
 	root.AddCommand(newBenchCmd(a))
+	root.AddCommand(newVerifyCmd(a), newReapCmd(a), newSoakCmd(a))
 }

@@ -1,9 +1,12 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"log"
+	"log/slog"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
 	"idemwork/apperr"
@@ -17,7 +20,8 @@ func newServeCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{Use: "serve", Short: "Serve the kernel over HTTP (SPEC §10.3) on loopback",
 		Long: "serve answers POST/PATCH/GET under /v1/modules/{module}/records with the kernel behind it. The owner\n" +
 			"is the one config [http.tokens] maps the request's 'Authorization: Bearer <token>' to; with --dev-auth,\n" +
-			"loopback clients may name it in X-Owner-Id instead. It stops gracefully on SIGINT/SIGTERM.",
+			"loopback clients may name it in X-Owner-Id instead. It stops gracefully on SIGINT/SIGTERM. Every\n" +
+			"idempotency.reap_interval (default 5m; 0 disables it) it deletes expired keys, as idemwork reap does.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -43,8 +47,16 @@ func newServeCmd(a *app) *cobra.Command {
 				}
 				return &setupError{err}
 			}
+			// The reaper (every idempotency.reap_interval; 0 disables it) counts on /metrics.
+			var reaper *store.Reaper
+			var extra []prometheus.Collector
+			if a.cfg.Idempotency.ReapInterval.Duration > 0 && a.db.WriteRefusal() == nil {
+				reaper = store.NewReaper(k.DB(), k.Runner().Clock().Now, store.DefaultReapBatch,
+					slog.New(slog.NewTextHandler(a.stderr, nil)).With("component", "reaper"))
+				extra = reaperMetrics(reaper)
+			}
 			api := httpapi.New(k, httpapi.Options{Tokens: a.cfg.HTTP.Tokens, MaxBodyBytes: a.cfg.HTTP.MaxBodyBytes,
-				DevAuth: devAuth, AccessLog: a.stderr, RequireKey: a.cfg.HTTP.RequireKey})
+				DevAuth: devAuth, AccessLog: a.stderr, RequireKey: a.cfg.HTTP.RequireKey, Collectors: extra})
 			srv := httpapi.NewServer(api, log.New(a.stderr, "idemwork serve: ", 0))
 			url := "http://" + ln.Addr().String()
 			if a.flags.json {
@@ -57,6 +69,12 @@ func newServeCmd(a *app) *cobra.Command {
 			}
 			if len(a.cfg.HTTP.Tokens) == 0 && !devAuth {
 				fmt.Fprintln(a.stderr, "idemwork serve: no [http.tokens] configured: every request will get 401 (see config.example.toml, or use --dev-auth)")
+			}
+			if reaper != nil {
+				rctx, stopReaper := context.WithCancel(ctx)
+				reaped := make(chan struct{})
+				go func() { defer close(reaped); reaper.Run(rctx, a.cfg.Idempotency.ReapInterval.Duration) }()
+				defer func() { stopReaper(); <-reaped }()
 			}
 			if err := httpapi.Serve(ctx, srv, ln, httpapi.ShutdownGrace); err != nil {
 				return &setupError{err}
@@ -77,4 +95,16 @@ func readOnlyNote(db *store.DB) string {
 		return ", read-only: " + apperr.As(err).Message
 	}
 	return ""
+}
+
+// reaperMetrics are the reaper's running totals as Prometheus counters.
+func reaperMetrics(r *store.Reaper) []prometheus.Collector {
+	counter := func(name, help string, v func(store.ReaperTotals) int64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(v(r.Totals())) })
+	}
+	return []prometheus.Collector{
+		counter("idemwork_reaper_runs_total", "Reaps of expired idempotency keys run by serve.", func(t store.ReaperTotals) int64 { return t.Runs }),
+		counter("idemwork_reaper_deleted_total", "Expired idempotency rows the reaper deleted.", func(t store.ReaperTotals) int64 { return t.Deleted }),
+		counter("idemwork_reaper_failures_total", "Reaps that failed (retried at the next interval).", func(t store.ReaperTotals) int64 { return t.Failures }),
+	}
 }

@@ -99,7 +99,8 @@ func (a *app) openWorkbench(ctx context.Context, owner string, opts tuiOptions, 
 	clock, _ := k.Runner().Clock().(*idem.OffsetClock)
 	provider := outbox.NewMemoryProvider()
 	worker := outbox.NewWorker(a.db, outbox.Options{Providers: map[string]outbox.Provider{"notifier": provider}, Clock: clock,
-		MaxAttempts: a.cfg.Outbox.MaxAttempts, BaseBackoff: a.cfg.Outbox.BaseBackoff.Duration})
+		MaxAttempts: a.cfg.Outbox.MaxAttempts, BaseBackoff: a.cfg.Outbox.BaseBackoff.Duration, MaxBackoff: a.cfg.Outbox.MaxBackoff.Duration,
+		Lease: a.cfg.Outbox.Lease.Duration, CallTimeout: a.cfg.Outbox.CallTimeout.Duration})
 	return &tctx.ProgramContext{
 		Styles: styles,
 		Keys:   tctx.DefaultKeys(),

@@ -73,6 +73,8 @@ type Idempotency struct {
 	// KeyMaxConns is how many requests of one key go to the database at once; more wait in
 	// the process without a connection.
 	KeyMaxConns int `toml:"key_max_conns"`
+	// ReapInterval is how often `idemwork serve` deletes expired keys (0 disables the reaper).
+	ReapInterval Duration `toml:"reap_interval"`
 }
 
 // Bounds of idempotency.ttl: below a second a key expires while its own storm still runs (one
@@ -110,16 +112,24 @@ type TUI struct {
 type Outbox struct {
 	MaxAttempts int      `toml:"max_attempts"`
 	BaseBackoff Duration `toml:"base_backoff"`
+	// MaxBackoff caps the doubling retry delay.
+	MaxBackoff Duration `toml:"max_backoff"`
+	// Lease hides a claimed message from other workers while its provider call runs.
+	Lease Duration `toml:"lease"`
+	// CallTimeout bounds one provider call; it must be below Lease.
+	CallTimeout Duration `toml:"call_timeout"`
 }
 
 // Default returns the built-in settings.
 func Default() Config {
 	return Config{
-		Idempotency: Idempotency{TTL: Duration{24 * time.Hour}, AcquireTimeout: Duration{5 * time.Second}, KeyMaxConns: 8},
-		Modules:     Modules{MEM001: MemModule{MaxContentLength: 2000}},
-		HTTP:        HTTP{Addr: "127.0.0.1:8787", MaxBodyBytes: 256 << 10, Tokens: map[string]string{}},
-		TUI:         TUI{Owner: "alice"},
-		Outbox:      Outbox{MaxAttempts: 5, BaseBackoff: Duration{500 * time.Millisecond}},
+		Idempotency: Idempotency{TTL: Duration{24 * time.Hour}, AcquireTimeout: Duration{5 * time.Second}, KeyMaxConns: 8,
+			ReapInterval: Duration{5 * time.Minute}},
+		Modules: Modules{MEM001: MemModule{MaxContentLength: 2000}},
+		HTTP:    HTTP{Addr: "127.0.0.1:8787", MaxBodyBytes: 256 << 10, Tokens: map[string]string{}},
+		TUI:     TUI{Owner: "alice"},
+		Outbox: Outbox{MaxAttempts: 5, BaseBackoff: Duration{500 * time.Millisecond}, MaxBackoff: Duration{5 * time.Minute},
+			Lease: Duration{30 * time.Second}, CallTimeout: Duration{10 * time.Second}},
 	}
 }
 
@@ -267,6 +277,14 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("outbox.max_attempts must be positive, got %d", c.Outbox.MaxAttempts)
 	case c.Outbox.BaseBackoff.Duration <= 0:
 		return fmt.Errorf("outbox.base_backoff must be positive, got %s", c.Outbox.BaseBackoff)
+	case c.Outbox.MaxBackoff.Duration < c.Outbox.BaseBackoff.Duration:
+		return fmt.Errorf("outbox.max_backoff must be at least outbox.base_backoff (%s), got %s", c.Outbox.BaseBackoff, c.Outbox.MaxBackoff)
+	case c.Outbox.Lease.Duration <= 0:
+		return fmt.Errorf("outbox.lease must be positive, got %s", c.Outbox.Lease)
+	case c.Outbox.CallTimeout.Duration <= 0 || c.Outbox.CallTimeout.Duration >= c.Outbox.Lease.Duration:
+		return fmt.Errorf("outbox.call_timeout must be positive and below outbox.lease (%s), got %s: a provider call that outlives its lease lets another worker deliver the message too", c.Outbox.Lease, c.Outbox.CallTimeout)
+	case c.Idempotency.ReapInterval.Duration < 0:
+		return fmt.Errorf("idempotency.reap_interval must be 0 (no reaper) or positive, got %s", c.Idempotency.ReapInterval)
 	case !ownerRE.MatchString(c.TUI.Owner):
 		return fmt.Errorf("tui.owner %q is not an owner id (1-128 of A-Z a-z 0-9 . _ : @ -)", c.TUI.Owner)
 	}

@@ -34,6 +34,26 @@ func TestTheExampleConfigIsValidAndComplete(t *testing.T) {
 	cfg, err := config.Load("../config.example.toml", env(nil))
 	require.NoError(t, err)
 	require.Equal(t, config.Default().Idempotency, cfg.Idempotency)
+	require.Equal(t, config.Default().Outbox, cfg.Outbox)
+}
+
+func TestTheReaperAndOutboxKeysHaveSafeDefaultsAndBounds(t *testing.T) {
+	t.Parallel()
+	d := config.Default()
+	require.Equal(t, 5*time.Minute, d.Idempotency.ReapInterval.Duration)
+	require.Less(t, d.Outbox.CallTimeout.Duration, d.Outbox.Lease.Duration)
+	cfg, err := config.Load(write(t, "[idempotency]\nreap_interval = \"0\"\n"), env(nil))
+	require.NoError(t, err, "0 disables the reaper")
+	require.Zero(t, cfg.Idempotency.ReapInterval.Duration)
+	_, err = config.Load(write(t, "[idempotency]\nreap_interval = \"-1m\"\n"), env(nil))
+	require.ErrorContains(t, err, "idempotency.reap_interval")
+	_, err = config.Load(write(t, "[outbox]\nlease = \"5s\"\ncall_timeout = \"5s\"\n"), env(nil))
+	require.ErrorContains(t, err, "outbox.call_timeout must be positive and below outbox.lease")
+	_, err = config.Load(write(t, "[outbox]\nbase_backoff = \"1m\"\nmax_backoff = \"30s\"\n"), env(nil))
+	require.ErrorContains(t, err, "outbox.max_backoff")
+	cfg, err = config.Load(write(t, "[outbox]\nlease = \"2m\"\ncall_timeout = \"90s\"\nmax_backoff = \"1h\"\n"), env(nil))
+	require.NoError(t, err)
+	require.Equal(t, 90*time.Second, cfg.Outbox.CallTimeout.Duration)
 }
 
 func TestAnUnknownKeyIsAnErrorNamingIt(t *testing.T) {

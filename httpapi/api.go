@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"idemwork/apperr"
 	"idemwork/idem"
 	"idemwork/kernel"
@@ -24,8 +26,11 @@ const (
 	// HeaderReplayed is "true" on a response restored from the first result (REPLAYED) or shared
 	// from an in-process leader (JOINED).
 	HeaderReplayed = "Idempotent-Replayed"
-	// HeaderOutcome names the outcome of a write: EXECUTED, REPLAYED or JOINED.
+	// HeaderOutcome names the outcome of a write: EXECUTED, REPLAYED or JOINED, or
+	// OutcomeUnknown with a 503 COMMIT_UNKNOWN.
 	HeaderOutcome = "Idempotency-Outcome"
+	// OutcomeUnknown is HeaderOutcome's value when the commit's outcome is unknown.
+	OutcomeUnknown = "unknown"
 	// HeaderWaited is "true" when a replay first waited on the unique index for the winner.
 	HeaderWaited = "Idempotency-Waited"
 	// HeaderShare set to "off" asks the server not to share an in-process flight for this
@@ -64,6 +69,8 @@ type Options struct {
 	// RequireKey makes a write without an Idempotency-Key 400 BAD_REQUEST (config
 	// http.require_key), as the IETF draft recommends for endpoints that need one.
 	RequireKey bool
+	// Collectors are more metrics served on /metrics (serve's reaper counters).
+	Collectors []prometheus.Collector
 }
 
 // API is the HTTP handler over a kernel.
@@ -87,7 +94,7 @@ func New(k *kernel.Kernel, opts Options) *API {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	a := &API{k: k, opts: opts, mux: http.NewServeMux(), metrics: newMetrics(k),
+	a := &API{k: k, opts: opts, mux: http.NewServeMux(), metrics: newMetrics(k, opts.Collectors...),
 		methods: []string{http.MethodGet, http.MethodPost, http.MethodPatch, http.MethodPut, http.MethodDelete}}
 	for tok, owner := range opts.Tokens {
 		a.tokens = append(a.tokens, tokenEntry{sum: sha256.Sum256([]byte(tok)), owner: owner})
@@ -400,6 +407,10 @@ type ErrorDetail struct {
 // raw SQL or Go error never reaches a client.
 func writeError(w http.ResponseWriter, err error) {
 	ae := apperr.As(err)
+	if ae.Code == apperr.CommitUnknown {
+		// Neither EXECUTED nor failed: the client must retry with the same key to find out.
+		w.Header().Set(HeaderOutcome, OutcomeUnknown)
+	}
 	msg := ae.Message
 	if msg == "" {
 		msg = string(ae.Code)

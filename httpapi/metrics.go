@@ -24,7 +24,7 @@ type metrics struct {
 	handler  http.Handler
 }
 
-func newMetrics(k *kernel.Kernel) *metrics {
+func newMetrics(k *kernel.Kernel, extra ...prometheus.Collector) *metrics {
 	reg := prometheus.NewRegistry()
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "idemwork_http_requests_total",
@@ -39,6 +39,7 @@ func newMetrics(k *kernel.Kernel) *metrics {
 	}
 	reg.MustRegister(m.requests, m.latency, m.waits, collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(extra...)
 	if k != nil {
 		r := k.Runner()
 		reg.MustRegister(

@@ -26,12 +26,11 @@ type Kernel struct {
 	runner   *idem.Runner
 	Registry *Registry
 
-	recordPolicy  recordSnapshotPolicy
-	featurePolicy featureExecutionPolicy
-	reviewPolicy  commitmentReviewPolicy
-	observe       func(step string)
-	idMu          sync.Mutex
-	entropy       *ulid.MonotonicEntropy
+	recordPolicy recordSnapshotPolicy
+	reviewPolicy commitmentReviewPolicy
+	observe      func(step string)
+	idMu         sync.Mutex
+	entropy      *ulid.MonotonicEntropy
 }
 
 // Options configures a Kernel.
@@ -46,7 +45,6 @@ func New(runner *idem.Runner, reg *Registry, opts Options) *Kernel {
 	k := &Kernel{db: runner.DB(), runner: runner, Registry: reg, observe: opts.Observe,
 		entropy: ulid.Monotonic(rand.Reader, 0)}
 	k.recordPolicy = recordSnapshotPolicy{k}
-	k.featurePolicy = featureExecutionPolicy{k}
 	k.reviewPolicy = commitmentReviewPolicy{k}
 	return k
 }
@@ -526,7 +524,7 @@ func (k *Kernel) RunFeature(ctx context.Context, in FeatureInput) (WriteResult, 
 	work := func(ctx context.Context, p preparedFeature) (FeatureResult, error) {
 		return k.runFeatureWork(ctx, in, mod, feat, op, p)
 	}
-	res, err := idem.RunPrepared(ctx, k.runner, req, idem.ResultPolicy[FeatureResult](k.featurePolicy), prepare, work)
+	res, err := idem.RunPrepared(ctx, k.runner, req, idem.ResultPolicy[FeatureResult](k.featurePolicyFor(feat.ID)), prepare, work)
 	if err != nil {
 		return WriteResult{}, err
 	}
@@ -677,7 +675,7 @@ func (k *Kernel) RestoreKey(ctx context.Context, owner, operation string, respon
 		}
 		return &v.Record, nil, nil, nil
 	case OpKindFeature:
-		v, err := idem.RestoreEnvelope(ctx, idem.ResultPolicy[FeatureResult](k.featurePolicy), owner, op.Module, response)
+		v, err := idem.RestoreEnvelope(ctx, idem.ResultPolicy[FeatureResult](k.featurePolicyFor(op.FeatureID)), owner, op.Module, response)
 		if err != nil {
 			return nil, nil, nil, err
 		}

@@ -73,8 +73,18 @@ func (p recordSnapshotPolicy) Restore(ctx context.Context, owner, module string,
 	return RecordResult{Record: rec}, nil
 }
 
-// featureExecutionPolicy stores recordId + revision + executionId.
-type featureExecutionPolicy struct{ k *Kernel }
+// featureExecutionPolicy stores recordId + revision + executionId. It is bound to the
+// operation's feature: a replay restores an execution only if it is of that feature and was
+// recorded at the envelope's record and revision.
+type featureExecutionPolicy struct {
+	k       *Kernel
+	feature string
+}
+
+// featurePolicyFor is the feature policy of an operation on featureID.
+func (k *Kernel) featurePolicyFor(featureID string) featureExecutionPolicy {
+	return featureExecutionPolicy{k: k, feature: featureID}
+}
 
 func (featureExecutionPolicy) Name() string { return PolicyFeatureExecution }
 func (featureExecutionPolicy) Fields() []string {
@@ -101,7 +111,25 @@ func (p featureExecutionPolicy) Restore(ctx context.Context, owner, module strin
 	if err != nil {
 		return FeatureResult{}, err
 	}
+	if err := p.checkExecution(exec, ref); err != nil {
+		return FeatureResult{}, err
+	}
 	return FeatureResult{Record: rec, Execution: exec}, nil
+}
+
+// checkExecution fails closed unless the execution belongs to the envelope's record and
+// revision and to the operation's feature: an envelope moved to another revision, or an
+// execution rewritten to another feature, is never replayed as the first result.
+func (p featureExecutionPolicy) checkExecution(e store.Execution, ref executionRef) error {
+	switch {
+	case e.RecordID != ref.RecordID:
+		return apperr.New(apperr.SnapshotIntegrity, "execution %s belongs to record %s, not to the stored result's record %s", e.ID, e.RecordID, ref.RecordID)
+	case e.RecordRevision != ref.Revision:
+		return apperr.New(apperr.SnapshotIntegrity, "execution %s was recorded at revision %d of record %s, but the stored result references revision %d", e.ID, e.RecordRevision, ref.RecordID, ref.Revision)
+	case e.FeatureID != p.feature:
+		return apperr.New(apperr.SnapshotIntegrity, "execution %s is of feature %s, but the operation runs feature %s", e.ID, e.FeatureID, p.feature)
+	}
+	return nil
 }
 
 // commitmentReviewPolicy stores recordId + reviewId; the comment never enters the envelope.
@@ -173,7 +201,7 @@ func checkSnapshot(row store.RevisionWithParent, owner, module, recordID string,
 		return fail("the snapshot's ownerId/moduleCode/id/revision do not match the row and its parent")
 	}
 	if err := CheckJSONObject("snapshot.payload", snap.Payload); err != nil {
-		return fail("the snapshot payload fails the JSON boundary")
+		return fail("the snapshot payload fails the JSON boundary (" + apperr.As(err).Message + ")")
 	}
 	return snap, nil
 }
@@ -304,7 +332,7 @@ func (featureExecutionPolicy) PrefetchSQL() (string, string) {
 	return pfRevisionColumns + ", " + pfExecutionColumns, pfRevisionJoins + pfExecutionJoins
 }
 
-func (featureExecutionPolicy) NewPrefetch() ([]any, func(owner, module string, result json.RawMessage) (FeatureResult, bool, error)) {
+func (p featureExecutionPolicy) NewPrefetch() ([]any, func(owner, module string, result json.RawMessage) (FeatureResult, bool, error)) {
 	r := &pfRevisionRow{}
 	e := &pfExecutionRow{}
 	return append(r.dest(), e.dest()...), func(owner, module string, result json.RawMessage) (FeatureResult, bool, error) {
@@ -319,6 +347,9 @@ func (featureExecutionPolicy) NewPrefetch() ([]any, func(owner, module string, r
 		exec, ok := e.execution(owner, module, ref.RecordID, ref.ExecutionID)
 		if !ok {
 			return FeatureResult{}, false, nil
+		}
+		if err := p.checkExecution(exec, ref); err != nil {
+			return FeatureResult{}, false, err
 		}
 		return FeatureResult{Record: rec, Execution: exec}, true, nil
 	}

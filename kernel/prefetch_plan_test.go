@@ -39,7 +39,7 @@ func TestAReplayNeverScansAllOfAnOwnersRows(t *testing.T) {
 		scan []string // the relations the statement must look up by key
 	}{
 		{"note-1", k.recordPolicy.PrefetchSQL, []string{"record_revision", "record"}},
-		{"run-1", k.featurePolicy.PrefetchSQL, []string{"record_revision", "record", "feature_execution"}},
+		{"run-1", k.featurePolicyFor("F01").PrefetchSQL, []string{"record_revision", "record", "feature_execution"}},
 	} {
 		cols, joins := c.sql()
 		stmt := fmt.Sprintf("plan_probe_%d", i)

@@ -1,8 +1,15 @@
 // Package outbox delivers outbox messages outside any business transaction (SPEC §7): a worker
 // claims due messages with FOR UPDATE SKIP LOCKED in a short transaction, calls the provider
 // with the message's idempotency id after that transaction has committed, and then records
-// DELIVERED, a retry with exponential backoff, or FAILED, settling the feature execution and
-// writing an audit event in the same settling transaction.
+// DELIVERED, a retry after an exponential, jittered and capped backoff, or FAILED, settling the
+// feature execution and writing an audit event in the same settling transaction.
+//
+// A claim is a lease: the message is hidden from other workers until it runs out. The claim's
+// attempt number is its token, and the settle is fenced by it, so a worker whose provider call
+// outlived the lease (or whose clock was moved past it) never overwrites what the worker that
+// claimed the message again wrote: it logs the lost lease and changes nothing. The provider call
+// is cancelled well before the lease runs out (CallTimeout < Lease), so in real time a lease is
+// lost only to a provider that ignores its context.
 package outbox
 
 import (
@@ -10,16 +17,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
+	"log/slog"
 	"time"
 
 	"github.com/oklog/ulid/v2"
+	"github.com/sethvargo/go-retry"
 
 	"idemwork/store"
 )
 
 // Provider is a real external system. Deliver must be idempotent on msg.IdempotencyID: a
-// message can be delivered again after a crash between the call and the settling commit.
+// message can be delivered again after a crash between the call and the settling commit, or
+// after a lease that ran out.
 type Provider interface {
 	Deliver(ctx context.Context, msg store.OutboxMessage) error
 }
@@ -31,44 +40,97 @@ type systemClock struct{}
 
 func (systemClock) Now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
 
-// Worker delivers due messages.
-type Worker struct {
-	db          *store.DB
-	providers   map[string]Provider
-	clock       Clock
-	maxAttempts int
-	baseBackoff time.Duration
+// Defaults of Options.
+const (
+	DefaultMaxAttempts = 5
+	DefaultBaseBackoff = 500 * time.Millisecond
+	DefaultMaxBackoff  = 5 * time.Minute
+	DefaultLease       = 30 * time.Second
+	DefaultCallTimeout = 10 * time.Second
+	// JitterPercent spreads each retry delay by ±20 %, so messages that failed together do not
+	// all come due in the same instant.
+	JitterPercent = 20
+)
+
+// Options configures a Worker. Zero values take the defaults above.
+type Options struct {
+	Providers map[string]Provider
+	Clock     Clock
+	// MaxAttempts is how many provider calls a message gets before it is FAILED.
+	MaxAttempts int
+	// BaseBackoff is the delay after the first failed attempt; each later one doubles it, with
+	// ±JitterPercent jitter, and never exceeds MaxBackoff.
+	BaseBackoff time.Duration
+	MaxBackoff  time.Duration
 	// Lease is how long a claimed message is hidden from other workers while its provider call
 	// runs; if this worker dies, the message becomes due again after it.
-	lease time.Duration
+	Lease time.Duration
+	// CallTimeout bounds one provider call. It is kept below the lease: a CallTimeout of zero or
+	// at least the Lease becomes half the Lease.
+	CallTimeout time.Duration
+	// AfterCall, when set, runs after each provider call and before its settle. An error makes
+	// the worker abandon the claim unsettled, as a crash between the call and the settle would:
+	// the message comes due again when the lease runs out and is delivered again under the same
+	// idempotency id (demos and tests use it to show that).
+	AfterCall func(ctx context.Context, m store.OutboxMessage, callErr error) error
+	// Logger receives lost leases, abandoned claims and Run's errors (nil: discarded).
+	Logger *slog.Logger
 }
 
-// Options configures a Worker.
-type Options struct {
-	Providers   map[string]Provider
-	Clock       Clock
-	MaxAttempts int
-	BaseBackoff time.Duration
-	Lease       time.Duration
+// Worker delivers due messages.
+type Worker struct {
+	db   *store.DB
+	opts Options
 }
 
 // NewWorker returns a worker over db.
 func NewWorker(db *store.DB, opts Options) *Worker {
-	w := &Worker{db: db, providers: opts.Providers, clock: opts.Clock, maxAttempts: opts.MaxAttempts,
-		baseBackoff: opts.BaseBackoff, lease: opts.Lease}
-	if w.clock == nil {
-		w.clock = systemClock{}
+	if opts.Clock == nil {
+		opts.Clock = systemClock{}
 	}
-	if w.maxAttempts <= 0 {
-		w.maxAttempts = 5
+	if opts.MaxAttempts <= 0 {
+		opts.MaxAttempts = DefaultMaxAttempts
 	}
-	if w.baseBackoff <= 0 {
-		w.baseBackoff = 500 * time.Millisecond
+	if opts.BaseBackoff <= 0 {
+		opts.BaseBackoff = DefaultBaseBackoff
 	}
-	if w.lease <= 0 {
-		w.lease = 30 * time.Second
+	if opts.MaxBackoff <= 0 {
+		opts.MaxBackoff = max(DefaultMaxBackoff, opts.BaseBackoff)
 	}
-	return w
+	if opts.Lease <= 0 {
+		opts.Lease = DefaultLease
+	}
+	if opts.CallTimeout <= 0 {
+		opts.CallTimeout = DefaultCallTimeout
+	}
+	if opts.CallTimeout >= opts.Lease {
+		opts.CallTimeout = opts.Lease / 2
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Worker{db: db, opts: opts}
+}
+
+// MaxAttempts is how many provider calls a message gets before it is FAILED.
+func (w *Worker) MaxAttempts() int { return w.opts.MaxAttempts }
+
+// Lease is how long a claim hides a message.
+func (w *Worker) Lease() time.Duration { return w.opts.Lease }
+
+// CallTimeout bounds one provider call (always below the lease).
+func (w *Worker) CallTimeout() time.Duration { return w.opts.CallTimeout }
+
+// Backoff is the delay before the retry that follows failed attempt number attempt (1 for the
+// first call): BaseBackoff·2^(attempt-1), ±JitterPercent, capped at MaxBackoff. Each call draws
+// its own jitter.
+func (w *Worker) Backoff(attempt int) time.Duration {
+	b := retry.WithCappedDuration(w.opts.MaxBackoff, retry.WithJitterPercent(JitterPercent, retry.NewExponential(w.opts.BaseBackoff)))
+	var d time.Duration
+	for range max(attempt, 1) {
+		d, _ = b.Next()
+	}
+	return d
 }
 
 // Report counts what one pass did.
@@ -77,12 +139,25 @@ type Report struct {
 	Delivered int `json:"delivered"`
 	Retried   int `json:"retried"`
 	Failed    int `json:"failed"`
+	// Lost counts claims whose lease ran out before their settle: another worker claimed or
+	// settled the message meanwhile, and this one wrote nothing.
+	Lost int `json:"lost"`
+	// Abandoned counts claims AfterCall left unsettled.
+	Abandoned int `json:"abandoned"`
 }
+
+// Outcomes of settling one claim.
+const (
+	settledDelivered = "DELIVERED"
+	settledFailed    = "FAILED"
+	settledRetry     = "PENDING"
+)
 
 // RunOnce claims up to limit due messages and settles each.
 func (w *Worker) RunOnce(ctx context.Context, limit int) (Report, error) {
 	var rep Report
-	msgs, err := w.claim(ctx, limit)
+	now := w.opts.Clock.Now()
+	msgs, err := w.db.ClaimOutbox(ctx, store.ClaimOutboxParams{Now: now, LeaseUntil: now.Add(w.opts.Lease), Limit: limit})
 	if err != nil {
 		return rep, err
 	}
@@ -90,14 +165,27 @@ func (w *Worker) RunOnce(ctx context.Context, limit int) (Report, error) {
 	for _, m := range msgs {
 		// The provider call happens here, with no transaction open.
 		callErr := w.deliver(ctx, m)
+		if w.opts.AfterCall != nil {
+			if err := w.opts.AfterCall(ctx, m, callErr); err != nil {
+				w.opts.Logger.Warn("outbox: claim abandoned before its settle", "message", m.ID, "attempt", m.Attempts, "reason", err)
+				rep.Abandoned++
+				continue
+			}
+		}
 		outcome, err := w.settle(ctx, m, callErr)
+		if errors.Is(err, store.ErrLeaseLost) {
+			w.opts.Logger.Warn("outbox: lease lost; the settle changed nothing", "message", m.ID, "owner", m.OwnerID,
+				"attempt", m.Attempts, "lease", w.opts.Lease, "callError", errString(callErr))
+			rep.Lost++
+			continue
+		}
 		if err != nil {
 			return rep, err
 		}
 		switch outcome {
-		case "DELIVERED":
+		case settledDelivered:
 			rep.Delivered++
-		case "FAILED":
+		case settledFailed:
 			rep.Failed++
 		default:
 			rep.Retried++
@@ -106,13 +194,14 @@ func (w *Worker) RunOnce(ctx context.Context, limit int) (Report, error) {
 	return rep, nil
 }
 
-// Run delivers until ctx ends, polling every interval.
+// Run delivers until ctx ends, polling every interval. A failed pass is logged and the next
+// one runs as usual: a lost connection must not stop delivery for good.
 func (w *Worker) Run(ctx context.Context, interval time.Duration) error {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		if _, err := w.RunOnce(ctx, 20); err != nil && !errors.Is(err, context.Canceled) {
-			return err
+		if _, err := w.RunOnce(ctx, 20); err != nil && ctx.Err() == nil {
+			w.opts.Logger.Error("outbox: delivery pass failed", "error", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -123,122 +212,64 @@ func (w *Worker) Run(ctx context.Context, interval time.Duration) error {
 }
 
 func (w *Worker) deliver(ctx context.Context, m store.OutboxMessage) error {
-	p, ok := w.providers[m.Provider]
+	p, ok := w.opts.Providers[m.Provider]
 	if !ok {
 		return fmt.Errorf("no provider %q is configured", m.Provider)
 	}
-	callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	callCtx, cancel := context.WithTimeout(ctx, w.opts.CallTimeout)
 	defer cancel()
-	return p.Deliver(callCtx, m)
+	err := p.Deliver(callCtx, m)
+	if err != nil && callCtx.Err() != nil && ctx.Err() == nil {
+		return fmt.Errorf("the provider call timed out after %s: %w", w.opts.CallTimeout, err)
+	}
+	return err
 }
 
-// claim takes due PENDING messages and pushes their next attempt past the lease, in a short
-// transaction of its own, so concurrent workers never take the same message.
-func (w *Worker) claim(ctx context.Context, limit int) ([]store.OutboxMessage, error) {
-	var out []store.OutboxMessage
-	err := w.db.Tx(ctx, func(ctx context.Context) error {
-		now := w.clock.Now()
-		rows, err := w.db.Q(ctx).Query(ctx, `UPDATE outbox_message m SET attempts = m.attempts + 1, next_attempt_at = $2, updated_at = $1
-			FROM (SELECT owner_id, id FROM outbox_message WHERE status = 'PENDING' AND next_attempt_at <= $1
-			      ORDER BY next_attempt_at LIMIT $3 FOR UPDATE SKIP LOCKED) due
-			WHERE m.owner_id = due.owner_id AND m.id = due.id
-			RETURNING m.id, m.owner_id, m.execution_id, m.provider, m.payload_ref, m.idempotency_id, m.status, m.attempts,
-				m.next_attempt_at, m.last_error, m.created_at, m.updated_at`, now, now.Add(w.lease), limit)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var m store.OutboxMessage
-			if err := rows.Scan(&m.ID, &m.OwnerID, &m.ExecutionID, &m.Provider, &m.PayloadRef, &m.IdempotencyID, &m.Status,
-				&m.Attempts, &m.NextAttemptAt, &m.LastError, &m.CreatedAt, &m.UpdatedAt); err != nil {
-				return err
-			}
-			out = append(out, m)
-		}
-		return rows.Err()
-	})
-	return out, err
-}
-
-// settle records the provider call's result and settles the execution.
+// settle records the provider call's result and, for DELIVERED or FAILED, settles the
+// execution and audits it, all in one transaction and only while the claim still holds.
 func (w *Worker) settle(ctx context.Context, m store.OutboxMessage, callErr error) (string, error) {
-	status := "DELIVERED"
+	status := settledDelivered
 	var lastErr *string
-	next := w.clock.Now()
+	now := w.opts.Clock.Now()
+	next := now
 	if callErr != nil {
 		s := callErr.Error()
 		lastErr = &s
-		status = "PENDING"
-		if m.Attempts >= w.maxAttempts {
-			status = "FAILED"
+		status = settledRetry
+		if m.Attempts >= w.opts.MaxAttempts {
+			status = settledFailed
 		} else {
-			next = next.Add(w.baseBackoff << (m.Attempts - 1))
+			next = now.Add(w.Backoff(m.Attempts))
 		}
 	}
 	err := w.db.Tx(ctx, func(ctx context.Context) error {
-		q := w.db.Q(ctx)
-		now := w.clock.Now()
-		if _, err := q.Exec(ctx, `UPDATE outbox_message SET status = $3, last_error = $4, next_attempt_at = $5, updated_at = $6
-			WHERE owner_id = $1 AND id = $2`, m.OwnerID, m.ID, status, lastErr, next, now); err != nil {
+		if err := w.db.SettleOutbox(ctx, store.SettleOutboxParams{OwnerID: m.OwnerID, ID: m.ID, ClaimedAttempt: m.Attempts,
+			Status: status, LastError: lastErr, NextAttemptAt: next, Now: now}); err != nil {
 			return err
 		}
-		if status == "PENDING" {
+		if status == settledRetry {
 			return nil
 		}
-		var module, recordID, featureID string
-		var revision int
-		var key *string
-		if err := q.QueryRow(ctx, `UPDATE feature_execution SET status = $3, updated_at = $4 WHERE owner_id = $1 AND id = $2
-			RETURNING module_code, record_id, feature_id, record_revision, idempotency_key`, m.OwnerID, m.ExecutionID, status, now).
-			Scan(&module, &recordID, &featureID, &revision, &key); err != nil {
-			return fmt.Errorf("settle execution %s: %w", m.ExecutionID, err)
+		e, err := w.db.SettleExecution(ctx, m.OwnerID, m.ExecutionID, status, now)
+		if errors.Is(err, store.ErrNotFound) {
+			// The message was still ours but its execution is settled already: the two disagree,
+			// and writing a second settlement would only hide it. Nothing commits.
+			return fmt.Errorf("outbox message %s is PENDING but its execution %s is not: refusing to settle it again", m.ID, m.ExecutionID)
+		}
+		if err != nil {
+			return err
 		}
 		detail, _ := json.Marshal(map[string]any{"outboxMessageId": m.ID, "provider": m.Provider, "attempts": m.Attempts})
-		return w.db.InsertAudit(ctx, store.AuditEvent{ID: ulid.Make().String(), OwnerID: m.OwnerID, ModuleCode: module, RecordID: &recordID,
-			Action: "FEATURE_" + featureID + "_" + status, Revision: &revision, ExecutionID: &m.ExecutionID, IdempotencyKey: key,
-			Detail: detail, At: now})
+		return w.db.InsertAudit(ctx, store.AuditEvent{ID: ulid.Make().String(), OwnerID: m.OwnerID, ModuleCode: e.ModuleCode,
+			RecordID: &e.RecordID, Action: "FEATURE_" + e.FeatureID + "_" + status, Revision: &e.RecordRevision, ExecutionID: &m.ExecutionID,
+			IdempotencyKey: e.IdempotencyKey, Detail: detail, At: now})
 	})
 	return status, err
 }
 
-// MemoryProvider is the workbench's stand-in for a real provider: it remembers what it
-// delivered, once per idempotency id, and can be told to fail the next calls.
-type MemoryProvider struct {
-	mu        sync.Mutex
-	delivered map[string]store.OutboxMessage
-	failNext  int
-}
-
-// NewMemoryProvider returns an empty provider.
-func NewMemoryProvider() *MemoryProvider {
-	return &MemoryProvider{delivered: map[string]store.OutboxMessage{}}
-}
-
-// FailNext makes the next n calls fail (to show retries and backoff).
-func (p *MemoryProvider) FailNext(n int) {
-	p.mu.Lock()
-	p.failNext = n
-	p.mu.Unlock()
-}
-
-// Deliver records the message once per idempotency id.
-func (p *MemoryProvider) Deliver(_ context.Context, m store.OutboxMessage) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.failNext > 0 {
-		p.failNext--
-		return errors.New("provider unavailable (simulated)")
+func errString(err error) string {
+	if err == nil {
+		return ""
 	}
-	if _, ok := p.delivered[m.IdempotencyID]; !ok {
-		p.delivered[m.IdempotencyID] = m
-	}
-	return nil
-}
-
-// Delivered is how many distinct messages the provider has received.
-func (p *MemoryProvider) Delivered() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.delivered)
+	return err.Error()
 }

@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"idemwork/internal/testdb"
 	"idemwork/kernel"
 	"idemwork/outbox"
+	"idemwork/store"
 )
 
 func TestMain(m *testing.M) { testdb.Main(m) }
@@ -72,7 +74,24 @@ func TestTheWorkerDeliversOutsideTheBusinessTransactionAndSettlesTheExecution(t 
 	require.Zero(t, rep.Claimed, "a delivered message is never claimed again")
 }
 
-func TestAFailingProviderIsRetriedWithBackoffThenFailed(t *testing.T) {
+// nextDue reads when the message of execID is due next.
+func nextDue(t *testing.T, b bundle, execID string) time.Time {
+	t.Helper()
+	var at time.Time
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT next_attempt_at FROM outbox_message WHERE execution_id = $1`, execID).Scan(&at))
+	return at
+}
+
+// within asserts that d is the n-th delay of base doubling, ±JitterPercent.
+func within(t *testing.T, d, base time.Duration, n int, msg string) {
+	t.Helper()
+	nominal := float64(base << (n - 1))
+	j := float64(outbox.JitterPercent) / 100
+	require.GreaterOrEqual(t, float64(d), nominal*(1-j)-float64(time.Millisecond), msg)
+	require.LessOrEqual(t, float64(d), nominal*(1+j)+float64(time.Millisecond), msg)
+}
+
+func TestAFailingProviderIsRetriedWithADoublingJitteredBackoffThenFailed(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	exec := notify(t, b, "n2")
@@ -81,18 +100,26 @@ func TestAFailingProviderIsRetriedWithBackoffThenFailed(t *testing.T) {
 		MaxAttempts: 3, BaseBackoff: time.Minute})
 	ctx := context.Background()
 
+	before := b.clock.Now()
 	rep, err := w.RunOnce(ctx, 10)
 	require.NoError(t, err)
 	require.Equal(t, 1, rep.Retried)
+	first := nextDue(t, b, exec).Sub(before)
+	within(t, first, time.Minute, 1, "the first retry waits the base backoff, ±jitter")
 	rep, err = w.RunOnce(ctx, 10)
 	require.NoError(t, err)
 	require.Zero(t, rep.Claimed, "not due before its backoff")
 
-	b.clock.Advance(61 * time.Second)
+	b.clock.Advance(first + time.Second)
+	before = b.clock.Now()
 	rep, err = w.RunOnce(ctx, 10)
 	require.NoError(t, err)
 	require.Equal(t, 1, rep.Retried)
-	b.clock.Advance(121 * time.Second) // the second backoff doubles
+	second := nextDue(t, b, exec).Sub(before)
+	within(t, second, time.Minute, 2, "the second retry waits twice as long, ±jitter")
+	require.Greater(t, second, first, "the backoff grows")
+
+	b.clock.Advance(second + time.Second)
 	rep, err = w.RunOnce(ctx, 10)
 	require.NoError(t, err)
 	require.Equal(t, 1, rep.Failed)
@@ -100,7 +127,85 @@ func TestAFailingProviderIsRetriedWithBackoffThenFailed(t *testing.T) {
 	require.Equal(t, "FAILED", m)
 	require.Equal(t, "FAILED", e)
 	require.Equal(t, 3, attempts)
+	require.Equal(t, 3, b.provider.Calls(exec))
 }
+
+func TestTheBackoffScheduleDoublesWithJitterUpToItsCap(t *testing.T) {
+	t.Parallel()
+	w := outbox.NewWorker(nil, outbox.Options{BaseBackoff: time.Second, MaxBackoff: 20 * time.Second})
+	for n := 1; n <= 4; n++ { // 1 s, 2 s, 4 s, 8 s nominal
+		seen := map[time.Duration]bool{}
+		for range 50 {
+			d := w.Backoff(n)
+			within(t, d, time.Second, n, "attempt "+string(rune('0'+n)))
+			seen[d] = true
+		}
+		require.Greater(t, len(seen), 1, "attempt %d: the delay is jittered, not fixed", n)
+	}
+	for n := 5; n <= 40; n++ { // 16 s nominal, then far beyond the cap
+		d := w.Backoff(n)
+		require.LessOrEqual(t, d, 20*time.Second, "attempt %d: never above the cap", n)
+		require.GreaterOrEqual(t, d, 12*time.Second, "attempt %d", n)
+	}
+	require.Equal(t, 20*time.Second, w.Backoff(40), "far past the cap the delay is the cap")
+}
+
+func TestAProviderCallIsCutOffBelowTheLease(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	exec := notify(t, b, "n-timeout")
+	hang := providerFunc(func(ctx context.Context, _ store.OutboxMessage) error {
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	w := outbox.NewWorker(b.db.DB, outbox.Options{Providers: map[string]outbox.Provider{"notifier": hang}, Clock: b.clock,
+		Lease: 3 * time.Second, CallTimeout: 100 * time.Millisecond})
+	require.Equal(t, 100*time.Millisecond, w.CallTimeout())
+	start := time.Now()
+	rep, err := w.RunOnce(context.Background(), 10)
+	require.NoError(t, err)
+	require.Less(t, time.Since(start), time.Second, "the call timeout, not a fixed 10 s, ends a hung call")
+	require.Equal(t, 1, rep.Retried)
+	var lastErr string
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT last_error FROM outbox_message WHERE execution_id = $1`, exec).Scan(&lastErr))
+	require.Contains(t, lastErr, "timed out after 100ms")
+
+	long := outbox.NewWorker(b.db.DB, outbox.Options{Lease: 2 * time.Second, CallTimeout: 5 * time.Second})
+	require.Equal(t, time.Second, long.CallTimeout(), "a call timeout at or above the lease is kept below it")
+}
+
+func TestACrashBetweenTheCallAndTheSettleRedeliversUnderTheSameIdempotencyID(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	exec := notify(t, b, "n-crash")
+	crashes := 1
+	w := outbox.NewWorker(b.db.DB, outbox.Options{Providers: map[string]outbox.Provider{"notifier": b.provider}, Clock: b.clock,
+		Lease: time.Minute, AfterCall: func(context.Context, store.OutboxMessage, error) error {
+			if crashes > 0 {
+				crashes--
+				return errors.New("simulated crash")
+			}
+			return nil
+		}})
+	ctx := context.Background()
+	rep, err := w.RunOnce(ctx, 10)
+	require.NoError(t, err)
+	require.Equal(t, outbox.Report{Claimed: 1, Abandoned: 1}, rep)
+	m, _, _ := status(t, b, exec)
+	require.Equal(t, "PENDING", m, "nothing was settled")
+
+	b.clock.Advance(time.Minute + time.Second)
+	rep, err = w.RunOnce(ctx, 10)
+	require.NoError(t, err)
+	require.Equal(t, outbox.Report{Claimed: 1, Delivered: 1}, rep)
+	require.Equal(t, 2, b.provider.Calls(exec), "delivered again after the lease ran out")
+	require.Equal(t, 1, b.provider.Delivered(), "under the same idempotency id: one effect")
+	require.Equal(t, 1, auditCount(t, b, exec, "FEATURE_F02_DELIVERED"))
+}
+
+type providerFunc func(ctx context.Context, m store.OutboxMessage) error
+
+func (f providerFunc) Deliver(ctx context.Context, m store.OutboxMessage) error { return f(ctx, m) }
 
 func TestConcurrentWorkersNeverClaimTheSameMessage(t *testing.T) {
 	t.Parallel()

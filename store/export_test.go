@@ -21,3 +21,9 @@ func AuditPageSQL(owner, actionPrefix string, limit int, c *Cursor) (string, []a
 	q, args, _ := auditSQL(AuditQuery{Owner: owner, ActionPrefix: actionPrefix}, limit, c)
 	return q, args
 }
+
+// The reaper's statements, for plan tests.
+const (
+	ReapAllSQL   = reapAll
+	ReapOwnerSQL = reapOwner
+)

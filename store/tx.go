@@ -232,7 +232,26 @@ func (a *ambient) commit(ctx context.Context) error {
 	if cerr := br.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("commit: %w", cerr)
 	}
-	return err
+	return commitOutcome(err)
+}
+
+// commitOutcome tells a failed commit round trip that the server answered (it rolled back, and
+// the error says why) from one whose answer never arrived: the connection died with COMMIT
+// sent, so the transaction may have committed. That is COMMIT_UNKNOWN, never a plain failure:
+// the write must not be reported as not done, and only a retry with the same key can tell.
+func commitOutcome(err error) error {
+	if err == nil {
+		return nil
+	}
+	var pgErr *pgconn.PgError
+	var coded *apperr.Error
+	if errors.As(err, &pgErr) || errors.As(err, &coded) || errors.Is(err, pgx.ErrTxCommitRollback) || pgconn.SafeToRetry(err) {
+		// The server answered, or nothing reached it: the transaction did not commit.
+		return err
+	}
+	return apperr.Wrap(apperr.CommitUnknown, err, "the connection to the database was lost while the write was committing, so it may or may not have "+
+		"committed; retry with the same Idempotency-Key to learn the outcome (the retry replays the first result if it committed and runs it "+
+		"once if it did not); a write sent without a key cannot tell: look at the record's history before sending it again")
 }
 
 // rollback ends the transaction if BEGIN reached the server; queued writes are dropped unsent.

@@ -79,7 +79,7 @@ func New(ctx *tctx.ProgramContext) *Model {
 	m.keys = views.NewKeys(ctx)
 	m.storm = views.NewStorm(ctx)
 	m.views = []views.View{m.records, m.keys, views.NewExecutions(ctx), views.NewAudit(ctx), views.NewTimeline(ctx),
-		m.storm, views.NewLocks(ctx), views.NewOutbox(ctx), views.NewDemo(ctx)}
+		m.storm, views.NewLocks(ctx), views.NewOutbox(ctx), views.NewDemo(ctx), views.NewVerify(ctx)}
 	return m
 }
 

@@ -1,0 +1,103 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"idemwork/cli"
+	"idemwork/embedded"
+	"idemwork/internal/testdb"
+)
+
+// ownCluster is a data dir for an embedded cluster of this test alone: the restart fault
+// restarts the server, which the package's shared test cluster must never see.
+func ownCluster(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "idemwork-soak-test-")
+	require.NoError(t, err)
+	require.NoError(t, os.Chmod(dir, 0o755)) // the server runs as postgres when we are root
+	t.Cleanup(func() {
+		_, _ = embedded.StopDataDir(context.Background(), filepath.Join(dir, "pg"))
+		_ = os.RemoveAll(dir)
+	})
+	return filepath.Join(dir, "pg")
+}
+
+func runOn(t *testing.T, dataDir string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	env := map[string]string{"XDG_CONFIG_HOME": t.TempDir()}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	code := cli.Run(ctx, append([]string{"--data-dir", dataDir, "--json"}, args...), &out, &errb, func(k string) string { return env[k] })
+	return code, out.String(), errb.String()
+}
+
+func TestSoakWithEveryFaultExecutesEachKeyOnceAndVerifyAgrees(t *testing.T) {
+	t.Parallel()
+	dataDir := ownCluster(t)
+	code, out, errOut := runOn(t, dataDir, "soak", "--rounds", "60", "--seed", "11",
+		"--rates", "restart=0.06,kill-child=1,kill-server=0.4,terminate=0.6")
+	require.Equal(t, cli.ExitOK, code, "stdout %s\nstderr %s", out, errOut)
+	res := jsonObject(t, out)
+	for _, k := range []string{"rounds", "requests", "faults", "executions", "duplicates", "violations", "tookMs"} {
+		require.Contains(t, res, k)
+	}
+	require.EqualValues(t, 60, res["rounds"])
+	require.EqualValues(t, 60, res["executions"], "each round's key executed exactly once")
+	require.EqualValues(t, 0, res["duplicates"])
+	require.EqualValues(t, 0, res["violations"])
+	require.Greater(t, res["requests"], float64(60))
+	faults := res["faults"].(map[string]any)
+	for _, kind := range []string{"kill-child", "terminate", "restart", "kill-server"} {
+		require.Positive(t, faults[kind], "%s was injected: %v", kind, faults)
+	}
+	require.Equal(t, "idemwork", res["database"])
+
+	code, out, errOut = runOn(t, dataDir, "verify", "--all")
+	require.Equal(t, cli.ExitOK, code, "stdout %s\nstderr %s", out, errOut)
+	require.Equal(t, true, jsonObject(t, out)["ok"])
+
+	// A database with a broken invariant fails the soak, whatever the rounds did.
+	c, err := embedded.Start(context.Background(), embedded.Options{DataDir: dataDir})
+	require.NoError(t, err)
+	conn, err := pgx.Connect(context.Background(), c.DSN("idemwork"))
+	require.NoError(t, err)
+	_, err = conn.Exec(context.Background(), `UPDATE record SET revision = revision + 1 WHERE id = (SELECT min(id) FROM record)`)
+	require.NoError(t, err)
+	require.NoError(t, conn.Close(context.Background()))
+	code, out, errOut = runOn(t, dataDir, "soak", "--rounds", "2", "--faults", "none")
+	require.Equal(t, cli.ExitInternal, code, "stdout %s\nstderr %s", out, errOut)
+	res = jsonObject(t, out)
+	require.Positive(t, res["violations"])
+	require.Contains(t, errOut, "SOAK_FAILED")
+}
+
+func TestSoakOnADatabaseGivenByURLNeedsScratchAndCannotRestartIt(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	code, _, errOut := runCLI(t, db, "--json", "soak", "--rounds", "3", "--faults", "terminate")
+	require.Equal(t, cli.ExitUsage, code, errOut)
+	code, _, errOut = runCLI(t, db, "--json", "soak", "--rounds", "3", "--scratch", "--faults", "restart")
+	require.Equal(t, cli.ExitUsage, code, errOut)
+	code, out, errOut := runCLI(t, db, "--json", "soak", "--rounds", "5", "--scratch", "--faults", "terminate,kill-server")
+	require.Equal(t, cli.ExitOK, code, "stdout %s\nstderr %s", out, errOut)
+	res := jsonObject(t, out)
+	require.EqualValues(t, 5, res["executions"])
+	name := res["database"].(string)
+	require.Regexp(t, `^idemwork_soak_`, name)
+	conn, err := pgx.Connect(context.Background(), testdb.AdminDSN(t))
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(context.Background(), "DROP DATABASE "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+	require.NoError(t, err)
+	code, _, errOut = runCLI(t, db, "--json", "soak", "--rounds", "1", "--faults", "lightning")
+	require.Equal(t, cli.ExitUsage, code, errOut)
+}

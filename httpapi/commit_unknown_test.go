@@ -1,0 +1,69 @@
+package httpapi_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"idemwork/httpapi"
+	"idemwork/idem"
+	"idemwork/internal/faultproxy"
+	"idemwork/internal/testdb"
+	"idemwork/kernel"
+	"idemwork/store"
+)
+
+// setupOverProxy serves the API with its database reached through a fault proxy.
+func setupOverProxy(t *testing.T) (*testBundle, *faultproxy.Proxy) {
+	t.Helper()
+	db := testdb.New(t)
+	p := faultproxy.Start(t, db.DSN)
+	pdb, err := store.Open(context.Background(), p.DSN(), store.Options{})
+	require.NoError(t, err)
+	t.Cleanup(pdb.Close)
+	k := kernel.New(idem.NewRunner(pdb, idem.Options{}), kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
+	srv := httptest.NewServer(httpapi.New(k, httpapi.Options{Tokens: map[string]string{aliceToken: "alice"}, MaxBodyBytes: maxBody}))
+	t.Cleanup(srv.Close)
+	return &testBundle{db: db, k: k, url: srv.URL, log: &syncBuffer{}, c: srv.Client()}, p
+}
+
+func TestAWriteWhoseCommitWasLostAnswers503CommitUnknownAndTheRetryTellsTheTruth(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		mode      faultproxy.Mode
+		committed bool
+	}{
+		{"the connection died after the server committed", faultproxy.AfterCommit, true},
+		{"the connection died before COMMIT reached the server", faultproxy.BeforeCommit, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b, p := setupOverProxy(t)
+			body := `{"title":"lost in commit","payload":{"n":1}}`
+			p.Arm(tc.mode)
+			lost := b.as(t, aliceToken, "POST", "/v1/modules/NOTE/records", body, key("k-commit")...)
+			<-p.Fired()
+			require.Equal(t, http.StatusServiceUnavailable, lost.status, lost.raw)
+			require.Equal(t, "COMMIT_UNKNOWN", lost.code())
+			require.Equal(t, httpapi.OutcomeUnknown, lost.header.Get(httpapi.HeaderOutcome))
+			require.Contains(t, lost.body["error"].(map[string]any)["message"], "retry with the same Idempotency-Key")
+			require.NotContains(t, lost.raw, "EOF", "never the driver's words")
+
+			var records int
+			require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM record`).Scan(&records))
+			require.Equal(t, map[bool]int{true: 1, false: 0}[tc.committed], records)
+
+			retry := b.as(t, aliceToken, "POST", "/v1/modules/NOTE/records", body, key("k-commit")...)
+			require.Equal(t, http.StatusCreated, retry.status, retry.raw)
+			want := map[bool]string{true: "REPLAYED", false: "EXECUTED"}[tc.committed]
+			require.Equal(t, want, retry.body["outcome"], "the retry with the same key says what really happened")
+			require.Equal(t, want, retry.header.Get(httpapi.HeaderOutcome))
+			require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM record`).Scan(&records))
+			require.Equal(t, 1, records, "exactly once either way")
+		})
+	}
+}

@@ -1,0 +1,248 @@
+package kernel_test
+
+import (
+	"context"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"idemwork/idem"
+	"idemwork/kernel"
+	"idemwork/outbox"
+	"idemwork/store"
+)
+
+// realisticHistory writes a bit of everything through the kernel: the demo seed (legacy
+// receipts included), internal, blocked and outbox features, an outbox message delivered and
+// one that failed for good, and a review.
+func (b *testBundle) realisticHistory(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := b.k.SeedDemo(ctx)
+	require.NoError(t, err)
+	note := b.createNote(t, "carol", "c-note", "carol's")
+	_, err = b.k.RunFeature(ctx, kernel.FeatureInput{Owner: "carol", Module: kernel.ModuleNote, RecordID: note.Record.ID, FeatureID: "F01", Key: "c-archive"})
+	require.NoError(t, err)
+	mem := b.createMem(t, "carol", "c-mem", "  private   words that must not leak ")
+	for _, f := range []string{"F01", "F02"} {
+		_, err = b.k.RunFeature(ctx, kernel.FeatureInput{Owner: "carol", Module: kernel.ModuleMem, RecordID: mem.Record.ID, FeatureID: f, Key: "c-mem-" + f})
+		require.NoError(t, err)
+	}
+	p := outbox.NewMemoryProvider()
+	w := outbox.NewWorker(b.db.DB, outbox.Options{Providers: map[string]outbox.Provider{"notifier": p}, Clock: b.clock, MaxAttempts: 1})
+	_, err = w.RunOnce(ctx, 100) // the demo's notification
+	require.NoError(t, err)
+	for i, fail := range []bool{false, true} {
+		c := b.createCommitment(t, "carol", "c-commit-"+string(rune('a'+i)))
+		_, err = b.k.RunFeature(ctx, kernel.FeatureInput{Owner: "carol", Module: kernel.ModuleCommitment, RecordID: c.Record.ID, FeatureID: "F02", Key: "c-notify-" + string(rune('a'+i))})
+		require.NoError(t, err)
+		if fail {
+			p.FailNext(1)
+		}
+		rep, err := w.RunOnce(ctx, 10)
+		require.NoError(t, err)
+		require.Equal(t, 1, rep.Claimed)
+	}
+	_, err = b.k.CreateReview(ctx, kernel.ReviewInput{Owner: "carol", RecordID: b.createCommitment(t, "carol", "").Record.ID, Key: "c-review", Verdict: "kept", Comment: "fine"})
+	require.NoError(t, err)
+}
+
+func TestVerifyFindsNothingWrongWithWhatTheKernelWrites(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.realisticHistory(t)
+	rep, err := b.k.VerifyInvariants(context.Background(), kernel.VerifyOptions{})
+	require.NoError(t, err)
+	require.True(t, rep.OK, "violations: %+v", rep.Failed())
+	require.Zero(t, rep.Violations)
+	require.Len(t, rep.Invariants, 11)
+	for _, table := range []string{"keys", "records", "revisions", "executions", "outboxMessages", "auditEvents"} {
+		require.Positive(t, rep.Checked[table], table)
+	}
+}
+
+// inOwnTx runs statements on one connection in one transaction.
+func (b *testBundle) inOwnTx(t *testing.T, stmts ...string) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := b.db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	for _, s := range stmts {
+		_, err := tx.Exec(ctx, s)
+		require.NoError(t, err, s)
+	}
+	require.NoError(t, tx.Commit(ctx))
+}
+
+func TestVerifyFindsEveryKindOfPlantedViolation(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	b.realisticHistory(t)
+	noKey := func(owner string) kernel.CreateInput {
+		return kernel.CreateInput{Owner: owner, Module: kernel.ModuleNote, Title: "t", Payload: raw(map[string]any{"a": 1})}
+	}
+	create := func(in kernel.CreateInput) string {
+		res, err := b.k.Create(ctx, in)
+		require.NoError(t, err)
+		return res.Record.ID
+	}
+	feature := func(owner, module, recordID, featureID string) string {
+		res, err := b.k.RunFeature(ctx, kernel.FeatureInput{Owner: owner, Module: module, RecordID: recordID, FeatureID: featureID})
+		require.NoError(t, err)
+		return res.Execution.ID
+	}
+	memOf := func(owner string) string {
+		return create(kernel.CreateInput{Owner: owner, Module: kernel.ModuleMem, Title: "m",
+			Payload: raw(map[string]any{"originalContent": "the secret draft of a letter", "currentContent": "the secret draft of a letter"})})
+	}
+	commitmentOf := func(owner string) string {
+		return create(kernel.CreateInput{Owner: owner, Module: kernel.ModuleCommitment, Title: "c", Payload: raw(map[string]any{"status": "OPEN"})})
+	}
+	want := map[string][]string{}
+
+	// An envelope that no longer restores: it points at a revision that never existed.
+	b.createNote(t, "v-env", "env-key", "e")
+	b.exec(t, `UPDATE idempotency_record SET response = jsonb_set(response, '{result,revision}', '7') WHERE owner_id = 'v-env'`)
+	want["v-env"] = []string{kernel.InvEnvelopeRestores}
+
+	// A committed PROCESSING row past its expiry.
+	b.exec(t, `INSERT INTO idempotency_record (owner_id, idempotency_key, operation, fingerprint, status, created_at, expires_at, updated_at)
+		VALUES ('v-proc', 'stuck', 'NOTE:record:create', 'fp', 'PROCESSING', now() - interval '2 days', now() - interval '1 day', now() - interval '2 days')`)
+	want["v-proc"] = []string{kernel.InvProcessingPastExpiry}
+
+	// record.revision says 3, the revisions are 1..2.
+	dense := create(noKey("v-dense"))
+	_, err := b.k.Patch(ctx, kernel.PatchInput{Owner: "v-dense", Module: kernel.ModuleNote, RecordID: dense, ExpectRevision: 1, Title: str("t2")})
+	require.NoError(t, err)
+	b.exec(t, `UPDATE record SET revision = 3 WHERE id = $1`, dense)
+	want["v-dense"] = []string{kernel.InvRecordIsLatest, kernel.InvRevisionsDense}
+
+	// The record row changed behind its revisions' back.
+	latest := create(noKey("v-latest"))
+	b.exec(t, `UPDATE record SET title = 'edited in place' WHERE id = $1`, latest)
+	want["v-latest"] = []string{kernel.InvRecordIsLatest}
+
+	// A snapshot claiming another owner (its key's envelope then fails to restore too).
+	snap := b.createNote(t, "v-snap", "snap-key", "s")
+	b.exec(t, `UPDATE record_revision SET snapshot = jsonb_set(snapshot, '{ownerId}', '"mallory"') WHERE record_id = $1`, snap.Record.ID)
+	want["v-snap"] = []string{kernel.InvEnvelopeRestores, kernel.InvSnapshotConsistent}
+
+	// A revision whose audit event is gone.
+	ra := create(noKey("v-revaudit"))
+	_, err = b.k.Patch(ctx, kernel.PatchInput{Owner: "v-revaudit", Module: kernel.ModuleNote, RecordID: ra, ExpectRevision: 1, Title: str("t2")})
+	require.NoError(t, err)
+	b.exec(t, `DELETE FROM audit_event WHERE owner_id = 'v-revaudit' AND action = 'RECORD_PATCHED'`)
+	want["v-revaudit"] = []string{kernel.InvRevisionAudited}
+
+	// An execution without its record (foreign keys bypassed, as a restore or a bad import can).
+	b.inOwnTx(t, `SET LOCAL session_replication_role = replica`,
+		`INSERT INTO feature_execution (owner_id, id, module_code, record_id, feature_id, mode, status, record_revision, created_at, updated_at)
+			VALUES ('v-exec', 'EXEC-ORPHAN', 'NOTE', 'NO-SUCH-RECORD', 'F01', 'internal', 'SUCCEEDED', 1, now(), now())`,
+		`INSERT INTO audit_event (owner_id, id, module_code, record_id, action, revision, execution_id, at)
+			VALUES ('v-exec', 'AUDIT-ORPHAN', 'NOTE', 'NO-SUCH-RECORD', 'FEATURE_F01_EXECUTED', 1, 'EXEC-ORPHAN', now())`)
+	want["v-exec"] = []string{kernel.InvExecutionHasRecord}
+
+	// An execution recorded at a revision its record does not have.
+	er := memOf("v-execrev")
+	erx := feature("v-execrev", kernel.ModuleMem, er, "F02")
+	b.exec(t, `UPDATE feature_execution SET record_revision = 9 WHERE id = $1`, erx)
+	want["v-execrev"] = []string{kernel.InvExecutionHasRecord}
+
+	// An execution whose audit event is gone.
+	ea := memOf("v-execaudit")
+	eax := feature("v-execaudit", kernel.ModuleMem, ea, "F02")
+	b.exec(t, `DELETE FROM audit_event WHERE execution_id = $1`, eax)
+	want["v-execaudit"] = []string{kernel.InvExecutionAudited}
+
+	// A message DELIVERED while its execution is still PENDING.
+	ob := commitmentOf("v-outbox")
+	obx := feature("v-outbox", kernel.ModuleCommitment, ob, "F02")
+	b.exec(t, `UPDATE outbox_message SET status = 'DELIVERED' WHERE execution_id = $1`, obx)
+	want["v-outbox"] = []string{kernel.InvOutboxAgrees}
+
+	// Two DELIVERED audit events for one delivery (the unfenced settle's double delivery).
+	tw := commitmentOf("v-twice")
+	twx := feature("v-twice", kernel.ModuleCommitment, tw, "F02")
+	w := outbox.NewWorker(b.db.DB, outbox.Options{Providers: map[string]outbox.Provider{"notifier": outbox.NewMemoryProvider()}, Clock: b.clock})
+	rep, err := w.RunOnce(ctx, 10)
+	require.NoError(t, err)
+	require.Equal(t, 1, rep.Delivered)
+	b.exec(t, `INSERT INTO audit_event (owner_id, id, module_code, record_id, action, revision, execution_id, detail, at)
+		SELECT owner_id, id || '-again', module_code, record_id, action, revision, execution_id, detail, at FROM audit_event
+		WHERE execution_id = $1 AND action = 'FEATURE_F02_DELIVERED'`, twx)
+	want["v-twice"] = []string{kernel.InvOutboxSettledOnce}
+
+	// Secrets: a bearer token and a configured token in a snapshot, a DSN in an audit detail.
+	create(kernel.CreateInput{Owner: "v-secret", Module: kernel.ModuleNote, Title: "paste", Payload: raw(map[string]any{"header": "Authorization: Bearer eyJhbGciOiJIUzI1NiJ9"})})
+	create(kernel.CreateInput{Owner: "v-secret", Module: kernel.ModuleNote, Title: "uses config-token-0042", Payload: raw(map[string]any{})})
+	leak := create(noKey("v-secret"))
+	b.exec(t, `UPDATE audit_event SET detail = '{"dsn":"postgres://app:hunter2@db.internal/prod"}' WHERE record_id = $1`, leak)
+	want["v-secret"] = []string{kernel.InvNoSecrets}
+
+	// MEM-001 content in an audit detail, by name and by value.
+	ml := memOf("v-memleak")
+	feature("v-memleak", kernel.ModuleMem, ml, "F02")
+	b.exec(t, `UPDATE audit_event SET detail = '{"note":"the secret draft of a letter"}' WHERE record_id = $1 AND action = 'RECORD_CREATED'`, ml)
+	b.exec(t, `UPDATE audit_event SET detail = detail || '{"currentContent":"x"}' WHERE record_id = $1 AND action = 'FEATURE_F02_BLOCKED'`, ml)
+	want["v-memleak"] = []string{kernel.InvNoSecrets}
+
+	for _, batch := range []int{500, 3} { // one page per table, and pages of 3 rows
+		rep, err := b.k.VerifyInvariants(ctx, kernel.VerifyOptions{Batch: batch, Secrets: []string{"config-token-0042"}})
+		require.NoError(t, err)
+		require.False(t, rep.OK)
+		got := map[string][]string{}
+		for _, inv := range rep.Invariants {
+			require.LessOrEqual(t, len(inv.Examples), kernel.MaxExamples)
+			require.EqualValues(t, len(inv.Examples), min(inv.Count, kernel.MaxExamples), inv.Name)
+			for _, ex := range inv.Examples {
+				require.True(t, strings.HasPrefix(ex.Owner, "v-"), "batch %d: %s flags the clean owner %s: %s", batch, inv.Name, ex.Owner, ex.Detail)
+				if !slices.Contains(got[ex.Owner], inv.Name) {
+					got[ex.Owner] = append(got[ex.Owner], inv.Name)
+				}
+			}
+		}
+		for owner := range got {
+			sort.Strings(got[owner])
+		}
+		for owner := range want {
+			sort.Strings(want[owner])
+		}
+		require.Equal(t, want, got, "batch %d: each planted violation is found, and nothing else", batch)
+		secrets := rep.Invariants[slices.IndexFunc(rep.Invariants, func(i kernel.Invariant) bool { return i.Name == kernel.InvNoSecrets })]
+		require.EqualValues(t, 5, secrets.Count, "bearer token, configured token, DSN, MEM-001 content by value and by name: %+v", secrets.Examples)
+		for _, ex := range secrets.Examples {
+			require.NotContains(t, ex.Detail, "hunter2", "a report never repeats the secret it found")
+			require.NotContains(t, ex.Detail, "eyJhbGciOiJIUzI1NiJ9")
+		}
+		if batch == 3 {
+			require.Greater(t, rep.Batches, int(rep.Checked["auditEvents"]/6), "small pages: the tables were read page by page")
+		}
+	}
+
+	// One owner's check sees only that owner.
+	clean, err := b.k.VerifyInvariants(ctx, kernel.VerifyOptions{Owner: "carol"})
+	require.NoError(t, err)
+	require.True(t, clean.OK, "%+v", clean.Failed())
+	one, err := b.k.VerifyInvariants(ctx, kernel.VerifyOptions{Owner: "v-twice"})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, one.Violations)
+}
+
+func TestVerifyRunsOnAReadOnlySession(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.realisticHistory(t)
+	ro, err := store.Open(context.Background(), b.db.DSN, store.Options{ReadOnly: true})
+	require.NoError(t, err)
+	defer ro.Close()
+	k := kernel.New(idem.NewRunner(ro, idem.Options{}), kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
+	before := b.counts(t)
+	rep, err := k.VerifyInvariants(context.Background(), kernel.VerifyOptions{})
+	require.NoError(t, err)
+	require.True(t, rep.OK, "%+v", rep.Failed())
+	require.Equal(t, before, b.counts(t))
+}

@@ -1,0 +1,84 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"idemwork/apperr"
+	"idemwork/internal/faultproxy"
+	"idemwork/internal/testdb"
+	"idemwork/store"
+)
+
+// overProxy opens a second pool on db's database through a fault proxy.
+func overProxy(t *testing.T, db *testdb.DB) (*store.DB, *faultproxy.Proxy) {
+	t.Helper()
+	p := faultproxy.Start(t, db.DSN)
+	pdb, err := store.Open(context.Background(), p.DSN(), store.Options{})
+	require.NoError(t, err)
+	t.Cleanup(pdb.Close)
+	return pdb, p
+}
+
+func writeMarker(pdb *store.DB, id string) error {
+	return pdb.Tx(context.Background(), func(ctx context.Context) error {
+		return pdb.InsertAudit(store.DeferWrites(ctx), store.AuditEvent{ID: id, OwnerID: "alice", ModuleCode: "NOTE", Action: "MARK", At: time.Now()})
+	})
+}
+
+func markers(t *testing.T, db *testdb.DB, id string) int {
+	t.Helper()
+	var n int
+	require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM audit_event WHERE id = $1`, id).Scan(&n))
+	return n
+}
+
+func TestAConnectionLostAfterTheServerCommittedIsCommitUnknown(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	pdb, p := overProxy(t, db)
+	p.Arm(faultproxy.AfterCommit)
+	err := writeMarker(pdb, "after")
+	<-p.Fired()
+	ae := apperr.As(err)
+	require.Equal(t, apperr.CommitUnknown, ae.Code, "%v", err)
+	require.Equal(t, 503, ae.Status())
+	require.Contains(t, ae.Message, "retry with the same Idempotency-Key")
+	require.Equal(t, 1, markers(t, db, "after"), "the write did commit: the answer must not say it failed")
+}
+
+func TestAConnectionLostBeforeCommitReachedTheServerIsCommitUnknownToo(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	pdb, p := overProxy(t, db)
+	p.Arm(faultproxy.BeforeCommit)
+	err := writeMarker(pdb, "before")
+	<-p.Fired()
+	require.True(t, apperr.Is(err, apperr.CommitUnknown), "the client cannot tell this case from the one that committed: %v", err)
+	require.Zero(t, markers(t, db, "before"))
+
+	// The pool recovers: the next transaction commits normally.
+	require.NoError(t, writeMarker(pdb, "next"))
+	require.Equal(t, 1, markers(t, db, "next"))
+}
+
+func TestACommitTheServerRefusedIsNotCommitUnknown(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	pdb, _ := overProxy(t, db)
+	conflict := apperr.New(apperr.RevisionConflict, "stale")
+	err := pdb.Tx(context.Background(), func(ctx context.Context) error {
+		// Queued: it fails on the server in the round trip that carries the COMMIT.
+		return pdb.ExecWrite(store.DeferWrites(ctx), "guarded", conflict, `SELECT 1 / 0`)
+	})
+	require.True(t, errors.Is(err, conflict), "%v", err)
+	err = pdb.Tx(context.Background(), func(ctx context.Context) error {
+		return pdb.ExecWrite(store.DeferWrites(ctx), "bad", nil, `SELECT no_such_column FROM audit_event`)
+	})
+	require.Error(t, err)
+	require.False(t, apperr.Is(err, apperr.CommitUnknown), "the server answered: the transaction rolled back")
+}

@@ -1,0 +1,247 @@
+package views
+
+import (
+	gocontext "context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/ansi"
+
+	"idemwork/kernel"
+	tctx "idemwork/tui/context"
+)
+
+// verifyTimeout bounds one verify run: it reads all of an owner's rows, page by page.
+const verifyTimeout = 2 * time.Minute
+
+// Verify shows `idemwork verify --owner <current owner>`: every invariant of the stored rows with
+// its count and examples. It runs when the view is opened, on r, and when the owner or the data
+// changes while it is open; it only reads (one read-only snapshot), so it runs read-only too.
+type Verify struct {
+	ctx    *tctx.ProgramContext
+	w, h   int
+	active bool
+	busy   bool
+	req    int
+	owner  string
+	rep    *kernel.InvariantReport
+	err    string
+	lines  []string // the report, rendered once per result
+	offset int
+}
+
+type verifyMsg struct {
+	req int
+	rep kernel.InvariantReport
+	err error
+}
+
+// NewVerify returns the Verify view.
+func NewVerify(ctx *tctx.ProgramContext) *Verify { return &Verify{ctx: ctx} }
+
+// Title names the view.
+func (v *Verify) Title() string { return "Verify" }
+
+// Init does nothing: the check runs when the view is opened.
+func (v *Verify) Init() tea.Cmd { return nil }
+
+// SetActive runs the check when the view comes on screen.
+func (v *Verify) SetActive(on bool) tea.Cmd {
+	v.active = on
+	if on && (v.rep == nil || v.owner != v.ctx.Owner) {
+		return v.run()
+	}
+	return nil
+}
+
+func (v *Verify) run() tea.Cmd {
+	if v.ctx.Kernel == nil {
+		v.err = "verify needs a database"
+		return nil
+	}
+	v.busy, v.err = true, ""
+	v.req++
+	req, k, owner := v.req, v.ctx.Kernel, v.ctx.Owner
+	return func() tea.Msg {
+		c, cancel := gocontext.WithTimeout(gocontext.Background(), verifyTimeout)
+		defer cancel()
+		rep, err := k.VerifyInvariants(c, kernel.VerifyOptions{Owner: owner})
+		return verifyMsg{req: req, rep: rep, err: err}
+	}
+}
+
+// Update handles messages.
+func (v *Verify) Update(msg tea.Msg) tea.Cmd {
+	switch msg := msg.(type) {
+	case verifyMsg:
+		if msg.req != v.req {
+			return nil // an older run, or one for another owner
+		}
+		v.busy = false
+		if msg.err != nil {
+			v.err, v.rep, v.lines = errText(msg.err), nil, nil
+			return nil
+		}
+		v.rep, v.owner = &msg.rep, msg.rep.Owner
+		v.lines = v.render(msg.rep)
+		v.offset = min(v.offset, max(len(v.lines)-1, 0))
+	case tctx.OwnerChangedMsg:
+		v.rep, v.lines, v.offset = nil, nil, 0
+		if v.active {
+			return v.run()
+		}
+	case tctx.DataChangedMsg:
+		if v.active && !v.busy {
+			return v.run()
+		}
+		v.rep = nil // stale: run again when opened
+	case tea.KeyMsg:
+		switch {
+		case key.Matches(msg, keyRefresh):
+			if !v.busy {
+				return v.run()
+			}
+		case key.Matches(msg, keyDown):
+			v.scroll(1)
+		case key.Matches(msg, keyUp):
+			v.scroll(-1)
+		case key.Matches(msg, keyPgDown):
+			v.scroll(v.body())
+		case key.Matches(msg, keyPgUp):
+			v.scroll(-v.body())
+		case key.Matches(msg, keyTop):
+			v.offset = 0
+		case key.Matches(msg, keyBottom):
+			v.scroll(len(v.lines))
+		}
+	case tea.MouseMsg:
+		switch msg.Button {
+		case tea.MouseButtonWheelDown:
+			v.scroll(3)
+		case tea.MouseButtonWheelUp:
+			v.scroll(-3)
+		}
+	}
+	return nil
+}
+
+// body is how many report lines fit under the heading.
+func (v *Verify) body() int { return max(v.h-2, 1) }
+
+func (v *Verify) scroll(d int) {
+	v.offset = max(min(v.offset+d, len(v.lines)-v.body()), 0)
+}
+
+// render lays the report out as lines: one per invariant, its examples under it.
+func (v *Verify) render(rep kernel.InvariantReport) []string {
+	s := v.ctx.Styles
+	var out []string
+	if rep.OK {
+		out = append(out, s.Success.Render(fmt.Sprintf("✓ every invariant holds for %s", terminalSafe(rep.Owner))))
+	} else {
+		out = append(out, s.Danger.Render(fmt.Sprintf("✗ %d violation(s) for %s", rep.Violations, terminalSafe(rep.Owner))))
+	}
+	out = append(out, s.Subtle.Render(fmt.Sprintf("read %d keys, %d records, %d revisions, %d executions, %d outbox messages, %d audit events in %d pages (%.0f ms)",
+		rep.Checked["keys"], rep.Checked["records"], rep.Checked["revisions"], rep.Checked["executions"], rep.Checked["outboxMessages"],
+		rep.Checked["auditEvents"], rep.Batches, rep.TookMs)), "")
+	for _, inv := range rep.Invariants {
+		mark, st := "✓", s.Success
+		if inv.Count > 0 {
+			mark, st = "✗", s.Danger
+		}
+		out = append(out, st.Render(fmt.Sprintf("%s %-26s %5d", mark, inv.Name, inv.Count))+"  "+s.Subtle.Render(inv.Description))
+		// Examples wrap, so what is wrong stays readable at 80 columns.
+		width := max(v.w-6, 20)
+		for _, ex := range inv.Examples {
+			for _, l := range strings.Split(ansi.Wrap(terminalSafe(ex.String()), width, " "), "\n") {
+				out = append(out, "      "+l)
+			}
+		}
+		if more := inv.Count - int64(len(inv.Examples)); more > 0 {
+			out = append(out, s.Subtle.Render(fmt.Sprintf("      … and %d more (idemwork verify --owner %s --json)", more, terminalSafe(rep.Owner))))
+		}
+	}
+	return out
+}
+
+// terminalSafe escapes control characters (ESC, newlines, C1 controls) so stored text cannot
+// move the cursor or split a line.
+func terminalSafe(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
+			fmt.Fprintf(&b, `\x%02x`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// SetSize sets the drawing area.
+func (v *Verify) SetSize(w, h int) {
+	if w != v.w && v.rep != nil {
+		v.w = w
+		v.lines = v.render(*v.rep)
+	}
+	v.w, v.h = w, h
+	v.scroll(0)
+}
+
+// View renders the view.
+func (v *Verify) View() string {
+	s := v.ctx.Styles
+	head := s.Title.Render("Verify") + s.Subtle.Render(" · owner "+terminalSafe(v.ctx.Owner)+" · the invariants of its stored rows · r runs again")
+	var body []string
+	switch {
+	case v.busy:
+		body = []string{s.Subtle.Render("verifying… (reads every row of the owner in pages, inside one read-only snapshot)")}
+	case v.err != "":
+		body = []string{s.Danger.Render(v.err)}
+	case v.rep == nil:
+		body = []string{s.Subtle.Render("r runs the check")}
+	default:
+		end := min(v.offset+v.body(), len(v.lines))
+		body = v.lines[v.offset:end]
+	}
+	return fitBlock(head+"\n\n"+strings.Join(body, "\n"), v.w, v.h)
+}
+
+// ShortHelp is the footer help.
+func (v *Verify) ShortHelp() []key.Binding { return []key.Binding{keyRefresh, keyDown, keyUp} }
+
+// FullHelp is the ? help.
+func (v *Verify) FullHelp() [][]key.Binding {
+	return [][]key.Binding{{keyRefresh}, {keyUp, keyDown, keyPgUp, keyPgDown, keyTop, keyBottom}}
+}
+
+// Capturing is false: the view has no text field.
+func (v *Verify) Capturing() bool { return false }
+
+// SetFilter does nothing here.
+func (v *Verify) SetFilter(string) {}
+
+// Selection is the first example's record or key, for y.
+func (v *Verify) Selection() string {
+	if v.rep == nil {
+		return ""
+	}
+	for _, inv := range v.rep.Invariants {
+		for _, ex := range inv.Examples {
+			for _, id := range []string{ex.Record, ex.Key, ex.Execution} {
+				if id != "" {
+					return id
+				}
+			}
+		}
+	}
+	return ""
+}

@@ -1,0 +1,60 @@
+package views_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/ansi"
+	"github.com/stretchr/testify/require"
+
+	"idemwork/internal/tuitest"
+	"idemwork/kernel"
+	tctx "idemwork/tui/context"
+	"idemwork/views"
+)
+
+func TestTheVerifyViewShowsTheCurrentOwnersInvariantsAndEscapesStoredText(t *testing.T) {
+	t.Parallel()
+	b := tuitest.New(t)
+	ctx := context.Background()
+	_, err := b.Kernel.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "v", Title: "fine"})
+	require.NoError(t, err)
+	v := views.NewVerify(b.Ctx)
+	v.SetSize(100, 20)
+	settle(t, v.Update, v.SetActive(true))
+	screen := v.View()
+	require.Contains(t, screen, "✓ every invariant holds for alice")
+	require.Contains(t, screen, "✓ envelope_restores")
+
+	// A record planted with psql whose id carries an escape sequence and a newline, and whose
+	// revision is not its revisions' count; bob's broken rows are not alice's business.
+	_, err = b.DB.Pool.Exec(ctx, `INSERT INTO record (owner_id, id, module_code, revision, title, payload, created_at, updated_at)
+		VALUES ('alice', E'EVIL\x1b[2J\nX', 'NOTE', 3, 't', '{}', now(), now()), ('bob', 'B', 'NOTE', 9, 't', '{}', now(), now())`)
+	require.NoError(t, err)
+	settle(t, v.Update, v.Update(tctx.DataChangedMsg{}))
+	screen = v.View()
+	require.Contains(t, screen, "✗ revisions_dense")
+	require.Contains(t, screen, `record EVIL\x1b[2J\nX: record.revision is 3 but it has 0`)
+	require.NotContains(t, screen, "\x1b[2J", "stored text never reaches the terminal raw")
+	require.NotContains(t, screen, "B:", "only the current owner is checked")
+	lines := strings.Split(screen, "\n")
+	require.Len(t, lines, 20)
+	for _, l := range lines {
+		require.LessOrEqual(t, ansi.StringWidth(l), 100)
+	}
+
+	// The owner changes: the check runs again for the new owner.
+	b.Ctx.Owner = "bob"
+	settle(t, v.Update, v.Update(tctx.OwnerChangedMsg{}))
+	require.Contains(t, v.View(), "violation(s) for bob")
+	require.Equal(t, "B", v.Selection())
+
+	// r runs it again; j scrolls a report taller than the pane.
+	settle(t, v.Update, v.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{'r'}}))
+	v.SetSize(100, 8)
+	first := v.View()
+	v.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{'j'}})
+	require.NotEqual(t, first, v.View())
+}
