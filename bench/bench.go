@@ -26,6 +26,8 @@ const (
 	DefaultSlice    = 250 * time.Millisecond
 	// MaxClients bounds --clients (the pool needs one connection per client).
 	MaxClients = 128
+	// MaxRTT bounds --rtt.
+	MaxRTT = time.Second
 	// DefaultMemMaxContentLength is MEM-001's rule when Env does not say.
 	DefaultMemMaxContentLength = 2000
 )
@@ -39,8 +41,8 @@ var (
 // Options chooses what Run measures.
 type Options struct {
 	// Duration is the measured time of each cell (a workload at one client count and one table
-	// size), split evenly between the runner and the raw side; a warm-up slice per side comes on
-	// top.
+	// size), split evenly between the runner, the raw and the limit side; a warm-up slice per side
+	// comes on top.
 	Duration time.Duration
 	// Slice is how long one side runs before the other takes over.
 	Slice time.Duration
@@ -52,6 +54,10 @@ type Options struct {
 	// NoStorm skips the storms; StormRounds repeats them (default 3, the median is reported).
 	NoStorm     bool
 	StormRounds int
+	// RTT, when positive, puts every connection of the run (all sides, the storms and their
+	// worker processes) behind a loopback proxy that delays each direction by RTT/2: the round
+	// trip of a network between the application and PostgreSQL.
+	RTT time.Duration
 }
 
 // Normalized fills the defaults and checks o.
@@ -64,6 +70,9 @@ func (o Options) Normalized() (Options, error) {
 	}
 	if o.Duration < 20*time.Millisecond || o.Slice < 10*time.Millisecond {
 		return o, fmt.Errorf("bench: --duration must be at least 20ms and --slice at least 10ms")
+	}
+	if o.RTT < 0 || o.RTT > MaxRTT {
+		return o, fmt.Errorf("bench: --rtt wants a round trip of 0 (none) to %s, got %s", MaxRTT, o.RTT)
 	}
 	if len(o.Clients) == 0 {
 		o.Clients = DefaultClients
@@ -102,10 +111,13 @@ type Env struct {
 	// Display names the server in the report (never a password).
 	Display string
 	// Executable, WorkerArgs and WorkerEnv start the multi-process storm's children (see
-	// storm.Env; default: this binary's `storm-worker`).
-	Executable string
-	WorkerArgs []string
-	WorkerEnv  []string
+	// storm.Env; default: this binary's `storm-worker`). WorkerDSNVar, when set, names the
+	// environment variable through which the children get the database URL: Run sets it to the
+	// URL it measures through (the proxy's under RTT), so the children go where the rest goes.
+	Executable   string
+	WorkerArgs   []string
+	WorkerEnv    []string
+	WorkerDSNVar string
 	// Progress receives a line per finished step (nil: quiet).
 	Progress io.Writer
 	// MemMaxContentLength is MEM-001's rule (default 2000).
@@ -119,7 +131,7 @@ type Report struct {
 	Growth     []Growth     `json:"growth"`
 	RoundTrips []RoundTrips `json:"roundTrips"`
 	Storm      *StormReport `json:"storm"`
-	// Targets are issue 6's goals this run has cells for, met or not.
+	// Targets are issue 16's goals this run has cells for, met or not.
 	Targets []Target `json:"targets"`
 }
 
@@ -136,12 +148,27 @@ type Setup struct {
 	Clients           []int   `json:"clients"`
 	Rows              []int   `json:"rows"`
 	ElapsedSeconds    float64 `json:"elapsedSeconds"`
+	// RTTMs is the round trip the proxy adds (0: no proxy, the server's own endpoint).
+	RTTMs float64 `json:"rttMs"`
+	// Proxy says where the proxy listened and what it forwarded to (null without one).
+	Proxy *ProxySetup `json:"proxy"`
+	// RoundTripMs is the median time of SELECT 1 on the measured pool: what one round trip costs
+	// in this run, network and server together.
+	RoundTripMs float64 `json:"roundTripMs"`
+}
+
+// ProxySetup is the latency proxy of a run.
+type ProxySetup struct {
+	Listen   string `json:"listen"`
+	Upstream string `json:"upstream"` // "tcp 127.0.0.1:5432", "unix /path/.s.PGSQL.5432"
 }
 
 type harness struct {
 	env  Env
 	opts Options
-	db   *store.DB
+	// dsn is where every pool of the run connects: env.DSN, or the proxy in front of it.
+	dsn string
+	db  *store.DB
 	// raw is the hand-written side's pool on the same database, sized like the store's.
 	raw    *pgxpool.Pool
 	fx     *fixtures
@@ -156,17 +183,13 @@ func (h *harness) logf(format string, args ...any) {
 
 // workloads binds the three workloads to t.
 func workloads(t *target) []workload {
-	feature := func(ctx context.Context, runner bool, need int) error {
-		s := t.fx.rawRecords
-		if runner {
-			s = t.fx.runnerRecords
-		}
-		return s.ensure(ctx, t.pool, need)
+	feature := func(ctx context.Context, side sideKind, need int) error {
+		return t.fx.records(side).ensure(ctx, t.pool, need)
 	}
 	return []workload{
-		{name: FreshKey, runner: t.runnerFreshKey, raw: t.rawFreshKey},
-		{name: FeatureRun, runner: t.runnerFeatureRun, raw: t.rawFeatureRun, before: feature},
-		{name: ReplayHit, runner: t.runnerReplayHit, raw: t.rawReplayHit},
+		{name: FreshKey, runner: t.runnerFreshKey, raw: t.rawFreshKey, limit: t.limitFreshKey},
+		{name: FeatureRun, runner: t.runnerFeatureRun, raw: t.rawFeatureRun, limit: t.limitFeatureRun, before: feature},
+		{name: ReplayHit, runner: t.runnerReplayHit, raw: t.rawReplayHit, limit: t.limitReplayHit},
 	}
 }
 
@@ -180,17 +203,24 @@ func Run(ctx context.Context, env Env, opts Options) (Report, error) {
 		return Report{}, err
 	}
 	started := time.Now()
-	db, err := store.Open(ctx, env.DSN, store.Options{Migrate: true, MaxConns: poolConns(opts.Clients)})
+	dsn, proxy, err := startProxy(env.DSN, opts.RTT)
+	if err != nil {
+		return Report{}, err
+	}
+	if proxy != nil {
+		defer proxy.Close()
+	}
+	db, err := store.Open(ctx, dsn, store.Options{Migrate: true, MaxConns: poolConns(opts.Clients)})
 	if err != nil {
 		return Report{}, err
 	}
 	defer db.Close()
-	raw, err := rawPool(ctx, env.DSN, poolConns(opts.Clients), nil)
+	raw, err := rawPool(ctx, dsn, poolConns(opts.Clients), nil)
 	if err != nil {
 		return Report{}, err
 	}
 	defer raw.Close()
-	h := &harness{env: env, opts: opts, db: db, raw: raw, fx: newFixtures(), memMax: env.MemMaxContentLength}
+	h := &harness{env: env, opts: opts, dsn: dsn, db: db, raw: raw, fx: newFixtures(), memMax: env.MemMaxContentLength}
 	if h.memMax <= 0 {
 		h.memMax = DefaultMemMaxContentLength
 	}
@@ -199,14 +229,28 @@ func Run(ctx context.Context, env Env, opts Options) (Report, error) {
 		return ms(2 * time.Duration(n) * slice), ms(slice)
 	}()
 	rep := Report{Workloads: []Workload{}, Growth: []Growth{}, Setup: Setup{Database: env.Display, CPUs: runtime.NumCPU(),
-		Go: runtime.Version(), CellMs: cellMs, SliceMs: sliceMs, Clients: opts.Clients, Rows: opts.Rows}}
+		Go: runtime.Version(), CellMs: cellMs, SliceMs: sliceMs, Clients: opts.Clients, Rows: opts.Rows, RTTMs: ms(opts.RTT)}}
+	if proxy != nil {
+		network, addr := proxy.Upstream()
+		rep.Setup.Proxy = &ProxySetup{Listen: proxy.Addr().String(), Upstream: network + " " + addr}
+	}
 	if err := db.Q(ctx).QueryRow(ctx, `SELECT version(), current_setting('fsync'), current_setting('synchronous_commit')`).
 		Scan(&rep.Setup.Server, &rep.Setup.Fsync, &rep.Setup.SynchronousCommit); err != nil {
 		return rep, err
 	}
+	if rep.Setup.RoundTripMs, err = roundTripMs(ctx, db); err != nil {
+		return rep, err
+	}
 	h.logf("bench: %s; %s; fsync=%s synchronous_commit=%s\n", env.Display, rep.Setup.Server, rep.Setup.Fsync, rep.Setup.SynchronousCommit)
+	if proxy != nil {
+		h.logf("bench: every connection through a %s round-trip proxy on %s to %s\n", opts.RTT, rep.Setup.Proxy.Listen, rep.Setup.Proxy.Upstream)
+	}
+	h.logf("bench: one round trip (SELECT 1, median) takes %.3f ms\n", rep.Setup.RoundTripMs)
 
-	main := newTarget(db, raw, h.fx, h.memMax)
+	main, err := newTarget(db, raw, h.fx, h.memMax)
+	if err != nil {
+		return rep, err
+	}
 	wls := workloads(main)
 	replayKeys := min(max(16*slices.Max(opts.Clients), 64), 512)
 	if err := main.provisionReplayKeys(ctx, replayKeys, 8); err != nil {
@@ -218,13 +262,13 @@ func Run(ctx context.Context, env Env, opts Options) (Report, error) {
 		}
 	}
 
-	if rep.RoundTrips, err = h.countRoundTrips(ctx, wls, workloads); err != nil {
+	if rep.RoundTrips, err = h.countRoundTrips(ctx); err != nil {
 		return rep, err
 	}
 	trips := map[string]RoundTrips{}
 	for _, rt := range rep.RoundTrips {
 		trips[rt.Workload] = rt
-		h.logf("  round trips per op  %-12s runner %.1f  raw %.1f\n", rt.Workload, rt.Runner.PerOp, rt.Raw.PerOp)
+		h.logf("  round trips per op  %-12s runner %.1f  raw %.1f  limit %.1f\n", rt.Workload, rt.Runner.PerOp, rt.Raw.PerOp, rt.Limit.PerOp)
 	}
 
 	cell := func(wl workload, clients, rows int) error {
@@ -237,10 +281,12 @@ func Run(ctx context.Context, env Env, opts Options) (Report, error) {
 			return err
 		}
 		c.Rows, c.KeysInTable = rows, keys
-		c.Runner.RoundTripsPerOp, c.Raw.RoundTripsPerOp = trips[wl.name].Runner.PerOp, trips[wl.name].Raw.PerOp
+		rt := trips[wl.name]
+		c.Runner.RoundTripsPerOp, c.Raw.RoundTripsPerOp, c.Limit.RoundTripsPerOp = rt.Runner.PerOp, rt.Raw.PerOp, rt.Limit.PerOp
+		c.RoundTrips = SideRoundTrips{Runner: rt.Runner.PerOp, Raw: rt.Raw.PerOp, Limit: rt.Limit.PerOp}
 		rep.Workloads = append(rep.Workloads, c)
-		h.logf("  %-12s clients=%-3d rows=%-8d runner %8.0f ops/s  raw %8.0f ops/s  ratio %.2f\n",
-			c.Name, c.Clients, c.Rows, c.Runner.OpsPerSec, c.Raw.OpsPerSec, c.Ratio)
+		h.logf("  %-12s clients=%-3d rows=%-8d runner %8.0f ops/s  raw %8.0f ops/s  limit %8.0f ops/s  ratio %.2f  efficiency %.2f\n",
+			c.Name, c.Clients, c.Rows, c.Runner.OpsPerSec, c.Raw.OpsPerSec, c.Limit.OpsPerSec, c.Ratio, c.Efficiency)
 		return nil
 	}
 	for _, wl := range wls {
@@ -250,7 +296,7 @@ func Run(ctx context.Context, env Env, opts Options) (Report, error) {
 			}
 		}
 	}
-	if n := h.fx.runnerRecords.reused.Load() + h.fx.rawRecords.reused.Load(); n > 0 {
+	if n := h.fx.runnerRecords.reused.Load() + h.fx.rawRecords.reused.Load() + h.fx.limitRecords.reused.Load(); n > 0 {
 		h.logf("  note: %d feature runs reused a record (the supply ran short)\n", n)
 	}
 
@@ -301,9 +347,12 @@ func growth(cells []Workload, rows []int) []Growth {
 		if !ok || c.Rows == rows[0] || (c.Name != FreshKey && c.Name != ReplayHit) {
 			continue
 		}
-		g := Growth{Name: c.Name, Clients: c.Clients, Rows: c.Rows, Ratio: c.Ratio}
+		g := Growth{Name: c.Name, Clients: c.Clients, Rows: c.Rows, Ratio: c.Ratio, Efficiency: c.Efficiency}
 		if f.Runner.OpsPerSec > 0 && f.Raw.OpsPerSec > 0 {
 			g.RunnerVsFirst, g.RawVsFirst = c.Runner.OpsPerSec/f.Runner.OpsPerSec, c.Raw.OpsPerSec/f.Raw.OpsPerSec
+		}
+		if f.Limit.OpsPerSec > 0 {
+			g.LimitVsFirst = c.Limit.OpsPerSec / f.Limit.OpsPerSec
 		}
 		out = append(out, g)
 	}

@@ -33,7 +33,10 @@ func TestMain(m *testing.M) {
 func benchTarget(b *testing.B, records int) *target {
 	b.Helper()
 	db := testdb.New(b)
-	t := newTarget(db.DB, db.Pool, newFixtures(), DefaultMemMaxContentLength)
+	t, err := newTarget(db.DB, db.Pool, newFixtures(), DefaultMemMaxContentLength)
+	if err != nil {
+		b.Fatal(err)
+	}
 	ctx := context.Background()
 	if err := t.provisionReplayKeys(ctx, 64, 4); err != nil {
 		b.Fatal(err)

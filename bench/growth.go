@@ -15,7 +15,9 @@ type Growth struct {
 	// cells measured at different times, so machine drift shows in them; Ratio does not drift.
 	RunnerVsFirst float64 `json:"runnerVsFirst"`
 	RawVsFirst    float64 `json:"rawVsFirst"`
+	LimitVsFirst  float64 `json:"limitVsFirst"`
 	Ratio         float64 `json:"ratio"`
+	Efficiency    float64 `json:"efficiency"`
 }
 
 // fillChunk bounds one filler statement (one transaction) so WAL and memory stay modest.

@@ -37,25 +37,56 @@ type Workload struct {
 	KeysInTable int64 `json:"keysInTable"`
 	Runner      Side  `json:"runner"`
 	Raw         Side  `json:"raw"`
+	// Limit is the physical limit: the runner's statements in one round trip (a write), or one
+	// primary-key SELECT of the key row (a replay).
+	Limit Side `json:"limit"`
 	// Ratio is runner ops/s ÷ raw ops/s: above 1 the runner is faster than the naive SQL.
 	Ratio float64 `json:"ratio"`
+	// Efficiency is runner ops/s ÷ limit ops/s: how close the runner comes to the limit (1).
+	Efficiency float64 `json:"efficiency"`
+	// RoundTrips is each side's round trips per op (the sides' roundTripsPerOp, together).
+	RoundTrips SideRoundTrips `json:"roundTrips"`
 	// SlicesPerSide is how many alternating slices each side ran.
 	SlicesPerSide int `json:"slicesPerSide"`
 }
 
-// workload is one pair of ops and what keeps them supplied.
+// SideRoundTrips is the round trips of one op, per side.
+type SideRoundTrips struct {
+	Runner float64 `json:"runner"`
+	Raw    float64 `json:"raw"`
+	Limit  float64 `json:"limit"`
+}
+
+// sideKind is one side of a cell; the values index allSides.
+type sideKind int
+
+const (
+	sideRunner sideKind = iota
+	sideRaw
+	sideLimit
+)
+
+var allSides = []sideKind{sideRunner, sideRaw, sideLimit}
+
+func (k sideKind) String() string { return [...]string{"runner", "raw", "limit"}[k] }
+
+// workload is the three sides' ops and what keeps them supplied.
 type workload struct {
-	name        string
-	runner, raw op
+	name               string
+	runner, raw, limit op
 	// before, when set, runs ahead of each slice (outside the timed part) with how many ops the
-	// coming slice may do at most, as far as the side's slices so far tell.
-	before func(ctx context.Context, runner bool, need int) error
+	// coming slice of side may do at most, as far as the side's slices so far tell.
+	before func(ctx context.Context, side sideKind, need int) error
+}
+
+func (wl workload) op(side sideKind) op {
+	return [...]op{wl.runner, wl.raw, wl.limit}[side]
 }
 
 // sideRun accumulates one side of a cell over its slices.
 type sideRun struct {
 	op      op
-	runner  bool
+	kind    sideKind
 	workers []*worker
 	ops     int
 	elapsed time.Duration
@@ -64,25 +95,18 @@ type sideRun struct {
 	slices  int
 }
 
-func newSideRun(o op, runner bool, clients int) *sideRun {
-	s := &sideRun{op: o, runner: runner, workers: make([]*worker, clients)}
+func newSideRun(o op, kind sideKind, clients int) *sideRun {
+	s := &sideRun{op: o, kind: kind, workers: make([]*worker, clients)}
 	for i := range s.workers {
 		s.workers[i] = &worker{id: i, lat: make([]time.Duration, 0, 4096), keyBuf: make([]byte, 0, 64)}
 	}
 	return s
 }
 
-func (s *sideRun) name() string {
-	if s.runner {
-		return "runner"
-	}
-	return "raw"
-}
-
-// cellPlan is how a cell's time is cut: slices per side, each of slice length, after one warm-up
-// slice per side.
+// cellPlan is how a cell's time is cut between its sides: slices per side, each of slice
+// length, after one warm-up slice per side.
 func cellPlan(duration, slice time.Duration) (int, time.Duration) {
-	perSide := duration / 2
+	perSide := duration / time.Duration(len(allSides))
 	if slice > perSide {
 		slice = perSide
 	}
@@ -90,11 +114,24 @@ func cellPlan(duration, slice time.Duration) (int, time.Duration) {
 	return max(n, 1), slice
 }
 
-// measureCell runs the two sides of wl alternately (runner, raw, raw, runner, …) in slices until
-// each had half of the cell's duration.
+// rotations order the sides round by round: over every six rounds each side runs first, second
+// and third twice, and follows each other side as often as it precedes it.
+var rotations = [6][3]int{{0, 1, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}, {0, 2, 1}, {1, 0, 2}}
+
+// rotation is the sides (indexed like allSides) in the order of round i.
+func rotation[T any](sides []T, i int) []T {
+	r := rotations[i%len(rotations)]
+	return []T{sides[r[0]], sides[r[1]], sides[r[2]]}
+}
+
+// measureCell runs the three sides of wl alternately, in slices ordered round by round as
+// rotations says, until each had its third of the cell's duration.
 func (h *harness) measureCell(ctx context.Context, wl workload, clients int) (Workload, error) {
 	n, slice := cellPlan(h.opts.Duration, h.opts.Slice)
-	sides := [2]*sideRun{newSideRun(wl.runner, true, clients), newSideRun(wl.raw, false, clients)}
+	sides := make([]*sideRun, len(allSides))
+	for i, k := range allSides {
+		sides[i] = newSideRun(wl.op(k), k, clients)
+	}
 	// Warm-up, discarded: new connections and their statement caches, first buffer growth.
 	for _, s := range sides {
 		if err := h.slice(ctx, wl, s, clients, min(slice, 200*time.Millisecond), false); err != nil {
@@ -102,19 +139,19 @@ func (h *harness) measureCell(ctx context.Context, wl workload, clients int) (Wo
 		}
 	}
 	for i := range n {
-		first, second := sides[0], sides[1]
-		if i%2 == 1 {
-			first, second = second, first
-		}
-		for _, s := range []*sideRun{first, second} {
+		for _, s := range rotation(sides, i) {
 			if err := h.slice(ctx, wl, s, clients, slice, true); err != nil {
 				return Workload{}, err
 			}
 		}
 	}
-	cell := Workload{Name: wl.name, Clients: clients, Runner: sides[0].result(), Raw: sides[1].result(), SlicesPerSide: n}
+	cell := Workload{Name: wl.name, Clients: clients, Runner: sides[sideRunner].result(), Raw: sides[sideRaw].result(),
+		Limit: sides[sideLimit].result(), SlicesPerSide: n}
 	if cell.Raw.OpsPerSec > 0 {
 		cell.Ratio = cell.Runner.OpsPerSec / cell.Raw.OpsPerSec
+	}
+	if cell.Limit.OpsPerSec > 0 {
+		cell.Efficiency = cell.Runner.OpsPerSec / cell.Limit.OpsPerSec
 	}
 	return cell, nil
 }
@@ -127,7 +164,7 @@ func (h *harness) slice(ctx context.Context, wl workload, s *sideRun, clients in
 	if wl.before != nil {
 		// Half again the fastest rate so far over d, plus a floor for the first slice.
 		need := int(s.maxRate*d.Seconds()*1.5) + 200*clients
-		if err := wl.before(ctx, s.runner, need); err != nil {
+		if err := wl.before(ctx, s.kind, need); err != nil {
 			return err
 		}
 	}
@@ -167,7 +204,7 @@ func (h *harness) slice(ctx context.Context, wl workload, s *sideRun, clients in
 	elapsed := time.Since(start)
 	runtime.ReadMemStats(&after)
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("bench: %s %s with %d clients: %w", wl.name, s.name(), clients, err)
+		return fmt.Errorf("bench: %s %s with %d clients: %w", wl.name, s.kind, clients, err)
 	}
 	ops := 0
 	for _, c := range counts {

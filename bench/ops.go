@@ -33,6 +33,7 @@ var (
 	notePayload = json.RawMessage(`{"text":"call the plumber about the kitchen tap","tags":["home","todo"],"priority":2}`)
 	noteTitle   = "bench note"
 	memPayload  = `{"originalContent":"Remember   to water  the plants\ton Sunday","currentContent":"Remember   to water  the plants\ton Sunday   morning"}`
+	memTitle    = "bench memory"
 )
 
 // worker is one client goroutine's state; it persists across the slices of a cell so its
@@ -59,11 +60,14 @@ type op func(ctx context.Context, w *worker) error
 
 // supply hands out MEM-001 records no other op has used, topped up in bulk between slices so the
 // feature workload always runs on a fresh record without creating it inside the timed slice.
+// Every record of a supply is the same revision 1 (title, payload, created at the supply's
+// creation), so the limit side knows one without reading it.
 type supply struct {
-	prefix string
-	next   atomic.Int64
-	limit  atomic.Int64 // ids prefix+[0, limit) exist
-	reused atomic.Int64 // takes past limit (wrapped around: still correct, no longer fresh)
+	prefix  string
+	created time.Time
+	next    atomic.Int64
+	limit   atomic.Int64 // ids prefix+[0, limit) exist
+	reused  atomic.Int64 // takes past limit (wrapped around: still correct, no longer fresh)
 }
 
 func (s *supply) id(n int64) string { return fmt.Sprintf("%s%010d", s.prefix, n) }
@@ -87,14 +91,14 @@ func (s *supply) ensure(ctx context.Context, pool *pgxpool.Pool, need int) error
 	to := from + int64(need) + int64(need)/2
 	_, err := pool.Exec(ctx, `WITH r AS (
 			INSERT INTO record (owner_id, id, module_code, revision, title, summary, payload, created_at, updated_at)
-			SELECT $1, $2 || lpad(g::text, 10, '0'), 'MEM-001', 1, 'bench memory', '', $3::jsonb, now(), now()
+			SELECT $1, $2 || lpad(g::text, 10, '0'), 'MEM-001', 1, $6, '', $3::jsonb, $7::timestamptz, $7::timestamptz
 			FROM generate_series($4::bigint, $5::bigint - 1) g
 			RETURNING owner_id, id, module_code, revision, title, summary, payload, created_at, updated_at)
 		INSERT INTO record_revision (owner_id, record_id, revision, snapshot, idempotency_key, created_at)
 		SELECT owner_id, id, 1, jsonb_build_object('id', id, 'ownerId', owner_id, 'moduleCode', module_code,
 			'revision', revision, 'title', title, 'summary', summary, 'payload', payload,
 			'createdAt', created_at, 'updatedAt', updated_at), NULL, created_at
-		FROM r`, Owner, s.prefix, memPayload, from, to)
+		FROM r`, Owner, s.prefix, memPayload, from, to, memTitle, s.created)
 	if err != nil {
 		return fmt.Errorf("bench: provision MEM-001 records: %w", err)
 	}
@@ -102,41 +106,65 @@ func (s *supply) ensure(ctx context.Context, pool *pgxpool.Pool, need int) error
 	return nil
 }
 
-// fixtures is what both sides of every workload share: record supplies and committed keys to
-// replay, one set per side so each side replays results it wrote itself.
+// fixtures is what the sides of every workload share: record supplies and committed keys to
+// replay, one set per side so each side replays results it wrote itself (the limit reads the
+// runner's key rows), and the runner's statements the limit side sends (learned before the
+// cells, read-only afterwards).
 type fixtures struct {
 	nonce            string
 	runnerRecords    *supply
 	rawRecords       *supply
+	limitRecords     *supply
 	runnerReplayKeys []string
 	rawReplayKeys    []string
+	plans            limitPlans
 }
 
 func newFixtures() *fixtures {
 	var b [3]byte
 	_, _ = rand.Read(b[:])
 	nonce := hex.EncodeToString(b[:])
+	created := time.Now().UTC().Truncate(time.Microsecond)
 	return &fixtures{nonce: nonce,
-		runnerRecords: &supply{prefix: "MR" + nonce + "-"},
-		rawRecords:    &supply{prefix: "MW" + nonce + "-"}}
+		runnerRecords: &supply{prefix: "MR" + nonce + "-", created: created},
+		rawRecords:    &supply{prefix: "MW" + nonce + "-", created: created},
+		limitRecords:  &supply{prefix: "ML" + nonce + "-", created: created}}
 }
 
-// target binds the workloads to one database: the measured pool, or the traced one that counts
-// round trips.
+// records is side's supply.
+func (fx *fixtures) records(side sideKind) *supply {
+	switch side {
+	case sideRunner:
+		return fx.runnerRecords
+	case sideRaw:
+		return fx.rawRecords
+	}
+	return fx.limitRecords
+}
+
+// target binds the workloads to one database: the measured pools, or the traced ones that count
+// round trips. The runner and the limit side share the store's pool; raw has its own.
 type target struct {
-	k    *kernel.Kernel
-	pool *pgxpool.Pool
-	fx   *fixtures
-	ids  *idGen
+	k     *kernel.Kernel
+	db    *store.DB
+	pool  *pgxpool.Pool
+	fx    *fixtures
+	ids   *idGen
+	limit limitInputs
 }
 
-func newTarget(db *store.DB, raw *pgxpool.Pool, fx *fixtures, memMaxContentLength int) *target {
+func newTarget(db *store.DB, raw *pgxpool.Pool, fx *fixtures, memMaxContentLength int) (*target, error) {
 	// Every bench client writes as one owner: the per-owner share of the pool (a fairness policy
 	// between owners, half the pool by default) would throttle the runner's side only, so it is
 	// the whole pool here, as the raw side has it.
 	limits := idem.Limits{OwnerMaxConns: db.MaxConns()}
-	k := kernel.New(idem.NewRunner(db, idem.Options{Limits: limits}), kernel.NewRegistry(kernel.NewRules(memMaxContentLength)), kernel.Options{})
-	return &target{k: k, pool: raw, fx: fx, ids: newIDGen()}
+	reg := kernel.NewRegistry(kernel.NewRules(memMaxContentLength))
+	k := kernel.New(idem.NewRunner(db, idem.Options{Limits: limits}), reg, kernel.Options{})
+	in, err := newLimitInputs(reg)
+	if err != nil {
+		return nil, err
+	}
+	return &target{k: k, db: db, pool: raw, fx: fx, ids: newIDGen(), limit: in}, nil
 }
 
 // rawPool opens the hand-written side's own pool on dsn (traced when tracer is set).

@@ -12,25 +12,34 @@ func Print(w io.Writer, r Report) {
 	s := r.Setup
 	fmt.Fprintf(w, "idemwork bench — %s\n%s; fsync=%s synchronous_commit=%s; %d CPUs; %s\n", s.Database, s.Server, s.Fsync,
 		s.SynchronousCommit, s.CPUs, s.Go)
-	fmt.Fprintf(w, "each cell: %.1fs measured, runner and raw alternating in %.0fms slices; ratio = runner ops/s ÷ raw ops/s\n\n",
-		s.CellMs/1000, s.SliceMs)
+	if s.Proxy != nil {
+		fmt.Fprintf(w, "every connection through a %gms round-trip proxy (%s → %s); ", s.RTTMs, s.Proxy.Listen, s.Proxy.Upstream)
+	} else {
+		fmt.Fprint(w, "no proxy (the server's own endpoint); ")
+	}
+	fmt.Fprintf(w, "one round trip (SELECT 1) %.3f ms\n", s.RoundTripMs)
+	fmt.Fprintf(w, "each cell: %.1fs measured, runner, raw and limit alternating in %.0fms slices;\n"+
+		"ratio = runner ops/s ÷ raw ops/s, efficiency = runner ops/s ÷ limit ops/s\n\n", s.CellMs/1000, s.SliceMs)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "workload\tclients\trows\t|\trunner ops/s\tp50 ms\tp99 ms\tallocs/op\tRT/op\t|\traw ops/s\tp50 ms\tp99 ms\tallocs/op\tRT/op\t|\tratio\t")
+	fmt.Fprintln(tw, "workload\tclients\trows\t|\trunner ops/s\tp50 ms\tp99 ms\tallocs/op\tRT/op\t|\traw ops/s\tp50 ms\tp99 ms\tallocs/op\tRT/op\t|"+
+		"\tlimit ops/s\tp50 ms\tp99 ms\tRT/op\t|\tratio\tefficiency\t")
 	for _, c := range r.Workloads {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t|\t%.0f\t%.2f\t%.2f\t%.0f\t%.0f\t|\t%.0f\t%.2f\t%.2f\t%.0f\t%.0f\t|\t%.2f\t\n",
+		fmt.Fprintf(tw, "%s\t%d\t%s\t|\t%.0f\t%.2f\t%.2f\t%.0f\t%.0f\t|\t%.0f\t%.2f\t%.2f\t%.0f\t%.0f\t|\t%.0f\t%.2f\t%.2f\t%.0f\t|\t%.2f\t%.2f\t\n",
 			c.Name, c.Clients, rowsLabel(c.Rows),
 			c.Runner.OpsPerSec, c.Runner.P50Ms, c.Runner.P99Ms, c.Runner.AllocsPerOp, c.Runner.RoundTripsPerOp,
-			c.Raw.OpsPerSec, c.Raw.P50Ms, c.Raw.P99Ms, c.Raw.AllocsPerOp, c.Raw.RoundTripsPerOp, c.Ratio)
+			c.Raw.OpsPerSec, c.Raw.P50Ms, c.Raw.P99Ms, c.Raw.AllocsPerOp, c.Raw.RoundTripsPerOp,
+			c.Limit.OpsPerSec, c.Limit.P50Ms, c.Limit.P99Ms, c.Limit.RoundTripsPerOp, c.Ratio, c.Efficiency)
 	}
 	_ = tw.Flush()
 
 	if len(r.Growth) > 0 {
 		fmt.Fprintln(w, "\ngrowth (ops/s relative to the first level; measured at different times, so drift shows here)")
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "workload\tclients\trows\trunner\traw\tratio\t")
+		fmt.Fprintln(tw, "workload\tclients\trows\trunner\traw\tlimit\tratio\tefficiency\t")
 		for _, g := range r.Growth {
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%.2f×\t%.2f×\t%.2f\t\n", g.Name, g.Clients, rowsLabel(g.Rows), g.RunnerVsFirst, g.RawVsFirst, g.Ratio)
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%.2f×\t%.2f×\t%.2f×\t%.2f\t%.2f\t\n", g.Name, g.Clients, rowsLabel(g.Rows), g.RunnerVsFirst,
+				g.RawVsFirst, g.LimitVsFirst, g.Ratio, g.Efficiency)
 		}
 		_ = tw.Flush()
 	}
@@ -59,23 +68,24 @@ func Print(w io.Writer, r Report) {
 			for _, side := range []struct {
 				name string
 				t    RoundTripTrace
-			}{{"runner", rt.Runner}, {"raw", rt.Raw}} {
+			}{{"runner", rt.Runner}, {"raw", rt.Raw}, {"limit", rt.Limit}} {
 				fmt.Fprintf(w, "  %-12s %-6s %4.1f RT, op %.3f ms, client %.3f ms: %s\n", rt.Workload, side.name, side.t.PerOp,
 					side.t.OpMs, side.t.ClientMs, strings.Join(stepsLabel(side.t), " → "))
 			}
 		}
 	}
 	if len(r.Targets) > 0 {
-		fmt.Fprintln(w, "\ntargets (issue 6)")
-		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(w, "\ntargets (issue 16)")
 		for _, t := range r.Targets {
 			verdict := "missed"
 			if t.Met {
 				verdict = "met"
 			}
-			fmt.Fprintf(tw, "  %s\t%.2f\t%s\n", t.Goal, t.Measured, verdict)
+			fmt.Fprintf(w, "  %s: %.2f, %s\n", t.Goal, t.Measured, verdict)
+			if t.Note != "" {
+				fmt.Fprintf(w, "      %s\n", t.Note)
+			}
 		}
-		_ = tw.Flush()
 	}
 	fmt.Fprintf(w, "\ntook %.0fs\n", s.ElapsedSeconds)
 }

@@ -17,6 +17,7 @@ type RoundTrips struct {
 	Workload string         `json:"workload"`
 	Runner   RoundTripTrace `json:"runner"`
 	Raw      RoundTripTrace `json:"raw"`
+	Limit    RoundTripTrace `json:"limit"`
 }
 
 // RoundTripTrace counts the round trips of one op, one client, warm statement cache: each
@@ -41,7 +42,31 @@ type rtTracer struct {
 
 type span struct {
 	sql        string
+	stmts      []tracedStmt // what the round trip sent (none for a prepare)
 	start, end time.Time
+}
+
+// tracedStmt is one statement as sent: its exact text and its arguments' Go types.
+type tracedStmt struct {
+	sql      string
+	argTypes []string
+}
+
+func newTracedStmt(sql string, args []any) tracedStmt {
+	types := make([]string, len(args))
+	for i, a := range args {
+		types[i] = fmt.Sprintf("%T", a)
+	}
+	return tracedStmt{sql: sql, argTypes: types}
+}
+
+// flatten lists the statements of spans in the order they were sent, round trips aside.
+func flatten(spans []span) []tracedStmt {
+	var out []tracedStmt
+	for _, s := range spans {
+		out = append(out, s.stmts...)
+	}
+	return out
 }
 
 var (
@@ -50,9 +75,9 @@ var (
 	_ pgx.PrepareTracer = (*rtTracer)(nil)
 )
 
-func (t *rtTracer) begin(sql string) {
+func (t *rtTracer) begin(sql string, stmts []tracedStmt) {
 	t.mu.Lock()
-	t.spans = append(t.spans, span{sql: sql, start: time.Now()})
+	t.spans = append(t.spans, span{sql: sql, stmts: stmts, start: time.Now()})
 	t.mu.Unlock()
 }
 
@@ -78,7 +103,7 @@ func (t *rtTracer) take() []span {
 }
 
 func (t *rtTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	t.begin(shortSQL(d.SQL))
+	t.begin(shortSQL(d.SQL), []tracedStmt{newTracedStmt(d.SQL, d.Args)})
 	return ctx
 }
 
@@ -86,10 +111,12 @@ func (t *rtTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndDa
 
 func (t *rtTracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
 	parts := make([]string, 0, d.Batch.Len())
+	stmts := make([]tracedStmt, 0, d.Batch.Len())
 	for _, q := range d.Batch.QueuedQueries {
 		parts = append(parts, shortSQL(q.SQL))
+		stmts = append(stmts, newTracedStmt(q.SQL, q.Arguments))
 	}
-	t.begin("batch[" + strings.Join(parts, "; ") + "]")
+	t.begin("batch["+strings.Join(parts, "; ")+"]", stmts)
 	return ctx
 }
 
@@ -97,7 +124,7 @@ func (t *rtTracer) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQue
 func (t *rtTracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     { t.finish(true) }
 
 func (t *rtTracer) TracePrepareStart(ctx context.Context, _ *pgx.Conn, _ pgx.TracePrepareStartData) context.Context {
-	t.begin("(prepare)")
+	t.begin("(prepare)", nil)
 	return ctx
 }
 
@@ -114,44 +141,55 @@ func shortSQL(sql string) string {
 	return s
 }
 
-// countRoundTrips runs each workload's ops on a traced pool over the same database: a few
-// warm-up ops (statement caches), then measured ones one at a time, and returns per side the
-// round trips per op and where an op's time goes.
-func (h *harness) countRoundTrips(ctx context.Context, wls []workload, bind func(*target) []workload) ([]RoundTrips, error) {
+// countRoundTrips runs each workload's ops on traced pools over the same database (through the
+// proxy when there is one): first one runner op of each write workload, whose statements the
+// limit side learns; then a few warm-up ops (statement caches) and measured ones one at a time,
+// the three sides alternating op by op. It returns per side the round trips per op and where an
+// op's time goes, and fails when a write's limit op did not send exactly the runner's statements.
+func (h *harness) countRoundTrips(ctx context.Context) ([]RoundTrips, error) {
 	tr := &rtTracer{}
-	// Both sides on small traced pools of their own over the same database; what Open sends
+	// Every side on small traced pools of their own over the same database; what Open sends
 	// before the first op is dropped with the warm-up's spans.
-	db, err := store.Open(ctx, h.env.DSN, store.Options{MaxConns: 2, Tracer: tr})
+	db, err := store.Open(ctx, h.dsn, store.Options{MaxConns: 2, Tracer: tr})
 	if err != nil {
 		return nil, fmt.Errorf("bench: traced pool: %w", err)
 	}
 	defer db.Close()
-	pool, err := rawPool(ctx, h.env.DSN, 2, tr)
+	pool, err := rawPool(ctx, h.dsn, 2, tr)
 	if err != nil {
 		return nil, err
 	}
 	defer pool.Close()
-	traced := bind(newTarget(db, pool, h.fx, h.memMax))
+	t, err := newTarget(db, pool, h.fx, h.memMax)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.learnPlans(ctx, tr); err != nil {
+		return nil, err
+	}
 	const warm, measured = 5, 40
-	out := make([]RoundTrips, 0, len(wls))
-	for i, wl := range traced {
+	out := []RoundTrips{}
+	for _, wl := range workloads(t) {
 		if wl.before != nil {
-			for _, runner := range []bool{true, false} {
-				if err := wl.before(ctx, runner, warm+measured); err != nil {
+			for _, side := range allSides {
+				if err := wl.before(ctx, side, warm+measured); err != nil {
 					return nil, err
 				}
 			}
 		}
-		// The sides alternate op by op, like the cells' slices, so drift hits both.
-		sides := [2]struct {
+		type traced struct {
 			o     op
 			w     *worker
 			ops   [][]span
 			total time.Duration
-		}{{o: wl.runner, w: &worker{clients: 1}}, {o: wl.raw, w: &worker{clients: 1}}}
+		}
+		sides := make([]*traced, len(allSides))
+		for i, side := range allSides {
+			sides[i] = &traced{o: wl.op(side), w: &worker{clients: 1}}
+		}
+		// The sides alternate op by op, like the cells' slices, so drift hits all alike.
 		for j := range warm + measured {
-			for k := range 2 {
-				s := &sides[(j+k)%2]
+			for _, s := range rotation(sides, j) {
 				tr.take()
 				t0 := time.Now()
 				if err := s.o(ctx, s.w); err != nil {
@@ -166,8 +204,14 @@ func (h *harness) countRoundTrips(ctx context.Context, wls []workload, bind func
 				}
 			}
 		}
-		out = append(out, RoundTrips{Workload: wls[i].name,
-			Runner: summarizeTrace(sides[0].ops, sides[0].total), Raw: summarizeTrace(sides[1].ops, sides[1].total)})
+		runner, limit := sides[sideRunner], sides[sideLimit]
+		if _, ok := writePaths[wl.name]; ok {
+			if err := sameStatements(wl.name, flatten(runner.ops[len(runner.ops)-1]), flatten(limit.ops[len(limit.ops)-1])); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, RoundTrips{Workload: wl.name, Runner: summarizeTrace(runner.ops, runner.total),
+			Raw: summarizeTrace(sides[sideRaw].ops, sides[sideRaw].total), Limit: summarizeTrace(limit.ops, limit.total)})
 	}
 	return out, nil
 }

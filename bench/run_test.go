@@ -13,9 +13,9 @@ import (
 )
 
 // TestRunMeasuresEveryWorkloadStormAndGrowth runs the whole bench at toy sizes: every cell is
-// there with both sides measured, the runner never makes more round trips than the naive SQL,
-// every storm leaves exactly one execution, and growth covers the second level. No timing is
-// asserted: the machine is shared.
+// there with its three sides measured, the runner never makes more round trips than the naive
+// SQL nor the limit more than one, every storm leaves exactly one execution, and growth covers the
+// second level. No timing is asserted: the machine is shared.
 func TestRunMeasuresEveryWorkloadStormAndGrowth(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t)
@@ -23,10 +23,13 @@ func TestRunMeasuresEveryWorkloadStormAndGrowth(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	rep, err := Run(ctx, Env{DSN: db.DSN, Display: "test", Progress: &progress},
-		Options{Duration: 100 * time.Millisecond, Slice: 25 * time.Millisecond, Clients: []int{1, 2}, Rows: []int{500, 0}, StormRounds: 1})
+		Options{Duration: 150 * time.Millisecond, Slice: 25 * time.Millisecond, Clients: []int{1, 2}, Rows: []int{500, 0}, StormRounds: 1})
 	require.NoError(t, err, progress.String())
 
 	require.Equal(t, []int{0, 500}, rep.Setup.Rows, "levels are sorted")
+	require.Zero(t, rep.Setup.RTTMs)
+	require.Nil(t, rep.Setup.Proxy)
+	require.Positive(t, rep.Setup.RoundTripMs)
 	type cellKey struct {
 		name          string
 		clients, rows int
@@ -34,7 +37,7 @@ func TestRunMeasuresEveryWorkloadStormAndGrowth(t *testing.T) {
 	got := map[cellKey]Workload{}
 	for _, c := range rep.Workloads {
 		got[cellKey{c.Name, c.Clients, c.Rows}] = c
-		for side, s := range map[string]Side{"runner": c.Runner, "raw": c.Raw} {
+		for side, s := range map[string]Side{"runner": c.Runner, "raw": c.Raw, "limit": c.Limit} {
 			require.Positive(t, s.Ops, "%s %s", c.Name, side)
 			require.Positive(t, s.OpsPerSec, "%s %s", c.Name, side)
 			require.Positive(t, s.P50Ms, "%s %s", c.Name, side)
@@ -43,6 +46,8 @@ func TestRunMeasuresEveryWorkloadStormAndGrowth(t *testing.T) {
 			require.Positive(t, s.RoundTripsPerOp, "%s %s", c.Name, side)
 		}
 		require.InDelta(t, c.Runner.OpsPerSec/c.Raw.OpsPerSec, c.Ratio, 1e-9)
+		require.InDelta(t, c.Runner.OpsPerSec/c.Limit.OpsPerSec, c.Efficiency, 1e-9)
+		require.Equal(t, SideRoundTrips{Runner: c.Runner.RoundTripsPerOp, Raw: c.Raw.RoundTripsPerOp, Limit: c.Limit.RoundTripsPerOp}, c.RoundTrips)
 		require.Equal(t, 2, c.SlicesPerSide)
 	}
 	want := []cellKey{}
@@ -61,13 +66,15 @@ func TestRunMeasuresEveryWorkloadStormAndGrowth(t *testing.T) {
 	require.Len(t, rep.Growth, 4)
 	require.GreaterOrEqual(t, got[cellKey{FreshKey, 1, 500}].KeysInTable, int64(500))
 
-	// Raw is one statement per round trip by definition; the runner must never need more.
+	// Raw is one statement per round trip by definition; the runner must never need more, and
+	// the limit is one round trip.
 	rawTrips := map[string]float64{FreshKey: 8, FeatureRun: 10, ReplayHit: 3}
 	require.Len(t, rep.RoundTrips, 3)
 	for _, rt := range rep.RoundTrips {
 		require.Equal(t, rawTrips[rt.Workload], rt.Raw.PerOp, rt.Workload)
 		require.LessOrEqual(t, rt.Runner.PerOp, rt.Raw.PerOp, "%s: %v", rt.Workload, rt.Runner.Statements)
-		for _, tr := range []RoundTripTrace{rt.Runner, rt.Raw} {
+		require.Equal(t, 1.0, rt.Limit.PerOp, "%s: %v", rt.Workload, rt.Limit.Statements)
+		for _, tr := range []RoundTripTrace{rt.Runner, rt.Raw, rt.Limit} {
 			require.NotEmpty(t, tr.Statements)
 			require.Len(t, tr.StatementMs, len(tr.Statements))
 			require.Positive(t, tr.OpMs)
@@ -88,14 +95,80 @@ func TestRunMeasuresEveryWorkloadStormAndGrowth(t *testing.T) {
 	require.Zero(t, rep.Storm.Runs[1].Outcomes["JOINED"], "no sharing: nobody joins")
 	require.Equal(t, 4, rep.Storm.Runs[2].Processes)
 
-	// fresh-key, feature-run and replay-hit at 1 client, the two storms, growth of two workloads.
-	require.Len(t, rep.Targets, 7)
+	// On the socket: efficiency of the two writes at 1 client, the two storms, growth of two
+	// workloads (the ratio goals are set at a 500 µs round trip).
+	require.Len(t, rep.Targets, 6)
+	for _, tg := range rep.Targets {
+		require.Contains(t, tg.Goal, "socket: ")
+		require.Equal(t, tg.Note == "", tg.Met, "%+v", tg)
+	}
 
 	var out bytes.Buffer
 	Print(&out, rep)
-	for _, s := range []string{"fresh-key", "feature-run", "replay-hit", "ratio", "inproc-share", "4-processes", "growth", "round trips", "targets"} {
+	for _, s := range []string{"fresh-key", "feature-run", "replay-hit", "ratio", "efficiency", "limit ops/s", "inproc-share", "4-processes",
+		"growth", "round trips", "targets (issue 16)", "no proxy"} {
 		require.Contains(t, out.String(), s)
 	}
+}
+
+// TestRunGoesThroughTheProxy runs the bench with a 2 ms round trip: every pool of the run is
+// behind the proxy, so no op can be faster than its round trips (a SELECT 1 takes one, each
+// side's op its own count; the storm's lone create its three or more), and the storm's worker
+// processes are handed the proxy's URL.
+func TestRunGoesThroughTheProxy(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	var progress bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const rtt = 2 * time.Millisecond
+	rep, err := Run(ctx, Env{DSN: db.DSN, Display: "test", Progress: &progress},
+		Options{Duration: 150 * time.Millisecond, Slice: 50 * time.Millisecond, Clients: []int{1}, Rows: []int{0}, StormRounds: 1, RTT: rtt})
+	require.NoError(t, err, progress.String())
+	require.Equal(t, 2.0, rep.Setup.RTTMs)
+	require.NotNil(t, rep.Setup.Proxy)
+	require.Regexp(t, `^127\.0\.0\.1:\d+$`, rep.Setup.Proxy.Listen)
+	require.Regexp(t, `^unix /.*\.s\.PGSQL\.\d+$`, rep.Setup.Proxy.Upstream, "the test cluster listens on its socket")
+	require.GreaterOrEqual(t, rep.Setup.RoundTripMs, 2.0)
+	floor := float64(rtt) / float64(time.Millisecond)
+	require.Len(t, rep.Workloads, 3)
+	for _, c := range rep.Workloads {
+		for side, s := range map[string]Side{"runner": c.Runner, "raw": c.Raw, "limit": c.Limit} {
+			require.GreaterOrEqual(t, s.P50Ms, s.RoundTripsPerOp*floor, "%s %s: %g round trips of %v", c.Name, side, s.RoundTripsPerOp, rtt)
+		}
+	}
+	for _, rt := range rep.RoundTrips {
+		for _, tr := range []RoundTripTrace{rt.Runner, rt.Raw, rt.Limit} {
+			for i, ms := range tr.StatementMs {
+				require.GreaterOrEqual(t, ms, floor, "%s: %s", rt.Workload, tr.Statements[i])
+			}
+		}
+	}
+	require.NotNil(t, rep.Storm)
+	require.GreaterOrEqual(t, rep.Storm.Lone.P50Ms, 3*floor)
+	for _, r := range rep.Storm.Runs {
+		require.True(t, r.Verified, "%s: %v", r.Name, r.Problems)
+	}
+	// Socket-only and 500 µs goals do not apply at 2 ms; the storms' do.
+	for _, tg := range rep.Targets {
+		require.Contains(t, tg.Goal, "rtt 2ms: ")
+		require.NotContains(t, tg.Goal, "limit")
+	}
+	var out bytes.Buffer
+	Print(&out, rep)
+	require.Contains(t, out.String(), "every connection through a 2ms round-trip proxy")
+}
+
+// The multi-process storm's children connect where the rest of the run does: the proxy's URL
+// in the job (test binaries) and in the variable the CLI's workers read.
+func TestTheStormWorkersGetTheMeasuredURL(t *testing.T) {
+	t.Parallel()
+	h := &harness{dsn: "postgres://u@127.0.0.1:4242/db?host=127.0.0.1&port=4242",
+		env: Env{DSN: "postgres:///db?host=/tmp", WorkerEnv: []string{"A=1"}, WorkerDSNVar: "IDEMWORK_DSN"}}
+	env := h.stormEnv(nil)
+	require.Equal(t, h.dsn, env.DSN)
+	require.Equal(t, []string{"A=1", "IDEMWORK_DSN=" + h.dsn}, env.WorkerEnv)
+	require.Equal(t, []string{"A=1"}, h.env.WorkerEnv, "the caller's slice is not written")
 }
 
 func TestScratchDatabaseIsCreatedAndDropped(t *testing.T) {

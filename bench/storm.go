@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -71,7 +72,7 @@ type stormShot struct {
 
 // runStorms alternates the three storms rounds times, with lone requests between them.
 func (h *harness) runStorms(ctx context.Context, rounds int) (*StormReport, error) {
-	db, err := store.Open(ctx, h.env.DSN, store.Options{MaxConns: StormPoolConns})
+	db, err := store.Open(ctx, h.dsn, store.Options{MaxConns: StormPoolConns})
 	if err != nil {
 		return nil, err
 	}
@@ -225,7 +226,7 @@ func (h *harness) processStorm(ctx context.Context, k *kernel.Kernel) (stormShot
 	w := &worker{keyBuf: make([]byte, 0, 64)}
 	spec := storm.Spec{Op: storm.OpCreate, N: StormProcesses * StormPerProcess, Processes: StormProcesses, Share: true,
 		Create: kernel.CreateInput{Owner: Owner, Module: kernel.ModuleNote, Key: w.newKey("pstorm-"), Title: noteTitle, Payload: notePayload}}
-	env := storm.Env{Kernel: k, DSN: h.env.DSN, Executable: h.env.Executable, WorkerArgs: h.env.WorkerArgs, WorkerEnv: h.env.WorkerEnv}
+	env := h.stormEnv(k)
 	events := make(chan storm.Event, spec.N)
 	var lat []time.Duration
 	collected := make(chan struct{})
@@ -253,3 +254,14 @@ func (h *harness) processStorm(ctx context.Context, k *kernel.Kernel) (stormShot
 
 // errorCode is the code of a failed request (INTERNAL when uncoded).
 func errorCode(err error) string { return string(apperr.CodeOf(err)) }
+
+// stormEnv is the multi-process storm's environment: its children connect to the URL the run
+// measures through (the proxy's under --rtt), given in the job and, when the host names one, in
+// the worker's own variable.
+func (h *harness) stormEnv(k *kernel.Kernel) storm.Env {
+	workerEnv := slices.Clone(h.env.WorkerEnv)
+	if h.env.WorkerDSNVar != "" {
+		workerEnv = append(workerEnv, h.env.WorkerDSNVar+"="+h.dsn)
+	}
+	return storm.Env{Kernel: k, DSN: h.dsn, Executable: h.env.Executable, WorkerArgs: h.env.WorkerArgs, WorkerEnv: workerEnv}
+}

@@ -17,6 +17,7 @@ import (
 
 type benchFlags struct {
 	duration, slice time.Duration
+	rtt             time.Duration
 	clients, rows   string
 	noStorm         bool
 	quiet           bool
@@ -24,16 +25,20 @@ type benchFlags struct {
 
 func newBenchCmd(a *app) *cobra.Command {
 	var bf benchFlags
-	cmd := &cobra.Command{Use: "bench [--duration D] [--clients 1,4,16] [--rows 0,100k,1M]",
-		Short: "Measure the idempotency runner against hand-written SQL, side by side",
+	cmd := &cobra.Command{Use: "bench [--duration D] [--clients 1,4,16] [--rows 0,100k,1M] [--rtt 500us]",
+		Short: "Measure the idempotency runner against hand-written SQL and the physical limit, side by side",
 		Long: "bench measures what the runner costs per request against the naive SQL a user would write\n" +
-			"instead (the same statements with pgx, one per round trip), on the same database and pool: a\n" +
-			"fresh key (create a NOTE), a feature run (MEM-001 F01 on fresh records) and a replay hit, at each\n" +
-			"--clients count. The two sides alternate in short slices so machine noise hits both; compare the\n" +
-			"ratio (runner ops/s ÷ raw ops/s), not absolute numbers. Then storms of same-key requests (1,000 in\n" +
-			"process with and without sharing, 4 processes × 100) against one lone request, and growth: the\n" +
-			"fresh-key and replay workloads again after bulk-loading each further --rows level of other\n" +
-			"owners' rows.\n\n" +
+			"instead (raw: the same statements with pgx, one per round trip) and against the physical limit\n" +
+			"(the runner's own statements in one pipelined round trip; for a replay one primary-key read), on\n" +
+			"the same database: a fresh key (create a NOTE), a feature run (MEM-001 F01 on fresh records) and a\n" +
+			"replay hit, at each --clients count. The three sides alternate in short slices so machine noise\n" +
+			"hits all; compare the ratio (runner ops/s ÷ raw ops/s) and the efficiency (runner ÷ limit), not\n" +
+			"absolute numbers. Then storms of same-key requests (1,000 in process with and without sharing,\n" +
+			"4 processes × 100) against one lone request, and growth: the fresh-key and replay workloads again\n" +
+			"after bulk-loading each further --rows level of other owners' rows.\n\n" +
+			"--rtt puts every connection of the run (all sides, the storms and their worker processes) behind a\n" +
+			"loopback proxy that delays each direction by half the round trip, as a network between the\n" +
+			"application and PostgreSQL does; the embedded cluster is then reached over loopback TCP.\n\n" +
 			"It writes only into a scratch database it creates and drops: in the embedded cluster by default\n" +
 			"(durable, fsync on, as idemwork runs), or on the server of --dsn with --allow-writes (the user\n" +
 			"needs CREATEDB). The defaults take about two minutes.",
@@ -44,6 +49,7 @@ func newBenchCmd(a *app) *cobra.Command {
 	f.DurationVar(&bf.slice, "slice", bench.DefaultSlice, "how long one side runs before the other takes over")
 	f.StringVar(&bf.clients, "clients", joinInts(bench.DefaultClients), "client counts, comma-separated")
 	f.StringVar(&bf.rows, "rows", joinInts(bench.DefaultRows), "filler levels (rows of other owners per table), comma-separated; k and M suffixes allowed")
+	f.DurationVar(&bf.rtt, "rtt", 0, "round trip a loopback proxy adds to every connection, e.g. 500us (0: none, the server's own endpoint)")
 	f.BoolVar(&bf.noStorm, "no-storm", false, "skip the storms")
 	f.BoolVar(&bf.quiet, "quiet", false, "no progress lines on stderr")
 	return cmd
@@ -59,7 +65,8 @@ func (a *app) runBench(cmd *cobra.Command, bf benchFlags) error {
 	if err != nil {
 		return err
 	}
-	opts, err := bench.Options{Duration: bf.duration, Slice: bf.slice, Clients: clients, Rows: rows, NoStorm: bf.noStorm}.Normalized()
+	opts, err := bench.Options{Duration: bf.duration, Slice: bf.slice, Clients: clients, Rows: rows, NoStorm: bf.noStorm,
+		RTT: bf.rtt}.Normalized()
 	if err != nil {
 		return usagef("%s", strings.TrimPrefix(err.Error(), "bench: "))
 	}
@@ -67,7 +74,13 @@ func (a *app) runBench(cmd *cobra.Command, bf benchFlags) error {
 		return err
 	}
 
+	var progress io.Writer = a.stderr
+	if bf.quiet {
+		progress = nil
+	}
 	var adminDSN, display string
+	// measured turns the scratch database's name into the URL the run measures through.
+	measured := func(s *bench.Scratch) string { return s.DSN }
 	if url := a.cfg.Database.URL; url != "" {
 		if !a.cfg.Database.AllowWrites {
 			return usagef("bench writes into a scratch database it creates (and drops) on the server of the URL; pass --allow-writes")
@@ -75,20 +88,30 @@ func (a *app) runBench(cmd *cobra.Command, bf benchFlags) error {
 		where, _ := store.DescribeDSN(url)
 		adminDSN, display = url, where
 	} else {
-		c, err := embedded.Start(ctx, a.embeddedOptions(false))
+		eo := a.embeddedOptions(false)
+		if opts.RTT > 0 && eo.TCPPort == 0 {
+			// Behind the proxy the server is reached as over a network: on loopback TCP (any free
+			// port, with the cluster's password), not its private socket.
+			eo.TCPPort = -1
+		}
+		c, err := embedded.Start(ctx, eo)
 		if err != nil {
 			return &setupError{fmt.Errorf("embedded PostgreSQL: %w", err)}
 		}
 		a.cluster = c // a.close stops it if this command started it
 		adminDSN, display = c.DSN("postgres"), "embedded "+c.DataDir
+		if opts.RTT > 0 {
+			if c.ListensTCP() {
+				tcp := c.TCPDSN("postgres")
+				measured = func(s *bench.Scratch) string { return bench.WithDatabase(tcp, s.Name) }
+			} else if progress != nil {
+				fmt.Fprintf(progress, "bench: the cluster already running in %s does not listen on TCP: the proxy forwards to its socket\n", c.DataDir)
+			}
+		}
 	}
 	scratch, err := bench.CreateScratch(ctx, adminDSN)
 	if err != nil {
 		return &setupError{err}
-	}
-	var progress io.Writer = a.stderr
-	if bf.quiet {
-		progress = nil
 	}
 	defer func() {
 		if err := scratch.Drop(ctx); err != nil {
@@ -104,9 +127,9 @@ func (a *app) runBench(cmd *cobra.Command, bf benchFlags) error {
 		return fmt.Errorf("bench: find this binary for the storm's worker processes: %w", err)
 	}
 	// The storm's worker processes take their session from their own command line: the scratch
-	// database, which this session may write (it created it).
-	rep, err := bench.Run(ctx, bench.Env{DSN: scratch.DSN, Display: display + " (scratch database " + scratch.Name + ")",
-		Executable: exe, WorkerArgs: []string{"storm-worker", "--allow-writes"}, WorkerEnv: []string{"IDEMWORK_DSN=" + scratch.DSN},
+	// database (through the proxy under --rtt), which this session may write (it created it).
+	rep, err := bench.Run(ctx, bench.Env{DSN: measured(scratch), Display: display + " (scratch database " + scratch.Name + ")",
+		Executable: exe, WorkerArgs: []string{"storm-worker", "--allow-writes"}, WorkerDSNVar: "IDEMWORK_DSN",
 		Progress: progress, MemMaxContentLength: a.cfg.Modules.MEM001.MaxContentLength}, opts)
 	if err != nil {
 		return err

@@ -1,0 +1,418 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"idemwork/idem"
+	"idemwork/jsonb"
+	"idemwork/kernel"
+	"idemwork/store"
+)
+
+// The limit side is the physical limit of a write: the statements the runner's path sends for
+// it, with the runner's arguments, all in one pipelined round trip (the key read, BEGIN, the
+// reservation, for a feature the record's locking read, the work's writes, SUCCEEDED, COMMIT),
+// on the runner's own pool. Nothing in it waits for an earlier result: a fresh key is known to
+// miss and a supply record's state is known (revision 1 of a fixed payload), so the new revision
+// is computed before sending. What the runner costs beyond it is round trips and Go.
+//
+// The SQL texts are not copies: they are learned from a trace of the runner's own ops before
+// the cells (learnPlans), by role, and the run checks after tracing both sides that the limit
+// sent exactly the runner's statements with arguments of the same types, so neither can drift
+// from the other unnoticed. For a replay the limit is one prepared primary-key SELECT of the key
+// row: the least a hit must read.
+
+// role names what a statement of a write path does.
+type role string
+
+const (
+	roleReadKey         role = "read key"
+	roleBegin           role = "begin"
+	roleReserve         role = "reserve key"
+	roleLockRecord      role = "lock record"
+	roleInsertRecord    role = "insert record"
+	roleUpdateRecord    role = "update record"
+	roleInsertRevision  role = "insert revision"
+	roleInsertExecution role = "insert execution"
+	roleInsertAudit     role = "insert audit event"
+	roleSucceeded       role = "record success"
+	roleCommit          role = "commit"
+)
+
+// writePaths are the statements, in order, the limit side knows how to send for each write
+// workload: the runner's path as SPEC §4.2 lays it out.
+var writePaths = map[string][]role{
+	FreshKey: {roleReadKey, roleBegin, roleReserve, roleInsertRecord, roleInsertRevision, roleInsertAudit, roleSucceeded, roleCommit},
+	FeatureRun: {roleReadKey, roleBegin, roleReserve, roleLockRecord, roleUpdateRecord, roleInsertRevision, roleInsertExecution,
+		roleInsertAudit, roleSucceeded, roleCommit},
+}
+
+// classify names the role of one statement of the runner's write path ("" when it is none of
+// them).
+func classify(sql string) role {
+	s := strings.Join(strings.Fields(sql), " ")
+	u := strings.ToUpper(s)
+	has := func(sub string) bool { return strings.Contains(u, sub) }
+	switch {
+	case u == "BEGIN":
+		return roleBegin
+	case u == "COMMIT":
+		return roleCommit
+	case has("INSERT INTO IDEMPOTENCY_RECORD"):
+		return roleReserve
+	case has("UPDATE IDEMPOTENCY_RECORD SET STATUS = 'SUCCEEDED'"):
+		return roleSucceeded
+	case strings.HasPrefix(u, "SELECT") && has(" FROM IDEMPOTENCY_RECORD"):
+		return roleReadKey
+	case strings.HasPrefix(u, "SELECT") && has(" FROM RECORD ") && has("FOR NO KEY UPDATE"):
+		return roleLockRecord
+	case has("UPDATE RECORD SET"):
+		return roleUpdateRecord
+	case has("INSERT INTO RECORD ("):
+		return roleInsertRecord
+	case has("INSERT INTO RECORD_REVISION"):
+		return roleInsertRevision
+	case has("INSERT INTO FEATURE_EXECUTION"):
+		return roleInsertExecution
+	case has("INSERT INTO AUDIT_EVENT"):
+		return roleInsertAudit
+	}
+	return ""
+}
+
+// limitPlan is one write workload's statements as the runner sends them, by role.
+type limitPlan map[role]string
+
+// limitPlans are the learned plans of the write workloads.
+type limitPlans map[string]limitPlan
+
+// newLimitPlan checks that stmts (one runner op of workload, in order) are exactly the path the
+// limit side knows, and keeps their texts.
+func newLimitPlan(workload string, stmts []tracedStmt) (limitPlan, error) {
+	want := writePaths[workload]
+	got := make([]role, len(stmts))
+	for i, s := range stmts {
+		got[i] = classify(s.sql)
+	}
+	if !slices.Equal(got, want) {
+		return nil, fmt.Errorf("bench: the runner's %s path now sends %s; the limit side (bench/limit.go) sends %s: "+
+			"teach it the new path", workload, rolesLabel(got, stmts), rolesLabel(want, nil))
+	}
+	p := limitPlan{}
+	for i, s := range stmts {
+		p[got[i]] = s.sql
+	}
+	return p, nil
+}
+
+func rolesLabel(rs []role, stmts []tracedStmt) string {
+	parts := make([]string, len(rs))
+	for i, r := range rs {
+		parts[i] = string(r)
+		if r == "" {
+			parts[i] = "(" + shortSQL(stmts[i].sql) + ")"
+		}
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}
+
+// learnPlans runs one runner op of each write workload on t, whose pools tr traces, and keeps
+// their statements in t's fixtures for every target sharing them.
+func (t *target) learnPlans(ctx context.Context, tr *rtTracer) error {
+	if err := t.fx.runnerRecords.ensure(ctx, t.pool, 1); err != nil {
+		return err
+	}
+	plans := limitPlans{}
+	for _, wl := range []struct {
+		name string
+		op   op
+	}{{FreshKey, t.runnerFreshKey}, {FeatureRun, t.runnerFeatureRun}} {
+		tr.take()
+		if err := wl.op(ctx, &worker{clients: 1}); err != nil {
+			return fmt.Errorf("bench: learn the runner's %s statements: %w", wl.name, err)
+		}
+		p, err := newLimitPlan(wl.name, flatten(tr.take()))
+		if err != nil {
+			return err
+		}
+		plans[wl.name] = p
+	}
+	t.fx.plans = plans
+	return nil
+}
+
+// sameStatements reports how the limit op's statements differ from the runner op's (nil: the
+// same texts in the same order, each with as many arguments of the same Go types).
+func sameStatements(workload string, runner, limit []tracedStmt) error {
+	if len(runner) != len(limit) {
+		return fmt.Errorf("bench: the %s limit sent %d statements, the runner %d", workload, len(limit), len(runner))
+	}
+	for i := range runner {
+		r, l := runner[i], limit[i]
+		if r.sql != l.sql {
+			return fmt.Errorf("bench: statement %d of the %s limit is %q, the runner's is %q", i+1, workload, shortSQL(l.sql), shortSQL(r.sql))
+		}
+		if !slices.Equal(r.argTypes, l.argTypes) {
+			return fmt.Errorf("bench: statement %d of the %s limit (%s) has arguments %v, the runner's %v", i+1, workload,
+				classify(r.sql), l.argTypes, r.argTypes)
+		}
+	}
+	return nil
+}
+
+// limitInputs are what every limit op of a workload sends alike, computed once the way the
+// kernel computes them per request.
+type limitInputs struct {
+	createOp          string
+	createFingerprint string
+	notePayload       json.RawMessage // canonical, as the kernel stores it
+	createAudit       json.RawMessage
+	featureBody       []byte          // the canonical body of a feature run without input
+	memNewPayload     json.RawMessage // F01 applied to a supply record's payload, canonical
+	memOutput         json.RawMessage
+	featureInput      json.RawMessage
+}
+
+var (
+	recordFields    = []string{"recordId", "revision"}
+	executionFields = []string{"recordId", "revision", "executionId"}
+)
+
+// newLimitInputs computes the fixed parts of the limit side's writes with the kernel's exported
+// pieces: the JSON boundary, MEM-001's F01, the fingerprint.
+func newLimitInputs(reg *kernel.Registry) (limitInputs, error) {
+	var in limitInputs
+	var err error
+	if in.notePayload, err = kernel.CanonicalObject("payload", notePayload); err != nil {
+		return in, err
+	}
+	in.createOp = kernel.OpCreate(kernel.ModuleNote)
+	body := jsonb.AppendObject(nil, jsonb.Member{Name: "title", Value: jsonb.AppendString(nil, noteTitle)},
+		jsonb.Member{Name: "payload", Value: in.notePayload})
+	in.createFingerprint = idem.Fingerprint(in.createOp, body)
+	in.createAudit = auditDetail("operation", in.createOp)
+	in.featureBody = jsonb.AppendObject(nil)
+	in.featureInput = json.RawMessage(`{}`)
+
+	mod, err := reg.Module(kernel.ModuleMem)
+	if err != nil {
+		return in, err
+	}
+	f01, ok := mod.Feature("F01")
+	if !ok || f01.Apply == nil {
+		return in, errors.New("bench: MEM-001 has no internal feature F01")
+	}
+	dec := json.NewDecoder(bytes.NewReader([]byte(memPayload)))
+	dec.UseNumber()
+	var payload map[string]any
+	if err := dec.Decode(&payload); err != nil {
+		return in, err
+	}
+	next, out, err := f01.Apply(payload, map[string]any{})
+	if err != nil {
+		return in, err
+	}
+	b, err := json.Marshal(next)
+	if err != nil {
+		return in, err
+	}
+	if in.memNewPayload, err = kernel.CanonicalObject("payload", b); err != nil {
+		return in, err
+	}
+	if b, err = json.Marshal(out); err != nil {
+		return in, err
+	}
+	if in.memOutput, err = jsonb.Canonical(b, jsonb.Limits{}); err != nil {
+		return in, err
+	}
+	return in, nil
+}
+
+// auditDetail is the kernel's audit detail: an object of the given name/value strings.
+func auditDetail(nameValues ...string) json.RawMessage {
+	ms := make([]jsonb.Member, 0, len(nameValues)/2)
+	for i := 0; i+1 < len(nameValues); i += 2 {
+		ms = append(ms, jsonb.Member{Name: nameValues[i], Value: jsonb.AppendString(nil, nameValues[i+1])})
+	}
+	return jsonb.AppendObject(nil, ms...)
+}
+
+// limitNow is the runner's clock: UTC at PostgreSQL's precision.
+func limitNow() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
+
+func (t *target) limitFreshKey(ctx context.Context, w *worker) error {
+	return t.limitCreate(ctx, w.newKey("fl-"))
+}
+
+// limitCreate is the runner's create of the bench NOTE under key, in one round trip.
+func (t *target) limitCreate(ctx context.Context, key string) error {
+	p, in := t.fx.plans[FreshKey], &t.limit
+	if p == nil {
+		return errors.New("bench: the limit side has not learned the runner's statements")
+	}
+	now := limitNow()
+	rec := store.Record{ID: t.ids.newID(now), OwnerID: Owner, ModuleCode: kernel.ModuleNote, Revision: 1, Title: noteTitle,
+		Payload: in.notePayload, CreatedAt: now, UpdatedAt: now}
+	snap, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	ref, err := json.Marshal(rawRecordRef{RecordID: rec.ID, Revision: rec.Revision})
+	if err != nil {
+		return err
+	}
+	env, err := idem.BuildEnvelope(kernel.PolicyRecordSnapshot, recordFields, ref)
+	if err != nil {
+		return err
+	}
+	keyRef, recordID, revision := &key, rec.ID, rec.Revision
+	var b pgx.Batch
+	b.Queue(p[roleReadKey], Owner, key, kernel.ModuleNote)
+	b.Queue(p[roleBegin])
+	b.Queue(p[roleReserve], Owner, key, in.createOp, in.createFingerprint, now, now.Add(idem.DefaultTTL))
+	b.Queue(p[roleInsertRecord], rec.OwnerID, rec.ID, rec.ModuleCode, rec.Revision, rec.Title, rec.Summary, rec.Payload,
+		rec.CreatedAt, rec.UpdatedAt)
+	b.Queue(p[roleInsertRevision], rec.OwnerID, rec.ID, rec.Revision, json.RawMessage(snap), keyRef, rec.UpdatedAt)
+	b.Queue(p[roleInsertAudit], Owner, t.ids.newID(now), kernel.ModuleNote, &recordID, "RECORD_CREATED", &revision,
+		(*string)(nil), keyRef, in.createAudit, now)
+	b.Queue(p[roleSucceeded], Owner, key, env, limitNow())
+	b.Queue(p[roleCommit])
+	return t.sendLimit(ctx, &b, writePaths[FreshKey], "")
+}
+
+func (t *target) limitFeatureRun(ctx context.Context, w *worker) error {
+	return t.limitFeature(ctx, t.fx.limitRecords.take(), w.newKey("fl-"))
+}
+
+// limitFeature is the runner's F01 run on recordID (a limit supply record at revision 1) under
+// key, in one round trip.
+func (t *target) limitFeature(ctx context.Context, recordID, key string) error {
+	p, in := t.fx.plans[FeatureRun], &t.limit
+	if p == nil {
+		return errors.New("bench: the limit side has not learned the runner's statements")
+	}
+	recs := t.fx.limitRecords
+	op := kernel.OpFeature(kernel.ModuleMem, recordID, "F01")
+	now := limitNow()
+	// The record as the locking read returns it, and its next revision as F01 writes it.
+	rec := store.Record{ID: recordID, OwnerID: Owner, ModuleCode: kernel.ModuleMem, Revision: 2, Title: memTitle,
+		Payload: in.memNewPayload, CreatedAt: recs.created, UpdatedAt: now}
+	snap, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	keyRef := &key
+	exec := store.Execution{ID: t.ids.newID(now), OwnerID: Owner, ModuleCode: kernel.ModuleMem, RecordID: recordID, FeatureID: "F01",
+		Mode: "internal", Status: "SUCCEEDED", RecordRevision: rec.Revision, Input: in.featureInput, Output: in.memOutput,
+		IdempotencyKey: keyRef, CreatedAt: now, UpdatedAt: now}
+	ref, err := json.Marshal(rawExecutionRef{RecordID: recordID, Revision: rec.Revision, ExecutionID: exec.ID})
+	if err != nil {
+		return err
+	}
+	env, err := idem.BuildEnvelope(kernel.PolicyFeatureExecution, executionFields, ref)
+	if err != nil {
+		return err
+	}
+	rid, revision, execID := recordID, rec.Revision, exec.ID
+	var b pgx.Batch
+	b.Queue(p[roleReadKey], Owner, key, kernel.ModuleMem)
+	b.Queue(p[roleBegin])
+	b.Queue(p[roleReserve], Owner, key, op, idem.Fingerprint(op, in.featureBody), now, now.Add(idem.DefaultTTL))
+	b.Queue(p[roleLockRecord], Owner, kernel.ModuleMem, recordID)
+	b.Queue(p[roleUpdateRecord], rec.OwnerID, rec.ModuleCode, rec.ID, rec.Revision, rec.Title, rec.Summary, rec.Payload,
+		rec.UpdatedAt, 1)
+	b.Queue(p[roleInsertRevision], rec.OwnerID, rec.ID, rec.Revision, json.RawMessage(snap), keyRef, rec.UpdatedAt)
+	b.Queue(p[roleInsertExecution], exec.OwnerID, exec.ID, exec.ModuleCode, exec.RecordID, exec.FeatureID, exec.Mode, exec.Status,
+		exec.RecordRevision, exec.Input, exec.Output, exec.IdempotencyKey, exec.CreatedAt, exec.UpdatedAt)
+	b.Queue(p[roleInsertAudit], Owner, t.ids.newID(now), kernel.ModuleMem, &rid, "FEATURE_F01_EXECUTED", &revision, &execID, keyRef,
+		auditDetail("operation", op, "featureId", "F01", "mode", exec.Mode, "status", exec.Status), now)
+	b.Queue(p[roleSucceeded], Owner, key, env, limitNow())
+	b.Queue(p[roleCommit])
+	return t.sendLimit(ctx, &b, writePaths[FeatureRun], recordID)
+}
+
+// sendLimit sends b in one round trip on the runner's pool and checks every result as the
+// runner would: the key read misses, the reservation wins, the locked record is the expected
+// revision 1, every write succeeds (the guarded ones fail on the server otherwise), COMMIT
+// commits.
+func (t *target) sendLimit(ctx context.Context, b *pgx.Batch, path []role, recordID string) (err error) {
+	br := t.db.Q(ctx).SendBatch(ctx, b)
+	defer func() {
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	for _, r := range path {
+		switch r {
+		case roleReadKey:
+			rows, err := br.Query()
+			if err != nil {
+				return err
+			}
+			found := rows.Next()
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return err
+			}
+			if found {
+				return errors.New("bench: the limit's fresh key was already there")
+			}
+		case roleReserve:
+			var reserved bool
+			var snapshot string
+			if err := br.QueryRow().Scan(&reserved, &snapshot); err != nil {
+				return fmt.Errorf("%s: %w", r, err)
+			}
+			if !reserved {
+				return errors.New("bench: the limit's reservation lost")
+			}
+		case roleLockRecord:
+			var rec store.Record
+			if err := br.QueryRow().Scan(&rec.ID, &rec.OwnerID, &rec.ModuleCode, &rec.Revision, &rec.Title, &rec.Summary, &rec.Payload,
+				&rec.CreatedAt, &rec.UpdatedAt); err != nil {
+				return fmt.Errorf("%s %s: %w", r, recordID, err)
+			}
+			if rec.Revision != 1 {
+				return fmt.Errorf("bench: the limit's record %s is at revision %d, not 1", recordID, rec.Revision)
+			}
+		case roleCommit:
+			tag, err := br.Exec()
+			if err != nil {
+				return fmt.Errorf("%s: %w", r, err)
+			}
+			if tag.String() != "COMMIT" {
+				return fmt.Errorf("bench: the limit's transaction did not commit (%s)", tag)
+			}
+		default:
+			if _, err := br.Exec(); err != nil {
+				return fmt.Errorf("%s: %w", r, err)
+			}
+		}
+	}
+	return nil
+}
+
+// limitReplayHit is one prepared primary-key SELECT of a committed key row, autocommit, on the
+// runner's pool: the least a replay must read.
+func (t *target) limitReplayHit(ctx context.Context, w *worker) error {
+	key := replayKey(t.fx.runnerReplayKeys, w)
+	var op, fp, status string
+	var resp []byte
+	var exp time.Time
+	if err := t.db.Q(ctx).QueryRow(ctx, rawReadKey, Owner, key).Scan(&op, &fp, &status, &resp, &exp); err != nil {
+		return err
+	}
+	if status != "SUCCEEDED" || len(resp) == 0 {
+		return errors.New("bench: the limit's replay found no result")
+	}
+	return nil
+}
