@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"idemwork/cli"
+	"idemwork/embedded"
 	"idemwork/internal/testdb"
 )
 
@@ -32,7 +35,11 @@ func TestBenchCommandJSONShape(t *testing.T) {
 		require.Equal(t, float64(1), c["clients"])
 		require.Equal(t, float64(0), c["rows"])
 		require.Positive(t, c["ratio"].(float64))
-		for _, side := range []string{"runner", "raw"} {
+		require.Positive(t, c["efficiency"].(float64))
+		trips := c["roundTrips"].(map[string]any)
+		require.Equal(t, float64(1), trips["limit"], "the limit is one round trip")
+		for _, side := range []string{"runner", "raw", "limit"} {
+			require.Equal(t, trips[side], c[side].(map[string]any)["roundTripsPerOp"], "%s %s", c["name"], side)
 			s := c[side].(map[string]any)
 			for _, f := range []string{"opsPerSec", "p50Ms", "p99Ms", "allocsPerOp"} {
 				require.Positive(t, s[f].(float64), "%s %s %s", c["name"], side, f)
@@ -52,6 +59,7 @@ func TestBenchCommandJSONShape(t *testing.T) {
 	}
 	require.Len(t, rep["roundTrips"], 3)
 	require.NotEmpty(t, rep["targets"])
+	require.Nil(t, rep["setup"].(map[string]any)["proxy"], "no --rtt: no proxy")
 
 	// The scratch database is gone.
 	require.Zero(t, countRows(t, db, `SELECT count(*) FROM pg_database WHERE datname LIKE $1`,
@@ -67,10 +75,51 @@ func TestBenchCommandUsage(t *testing.T) {
 		{"bench", "--clients", "two"},
 		{"bench", "--rows", "-5"},
 		{"bench", "--duration", "1ms"},
+		{"bench", "--rtt", "-1ms"},
+		{"bench", "--rtt", "2s"},
 	} {
 		var out, errb bytes.Buffer
 		env := map[string]string{"XDG_CONFIG_HOME": t.TempDir()}
 		code := cli.Run(context.Background(), args, &out, &errb, func(k string) string { return env[k] })
 		require.Equal(t, 2, code, "%v: %s", args, errb.String())
 	}
+}
+
+// TestBenchThroughTheLatencyProxyOnTheEmbeddedCluster: with --rtt the bench reaches the embedded
+// cluster it starts over loopback TCP (with the cluster's password) through the proxy, every
+// side and the storms included: a SELECT 1 takes at least the round trip, each side's op at least
+// its round trips, and the 4-process storm, whose workers get the proxy's URL in IDEMWORK_DSN,
+// still verifies. The password never reaches the output, and the cluster stops afterwards.
+func TestBenchThroughTheLatencyProxyOnTheEmbeddedCluster(t *testing.T) {
+	t.Parallel()
+	dir := clusterDir(t)
+	t.Cleanup(func() { _, _ = embedded.StopDataDir(context.Background(), dir) })
+	code, out, errOut := run(t, nil, "--data-dir", dir, "bench", "--rtt", "2ms", "--duration", "150ms", "--slice", "50ms",
+		"--clients", "1", "--rows", "0", "--json")
+	require.Equal(t, 0, code, "stderr: %s\nstdout: %s", errOut, out)
+	rep := decode(t, out)
+	setup := rep["setup"].(map[string]any)
+	require.Equal(t, 2.0, setup["rttMs"])
+	proxy := setup["proxy"].(map[string]any)
+	require.Regexp(t, `^127\.0\.0\.1:\d+$`, proxy["listen"])
+	require.Regexp(t, `^tcp 127\.0\.0\.1:\d+$`, proxy["upstream"], "the embedded cluster is reached over loopback TCP")
+	require.GreaterOrEqual(t, setup["roundTripMs"].(float64), 2.0)
+	for _, w := range rep["workloads"].([]any) {
+		c := w.(map[string]any)
+		for _, side := range []string{"runner", "raw", "limit"} {
+			s := c[side].(map[string]any)
+			require.GreaterOrEqual(t, s["p50Ms"].(float64), 2*s["roundTripsPerOp"].(float64), "%s %s", c["name"], side)
+		}
+	}
+	for _, r := range rep["storm"].(map[string]any)["runs"].([]any) {
+		run := r.(map[string]any)
+		require.Equal(t, true, run["verified"], "%v", run)
+	}
+	pw, err := os.ReadFile(filepath.Join(dir, "idemwork-password"))
+	require.NoError(t, err)
+	require.NotEmpty(t, strings.TrimSpace(string(pw)))
+	require.NotContains(t, out+errOut, strings.TrimSpace(string(pw)))
+	st, err := embedded.Inspect(dir)
+	require.NoError(t, err)
+	require.False(t, st.Running, "the bench stops the cluster it started")
 }
