@@ -47,13 +47,16 @@ lint:
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
 
-## bench: the runner against hand-written SQL on the embedded cluster (idemwork bench, defaults), then
-## the Go micro-benchmarks, then the workbench's keypress → frame on a seeded big owner (./tui).
-## Not part of `make test`: it measures, it does not check. BENCH_ARGS
-## passes flags, e.g. BENCH_ARGS='--rows 0,100k,1M --json'.
+## bench: the runner against hand-written SQL and the physical limit on the embedded cluster, twice:
+## over its socket (idemwork bench, 1 and 16 clients, growth to 100k rows) and through a 500 µs
+## round-trip proxy (--rtt 500us, no growth); then the Go micro-benchmarks, then the workbench's
+## keypress → frame on a seeded big owner (./tui). Not part of `make test`: it measures, it does
+## not check. BENCH_ARGS passes flags to both bench runs, e.g. BENCH_ARGS='--data-dir /tmp/pg --json'
+## or BENCH_ARGS='--clients 1,4,16'.
 BENCH_ARGS ?=
 bench: build
-	./$(BIN) bench $(BENCH_ARGS)
+	./$(BIN) bench --clients 1,16 $(BENCH_ARGS)
+	./$(BIN) bench --clients 1,16 --rows 0 --rtt 500us $(BENCH_ARGS)
 	$(GO) test -run '^$$' -bench . -benchmem ./bench/...
 	$(GO) test -run '^$$' -bench . -benchtime 300x -timeout 20m ./tui
 
