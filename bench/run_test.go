@@ -223,3 +223,39 @@ func TestOptionsNormalized(t *testing.T) {
 		require.Error(t, err, "%+v", bad)
 	}
 }
+
+// A missed goal says by how much, and, for a ratio or efficiency, what bounds it: the runner's
+// round trips against the limit's, and at one client what they cost at this run's round trip.
+func TestAMissedTargetSaysByHowMuchAndWhatBoundsIt(t *testing.T) {
+	t.Parallel()
+	cell := func(name string, clients int, runner, raw, limit float64, rts SideRoundTrips) Workload {
+		return Workload{Name: name, Clients: clients, Runner: Side{OpsPerSec: runner}, Raw: Side{OpsPerSec: raw}, Limit: Side{OpsPerSec: limit},
+			Ratio: runner / raw, Efficiency: runner / limit, RoundTrips: rts}
+	}
+	write := SideRoundTrips{Runner: 3, Raw: 8, Limit: 1}
+	rep := Report{Setup: Setup{Rows: []int{0}, RTTMs: 0.5, RoundTripMs: 0.6}, Workloads: []Workload{
+		cell(FreshKey, 1, 300, 150, 500, write),                                              // ratio 2.0 (missed), efficiency 0.6 (missed)
+		cell(FreshKey, 16, 2000, 1000, 2010, write),                                          // ratio 2.0 (met), efficiency 0.995 (met)
+		cell(FeatureRun, 16, 1790, 1000, 2000, SideRoundTrips{Runner: 4, Raw: 10, Limit: 1}), // efficiency 0.895
+	}}
+	got := map[string]Target{}
+	for _, tg := range targets(rep) {
+		got[tg.Goal] = tg
+	}
+	ratio := got["rtt 0.5ms: fresh-key at 1 client(s), runner ≥ 2.3× raw"]
+	require.False(t, ratio.Met)
+	require.Equal(t, 2.3, ratio.Want)
+	require.Contains(t, ratio.Note, "missed by 0.30 (13% short)")
+	require.Contains(t, ratio.Note, "the limit itself is 3.33× raw here")
+	// At 1 client: the limit's op is 2 ms, raw's 6.67 ms; 3 round trips are 2 + 2 × 0.6 ms.
+	require.Contains(t, ratio.Note, "3 round trips bound the ratio at ≈ 2.08 (≈ 2.56 with the 2 the goal assumes)")
+	eff := got["rtt 0.5ms: fresh-key at 1 client(s), runner ≥ 0.9× the limit"]
+	require.False(t, eff.Met)
+	require.Contains(t, eff.Note, "missed by 0.30 (33% short)")
+	require.Contains(t, eff.Note, "that alone bounds efficiency at ≈ 0.62 (≈ 0.77 with 2 round trips)")
+	require.True(t, got["rtt 0.5ms: fresh-key at 16 client(s), runner ≥ 1.5× raw"].Met)
+	require.Empty(t, got["rtt 0.5ms: fresh-key at 16 client(s), runner ≥ 0.9× the limit"].Note)
+	near := got["rtt 0.5ms: feature-run at 16 client(s), runner ≥ 0.9× the limit"]
+	require.False(t, near.Met)
+	require.Contains(t, near.Note, "missed by 0.005 (0.6% short); the runner makes 4 round trips per op, the limit 1 round trip")
+}

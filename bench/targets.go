@@ -130,7 +130,11 @@ func targets(r Report) []Target {
 }
 
 func shortBy(measured, want float64) string {
-	return fmt.Sprintf("missed by %.2f (%.0f%% short)", want-measured, 100*(want-measured)/want)
+	by := want - measured
+	if by < 0.01 {
+		return fmt.Sprintf("missed by %.3f (%.1f%% short)", by, 100*by/want)
+	}
+	return fmt.Sprintf("missed by %.2f (%.0f%% short)", by, 100*by/want)
 }
 
 // ratioBound says what bounds a ratio: the limit, which sends the runner's own statements in one
