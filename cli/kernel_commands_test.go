@@ -365,3 +365,48 @@ func compactJSON(t *testing.T, s string) string {
 	require.NoError(t, json.Compact(&b, []byte(s)))
 	return b.String()
 }
+
+// demoSteps decodes a walk-through's steps and requires every check to hold.
+func demoSteps(t *testing.T, out map[string]any, want int) []map[string]any {
+	t.Helper()
+	raw, ok := out["steps"].([]any)
+	require.True(t, ok, "steps: %v", out)
+	require.Len(t, raw, want)
+	var steps []map[string]any
+	for _, s := range raw {
+		step := obj(t, s)
+		for _, c := range step["checks"].([]any) {
+			check := obj(t, c)
+			require.Equal(t, true, check["ok"], "%s: %v", step["step"], check)
+			require.NotEmpty(t, check["claim"], "every check names its claim")
+			require.NotEmpty(t, check["text"], "and what the database showed")
+		}
+		steps = append(steps, step)
+	}
+	return steps
+}
+
+func TestDemoOutboxChecksEveryStepAndASecondRunSaysWhatItReused(t *testing.T) {
+	t.Parallel()
+	c := newKernelCLI(t)
+	first := c.ok("demo", "outbox")
+	steps := demoSteps(t, first, 9)
+	require.Equal(t, []any{}, first["reused"], "a first run reuses nothing")
+	require.Equal(t, "PENDING (outcome EXECUTED)", steps[1]["result"])
+	require.Equal(t, "FAILED", obj(t, steps[7]["outboxMessage"])["status"])
+	record := obj(t, steps[0]["record"])["id"].(string)
+
+	second := c.ok("demo", "outbox")
+	steps = demoSteps(t, second, 9)
+	reused := second["reused"].([]any)
+	require.Len(t, reused, 1)
+	require.Contains(t, reused[0], record, "the second run names the record it reused")
+	require.Equal(t, "REPLAYED", steps[0]["outcome"])
+	require.Equal(t, 1, c.count(`SELECT count(*) FROM record WHERE module_code = 'COMMITMENT'`))
+	require.Equal(t, 6, c.count(`SELECT count(*) FROM outbox_message`))
+
+	blocked := c.ok("demo", "blocked-external")
+	steps = demoSteps(t, blocked, 3)
+	require.Equal(t, "BLOCKED (outcome EXECUTED)", steps[1]["result"])
+	require.NotContains(t, blocked, "reused")
+}

@@ -153,6 +153,7 @@ func TestAHotStandbyIsReadOnlyInTheCLIWithItsOwnMessage(t *testing.T) {
 		{"patch", "--owner", "o", "--module", "NOTE", "--record", id, "--expect-revision", "1", "--title", "t2"},
 		{"storm", "--n", "10", "create", "--owner", "o", "--module", "NOTE", "--key", "s", "--title", "t"},
 		{"demo", "seed"},
+		{"demo", "outbox"},
 		{"migrate"},
 	} {
 		code, out, _ := p.run(t, append([]string{"--allow-writes", "--json"}, args...)...)

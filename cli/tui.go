@@ -98,9 +98,10 @@ func (a *app) openWorkbench(ctx context.Context, owner string, opts tuiOptions, 
 	}
 	clock, _ := k.Runner().Clock().(*idem.OffsetClock)
 	provider := outbox.NewMemoryProvider()
-	worker := outbox.NewWorker(a.db, outbox.Options{Providers: map[string]outbox.Provider{"notifier": provider}, Clock: clock,
-		MaxAttempts: a.cfg.Outbox.MaxAttempts, BaseBackoff: a.cfg.Outbox.BaseBackoff.Duration, MaxBackoff: a.cfg.Outbox.MaxBackoff.Duration,
-		Lease: a.cfg.Outbox.Lease.Duration, CallTimeout: a.cfg.Outbox.CallTimeout.Duration})
+	crash := &outbox.CrashSwitch{}
+	settings := a.outboxSettings()
+	settings.Providers, settings.Clock, settings.AfterCall = map[string]outbox.Provider{"notifier": provider}, clock, crash.AfterCall
+	worker := outbox.NewWorker(a.db, settings)
 	return &tctx.ProgramContext{
 		Styles: styles,
 		Keys:   tctx.DefaultKeys(),
@@ -111,6 +112,7 @@ func (a *app) openWorkbench(ctx context.Context, owner string, opts tuiOptions, 
 		Clock:    clock,
 		Outbox:   worker,
 		Provider: provider,
+		Crash:    crash,
 		Storm:    a.stormRunner(k),
 		Owner:    owner,
 	}, nil

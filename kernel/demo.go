@@ -155,20 +155,40 @@ func (k *Kernel) seedLegacyReceipts(ctx context.Context) (int, error) {
 	return inserted, nil
 }
 
-// DemoCheck is one claim of the demo, checked against the database.
+// DemoCheck is one claim of a demo and what the database shows about it: OK only when the rows
+// bear the claim out.
 type DemoCheck struct {
-	OK   bool   `json:"ok"`
+	OK bool `json:"ok"`
+	// Claim is what SPEC §7 says should hold.
+	Claim string `json:"claim"`
+	// Text is what the database (or the provider) showed.
 	Text string `json:"text"`
 }
 
-// DemoStep is one step of the guided blocked_external demo.
+// DemoStep is one step of a guided demo.
 type DemoStep struct {
-	Step      string           `json:"step"`
-	Outcome   idem.Outcome     `json:"outcome,omitempty"`
-	Record    *store.Record    `json:"record,omitempty"`
-	Execution *store.Execution `json:"execution,omitempty"`
-	Notes     []string         `json:"notes"`
-	Checks    []DemoCheck      `json:"checks"`
+	Step    string       `json:"step"`
+	Outcome idem.Outcome `json:"outcome,omitempty"`
+	// Result is the outcome as a person reads it: "BLOCKED (outcome EXECUTED)" (OutcomeText).
+	Result    string               `json:"result,omitempty"`
+	Record    *store.Record        `json:"record,omitempty"`
+	Execution *store.Execution     `json:"execution,omitempty"`
+	Message   *store.OutboxMessage `json:"outboxMessage,omitempty"`
+	// Reused says what this step found from an earlier run instead of writing it anew.
+	Reused string      `json:"reused,omitempty"`
+	Notes  []string    `json:"notes"`
+	Checks []DemoCheck `json:"checks"`
+}
+
+// Failed counts the step's checks the database did not bear out.
+func (s DemoStep) Failed() int {
+	n := 0
+	for _, c := range s.Checks {
+		if !c.OK {
+			n++
+		}
+	}
+	return n
 }
 
 // BlockedExternalSteps names the steps of the demo, in order.
@@ -203,8 +223,23 @@ func (d *BlockedExternalDemo) Done() bool { return d.next >= len(BlockedExternal
 // StepsDone is how many steps ran.
 func (d *BlockedExternalDemo) StepsDone() int { return d.next }
 
-func check(ok bool, format string, args ...any) DemoCheck {
-	return DemoCheck{OK: ok, Text: fmt.Sprintf(format, args...)}
+// PublishKey is the Idempotency-Key of the demo's F02 request.
+func (d *BlockedExternalDemo) PublishKey() string { return d.prefix + ":publish" }
+
+func check(ok bool, claim, format string, args ...any) DemoCheck {
+	return DemoCheck{OK: ok, Claim: claim, Text: fmt.Sprintf(format, args...)}
+}
+
+// actions lists audit events' actions, in order.
+func actions(audit []store.AuditEvent) string {
+	out := make([]string, len(audit))
+	for i, a := range audit {
+		out[i] = a.Action
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, ", ")
 }
 
 // Next runs the next step.
@@ -213,7 +248,7 @@ func (d *BlockedExternalDemo) Next(ctx context.Context) (DemoStep, error) {
 		return DemoStep{}, fmt.Errorf("the demo has no more steps")
 	}
 	step := DemoStep{Step: BlockedExternalSteps[d.next], Notes: []string{}, Checks: []DemoCheck{}}
-	publish := FeatureInput{Owner: d.owner, Module: ModuleMem, FeatureID: "F02", Key: d.prefix + ":publish"}
+	publish := FeatureInput{Owner: d.owner, Module: ModuleMem, FeatureID: "F02", Key: d.PublishKey()}
 	switch d.next {
 	case 0:
 		res, err := d.k.Create(ctx, CreateInput{Owner: d.owner, Module: ModuleMem, Key: d.prefix + ":create", Title: "Blocked external demo",
@@ -222,7 +257,7 @@ func (d *BlockedExternalDemo) Next(ctx context.Context) (DemoStep, error) {
 			return step, err
 		}
 		d.record = res.Record
-		step.Outcome, step.Record = res.Outcome, res.Record
+		step.Outcome, step.Result, step.Record = res.Outcome, OutcomeText(res.Outcome, nil), res.Record
 		step.Notes = append(step.Notes, fmt.Sprintf("%s: MEM-001 record %s at revision %d (key %s)", res.Outcome, res.Record.ID, res.Record.Revision, d.prefix+":create"),
 			fmt.Sprintf("envelope %s — a reference, no content", res.Envelope))
 	case 1:
@@ -239,19 +274,34 @@ func (d *BlockedExternalDemo) Next(ctx context.Context) (DemoStep, error) {
 		if err != nil {
 			return step, err
 		}
-		var actions []string
-		for _, a := range audit {
-			actions = append(actions, a.Action)
+		execs, err := d.k.db.ExecutionsForKey(ctx, d.owner, publish.Key)
+		if err != nil {
+			return step, err
+		}
+		messages := 0
+		for _, e := range execs {
+			m, err := d.k.db.OutboxForExecution(ctx, d.owner, e.ID)
+			if err != nil {
+				return step, err
+			}
+			messages += len(m)
 		}
 		e := res.Execution
 		d.first = e
-		step.Outcome, step.Record, step.Execution = res.Outcome, res.Record, e
-		step.Notes = append(step.Notes, fmt.Sprintf("%s: execution %s", res.Outcome, e.ID))
+		stored := store.Execution{}
+		if len(execs) == 1 {
+			stored = execs[0]
+		}
+		step.Outcome, step.Result, step.Record, step.Execution = res.Outcome, OutcomeText(res.Outcome, e), res.Record, e
+		step.Notes = append(step.Notes, fmt.Sprintf("%s: execution %s — the call committed the fact that the feature failed closed; the client gets it as {record, execution}",
+			step.Result, e.ID))
 		step.Checks = append(step.Checks,
-			check(e.Mode == "blocked_external", "execution.mode = %s", e.Mode),
-			check(e.Status == "BLOCKED", "execution.status = %s (a persisted fact, not a success)", e.Status),
-			check(latest.Revision == d.record.Revision, "record.revision in the database = %d (before the request: %d)", latest.Revision, d.record.Revision),
-			check(len(actions) == 1 && actions[0] == "FEATURE_F02_BLOCKED", "audit events of this key: %s", strings.Join(actions, ", ")))
+			check(len(execs) == 1 && stored.ID == e.ID && stored.Mode == "blocked_external", "a direct_external feature fails closed to a blocked_external execution",
+				"feature_execution rows of this key: %d, mode %s", len(execs), stored.Mode),
+			check(stored.Status == "BLOCKED", "the execution is BLOCKED: a persisted fact, not a success", "feature_execution.status = %s", stored.Status),
+			check(latest.Revision == d.record.Revision, "the record keeps its pre-request revision", "record.revision in the database = %d (before the request: %d)", latest.Revision, d.record.Revision),
+			check(len(audit) == 1 && audit[0].Action == "FEATURE_F02_BLOCKED", "the audit event says BLOCKED", "audit events of this key: %s", actions(audit)),
+			check(messages == 0, "nothing is queued for a provider", "outbox_message rows for the execution: %d", messages))
 		step.Notes = append(step.Notes, "no provider was called: a database rollback could never undo it")
 	default:
 		publish.RecordID = d.record.ID
@@ -259,16 +309,16 @@ func (d *BlockedExternalDemo) Next(ctx context.Context) (DemoStep, error) {
 		if err != nil {
 			return step, err
 		}
-		var execs int
-		if err := d.k.db.Q(ctx).QueryRow(ctx, `SELECT count(*) FROM feature_execution WHERE owner_id = $1 AND idempotency_key = $2`,
-			d.owner, publish.Key).Scan(&execs); err != nil {
+		execs, err := d.k.db.ExecutionsForKey(ctx, d.owner, publish.Key)
+		if err != nil {
 			return step, err
 		}
-		step.Outcome, step.Record, step.Execution = res.Outcome, res.Record, res.Execution
+		step.Outcome, step.Result, step.Record, step.Execution = res.Outcome, OutcomeText(res.Outcome, res.Execution), res.Record, res.Execution
 		step.Checks = append(step.Checks,
-			check(res.Outcome == idem.Replayed, "outcome %s", res.Outcome),
-			check(res.Execution.ID == d.first.ID, "the same execution %s, still %s", res.Execution.ID, res.Execution.Status),
-			check(execs == 1, "feature_execution rows for this key in the database: %d", execs))
+			check(res.Outcome == idem.Replayed, "a replay returns the stored result", "outcome %s", res.Outcome),
+			check(res.Execution.ID == d.first.ID && res.Execution.Status == "BLOCKED", "the same BLOCKED execution, not a new attempt",
+				"execution %s, still %s", res.Execution.ID, res.Execution.Status),
+			check(len(execs) == 1, "the replay wrote nothing", "feature_execution rows for this key in the database: %d", len(execs)))
 	}
 	d.next++
 	return step, nil

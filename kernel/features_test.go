@@ -240,21 +240,3 @@ func TestALegacyReceiptIsNeverReplayedIntoAWrite(t *testing.T) {
 	require.Contains(t, ae.Message, idem.LegacyPolicy)
 	require.Zero(t, b.count(t, `SELECT count(*) FROM record`))
 }
-
-func TestTheBlockedExternalDemoChecksEveryClaimAgainstTheDatabase(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
-	steps, err := b.k.DemoBlockedExternal(context.Background(), "alice", "demo-test")
-	require.NoError(t, err)
-	require.Len(t, steps, len(kernel.BlockedExternalSteps))
-	checks := 0
-	for _, s := range steps {
-		for _, c := range s.Checks {
-			require.True(t, c.OK, "%s: %s", s.Step, c.Text)
-			checks++
-		}
-	}
-	require.Equal(t, 7, checks)
-	require.Equal(t, "BLOCKED", steps[1].Execution.Status)
-	require.Equal(t, steps[1].Execution.ID, steps[2].Execution.ID)
-}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 
 	"idemwork/store"
 )
@@ -83,4 +84,27 @@ func (p *MemoryProvider) HasDelivered(id string) bool {
 	defer p.mu.Unlock()
 	_, ok := p.delivered[id]
 	return ok
+}
+
+// ErrSimulatedCrash is what a CrashSwitch that is on answers after a provider call.
+var ErrSimulatedCrash = errors.New("simulated crash between the provider call and the settle")
+
+// CrashSwitch is an AfterCall hook a demo can turn on and off: while it is on, the worker
+// abandons every claim after its provider call and before its settle, as a worker that crashed
+// there would. The provider has done its work; the database does not know it, and the message
+// comes due again when its lease runs out, to be delivered again under the same idempotency id.
+type CrashSwitch struct{ on atomic.Bool }
+
+// Set turns the switch on or off.
+func (c *CrashSwitch) Set(on bool) { c.on.Store(on) }
+
+// On reports whether the switch is on.
+func (c *CrashSwitch) On() bool { return c.on.Load() }
+
+// AfterCall is the worker's Options.AfterCall.
+func (c *CrashSwitch) AfterCall(context.Context, store.OutboxMessage, error) error {
+	if c.on.Load() {
+		return ErrSimulatedCrash
+	}
+	return nil
 }

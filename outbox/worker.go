@@ -115,6 +115,10 @@ func NewWorker(db *store.DB, opts Options) *Worker {
 // MaxAttempts is how many provider calls a message gets before it is FAILED.
 func (w *Worker) MaxAttempts() int { return w.opts.MaxAttempts }
 
+// Options are the worker's settings with the defaults filled in: a demo builds a worker of its
+// own (its own provider and crash switch) with the same attempts, backoff and lease.
+func (w *Worker) Options() Options { return w.opts }
+
 // Lease is how long a claim hides a message.
 func (w *Worker) Lease() time.Duration { return w.opts.Lease }
 
@@ -131,6 +135,18 @@ func (w *Worker) Backoff(attempt int) time.Duration {
 		d, _ = b.Next()
 	}
 	return d
+}
+
+// BackoffRange is the interval Backoff(attempt) draws from: BaseBackoff·2^(attempt-1)
+// ±JitterPercent, each end capped at MaxBackoff.
+func (w *Worker) BackoffRange(attempt int) (lo, hi time.Duration) {
+	d := w.opts.BaseBackoff
+	for i := 1; i < attempt && d < w.opts.MaxBackoff; i++ {
+		d *= 2
+	}
+	lo = time.Duration(float64(d) * (100 - JitterPercent) / 100)
+	hi = time.Duration(float64(d) * (100 + JitterPercent) / 100)
+	return min(lo, w.opts.MaxBackoff), min(hi, w.opts.MaxBackoff)
 }
 
 // Report counts what one pass did.
@@ -153,11 +169,25 @@ const (
 	settledRetry     = "PENDING"
 )
 
+// Scope narrows a pass: to one owner's messages, or to some of them (MessageIDs needs
+// OwnerID). The zero Scope is every due message.
+type Scope struct {
+	OwnerID    string
+	MessageIDs []string
+}
+
 // RunOnce claims up to limit due messages and settles each.
 func (w *Worker) RunOnce(ctx context.Context, limit int) (Report, error) {
+	return w.RunScoped(ctx, Scope{}, limit)
+}
+
+// RunScoped is RunOnce over the due messages in scope only: the workbench's pass delivers the
+// owner on screen, a demo its own message, and neither touches anyone else's.
+func (w *Worker) RunScoped(ctx context.Context, scope Scope, limit int) (Report, error) {
 	var rep Report
 	now := w.opts.Clock.Now()
-	msgs, err := w.db.ClaimOutbox(ctx, store.ClaimOutboxParams{Now: now, LeaseUntil: now.Add(w.opts.Lease), Limit: limit})
+	msgs, err := w.db.ClaimOutbox(ctx, store.ClaimOutboxParams{Now: now, LeaseUntil: now.Add(w.opts.Lease), Limit: limit,
+		OwnerID: scope.OwnerID, IDs: scope.MessageIDs})
 	if err != nil {
 		return rep, err
 	}

@@ -21,20 +21,34 @@ type ClaimOutboxParams struct {
 	// LeaseUntil is when a claimed message becomes due again if its claim is never settled.
 	LeaseUntil time.Time
 	Limit      int
+	// OwnerID, when set, claims only that owner's messages, and IDs (with OwnerID) only those
+	// messages: the workbench's delivery pass serves the owner on screen, a demo its own message.
+	OwnerID string
+	IDs     []string
 }
 
 // ClaimOutbox claims up to Limit due PENDING messages in one short transaction of its own
 // (FOR UPDATE SKIP LOCKED: concurrent workers never take the same message) and returns them
 // with Attempts already counting this claim.
 func (db *DB) ClaimOutbox(ctx context.Context, p ClaimOutboxParams) ([]OutboxMessage, error) {
+	if len(p.IDs) > 0 && p.OwnerID == "" {
+		return nil, errors.New("claim outbox messages: IDs need their OwnerID")
+	}
+	scope, args := "", []any{p.Now, p.LeaseUntil, p.Limit}
+	if p.OwnerID != "" {
+		scope, args = " AND owner_id = $4", append(args, p.OwnerID)
+		if len(p.IDs) > 0 {
+			scope, args = scope+" AND id = ANY($5)", append(args, p.IDs)
+		}
+	}
 	var out []OutboxMessage
 	err := db.Tx(ctx, func(ctx context.Context) error {
 		rows, err := db.Q(ctx).Query(ctx, `UPDATE outbox_message m SET attempts = m.attempts + 1, next_attempt_at = $2, updated_at = $1
-			FROM (SELECT owner_id, id FROM outbox_message WHERE status = 'PENDING' AND next_attempt_at <= $1
+			FROM (SELECT owner_id, id FROM outbox_message WHERE status = 'PENDING' AND next_attempt_at <= $1`+scope+`
 			      ORDER BY next_attempt_at LIMIT $3 FOR UPDATE SKIP LOCKED) due
 			WHERE m.owner_id = due.owner_id AND m.id = due.id
 			RETURNING m.id, m.owner_id, m.execution_id, m.provider, m.payload_ref, m.idempotency_id, m.status, m.attempts,
-				m.next_attempt_at, m.last_error, m.created_at, m.updated_at`, p.Now, p.LeaseUntil, p.Limit)
+				m.next_attempt_at, m.last_error, m.created_at, m.updated_at`, args...)
 		if err != nil {
 			return fmt.Errorf("claim outbox messages: %w", err)
 		}

@@ -36,6 +36,8 @@ type ProgramContext struct {
 	Clock    *idem.OffsetClock
 	Outbox   *outbox.Worker
 	Provider *outbox.MemoryProvider
+	// Crash is the Outbox view's "crash between call and settle" switch for Outbox's worker.
+	Crash *outbox.CrashSwitch
 	// Storm runs replay storms for the Storm view (nil hides the view's fire action).
 	Storm StormRunner
 

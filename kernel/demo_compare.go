@@ -1,0 +1,155 @@
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"idemwork/apperr"
+	"idemwork/store"
+)
+
+// ModeComparison sets the two modes of a provider-bound feature side by side (SPEC §7), one
+// request of each, read from the rows the two requests left: what committed, what the client
+// got, what a replay returns now and what reached a provider.
+type ModeComparison struct {
+	Blocked ModeSide `json:"blocked"`
+	Outbox  ModeSide `json:"outbox"`
+}
+
+// ModeSide is what one feature request of one mode left in the database.
+type ModeSide struct {
+	Key       string `json:"key"`
+	Operation string `json:"operation"`
+	// Mode is the execution's mode: blocked_external or outbox.
+	Mode string `json:"mode"`
+	// Committed lists the rows the request's transaction wrote, as they were written.
+	Committed []string `json:"committed"`
+	// Client is what the first answer carried.
+	Client string `json:"client"`
+	// Replay is what a replay with the key returns now (restored read-only, as a replay would).
+	Replay string `json:"replay"`
+	// Provider is what reached a provider, or ever can.
+	Provider string `json:"provider"`
+}
+
+// CompareModes reads the two requests of the walk-throughs — blockedKey a direct_external run,
+// outboxKey an outbox run, both of owner — and sets them side by side.
+func (k *Kernel) CompareModes(ctx context.Context, owner, blockedKey, outboxKey string) (ModeComparison, error) {
+	var c ModeComparison
+	var err error
+	if c.Blocked, err = k.modeSide(ctx, owner, blockedKey); err != nil {
+		return c, err
+	}
+	if c.Outbox, err = k.modeSide(ctx, owner, outboxKey); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+func (k *Kernel) modeSide(ctx context.Context, owner, key string) (ModeSide, error) {
+	side := ModeSide{Key: key, Committed: []string{}}
+	row, err := k.db.GetKey(ctx, owner, key)
+	if err != nil {
+		return side, err
+	}
+	side.Operation = row.Operation
+	execs, err := k.db.ExecutionsForKey(ctx, owner, key)
+	if err != nil {
+		return side, err
+	}
+	if len(execs) != 1 {
+		return side, apperr.New(apperr.ValidationFailed, "key %q wrote %d feature executions, not one: it is not a feature request of a walk-through", key, len(execs))
+	}
+	e := execs[0]
+	side.Mode = e.Mode
+	audit, err := k.db.AuditForKey(ctx, owner, key)
+	if err != nil {
+		return side, err
+	}
+	messages, err := k.db.OutboxForExecution(ctx, owner, e.ID)
+	if err != nil {
+		return side, err
+	}
+	writers, err := k.db.KeyWriters(ctx, owner, key)
+	if err != nil {
+		return side, err
+	}
+	revisions := 0
+	for _, w := range writers {
+		if w.Table == "record_revision" {
+			revisions++
+		}
+	}
+
+	// The request's own audit event says what the execution was when it committed; the row may
+	// have been settled since.
+	committed := e.Status
+	var request *store.AuditEvent
+	for i := range audit {
+		if audit[i].ExecutionID != nil && *audit[i].ExecutionID == e.ID {
+			request = &audit[i]
+			break
+		}
+	}
+	if request != nil {
+		var d struct {
+			Status string `json:"status"`
+		}
+		if json.Unmarshal(request.Detail, &d) == nil && d.Status != "" {
+			committed = d.Status
+		}
+	}
+	now := ""
+	if committed != e.Status {
+		now = ", now " + e.Status
+	}
+	side.Committed = append(side.Committed,
+		fmt.Sprintf("feature_execution %s: mode %s, status %s%s", e.ID, e.Mode, committed, now))
+	if len(messages) == 0 {
+		side.Committed = append(side.Committed, "no outbox message")
+	}
+	for _, m := range messages {
+		side.Committed = append(side.Committed, fmt.Sprintf("outbox_message %s: provider %s, idempotency id %s", m.ID, m.Provider, m.IdempotencyID))
+	}
+	if request != nil {
+		side.Committed = append(side.Committed, "audit_event "+request.Action)
+	}
+	side.Committed = append(side.Committed, fmt.Sprintf("idempotency_record %s → execution %s", row.Status, e.ID),
+		fmt.Sprintf("record: %d revision(s) written, stays at revision %d", revisions, e.RecordRevision))
+
+	side.Client = fmt.Sprintf("%s: {record %s@%d, execution %s %s}", OutcomeText("EXECUTED", &store.Execution{Status: committed}), e.RecordID, e.RecordRevision, e.ID, committed)
+
+	_, restored, _, err := k.RestoreKey(ctx, owner, row.Operation, row.Response)
+	switch {
+	case err != nil:
+		side.Replay = "fails closed: " + apperr.As(err).Message
+	case restored == nil || restored.ID != e.ID:
+		side.Replay = "REPLAYED, but not this execution"
+	case restored.Status == committed:
+		side.Replay = fmt.Sprintf("%s: the same execution, still %s", OutcomeText("REPLAYED", restored), restored.Status)
+	default:
+		side.Replay = fmt.Sprintf("%s: the same execution, now %s (as the worker settled it)", OutcomeText("REPLAYED", restored), restored.Status)
+	}
+	if side.Replay != "" && restored != nil && restored.Status == "BLOCKED" {
+		side.Replay += " for good: nothing will ever deliver it"
+	}
+
+	var out []string
+	for _, m := range messages {
+		s := fmt.Sprintf("%s got idempotency id %s: message %s after %d attempt(s)", m.Provider, m.IdempotencyID, m.Status, m.Attempts)
+		if m.Status == "PENDING" {
+			s = fmt.Sprintf("%s will get idempotency id %s: message PENDING, %d attempt(s) so far", m.Provider, m.IdempotencyID, m.Attempts)
+		}
+		if m.LastError != nil && m.Status != "DELIVERED" {
+			s += fmt.Sprintf(", last error %q", *m.LastError)
+		}
+		out = append(out, s)
+	}
+	if len(out) == 0 {
+		out = append(out, "nothing, ever: no outbox message exists, and the request called no provider")
+	}
+	side.Provider = strings.Join(out, "; ")
+	return side, nil
+}
