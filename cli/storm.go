@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"idemwork/apperr"
+	"idemwork/idem"
 	"idemwork/storm"
 )
 
@@ -266,7 +267,11 @@ func printStorm(w io.Writer, s storm.Summary) {
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "  %-28s %8s  %s\n", "OUTCOME", "COUNT", "SAMPLE (one request's message)")
 	for _, c := range storm.OrderedOutcomes(s.Outcomes) {
-		fmt.Fprintf(w, "  %-28s %8d", c, s.Outcomes[c])
+		label := c
+		if es := s.Verified.ExecutionStatus; c == string(idem.Executed) && es != "" && es != "SUCCEEDED" {
+			label = c + " (execution " + es + ")" // never a bare EXECUTED for a BLOCKED run
+		}
+		fmt.Fprintf(w, "  %-28s %8d", label, s.Outcomes[c])
 		if e, ok := s.Errors[c]; ok {
 			fmt.Fprintf(w, "  %q", e.Sample)
 		}

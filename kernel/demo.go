@@ -314,6 +314,7 @@ func (d *BlockedExternalDemo) Next(ctx context.Context) (DemoStep, error) {
 			return step, err
 		}
 		step.Outcome, step.Result, step.Record, step.Execution = res.Outcome, OutcomeText(res.Outcome, res.Execution), res.Record, res.Execution
+		step.Notes = append(step.Notes, fmt.Sprintf("%s: the client gets the same execution %s again — BLOCKED for good, nothing will ever deliver it", step.Result, res.Execution.ID))
 		step.Checks = append(step.Checks,
 			check(res.Outcome == idem.Replayed, "a replay returns the stored result", "outcome %s", res.Outcome),
 			check(res.Execution.ID == d.first.ID && res.Execution.Status == "BLOCKED", "the same BLOCKED execution, not a new attempt",

@@ -233,6 +233,14 @@ func TestActionStormRunsTheFeatureOnce(t *testing.T) {
 		require.Equal(t, c.wantRevisions, sum.Verified.Revisions, c.name)
 		require.Equal(t, c.status, sum.Verified.ExecutionStatus, c.name)
 		require.Contains(t, sum.Verdict.Database.Text, "execution "+c.status, "the result's status is part of what the database holds")
+		if c.status == "BLOCKED" {
+			// A storm of a fail-closed feature never reads as the action done.
+			require.Contains(t, sum.Verdict.Answers.Text, " — every answer carries the execution BLOCKED (failed closed: nothing was sent)", c.name)
+			require.Contains(t, sum.Verdict.Text, "exactly one request executed, and its execution is BLOCKED (failed closed: nothing was sent)", c.name)
+		} else {
+			require.NotContains(t, sum.Verdict.Answers.Text, "BLOCKED", c.name)
+			require.NotContains(t, sum.Verdict.Text, "its execution is", c.name)
+		}
 		require.Equal(t, 1, b.count(t, "SELECT count(*) FROM feature_execution WHERE owner_id = 'dave' AND idempotency_key = $1 AND status = $2", key, c.status))
 	}
 }

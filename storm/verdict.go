@@ -140,14 +140,20 @@ func judge(s Summary, spec Spec, stopped bool) Verdict {
 	nOK, nFailed, nCancelled := total(ok), total(failed), total(cancelled)
 	var v Verdict
 
-	// Answers.
+	// Answers. An execution that is not a plain success (BLOCKED, PENDING) is said with them:
+	// "EXECUTED 1" alone would read as the real action done.
+	blocked := executionNote(s.Verified, spec)
 	var parts []string
 	if nOK > 0 {
 		succ := make([]string, len(ok))
 		for i, c := range ok {
 			succ[i] = fmt.Sprintf("%s %d", c.code, c.n)
 		}
-		parts = append(parts, strings.Join(succ, ", "))
+		text := strings.Join(succ, ", ")
+		if blocked != "" {
+			text += " — every answer carries the execution " + blocked
+		}
+		parts = append(parts, text)
 	}
 	if len(expected) > 0 {
 		parts = append(parts, "injected: "+times(expected))
@@ -208,8 +214,10 @@ func judge(s Summary, spec Spec, stopped bool) Verdict {
 		v.Text = "no request succeeded: " + times(append(rejected, expected...))
 	default:
 		v.Verdict = VerdictAgrees
-		switch ex := s.Outcomes[string(idem.Executed)]; ex {
-		case 1:
+		switch ex := s.Outcomes[string(idem.Executed)]; {
+		case ex == 1 && blocked != "":
+			v.Text = "agrees: exactly one request executed, and its execution is " + blocked + "; the database holds what every answer says"
+		case ex == 1:
 			v.Text = "agrees: exactly one request executed, and the database holds what every answer says"
 		default:
 			v.Text = "agrees: every answer replays the key's stored result, as the database holds it"
@@ -235,6 +243,21 @@ func databaseText(d Verified, spec Spec) string {
 		}
 	}
 	return b.String()
+}
+
+// executionNote is "BLOCKED (failed closed: nothing was sent)" or "PENDING (queued for the
+// outbox worker)" for an action storm whose execution is not a plain success, "" otherwise.
+func executionNote(d Verified, spec Spec) string {
+	if spec.Op != OpAction || !d.Agrees {
+		return ""
+	}
+	switch d.ExecutionStatus {
+	case "BLOCKED":
+		return "BLOCKED (failed closed: nothing was sent)"
+	case "PENDING":
+		return "PENDING (queued for the outbox worker)"
+	}
+	return ""
 }
 
 func plural(n int, what string) string {

@@ -105,7 +105,7 @@ func TestEveryViewShowsItsContentAtEverySizeDownTo80x24(t *testing.T) {
 	settleModel(t, m, m.Init())
 	headings := map[string]string{"Records": "Records of alice", "Keys": "Idempotency keys of alice", "Executions": "Feature executions of alice",
 		"Audit": "Audit events of alice", "Timeline": "Timeline of alice", "Storm": "Replay storm", "Locks": "Locks", "Outbox": "Outbox of alice",
-		"Demo": "blocked_external, guided"}
+		"Demo": "Demo ▸b blocked_external"}
 	lists := map[string]bool{"Records": true, "Keys": true, "Executions": true, "Audit": true, "Timeline": true}
 	for _, size := range [][2]int{{80, 24}, {81, 25}, {100, 30}, {120, 40}, {200, 60}} {
 		m.Update(tea.WindowSizeMsg{Width: size[0], Height: size[1]})

@@ -2,54 +2,115 @@ package views
 
 import (
 	gocontext "context"
-	"fmt"
+	"encoding/json"
 	"strings"
 
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
 	"idemwork/kernel"
+	"idemwork/outbox"
 	tctx "idemwork/tui/context"
 )
 
-// Demo is the guided blocked_external walk-through (SPEC §7), one kernel step per keypress
-// (kernel.BlockedExternalDemo, the same steps `idemwork demo blocked-external` runs), each
-// followed by its checks against the database.
+// Demo tells the whole story of SPEC §7 in three parts: the blocked_external walk-through (a
+// direct provider call fails closed), the outbox walk-through that replaces it (queue, replay,
+// deliver, retry, crash, FAILED), and the two modes side by side, read from the rows the two
+// runs left. Each walk-through runs one kernel step per keypress — the same steps `idemwork demo
+// blocked-external` and `idemwork demo outbox` run — each followed by its claims, checked
+// against the database. Text wraps to the pane and scrolls; nothing is cut.
 type Demo struct {
-	ctx   *tctx.ProgramContext
-	w, h  int
-	demo  *kernel.BlockedExternalDemo
-	keys  string // the demo's key prefix
-	busy  bool
-	steps []kernel.DemoStep
-	err   string
-	req   int
+	ctx  *tctx.ProgramContext
+	w, h int
+	part int
+
+	blocked      *kernel.BlockedExternalDemo
+	blockedKeys  string
+	blockedSteps []kernel.DemoStep
+	outbox       *kernel.OutboxDemo
+	outboxSteps  []kernel.DemoStep
+	compare      *kernel.ModeComparison
+	errs         [demoParts]string
+
+	busy bool
+	req  int
+	pane scrollPane
+	// offsets keeps each part's scroll position; shown is the part the pane holds.
+	offsets [demoParts]int
+	shown   int
+	// stepAt is the first content line of each step shown, so a new step scrolls into view.
+	stepAt []int
 }
+
+// The Demo view's parts.
+const (
+	partBlocked = iota
+	partOutbox
+	partCompare
+	demoParts
+)
+
+var demoPartNames = [demoParts]string{"blocked_external", "outbox instead", "side by side"}
 
 type demoStepMsg struct {
 	req  int
+	part int
 	step kernel.DemoStep
 	err  error
 }
 
+type demoCompareMsg struct {
+	req int
+	cmp kernel.ModeComparison
+	err error
+}
+
 var (
-	keyDemoNext  = key.NewBinding(key.WithKeys("n", "enter"), key.WithHelp("n/enter", "next step"))
-	keyDemoReset = key.NewBinding(key.WithKeys("x"), key.WithHelp("x", "restart"))
+	keyDemoNext    = key.NewBinding(key.WithKeys("n", "enter"), key.WithHelp("n/enter", "next step"))
+	keyDemoReset   = key.NewBinding(key.WithKeys("x"), key.WithHelp("x", "restart this walk-through"))
+	keyDemoBlocked = key.NewBinding(key.WithKeys("b"), key.WithHelp("b", "blocked_external"))
+	keyDemoOutbox  = key.NewBinding(key.WithKeys("o"), key.WithHelp("o", "the outbox instead"))
+	keyDemoCompare = key.NewBinding(key.WithKeys("c"), key.WithHelp("c", "side by side"))
+	keyDemoParts   = key.NewBinding(key.WithKeys("left", "right"), key.WithHelp("←/→", "previous/next part"))
 )
+
+// demoKeyPrefix is where the Demo view's outbox walk-through keeps its keys (as `idemwork demo
+// outbox` does, its record is reused by later runs).
+const demoKeyPrefix = "demo-outbox"
 
 // NewDemo returns the Demo view.
 func NewDemo(ctx *tctx.ProgramContext) *Demo {
 	v := &Demo{ctx: ctx}
-	v.reset()
+	v.resetBlocked()
+	v.resetOutbox()
 	return v
 }
 
-func (v *Demo) reset() {
-	v.keys = "demo-ui-" + strings.ToLower(FreshKey()[4:])
-	v.demo, v.steps, v.err, v.busy = nil, nil, "", false
+func (v *Demo) resetBlocked() {
+	v.blockedKeys = "demo-ui-" + strings.ToLower(FreshKey()[4:])
+	v.blocked, v.blockedSteps, v.errs[partBlocked] = nil, nil, ""
 	if v.ctx.Kernel != nil {
-		v.demo = v.ctx.Kernel.NewBlockedExternalDemo(v.ctx.Owner, v.keys)
+		v.blocked = v.ctx.Kernel.NewBlockedExternalDemo(v.ctx.Owner, v.blockedKeys)
 	}
+	v.compare = nil
+}
+
+func (v *Demo) resetOutbox() {
+	v.outbox, v.outboxSteps, v.errs[partOutbox] = nil, nil, ""
+	v.compare = nil
+	if v.ctx.Kernel == nil {
+		return
+	}
+	var settings outbox.Options
+	if v.ctx.Outbox != nil {
+		settings = v.ctx.Outbox.Options()
+	}
+	d, err := v.ctx.Kernel.NewOutboxDemo(v.ctx.Owner, demoKeyPrefix, settings)
+	if err != nil {
+		v.errs[partOutbox] = errText(err)
+		return
+	}
+	v.outbox = d
 }
 
 // Title names the view.
@@ -58,8 +119,36 @@ func (v *Demo) Title() string { return "Demo" }
 // Init does nothing: the demo waits for the user.
 func (v *Demo) Init() tea.Cmd { return nil }
 
+// walk is the step runner of a walk-through part.
+type walk interface {
+	Done() bool
+	StepsDone() int
+	Next(gocontext.Context) (kernel.DemoStep, error)
+}
+
+func (v *Demo) walk(part int) (walk, []string) {
+	switch part {
+	case partBlocked:
+		if v.blocked != nil {
+			return v.blocked, kernel.BlockedExternalSteps
+		}
+	case partOutbox:
+		if v.outbox != nil {
+			return v.outbox, kernel.OutboxSteps
+		}
+	}
+	return nil, nil
+}
+
 func (v *Demo) next() tea.Cmd {
-	if v.busy || v.demo == nil || v.demo.Done() {
+	if v.busy {
+		return nil
+	}
+	if v.part == partCompare {
+		return v.loadCompare()
+	}
+	d, _ := v.walk(v.part)
+	if d == nil || d.Done() {
 		return nil
 	}
 	if v.ctx.ReadOnly() {
@@ -67,11 +156,44 @@ func (v *Demo) next() tea.Cmd {
 	}
 	v.busy = true
 	v.req++
-	req, d := v.req, v.demo // Next runs off the Update goroutine; busy keeps it to one at a time
+	v.layout(false)
+	req, part := v.req, v.part // Next runs off the Update goroutine; busy keeps it to one at a time
 	return query(func(ctx gocontext.Context) tea.Msg {
 		step, err := d.Next(ctx)
-		return demoStepMsg{req: req, step: step, err: err}
+		return demoStepMsg{req: req, part: part, step: step, err: err}
 	})
+}
+
+// compareKeys are the two requests the comparison reads, once both walk-throughs ran them.
+func (v *Demo) compareKeys() (string, string, bool) {
+	if v.blocked == nil || v.outbox == nil || v.blocked.StepsDone() < 2 || v.outbox.StepsDone() < 2 {
+		return "", "", false
+	}
+	return v.blocked.PublishKey(), v.outbox.NotifyKey(1), true
+}
+
+func (v *Demo) loadCompare() tea.Cmd {
+	b, o, ok := v.compareKeys()
+	if !ok || v.busy {
+		return nil
+	}
+	v.busy = true
+	v.req++
+	v.layout(false)
+	req, k, owner := v.req, v.ctx.Kernel, v.ctx.Owner
+	return query(func(ctx gocontext.Context) tea.Msg {
+		c, err := k.CompareModes(ctx, owner, b, o)
+		return demoCompareMsg{req: req, cmp: c, err: err}
+	})
+}
+
+func (v *Demo) switchTo(part int) tea.Cmd {
+	v.part = (part + demoParts) % demoParts
+	v.layout(false)
+	if v.part == partCompare {
+		return v.loadCompare()
+	}
+	return nil
 }
 
 // Update handles messages.
@@ -83,74 +205,86 @@ func (v *Demo) Update(msg tea.Msg) tea.Cmd {
 		}
 		v.busy = false
 		if msg.err != nil {
-			v.err = errText(msg.err)
+			v.errs[msg.part] = errText(msg.err)
+			v.layout(false)
 			return nil
 		}
-		v.err = ""
-		v.steps = append(v.steps, msg.step)
+		v.errs[msg.part] = ""
+		if msg.part == partBlocked {
+			v.blockedSteps = append(v.blockedSteps, msg.step)
+		} else {
+			v.outboxSteps = append(v.outboxSteps, msg.step)
+		}
+		v.compare = nil // the rows moved on; the comparison is read again when shown
+		v.layout(true)
 		return func() tea.Msg { return tctx.DataChangedMsg{} }
+	case demoCompareMsg:
+		if msg.req != v.req {
+			return nil
+		}
+		v.busy = false
+		if msg.err != nil {
+			v.errs[partCompare] = errText(msg.err)
+		} else {
+			v.errs[partCompare], v.compare = "", &msg.cmp
+		}
+		v.layout(false)
 	case tctx.OwnerChangedMsg:
 		if !v.busy {
-			v.reset()
+			v.resetBlocked()
+			v.resetOutbox()
+			v.layout(false)
 		}
+	case tea.MouseMsg:
+		v.pane.Wheel(msg)
 	case tea.KeyMsg:
 		switch {
 		case key.Matches(msg, keyDemoNext):
 			return v.next()
 		case key.Matches(msg, keyDemoReset):
 			if !v.busy {
-				v.reset()
+				switch v.part {
+				case partBlocked:
+					v.resetBlocked()
+				case partOutbox:
+					v.resetOutbox()
+				}
+				v.layout(false)
 			}
+		case key.Matches(msg, keyDemoBlocked):
+			return v.switchTo(partBlocked)
+		case key.Matches(msg, keyDemoOutbox):
+			return v.switchTo(partOutbox)
+		case key.Matches(msg, keyDemoCompare):
+			return v.switchTo(partCompare)
+		case msg.String() == "left":
+			return v.switchTo(v.part - 1)
+		case msg.String() == "right":
+			return v.switchTo(v.part + 1)
+		default:
+			v.pane.Scroll(msg)
 		}
 	}
 	return nil
 }
 
 // SetSize sets the drawing area.
-func (v *Demo) SetSize(w, h int) { v.w, v.h = w, h }
-
-// View renders the view.
-func (v *Demo) View() string {
-	s := v.ctx.Styles
-	out := []string{s.Title.Render("blocked_external, guided") + s.Subtle.Render(" · owner "+safe(v.ctx.Owner)+" · keys "+safe(v.keys)+":…")}
-	for i, st := range v.steps {
-		out = append(out, "", s.Bold.Render(fmt.Sprintf("step %d · %s", i+1, st.Step)))
-		for _, n := range st.Notes {
-			out = append(out, "  "+safe(n))
-		}
-		for _, c := range st.Checks {
-			if c.OK {
-				out = append(out, s.Success.Render("  ✓ ")+safe(c.Text))
-			} else {
-				out = append(out, s.Danger.Render("  ✗ ")+safe(c.Text))
-			}
-		}
-	}
-	out = append(out, "")
-	switch {
-	case v.err != "":
-		out = append(out, s.Danger.Render(v.err))
-	case v.busy:
-		out = append(out, s.Subtle.Render("running…"))
-	case v.demo == nil:
-		out = append(out, s.Subtle.Render("the demo needs a database"))
-	case !v.demo.Done():
-		n := v.demo.StepsDone()
-		out = append(out, s.Highlight.Render(fmt.Sprintf("next (n): step %d · %s", n+1, kernel.BlockedExternalSteps[n])))
-	default:
-		out = append(out, s.Success.Render("done."), s.Subtle.Render("Executions and Audit show the rows; x restarts with new keys. The replacement is the outbox: COMMITMENT F02 commits PENDING + an outbox message (see Outbox)."))
-	}
-	if len(out) > v.h {
-		out = out[len(out)-v.h:]
-	}
-	return fitBlock(strings.Join(out, "\n"), v.w, v.h)
+func (v *Demo) SetSize(w, h int) {
+	v.w, v.h = w, h
+	v.pane.SetSize(w, max(3, h-demoChromeLines))
+	v.layout(false)
 }
 
 // ShortHelp is the footer help.
-func (v *Demo) ShortHelp() []key.Binding { return []key.Binding{keyDemoNext, keyDemoReset} }
+func (v *Demo) ShortHelp() []key.Binding {
+	return []key.Binding{keyDemoNext, keyDemoBlocked, keyDemoOutbox, keyDemoCompare, keyDemoReset}
+}
 
 // FullHelp is the ? help.
-func (v *Demo) FullHelp() [][]key.Binding { return [][]key.Binding{{keyDemoNext, keyDemoReset}} }
+func (v *Demo) FullHelp() [][]key.Binding {
+	return [][]key.Binding{{keyDemoNext, keyDemoReset}, {keyDemoBlocked, keyDemoOutbox, keyDemoCompare, keyDemoParts},
+		{keyUp, keyDown, keyPgUp, keyPgDown, keyTop, keyBottom}}
+}
 
 // Capturing is false.
 func (v *Demo) Capturing() bool { return false }
@@ -158,10 +292,21 @@ func (v *Demo) Capturing() bool { return false }
 // SetFilter does nothing here.
 func (v *Demo) SetFilter(string) {}
 
-// Selection is the demo's record id.
+// Selection is the shown walk-through's record id, or the comparison as JSON.
 func (v *Demo) Selection() string {
-	if len(v.steps) > 0 && v.steps[0].Record != nil {
-		return v.steps[0].Record.ID
+	steps := v.blockedSteps
+	switch v.part {
+	case partOutbox:
+		steps = v.outboxSteps
+	case partCompare:
+		if v.compare != nil {
+			b, _ := json.Marshal(v.compare)
+			return string(b)
+		}
+		return ""
+	}
+	if len(steps) > 0 && steps[0].Record != nil {
+		return steps[0].Record.ID
 	}
 	return ""
 }

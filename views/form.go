@@ -11,6 +11,7 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/ansi"
 	"github.com/oklog/ulid/v2"
 
 	"idemwork/apperr"
@@ -50,9 +51,11 @@ type Form struct {
 }
 
 type formField struct {
-	label    string
-	input    textinput.Model
-	choices  []string // a choice field cycles with ←/→
+	label   string
+	input   textinput.Model
+	choices []string // a choice field cycles with ←/→
+	// labels, when set, are what the choices show (a feature's name and mode beside its id).
+	labels   []string
 	choice   int
 	validate func(string) string // "" when valid
 	hint     string
@@ -172,16 +175,22 @@ func NewForm(ctx *tctx.ProgramContext, m tctx.OpenFormMsg) *Form {
 			{label: "Summary", input: newInput("", 4000), validate: textCheck("summary", 0, kernel.MaxSummaryChar)},
 			{label: "Payload", input: newInput("", kernel.MaxJSONBytes+1), validate: jsonCheck("payload")}}
 	case "action":
-		var feats []string
+		var feats, labels []string
 		if mod, err := ctx.Kernel.Registry.Module(m.Module); err == nil {
 			for _, ft := range mod.Features {
-				feats = append(feats, ft.ID)
+				feats, labels = append(feats, ft.ID), append(labels, ft.Label())
 			}
 		}
 		if len(feats) == 0 {
-			feats = []string{"(none)"}
+			feats, labels = []string{"(none)"}, nil
 		}
-		f.fields = []*formField{{label: "Feature", choices: feats}, keyField,
+		feature := &formField{label: "Feature", choices: feats, labels: labels}
+		for i, id := range feats {
+			if id == m.FeatureID {
+				feature.choice = i
+			}
+		}
+		f.fields = []*formField{feature, keyField,
 			{label: "Input", input: newInput("{}", kernel.MaxJSONBytes+1), validate: jsonCheck("input")}}
 	case "rules":
 		cur := ctx.Kernel.Registry.Rules.Snapshot().MemMaxContentLength
@@ -288,7 +297,7 @@ func (f *Form) Update(msg tea.Msg) tea.Cmd {
 			return status(termsafe.Line(string(e.Code)+": "+e.Message), true)
 		}
 		f.result, f.errText, f.errField = &msg.res, "", ""
-		text := fmt.Sprintf("%s %s", msg.res.Outcome, msg.res.Operation)
+		text := fmt.Sprintf("%s %s", kernel.OutcomeText(msg.res.Outcome, msg.res.Execution), msg.res.Operation)
 		if off := f.clockOffset(); off != "" {
 			text += " — written under the moved clock (" + off + ")"
 		}
@@ -478,15 +487,7 @@ func (f *Form) View() string {
 		}
 		b = append(b, label.Render(mark+fl.label))
 		if fl.choices != nil {
-			var parts []string
-			for j, c := range fl.choices {
-				if j == fl.choice {
-					parts = append(parts, s.RowSelected.Render(" "+c+" "))
-				} else {
-					parts = append(parts, s.Subtle.Render(" "+c+" "))
-				}
-			}
-			b = append(b, cut("  "+strings.Join(parts, " "), iw))
+			b = append(b, f.choiceLines(fl, iw)...)
 			continue
 		}
 		b = append(b, "  "+fl.input.View())
@@ -509,19 +510,28 @@ func (f *Form) View() string {
 		b = append(b, s.Danger.Render(cut(f.errText, iw)))
 	case f.result != nil:
 		r := f.result
-		line := s.Success.Render(string(r.Outcome))
-		if r.Outcome != "EXECUTED" {
-			line = s.Warning.Render(string(r.Outcome))
+		// A run whose execution is BLOCKED (or only queued) leads with that, never with a bare
+		// EXECUTED that reads as the real action's success.
+		outcome := kernel.OutcomeText(r.Outcome, r.Execution)
+		line := s.Success.Render(outcome)
+		if outcome != string(idem.Executed) {
+			line = s.Warning.Render(outcome)
 		}
 		if r.Waited {
 			line += s.Subtle.Render(" after waiting on the unique index")
 		}
-		b = append(b, line+s.Subtle.Render(" "+r.Operation))
+		b = append(b, wrap(line+s.Subtle.Render(" "+safe(r.Operation)), iw, 2)...)
 		if r.Record != nil {
 			b = append(b, cut(fmt.Sprintf("record %s revision %d", r.Record.ID, r.Record.Revision), iw))
 		}
-		if r.Execution != nil {
-			b = append(b, cut(fmt.Sprintf("execution %s %s %s", r.Execution.ID, r.Execution.Mode, r.Execution.Status), iw))
+		if e := r.Execution; e != nil {
+			b = append(b, wrap(fmt.Sprintf("execution %s %s %s", e.ID, e.Mode, e.Status), iw, 2)...)
+			switch e.Status {
+			case "BLOCKED":
+				b = append(b, wrapLines(s.Warning, "BLOCKED: the feature would call a provider directly, so it failed closed; nothing was sent, and a replay returns this BLOCKED execution", iw, 3)...)
+			case "PENDING":
+				b = append(b, wrapLines(s.Subtle, "PENDING: an outbox message waits for the delivery worker (Outbox view, d)", iw, 2)...)
+			}
 		}
 		if r.Envelope != nil {
 			b = append(b, s.Subtle.Render(cut("envelope "+compactJSON(r.Envelope), iw)))
@@ -537,12 +547,40 @@ func (f *Form) View() string {
 		}
 		help = again + " · ctrl+o open the record · ctrl+n fresh key · esc close"
 	}
-	b = append(b, s.Subtle.Render(cut(help, iw)))
+	b = append(b, wrapLines(s.Subtle, help, iw, 2)...)
 	body := strings.Join(b, "\n")
 	if f.h > 2 {
 		body = fitBlock(body, iw, min(strings.Count(body, "\n")+1, f.h-2))
 	}
 	return s.Modal.Width(iw + 2).Render(body)
+}
+
+// choiceLines draws a choice field: its choices on one line when they fit, else one per line
+// (a feature's name and mode are never cut away); the chosen one marked, also without colour.
+func (f *Form) choiceLines(fl *formField, iw int) []string {
+	s := f.ctx.Styles
+	parts := make([]string, len(fl.choices))
+	width := 2
+	for j, c := range fl.choices {
+		if j < len(fl.labels) {
+			c = fl.labels[j]
+		}
+		mark := " "
+		st := s.Subtle
+		if j == fl.choice {
+			mark, st = "▸", s.RowSelected
+		}
+		parts[j] = st.Render(mark + c + " ")
+		width += ansi.StringWidth(parts[j]) + 1
+	}
+	if width <= iw {
+		return []string{"  " + strings.Join(parts, " ")}
+	}
+	var out []string
+	for _, p := range parts {
+		out = append(out, wrap("  "+p, iw, 2)...)
+	}
+	return out
 }
 
 // clockOffset is the moved clock's offset ("" when it is not moved).

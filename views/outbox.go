@@ -4,17 +4,25 @@ import (
 	gocontext "context"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/charmbracelet/bubbles/key"
+	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
 
+	"idemwork/outbox"
 	"idemwork/store"
 	tctx "idemwork/tui/context"
 )
 
 var (
-	keyDeliver  = key.NewBinding(key.WithKeys("d"), key.WithHelp("d", "run the delivery worker once"))
-	keyFailNext = key.NewBinding(key.WithKeys("f"), key.WithHelp("f", "provider fails next 3 calls"))
+	keyDeliver   = key.NewBinding(key.WithKeys("d"), key.WithHelp("d", "deliver due"))
+	keyFailOne   = key.NewBinding(key.WithKeys("f"), key.WithHelp("f", "+1 failure"))
+	keyFailSet   = key.NewBinding(key.WithKeys("F"), key.WithHelp("F", "set failures"))
+	keyFailClear = key.NewBinding(key.WithKeys("0"), key.WithHelp("0", "no failures"))
+	keyCrash     = key.NewBinding(key.WithKeys("c"), key.WithHelp("c", "crash switch"))
 )
 
 type outboxRunMsg struct {
@@ -22,22 +30,32 @@ type outboxRunMsg struct {
 	err  error
 }
 
-// NewOutbox lists the owner's outbox messages — what the controlled outbox will deliver instead
-// of a direct provider call — and runs the delivery worker on demand (outside any business
-// transaction), so retries, backoff and settlement can be watched on real rows.
+// outboxDetailLines is how many lines the selected message's detail takes below the table.
+const outboxDetailLines = 5
+
+// NewOutbox lists the owner's outbox messages — what the controlled outbox delivers instead of
+// a direct provider call — and is a demo tool for the delivery worker, which runs (outside any
+// business transaction) on d over the owner's due messages: the simulated provider's failures
+// stack (f adds one, F sets a number, 0 clears), so a message can be driven through its retries
+// and backoffs to FAILED within max attempts; a switch makes the worker crash between the
+// provider call and the settle, so the redelivery after the lease shows the provider
+// deduplicating by the idempotency id. NEXT says when a message is due; the selected message's
+// attempts, last error and what the provider saw of it are shown below the table.
 func NewOutbox(ctx *tctx.ProgramContext) View {
-	v := &listView[store.OutboxMessage]{ctx: ctx, title: "Outbox", keys: []key.Binding{keyDeliver, keyFailNext, keyOpen}}
-	v.list.table.Columns = []Column{{Title: "CREATED", Width: 14}, {Title: "STATUS", Width: 9}, {Title: "TRY", Width: 3},
-		{Title: "PROVIDER", Width: 9}, {Title: "EXECUTION", Width: 12}, {Title: "NEXT", Width: 10}, {Title: "LAST ERROR", Min: 8}}
+	v := &listView[store.OutboxMessage]{ctx: ctx, title: "Outbox", keys: []key.Binding{keyDeliver, keyFailOne, keyFailSet, keyFailClear, keyCrash, keyOpen}}
+	ov := &outboxView{listView: v}
+	v.list.table.Columns = []Column{{Title: "STATUS", Width: 9}, {Title: "TRY", Width: 5}, {Title: "NEXT", Width: 9},
+		{Title: "EXECUTION", Width: 12}, {Title: "LAST ERROR", Min: 10}, {Title: "CREATED", Width: 8, Optional: true}}
 	v.list.fetch = func(ctx gocontext.Context, db *store.DB, owner, _, cursor string) ([]store.OutboxMessage, string, error) {
 		return db.OutboxPage(ctx, owner, pageSize, cursor)
 	}
 	v.list.toRow = func(m store.OutboxMessage) Row {
 		next := ""
 		if m.Status == "PENDING" {
-			next = ago(ctx.Now(), m.NextAttemptAt)
+			next = dueIn(ctx.Now(), m.NextAttemptAt)
 		}
-		r := Row{Cells: []string{stamp(m.CreatedAt), m.Status, fmt.Sprint(m.Attempts), m.Provider, shortID(m.ExecutionID, 12), next, deref(m.LastError)}}
+		r := Row{Cells: []string{m.Status, ov.tries(m.Attempts), next, shortID(m.ExecutionID, 12), deref(m.LastError),
+			m.CreatedAt.Local().Format("15:04:05")}}
 		switch m.Status {
 		case "PENDING":
 			r.Style = &ctx.Styles.Warning
@@ -47,47 +65,298 @@ func NewOutbox(ctx *tctx.ProgramContext) View {
 		return r
 	}
 	v.heading = func() string {
-		return ctx.Styles.Title.Render("Outbox") + ctx.Styles.Subtle.Render(fmt.Sprintf(" of %s · %s · d delivers due messages, f makes the provider fail", ctx.Owner, v.list.summary()))
+		return ctx.Styles.Title.Render("Outbox") + ctx.Styles.Subtle.Render(" of "+safe(ctx.Owner)+" · "+v.list.summary())
 	}
-	v.onKey = func(msg tea.KeyMsg, m *store.OutboxMessage) tea.Cmd {
-		switch {
-		case key.Matches(msg, keyDeliver):
-			if ctx.ReadOnly() || ctx.Outbox == nil {
-				return status("read-only session: the delivery worker writes, so it does not run here", true)
-			}
-			w := ctx.Outbox
-			return query(func(c gocontext.Context) tea.Msg {
-				rep, err := w.RunOnce(c, 50)
-				return outboxRunMsg{text: fmt.Sprintf("delivery pass: %d claimed, %d delivered, %d retried, %d failed", rep.Claimed, rep.Delivered, rep.Retried, rep.Failed), err: err}
-			})
-		case key.Matches(msg, keyFailNext):
-			if ctx.Provider != nil {
-				ctx.Provider.FailNext(3)
-				return status("the simulated provider will fail its next 3 calls", false)
-			}
-		case key.Matches(msg, keyOpen) && m != nil:
-			var ref struct {
-				RecordID string `json:"recordId"`
-			}
-			if json.Unmarshal(m.PayloadRef, &ref) == nil && ref.RecordID != "" {
-				return jump(tctx.JumpRecord, "", ref.RecordID)
-			}
-		}
-		return nil
-	}
+	v.onKey = ov.key
 	v.selection = func(m store.OutboxMessage) string { return m.ID }
-	return &outboxView{listView: v}
+	return ov
 }
 
-// outboxView adds the worker's result messages to the list.
-type outboxView struct{ *listView[store.OutboxMessage] }
+// outboxView is the Outbox list with the worker's controls, the failure count being typed, and
+// the selected message's detail.
+type outboxView struct {
+	*listView[store.OutboxMessage]
+	setting bool
+	input   textinput.Model
+}
+
+// maxAttempts is the workbench worker's (0 when there is none).
+func (v *outboxView) maxAttempts() int {
+	if v.ctx.Outbox == nil {
+		return 0
+	}
+	return v.ctx.Outbox.MaxAttempts()
+}
+
+// tries is "2/5": attempts of max attempts.
+func (v *outboxView) tries(n int) string {
+	if m := v.maxAttempts(); m > 0 {
+		return fmt.Sprintf("%d/%d", n, m)
+	}
+	return strconv.Itoa(n)
+}
+
+// dueIn says when a PENDING message is due: "due", "in 0.5 s", "in 4 s", "in 2m 5s".
+func dueIn(now, at time.Time) string {
+	d := at.Sub(now)
+	switch {
+	case d <= 0:
+		return "due"
+	case d < time.Second:
+		return fmt.Sprintf("in %.1f s", d.Seconds())
+	case d < time.Minute:
+		return fmt.Sprintf("in %d s", int(d.Round(time.Second).Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("in %dm %ds", int(d.Minutes()), int(d.Seconds())%60)
+	}
+	return "in " + ago(now, at)[3:]
+}
+
+func (v *outboxView) key(msg tea.KeyMsg, m *store.OutboxMessage) tea.Cmd {
+	ctx := v.ctx
+	switch {
+	case key.Matches(msg, keyDeliver):
+		if ctx.ReadOnly() || ctx.Outbox == nil {
+			return status("read-only session: the delivery worker writes, so it does not run here", true)
+		}
+		w, owner, next := ctx.Outbox, ctx.Owner, v.nextDue()
+		return query(func(c gocontext.Context) tea.Msg {
+			rep, err := w.RunScoped(c, outbox.Scope{OwnerID: owner}, 50)
+			return outboxRunMsg{text: passText(owner, rep, next, w.Lease()), err: err}
+		})
+	case key.Matches(msg, keyFailOne), key.Matches(msg, keyFailClear):
+		if ctx.Provider == nil {
+			return status("no simulated provider in this session", true)
+		}
+		if key.Matches(msg, keyFailClear) {
+			ctx.Provider.FailNext(0)
+		} else {
+			ctx.Provider.AddFailures(1)
+		}
+		return status(v.failText(), false)
+	case key.Matches(msg, keyFailSet):
+		if ctx.Provider == nil {
+			return status("no simulated provider in this session", true)
+		}
+		v.setting = true
+		v.input = newInput(strconv.Itoa(max(v.maxAttempts(), 1)), 4)
+		v.input.Cursor.Style = ctx.Styles.Cursor
+		v.input.CursorEnd()
+		v.input.Focus()
+		return textinput.Blink
+	case key.Matches(msg, keyCrash):
+		if ctx.Crash == nil {
+			return status("this session's worker has no crash switch", true)
+		}
+		ctx.Crash.Set(!ctx.Crash.On())
+		if ctx.Crash.On() {
+			return status("crash switch ON: a pass calls the provider, then dies before the settle", false)
+		}
+		return status("crash switch off: passes settle again", false)
+	case key.Matches(msg, keyOpen) && m != nil:
+		var ref struct {
+			RecordID string `json:"recordId"`
+		}
+		if json.Unmarshal(m.PayloadRef, &ref) == nil && ref.RecordID != "" {
+			return jump(tctx.JumpRecord, "", ref.RecordID)
+		}
+	}
+	return nil
+}
+
+// nextDue is the earliest next attempt of the loaded PENDING messages (zero when none).
+func (v *outboxView) nextDue() time.Time {
+	var at time.Time
+	for _, m := range v.list.rows {
+		if m.Status == "PENDING" && (at.IsZero() || m.NextAttemptAt.Before(at)) {
+			at = m.NextAttemptAt
+		}
+	}
+	return at
+}
+
+// passText says what one delivery pass did, and when nothing was due, when something will be.
+func passText(owner string, rep outbox.Report, next time.Time, lease time.Duration) string {
+	if rep.Claimed == 0 {
+		s := "worker pass (" + safe(owner) + "): nothing was due"
+		if !next.IsZero() {
+			s += "; the next attempt is at " + next.Local().Format("15:04:05.0")
+		}
+		return s
+	}
+	parts := []string{fmt.Sprintf("%d claimed", rep.Claimed)}
+	for _, c := range []struct {
+		n    int
+		what string
+	}{{rep.Delivered, "delivered"}, {rep.Retried, "retried"}, {rep.Failed, "FAILED"},
+		{rep.Abandoned, "crashed before the settle (lease " + lease.String() + ")"}, {rep.Lost, "lost the lease"}} {
+		if c.n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", c.n, c.what))
+		}
+	}
+	s := "worker pass (" + safe(owner) + "): " + strings.Join(parts, " · ")
+	return s
+}
+
+// failText is the simulated provider's state.
+func (v *outboxView) failText() string {
+	n := v.ctx.Provider.PendingFailures()
+	switch n {
+	case 0:
+		return "the provider delivers every call"
+	case 1:
+		return "the provider fails its next call"
+	}
+	s := fmt.Sprintf("the provider fails its next %d calls", n)
+	if m := v.maxAttempts(); m > 0 && n >= m {
+		s += fmt.Sprintf(": enough for FAILED (max %d attempts)", m)
+	}
+	return s
+}
 
 func (v *outboxView) Update(msg tea.Msg) tea.Cmd {
-	if m, ok := msg.(outboxRunMsg); ok {
+	// The tool lines follow the provider and the switch: the table gets what they leave.
+	defer v.resize()
+	switch m := msg.(type) {
+	case outboxRunMsg:
 		if m.err != nil {
 			return status(errText(m.err), true)
 		}
 		return tea.Batch(status(m.text, false), func() tea.Msg { return tctx.DataChangedMsg{} })
+	case tea.KeyMsg:
+		if v.setting {
+			return v.typeCount(m)
+		}
+	case tea.MouseMsg:
+		return v.list.mouse(v.ctx, m, m.Y-v.headLines())
 	}
 	return v.listView.Update(msg)
+}
+
+// typeCount edits the number F asks for: enter sets it, esc keeps what was.
+func (v *outboxView) typeCount(msg tea.KeyMsg) tea.Cmd {
+	switch msg.Type {
+	case tea.KeyEsc:
+		v.setting = false
+		return status("failures unchanged: "+v.failText(), false)
+	case tea.KeyEnter:
+		n, err := strconv.Atoi(strings.TrimSpace(v.input.Value()))
+		if err != nil || n < 0 {
+			return status("a number of calls, 0 or more", true)
+		}
+		v.setting = false
+		v.ctx.Provider.FailNext(n)
+		return status(v.failText(), false)
+	}
+	if s := msg.String(); len(s) == 1 && (s[0] < '0' || s[0] > '9') {
+		return nil // digits only
+	}
+	var cmd tea.Cmd
+	v.input, cmd = v.input.Update(msg)
+	return cmd
+}
+
+// Capturing is true while F's number is typed: digits and q go to it.
+func (v *outboxView) Capturing() bool { return v.setting }
+
+// SetSize leaves room for the tool lines and the detail.
+func (v *outboxView) SetSize(w, h int) {
+	v.w, v.h = w, h
+	v.resize()
+}
+
+func (v *outboxView) resize() {
+	if v.w > 0 {
+		v.list.table.SetSize(v.w, max(3, v.h-v.headLines()-outboxDetailLines))
+	}
+}
+
+// toolLines say how the worker and the provider are set.
+func (v *outboxView) toolLines() []string {
+	s := v.ctx.Styles
+	if v.setting {
+		return []string{s.Highlight.Render("fail the next ") + v.input.View() + s.Highlight.Render(" provider calls") +
+			s.Subtle.Render(" · enter sets · esc keeps")}
+	}
+	var parts []string
+	if p := v.ctx.Provider; p != nil {
+		n := p.PendingFailures()
+		if n == 0 {
+			parts = append(parts, "provider: delivers")
+		} else {
+			parts = append(parts, s.Warning.Render(fmt.Sprintf("provider: fails the next %d", n)))
+		}
+	}
+	if c := v.ctx.Crash; c != nil {
+		if c.On() {
+			parts = append(parts, s.Danger.Render("crash between call and settle: ON"))
+		} else {
+			parts = append(parts, "crash between call and settle: off")
+		}
+	}
+	if w := v.ctx.Outbox; w != nil {
+		o := w.Options()
+		parts = append(parts, s.Subtle.Render(fmt.Sprintf("max %d attempts · backoff %s doubling ±%d %% · lease %s", o.MaxAttempts,
+			o.BaseBackoff, outbox.JitterPercent, o.Lease)))
+	}
+	return wrap(strings.Join(parts, " · "), v.w, 2)
+}
+
+func (v *outboxView) headLines() int { return 1 + len(v.toolLines()) }
+
+// detailLines describe the selected message, wrapped to the width, most telling first: its
+// state and attempts, its last error, what the provider saw, then its ids.
+func (v *outboxView) detailLines() []string {
+	s := v.ctx.Styles
+	m := v.list.selected()
+	if m == nil {
+		return wrap(s.Subtle.Render("no message selected · a COMMITMENT's F02 notify queues one (in Records, a runs a feature; the Demo's outbox walk-through runs it too)"), v.w, 2)
+	}
+	when := ""
+	switch m.Status {
+	case "PENDING":
+		when = " · next attempt " + m.NextAttemptAt.Local().Format("15:04:05.0") + " (" + dueIn(v.ctx.Now(), m.NextAttemptAt) + ")"
+		if w := v.ctx.Outbox; w != nil && m.Attempts > 0 && m.NextAttemptAt.Sub(m.UpdatedAt) == w.Lease() {
+			when += ": claimed, not settled; the lease hides it"
+		}
+	case "DELIVERED", "FAILED":
+		when = " · settled " + m.UpdatedAt.Local().Format("15:04:05.0")
+	}
+	out := wrap(s.Bold.Render(m.Status)+fmt.Sprintf(" · attempts %s%s", v.tries(m.Attempts), when), v.w, 2)
+	if m.LastError != nil {
+		out = append(out, wrap(s.Danger.Render("last error: ")+safe(*m.LastError), v.w, 2)...)
+	} else {
+		out = append(out, s.Subtle.Render("last error: none"))
+	}
+	if p := v.ctx.Provider; p != nil {
+		seen := "nothing delivered"
+		if p.HasDelivered(m.IdempotencyID) {
+			seen = "delivered (one effect)"
+		}
+		out = append(out, wrap(s.Subtle.Render(fmt.Sprintf("provider (this session's): %d call(s) with idempotency id %s, %s",
+			p.Calls(m.IdempotencyID), safe(m.IdempotencyID), seen)), v.w, 2)...)
+	}
+	out = append(out, wrap(s.Subtle.Render(fmt.Sprintf("message %s · enter opens its record", safe(m.ID))), v.w, 2)...)
+	return out
+}
+
+// View draws the heading, the tool line, the table and the selected message's detail.
+func (v *outboxView) View() string {
+	s := v.ctx.Styles
+	head := v.heading()
+	if v.list.err != "" {
+		head = s.Danger.Render(v.list.err)
+	}
+	lines := append([]string{cut(head, v.w)}, v.toolLines()...)
+	lines = append(lines, v.list.table.View(s, true))
+	detail := v.detailLines()
+	if len(detail) > outboxDetailLines {
+		detail = detail[:outboxDetailLines]
+	}
+	lines = append(lines, detail...)
+	return fitBlock(strings.Join(lines, "\n"), v.w, v.h)
+}
+
+func (v *outboxView) ShortHelp() []key.Binding {
+	return append(append([]key.Binding{}, v.keys...), keyRefresh, keyCopy)
 }

@@ -173,18 +173,25 @@ func (v *Storm) progressLines() []string {
 	out = append(out, cut(line, v.w))
 
 	var parts []string
+	// A BLOCKED (or only queued) execution is said with the outcome that made it: "EXECUTED 1"
+	// alone would read as the real action done.
+	flagged := v.execStatus != "" && v.execStatus != "SUCCEEDED" && v.spec.Op == "action"
 	if v.execStatus != "" && v.spec.Op == "action" {
 		parts = append(parts, s.Warning.Render("execution "+v.execStatus))
 	}
 	for _, k := range storm.OrderedOutcomes(v.outcomes) {
 		st := s.Warning
+		text := fmt.Sprintf("%s %d", k, v.outcomes[k])
 		switch k {
 		case "EXECUTED":
 			st = s.Success
+			if flagged {
+				st, text = s.Warning, fmt.Sprintf("%s %d (%s)", k, v.outcomes[k], v.execStatus)
+			}
 		case "JOINED", "REPLAYED":
 			st = s.Highlight
 		}
-		parts = append(parts, st.Render(fmt.Sprintf("%s %d", k, v.outcomes[k])))
+		parts = append(parts, st.Render(text))
 	}
 	parts = append(parts, s.Subtle.Render(fmt.Sprintf("waited on the unique index %d", v.waited)))
 	out = append(out, wrap(strings.Join(parts, "   "), v.w, 2)...)

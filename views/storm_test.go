@@ -189,6 +189,7 @@ func TestTheStormViewCountsWaitsOfRejectionsAndShowsTheExecutionStatus(t *testin
 	require.Contains(t, screen, "waited on the unique index 49")
 	require.Contains(t, screen, "execution BLOCKED")
 	require.Contains(t, screen, "last execution BLOCKED")
+	require.Contains(t, screen, "EXECUTED 1 (BLOCKED)", "the outcome that committed the BLOCKED execution says so")
 	require.Contains(t, screen, "failed closed, nothing was sent")
 	require.Contains(t, screen, "locks: peak 16 of the storm's sessions waiting at 12:00:00.000 (9 samples)")
 }

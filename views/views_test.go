@@ -141,23 +141,6 @@ func TestExecutionsCountBlockedAndJumpToTheRecord(t *testing.T) {
 	require.Equal(t, tctx.JumpMsg{Kind: tctx.JumpRecord, Module: "MEM-001", ID: tuitest.MemID}, msg)
 }
 
-func TestTheGuidedDemoChecksEveryClaimAgainstTheDatabase(t *testing.T) {
-	t.Parallel()
-	b := tuitest.New(t)
-	v := views.NewDemo(b.Ctx)
-	v.SetSize(120, 37)
-	next := tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("n")}
-	for i := 0; i < 3; i++ {
-		settle(t, v.Update, v.Update(next))
-	}
-	screen := v.View()
-	require.NotContains(t, screen, "✗", screen)
-	for _, want := range []string{"execution.mode = blocked_external", "execution.status = BLOCKED", "record.revision in the database = 1 (before the request: 1)",
-		"audit events of this key: FEATURE_F02_BLOCKED", "outcome REPLAYED", "feature_execution rows for this key in the database: 1", "done."} {
-		require.Contains(t, screen, want)
-	}
-}
-
 func TestTheOutboxViewRunsTheWorker(t *testing.T) {
 	t.Parallel()
 	b := tuitest.New(t)

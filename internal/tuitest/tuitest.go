@@ -38,16 +38,18 @@ func New(t testing.TB) Bundle {
 func NewOver(db *testdb.DB) Bundle {
 	clock := &idem.OffsetClock{}
 	k := kernel.New(idem.NewRunner(db.DB, idem.Options{Clock: clock}), kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
-	provider := outbox.NewMemoryProvider()
+	provider, crash := outbox.NewMemoryProvider(), &outbox.CrashSwitch{}
 	ctx := &tctx.ProgramContext{
-		Styles:   tctx.NewStyles(tctx.DefaultTheme()),
-		Keys:     tctx.DefaultKeys(),
-		Conn:     tctx.Conn{Embedded: true, Display: "embedded /test/pg", Database: "idemwork"},
-		Kernel:   k,
-		DB:       db.DB,
-		Clock:    clock,
-		Outbox:   outbox.NewWorker(db.DB, outbox.Options{Providers: map[string]outbox.Provider{"notifier": provider}, Clock: clock}),
+		Styles: tctx.NewStyles(tctx.DefaultTheme()),
+		Keys:   tctx.DefaultKeys(),
+		Conn:   tctx.Conn{Embedded: true, Display: "embedded /test/pg", Database: "idemwork"},
+		Kernel: k,
+		DB:     db.DB,
+		Clock:  clock,
+		Outbox: outbox.NewWorker(db.DB, outbox.Options{Providers: map[string]outbox.Provider{"notifier": provider}, Clock: clock,
+			AfterCall: crash.AfterCall}),
 		Provider: provider,
+		Crash:    crash,
 		Owner:    "alice",
 		NowFunc:  func() time.Time { return Now },
 	}
