@@ -3,8 +3,9 @@
 # data dir (the first frame says the cluster is being created), create a record with a chosen
 # key, send it again (it must replay), plant hostile rows with psql (a title holding ESC [2J and a
 # newline, a committed PROCESSING key) and read them shown, not obeyed, fire a 50-request storm,
-# read "EXECUTED 1" and the verdict on screen, quit with q; start again under
-# NO_COLOR and find the selected row in reverse video; check that no server process remains.
+# read "EXECUTED 1" and the verdict on screen, quit with q; start again under NO_COLOR at 80x24,
+# find the selected row in reverse video, run both demo walk-throughs to their end and open the
+# side-by-side comparison; check that no server process remains.
 set -euo pipefail
 BIN=${1:-bin/idemwork}
 BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
@@ -103,6 +104,25 @@ screen | grep -q "│> " || fail "NO_COLOR: no selected row marked"
 screen_attrs | grep "│" | grep -q $'\e\[[0-9;]*7[;m]' || fail "NO_COLOR: the selected row is not in reverse video"
 if screen_attrs | grep -qE $'\e\[[0-9;]*(3[0-7]|38|4[0-7]|48|9[0-7])[;m]'; then fail "NO_COLOR: colour on screen"; fi
 echo "tui-smoke: NO_COLOR: no colour; the selected row is marked and in reverse video"
+
+# The Demo at 80x24: both walk-throughs to their end, every claim checked, then side by side.
+keys 9
+wait_for "next (n): step 1/3"
+screen_attrs | grep -F "blocked_external" | grep -q $'\e\[[0-9;]*7[;m]' || fail "NO_COLOR: the shown demo part is not in reverse video"
+for i in 1 2 3; do keys n; done
+wait_for "done · o: the outbox that replaces it" 30
+keys o
+for i in 1 2 3 4 5 6 7 8 9; do
+  if [ $i -lt 9 ]; then next="step $((i + 1))/9"; else next="done · c: both modes"; fi
+  keys n
+  wait_for "$next" 30
+  if screen | grep -qF "✗"; then fail "a claim of the outbox walk-through failed against the database"; fi
+done
+screen | head -1 | grep -qF "clock +" || fail "the header does not show the clock the walk-through moved"
+echo "tui-smoke: Demo: blocked_external and the outbox instead ran to their end at 80x24, no claim failed"
+keys c
+wait_for "committed in the request's transaction" 20
+echo "tui-smoke: Demo: the two modes side by side"
 keys q
 wait_for "IDEMWORK-EXITED-0" 30
 if pgrep -f -- "-D $data" >/dev/null; then

@@ -208,7 +208,7 @@ func (v *Demo) compareLines(width int) []string {
 	col := (width - 3) / 2
 	out = append(out, "", pad(s.Warning.Render(bHead), col)+" │ "+s.Success.Render(oHead))
 	for _, r := range rows {
-		out = append(out, s.Bold.Render(r.label))
+		out = append(out, "", s.Bold.Render(r.label))
 		left, right := cell("", r.b, col), cell("", r.o, col)
 		for i := 0; i < max(len(left), len(right)); i++ {
 			var l, rt string
