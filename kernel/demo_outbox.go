@@ -124,27 +124,11 @@ func (d *OutboxDemo) Next(ctx context.Context) (DemoStep, error) {
 		return DemoStep{}, fmt.Errorf("the demo has no more steps")
 	}
 	step := DemoStep{Step: OutboxSteps[d.next], Notes: []string{}, Checks: []DemoCheck{}}
-	var err error
-	switch d.next {
-	case 0:
-		err = d.createRecord(ctx, &step)
-	case 1:
-		err = d.notify(ctx, &step)
-	case 2:
-		err = d.replay(ctx, &step)
-	case 3:
-		err = d.deliver(ctx, &step)
-	case 4:
-		err = d.retry(ctx, &step)
-	case 5:
-		err = d.crashBeforeSettle(ctx, &step)
-	case 6:
-		err = d.redeliver(ctx, &step)
-	case 7:
-		err = d.exhaust(ctx, &step)
-	default:
-		err = d.settled(ctx, &step)
-	}
+	// One method per step, in OutboxSteps' order.
+	run := [...]func(*OutboxDemo, context.Context, *DemoStep) error{(*OutboxDemo).createRecord, (*OutboxDemo).notify,
+		(*OutboxDemo).replay, (*OutboxDemo).deliver, (*OutboxDemo).retry, (*OutboxDemo).crashBeforeSettle, (*OutboxDemo).redeliver,
+		(*OutboxDemo).exhaust, (*OutboxDemo).settled}
+	err := run[d.next](d, ctx, &step)
 	if err != nil {
 		return step, err
 	}

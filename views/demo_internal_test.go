@@ -257,14 +257,23 @@ func TestNextReadsDueAndCountsDown(t *testing.T) {
 	}
 }
 
-func TestTheOutboxViewDrivesAMessageToFailedWithinMaxAttempts(t *testing.T) {
-	t.Parallel()
+// queuedNotification is a workbench whose owner alice has one PENDING outbox message (a
+// COMMITMENT's F02 notify).
+func queuedNotification(t *testing.T) (tuitest.Bundle, kernel.WriteResult) {
+	t.Helper()
 	b := tuitest.New(t)
 	ctx := context.Background()
 	c, err := b.Kernel.Create(ctx, kernel.CreateInput{Owner: "alice", Module: "COMMITMENT", Title: "call", Payload: []byte(`{"status":"OPEN"}`)})
 	require.NoError(t, err)
 	res, err := b.Kernel.RunFeature(ctx, kernel.FeatureInput{Owner: "alice", Module: "COMMITMENT", RecordID: c.Record.ID, FeatureID: "F02", Key: "n-1"})
 	require.NoError(t, err)
+	return b, res
+}
+
+func TestTheOutboxViewDrivesAMessageToFailedWithinMaxAttempts(t *testing.T) {
+	t.Parallel()
+	b, res := queuedNotification(t)
+	ctx := context.Background()
 	b.Ctx.NowFunc = nil // NEXT counts from the workbench clock the worker uses
 	v := NewOutbox(b.Ctx)
 	v.SetSize(63, 21)
@@ -316,12 +325,8 @@ func TestTheOutboxViewDrivesAMessageToFailedWithinMaxAttempts(t *testing.T) {
 
 func TestTheCrashSwitchRedeliversWithOneEffect(t *testing.T) {
 	t.Parallel()
-	b := tuitest.New(t)
+	b, res := queuedNotification(t)
 	ctx := context.Background()
-	c, err := b.Kernel.Create(ctx, kernel.CreateInput{Owner: "alice", Module: "COMMITMENT", Title: "call", Payload: []byte(`{"status":"OPEN"}`)})
-	require.NoError(t, err)
-	res, err := b.Kernel.RunFeature(ctx, kernel.FeatureInput{Owner: "alice", Module: "COMMITMENT", RecordID: c.Record.ID, FeatureID: "F02", Key: "n-1"})
-	require.NoError(t, err)
 	b.Ctx.NowFunc = nil
 	v := NewOutbox(b.Ctx)
 	v.SetSize(103, 37)
