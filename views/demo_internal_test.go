@@ -189,7 +189,7 @@ func TestTheComparisonIsFilledFromTheRowsOfTheTwoRuns(t *testing.T) {
 	}
 	drain(t, v.Update, v.Update(runes("c")))
 	require.NotNil(t, v.compare, v.errs[partCompare])
-	screen := squash(v.View())
+	screen := squash(readWhole(t, v, 103, 37))
 	blocked, queued := v.blockedSteps[1].Execution.ID, v.outboxSteps[1].Execution.ID
 	for _, want := range []string{"blocked_external", "outbox", blocked, queued, "BLOCKED (outcome EXECUTED)", "PENDING (outcome EXECUTED)",
 		"no outbox message", "audit_event FEATURE_F02_BLOCKED", "audit_event FEATURE_F02_QUEUED", "nothing, ever", "still PENDING"} {
