@@ -45,7 +45,31 @@ func rebuildDSN(cfg *pgconn.Config) string {
 	}
 	u.Host = strings.Join(tcp, ",")
 	u.RawQuery = q.Encode()
-	return u.String()
+	out := u.String()
+	if _, err := pgconn.ParseConfig(out); err != nil {
+		// A host a URL cannot carry (a stray "[" or "/", say) is still said exactly, in the
+		// keyword/value form, whose quoting holds any character.
+		return keywordDSN(cfg)
+	}
+	return out
+}
+
+// keywordDSN writes cfg's user, hosts, ports and database in libpq's keyword/value form.
+func keywordDSN(cfg *pgconn.Config) string {
+	var hosts, ports []string
+	for _, h := range hostsOf(cfg) {
+		hosts = append(hosts, h.host)
+		ports = append(ports, strconv.Itoa(int(h.port)))
+	}
+	kv := [][2]string{{"host", strings.Join(hosts, ",")}, {"port", strings.Join(ports, ",")}, {"dbname", cfg.Database}}
+	if cfg.User != "" {
+		kv = append(kv, [2]string{"user", cfg.User})
+	}
+	parts := make([]string, 0, len(kv))
+	for _, p := range kv {
+		parts = append(parts, p[0]+"='"+strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(p[1])+"'")
+	}
+	return strings.Join(parts, " ")
 }
 
 type hostPort struct {
