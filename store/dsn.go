@@ -54,6 +54,11 @@ func rebuildDSN(cfg *pgconn.Config) string {
 	return out
 }
 
+// quoteKeywordValue quotes v for libpq's keyword/value form, where quotes hold any character.
+func quoteKeywordValue(v string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(v) + "'"
+}
+
 // keywordDSN writes cfg's user, hosts, ports and database in libpq's keyword/value form.
 func keywordDSN(cfg *pgconn.Config) string {
 	var hosts, ports []string
@@ -67,7 +72,7 @@ func keywordDSN(cfg *pgconn.Config) string {
 	}
 	parts := make([]string, 0, len(kv))
 	for _, p := range kv {
-		parts = append(parts, p[0]+"='"+strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(p[1])+"'")
+		parts = append(parts, p[0]+"="+quoteKeywordValue(p[1]))
 	}
 	return strings.Join(parts, " ")
 }
@@ -134,8 +139,7 @@ func WithDSNParams(dsn string, params [][2]string) string {
 	var b strings.Builder
 	b.WriteString(dsn)
 	for _, p := range params {
-		v := strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(p[1])
-		fmt.Fprintf(&b, " %s='%s'", p[0], v)
+		fmt.Fprintf(&b, " %s=%s", p[0], quoteKeywordValue(p[1]))
 	}
 	return b.String()
 }
