@@ -331,12 +331,16 @@ func TestTheWorkbenchOpensReadOnlyThroughPgBouncerAndOnAStandby(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			sess := fmt.Sprintf("idemwork-test-%d-%s", os.Getpid(), c.name)
+			// A tmux server of its own (-L): a shared one can be shutting down, its last session
+			// just closed by another test or script, at the moment this one asks it for a session.
+			tmux := func(args ...string) *exec.Cmd { return exec.Command("tmux", append([]string{"-L", sess}, args...)...) }
 			cmd := fmt.Sprintf("env %s=1 NO_COLOR=1 XDG_CONFIG_HOME=%s '%s' --dsn '%s' %s --owner o; echo WORKBENCH-EXITED-$?; sleep 60",
 				storm.WorkerEnvVar, t.TempDir(), exe, c.dsn, c.extra)
-			require.NoError(t, exec.Command("tmux", "new-session", "-d", "-s", sess, "-x", "80", "-y", "24", cmd).Run())
-			t.Cleanup(func() { _ = exec.Command("tmux", "kill-session", "-t", sess).Run() })
+			out, err := tmux("new-session", "-d", "-s", sess, "-x", "80", "-y", "24", cmd).CombinedOutput()
+			require.NoError(t, err, "tmux new-session: %s", out)
+			t.Cleanup(func() { _ = tmux("kill-server").Run() })
 			screen := func() string {
-				out, _ := exec.Command("tmux", "capture-pane", "-p", "-t", sess).Output()
+				out, _ := tmux("capture-pane", "-p", "-t", sess).Output()
 				return string(out)
 			}
 			waitFor := func(text string) {
@@ -347,9 +351,9 @@ func TestTheWorkbenchOpensReadOnlyThroughPgBouncerAndOnAStandby(t *testing.T) {
 			waitFor("Records of o")
 			waitFor("from primary")
 			require.Contains(t, strings.SplitN(screen(), "\n", 2)[0], c.badge)
-			require.NoError(t, exec.Command("tmux", "send-keys", "-t", sess, "c").Run())
+			require.NoError(t, tmux("send-keys", "-t", sess, "c").Run())
 			waitFor(c.refusal)
-			require.NoError(t, exec.Command("tmux", "send-keys", "-t", sess, "q").Run())
+			require.NoError(t, tmux("send-keys", "-t", sess, "q").Run())
 			waitFor("WORKBENCH-EXITED-0")
 		})
 	}
