@@ -108,24 +108,19 @@ func TestWithSharingOnFollowersJoinTheLeaderInsteadOfQueueingOnTheDatabase(t *te
 	require.Equal(t, 1, b.runner.InFlight(), "the leader published its flight")
 
 	const followers = 6
-	var started sync.WaitGroup
 	for i := 0; i < followers; i++ {
 		wg.Add(1)
-		started.Add(1)
 		go func() {
 			defer wg.Done()
-			started.Done()
 			got.add(b.k.Create(ctx, in))
 		}()
 	}
-	started.Wait()
-	// Followers that queued on the database would show up as sessions waiting on a lock.
-	for i := 0; i < 50; i++ {
-		n, err := waitingOnLocks(context.Background(), b.db.DB)
-		require.NoError(t, err)
-		require.Zero(t, n, "no follower queues on the unique index while it can join the leader")
-		sleep(10)
-	}
+	// Every follower parks on the leader's flight; none went to the database, where it would
+	// show as a session waiting on a lock.
+	waitForFollowers(t, b.runner, followers)
+	n, err := waitingOnLocks(context.Background(), b.db.DB)
+	require.NoError(t, err)
+	require.Zero(t, n, "no follower queues on the unique index while it can join the leader")
 	g.Open()
 	wg.Wait()
 
@@ -156,14 +151,12 @@ func TestAFailedLeaderNeverHandsItsErrorToFollowers(t *testing.T) {
 	wg.Add(1)
 	go func() { defer wg.Done(); got.add(b.k.Create(ctx, in)) }()
 	g.AwaitHeld(t)
-	var started sync.WaitGroup
 	for i := 0; i < 4; i++ {
 		wg.Add(1)
-		started.Add(1)
-		go func() { defer wg.Done(); started.Done(); got.add(b.k.Create(ctx, in)) }()
+		go func() { defer wg.Done(); got.add(b.k.Create(ctx, in)) }()
 	}
-	started.Wait()
-	sleep(50)
+	// The followers are parked on the flight before the leader fails.
+	waitForFollowers(t, b.runner, 4)
 	g.Open()
 	wg.Wait()
 
@@ -281,8 +274,8 @@ func TestInsideAnAmbientTransactionCallsNeverShareEvenWhenAskedTo(t *testing.T) 
 	// B cannot join A's (uncommitted) result: it queues on the unique index instead.
 	waitForLockWaiters(t, b.db.DB, 1)
 	g.Open()
-	sleep(50)
-	waitForLockWaiters(t, b.db.DB, 1) // still queued: A has returned but not committed
+	commit.AwaitHeld(t)               // A has returned from Create, its transaction not committed
+	waitForLockWaiters(t, b.db.DB, 1) // and B is still queued behind it
 	commit.Open()
 	wg.Wait()
 

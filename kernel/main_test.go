@@ -247,6 +247,13 @@ func waitForLockWaiters(t *testing.T, db *store.DB, n int) {
 
 func sleep(ms int) { time.Sleep(time.Duration(ms) * time.Millisecond) }
 
+// waitForFollowers polls until n followers are parked on in-process flights of r.
+func waitForFollowers(t *testing.T, r *idem.Runner, n int) {
+	t.Helper()
+	require.Eventually(t, func() bool { return r.Waiting() == n }, 15*time.Second, time.Millisecond,
+		"expected %d followers parked on the flight", n)
+}
+
 // gate holds a step of the commit unit open until the test opens it (see testgate).
 type gate = testgate.Gate
 
