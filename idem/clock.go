@@ -53,12 +53,17 @@ func Checkpoint(ctx context.Context, step string) error {
 	return nil
 }
 
-// Steps of the commit unit, in order, as passed to Checkpoint.
+// Steps of the commit unit, in order, as passed to Checkpoint after each (StepSucceeded before
+// the success update). A write queued in the transaction's batch keeps the step it belongs to:
+// when the server refuses it, the request fails with a *store.StepError of that step.
 const (
 	StepReserved  = "reservation"
 	StepRecord    = "record"
 	StepRevision  = "revision"
-	StepExecution = "execution"
+	StepExecution = "execution" // the feature execution and, for an outbox feature, its message
+	StepReview    = "review"
 	StepAudit     = "audit"
 	StepSucceeded = "before-succeeded"
+	// StepSuccess is the success update's own step (no checkpoint follows it: the COMMIT does).
+	StepSuccess = "success"
 )

@@ -12,6 +12,7 @@ import (
 
 	"idemwork/apperr"
 	"idemwork/jsonb"
+	"idemwork/store"
 )
 
 // SchemaVersion is the only envelope version this runner writes.
@@ -32,19 +33,27 @@ type ResultPolicy[T any] interface {
 	Restore(ctx context.Context, owner, module string, result json.RawMessage) (T, error)
 }
 
-// Prefetcher is an optional capability of a ResultPolicy: it reads the rows Restore would read
-// in the same statement as the key row (a replay in one round trip), then restores from them.
-// Restore stays the reference: every check still runs in Go, and whenever the prefetched rows
-// are absent or do not match the stored result exactly, the runner calls Restore, which fails
-// closed as it always does.
-type Prefetcher[T any] interface {
-	// PrefetchSQL returns select-list columns and LEFT JOIN clauses added to the key read. The
-	// key row is aliased k; $1 is the owner and $3 the route's module. The joins must never fail
-	// on a malformed stored result (they simply find nothing).
-	PrefetchSQL() (columns, joins string)
-	// NewPrefetch returns scan destinations for the columns and the function that restores from
-	// them once scanned; it reports false to fall back to Restore.
-	NewPrefetch() (dest []any, restore func(owner, module string, result json.RawMessage) (T, bool, error))
+// Replayer is an optional capability of a ResultPolicy: the policy owns the whole statement of
+// a replay. It reads the key row and the rows its result references in one statement of its own
+// (a replay in one round trip), scans them, and restores from them. Restore stays the reference:
+// every check still runs in Go, and whenever the rows read are absent or do not match the stored
+// result exactly, the replay's Restore function reports false and the runner calls Restore,
+// which fails closed as it always does.
+type Replayer[T any] interface {
+	// ReadReplay reads the key row of p.Owner and p.Key, and what the result references inside
+	// p.Module, on q (the runner's connection, or the ambient transaction). It must never fail on
+	// a malformed stored result (the joins simply find nothing).
+	ReadReplay(ctx context.Context, q store.Querier, p store.ReplayParams) (Replay[T], error)
+}
+
+// Replay is what a Replayer read: the key row (Found false: the key has no row) and the function
+// that restores a result from the rows read with it.
+type Replay[T any] struct {
+	Found bool
+	Key   store.StoredKey
+	// Restore restores result (the envelope's, already through the guard) from the rows read;
+	// false falls back to the policy's Restore.
+	Restore func(result json.RawMessage) (T, bool, error)
 }
 
 // Envelope is idempotency_record.response.
@@ -237,10 +246,10 @@ func RestoreEnvelope[T any](ctx context.Context, policy ResultPolicy[T], owner, 
 	return restoreEnvelope(ctx, policy, owner, module, raw, nil)
 }
 
-// restoreEnvelope is RestoreEnvelope that first tries pre (rows prefetched with the key), when
-// set, and falls back to the policy's Restore when pre reports false.
+// restoreEnvelope is RestoreEnvelope that first tries pre (rows read with the key), when set,
+// and falls back to the policy's Restore when pre reports false.
 func restoreEnvelope[T any](ctx context.Context, policy ResultPolicy[T], owner, module string, raw []byte,
-	pre func(owner, module string, result json.RawMessage) (T, bool, error)) (T, error) {
+	pre func(result json.RawMessage) (T, bool, error)) (T, error) {
 	var zero T
 	env, err := ParseEnvelope(raw)
 	if err != nil {
@@ -254,7 +263,7 @@ func restoreEnvelope[T any](ctx context.Context, policy ResultPolicy[T], owner, 
 		return zero, apperr.New(apperr.SnapshotIntegrity, "stored envelope: %s", strings.TrimPrefix(apperr.As(err).Message, "envelope guard: "))
 	}
 	if pre != nil {
-		v, ok, err := pre(owner, module, result)
+		v, ok, err := pre(result)
 		if err != nil {
 			return zero, fmt.Errorf("restore %s: %w", policy.Name(), err)
 		}

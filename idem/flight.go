@@ -10,7 +10,7 @@ import (
 
 // flights shares one in-process execution per (owner, key) (SPEC §4.3). It differs from
 // singleflight on purpose: a follower only joins a leader with the same operation and
-// fingerprint, and a leader's error is never handed to followers — each then takes the database
+// body (so the same fingerprint), and a leader's error is never handed to followers — each then takes the database
 // path itself.
 type flights struct {
 	mu sync.Mutex
@@ -22,14 +22,14 @@ type flights struct {
 type flightKey struct{ owner, key string }
 
 type flight struct {
-	operation   string
-	fingerprint string
-	body        []byte // the leader's raw body: a follower with the same bytes needs no fingerprint
-	done        chan struct{}
+	operation string
+	body      []byte // the leader's body: a follower with the same bytes has the same fingerprint
+	done      chan struct{}
 	// Set before done is closed; read only after.
-	value    any
-	envelope json.RawMessage
-	err      error
+	value       any
+	envelope    json.RawMessage
+	fingerprint string
+	err         error
 }
 
 // wait blocks until flight f is done or ctx is; it returns ctx's error in the second case.
@@ -49,9 +49,9 @@ func (g *flights) wait(ctx context.Context, f *flight) error {
 	}
 }
 
-// joinSame returns the flight for k when it has this operation and exactly these body bytes:
-// the same bytes have the same fingerprint, so the follower may join without computing it.
-func (g *flights) joinSame(k flightKey, operation string, body []byte) *flight {
+// find returns the flight for k when it runs this operation with exactly these body bytes: the
+// same bytes have the same fingerprint, so a follower may join without computing it.
+func (g *flights) find(k flightKey, operation string, body []byte) *flight {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if f, ok := g.m[k]; ok && f.operation == operation && bytes.Equal(f.body, body) {
@@ -61,12 +61,12 @@ func (g *flights) joinSame(k flightKey, operation string, body []byte) *flight {
 }
 
 // leadOrJoin returns the flight for k and whether the caller leads it. It returns (nil, false)
-// when a flight for k exists with another operation or fingerprint: the caller must not share.
-func (g *flights) leadOrJoin(k flightKey, operation, fingerprint string, body []byte) (*flight, bool) {
+// when a flight for k exists with another operation or body: the caller must not share.
+func (g *flights) leadOrJoin(k flightKey, operation string, body []byte) (*flight, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if f, ok := g.m[k]; ok {
-		if f.operation != operation || f.fingerprint != fingerprint {
+		if f.operation != operation || !bytes.Equal(f.body, body) {
 			return nil, false
 		}
 		return f, false
@@ -74,15 +74,15 @@ func (g *flights) leadOrJoin(k flightKey, operation, fingerprint string, body []
 	if g.m == nil {
 		g.m = make(map[flightKey]*flight)
 	}
-	f := &flight{operation: operation, fingerprint: fingerprint, body: body, done: make(chan struct{})}
+	f := &flight{operation: operation, body: body, done: make(chan struct{})}
 	g.m[k] = f
 	return f, true
 }
 
 // finish publishes the leader's result and retires the flight; later callers go to the
 // database (where a committed success is a cache hit).
-func (g *flights) finish(k flightKey, f *flight, value any, envelope json.RawMessage, err error) {
-	f.value, f.envelope, f.err = value, envelope, err
+func (g *flights) finish(k flightKey, f *flight, value any, envelope json.RawMessage, fingerprint string, err error) {
+	f.value, f.envelope, f.fingerprint, f.err = value, envelope, fingerprint, err
 	g.mu.Lock()
 	delete(g.m, k)
 	g.mu.Unlock()

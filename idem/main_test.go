@@ -15,6 +15,7 @@ import (
 	"idemwork/idem"
 	"idemwork/internal/testdb"
 	"idemwork/internal/testgate"
+	"idemwork/store"
 )
 
 func TestMain(m *testing.M) { testdb.Main(m) }
@@ -95,11 +96,11 @@ func (b *testBundle) run(ctx context.Context, req idem.Request, label string) (i
 		b.prepares.Add(1)
 		return label, nil
 	}
-	work := func(ctx context.Context, l string) (widget, error) {
+	work := func(ctx context.Context, l string, batch *store.Batch) (widget, error) {
 		b.works.Add(1)
 		w := widget{ID: ulid.Make().String(), Owner: req.Owner, Module: req.Module, Label: l}
-		_, err := b.db.Q(ctx).Exec(ctx, `INSERT INTO widget (owner_id, id, module, label) VALUES ($1, $2, $3, $4)`, w.Owner, w.ID, w.Module, w.Label)
-		return w, err
+		batch.Queue("widget", "insert widget", nil, `INSERT INTO widget (owner_id, id, module, label) VALUES ($1, $2, $3, $4)`, w.Owner, w.ID, w.Module, w.Label)
+		return w, nil
 	}
 	return idem.RunPrepared(ctx, b.runner, req, idem.ResultPolicy[widget](b.policy), prepare, work)
 }

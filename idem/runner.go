@@ -108,20 +108,20 @@ type Result[T any] struct {
 
 // keyRow is an idempotency_record as the runner sees it.
 type keyRow struct {
-	operation   string
-	fingerprint string
-	status      string
-	response    []byte
-	expiresAt   time.Time
-	waited      bool
+	store.StoredKey
+	// waited: the row's transaction was still running when this call's INSERT took its
+	// snapshot (it queued behind it on the unique index).
+	waited bool
 }
 
 // RunPrepared runs prepare then work once per (owner, key) (SPEC §4.2). prepare may only read;
-// only the caller holding the reservation runs it. Everything work writes, the reservation and
-// the SUCCEEDED envelope commit in one transaction; any error rolls all of it back and caches
-// nothing.
+// only the caller holding the reservation runs it. work receives the transaction's write batch:
+// what it queues there travels, in order, with the SUCCEEDED update and the COMMIT in one round
+// trip (statements work runs through the store at once are in the transaction too). Everything
+// work writes, the reservation and the SUCCEEDED envelope commit in one transaction; any error
+// rolls all of it back and caches nothing.
 func RunPrepared[T, P any](ctx context.Context, r *Runner, req Request, policy ResultPolicy[T],
-	prepare func(ctx context.Context) (P, error), work func(ctx context.Context, p P) (T, error)) (Result[T], error) {
+	prepare func(ctx context.Context) (P, error), work func(ctx context.Context, p P, b *store.Batch) (T, error)) (Result[T], error) {
 	if err := ValidateOwner(req.Owner); err != nil {
 		return Result[T]{}, err
 	}
@@ -131,11 +131,39 @@ func RunPrepared[T, P any](ctx context.Context, r *Runner, req Request, policy R
 	if err := ValidateKey(req.Key); err != nil {
 		return Result[T]{}, err
 	}
-	if res, ok, err := JoinInFlight[T](ctx, r, &req); ok || err != nil {
-		return res, err
+	call := &keyedCall[T, P]{r: r, req: req, policy: policy, prepare: prepare, work: work}
+	if !sharing(ctx, req) {
+		return call.run(ctx)
 	}
-	share := (req.ShareInFlight == nil || *req.ShareInFlight) && !store.InTx(ctx)
-	return runKeyed(ctx, r, req, share, policy, prepare, work)
+	k := flightKey{req.Owner, req.Key}
+	f, leader := r.flights.leadOrJoin(k, req.Operation, req.Body)
+	if !leader {
+		if f != nil {
+			if res, ok, err := follow[T](ctx, r, f); ok || err != nil {
+				return res, err
+			}
+		}
+		// A flight with another operation or body, or a leader that failed: the database path,
+		// without sharing.
+		return call.run(ctx)
+	}
+	var res Result[T]
+	var err error
+	defer func() {
+		if p := recover(); p != nil {
+			r.flights.finish(k, f, nil, nil, "", fmt.Errorf("leader panicked: %v", p))
+			panic(p)
+		}
+		r.flights.finish(k, f, res.Value, res.Envelope, call.fp, err)
+	}()
+	res, err = call.run(ctx)
+	return res, err
+}
+
+// sharing reports whether req may share an in-process flight: not when it asked not to, and
+// never inside an ambient transaction, whatever it asked.
+func sharing(ctx context.Context, req Request) bool {
+	return (req.ShareInFlight == nil || *req.ShareInFlight) && !store.InTx(ctx)
 }
 
 // JoinInFlight shares the value of an in-process flight running for exactly req (same owner, key,
@@ -147,28 +175,38 @@ func RunPrepared[T, P any](ctx context.Context, r *Runner, req Request, policy R
 // inherited: then ok is false and sharing is turned off in *req, so that RunPrepared takes the
 // database path for this request.
 func JoinInFlight[T any](ctx context.Context, r *Runner, req *Request) (res Result[T], ok bool, err error) {
-	if req.Key == "" || (req.ShareInFlight != nil && !*req.ShareInFlight) || store.InTx(ctx) {
+	if req.Key == "" || !sharing(ctx, *req) {
 		return res, false, nil
 	}
 	// A flight exists only for a validated owner and key, so finding one validates these.
-	f := r.flights.joinSame(flightKey{req.Owner, req.Key}, req.Operation, req.Body)
+	f := r.flights.find(flightKey{req.Owner, req.Key}, req.Operation, req.Body)
 	if f == nil {
 		return res, false, nil
 	}
-	if err := r.flights.wait(ctx, f); err != nil {
-		return res, false, err
-	}
-	if f.err != nil {
+	res, ok, err = follow[T](ctx, r, f)
+	if !ok && err == nil {
 		noShare := false
 		req.ShareInFlight = &noShare
-		return res, false, nil
+	}
+	return res, ok, err
+}
+
+// follow is the one way a call joins a flight (SPEC §4.3): it parks until the leader finishes
+// and shares its value (JOINED). ok is false when the leader failed: its error is never handed
+// on, and the caller takes the database path itself.
+func follow[T any](ctx context.Context, r *Runner, f *flight) (Result[T], bool, error) {
+	if err := r.flights.wait(ctx, f); err != nil {
+		return Result[T]{}, false, err
+	}
+	if f.err != nil {
+		return Result[T]{}, false, nil
 	}
 	return Result[T]{Value: f.value.(T), Outcome: Joined, Envelope: f.envelope, Fingerprint: f.fingerprint}, true, nil
 }
 
 // runUnkeyed runs prepare and work once in one transaction, without idempotency.
 func runUnkeyed[T, P any](ctx context.Context, r *Runner, owner string, prepare func(ctx context.Context) (P, error),
-	work func(ctx context.Context, p P) (T, error)) (Result[T], error) {
+	work func(ctx context.Context, p P, b *store.Batch) (T, error)) (Result[T], error) {
 	var v T
 	if !store.InTx(ctx) {
 		s, err := r.admission.enterOwner(ctx, owner)
@@ -177,12 +215,12 @@ func runUnkeyed[T, P any](ctx context.Context, r *Runner, owner string, prepare 
 		}
 		defer r.admission.leaveOwner(owner, s)
 	}
-	err := r.db.Tx(ctx, func(ctx context.Context) error {
+	err := r.db.TxBatch(ctx, func(ctx context.Context, b *store.Batch) error {
 		p, err := prepare(ctx)
 		if err != nil {
 			return err
 		}
-		v, err = work(store.DeferWrites(ctx), p)
+		v, err = work(ctx, p, b)
 		return err
 	})
 	if err != nil {
@@ -191,53 +229,15 @@ func runUnkeyed[T, P any](ctx context.Context, r *Runner, owner string, prepare 
 	return Result[T]{Value: v, Outcome: Executed}, nil
 }
 
-// runKeyed computes the fingerprint, then leads or joins a flight (when sharing) or takes the
-// database path.
-func runKeyed[T, P any](ctx context.Context, r *Runner, req Request, share bool, policy ResultPolicy[T],
-	prepare func(ctx context.Context) (P, error), work func(ctx context.Context, p P) (T, error)) (Result[T], error) {
-	var none Result[T]
-	fp := Fingerprint(req.Operation, req.Body)
-	call := &keyedCall[T, P]{r: r, req: req, fp: fp, policy: policy, prepare: prepare, work: work}
-
-	if !share {
-		return call.run(ctx)
-	}
-	k := flightKey{req.Owner, req.Key}
-	f, leader := r.flights.leadOrJoin(k, req.Operation, fp, req.Body)
-	switch {
-	case f == nil: // a flight for this key with another operation or body: do not share
-		return call.run(ctx)
-	case leader:
-		var res Result[T]
-		var err error
-		defer func() {
-			if p := recover(); p != nil {
-				r.flights.finish(k, f, nil, nil, fmt.Errorf("leader panicked: %v", p))
-				panic(p)
-			}
-			r.flights.finish(k, f, res.Value, res.Envelope, err)
-		}()
-		res, err = call.run(ctx)
-		return res, err
-	default:
-		if err := r.flights.wait(ctx, f); err != nil {
-			return none, err
-		}
-		if f.err != nil {
-			// Never inherit a leader's failure: take the database path ourselves.
-			return call.run(ctx)
-		}
-		return Result[T]{Value: f.value.(T), Outcome: Joined, Envelope: f.envelope, Fingerprint: fp}, nil
-	}
-}
-
 type keyedCall[T, P any] struct {
-	r       *Runner
-	req     Request
+	r   *Runner
+	req Request
+	// fp is the request's fingerprint, computed when the call takes the database path (a
+	// follower that joins a flight never needs one).
 	fp      string
 	policy  ResultPolicy[T]
 	prepare func(ctx context.Context) (P, error)
-	work    func(ctx context.Context, p P) (T, error)
+	work    func(ctx context.Context, p P, b *store.Batch) (T, error)
 }
 
 // run is the database path: success-cache read, then reservation, prepare, work and SUCCEEDED
@@ -245,6 +245,7 @@ type keyedCall[T, P any] struct {
 func (c *keyedCall[T, P]) run(ctx context.Context) (Result[T], error) {
 	var none Result[T]
 	r, req := c.r, c.req
+	c.fp = Fingerprint(req.Operation, req.Body)
 	inTx := store.InTx(ctx)
 	if !inTx {
 		// Beyond a few requests per key on the database path, the rest wait here without a
@@ -262,22 +263,25 @@ func (c *keyedCall[T, P]) run(ctx context.Context) (Result[T], error) {
 		defer r.admission.leaveOwner(req.Owner, os)
 	}
 	now := r.clock.Now()
-	var pre func(owner, module string, result json.RawMessage) (T, bool, error)
+	var pre func(result json.RawMessage) (T, bool, error)
 	row, err := c.read(ctx, inTx, func(q store.Querier) (*keyRow, error) {
-		if pf, ok := c.policy.(Prefetcher[T]); ok {
-			// One round trip: the key row and the rows its result references.
-			cols, joins := pf.PrefetchSQL()
-			dest, restore := pf.NewPrefetch()
-			pre = restore
-			return readKeyPrefetch(ctx, q, req.Owner, req.Key, req.Module, cols, joins, dest)
+		if rp, ok := c.policy.(Replayer[T]); ok {
+			// One round trip: the key row and the rows its result references, in the policy's
+			// own statement.
+			rep, err := rp.ReadReplay(ctx, q, store.ReplayParams{Owner: req.Owner, Key: req.Key, Module: req.Module})
+			if err != nil || !rep.Found {
+				return nil, err
+			}
+			pre = rep.Restore
+			return &keyRow{StoredKey: rep.Key}, nil
 		}
 		return readKey(ctx, q, req.Owner, req.Key)
 	})
 	if err != nil {
 		return none, err
 	}
-	if row != nil && row.expiresAt.After(now) {
-		if row.status != "SUCCEEDED" {
+	if row != nil && row.ExpiresAt.After(now) {
+		if row.Status != "SUCCEEDED" {
 			return none, inProgress(req)
 		}
 		v, env, err := c.restore(ctx, row, pre)
@@ -288,7 +292,7 @@ func (c *keyedCall[T, P]) run(ctx context.Context) (Result[T], error) {
 	}
 
 	var res Result[T]
-	err = r.db.Tx(ctx, func(ctx context.Context) error {
+	err = r.db.TxBatch(ctx, func(ctx context.Context, b *store.Batch) error {
 		q := r.db.Q(ctx)
 		for attempt := 0; ; attempt++ {
 			if attempt == 5 {
@@ -297,7 +301,7 @@ func (c *keyedCall[T, P]) run(ctx context.Context) (Result[T], error) {
 			now = r.clock.Now()
 			reserved, snapshot, err := reserve(ctx, q, req, c.fp, now, now.Add(r.ttl))
 			if err != nil {
-				return err
+				return &store.StepError{Step: StepReserved, Err: err}
 			}
 			if reserved {
 				break
@@ -309,14 +313,14 @@ func (c *keyedCall[T, P]) run(ctx context.Context) (Result[T], error) {
 			if existing == nil {
 				continue // deleted between our INSERT and SELECT (expired elsewhere): compete again
 			}
-			if !existing.expiresAt.After(now) {
+			if !existing.ExpiresAt.After(now) {
 				if _, err := q.Exec(ctx, `DELETE FROM idempotency_record WHERE owner_id = $1 AND idempotency_key = $2 AND expires_at <= $3`,
 					req.Owner, req.Key, now); err != nil {
 					return fmt.Errorf("delete expired key: %w", err)
 				}
 				continue
 			}
-			if existing.status != "SUCCEEDED" {
+			if existing.Status != "SUCCEEDED" {
 				return afterWait(existing.waited, inProgress(req))
 			}
 			v, env, err := c.restore(ctx, existing, nil)
@@ -333,9 +337,7 @@ func (c *keyedCall[T, P]) run(ctx context.Context) (Result[T], error) {
 		if err != nil {
 			return err
 		}
-		// The work's writes are queued and travel with the SUCCEEDED update and the COMMIT in
-		// one round trip; a failing write fails the transaction there (nothing commits).
-		v, err := c.work(store.DeferWrites(ctx), p)
+		v, err := c.work(ctx, p, b)
 		if err != nil {
 			return err
 		}
@@ -351,13 +353,11 @@ func (c *keyedCall[T, P]) run(ctx context.Context) (Result[T], error) {
 			return err
 		}
 		// Guarded on the server: no PROCESSING row to update fails the statement, and with it
-		// the transaction, even when the COMMIT travels in the same round trip.
-		if err := r.db.ExecWrite(store.DeferWrites(ctx), "record success", errReservationVanished,
+		// the transaction, though the COMMIT travels in the same round trip.
+		b.Queue(StepSuccess, "record success", errReservationVanished,
 			`WITH u AS (UPDATE idempotency_record SET status = 'SUCCEEDED', response = $3, updated_at = $4
 				WHERE owner_id = $1 AND idempotency_key = $2 AND status = 'PROCESSING' RETURNING 1)
-			SELECT 1 / count(*) FROM u`, req.Owner, req.Key, env, r.clock.Now()); err != nil {
-			return err
-		}
+			SELECT 1 / count(*) FROM u`, req.Owner, req.Key, env, r.clock.Now())
 		res = Result[T]{Value: v, Outcome: Executed, Envelope: env, Fingerprint: c.fp}
 		return nil
 	})
@@ -383,26 +383,26 @@ func (c *keyedCall[T, P]) read(ctx context.Context, inTx bool, fn func(q store.Q
 
 // restore applies the hit rules in SPEC order: operation, fingerprint, policy, then restore.
 func (c *keyedCall[T, P]) restore(ctx context.Context, row *keyRow,
-	pre func(owner, module string, result json.RawMessage) (T, bool, error)) (T, json.RawMessage, error) {
+	pre func(result json.RawMessage) (T, bool, error)) (T, json.RawMessage, error) {
 	var zero T
-	if row.operation != c.req.Operation {
+	if row.Operation != c.req.Operation {
 		return zero, nil, apperr.New(apperr.ScopeConflict, "key %q of owner %s is bound to operation %s, not %s; use a new key",
-			c.req.Key, c.req.Owner, row.operation, c.req.Operation)
+			c.req.Key, c.req.Owner, row.Operation, c.req.Operation)
 	}
-	same, err := sameRequest(row.fingerprint, c.req, c.fp)
+	same, err := sameRequest(row.Fingerprint, c.req, c.fp)
 	if err != nil {
 		return zero, nil, err
 	}
 	if !same {
 		return zero, nil, apperr.New(apperr.KeyReused, "key %q was first used with a different request body; a retry must send the same body, a new request needs a new key", c.req.Key)
 	}
-	v, err := restoreEnvelope(ctx, c.policy, c.req.Owner, c.req.Module, row.response, pre)
+	v, err := restoreEnvelope(ctx, c.policy, c.req.Owner, c.req.Module, row.Response, pre)
 	if err != nil {
 		return zero, nil, err
 	}
 	// jsonb hands the envelope back in its own text, which is the canonical form BuildEnvelope
 	// wrote (package jsonb pins the two together): the first call's bytes.
-	return v, row.response, nil
+	return v, row.Response, nil
 }
 
 var errReservationVanished = errors.New("idempotency: the reservation vanished before success was recorded")
@@ -436,25 +436,7 @@ func readKey(ctx context.Context, q store.Querier, owner, key string) (*keyRow, 
 	var row keyRow
 	err := q.QueryRow(ctx, `SELECT operation, fingerprint, status, response, expires_at
 		FROM idempotency_record WHERE owner_id = $1 AND idempotency_key = $2`, owner, key).
-		Scan(&row.operation, &row.fingerprint, &row.status, &row.response, &row.expiresAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read key: %w", err)
-	}
-	return &row, nil
-}
-
-// readKeyPrefetch is readKey with a policy's prefetch columns and joins.
-func readKeyPrefetch(ctx context.Context, q store.Querier, owner, key, module, cols, joins string, dest []any) (*keyRow, error) {
-	var row keyRow
-	all := make([]any, 0, 5+len(dest))
-	all = append(all, &row.operation, &row.fingerprint, &row.status, &row.response, &row.expiresAt)
-	all = append(all, dest...)
-	err := q.QueryRow(ctx, `SELECT k.operation, k.fingerprint, k.status, k.response, k.expires_at, `+cols+`
-		FROM idempotency_record k `+joins+`
-		WHERE k.owner_id = $1 AND k.idempotency_key = $2`, owner, key, module).Scan(all...)
+		Scan(&row.Operation, &row.Fingerprint, &row.Status, &row.Response, &row.ExpiresAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -492,7 +474,7 @@ func readKeyAfterConflict(ctx context.Context, q store.Querier, owner, key, snap
 	err := q.QueryRow(ctx, `SELECT operation, fingerprint, status, response, expires_at,
 			pg_visible_in_snapshot(reserved_xid, $3::pg_snapshot)
 		FROM idempotency_record WHERE owner_id = $1 AND idempotency_key = $2`, owner, key, snapshot).
-		Scan(&row.operation, &row.fingerprint, &row.status, &row.response, &row.expiresAt, &visible)
+		Scan(&row.Operation, &row.Fingerprint, &row.Status, &row.Response, &row.ExpiresAt, &visible)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}

@@ -67,7 +67,7 @@ func TestPrepareRunsOnlyAfterTheReservationInsideTheSameTransaction(t *testing.T
 		err := b.db.Q(ctx).QueryRow(ctx, `SELECT status FROM idempotency_record WHERE owner_id = 'alice' AND idempotency_key = 'k'`).Scan(&status)
 		return 0, err
 	}
-	work := func(ctx context.Context, _ int) (widget, error) {
+	work := func(ctx context.Context, _ int, _ *store.Batch) (widget, error) {
 		w := widget{ID: "w1", Owner: "alice", Module: "W", Label: "l"}
 		_, err := b.db.Q(ctx).Exec(ctx, `INSERT INTO widget VALUES ('alice', 'w1', 'W', 'l')`)
 		return w, err
@@ -93,7 +93,7 @@ func TestAnErrorFromPrepareOrWorkRollsEverythingBackAndCachesNoFailure(t *testin
 			}
 			return "l", nil
 		}
-		work := func(ctx context.Context, l string) (widget, error) {
+		work := func(ctx context.Context, l string, _ *store.Batch) (widget, error) {
 			if _, err := b.db.Q(ctx).Exec(ctx, `INSERT INTO widget VALUES ('alice', $1, 'W', $2)`, key, l); err != nil {
 				return widget{}, err
 			}
@@ -118,7 +118,7 @@ func TestAPolicyThatSerializesMoreThanItsWhitelistFailsClosedAndRollsBack(t *tes
 	leaky := leakyPolicy{b.policy}
 	_, err := idem.RunPrepared(context.Background(), b.runner, idem.Request{Owner: "alice", Key: "leak", Operation: "W:widget:create", Module: "W"},
 		idem.ResultPolicy[widget](leaky), func(context.Context) (string, error) { return "secret label", nil },
-		func(ctx context.Context, l string) (widget, error) {
+		func(ctx context.Context, l string, _ *store.Batch) (widget, error) {
 			_, err := b.db.Q(ctx).Exec(ctx, `INSERT INTO widget VALUES ('alice', 'w', 'W', $1)`, l)
 			return widget{ID: "w", Label: l}, err
 		})
@@ -148,7 +148,10 @@ func TestAStoredPolicyNameThatDiffersFromTheOperationsPolicyFailsClosed(t *testi
 	require.NoError(t, err)
 	_, err = idem.RunPrepared(ctx, b.runner, idem.Request{Owner: "alice", Key: "k", Operation: "W:widget:create", Module: "W", Body: []byte(`{"label":"l"}`)},
 		idem.ResultPolicy[widget](renamedPolicy{b.policy}), func(context.Context) (string, error) { return "l", nil },
-		func(context.Context, string) (widget, error) { t.Fatal("work must not run"); return widget{}, nil })
+		func(context.Context, string, *store.Batch) (widget, error) {
+			t.Fatal("work must not run")
+			return widget{}, nil
+		})
 	ae := requireCode(t, err, apperr.PolicyMismatch)
 	require.Equal(t, 500, ae.Status())
 	require.Contains(t, ae.Message, widgetPolicyName)
@@ -222,7 +225,7 @@ func TestTheTTLComesFromOptionsAndAReplayNeverExtendsIt(t *testing.T) {
 	run := func() idem.Result[widget] {
 		res, err := idem.RunPrepared(ctx, r, idem.Request{Owner: "alice", Key: "ttl", Operation: "W:widget:create", Module: "W"},
 			idem.ResultPolicy[widget](b.policy), func(context.Context) (string, error) { b.prepares.Add(1); return "l", nil },
-			func(ctx context.Context, l string) (widget, error) {
+			func(ctx context.Context, l string, _ *store.Batch) (widget, error) {
 				w := widget{ID: time.Now().Format("150405.000000000"), Owner: "alice", Module: "W", Label: l}
 				_, err := b.db.Q(ctx).Exec(ctx, `INSERT INTO widget VALUES ($1, $2, $3, $4)`, w.Owner, w.ID, w.Module, w.Label)
 				return w, err
@@ -492,4 +495,88 @@ func TestJoinInFlightNeverHandsOnALeadersFailureAndSendsTheRequestToTheDatabase(
 	res, err := b.run(context.Background(), j.req, "v")
 	require.NoError(t, err)
 	require.Equal(t, idem.Executed, res.Outcome)
+}
+
+// RunPrepared itself (a caller that does not try JoinInFlight first) joins a running leader for
+// the same request: its followers park on the flight, never on the database, and share the
+// leader's value.
+func TestRunPreparedFollowersParkOnTheLeadersFlightAndShareItsValue(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	g := newGate(t)
+	var wg sync.WaitGroup
+	var leader idem.Result[widget]
+	var leaderErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		leader, leaderErr = b.run(heldAtSucceeded(g, nil), idem.Request{Owner: "alice", Key: "k"}, "v")
+	}()
+	g.AwaitHeld(t)
+	const followers = 5
+	results := make([]idem.Result[widget], followers)
+	errs := make([]error, followers)
+	for i := range followers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = b.run(context.Background(), idem.Request{Owner: "alice", Key: "k"}, "v")
+		}()
+	}
+	require.Eventually(t, func() bool { return b.runner.Waiting() == followers }, 15*time.Second, time.Millisecond,
+		"every follower parks on the flight (none queues on the unique index)")
+	require.Zero(t, b.count(t, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`))
+	g.Open()
+	wg.Wait()
+	require.NoError(t, leaderErr)
+	require.Equal(t, idem.Executed, leader.Outcome)
+	for i := range followers {
+		require.NoError(t, errs[i])
+		require.Equal(t, idem.Joined, results[i].Outcome)
+		require.Equal(t, leader.Value, results[i].Value)
+		require.Equal(t, leader.Fingerprint, results[i].Fingerprint)
+		require.Equal(t, leader.Envelope, results[i].Envelope)
+	}
+	require.Equal(t, int32(1), b.works.Load())
+	require.Zero(t, b.runner.Waiting())
+}
+
+// A leader's failure is never handed to the followers that joined it through RunPrepared: each
+// takes the database path itself, so exactly one of them executes and the rest share or replay.
+func TestRunPreparedFollowersOfAFailedLeaderTakeTheDatabasePathThemselves(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	g := newGate(t)
+	boom := errors.New("the leader fails")
+	var wg sync.WaitGroup
+	var leaderErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_, leaderErr = b.run(heldAtSucceeded(g, boom), idem.Request{Owner: "alice", Key: "k"}, "v")
+	}()
+	g.AwaitHeld(t)
+	const followers = 4
+	results := make([]idem.Result[widget], followers)
+	errs := make([]error, followers)
+	for i := range followers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = b.run(context.Background(), idem.Request{Owner: "alice", Key: "k"}, "v")
+		}()
+	}
+	require.Eventually(t, func() bool { return b.runner.Waiting() == followers }, 15*time.Second, time.Millisecond)
+	g.Open()
+	wg.Wait()
+	require.ErrorIs(t, leaderErr, boom)
+	tally := map[idem.Outcome]int{}
+	for i := range followers {
+		require.NoError(t, errs[i], "a follower never inherits the leader's error")
+		tally[results[i].Outcome]++
+	}
+	require.Equal(t, 1, tally[idem.Executed], "%v", tally)
+	require.Equal(t, followers-1, tally[idem.Joined]+tally[idem.Replayed], "%v", tally)
+	require.Equal(t, int32(2), b.works.Load(), "the failed leader's work and one follower's")
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM widget`))
 }

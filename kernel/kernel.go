@@ -194,11 +194,11 @@ func (k *Kernel) Create(ctx context.Context, in CreateInput) (WriteResult, error
 		}
 		return preparedRecord{title: in.Title, summary: summary, payload: payload}, nil
 	}
-	work := func(ctx context.Context, p preparedRecord) (RecordResult, error) {
+	work := func(ctx context.Context, p preparedRecord, b *store.Batch) (RecordResult, error) {
 		now := k.now()
 		rec := store.Record{ID: k.newID(now), OwnerID: in.Owner, ModuleCode: mod.Code, Revision: 1, Title: p.title,
 			Summary: p.summary, Payload: p.payload, CreatedAt: now, UpdatedAt: now}
-		if err := k.writeRecord(ctx, rec, 0, in.Key, "RECORD_CREATED", op); err != nil {
+		if err := k.writeRecord(ctx, b, rec, 0, in.Key, "RECORD_CREATED", op); err != nil {
 			return RecordResult{}, err
 		}
 		return RecordResult{Record: rec}, nil
@@ -274,33 +274,27 @@ func (k *Kernel) checkRecordFields(mod *Module, title, summary string, payload j
 	return mod.ValidatePayload(m, k.Registry.Rules.Snapshot())
 }
 
-// writeRecord writes rec (a new record when fromRevision is 0, else the next revision of it),
-// its revision and the audit event, with a fault checkpoint after each.
-func (k *Kernel) writeRecord(ctx context.Context, rec store.Record, fromRevision int, key, action, op string) error {
+// writeRecord queues rec (a new record when fromRevision is 0, else the next revision of it),
+// its revision and the audit event in b, with a fault checkpoint after each.
+func (k *Kernel) writeRecord(ctx context.Context, b *store.Batch, rec store.Record, fromRevision int, key, action, op string) error {
 	if fromRevision == 0 {
-		if err := k.db.InsertRecord(ctx, rec); err != nil {
-			return err
-		}
+		b.InsertRecord(idem.StepRecord, rec)
 	} else {
 		// The optimistic lock is checked by the server (the statement fails when the row is no
 		// longer at fromRevision), so the update may travel queued with the rest of the commit.
-		if err := k.db.UpdateRecordGuarded(ctx, rec, fromRevision, revisionConflict(rec.ID, fromRevision)); err != nil {
-			return err
-		}
+		b.UpdateRecordGuarded(idem.StepRecord, rec, fromRevision, revisionConflict(rec.ID, fromRevision))
 	}
 	if err := idem.Checkpoint(ctx, idem.StepRecord); err != nil {
 		return err
 	}
-	if err := k.db.InsertRevision(ctx, rec, keyPtr(key)); err != nil {
-		return err
-	}
+	b.InsertRevision(idem.StepRevision, rec, keyPtr(key))
 	if err := idem.Checkpoint(ctx, idem.StepRevision); err != nil {
 		return err
 	}
 	if action == "" {
 		return nil
 	}
-	return k.audit(ctx, rec.OwnerID, rec.ModuleCode, rec.ID, action, &rec.Revision, nil, key, auditDetail("operation", op))
+	return k.audit(ctx, b, rec.OwnerID, rec.ModuleCode, rec.ID, action, &rec.Revision, nil, key, auditDetail("operation", op))
 }
 
 // auditDetail is an audit event's detail: an object of the given name/value strings.
@@ -314,13 +308,10 @@ func auditDetail(nameValues ...string) json.RawMessage {
 	return jsonb.AppendObject(nil, ms[:n]...)
 }
 
-func (k *Kernel) audit(ctx context.Context, owner, module, recordID, action string, revision *int, executionID *string, key string, d json.RawMessage) error {
+func (k *Kernel) audit(ctx context.Context, b *store.Batch, owner, module, recordID, action string, revision *int, executionID *string, key string, d json.RawMessage) error {
 	now := k.now()
-	rid := recordID
-	if err := k.db.InsertAudit(ctx, store.AuditEvent{ID: k.newID(now), OwnerID: owner, ModuleCode: module, RecordID: &rid,
-		Action: action, Revision: revision, ExecutionID: executionID, IdempotencyKey: keyPtr(key), Detail: d, At: now}); err != nil {
-		return err
-	}
+	b.InsertAudit(idem.StepAudit, store.AuditEvent{ID: k.newID(now), OwnerID: owner, ModuleCode: module, RecordID: &recordID,
+		Action: action, Revision: revision, ExecutionID: executionID, IdempotencyKey: keyPtr(key), Detail: d, At: now})
 	return idem.Checkpoint(ctx, idem.StepAudit)
 }
 
@@ -399,11 +390,11 @@ func (k *Kernel) Patch(ctx context.Context, in PatchInput) (WriteResult, error) 
 		}
 		return next, nil
 	}
-	work := func(ctx context.Context, next store.Record) (RecordResult, error) {
+	work := func(ctx context.Context, next store.Record, b *store.Batch) (RecordResult, error) {
 		from := next.Revision
 		next.Revision++
 		next.UpdatedAt = k.now()
-		if err := k.writeRecord(ctx, next, from, in.Key, "RECORD_PATCHED", op); err != nil {
+		if err := k.writeRecord(ctx, b, next, from, in.Key, "RECORD_PATCHED", op); err != nil {
 			return RecordResult{}, err
 		}
 		return RecordResult{Record: next}, nil
@@ -521,8 +512,8 @@ func (k *Kernel) RunFeature(ctx context.Context, in FeatureInput) (WriteResult, 
 		}
 		return p, nil
 	}
-	work := func(ctx context.Context, p preparedFeature) (FeatureResult, error) {
-		return k.runFeatureWork(ctx, in, mod, feat, op, p)
+	work := func(ctx context.Context, p preparedFeature, b *store.Batch) (FeatureResult, error) {
+		return k.runFeatureWork(ctx, b, in, mod, feat, op, p)
 	}
 	res, err := idem.RunPrepared(ctx, k.runner, req, idem.ResultPolicy[FeatureResult](k.featurePolicyFor(feat.ID)), prepare, work)
 	if err != nil {
@@ -531,7 +522,7 @@ func (k *Kernel) RunFeature(ctx context.Context, in FeatureInput) (WriteResult, 
 	return featureWriteResult(res, in.Key, op), nil
 }
 
-func (k *Kernel) runFeatureWork(ctx context.Context, in FeatureInput, mod *Module, feat Feature, op string, p preparedFeature) (FeatureResult, error) {
+func (k *Kernel) runFeatureWork(ctx context.Context, b *store.Batch, in FeatureInput, mod *Module, feat Feature, op string, p preparedFeature) (FeatureResult, error) {
 	now := k.now()
 	rec := p.current
 	exec := store.Execution{ID: k.newID(now), OwnerID: in.Owner, ModuleCode: mod.Code, RecordID: rec.ID, FeatureID: feat.ID,
@@ -543,7 +534,7 @@ func (k *Kernel) runFeatureWork(ctx context.Context, in FeatureInput, mod *Modul
 		rec.Revision++
 		rec.Payload = p.newPayload
 		rec.UpdatedAt = now
-		if err := k.writeRecord(ctx, rec, from, in.Key, "", op); err != nil {
+		if err := k.writeRecord(ctx, b, rec, from, in.Key, "", op); err != nil {
 			return FeatureResult{}, err
 		}
 		exec.Mode, exec.Status = string(ModeInternal), "SUCCEEDED"
@@ -557,21 +548,17 @@ func (k *Kernel) runFeatureWork(ctx context.Context, in FeatureInput, mod *Modul
 		action = "FEATURE_" + feat.ID + "_QUEUED"
 	}
 	exec.RecordRevision = rec.Revision
-	if err := k.db.InsertExecution(ctx, exec); err != nil {
-		return FeatureResult{}, err
-	}
+	b.InsertExecution(idem.StepExecution, exec)
 	if feat.Mode == ModeOutbox {
 		ref, _ := json.Marshal(map[string]any{"recordId": rec.ID, "revision": rec.Revision, "executionId": exec.ID})
-		if err := k.db.InsertOutbox(ctx, store.OutboxMessage{ID: k.newID(now), OwnerID: in.Owner, ExecutionID: exec.ID,
-			Provider: feat.Provider, PayloadRef: ref, IdempotencyID: exec.ID, Status: "PENDING", NextAttemptAt: now, CreatedAt: now}); err != nil {
-			return FeatureResult{}, err
-		}
+		b.InsertOutbox(idem.StepExecution, store.OutboxMessage{ID: k.newID(now), OwnerID: in.Owner, ExecutionID: exec.ID,
+			Provider: feat.Provider, PayloadRef: ref, IdempotencyID: exec.ID, Status: "PENDING", NextAttemptAt: now, CreatedAt: now})
 	}
 	if err := idem.Checkpoint(ctx, idem.StepExecution); err != nil {
 		return FeatureResult{}, err
 	}
 	detail := auditDetail("operation", op, "featureId", feat.ID, "mode", exec.Mode, "status", exec.Status)
-	if err := k.audit(ctx, in.Owner, mod.Code, rec.ID, action, &rec.Revision, &exec.ID, in.Key, detail); err != nil {
+	if err := k.audit(ctx, b, in.Owner, mod.Code, rec.ID, action, &rec.Revision, &exec.ID, in.Key, detail); err != nil {
 		return FeatureResult{}, err
 	}
 	return FeatureResult{Record: rec, Execution: exec}, nil
@@ -637,15 +624,16 @@ func (k *Kernel) CreateReview(ctx context.Context, in ReviewInput) (ReviewWriteR
 		}
 		return cur, err
 	}
-	work := func(ctx context.Context, cur store.Record) (ReviewResult, error) {
+	work := func(ctx context.Context, cur store.Record, b *store.Batch) (ReviewResult, error) {
 		now := k.now()
 		rv := store.Review{ID: k.newID(now), OwnerID: in.Owner, ModuleCode: mod.Code, RecordID: cur.ID, RecordRevision: cur.Revision,
 			Verdict: in.Verdict, Comment: in.Comment, IdempotencyKey: keyPtr(in.Key), CreatedAt: now}
-		if err := k.db.InsertReview(ctx, rv); err != nil {
+		b.InsertReview(idem.StepReview, rv)
+		if err := idem.Checkpoint(ctx, idem.StepReview); err != nil {
 			return ReviewResult{}, err
 		}
 		rev := cur.Revision
-		if err := k.audit(ctx, in.Owner, mod.Code, cur.ID, "REVIEW_CREATED", &rev, nil, in.Key,
+		if err := k.audit(ctx, b, in.Owner, mod.Code, cur.ID, "REVIEW_CREATED", &rev, nil, in.Key,
 			auditDetail("operation", op, "reviewId", rv.ID, "verdict", rv.Verdict)); err != nil {
 			return ReviewResult{}, err
 		}

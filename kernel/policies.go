@@ -5,9 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 
-	"github.com/jackc/pgx/v5/pgtype"
-
 	"idemwork/apperr"
+	"idemwork/idem"
 	"idemwork/jsonb"
 	"idemwork/store"
 )
@@ -206,153 +205,67 @@ func checkSnapshot(row store.RevisionWithParent, owner, module, recordID string,
 	return snap, nil
 }
 
-// Prefetch (idem.Prefetcher): a replay reads the key row, the referenced revision with its
-// parent and (for features) the execution in one statement. Every check stays in Go: the
-// prefetched revision goes through checkSnapshot exactly as FindRevision's does, and anything
-// absent or not matching the stored reference falls back to Restore, which fails closed as ever.
+// Replays (idem.Replayer): a replay reads the key row, the referenced revision with its parent
+// and (for features) the execution in one statement (store.ReadRevisionReplay,
+// ReadExecutionReplay). Every check stays here: the revision read goes through checkSnapshot
+// exactly as FindRevision's does, and anything absent or not matching the stored reference falls
+// back to Restore, which fails closed as ever.
 
-// pfRevision is safe on any stored result: a revision that is not a small non-negative integer
-// joins nothing instead of failing the cast.
-const pfRevision = `(CASE WHEN k.response->'result'->>'revision' ~ '^[0-9]{1,9}$' THEN (k.response->'result'->>'revision')::int END)`
-
-// Each prefetched row is read by a LATERAL subquery kept apart from the join tree (OFFSET 0): it
-// runs once for the key row with the columns of a unique key bound by equality. Flattened into
-// one join, a generic plan cached while the tables were small read the parent through the
-// (owner_id, module_code) prefix and filtered on id: a scan of all the owner's records of that
-// module on every replay, until the next ANALYZE replanned it. (With tiny statistics the
-// execution may still be found through its record's index, (owner_id, record_id): a scan of
-// one record's executions at worst.)
-const (
-	pfRevisionColumns = `pf_rv.owner_id, pf_rv.record_id, pf_rv.revision, pf_rv.snapshot, pf_rv.idempotency_key, pf_rv.created_at,
-		pf_rv.parent_owner, pf_rv.parent_id, pf_rv.parent_module`
-	pfRevisionJoins = ` LEFT JOIN LATERAL (SELECT rv.owner_id, rv.record_id, rv.revision, rv.snapshot, rv.idempotency_key, rv.created_at,
-				p.owner_id AS parent_owner, p.id AS parent_id, p.module_code AS parent_module
-			FROM record_revision rv JOIN record p ON p.owner_id = rv.owner_id AND p.id = rv.record_id AND p.module_code = $3
-			WHERE rv.owner_id = k.owner_id AND rv.record_id = k.response->'result'->>'recordId' AND rv.revision = ` + pfRevision + `
-			OFFSET 0) pf_rv ON true`
-	pfExecutionColumns = `pf_e.id, pf_e.owner_id, pf_e.module_code, pf_e.record_id, pf_e.feature_id, pf_e.mode, pf_e.status,
-		pf_e.record_revision, pf_e.input, pf_e.output, pf_e.idempotency_key, pf_e.created_at, pf_e.updated_at`
-	pfExecutionJoins = ` LEFT JOIN LATERAL (SELECT e.id, e.owner_id, e.module_code, e.record_id, e.feature_id, e.mode, e.status,
-				e.record_revision, e.input, e.output, e.idempotency_key, e.created_at, e.updated_at
-			FROM feature_execution e
-			WHERE e.owner_id = k.owner_id AND e.id = k.response->'result'->>'executionId' AND e.module_code = $3
-				AND e.record_id = k.response->'result'->>'recordId'
-			OFFSET 0) pf_e ON true`
-)
-
-// pfRevisionRow receives the prefetched revision and parent (all NULL when the join found none).
-// pgtype values, not pointers: pgx scans them without reflection or a pointer allocation.
-type pfRevisionRow struct {
-	ownerID, recordID           pgtype.Text
-	revision                    pgtype.Int4
-	snapshot                    []byte
-	key                         pgtype.Text
-	createdAt                   pgtype.Timestamptz
-	parentOwner, parentID, pMod pgtype.Text
-}
-
-func (r *pfRevisionRow) dest() []any {
-	return []any{&r.ownerID, &r.recordID, &r.revision, &r.snapshot, &r.key, &r.createdAt, &r.parentOwner, &r.parentID, &r.pMod}
-}
-
-// textPtr is the *string a nullable text column scans into.
-func textPtr(t pgtype.Text) *string {
-	if !t.Valid {
-		return nil
+func (recordSnapshotPolicy) ReadReplay(ctx context.Context, q store.Querier, p store.ReplayParams) (idem.Replay[RecordResult], error) {
+	r, found, err := store.ReadRevisionReplay(ctx, q, p)
+	if err != nil || !found {
+		return idem.Replay[RecordResult]{}, err
 	}
-	s := t.String
-	return &s
-}
-
-// restore checks the prefetched revision like restoreRevision does; false means "not found
-// here" (the caller then runs Restore, which reports it as FindRevision would).
-func (r *pfRevisionRow) restore(owner, module, recordID string, revision int) (store.Record, bool, error) {
-	if !r.ownerID.Valid || !r.recordID.Valid || !r.revision.Valid || !r.createdAt.Valid ||
-		!r.parentOwner.Valid || !r.parentID.Valid || !r.pMod.Valid || r.createdAt.InfinityModifier != pgtype.Finite {
-		// An infinite timestamp does not fit a time.Time: Restore reads it again and fails there.
-		return store.Record{}, false, nil
-	}
-	row := store.RevisionWithParent{
-		Revision: store.Revision{OwnerID: r.ownerID.String, RecordID: r.recordID.String, Revision: int(r.revision.Int32), Snapshot: r.snapshot,
-			IdempotencyKey: textPtr(r.key), CreatedAt: r.createdAt.Time},
-		ParentOwner: r.parentOwner.String, ParentID: r.parentID.String, ParentModule: r.pMod.String}
-	rec, err := checkSnapshot(row, owner, module, recordID, revision)
-	if err != nil {
-		return store.Record{}, false, err
-	}
-	return rec, true, nil
-}
-
-type pfExecutionRow struct {
-	id, ownerID, module, recordID, featureID, mode, status pgtype.Text
-	recordRevision                                         pgtype.Int4
-	input, output                                          []byte
-	key                                                    pgtype.Text
-	createdAt, updatedAt                                   pgtype.Timestamptz
-}
-
-func (e *pfExecutionRow) dest() []any {
-	return []any{&e.id, &e.ownerID, &e.module, &e.recordID, &e.featureID, &e.mode, &e.status, &e.recordRevision,
-		&e.input, &e.output, &e.key, &e.createdAt, &e.updatedAt}
-}
-
-// execution is the prefetched row when it is exactly the one FindExecution would return.
-func (e *pfExecutionRow) execution(owner, module, recordID, id string) (store.Execution, bool) {
-	if !e.id.Valid || !e.ownerID.Valid || !e.module.Valid || !e.recordID.Valid || !e.featureID.Valid || !e.mode.Valid ||
-		!e.status.Valid || !e.recordRevision.Valid || !e.createdAt.Valid || !e.updatedAt.Valid ||
-		e.createdAt.InfinityModifier != pgtype.Finite || e.updatedAt.InfinityModifier != pgtype.Finite {
-		return store.Execution{}, false
-	}
-	if e.id.String != id || e.ownerID.String != owner || e.module.String != module || e.recordID.String != recordID {
-		return store.Execution{}, false
-	}
-	return store.Execution{ID: e.id.String, OwnerID: e.ownerID.String, ModuleCode: e.module.String, RecordID: e.recordID.String,
-		FeatureID: e.featureID.String, Mode: e.mode.String, Status: e.status.String, RecordRevision: int(e.recordRevision.Int32),
-		Input: e.input, Output: e.output, IdempotencyKey: textPtr(e.key), CreatedAt: e.createdAt.Time, UpdatedAt: e.updatedAt.Time}, true
-}
-
-func (recordSnapshotPolicy) PrefetchSQL() (string, string) { return pfRevisionColumns, pfRevisionJoins }
-
-func (recordSnapshotPolicy) NewPrefetch() ([]any, func(owner, module string, result json.RawMessage) (RecordResult, bool, error)) {
-	r := &pfRevisionRow{}
-	return r.dest(), func(owner, module string, result json.RawMessage) (RecordResult, bool, error) {
+	return idem.Replay[RecordResult]{Found: true, Key: r.Key, Restore: func(result json.RawMessage) (RecordResult, bool, error) {
 		var ref recordRef
 		if err := decodeRecordRef(result, &ref); err != nil {
 			return RecordResult{}, false, nil
 		}
-		rec, ok, err := r.restore(owner, module, ref.RecordID, ref.Revision)
+		rec, ok, err := replayedRevision(r.Revision, p, ref.RecordID, ref.Revision)
 		if err != nil || !ok {
 			return RecordResult{}, ok, err
 		}
 		return RecordResult{Record: rec}, true, nil
+	}}, nil
+}
+
+func (pol featureExecutionPolicy) ReadReplay(ctx context.Context, q store.Querier, p store.ReplayParams) (idem.Replay[FeatureResult], error) {
+	r, found, err := store.ReadExecutionReplay(ctx, q, p)
+	if err != nil || !found {
+		return idem.Replay[FeatureResult]{}, err
 	}
-}
-
-func (featureExecutionPolicy) PrefetchSQL() (string, string) {
-	return pfRevisionColumns + ", " + pfExecutionColumns, pfRevisionJoins + pfExecutionJoins
-}
-
-func (p featureExecutionPolicy) NewPrefetch() ([]any, func(owner, module string, result json.RawMessage) (FeatureResult, bool, error)) {
-	r := &pfRevisionRow{}
-	e := &pfExecutionRow{}
-	return append(r.dest(), e.dest()...), func(owner, module string, result json.RawMessage) (FeatureResult, bool, error) {
+	return idem.Replay[FeatureResult]{Found: true, Key: r.Key, Restore: func(result json.RawMessage) (FeatureResult, bool, error) {
 		var ref executionRef
 		if err := decodeExecutionRef(result, &ref); err != nil {
 			return FeatureResult{}, false, nil
 		}
-		rec, ok, err := r.restore(owner, module, ref.RecordID, ref.Revision)
+		rec, ok, err := replayedRevision(r.Revision, p, ref.RecordID, ref.Revision)
 		if err != nil || !ok {
 			return FeatureResult{}, ok, err
 		}
-		exec, ok := e.execution(owner, module, ref.RecordID, ref.ExecutionID)
-		if !ok {
+		e := r.Execution
+		if e == nil || e.ID != ref.ExecutionID || e.OwnerID != p.Owner || e.ModuleCode != p.Module || e.RecordID != ref.RecordID {
+			// Not exactly the one FindExecution would return: Restore reads it and judges.
 			return FeatureResult{}, false, nil
 		}
-		if err := p.checkExecution(exec, ref); err != nil {
+		if err := pol.checkExecution(*e, ref); err != nil {
 			return FeatureResult{}, false, err
 		}
-		return FeatureResult{Record: rec, Execution: exec}, true, nil
+		return FeatureResult{Record: rec, Execution: *e}, true, nil
+	}}, nil
+}
+
+// replayedRevision checks the revision read with the key like restoreRevision does; false means
+// "not found here" (the caller then runs Restore, which reports it as FindRevision would).
+func replayedRevision(row *store.RevisionWithParent, p store.ReplayParams, recordID string, revision int) (store.Record, bool, error) {
+	if row == nil {
+		return store.Record{}, false, nil
 	}
+	rec, err := checkSnapshot(*row, p.Owner, p.Module, recordID, revision)
+	if err != nil {
+		return store.Record{}, false, err
+	}
+	return rec, true, nil
 }
 
 // storedRef is any result reference a policy stores; each policy reads its own fields.

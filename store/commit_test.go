@@ -25,8 +25,10 @@ func overProxy(t *testing.T, db *testdb.DB) (*store.DB, *faultproxy.Proxy) {
 }
 
 func writeMarker(pdb *store.DB, id string) error {
-	return pdb.Tx(context.Background(), func(ctx context.Context) error {
-		return pdb.InsertAudit(store.DeferWrites(ctx), store.AuditEvent{ID: id, OwnerID: "alice", ModuleCode: "NOTE", Action: "MARK", At: time.Now()})
+	// Queued: the insert travels with BEGIN and COMMIT in the one round trip the proxy cuts.
+	return pdb.TxBatch(context.Background(), func(_ context.Context, b *store.Batch) error {
+		b.InsertAudit("mark", store.AuditEvent{ID: id, OwnerID: "alice", ModuleCode: "NOTE", Action: "MARK", At: time.Now()})
+		return nil
 	})
 }
 
@@ -71,13 +73,15 @@ func TestACommitTheServerRefusedIsNotCommitUnknown(t *testing.T) {
 	db := testdb.New(t)
 	pdb, _ := overProxy(t, db)
 	conflict := apperr.New(apperr.RevisionConflict, "stale")
-	err := pdb.Tx(context.Background(), func(ctx context.Context) error {
+	err := pdb.TxBatch(context.Background(), func(_ context.Context, b *store.Batch) error {
 		// Queued: it fails on the server in the round trip that carries the COMMIT.
-		return pdb.ExecWrite(store.DeferWrites(ctx), "guarded", conflict, `SELECT 1 / 0`)
+		b.Queue("guarded", "guarded", conflict, `SELECT 1 / 0`)
+		return nil
 	})
 	require.True(t, errors.Is(err, conflict), "%v", err)
-	err = pdb.Tx(context.Background(), func(ctx context.Context) error {
-		return pdb.ExecWrite(store.DeferWrites(ctx), "bad", nil, `SELECT no_such_column FROM audit_event`)
+	err = pdb.TxBatch(context.Background(), func(_ context.Context, b *store.Batch) error {
+		b.Queue("bad", "bad", nil, `SELECT no_such_column FROM audit_event`)
+		return nil
 	})
 	require.Error(t, err)
 	require.False(t, apperr.Is(err, apperr.CommitUnknown), "the server answered: the transaction rolled back")

@@ -8,6 +8,9 @@ var (
 	KeysSQL       = keysSQL
 	RecordsSQL    = recordsSQL
 	ExecutionsSQL = executionsSQL
+
+	RevisionReplaySQL  = revisionReplaySQL
+	ExecutionReplaySQL = executionReplaySQL
 )
 
 // PolicyOf is resolvePolicy's outcome, for the policy tests.

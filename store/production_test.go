@@ -286,9 +286,10 @@ func TestASchemaSettingPutsEveryTableInItAndHoldsThroughPoolers(t *testing.T) {
 		for i := range 3 {
 			id := route + "-" + string(rune('a'+i))
 			now := time.Now()
-			require.NoError(t, db.Tx(ctx, func(ctx context.Context) error {
-				return db.InsertRecord(ctx, store.Record{OwnerID: "alice", ID: id, ModuleCode: "NOTE", Revision: 1, Title: "t",
+			require.NoError(t, db.TxBatch(ctx, func(_ context.Context, b *store.Batch) error {
+				b.InsertRecord("record", store.Record{OwnerID: "alice", ID: id, ModuleCode: "NOTE", Revision: 1, Title: "t",
 					Payload: json.RawMessage(`{}`), CreatedAt: now, UpdatedAt: now})
+				return nil
 			}), route)
 		}
 		recs, _, err := db.RecordPage(ctx, "alice", "", 50, "")

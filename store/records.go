@@ -12,69 +12,92 @@ import (
 // ErrNotFound is returned by Find* when no row matches.
 var ErrNotFound = errors.New("not found")
 
-// Repositories route every statement to the ambient transaction when ctx carries one.
+// Repositories route every statement to the ambient transaction when ctx carries one. The
+// writes of the commit unit are queued in a Batch (see TxBatch), each under its step.
 
-// InsertRecord writes a new record row.
-func (db *DB) InsertRecord(ctx context.Context, r Record) error {
-	return db.exec(ctx, "insert record", nil, `INSERT INTO record (owner_id, id, module_code, revision, title, summary, payload, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+const (
+	insertRecordSQL = `INSERT INTO record (owner_id, id, module_code, revision, title, summary, payload, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`
+	updateRecordGuardedSQL = `WITH u AS (
+			UPDATE record SET revision = $4, title = $5, summary = $6, payload = $7, updated_at = $8
+			WHERE owner_id = $1 AND module_code = $2 AND id = $3 AND revision = $9 RETURNING 1)
+		SELECT 1 / count(*) FROM u`
+	insertRevisionSQL = `INSERT INTO record_revision (owner_id, record_id, revision, snapshot, idempotency_key, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6)`
+	insertExecutionSQL = `INSERT INTO feature_execution (owner_id, id, module_code, record_id, feature_id, mode, status,
+			record_revision, input, output, idempotency_key, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`
+	insertAuditSQL = `INSERT INTO audit_event (owner_id, id, module_code, record_id, action, revision, execution_id, idempotency_key, detail, at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`
+	insertReviewSQL = `INSERT INTO commitment_review (owner_id, id, module_code, record_id, record_revision, verdict, comment, idempotency_key, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`
+	insertOutboxSQL = `INSERT INTO outbox_message (owner_id, id, execution_id, provider, payload_ref, idempotency_id, status,
+			attempts, next_attempt_at, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8, $9, $9)`
+)
+
+// InsertRecord queues a new record row.
+func (b *Batch) InsertRecord(step string, r Record) {
+	b.Queue(step, "insert record", nil, insertRecordSQL,
 		r.OwnerID, r.ID, r.ModuleCode, r.Revision, r.Title, r.Summary, r.Payload, r.CreatedAt, r.UpdatedAt)
 }
 
-// UpdateRecordGuarded writes r as the next revision if the stored revision is still
-// fromRevision (optimistic lock), and returns conflict otherwise. The statement fails on the
-// server itself when no row matched, so it may be queued (DeferWrites) ahead of a COMMIT.
-func (db *DB) UpdateRecordGuarded(ctx context.Context, r Record, fromRevision int, conflict error) error {
-	return db.exec(ctx, "update record", conflict, `WITH u AS (
-			UPDATE record SET revision = $4, title = $5, summary = $6, payload = $7, updated_at = $8
-			WHERE owner_id = $1 AND module_code = $2 AND id = $3 AND revision = $9 RETURNING 1)
-		SELECT 1 / count(*) FROM u`,
+// UpdateRecordGuarded queues r as the next revision of its record if the stored revision is
+// still fromRevision (optimistic lock); the transaction fails with conflict otherwise. The
+// statement fails on the server itself when no row matched, so the COMMIT behind it never runs.
+func (b *Batch) UpdateRecordGuarded(step string, r Record, fromRevision int, conflict error) {
+	b.Queue(step, "update record", conflict, updateRecordGuardedSQL,
 		r.OwnerID, r.ModuleCode, r.ID, r.Revision, r.Title, r.Summary, r.Payload, r.UpdatedAt, fromRevision)
 }
 
-// InsertRevision writes an immutable revision whose snapshot is r.
-func (db *DB) InsertRevision(ctx context.Context, r Record, key *string) error {
+// InsertRevision queues an immutable revision whose snapshot is r as it is now.
+func (b *Batch) InsertRevision(step string, r Record, key *string) {
 	snap, err := json.Marshal(r)
 	if err != nil {
-		return err
+		if b.err == nil {
+			b.err = &StepError{Step: step, Err: fmt.Errorf("insert revision: %w", err)}
+		}
+		return
 	}
 	// json.RawMessage, not []byte: pgx's exec and simple_protocol modes send a []byte as bytea.
-	return db.exec(ctx, "insert revision", nil, `INSERT INTO record_revision (owner_id, record_id, revision, snapshot, idempotency_key, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6)`, r.OwnerID, r.ID, r.Revision, json.RawMessage(snap), key, r.UpdatedAt)
+	b.Queue(step, "insert revision", nil, insertRevisionSQL, r.OwnerID, r.ID, r.Revision, json.RawMessage(snap), key, r.UpdatedAt)
 }
 
-// InsertExecution writes a feature execution.
-func (db *DB) InsertExecution(ctx context.Context, e Execution) error {
-	return db.exec(ctx, "insert execution", nil, `INSERT INTO feature_execution (owner_id, id, module_code, record_id, feature_id, mode, status,
-			record_revision, input, output, idempotency_key, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+// InsertExecution queues a feature execution.
+func (b *Batch) InsertExecution(step string, e Execution) {
+	b.Queue(step, "insert execution", nil, insertExecutionSQL,
 		e.OwnerID, e.ID, e.ModuleCode, e.RecordID, e.FeatureID, e.Mode, e.Status, e.RecordRevision, e.Input, e.Output,
 		e.IdempotencyKey, e.CreatedAt, e.UpdatedAt)
 }
 
-// InsertAudit writes an audit event.
+// InsertAudit queues an audit event.
+func (b *Batch) InsertAudit(step string, a AuditEvent) {
+	b.Queue(step, "insert audit event", nil, insertAuditSQL, auditArgs(a)...)
+}
+
+// InsertAudit writes an audit event at once (in ctx's transaction when it carries one).
 func (db *DB) InsertAudit(ctx context.Context, a AuditEvent) error {
+	_, err := db.Q(ctx).Exec(ctx, insertAuditSQL, auditArgs(a)...)
+	return stmtError("insert audit event", nil, err)
+}
+
+func auditArgs(a AuditEvent) []any {
 	detail := a.Detail
 	if detail == nil {
 		detail = json.RawMessage(`{}`)
 	}
-	return db.exec(ctx, "insert audit event", nil, `INSERT INTO audit_event (owner_id, id, module_code, record_id, action, revision, execution_id, idempotency_key, detail, at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-		a.OwnerID, a.ID, a.ModuleCode, a.RecordID, a.Action, a.Revision, a.ExecutionID, a.IdempotencyKey, detail, a.At)
+	return []any{a.OwnerID, a.ID, a.ModuleCode, a.RecordID, a.Action, a.Revision, a.ExecutionID, a.IdempotencyKey, detail, a.At}
 }
 
-// InsertReview writes an immutable commitment review.
-func (db *DB) InsertReview(ctx context.Context, r Review) error {
-	return db.exec(ctx, "insert review", nil, `INSERT INTO commitment_review (owner_id, id, module_code, record_id, record_revision, verdict, comment, idempotency_key, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+// InsertReview queues an immutable commitment review.
+func (b *Batch) InsertReview(step string, r Review) {
+	b.Queue(step, "insert review", nil, insertReviewSQL,
 		r.OwnerID, r.ID, r.ModuleCode, r.RecordID, r.RecordRevision, r.Verdict, r.Comment, r.IdempotencyKey, r.CreatedAt)
 }
 
 // InsertOutbox queues a message for the delivery worker.
-func (db *DB) InsertOutbox(ctx context.Context, m OutboxMessage) error {
-	return db.exec(ctx, "insert outbox message", nil, `INSERT INTO outbox_message (owner_id, id, execution_id, provider, payload_ref, idempotency_id, status,
-			attempts, next_attempt_at, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8, $9, $9)`,
+func (b *Batch) InsertOutbox(step string, m OutboxMessage) {
+	b.Queue(step, "insert outbox message", nil, insertOutboxSQL,
 		m.OwnerID, m.ID, m.ExecutionID, m.Provider, m.PayloadRef, m.IdempotencyID, m.Status, m.NextAttemptAt, m.CreatedAt)
 }
 

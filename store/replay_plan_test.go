@@ -1,4 +1,4 @@
-package kernel
+package store_test
 
 import (
 	"context"
@@ -10,9 +10,11 @@ import (
 
 	"idemwork/idem"
 	"idemwork/internal/testdb"
+	"idemwork/kernel"
+	"idemwork/store"
 )
 
-// TestAReplayNeverScansAllOfAnOwnersRows pins the plan of the one-statement replay: planned
+// TestAReplayNeverScansAllOfAnOwnersRows pins the plan of the one-statement replays: planned
 // generically while the tables hold a handful of rows (as a connection's cached statement is, in
 // a new database), every prefetched row is still looked up by its own key, never by the owner
 // (or owner and module) prefix with a filter on the rest — that would read all of an owner's
@@ -20,11 +22,11 @@ import (
 func TestAReplayNeverScansAllOfAnOwnersRows(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t)
-	k := New(idem.NewRunner(db.DB, idem.Options{}), NewRegistry(NewRules(2000)), Options{})
+	k := kernel.New(idem.NewRunner(db.DB, idem.Options{}), kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
 	ctx := context.Background()
-	note, err := k.Create(ctx, CreateInput{Owner: "alice", Module: ModuleNote, Key: "note-1", Title: "t"})
+	note, err := k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "note-1", Title: "t"})
 	require.NoError(t, err)
-	_, err = k.RunFeature(ctx, FeatureInput{Owner: "alice", Module: ModuleNote, RecordID: note.Record.ID, FeatureID: "F01", Key: "run-1"})
+	_, err = k.RunFeature(ctx, kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: note.Record.ID, FeatureID: "F01", Key: "run-1"})
 	require.NoError(t, err)
 
 	conn, err := db.Pool.Acquire(ctx)
@@ -35,16 +37,15 @@ func TestAReplayNeverScansAllOfAnOwnersRows(t *testing.T) {
 
 	for i, c := range []struct {
 		key  string
-		sql  func() (string, string)
+		sql  string
 		scan []string // the relations the statement must look up by key
 	}{
-		{"note-1", k.recordPolicy.PrefetchSQL, []string{"record_revision", "record"}},
-		{"run-1", k.featurePolicyFor("F01").PrefetchSQL, []string{"record_revision", "record", "feature_execution"}},
+		{"note-1", store.RevisionReplaySQL, []string{"record_revision", "record"}},
+		{"run-1", store.ExecutionReplaySQL, []string{"record_revision", "record", "feature_execution"}},
 	} {
-		cols, joins := c.sql()
 		stmt := fmt.Sprintf("plan_probe_%d", i)
-		_, err = conn.Exec(ctx, `PREPARE `+stmt+`(text, text, text) AS SELECT k.operation, `+cols+`
-			FROM idempotency_record k `+joins+` WHERE k.owner_id = $1 AND k.idempotency_key = $2`)
+		// The statement's parameters are ReplayParams in order: owner, key, module.
+		_, err = conn.Exec(ctx, `PREPARE `+stmt+`(text, text, text) AS `+c.sql)
 		require.NoError(t, err)
 		rows, err := conn.Query(ctx, `EXPLAIN (COSTS OFF) EXECUTE `+stmt+`('alice', '`+c.key+`', 'NOTE')`)
 		require.NoError(t, err)
@@ -62,21 +63,21 @@ func TestAReplayNeverScansAllOfAnOwnersRows(t *testing.T) {
 			cond := indexCondOf(lines, rel)
 			require.NotEmpty(t, cond, "%s is not read through an index:\n%s", rel, plan)
 			bound := false
-			for _, cols := range lookupKeys[rel] {
+			for _, cols := range replayLookupKeys[rel] {
 				all := true
 				for _, col := range cols {
 					all = all && strings.Contains(cond, "("+col+" = ")
 				}
 				bound = bound || all
 			}
-			require.True(t, bound, "%s is not looked up by its own key (%v): %s\n%s", rel, lookupKeys[rel], cond, plan)
+			require.True(t, bound, "%s is not looked up by its own key (%v): %s\n%s", rel, replayLookupKeys[rel], cond, plan)
 		}
 	}
 }
 
-// lookupKeys are the column sets an acceptable lookup of each prefetched relation binds (any one
+// replayLookupKeys are the column sets an acceptable lookup of each prefetched relation binds (any one
 // of them): its unique key, or for an execution its record (a scan of one record's executions).
-var lookupKeys = map[string][][]string{
+var replayLookupKeys = map[string][][]string{
 	"record_revision":   {{"owner_id", "record_id", "revision"}},
 	"record":            {{"owner_id", "id"}},
 	"feature_execution": {{"owner_id", "id"}, {"owner_id", "record_id"}},

@@ -16,30 +16,13 @@ import (
 // it, so a context carrying one pool's transaction never routes another pool's statements.
 type ambientKey struct{}
 
-// deferKey marks a context whose repository writes may be queued (see DeferWrites).
-type deferKey struct{}
-
 // ambient is a transaction on one pooled connection. It starts lazily: BEGIN travels in the
-// same round trip as the first statement. Writes queued under DeferWrites travel together with
-// the next statement, or with the COMMIT. Statements always reach the server in the order they
-// were issued; a queued write's error surfaces at the next flush, and fails the transaction.
+// same round trip as the first statement, or with the batch and COMMIT that end it. Statements
+// reach the server in the order they were issued.
 type ambient struct {
-	db      *DB
-	conn    *pgxpool.Conn
-	begun   bool // BEGIN has been sent
-	pending []queued
-}
-
-// queued is a write waiting for the next round trip.
-type queued struct {
-	sql  string
-	args []any
-	// what prefixes the error of the statement ("insert record").
-	what string
-	// guard, when set, is returned if the statement fails with division_by_zero: the statement
-	// is written to divide by its own row count, so the server fails it (and with it the
-	// transaction, before any COMMIT queued behind it) when the expected row is not there.
-	guard error
+	db    *DB
+	conn  *pgxpool.Conn
+	begun bool // BEGIN has been sent
 }
 
 var _ Querier = (*ambient)(nil)
@@ -49,15 +32,6 @@ var _ Querier = (*ambient)(nil)
 func InTx(ctx context.Context) bool {
 	_, ok := ctx.Value(ambientKey{}).(*ambient)
 	return ok
-}
-
-// DeferWrites returns a context under which the repositories' writes (Insert*, the guarded
-// record update) may be queued in the ambient transaction and sent together with the next
-// statement or the COMMIT, in the order they were issued. Use it only where nothing between a
-// write and the end of the transaction depends on that write having reached the server; an error
-// of a queued write fails the transaction when it is sent.
-func DeferWrites(ctx context.Context) context.Context {
-	return context.WithValue(ctx, deferKey{}, true)
 }
 
 // Q returns where a statement for ctx goes: the ambient transaction of this DB when ctx
@@ -71,27 +45,6 @@ func (db *DB) Q(ctx context.Context) Querier {
 		return singleTx{db: db}
 	}
 	return db.pool
-}
-
-// exec runs a repository write: queued when ctx defers writes inside this DB's ambient
-// transaction, else at once. guard is the error for a guarded statement that found no row.
-func (db *DB) exec(ctx context.Context, what string, guard error, sql string, args ...any) error {
-	if a, ok := ctx.Value(ambientKey{}).(*ambient); ok && a.db == db {
-		if d, _ := ctx.Value(deferKey{}).(bool); d {
-			a.pending = append(a.pending, queued{sql: sql, args: args, what: what, guard: guard})
-			return nil
-		}
-	}
-	_, err := db.Q(ctx).Exec(ctx, sql, args...)
-	return stmtError(what, guard, err)
-}
-
-// ExecWrite runs one write in ctx's transaction the way the repositories do: queued under
-// DeferWrites, else at once. guard, when set, is returned if the statement fails with
-// division_by_zero (a statement written as "WITH u AS (… RETURNING 1) SELECT 1 / count(*) FROM u"
-// fails that way when no row matched). what prefixes other errors.
-func (db *DB) ExecWrite(ctx context.Context, what string, guard error, sql string, args ...any) error {
-	return db.exec(ctx, what, guard, sql, args...)
 }
 
 func stmtError(what string, guard error, err error) error {
@@ -108,65 +61,84 @@ func stmtError(what string, guard error, err error) error {
 	return fmt.Errorf("%s: %w", what, err)
 }
 
-// prefix is what must precede the next statement: BEGIN if not sent yet, then queued writes.
-func (a *ambient) hasPrefix() bool { return !a.begun || len(a.pending) > 0 }
-
-// queuePrefix puts BEGIN (with its transaction-local settings) and the queued writes into b,
-// marks them sent and returns how many results BEGIN takes (0 when it was sent before).
-func (a *ambient) queuePrefix(b *pgx.Batch) (int, []queued) {
+// queueWrites puts BEGIN (with its transaction-local settings) if it was not sent yet, then the
+// batch's writes into pb, marks BEGIN sent, and returns how many results BEGIN takes.
+func (a *ambient) queueWrites(pb *pgx.Batch, b *Batch) int {
 	began := 0
 	if !a.begun {
-		began = a.db.queueBegin(b, false)
+		began = a.db.queueBegin(pb, false)
 		a.begun = true
 	}
-	p := a.pending
-	a.pending = nil
-	for _, q := range p {
-		b.Queue(q.sql, q.args...)
+	if b != nil {
+		for _, w := range b.writes {
+			pb.Queue(w.sql, w.args...)
+		}
 	}
-	return began, p
+	return began
 }
 
-// readPrefix reads the results of what queuePrefix queued, in order.
-func readPrefix(br pgx.BatchResults, began int, p []queued) error {
+// readWrites reads the results of what queueWrites queued, in order: a write's failure is its
+// step's.
+func readWrites(br pgx.BatchResults, began int, b *Batch) error {
 	for range began {
 		if _, err := br.Exec(); err != nil {
 			return fmt.Errorf("begin: %w", err)
 		}
 	}
-	for _, q := range p {
+	if b == nil {
+		return nil
+	}
+	for _, w := range b.writes {
 		if _, err := br.Exec(); err != nil {
-			return stmtError(q.what, q.guard, err)
+			return &StepError{Step: w.step, Err: stmtError(w.what, w.guard, err)}
 		}
 	}
 	return nil
 }
 
-// flush sends BEGIN (if not yet sent) and the queued writes in one round trip.
-func (a *ambient) flush(ctx context.Context) error {
-	if !a.hasPrefix() {
+// begin sends BEGIN alone when it has not been sent (before a statement that cannot share its
+// round trip).
+func (a *ambient) begin(ctx context.Context) error {
+	if a.begun {
 		return nil
 	}
-	var b pgx.Batch
-	began, p := a.queuePrefix(&b)
-	br := a.conn.SendBatch(ctx, &b)
-	err := readPrefix(br, began, p)
+	return a.roundTrip(ctx, nil)
+}
+
+// send sends b's writes in one round trip (with BEGIN first when it was not sent yet); an empty
+// batch sends nothing.
+func (a *ambient) send(ctx context.Context, b *Batch) error {
+	if b.err != nil {
+		return b.err
+	}
+	if len(b.writes) == 0 {
+		return nil
+	}
+	return a.roundTrip(ctx, b)
+}
+
+// roundTrip sends BEGIN (if not yet sent) and b's writes (b may be nil) as one batch.
+func (a *ambient) roundTrip(ctx context.Context, b *Batch) error {
+	var pb pgx.Batch
+	began := a.queueWrites(&pb, b)
+	br := a.conn.SendBatch(ctx, &pb)
+	err := readWrites(br, began, b)
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
 	return err
 }
 
-// Exec runs sql in the transaction, sending what is queued before it in the same round trip.
+// Exec runs sql in the transaction, with BEGIN in the same round trip if it was not sent yet.
 func (a *ambient) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	if !a.hasPrefix() {
+	if a.begun {
 		return a.conn.Exec(ctx, sql, args...)
 	}
 	var b pgx.Batch
-	began, p := a.queuePrefix(&b)
+	began := a.queueWrites(&b, nil)
 	b.Queue(sql, args...)
 	br := a.conn.SendBatch(ctx, &b)
-	err := readPrefix(br, began, p)
+	err := readWrites(br, began, nil)
 	var tag pgconn.CommandTag
 	if err == nil {
 		tag, err = br.Exec()
@@ -177,48 +149,52 @@ func (a *ambient) Exec(ctx context.Context, sql string, args ...any) (pgconn.Com
 	return tag, err
 }
 
-// QueryRow runs sql in the transaction, sending what is queued before it in the same round trip.
+// QueryRow runs sql in the transaction, with BEGIN in the same round trip if it was not sent yet.
 func (a *ambient) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	if !a.hasPrefix() {
+	if a.begun {
 		return a.conn.QueryRow(ctx, sql, args...)
 	}
 	var b pgx.Batch
-	began, p := a.queuePrefix(&b)
+	began := a.queueWrites(&b, nil)
 	b.Queue(sql, args...)
 	br := a.conn.SendBatch(ctx, &b)
-	if err := readPrefix(br, began, p); err != nil {
+	if err := readWrites(br, began, nil); err != nil {
 		_ = br.Close()
 		return errRow{err}
 	}
 	return &batchRow{br: br, row: br.QueryRow()}
 }
 
-// Query runs sql in the transaction after sending what is queued.
+// Query runs sql in the transaction after BEGIN.
 func (a *ambient) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	if err := a.flush(ctx); err != nil {
+	if err := a.begin(ctx); err != nil {
 		return nil, err
 	}
 	return a.conn.Query(ctx, sql, args...)
 }
 
-// SendBatch sends b in the transaction after what is queued.
+// SendBatch sends b in the transaction after BEGIN.
 func (a *ambient) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
-	if err := a.flush(ctx); err != nil {
+	if err := a.begin(ctx); err != nil {
 		return errBatch{err}
 	}
 	return a.conn.SendBatch(ctx, b)
 }
 
-// commit sends what is queued and COMMIT in one round trip. Nothing sent, nothing to commit.
-func (a *ambient) commit(ctx context.Context) error {
-	if !a.begun && len(a.pending) == 0 {
+// commit sends b's writes and COMMIT in one round trip (with BEGIN first when nothing was sent
+// before). Nothing sent and nothing queued: nothing to commit.
+func (a *ambient) commit(ctx context.Context, b *Batch) error {
+	if b.err != nil {
+		return b.err
+	}
+	if !a.begun && len(b.writes) == 0 {
 		return nil
 	}
-	var b pgx.Batch
-	began, p := a.queuePrefix(&b)
-	b.Queue("commit")
-	br := a.conn.SendBatch(ctx, &b)
-	err := readPrefix(br, began, p)
+	var pb pgx.Batch
+	began := a.queueWrites(&pb, b)
+	pb.Queue("commit")
+	br := a.conn.SendBatch(ctx, &pb)
+	err := readWrites(br, began, b)
 	if err == nil {
 		var tag pgconn.CommandTag
 		tag, err = br.Exec()
@@ -254,9 +230,8 @@ func commitOutcome(err error) error {
 		"once if it did not); a write sent without a key cannot tell: look at the record's history before sending it again")
 }
 
-// rollback ends the transaction if BEGIN reached the server; queued writes are dropped unsent.
+// rollback ends the transaction if BEGIN reached the server.
 func (a *ambient) rollback(ctx context.Context) {
-	a.pending = nil
 	if a.begun && !a.conn.Conn().PgConn().IsClosed() {
 		_, _ = a.conn.Exec(ctx, "rollback")
 	}
@@ -294,8 +269,21 @@ func (b errBatch) Tx() pgx.Tx { return nil }
 // ambient transaction (same connection, same transaction); only the outermost call commits, and
 // any error from fn rolls the whole transaction back.
 func (db *DB) Tx(ctx context.Context, fn func(ctx context.Context) error) error {
+	return db.TxBatch(ctx, func(ctx context.Context, _ *Batch) error { return fn(ctx) })
+}
+
+// TxBatch is Tx with a batch: the writes fn queues in b are sent after fn returns nil, in order,
+// together with COMMIT in one round trip; a write the server refuses fails the transaction
+// (nothing commits) with its step's *StepError. Joined into an ambient transaction, the writes
+// are sent when fn returns, in one round trip of their own, so they are in the transaction
+// before TxBatch returns; the outermost call commits. fn's own statements run at once, as in Tx.
+func (db *DB) TxBatch(ctx context.Context, fn func(ctx context.Context, b *Batch) error) error {
+	var b Batch
 	if a, ok := ctx.Value(ambientKey{}).(*ambient); ok && a.db == db {
-		return fn(ctx)
+		if err := fn(ctx, &b); err != nil {
+			return err
+		}
+		return a.send(ctx, &b)
 	}
 	if err := db.WriteRefusal(); err != nil {
 		return err
@@ -312,12 +300,12 @@ func (db *DB) Tx(ctx context.Context, fn func(ctx context.Context) error) error 
 	defer conn.Release()
 	a := &ambient{db: db, conn: conn}
 	txCtx := context.WithValue(ctx, ambientKey{}, a)
-	if err := fn(txCtx); err != nil {
+	if err := fn(txCtx, &b); err != nil {
 		// The rollback uses a fresh context: a cancelled request must still release its locks.
 		a.rollback(context.WithoutCancel(ctx))
 		return db.translate(err)
 	}
-	if err := a.commit(ctx); err != nil {
+	if err := a.commit(ctx, &b); err != nil {
 		a.rollback(context.WithoutCancel(ctx))
 		return db.translate(err)
 	}
@@ -325,7 +313,9 @@ func (db *DB) Tx(ctx context.Context, fn func(ctx context.Context) error) error 
 }
 
 // Savepoint runs fn under a named savepoint of the ambient transaction, so a step that must
-// survive its own error rolls back only itself. It requires an ambient transaction.
+// survive its own error rolls back only itself. It requires an ambient transaction. What fn
+// runs through Q is inside the savepoint; writes queued in a batch are not (they travel with the
+// commit).
 func (db *DB) Savepoint(ctx context.Context, name string, fn func(ctx context.Context) error) error {
 	a, ok := ctx.Value(ambientKey{}).(*ambient)
 	if !ok || a.db != db {
@@ -335,18 +325,12 @@ func (db *DB) Savepoint(ctx context.Context, name string, fn func(ctx context.Co
 	if _, err := a.Exec(ctx, "SAVEPOINT "+ident); err != nil {
 		return err
 	}
-	// Writes fn queues belong inside the savepoint: send them before deciding its fate.
-	err := fn(ctx)
-	if err == nil {
-		err = a.flush(ctx)
-	}
-	if err != nil {
-		a.pending = nil
+	if err := fn(ctx); err != nil {
 		if _, rbErr := a.Exec(ctx, "ROLLBACK TO SAVEPOINT "+ident); rbErr != nil {
 			return errors.Join(err, rbErr)
 		}
 		return err
 	}
-	_, err = a.Exec(ctx, "RELEASE SAVEPOINT "+ident)
+	_, err := a.Exec(ctx, "RELEASE SAVEPOINT "+ident)
 	return err
 }

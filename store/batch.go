@@ -1,0 +1,113 @@
+package store
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Batch is the writes of one transaction, queued in order and sent together in one round trip
+// with the statement that ends the transaction (TxBatch sends them with COMMIT). Nothing is sent
+// while they are queued, so a write may be queued only where nothing later in the transaction
+// depends on it having reached the server; the guarded statements (UpdateRecordGuarded, the
+// runner's success update) make the server itself fail the transaction when their row is not
+// there, before the COMMIT behind them.
+//
+// A write's arguments are encoded when it is queued: copied into values nothing else refers to,
+// so changing a record, a pointer or a payload's bytes after the call changes nothing that is
+// sent. Each write keeps the step of the commit unit it belongs to ("record", "audit"…): when the
+// server refuses it, the transaction fails with a *StepError naming that step.
+//
+// The zero value is an empty batch. A Batch is not safe for concurrent use.
+type Batch struct {
+	writes []queuedWrite
+	// err is the first write whose arguments could not be encoded: the batch fails with it
+	// when sent, before anything reaches the server.
+	err error
+}
+
+// queuedWrite is one write waiting in a batch.
+type queuedWrite struct {
+	step string
+	// what prefixes the error of the statement ("insert record").
+	what string
+	// guard, when set, is returned if the statement fails with division_by_zero: the statement
+	// is written to divide by its own row count, so the server fails it (and with it the
+	// transaction, before any COMMIT queued behind it) when the expected row is not there.
+	guard error
+	sql   string
+	args  []any
+}
+
+// StepError is the failure of a write a batch carried, named by the step that queued it.
+type StepError struct {
+	Step string
+	Err  error
+}
+
+func (e *StepError) Error() string { return e.Step + ": " + e.Err.Error() }
+func (e *StepError) Unwrap() error { return e.Err }
+
+// Queue adds a write to the batch. step names the part of the commit unit it belongs to (its
+// error is that step's); guard, when set, is returned if the statement fails with
+// division_by_zero (a statement written as "WITH u AS (… RETURNING 1) SELECT 1 / count(*) FROM u"
+// fails that way when no row matched); what prefixes other errors.
+func (b *Batch) Queue(step, what string, guard error, sql string, args ...any) {
+	enc, err := encodeArgs(args)
+	if err != nil {
+		if b.err == nil {
+			b.err = &StepError{Step: step, Err: fmt.Errorf("%s: %w", what, err)}
+		}
+		return
+	}
+	b.writes = append(b.writes, queuedWrite{step: step, what: what, guard: guard, sql: sql, args: enc})
+}
+
+// Len is how many writes are queued.
+func (b *Batch) Len() int { return len(b.writes) }
+
+// Steps are the steps of the queued writes, in order.
+func (b *Batch) Steps() []string {
+	out := make([]string, len(b.writes))
+	for i, w := range b.writes {
+		out[i] = w.step
+	}
+	return out
+}
+
+// encodeArgs copies args into values that share nothing with the caller's: a pointer becomes the
+// value it points to now (or NULL), a byte slice a copy of its bytes. A type outside this list is
+// an error rather than a reference kept by accident.
+func encodeArgs(args []any) ([]any, error) {
+	out := make([]any, len(args))
+	for i, a := range args {
+		switch v := a.(type) {
+		case nil, string, bool, int, int32, int64, time.Time:
+			out[i] = v
+		case *string:
+			out[i] = copyOf(v)
+		case *int:
+			out[i] = copyOf(v)
+		case json.RawMessage:
+			// json.RawMessage, never []byte: pgx's exec and simple_protocol modes send a []byte as
+			// bytea, and a json column then refuses it.
+			if v != nil {
+				out[i] = json.RawMessage(append([]byte(nil), v...))
+			} else {
+				out[i] = nil
+			}
+		default:
+			return nil, fmt.Errorf("argument %d: a %T cannot be queued (encode it as a plain value first)", i+1, a)
+		}
+	}
+	return out, nil
+}
+
+// copyOf is a pointer to a copy of *p (nil for nil): NULL stays NULL, a value stays what it is now.
+func copyOf[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
+}

@@ -1,0 +1,187 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// A replay in one round trip: the key row of (owner, key) and the rows its stored result
+// references, read by one statement. The statements only read; every check of what they return
+// stays with the result policy (package kernel), which falls back to its own reads whenever a
+// row is absent or does not match the stored result.
+
+// ReplayParams names the key a replay reads and the route's module (rows are read only inside
+// it).
+type ReplayParams struct {
+	Owner  string
+	Key    string
+	Module string
+}
+
+// StoredKey is the part of an idempotency_record row the runner reads.
+type StoredKey struct {
+	Operation   string
+	Fingerprint string
+	Status      string
+	Response    []byte // nil while PROCESSING
+	ExpiresAt   time.Time
+}
+
+// RevisionReplay is a key row and the revision its stored result references, with the
+// revision's parent record.
+type RevisionReplay struct {
+	Key StoredKey
+	// Revision is nil when the statement found none it could read whole (none, or a column a
+	// Go value cannot hold, like an infinite timestamp): the policy then reads it on its own and
+	// judges it there.
+	Revision *RevisionWithParent
+}
+
+// ExecutionReplay is a RevisionReplay and the feature execution the result references.
+type ExecutionReplay struct {
+	RevisionReplay
+	// Execution is nil as Revision is.
+	Execution *Execution
+}
+
+// replayRevision is safe on any stored result: a revision that is not a small non-negative
+// integer joins nothing instead of failing the cast.
+const replayRevision = `(CASE WHEN k.response->'result'->>'revision' ~ '^[0-9]{1,9}$' THEN (k.response->'result'->>'revision')::int END)`
+
+// Each referenced row is read by a LATERAL subquery kept apart from the join tree (OFFSET 0): it
+// runs once for the key row with the columns of a unique key bound by equality. Flattened into
+// one join, a generic plan cached while the tables were small read the parent through the
+// (owner_id, module_code) prefix and filtered on id: a scan of all the owner's records of that
+// module on every replay, until the next ANALYZE replanned it. (With tiny statistics the
+// execution may still be found through its record's index, (owner_id, record_id): a scan of
+// one record's executions at worst.) The joins never fail on a malformed stored result: they
+// simply find nothing.
+const (
+	replayKeyColumns      = `k.operation, k.fingerprint, k.status, k.response, k.expires_at`
+	replayRevisionColumns = `pf_rv.owner_id, pf_rv.record_id, pf_rv.revision, pf_rv.snapshot, pf_rv.idempotency_key, pf_rv.created_at,
+		pf_rv.parent_owner, pf_rv.parent_id, pf_rv.parent_module`
+	replayRevisionJoin = ` LEFT JOIN LATERAL (SELECT rv.owner_id, rv.record_id, rv.revision, rv.snapshot, rv.idempotency_key, rv.created_at,
+				p.owner_id AS parent_owner, p.id AS parent_id, p.module_code AS parent_module
+			FROM record_revision rv JOIN record p ON p.owner_id = rv.owner_id AND p.id = rv.record_id AND p.module_code = $3
+			WHERE rv.owner_id = k.owner_id AND rv.record_id = k.response->'result'->>'recordId' AND rv.revision = ` + replayRevision + `
+			OFFSET 0) pf_rv ON true`
+	replayExecutionColumns = `pf_e.id, pf_e.owner_id, pf_e.module_code, pf_e.record_id, pf_e.feature_id, pf_e.mode, pf_e.status,
+		pf_e.record_revision, pf_e.input, pf_e.output, pf_e.idempotency_key, pf_e.created_at, pf_e.updated_at`
+	replayExecutionJoin = ` LEFT JOIN LATERAL (SELECT e.id, e.owner_id, e.module_code, e.record_id, e.feature_id, e.mode, e.status,
+				e.record_revision, e.input, e.output, e.idempotency_key, e.created_at, e.updated_at
+			FROM feature_execution e
+			WHERE e.owner_id = k.owner_id AND e.id = k.response->'result'->>'executionId' AND e.module_code = $3
+				AND e.record_id = k.response->'result'->>'recordId'
+			OFFSET 0) pf_e ON true`
+	replayWhere = ` WHERE k.owner_id = $1 AND k.idempotency_key = $2`
+
+	revisionReplaySQL  = `SELECT ` + replayKeyColumns + `, ` + replayRevisionColumns + ` FROM idempotency_record k ` + replayRevisionJoin + replayWhere
+	executionReplaySQL = `SELECT ` + replayKeyColumns + `, ` + replayRevisionColumns + `, ` + replayExecutionColumns +
+		` FROM idempotency_record k ` + replayRevisionJoin + replayExecutionJoin + replayWhere
+)
+
+func (p ReplayParams) args() []any { return []any{p.Owner, p.Key, p.Module} }
+
+// ReadRevisionReplay reads the key row of p and the revision its result references, on q (the
+// runner's connection or transaction). found is false when the key has no row.
+func ReadRevisionReplay(ctx context.Context, q Querier, p ReplayParams) (r RevisionReplay, found bool, err error) {
+	var rv replayRevisionRow
+	dest := make([]any, 0, 5+9)
+	dest = append(r.Key.dest(dest), rv.dest()...)
+	if err := q.QueryRow(ctx, revisionReplaySQL, p.args()...).Scan(dest...); err != nil {
+		return r, false, replayError(err)
+	}
+	r.Revision = rv.revision()
+	return r, true, nil
+}
+
+// ReadExecutionReplay reads the key row of p, the revision and the execution its result
+// references, on q. found is false when the key has no row.
+func ReadExecutionReplay(ctx context.Context, q Querier, p ReplayParams) (r ExecutionReplay, found bool, err error) {
+	var rv replayRevisionRow
+	var e replayExecutionRow
+	dest := make([]any, 0, 5+9+13)
+	dest = append(append(r.Key.dest(dest), rv.dest()...), e.dest()...)
+	if err := q.QueryRow(ctx, executionReplaySQL, p.args()...).Scan(dest...); err != nil {
+		return r, false, replayError(err)
+	}
+	r.Revision, r.Execution = rv.revision(), e.execution()
+	return r, true, nil
+}
+
+func replayError(err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	return fmt.Errorf("read key: %w", err)
+}
+
+func (k *StoredKey) dest(d []any) []any {
+	return append(d, &k.Operation, &k.Fingerprint, &k.Status, &k.Response, &k.ExpiresAt)
+}
+
+// replayRevisionRow receives the revision and its parent (all NULL when the join found none).
+// pgtype values, not pointers: pgx scans them without reflection or a pointer allocation.
+type replayRevisionRow struct {
+	ownerID, recordID           pgtype.Text
+	revisionNo                  pgtype.Int4
+	snapshot                    []byte
+	key                         pgtype.Text
+	createdAt                   pgtype.Timestamptz
+	parentOwner, parentID, pMod pgtype.Text
+}
+
+func (r *replayRevisionRow) dest() []any {
+	return []any{&r.ownerID, &r.recordID, &r.revisionNo, &r.snapshot, &r.key, &r.createdAt, &r.parentOwner, &r.parentID, &r.pMod}
+}
+
+// revision is the row read, or nil when there is none whole.
+func (r *replayRevisionRow) revision() *RevisionWithParent {
+	if !r.ownerID.Valid || !r.recordID.Valid || !r.revisionNo.Valid || !r.createdAt.Valid ||
+		!r.parentOwner.Valid || !r.parentID.Valid || !r.pMod.Valid || r.createdAt.InfinityModifier != pgtype.Finite {
+		return nil
+	}
+	return &RevisionWithParent{
+		Revision: Revision{OwnerID: r.ownerID.String, RecordID: r.recordID.String, Revision: int(r.revisionNo.Int32), Snapshot: r.snapshot,
+			IdempotencyKey: textPtr(r.key), CreatedAt: r.createdAt.Time},
+		ParentOwner: r.parentOwner.String, ParentID: r.parentID.String, ParentModule: r.pMod.String}
+}
+
+type replayExecutionRow struct {
+	id, ownerID, module, recordID, featureID, mode, status pgtype.Text
+	recordRevision                                         pgtype.Int4
+	input, output                                          []byte
+	key                                                    pgtype.Text
+	createdAt, updatedAt                                   pgtype.Timestamptz
+}
+
+func (e *replayExecutionRow) dest() []any {
+	return []any{&e.id, &e.ownerID, &e.module, &e.recordID, &e.featureID, &e.mode, &e.status, &e.recordRevision,
+		&e.input, &e.output, &e.key, &e.createdAt, &e.updatedAt}
+}
+
+// execution is the row read, or nil when there is none whole.
+func (e *replayExecutionRow) execution() *Execution {
+	if !e.id.Valid || !e.ownerID.Valid || !e.module.Valid || !e.recordID.Valid || !e.featureID.Valid || !e.mode.Valid ||
+		!e.status.Valid || !e.recordRevision.Valid || !e.createdAt.Valid || !e.updatedAt.Valid ||
+		e.createdAt.InfinityModifier != pgtype.Finite || e.updatedAt.InfinityModifier != pgtype.Finite {
+		return nil
+	}
+	return &Execution{ID: e.id.String, OwnerID: e.ownerID.String, ModuleCode: e.module.String, RecordID: e.recordID.String,
+		FeatureID: e.featureID.String, Mode: e.mode.String, Status: e.status.String, RecordRevision: int(e.recordRevision.Int32),
+		Input: e.input, Output: e.output, IdempotencyKey: textPtr(e.key), CreatedAt: e.createdAt.Time, UpdatedAt: e.updatedAt.Time}
+}
+
+// textPtr is the *string a nullable text column scans into.
+func textPtr(t pgtype.Text) *string {
+	if !t.Valid {
+		return nil
+	}
+	s := t.String
+	return &s
+}
