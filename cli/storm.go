@@ -129,8 +129,8 @@ func (a *app) runStorm(cmd *cobra.Command, sf *stormFlags, spec storm.Spec) erro
 	}
 
 	args, wenv := a.stormWorkerArgs()
-	env := storm.Env{Kernel: k, DSN: a.conn.DSN, HTTP: a.cfg.HTTP, Stderr: a.stderr, WorkerArgs: args, WorkerEnv: wenv,
-		MaxConns: a.cfg.Database.MaxConns}
+	env := storm.Env{Kernel: k, DSN: a.conn.DSN, Serve: serveStorm, MaxBodyBytes: a.cfg.HTTP.MaxBodyBytes, Stderr: a.stderr,
+		WorkerArgs: args, WorkerEnv: wenv, MaxConns: a.cfg.Database.MaxConns}
 	stall := newStallReporter(a.stderr, spec.N)
 	env.OnLocks = stall.sample
 	events := make(chan storm.Event, 256)

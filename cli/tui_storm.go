@@ -17,8 +17,8 @@ func (a *app) stormRunner(k *kernel.Kernel) tctx.StormRunner {
 		spec := stormSpecOf(sp)
 		exe, _ := os.Executable()
 		args, wenv := a.stormWorkerArgs()
-		env := storm.Env{Kernel: k, DSN: a.conn.DSN, Executable: exe, WorkerArgs: args, WorkerEnv: wenv, HTTP: a.cfg.HTTP,
-			MaxConns: a.cfg.Database.MaxConns}
+		env := storm.Env{Kernel: k, DSN: a.conn.DSN, Executable: exe, WorkerArgs: args, WorkerEnv: wenv, Serve: serveStorm,
+			MaxBodyBytes: a.cfg.HTTP.MaxBodyBytes, MaxConns: a.cfg.Database.MaxConns}
 		env.OnLocks = func(s storm.LockSample) {
 			l := tctx.StormLocks{At: s.At, Waiting: s.Waiting, InXact: s.InXact, PeakWaiting: s.PeakWaiting, PeakAt: s.PeakAt, WaitsOn: s.WaitsOn()}
 			select {

@@ -1,12 +1,17 @@
 package cli
 
 import (
+	"context"
 	"fmt"
+	"net"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
 	"idemwork/embedded"
+	"idemwork/httpapi"
+	"idemwork/kernel"
 	"idemwork/store"
 	"idemwork/storm"
 )
@@ -41,7 +46,7 @@ func (a *app) workerSession() (storm.WorkerSession, error) {
 		return storm.WorkerSession{}, err
 	}
 	if u := a.cfg.Database.URL; u != "" {
-		return storm.WorkerSession{DSN: u, ReadOnly: !a.cfg.Database.AllowWrites}, nil
+		return storm.WorkerSession{DSN: u, ReadOnly: !a.cfg.Database.AllowWrites, Serve: serveStorm}, nil
 	}
 	c, err := embedded.Attach(a.dataDir())
 	if err != nil {
@@ -54,7 +59,14 @@ func (a *app) workerSession() (storm.WorkerSession, error) {
 	if s := a.cfg.Database.Schema; s != "" {
 		dsn = store.WithDSNParams(dsn, [][2]string{{"search_path", pgx.Identifier{s}.Sanitize()}})
 	}
-	return storm.WorkerSession{DSN: dsn}, nil
+	return storm.WorkerSession{DSN: dsn, Serve: serveStorm}, nil
+}
+
+// serveStorm is how a storm serves the HTTP API it fires at (its own server, or a serving
+// child's): the adapter `idemwork serve` runs, over the storm's kernel.
+func serveStorm(ctx context.Context, k *kernel.Kernel, ln net.Listener, o storm.ServeOptions) error {
+	api := httpapi.New(k, httpapi.Options{Tokens: o.Tokens, MaxBodyBytes: o.MaxBodyBytes, RequestContext: o.RequestContext})
+	return httpapi.Serve(ctx, httpapi.NewServer(api, nil), ln, 5*time.Second)
 }
 
 // stormWorkerArgs are the worker's command line and environment for this invocation's session:

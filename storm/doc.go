@@ -14,6 +14,9 @@
 // against running servers, a loopback server in this process, or N server processes of its own
 // on the one database (round-robin). Every session it opens is named "idemwork storm <id> …" in
 // pg_stat_activity, which is how the sampler (every SampleEvery) and the final settle find
-// them. Run streams one Event per request on an optional bounded channel for live displays,
-// and Env.OnLocks receives the lock samples.
+// them. Each process fires at a Target: the kernel in this process, or an HTTP client of the
+// API's public contract. The storm has no HTTP server of its own: the host wires one in
+// (Env.Serve, WorkerSession.Serve), so the engine depends on the kernel, never on the HTTP
+// adapter or the configuration. Run streams one Event per request on an optional bounded
+// channel for live displays, and Env.OnLocks receives the lock samples.
 package storm

@@ -4,34 +4,49 @@ import (
 	"context"
 	"fmt"
 
+	"idemwork/idem"
+	"idemwork/internal/testdb"
 	"idemwork/kernel"
 	"idemwork/storm"
 )
 
 // A live display consumes events while the storm runs; the channel is the caller's, so it
-// closes it after Run returns (Run has delivered every event by then).
+// closes it after Run returns (Run has delivered every event by then). Here 40 requests on one
+// key from two processes released together: one executes, the others replay or join its
+// result, and the verdict is read from the database.
 func ExampleRun() {
-	var k *kernel.Kernel // the process's kernel, e.g. from the CLI or the TUI
+	db, drop := testdb.ForExample(testdb.Options{MaxConns: 16})
+	defer drop()
+	// The process's kernel, e.g. from the CLI or the TUI.
+	k := kernel.New(idem.NewRunner(db.DB, idem.Options{}), kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
 	spec := storm.Spec{
 		Op:     storm.OpCreate,
 		Create: kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "k-1", Title: "t"},
-		N:      400, Processes: 4, Share: true,
+		N:      40, Processes: 2, Share: true,
 	}
 	events := make(chan storm.Event, 64)
-	done := make(chan struct{})
+	done := make(chan map[string]int)
 	go func() {
-		defer close(done)
 		counts := map[string]int{}
 		for ev := range events {
-			counts[ev.Outcome]++ // redraw on a tick, not per event
+			if ev.Succeeded() {
+				counts["answered"]++ // a display redraws on a tick, not per event
+			}
 		}
+		done <- counts
 	}()
-	sum, err := storm.Run(context.Background(), storm.Env{Kernel: k, DSN: "postgres://…"}, spec, events)
+	sum, err := storm.Run(context.Background(), storm.Env{Kernel: k, DSN: db.DSN}, spec, events)
 	close(events)
-	<-done
+	counts := <-done
 	if err != nil {
 		fmt.Println("storm:", err)
 		return
 	}
-	fmt.Println(sum.Outcomes["EXECUTED"], sum.Verified.Agrees)
+	fmt.Println("answered:", counts["answered"])
+	fmt.Println("executed:", sum.Outcomes["EXECUTED"])
+	fmt.Println("the database agrees:", sum.Verified.Agrees)
+	// Output:
+	// answered: 40
+	// executed: 1
+	// the database agrees: true
 }

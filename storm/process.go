@@ -202,7 +202,7 @@ func runChildren(ctx context.Context, r *stormRun) (time.Time, error) {
 	for i := range spec.Processes {
 		n := spec.perProcess(i)
 		job := newWorkerJob(spec, env)
-		job.IndexBase, job.FaultClaim, job.URLs, job.Token = base, claim, r.target.urls, r.target.token
+		job.IndexBase, job.FaultClaim, job.URLs, job.Token = base, claim, r.servers.urls, r.servers.token
 		job.Spec.N, job.Spec.Processes = n, 1
 		job.Spec.Concurrency = min(spec.Concurrency, n)
 		job.AppName, job.MaxConns = appName(spec.ID, 'p', i+1), poolSize(job.Spec.Concurrency+2, env.MaxConns)
@@ -250,7 +250,7 @@ func startServers(ctx context.Context, r *stormRun, token string) ([]string, fun
 	perServer := (spec.Concurrency*spec.Processes + spec.Servers - 1) / spec.Servers
 	for i := range spec.Servers {
 		job := newWorkerJob(spec, env)
-		job.Role, job.FaultClaim, job.Token, job.MaxBodyBytes = roleServe, claim, token, env.HTTP.MaxBodyBytes
+		job.Role, job.FaultClaim, job.Token, job.MaxBodyBytes = roleServe, claim, token, env.MaxBodyBytes
 		job.AppName, job.MaxConns = appName(spec.ID, 's', i+1), poolSize(perServer+2, env.MaxConns)
 		if err := g.start(job, nil); err != nil {
 			g.started()

@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"idemwork/httpapi"
 	"idemwork/kernel"
 	"idemwork/store"
 )
@@ -23,9 +22,9 @@ type stormRun struct {
 	faults faults // for the requests this process executes
 	// local serves the in-process requests and the in-process server: a kernel over a pool of
 	// the storm's own (named p0) when Env.DSN is set, else Env.Kernel.
-	local  *kernel.Kernel
-	target httpTarget
-	claim  string
+	local   *kernel.Kernel
+	servers servers
+	claim   string
 	// tagged: every database session of the storm carries its application_name, so it can be
 	// sampled and waited for.
 	tagged bool
@@ -114,7 +113,7 @@ func Run(ctx context.Context, env Env, spec Spec, events chan<- Event) (Summary,
 		closeLocal() // its sessions end; a transaction still open there rolls back
 		open, settleErr = settle(vctx, home, AppNamePrefix(spec.ID), settleTimeout+spec.Hold, stopped)
 	}
-	sum := r.col.summarize(spec, release, stopped, r.target.urls)
+	sum := r.col.summarize(spec, release, stopped, r.servers.urls)
 	if smp != nil {
 		sum.Locks = smp.stop()
 	}
@@ -140,33 +139,36 @@ func (r *stormRun) targets(ctx context.Context, ownServer bool) (func(), error) 
 	case spec.Via != ViaHTTP:
 		return nothing, nil
 	case len(spec.URLs) > 0:
-		r.target = httpTarget{urls: spec.URLs, token: spec.Token}
+		r.servers = servers{urls: spec.URLs, token: spec.Token}
 		c := newHTTPClient(1, 0)
 		defer c.CloseIdleConnections()
-		return nothing, checkTokenOwner(ctx, c, r.target, spec.Owner())
+		return nothing, checkTokenOwner(ctx, c, r.servers, spec.Owner())
 	}
 	token := "storm-" + randomHex(16)
 	if ownServer {
-		url, stop, err := startServer(ctx, r.local, token, spec.Owner(), r.env.HTTP.MaxBodyBytes, r.faults)
+		url, stop, err := startServer(ctx, r.env.Serve, r.local, token, spec.Owner(), r.env.MaxBodyBytes, r.faults)
 		if err != nil {
 			return nil, err
 		}
-		r.target = httpTarget{urls: []string{url}, token: token}
+		r.servers = servers{urls: []string{url}, token: token}
 		return stop, nil
 	}
 	urls, stop, err := startServers(ctx, r, token)
 	if err != nil {
 		return nil, err
 	}
-	r.target = httpTarget{urls: urls, token: token}
+	r.servers = servers{urls: urls, token: token}
 	return stop, nil
 }
 
-// startServer serves the API over k on a loopback port, accepting token for owner and
-// injecting f into its requests' work; stop shuts it down (in-flight requests finish) and may
-// be called more than once.
-func startServer(ctx context.Context, k *kernel.Kernel, token, owner string, maxBody int64, f faults) (string, func(), error) {
-	opts := httpapi.Options{Tokens: map[string]string{token: owner}, MaxBodyBytes: maxBody}
+// startServer serves the API over k on a loopback port through serve, accepting token for owner
+// and injecting f into its requests' work; stop shuts it down (in-flight requests finish) and
+// may be called more than once.
+func startServer(ctx context.Context, serve ServeFunc, k *kernel.Kernel, token, owner string, maxBody int64, f faults) (string, func(), error) {
+	if serve == nil {
+		return "", nil, errors.New("storm: a storm over HTTP without --url serves the API itself, and its host gave it no server (Env.Serve, WorkerSession.Serve)")
+	}
+	opts := ServeOptions{Tokens: map[string]string{token: owner}, MaxBodyBytes: maxBody}
 	if !f.none() {
 		opts.RequestContext = f.bind
 	}
@@ -174,12 +176,11 @@ func startServer(ctx context.Context, k *kernel.Kernel, token, owner string, max
 	if err != nil {
 		return "", nil, fmt.Errorf("storm: listen on loopback: %w", err)
 	}
-	srv := httpapi.NewServer(httpapi.New(k, opts), nil)
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = httpapi.Serve(sctx, srv, ln, 5*time.Second)
+		_ = serve(sctx, k, ln, opts)
 	}()
 	stop := func() {
 		cancel()
@@ -191,31 +192,27 @@ func startServer(ctx context.Context, k *kernel.Kernel, token, owner string, max
 // runInProcess fires the storm from this process: through the storm's kernel, or over HTTP.
 func runInProcess(ctx context.Context, r *stormRun) (time.Time, error) {
 	spec := r.spec
-	var do doer
+	var t Target
 	fctx := ctx
 	if spec.Via == ViaHTTP {
-		c := newHTTPClient(spec.Concurrency, spec.Hold)
-		defer c.CloseIdleConnections()
-		if err := warmTargets(ctx, c, r.target, spec.Concurrency); err != nil {
-			return time.Time{}, err
-		}
-		d, err := httpDoer(c, r.target, spec)
+		ht, err := NewHTTPTarget(r.servers.urls, r.servers.token, spec, spec.Concurrency)
 		if err != nil {
 			return time.Time{}, err
 		}
-		do = d
+		t = ht
 	} else {
-		if err := warmPool(ctx, r.local.DB(), spec.Concurrency); err != nil {
-			return time.Time{}, err
-		}
-		do = kernelDoer(r.local, spec)
+		t = NewKernelTarget(r.local, spec)
 		fctx = r.faults.bind(ctx)
+	}
+	defer t.Close()
+	if err := t.Warm(ctx, spec.Concurrency); err != nil {
+		return time.Time{}, err
 	}
 	release := make(chan struct{})
 	var parked, wg sync.WaitGroup
 	parked.Add(spec.Concurrency)
 	wg.Go(func() {
-		fire(fctx, spec.N, spec.Concurrency, 0, os.Getpid(), do, &parked, release, r.col.add)
+		fire(fctx, spec.N, spec.Concurrency, 0, os.Getpid(), t, &parked, release, r.col.add)
 	})
 	parked.Wait()
 	released := time.Now()
@@ -226,7 +223,7 @@ func runInProcess(ctx context.Context, r *stormRun) (time.Time, error) {
 
 // fire runs c workers; each marks itself parked, waits for release, then takes request indices
 // base..base+n-1 in turn until none are left.
-func fire(ctx context.Context, n, c, base, pid int, do doer, parked *sync.WaitGroup, release <-chan struct{}, emit func(Event)) {
+func fire(ctx context.Context, n, c, base, pid int, t Target, parked *sync.WaitGroup, release <-chan struct{}, emit func(Event)) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range c {
@@ -243,7 +240,7 @@ func fire(ctx context.Context, n, c, base, pid int, do doer, parked *sync.WaitGr
 					return
 				}
 				start := time.Now()
-				ev := do(ctx, base+i)
+				ev := t.Do(ctx, base+i)
 				ev.LatencyMs = msSince(start)
 				ev.Index, ev.PID = base+i, pid
 				emit(ev)

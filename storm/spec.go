@@ -1,15 +1,16 @@
 package storm
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"time"
 
 	"idemwork/apperr"
-	"idemwork/config"
 	"idemwork/idem"
 	"idemwork/kernel"
 )
@@ -109,8 +110,11 @@ type Env struct {
 	Executable string
 	WorkerArgs []string
 	WorkerEnv  []string
-	// HTTP configures the self-started server (MaxBodyBytes).
-	HTTP config.HTTP
+	// Serve serves the HTTP API for a storm over HTTP without URLs (the storm's own server in
+	// this process); the host wires its HTTP adapter here. MaxBodyBytes caps that server's
+	// request bodies, and its serving children's.
+	Serve        ServeFunc
+	MaxBodyBytes int64
 	// Stderr receives the children's stderr as it comes (nil: kept only for error messages).
 	Stderr io.Writer
 	// ReadyTimeout bounds how long children may take to connect and warm up (default 1 minute).
@@ -122,6 +126,21 @@ type Env struct {
 	// OnLocks, when set, receives every lock sample as it is taken (each SampleEvery while the
 	// storm runs). It runs on the sampler's goroutine and must not block.
 	OnLocks func(LockSample)
+}
+
+// ServeFunc serves the HTTP API over k on ln until ctx ends, then shuts down gracefully (the
+// requests in flight finish) and returns. The storm starts its own servers through it; it has no
+// HTTP server of its own, so the host (the CLI) wires its adapter in.
+type ServeFunc func(ctx context.Context, k *kernel.Kernel, ln net.Listener, opts ServeOptions) error
+
+// ServeOptions configure a server a storm starts.
+type ServeOptions struct {
+	// Tokens maps the bearer tokens the server accepts to the owner each acts as.
+	Tokens map[string]string
+	// MaxBodyBytes caps a request body (0: the server's default).
+	MaxBodyBytes int64
+	// RequestContext derives each request's context: the storm's fault injection.
+	RequestContext func(context.Context) context.Context
 }
 
 // Event is one finished request.

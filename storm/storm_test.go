@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"idemwork/httpapi"
 	"idemwork/idem"
 	"idemwork/internal/testdb"
 	"idemwork/kernel"
@@ -23,7 +25,7 @@ import (
 // binary with storm.WorkerEnvVar set, and run the worker instead of the tests.
 func TestMain(m *testing.M) {
 	if os.Getenv(storm.WorkerEnvVar) == "1" {
-		if err := storm.WorkerMain(context.Background(), os.Stdin, os.Stdout, storm.WorkerSession{}); err != nil {
+		if err := storm.WorkerMain(context.Background(), os.Stdin, os.Stdout, storm.WorkerSession{Serve: serveHTTP}); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(4)
 		}
@@ -42,7 +44,13 @@ func setup(t *testing.T) *testBundle {
 	t.Helper()
 	db := testdb.NewWith(t, testdb.Options{MaxConns: 48})
 	k := kernel.New(idem.NewRunner(db.DB, idem.Options{}), kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
-	return &testBundle{db: db, k: k, env: storm.Env{Kernel: k, DSN: db.DSN, Stderr: testWriter{t}}}
+	return &testBundle{db: db, k: k, env: storm.Env{Kernel: k, DSN: db.DSN, Stderr: testWriter{t}, Serve: serveHTTP}}
+}
+
+// serveHTTP serves the HTTP API for the storm's own servers, as the CLI wires it.
+func serveHTTP(ctx context.Context, k *kernel.Kernel, ln net.Listener, o storm.ServeOptions) error {
+	api := httpapi.New(k, httpapi.Options{Tokens: o.Tokens, MaxBodyBytes: o.MaxBodyBytes, RequestContext: o.RequestContext})
+	return httpapi.Serve(ctx, httpapi.NewServer(api, nil), ln, 5*time.Second)
 }
 
 // testWriter sends the children's stderr to the test log.
@@ -331,7 +339,7 @@ func TestAStormOnAKeyThatExpiredAndRanAgainJudgesOnlyTheKeysCurrentLife(t *testi
 	db := testdb.NewWith(t, testdb.Options{MaxConns: 48})
 	clock := &idem.OffsetClock{}
 	k := kernel.New(idem.NewRunner(db.DB, idem.Options{Clock: clock}), kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
-	env := storm.Env{Kernel: k, DSN: db.DSN, Stderr: testWriter{t}}
+	env := storm.Env{Kernel: k, DSN: db.DSN, Stderr: testWriter{t}, Serve: serveHTTP}
 	spec := createSpec("ivan", "k-lives")
 	spec.N, spec.Share = 30, true
 
@@ -438,7 +446,7 @@ func TestWorkerNeverFiresWithoutARelease(t *testing.T) {
 	var out syncBuffer
 	done := make(chan error, 1)
 	go func() {
-		done <- storm.ServeWorker(ctxFor(t), strings.NewReader(string(job)), &out, r, storm.WorkerSession{})
+		done <- storm.ServeWorker(ctxFor(t), strings.NewReader(string(job)), &out, r, storm.WorkerSession{Serve: serveHTTP})
 	}()
 	require.Eventually(t, func() bool { return strings.Contains(out.String(), `"t":"ready"`) }, time.Minute, 10*time.Millisecond)
 	require.NoError(t, w.Close()) // the parent is gone: EOF instead of a release byte

@@ -53,6 +53,8 @@ type WorkerSession struct {
 	DSN string
 	// ReadOnly refuses the job before anything connects: a storm writes.
 	ReadOnly bool
+	// Serve serves the HTTP API for a serving child (the host's HTTP adapter).
+	Serve ServeFunc
 }
 
 // workerJob is what the parent tells a child.
@@ -174,28 +176,22 @@ func serveWorker(ctx context.Context, in io.Reader, w *lineWriter, barrier io.Re
 	}
 	f.hold = job.Spec.Hold
 	if job.Role == roleServe {
-		return serveAPI(ctx, job, dsn, f, w, barrier)
+		return serveAPI(ctx, job, dsn, session.Serve, f, w, barrier)
 	}
 	spec := job.Spec
 	if spec.N < 1 || spec.Concurrency < 1 {
 		return fmt.Errorf("storm-worker: the job has no requests")
 	}
-	var do doer
+	var t Target
 	if spec.Via == ViaHTTP {
 		if len(job.URLs) == 0 {
 			return fmt.Errorf("storm-worker: the job names no server")
 		}
-		c := newHTTPClient(spec.Concurrency, spec.Hold)
-		defer c.CloseIdleConnections()
-		t := httpTarget{urls: job.URLs, token: job.Token}
-		if err := warmTargets(ctx, c, t, spec.Concurrency); err != nil {
-			return err
-		}
-		d, err := httpDoer(c, t, spec)
+		ht, err := NewHTTPTarget(job.URLs, job.Token, spec, spec.Concurrency)
 		if err != nil {
 			return err
 		}
-		do = d
+		t = ht
 		f = faults{} // the servers inject, not their clients
 	} else {
 		k, closeK, err := openKernel(ctx, dsn, job.kernelOptions(spec.Concurrency+2))
@@ -203,10 +199,11 @@ func serveWorker(ctx context.Context, in io.Reader, w *lineWriter, barrier io.Re
 			return err
 		}
 		defer closeK()
-		if err := warmPool(ctx, k.DB(), spec.Concurrency); err != nil {
-			return err
-		}
-		do = kernelDoer(k, spec)
+		t = NewKernelTarget(k, spec)
+	}
+	defer t.Close()
+	if err := t.Warm(ctx, spec.Concurrency); err != nil {
+		return err
 	}
 
 	pid := os.Getpid()
@@ -216,7 +213,7 @@ func serveWorker(ctx context.Context, in io.Reader, w *lineWriter, barrier io.Re
 	var parked, wg sync.WaitGroup
 	parked.Add(spec.Concurrency)
 	wg.Go(func() {
-		fire(f.bind(fctx), spec.N, spec.Concurrency, job.IndexBase, pid, do, &parked, release, func(ev Event) {
+		fire(f.bind(fctx), spec.N, spec.Concurrency, job.IndexBase, pid, t, &parked, release, func(ev Event) {
 			w.send(workerMsg{T: "event", Event: &ev})
 		})
 	})
@@ -257,13 +254,16 @@ func (j workerJob) kernelOptions(want int) kernelOptions {
 }
 
 // serveAPI is a serving child: the HTTP API over its own kernel until its pipe closes.
-func serveAPI(ctx context.Context, job workerJob, dsn string, f faults, w *lineWriter, lifeline io.Reader) error {
+func serveAPI(ctx context.Context, job workerJob, dsn string, serve ServeFunc, f faults, w *lineWriter, lifeline io.Reader) error {
+	if serve == nil {
+		return errors.New("storm-worker: this host cannot serve the HTTP API (WorkerSession.Serve)")
+	}
 	k, closeK, err := openKernel(ctx, dsn, job.kernelOptions(job.Spec.Concurrency+2))
 	if err != nil {
 		return err
 	}
 	defer closeK()
-	url, stop, err := startServer(ctx, k, job.Token, job.Spec.Owner(), job.MaxBodyBytes, f)
+	url, stop, err := startServer(ctx, serve, k, job.Token, job.Spec.Owner(), job.MaxBodyBytes, f)
 	if err != nil {
 		return err
 	}

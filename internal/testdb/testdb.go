@@ -208,16 +208,55 @@ func NewEmptyDatabase(t testing.TB) string {
 func createDatabase(t testing.TB, template string) string {
 	t.Helper()
 	shared.ensure(t)
-	ctx := context.Background()
 	name := fmt.Sprintf("t_%d_%d", os.Getpid(), shared.seq.Add(1))
 	Admin(t, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+" TEMPLATE "+pgx.Identifier{template}.Sanitize())
-	t.Cleanup(func() {
-		if conn, err := pgx.Connect(ctx, shared.adminDSN); err == nil {
-			_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
-			conn.Close(ctx)
-		}
-	})
+	t.Cleanup(func() { dropDatabase(name) })
 	return name
+}
+
+func dropDatabase(name string) {
+	ctx := context.Background()
+	if conn, err := pgx.Connect(ctx, shared.adminDSN); err == nil {
+		_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+		conn.Close(ctx)
+	}
+}
+
+// ForExample is New for a runnable example, which has no *testing.T: it returns the database
+// and the function that drops it, and panics when the test server cannot give one.
+func ForExample(opts Options) (*DB, func()) {
+	shared.once.Do(func() { shared.err = shared.start() })
+	if shared.err != nil {
+		panic(fmt.Sprintf("testdb: %v", shared.err))
+	}
+	ctx := context.Background()
+	name := fmt.Sprintf("t_%d_%d", os.Getpid(), shared.seq.Add(1))
+	conn, err := pgx.Connect(ctx, shared.adminDSN)
+	if err != nil {
+		panic(fmt.Sprintf("testdb: %v", err))
+	}
+	_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+" TEMPLATE "+pgx.Identifier{shared.template}.Sanitize())
+	conn.Close(ctx)
+	if err != nil {
+		panic(fmt.Sprintf("testdb: %v", err))
+	}
+	dsn := WithDatabase(shared.adminDSN, name)
+	db, err := store.Open(ctx, dsn, store.Options{ReadOnly: opts.ReadOnly, MaxConns: opts.MaxConns, AcquireTimeout: opts.AcquireTimeout})
+	if err != nil {
+		dropDatabase(name)
+		panic(fmt.Sprintf("testdb: open: %v", err))
+	}
+	raw, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		db.Close()
+		dropDatabase(name)
+		panic(fmt.Sprintf("testdb: open: %v", err))
+	}
+	return &DB{DB: db, Pool: raw, DSN: dsn, Name: name}, func() {
+		raw.Close()
+		db.Close()
+		dropDatabase(name)
+	}
 }
 
 // DSNOf is a direct DSN of database name on the test server, as its superuser.

@@ -13,76 +13,90 @@ import (
 	"sync"
 	"time"
 
-	"idemwork/apperr"
-	"idemwork/httpapi"
-	"idemwork/idem"
 	"idemwork/kernel"
 )
 
-// doer performs request i (its index in the whole storm) and describes its result; the caller
-// stamps index, pid and latency.
-type doer func(ctx context.Context, i int) Event
+// The storm is a client of the HTTP API's public contract (SPEC §10.3): the header names and
+// bodies below are the server's (package httpapi), pinned equal by TestTheHTTPTargetSpeaksTheAPIsContract.
+const (
+	headerIdempotencyKey = "Idempotency-Key"
+	headerWaited         = "Idempotency-Waited"
+	headerShare          = "X-Idemwork-Share"
+)
 
-// kernelDoer calls the kernel directly: the in-process path.
-func kernelDoer(k *kernel.Kernel, s Spec) doer {
-	share := s.Share
-	switch s.Op {
-	case OpPatch:
-		in := s.Patch
-		in.ShareInFlight = &share
-		return func(ctx context.Context, _ int) Event { return eventOf(k.Patch(ctx, in)) }
-	case OpAction:
-		in := s.Action
-		in.ShareInFlight = &share
-		return func(ctx context.Context, _ int) Event { return eventOf(k.RunFeature(ctx, in)) }
-	default:
-		in := s.Create
-		in.ShareInFlight = &share
-		return func(ctx context.Context, _ int) Event { return eventOf(k.Create(ctx, in)) }
+// The request bodies the storm sends.
+type (
+	createBody struct {
+		Title   string          `json:"title"`
+		Summary *string         `json:"summary,omitempty"`
+		Payload json.RawMessage `json:"payload,omitempty"`
 	}
+	patchBody struct {
+		ExpectRevision int             `json:"expectRevision"`
+		Title          *string         `json:"title,omitempty"`
+		Summary        *string         `json:"summary,omitempty"`
+		Payload        json.RawMessage `json:"payload,omitempty"`
+	}
+	featureBody struct {
+		Input json.RawMessage `json:"input,omitempty"`
+	}
+)
+
+// whoAmI is the body of GET /v1/whoami; errorBody the body of every error.
+type (
+	whoAmI struct {
+		Owner string `json:"owner"`
+	}
+	errorBody struct {
+		Error struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+)
+
+// NewHTTPTarget sends s's request to the servers at urls (request i to server i mod
+// len(urls)) with the bearer token, keeping up to conns connections open; a request may take the
+// storm's hold on top of its two minutes.
+func NewHTTPTarget(urls []string, token string, s Spec, conns int) (Target, error) {
+	if len(urls) == 0 {
+		return nil, errors.New("storm: an HTTP target needs at least one server")
+	}
+	sv := servers{urls: urls, token: token}
+	c := newHTTPClient(conns, s.Hold)
+	method, path, body, err := httpRequestOf(s)
+	if err != nil {
+		return nil, err
+	}
+	targets := make([]string, len(urls))
+	for i, u := range urls {
+		targets[i] = strings.TrimSuffix(u, "/") + path
+	}
+	return &httpTarget{sv: sv, c: c, method: method, targets: targets, body: body, key: s.Key(), share: s.Share}, nil
 }
 
-func eventOf(res kernel.WriteResult, err error) Event {
-	if err != nil {
-		return errorEvent(err)
-	}
-	ev := Event{Outcome: string(res.Outcome), Waited: res.Waited, Status: http.StatusOK}
-	if res.Record != nil {
-		ev.RecordID, ev.Revision = res.Record.ID, res.Record.Revision
-	}
-	if res.Execution != nil {
-		ev.ExecutionID, ev.ExecutionStatus = res.Execution.ID, res.Execution.Status
-	}
+type httpTarget struct {
+	sv      servers
+	c       *http.Client
+	method  string
+	targets []string
+	body    []byte
+	key     string
+	share   bool
+}
+
+func (t *httpTarget) Warm(ctx context.Context, n int) error { return warmServers(ctx, t.c, t.sv, n) }
+func (t *httpTarget) Close()                                { t.c.CloseIdleConnections() }
+
+func (t *httpTarget) Do(ctx context.Context, i int) Event {
+	server := i % len(t.targets)
+	ev := httpDo(ctx, t.c, t.method, t.targets[server], t.body, t.sv.token, t.key, t.share)
+	ev.Server = server + 1
 	return ev
 }
 
-// errCutShort is the sample of a request the storm's stop cut short.
-const errCutShort = "cut short: the storm was stopped while this request ran"
-
-func errorEvent(err error) Event {
-	if errors.Is(err, context.Canceled) {
-		return Event{Outcome: string(CodeCancelled), Err: errCutShort, Status: 499}
-	}
-	ae := apperr.As(err)
-	msg := ae.Message
-	if ae.Code == apperr.Internal {
-		// A storm is a developer's tool: the cause of an internal error is what they need.
-		msg = oneLine(err.Error())
-	}
-	// The same fact as a replay's waited: this request queued on the unique index first.
-	return Event{Outcome: string(ae.Code), Err: msg, Status: ae.Status(), Waited: idem.WaitedOnIndex(err)}
-}
-
-func oneLine(s string) string {
-	s = strings.ReplaceAll(s, "\n", " ")
-	if len(s) > 300 {
-		s = s[:300] + "…"
-	}
-	return s
-}
-
-// httpTarget is the servers a storm sends to (round-robin) and the bearer token for them.
-type httpTarget struct {
+// servers are the HTTP servers a storm sends to (round-robin) and the bearer token for them.
+type servers struct {
 	urls  []string
 	token string
 }
@@ -103,9 +117,9 @@ func newHTTPClient(conns int, hold time.Duration) *http.Client {
 	}
 }
 
-// warmTargets opens keep-alive connections to every server (conns in all, spread evenly)
+// warmServers opens keep-alive connections to every server (conns in all, spread evenly)
 // before the barrier.
-func warmTargets(ctx context.Context, c *http.Client, t httpTarget, conns int) error {
+func warmServers(ctx context.Context, c *http.Client, t servers, conns int) error {
 	per := (conns + len(t.urls) - 1) / len(t.urls)
 	for _, u := range t.urls {
 		if err := warmHTTP(ctx, c, u, per); err != nil {
@@ -154,40 +168,21 @@ func httpRequestOf(s Spec) (string, string, []byte, error) {
 	case OpPatch:
 		in := s.Patch
 		method, path = http.MethodPatch, "/v1/modules/"+esc(in.Module)+"/records/"+esc(in.RecordID)
-		body = httpapi.PatchBody{ExpectRevision: in.ExpectRevision, Title: in.Title, Summary: in.Summary, Payload: in.Payload}
+		body = patchBody{ExpectRevision: in.ExpectRevision, Title: in.Title, Summary: in.Summary, Payload: in.Payload}
 	case OpAction:
 		in := s.Action
 		method, path = http.MethodPost, "/v1/modules/"+esc(in.Module)+"/records/"+esc(in.RecordID)+"/features/"+esc(in.FeatureID)
-		body = httpapi.FeatureBody{Input: in.Input}
+		body = featureBody{Input: in.Input}
 	default:
 		in := s.Create
 		method, path = http.MethodPost, "/v1/modules/"+esc(in.Module)+"/records"
-		body = httpapi.CreateBody{Title: in.Title, Summary: in.Summary, Payload: in.Payload}
+		body = createBody{Title: in.Title, Summary: in.Summary, Payload: in.Payload}
 	}
 	b, err := json.Marshal(body)
 	if err != nil {
 		return "", "", nil, usage("the request body is not valid JSON: %v", err)
 	}
 	return method, path, b, nil
-}
-
-// httpDoer sends s's request to the API: request i to server i mod len(t.urls).
-func httpDoer(c *http.Client, t httpTarget, s Spec) (doer, error) {
-	method, path, body, err := httpRequestOf(s)
-	if err != nil {
-		return nil, err
-	}
-	targets := make([]string, len(t.urls))
-	for i, u := range t.urls {
-		targets[i] = strings.TrimSuffix(u, "/") + path
-	}
-	key := s.Key()
-	return func(ctx context.Context, i int) Event {
-		server := i % len(targets)
-		ev := httpDo(ctx, c, method, targets[server], body, t.token, key, s.Share)
-		ev.Server = server + 1
-		return ev
-	}, nil
 }
 
 func httpDo(ctx context.Context, c *http.Client, method, target string, body []byte, token, key string, share bool) Event {
@@ -197,9 +192,9 @@ func httpDo(ctx context.Context, c *http.Client, method, target string, body []b
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set(httpapi.HeaderIdempotencyKey, key)
+	req.Header.Set(headerIdempotencyKey, key)
 	if !share {
-		req.Header.Set(httpapi.HeaderShare, "off")
+		req.Header.Set(headerShare, "off")
 	}
 	resp, err := c.Do(req)
 	if err != nil {
@@ -217,7 +212,7 @@ func httpDo(ctx context.Context, c *http.Client, method, target string, body []b
 		return Event{Outcome: string(CodeHTTPError), Err: oneLine(err.Error()), Status: resp.StatusCode}
 	}
 	ev := eventOfHTTP(resp.StatusCode, raw)
-	if resp.Header.Get(httpapi.HeaderWaited) == "true" {
+	if resp.Header.Get(headerWaited) == "true" {
 		ev.Waited = true // a rejection after a wait says so in the header, as a replay does
 	}
 	return ev
@@ -226,7 +221,7 @@ func httpDo(ctx context.Context, c *http.Client, method, target string, body []b
 // checkTokenOwner asks every server whose owner the token acts as (GET /v1/whoami) and refuses
 // a token of another owner than the storm's, before anything is fired: its writes would land
 // with that owner and the verdict, read for the storm's owner, could only disagree.
-func checkTokenOwner(ctx context.Context, c *http.Client, t httpTarget, owner string) error {
+func checkTokenOwner(ctx context.Context, c *http.Client, t servers, owner string) error {
 	for _, base := range t.urls {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(base, "/")+"/v1/whoami", nil)
 		if err != nil {
@@ -244,7 +239,7 @@ func checkTokenOwner(ctx context.Context, c *http.Client, t httpTarget, owner st
 		}
 		switch resp.StatusCode {
 		case http.StatusOK:
-			var who httpapi.WhoAmI
+			var who whoAmI
 			if err := json.Unmarshal(raw, &who); err != nil || who.Owner == "" {
 				return fmt.Errorf("storm: %s/v1/whoami answered %s", base, oneLine(string(raw)))
 			}
@@ -273,9 +268,9 @@ func eventOfHTTP(status int, raw []byte) Event {
 		ev.Status = status
 		return ev
 	}
-	var eb httpapi.ErrorBody
+	var eb errorBody
 	if err := json.Unmarshal(raw, &eb); err != nil || eb.Error.Code == "" {
 		return Event{Outcome: fmt.Sprintf("HTTP_%d", status), Err: oneLine(string(raw)), Status: status}
 	}
-	return Event{Outcome: string(eb.Error.Code), Err: eb.Error.Message, Status: status}
+	return Event{Outcome: eb.Error.Code, Err: eb.Error.Message, Status: status}
 }
