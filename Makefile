@@ -41,11 +41,13 @@ test-fuzz:
 test-tmux: build
 	scripts/tui-smoke.sh $(BIN)
 
-## lint: gofmt, go vet, staticcheck
+## lint: gofmt, go.mod tidy, go vet, staticcheck, and the dependency arrows (scripts/depcheck.sh)
 lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) mod tidy -diff
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
+	GO=$(GO) scripts/depcheck.sh
 
 ## bench: the runner against hand-written SQL and the physical limit on the embedded cluster, twice:
 ## over its socket (idemwork bench, 1 and 16 clients, growth to 100k rows) and through a 500 µs
