@@ -37,7 +37,7 @@ func TestAStormRacingTheReaperStillExecutesOncePerKey(t *testing.T) {
 	b.clock.Advance(idem.DefaultTTL + time.Minute)
 
 	stop := make(chan struct{})
-	var reaped atomic.Int64
+	var reaped, passes atomic.Int64
 	var reapErr atomic.Value
 	var reaper sync.WaitGroup
 	reaper.Go(func() {
@@ -53,6 +53,7 @@ func TestAStormRacingTheReaperStillExecutesOncePerKey(t *testing.T) {
 				return
 			}
 			reaped.Add(res.Deleted)
+			passes.Add(1)
 		}
 	})
 
@@ -80,8 +81,9 @@ func TestAStormRacingTheReaperStillExecutesOncePerKey(t *testing.T) {
 	}
 	close(release)
 	storm.Wait()
-	// Let the reaper run on past the storm: it must find nothing more to delete.
-	time.Sleep(100 * time.Millisecond)
+	// Let the reaper run on past the storm, a few passes: it must find nothing more to delete.
+	after := passes.Load()
+	require.Eventually(t, func() bool { return passes.Load() >= after+5 }, 30*time.Second, time.Millisecond)
 	close(stop)
 	reaper.Wait()
 	close(results)
