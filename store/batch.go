@@ -53,14 +53,18 @@ func (e *StepError) Unwrap() error { return e.Err }
 // division_by_zero (a statement written as "WITH u AS (… RETURNING 1) SELECT 1 / count(*) FROM u"
 // fails that way when no row matched); what prefixes other errors.
 func (b *Batch) Queue(step, what string, guard error, sql string, args ...any) {
-	enc, err := encodeArgs(args)
-	if err != nil {
+	b.queue(step, what, guard, sql, append([]any(nil), args...))
+}
+
+// queue is Queue for args the batch may keep and encode in place (the repositories' own lists).
+func (b *Batch) queue(step, what string, guard error, sql string, args []any) {
+	if err := encodeArgs(args); err != nil {
 		if b.err == nil {
 			b.err = &StepError{Step: step, Err: fmt.Errorf("%s: %w", what, err)}
 		}
 		return
 	}
-	b.writes = append(b.writes, queuedWrite{step: step, what: what, guard: guard, sql: sql, args: enc})
+	b.writes = append(b.writes, queuedWrite{step: step, what: what, guard: guard, sql: sql, args: args})
 }
 
 // Len is how many writes are queued.
@@ -75,12 +79,11 @@ func (b *Batch) Steps() []string {
 	return out
 }
 
-// encodeArgs copies args into values that share nothing with the caller's: a pointer becomes the
-// value it points to now (or NULL), a byte slice a copy of its bytes. A type outside this list is
-// an error rather than a reference kept by accident.
-func encodeArgs(args []any) ([]any, error) {
-	out := make([]any, len(args))
-	for i, a := range args {
+// encodeArgs replaces each of args by a value that shares nothing with the caller's: a pointer
+// becomes a pointer to a copy of the value it points to now (or NULL), a JSON document a copy of
+// its bytes. A type outside this list is an error rather than a reference kept by accident.
+func encodeArgs(out []any) error {
+	for i, a := range out {
 		switch v := a.(type) {
 		case nil, string, bool, int, int32, int64, time.Time:
 			out[i] = v
@@ -97,10 +100,10 @@ func encodeArgs(args []any) ([]any, error) {
 				out[i] = nil
 			}
 		default:
-			return nil, fmt.Errorf("argument %d: a %T cannot be queued (encode it as a plain value first)", i+1, a)
+			return fmt.Errorf("argument %d: a %T cannot be queued (encode it as a plain value first)", i+1, a)
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // copyOf is a pointer to a copy of *p (nil for nil): NULL stays NULL, a value stays what it is now.

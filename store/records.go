@@ -38,16 +38,16 @@ const (
 
 // InsertRecord queues a new record row.
 func (b *Batch) InsertRecord(step string, r Record) {
-	b.Queue(step, "insert record", nil, insertRecordSQL,
-		r.OwnerID, r.ID, r.ModuleCode, r.Revision, r.Title, r.Summary, r.Payload, r.CreatedAt, r.UpdatedAt)
+	b.queue(step, "insert record", nil, insertRecordSQL,
+		[]any{r.OwnerID, r.ID, r.ModuleCode, r.Revision, r.Title, r.Summary, r.Payload, r.CreatedAt, r.UpdatedAt})
 }
 
 // UpdateRecordGuarded queues r as the next revision of its record if the stored revision is
 // still fromRevision (optimistic lock); the transaction fails with conflict otherwise. The
 // statement fails on the server itself when no row matched, so the COMMIT behind it never runs.
 func (b *Batch) UpdateRecordGuarded(step string, r Record, fromRevision int, conflict error) {
-	b.Queue(step, "update record", conflict, updateRecordGuardedSQL,
-		r.OwnerID, r.ModuleCode, r.ID, r.Revision, r.Title, r.Summary, r.Payload, r.UpdatedAt, fromRevision)
+	b.queue(step, "update record", conflict, updateRecordGuardedSQL,
+		[]any{r.OwnerID, r.ModuleCode, r.ID, r.Revision, r.Title, r.Summary, r.Payload, r.UpdatedAt, fromRevision})
 }
 
 // InsertRevision queues an immutable revision whose snapshot is r as it is now.
@@ -60,19 +60,19 @@ func (b *Batch) InsertRevision(step string, r Record, key *string) {
 		return
 	}
 	// json.RawMessage, not []byte: pgx's exec and simple_protocol modes send a []byte as bytea.
-	b.Queue(step, "insert revision", nil, insertRevisionSQL, r.OwnerID, r.ID, r.Revision, json.RawMessage(snap), key, r.UpdatedAt)
+	b.queue(step, "insert revision", nil, insertRevisionSQL, []any{r.OwnerID, r.ID, r.Revision, json.RawMessage(snap), key, r.UpdatedAt})
 }
 
 // InsertExecution queues a feature execution.
 func (b *Batch) InsertExecution(step string, e Execution) {
-	b.Queue(step, "insert execution", nil, insertExecutionSQL,
-		e.OwnerID, e.ID, e.ModuleCode, e.RecordID, e.FeatureID, e.Mode, e.Status, e.RecordRevision, e.Input, e.Output,
-		e.IdempotencyKey, e.CreatedAt, e.UpdatedAt)
+	b.queue(step, "insert execution", nil, insertExecutionSQL,
+		[]any{e.OwnerID, e.ID, e.ModuleCode, e.RecordID, e.FeatureID, e.Mode, e.Status, e.RecordRevision, e.Input, e.Output,
+			e.IdempotencyKey, e.CreatedAt, e.UpdatedAt})
 }
 
 // InsertAudit queues an audit event.
 func (b *Batch) InsertAudit(step string, a AuditEvent) {
-	b.Queue(step, "insert audit event", nil, insertAuditSQL, auditArgs(a)...)
+	b.queue(step, "insert audit event", nil, insertAuditSQL, auditArgs(a))
 }
 
 // InsertAudit writes an audit event at once (in ctx's transaction when it carries one).
@@ -91,14 +91,14 @@ func auditArgs(a AuditEvent) []any {
 
 // InsertReview queues an immutable commitment review.
 func (b *Batch) InsertReview(step string, r Review) {
-	b.Queue(step, "insert review", nil, insertReviewSQL,
-		r.OwnerID, r.ID, r.ModuleCode, r.RecordID, r.RecordRevision, r.Verdict, r.Comment, r.IdempotencyKey, r.CreatedAt)
+	b.queue(step, "insert review", nil, insertReviewSQL,
+		[]any{r.OwnerID, r.ID, r.ModuleCode, r.RecordID, r.RecordRevision, r.Verdict, r.Comment, r.IdempotencyKey, r.CreatedAt})
 }
 
 // InsertOutbox queues a message for the delivery worker.
 func (b *Batch) InsertOutbox(step string, m OutboxMessage) {
-	b.Queue(step, "insert outbox message", nil, insertOutboxSQL,
-		m.OwnerID, m.ID, m.ExecutionID, m.Provider, m.PayloadRef, m.IdempotencyID, m.Status, m.NextAttemptAt, m.CreatedAt)
+	b.queue(step, "insert outbox message", nil, insertOutboxSQL,
+		[]any{m.OwnerID, m.ID, m.ExecutionID, m.Provider, m.PayloadRef, m.IdempotencyID, m.Status, m.NextAttemptAt, m.CreatedAt})
 }
 
 const recordColumns = `id, owner_id, module_code, revision, title, summary, payload, created_at, updated_at`
