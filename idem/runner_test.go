@@ -514,15 +514,7 @@ func TestRunPreparedFollowersParkOnTheLeadersFlightAndShareItsValue(t *testing.T
 	}()
 	g.AwaitHeld(t)
 	const followers = 5
-	results := make([]idem.Result[widget], followers)
-	errs := make([]error, followers)
-	for i := range followers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			results[i], errs[i] = b.run(context.Background(), idem.Request{Owner: "alice", Key: "k"}, "v")
-		}()
-	}
+	results, errs := b.followers(&wg, followers, idem.Request{Owner: "alice", Key: "k"}, "v")
 	require.Eventually(t, func() bool { return b.runner.Waiting() == followers }, 15*time.Second, time.Millisecond,
 		"every follower parks on the flight (none queues on the unique index)")
 	require.Zero(t, b.count(t, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`))
@@ -557,15 +549,7 @@ func TestRunPreparedFollowersOfAFailedLeaderTakeTheDatabasePathThemselves(t *tes
 	}()
 	g.AwaitHeld(t)
 	const followers = 4
-	results := make([]idem.Result[widget], followers)
-	errs := make([]error, followers)
-	for i := range followers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			results[i], errs[i] = b.run(context.Background(), idem.Request{Owner: "alice", Key: "k"}, "v")
-		}()
-	}
+	results, errs := b.followers(&wg, followers, idem.Request{Owner: "alice", Key: "k"}, "v")
 	require.Eventually(t, func() bool { return b.runner.Waiting() == followers }, 15*time.Second, time.Millisecond)
 	g.Open()
 	wg.Wait()
@@ -579,4 +563,19 @@ func TestRunPreparedFollowersOfAFailedLeaderTakeTheDatabasePathThemselves(t *tes
 	require.Equal(t, followers-1, tally[idem.Joined]+tally[idem.Replayed], "%v", tally)
 	require.Equal(t, int32(2), b.works.Load(), "the failed leader's work and one follower's")
 	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM widget`))
+}
+
+// followers starts n calls of req in goroutines counted by wg; their results land in the slices
+// once wg is done.
+func (b *testBundle) followers(wg *sync.WaitGroup, n int, req idem.Request, label string) ([]idem.Result[widget], []error) {
+	results := make([]idem.Result[widget], n)
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = b.run(context.Background(), req, label)
+		}()
+	}
+	return results, errs
 }
