@@ -39,13 +39,14 @@ type queuedWrite struct {
 	args  []any
 }
 
-// StepError is the failure of a write a batch carried, named by the step that queued it.
+// StepError is the failure of a write a batch carried, named by the step that queued it. Its
+// text is the write's own ("insert audit event: …"), as a statement run at once would fail.
 type StepError struct {
 	Step string
 	Err  error
 }
 
-func (e *StepError) Error() string { return e.Step + ": " + e.Err.Error() }
+func (e *StepError) Error() string { return e.Err.Error() }
 func (e *StepError) Unwrap() error { return e.Err }
 
 // Queue adds a write to the batch. step names the part of the commit unit it belongs to (its

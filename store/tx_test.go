@@ -191,7 +191,7 @@ func TestAWriteTheServerRefusesFailsAsItsOwnStepAndRollsBackTheTransaction(t *te
 	var pgErr *pgconn.PgError
 	require.ErrorAs(t, err, &pgErr)
 	require.Equal(t, "23505", pgErr.Code)
-	require.True(t, strings.HasPrefix(err.Error(), "second: insert audit event: "), err.Error())
+	require.True(t, strings.HasPrefix(err.Error(), "insert audit event: "), "the write's own words, as a statement run at once fails: %s", err.Error())
 	require.False(t, apperr.Is(err, apperr.CommitUnknown), "the server answered")
 	require.Zero(t, countWhere(t, db, `SELECT count(*) FROM audit_event WHERE id = 'dup'`))
 	require.Zero(t, countWhere(t, db, `SELECT count(*) FROM data_migration_ledger WHERE name = 'at-once'`), "what ran at once rolled back too")
