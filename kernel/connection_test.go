@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -84,11 +85,15 @@ func TestTheKernelsWritesAndReplaysWorkInEveryExecModeAndThroughPoolers(t *testi
 	}
 }
 
+var exerciseOwners atomic.Int64
+
 func exerciseKernel(t *testing.T, k *kernel.Kernel) {
 	t.Helper()
 	ctx := context.Background()
 	db := k.DB()
-	owner := fmt.Sprintf("o-%p", k)
+	// An owner of its own per call: a kernel's address may be reused once the previous one is
+	// garbage, and the same owner would then replay the previous call's keys.
+	owner := fmt.Sprintf("o-%d", exerciseOwners.Add(1))
 	payload := json.RawMessage(`{"text":"hello","tags":["a","b"],"n":1.5}`)
 	created, err := k.Create(ctx, kernel.CreateInput{Owner: owner, Module: kernel.ModuleNote, Key: "create-1", Title: "t", Summary: str("s"), Payload: payload})
 	require.NoError(t, err)
