@@ -399,7 +399,7 @@ func (f *Form) submit() tea.Cmd {
 			func() tea.Msg { return FormClosedMsg{} })
 	}
 	if f.ctx.ReadOnly() {
-		f.errText = "READ_ONLY: this session is read-only; reconnect with --allow-writes to write"
+		f.errText = f.ctx.ReadOnlyMessage()
 		return nil
 	}
 	f.busy, f.errText, f.errField = true, "", ""
