@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
@@ -137,13 +138,20 @@ func Open(ctx context.Context, dsn string, opts Options) (*DB, error) {
 	if opts.Tracer != nil {
 		cfg.ConnConfig.Tracer = opts.Tracer
 	}
-	if sp := pol.sessionSearchPath(); sp != "" {
+	sp := pol.sessionSearchPath()
+	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		// Every time read back is in UTC, whatever the process's zone: pgx would return the
+		// local one, so a record (built in UTC) and the history event of the same instant would
+		// print one timestamp two ways in one JSON shape.
+		c.TypeMap().RegisterType(&pgtype.Type{Name: "timestamptz", OID: pgtype.TimestamptzOID,
+			Codec: &pgtype.TimestamptzCodec{ScanLocation: time.UTC}})
+		if sp == "" {
+			return nil
+		}
 		// Without a transaction pooler a client connection is one server session, for its whole
 		// life: the path set once here holds for every statement, prepared ones included.
-		cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
-			_, err := c.Exec(ctx, "SELECT pg_catalog.set_config('search_path', $1, false)", sp)
-			return err
-		}
+		_, err := c.Exec(ctx, "SELECT pg_catalog.set_config('search_path', $1, false)", sp)
+		return err
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
