@@ -52,7 +52,8 @@ type errorBody struct {
 
 // classify turns any error into its code, HTTP status, user message and exit code. Uncoded
 // errors from setup (embedded cluster, config, connection) keep their message, which is written
-// for users; uncoded errors from a write or read path never show raw SQL.
+// for users; any other uncoded error is INTERNAL with the step that failed and the SQLSTATE,
+// never the driver's text (IDEMWORK_DEBUG=1 prints the cause).
 func classify(err error) (apperr.Code, int, string, int) {
 	var ce codedExit
 	if errors.As(err, &ce) {
@@ -81,7 +82,14 @@ func classify(err error) (apperr.Code, int, string, int) {
 	if errors.As(err, &se) {
 		return apperr.Internal, http.StatusInternalServerError, se.Error(), ExitInternal
 	}
-	return apperr.Internal, http.StatusInternalServerError, "internal error: " + oneLine(err.Error()), ExitInternal
+	var connect *store.ConnectError
+	if errors.As(err, &connect) {
+		// A refused login or a missing database: Open's words, for users.
+		return apperr.Internal, http.StatusInternalServerError, connect.Error(), ExitInternal
+	}
+	// Never the driver's text: the step that failed and the SQLSTATE (IDEMWORK_DEBUG=1 prints
+	// the cause).
+	return apperr.Internal, http.StatusInternalServerError, apperr.As(err).Message, ExitInternal
 }
 
 // codedExit is an error that decides its own code, status, message and exit code: a storm's
@@ -97,14 +105,6 @@ type setupError struct{ err error }
 func (e *setupError) Error() string { return e.err.Error() }
 func (e *setupError) Unwrap() error { return e.err }
 
-func oneLine(s string) string {
-	s = strings.ReplaceAll(s, "\n", " ")
-	if len(s) > 500 {
-		s = s[:500] + "…"
-	}
-	return s
-}
-
 // reportedError is a failure whose JSON already went to stdout inside the command's own result
 // (a storm whose verdict failed): printing another object would break "exactly one JSON object",
 // so only the exit code and a line on stderr follow from it.
@@ -116,8 +116,9 @@ func (e *reportedError) Unwrap() error { return e.err }
 // printError writes err to stdout as JSON (when asJSON) or to stderr as text; it returns the
 // exit code.
 func printError(stdout, stderr io.Writer, asJSON bool, err error) int {
-	// A database refusal a user can act on (read-only, privilege, missing schema) gets its code
-	// even when it surfaced through a path that did not translate it.
+	// A database failure with a known cause (a refusal a user can act on, an unavailable
+	// database, an undeclared pooler) gets its code even when it surfaced through a path that
+	// did not translate it.
 	err = store.TranslateError(err)
 	code, status, msg, exit := classify(err)
 	var reported *reportedError

@@ -18,6 +18,7 @@ import (
 	"idemwork/apperr"
 	"idemwork/idem"
 	"idemwork/kernel"
+	"idemwork/store"
 )
 
 // Header names of the API.
@@ -285,8 +286,9 @@ func (a *API) endpoint(fn endpointFunc) http.HandlerFunc {
 				writeErrorStatus(w, statusClientClosed, codeClientClosed, "the client closed the request before the answer")
 				return
 			}
+			err = store.TranslateError(err)
 			e.outcome = string(apperr.As(err).Code)
-			if apperr.Is(err, apperr.Overloaded) {
+			if apperr.Is(err, apperr.Overloaded) || apperr.Is(err, apperr.DatabaseUnavailable) {
 				w.Header().Set("Retry-After", "1")
 			}
 			if idem.WaitedOnIndex(err) {
@@ -403,10 +405,11 @@ type ErrorDetail struct {
 	Message string      `json:"message"`
 }
 
-// writeError writes a coded error with its status; an uncoded error becomes a generic 500 so a
-// raw SQL or Go error never reaches a client.
+// writeError writes a coded error with its status: a database failure of a known cause with its
+// code (store.TranslateError), anything else uncoded INTERNAL naming the step and the SQLSTATE,
+// so a raw SQL or driver error never reaches a client.
 func writeError(w http.ResponseWriter, err error) {
-	ae := apperr.As(err)
+	ae := apperr.As(store.TranslateError(err))
 	if ae.Code == apperr.CommitUnknown {
 		// Neither EXECUTED nor failed: the client must retry with the same key to find out.
 		w.Header().Set(HeaderOutcome, OutcomeUnknown)

@@ -97,9 +97,9 @@ func (a *API) readyz(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	db := a.k.DB()
 	if err := db.Ping(ctx); err != nil {
-		entryOf(r).outcome = "DATABASE_UNREACHABLE"
+		entryOf(r).outcome = string(apperr.DatabaseUnavailable)
 		entryOf(r).err = err
-		writeErrorStatus(w, http.StatusServiceUnavailable, "DATABASE_UNREACHABLE", "the database does not answer within 2 s (the server log has the cause)")
+		writeError(w, apperr.Wrap(apperr.DatabaseUnavailable, err, "the database does not answer within 2 s (the server log has the cause)"))
 		return
 	}
 	// The schema state is read without DDL (on a read-only session, inside BEGIN READ ONLY).

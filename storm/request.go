@@ -17,6 +17,7 @@ import (
 	"idemwork/httpapi"
 	"idemwork/idem"
 	"idemwork/kernel"
+	"idemwork/store"
 )
 
 // doer performs request i (its index in the whole storm) and describes its result; the caller
@@ -63,12 +64,10 @@ func errorEvent(err error) Event {
 	if errors.Is(err, context.Canceled) {
 		return Event{Outcome: string(CodeCancelled), Err: errCutShort, Status: 499}
 	}
-	ae := apperr.As(err)
-	msg := ae.Message
-	if ae.Code == apperr.Internal {
-		// A storm is a developer's tool: the cause of an internal error is what they need.
-		msg = oneLine(err.Error())
-	}
+	// What a client would be told (a known cause coded, anything else INTERNAL naming the step
+	// and the SQLSTATE), never the driver's text.
+	ae := apperr.As(store.TranslateError(err))
+	msg := oneLine(ae.Message)
 	// The same fact as a replay's waited: this request queued on the unique index first.
 	return Event{Outcome: string(ae.Code), Err: msg, Status: ae.Status(), Waited: idem.WaitedOnIndex(err)}
 }
