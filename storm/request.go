@@ -13,11 +13,10 @@ import (
 	"sync"
 	"time"
 
-	"idemwork/apperr"
 	"idemwork/httpapi"
 	"idemwork/idem"
 	"idemwork/kernel"
-	"idemwork/store"
+	"idemwork/wire"
 )
 
 // doer performs request i (its index in the whole storm) and describes its result; the caller
@@ -66,7 +65,7 @@ func errorEvent(err error) Event {
 	}
 	// What a client would be told (a known cause coded, anything else INTERNAL naming the step
 	// and the SQLSTATE), never the driver's text.
-	ae := apperr.As(store.TranslateError(err))
+	ae := wire.Coded(err)
 	msg := oneLine(ae.Message)
 	// The same fact as a replay's waited: this request queued on the unique index first.
 	return Event{Outcome: string(ae.Code), Err: msg, Status: ae.Status(), Waited: idem.WaitedOnIndex(err)}

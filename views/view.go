@@ -16,6 +16,7 @@ import (
 	"idemwork/internal/termsafe"
 	"idemwork/store"
 	tctx "idemwork/tui/context"
+	"idemwork/wire"
 )
 
 // View is one screen of the workbench.
@@ -77,15 +78,15 @@ func query(fn func(ctx gocontext.Context) tea.Msg) tea.Cmd {
 	}
 }
 
-// errText renders an error for a user: the coded message (a known database failure with its
-// code and what to do, store.TranslateError; anything else INTERNAL naming the step and the
-// SQLSTATE), never a raw SQL or driver error. An unreachable database (a stopped cluster, a
-// dropped connection) says so and what to do from here.
+// errText renders an error for a user: the coded message (wire.Coded: a known database failure
+// with its code and what to do, anything else INTERNAL naming the step and the SQLSTATE), never
+// a raw SQL or driver error. An unreachable database (a stopped cluster, a dropped connection)
+// says so and what to do from here.
 func errText(err error) string {
 	if store.Unreachable(err) {
 		return "the database is not reachable (stopped, or the connection dropped): start it (idemwork db start) or restart the workbench; r retries"
 	}
-	e := apperr.As(store.TranslateError(err))
+	e := wire.Coded(err)
 	if e.Code == apperr.Internal {
 		return termsafe.Line("INTERNAL: " + e.Message + "; r retries")
 	}
