@@ -134,3 +134,17 @@ func TestAConnectionLostOutsideCommitIs503WithRetryAfter(t *testing.T) {
 	require.Equal(t, 2, records, "k-read's and k-write's, once each")
 	require.False(t, strings.Contains(r.raw, "unexpected"))
 }
+
+// /readyz says an unreachable database with the same code as every other answer does.
+func TestReadyzSaysAnUnreachableDatabaseWithTheSameCode(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	p := faultproxy.Start(t, db.DSN)
+	b := serveOver(t, db, p.DSN())
+	require.Equal(t, http.StatusOK, b.as(t, aliceToken, "GET", "/readyz", "").status)
+	p.Close()
+	r := b.as(t, aliceToken, "GET", "/readyz", "")
+	require.Equal(t, http.StatusServiceUnavailable, r.status, r.raw)
+	require.Equal(t, "DATABASE_UNAVAILABLE", r.code())
+	require.Equal(t, "1", r.header.Get("Retry-After"))
+}
