@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -191,6 +192,11 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		if entry.err != nil && (sw.status >= 500 || sw.status == statusClientClosed) {
 			attrs = append(attrs, "error", entry.err.Error())
+			// The driver's own words stay here, in the operator's log, never in a response.
+			var ae *apperr.Error
+			if errors.As(entry.err, &ae) && ae.Err != nil {
+				attrs = append(attrs, "cause", ae.Err.Error())
+			}
 		}
 		a.log.Info("request", attrs...)
 	}()

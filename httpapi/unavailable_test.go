@@ -96,6 +96,10 @@ func TestATerminatedBackendIs503WithRetryAfterAndWhatToDo(t *testing.T) {
 	require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT pg_terminate_backend($1)`, pid).Scan(&ended))
 	require.True(t, ended)
 	requireUnavailable(t, <-done, "the database ended the session (SQLSTATE 57P01")
+	// The driver's words go to the operator's log, as the cause of the 503.
+	require.Eventually(t, func() bool {
+		return strings.Contains(b.log.String(), `cause="reserve key: FATAL: terminating connection due to administrator command (SQLSTATE 57P01)"`)
+	}, 10*time.Second, 10*time.Millisecond, b.log.String())
 	require.NoError(t, holder.Rollback(context.Background()))
 	retry := b.as(t, aliceToken, "POST", "/v1/modules/NOTE/records", body, key("k-term")...)
 	require.Equal(t, http.StatusCreated, retry.status, retry.raw)
