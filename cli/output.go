@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"idemwork/apperr"
-	"idemwork/store"
 	"idemwork/wire"
 )
 
@@ -62,11 +61,6 @@ func classify(err error) (apperr.Code, int, string, int) {
 		return apperr.Internal, http.StatusInternalServerError, se.Error(), ExitInternal
 	}
 	ae = wire.Coded(err)
-	var connect *store.ConnectError
-	if ae.Code == apperr.Internal && errors.As(err, &connect) {
-		// A refused login or a missing database: Open's words, for users.
-		return apperr.Internal, http.StatusInternalServerError, connect.Error(), ExitInternal
-	}
 	msg := ae.Message
 	if msg == "" {
 		msg = string(ae.Code)

@@ -285,7 +285,7 @@ func (c *keyedCall[T, P]) run(ctx context.Context) (Result[T], error) {
 		q := r.db.Q(ctx)
 		for attempt := 0; ; attempt++ {
 			if attempt == 5 {
-				return fmt.Errorf("idempotency: key %q kept changing under contention", req.Key)
+				return apperr.New(apperr.Internal, "idempotency: key %q kept changing under contention; retry", req.Key)
 			}
 			now = r.clock.Now()
 			reserved, snapshot, err := reserve(ctx, q, req, c.fp, now, now.Add(r.ttl))

@@ -514,11 +514,11 @@ func TranslateError(err error) error {
 	if errors.As(err, &connect) {
 		// Open's own failure, already worded for users (the redacted URL, the cause, a hint): an
 		// unreachable server is DATABASE_UNAVAILABLE in those words; a refusal (authentication,
-		// no such database) keeps them as they are.
+		// no such database) is INTERNAL in them.
 		if !isPg || unavailableState(pgErr.Code) {
 			return apperr.Wrap(apperr.DatabaseUnavailable, err, "%s; retry in a moment, or check that the database is running and reachable", connect.Error())
 		}
-		return err
+		return apperr.Wrap(apperr.Internal, err, "%s", connect.Error())
 	}
 	if isPg {
 		switch {

@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"idemwork/apperr"
+	"idemwork/internal/testdb"
 	"idemwork/kernel"
 	"idemwork/outbox"
 	"idemwork/storm"
@@ -50,4 +52,22 @@ func TestAStormCountsOnlyTheAuditEventsItsOperationWrites(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, sum.Verified.Agrees)
 	require.Contains(t, sum.Verified.Problems, "2 audit events carry the key, want 1")
+}
+
+// A worker process that fails says why in the storm's error, in the words a client would be
+// told (here: its database does not exist), never as a bare "internal error".
+func TestAFailedWorkerProcessSaysWhy(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	env := b.env
+	env.DSN = testdb.WithDatabase(b.db.DSN, "no_such_database")
+	spec := createSpec("vic", "k-worker")
+	spec.N, spec.Processes = 4, 2
+	_, err := storm.Run(ctxFor(t), env, spec, nil)
+	require.Error(t, err)
+	ae := apperr.As(err)
+	require.Equal(t, apperr.Internal, ae.Code)
+	require.Contains(t, ae.Message, "storm: worker process 1")
+	require.Contains(t, ae.Message, `database "no_such_database" does not exist (SQLSTATE 3D000)`)
+	require.Contains(t, ae.Message, "connect to ")
 }
