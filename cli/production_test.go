@@ -322,12 +322,12 @@ func TestTheWorkbenchOpensReadOnlyThroughPgBouncerAndOnAStandby(t *testing.T) {
 	standby.WaitCaughtUp(t)
 
 	for _, c := range []struct {
-		name, dsn, extra, badge, refusal string
+		name, dsn, extra, badge, refusal, stormRefusal string
 	}{
 		{"pgbouncer", testdb.PgBouncer(t, store.PoolerTransaction).PoolerDSN(name), "", "READ-ONLY",
-			"READ_ONLY: this session is read-only"},
+			"READ_ONLY: this session is read-only", "a storm writes: READ_ONLY: this session is read-only"},
 		{"standby", standby.DSN(name), "--allow-writes", "READ-ONLY · hot standby",
-			"READ_ONLY: this is a hot standby; writes go to the primary"},
+			"READ_ONLY: this is a hot standby; writes go to the primary", "a storm writes: READ_ONLY: this is a hot standby;"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			sess := fmt.Sprintf("idemwork-test-%d-%s", os.Getpid(), c.name)
@@ -353,6 +353,12 @@ func TestTheWorkbenchOpensReadOnlyThroughPgBouncerAndOnAStandby(t *testing.T) {
 			require.Contains(t, strings.SplitN(screen(), "\n", 2)[0], c.badge)
 			require.NoError(t, tmux("send-keys", "-t", sess, "c").Run())
 			waitFor(c.refusal)
+			// The storm view refuses with the session's own reason too (a standby's, not
+			// "reconnect with --allow-writes").
+			require.NoError(t, tmux("send-keys", "-t", sess, "6").Run())
+			waitFor("> 6 Storm")
+			require.NoError(t, tmux("send-keys", "-t", sess, "f").Run())
+			waitFor(c.stormRefusal)
 			require.NoError(t, tmux("send-keys", "-t", sess, "q").Run())
 			waitFor("WORKBENCH-EXITED-0")
 		})
