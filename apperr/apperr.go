@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
+	"strings"
 )
 
 // Code is a stable machine-readable error code.
@@ -31,7 +33,19 @@ const (
 	// CommitUnknown: the connection was lost during or after COMMIT, so whether the write
 	// committed is unknown; a retry with the same key learns the outcome.
 	CommitUnknown Code = "COMMIT_UNKNOWN"
-	Internal      Code = "INTERNAL"
+	// DatabaseUnavailable: the database could not be reached, ended the session (a terminated
+	// backend, a shutdown, a lost connection before COMMIT) or cancelled the statement
+	// (statement_timeout, lock_timeout, a cancel request): nothing was committed, and the client
+	// retries after Retry-After. /readyz answers it too.
+	DatabaseUnavailable Code = "DATABASE_UNAVAILABLE"
+	// PoolerMisconfigured: the server mixed up or lost this session's prepared statements, the
+	// mark of a transaction-pooling pgbouncer the configuration does not declare; the message
+	// says to set [database] pooler = "transaction".
+	PoolerMisconfigured Code = "POOLER_MISCONFIGURED"
+	// Internal: anything unexpected. Its message names the step that failed and the SQLSTATE
+	// (when the database answered with one), never the driver's text; the cause is kept in Err
+	// for the server log and IDEMWORK_DEBUG.
+	Internal Code = "INTERNAL"
 	// Adapter-level codes (HTTP and CLI input), not part of the kernel's vocabulary.
 	BadRequest      Code = "BAD_REQUEST"
 	Unauthorized    Code = "UNAUTHORIZED"
@@ -45,27 +59,29 @@ const (
 )
 
 var statuses = map[Code]int{
-	ScopeConflict:      http.StatusConflict,
-	InProgress:         http.StatusConflict,
-	KeyReused:          http.StatusUnprocessableEntity,
-	PolicyMismatch:     http.StatusInternalServerError,
-	RevisionConflict:   http.StatusConflict,
-	RecordNotFound:     http.StatusNotFound,
-	ValidationFailed:   http.StatusUnprocessableEntity,
-	LegacyWriteDisable: http.StatusGone,
-	SnapshotIntegrity:  http.StatusInternalServerError,
-	ReadOnly:           http.StatusForbidden,
-	Overloaded:         http.StatusServiceUnavailable,
-	SchemaNotReady:     http.StatusServiceUnavailable,
-	CommitUnknown:      http.StatusServiceUnavailable,
-	Internal:           http.StatusInternalServerError,
-	BadRequest:         http.StatusBadRequest,
-	Unauthorized:       http.StatusUnauthorized,
-	PayloadTooLarge:    http.StatusRequestEntityTooLarge,
-	NotFound:           http.StatusNotFound,
-	Usage:              http.StatusBadRequest,
-	NotRunning:         http.StatusConflict,
-	PermissionDenied:   http.StatusForbidden,
+	ScopeConflict:       http.StatusConflict,
+	InProgress:          http.StatusConflict,
+	KeyReused:           http.StatusUnprocessableEntity,
+	PolicyMismatch:      http.StatusInternalServerError,
+	RevisionConflict:    http.StatusConflict,
+	RecordNotFound:      http.StatusNotFound,
+	ValidationFailed:    http.StatusUnprocessableEntity,
+	LegacyWriteDisable:  http.StatusGone,
+	SnapshotIntegrity:   http.StatusInternalServerError,
+	ReadOnly:            http.StatusForbidden,
+	Overloaded:          http.StatusServiceUnavailable,
+	SchemaNotReady:      http.StatusServiceUnavailable,
+	CommitUnknown:       http.StatusServiceUnavailable,
+	DatabaseUnavailable: http.StatusServiceUnavailable,
+	PoolerMisconfigured: http.StatusInternalServerError,
+	Internal:            http.StatusInternalServerError,
+	BadRequest:          http.StatusBadRequest,
+	Unauthorized:        http.StatusUnauthorized,
+	PayloadTooLarge:     http.StatusRequestEntityTooLarge,
+	NotFound:            http.StatusNotFound,
+	Usage:               http.StatusBadRequest,
+	NotRunning:          http.StatusConflict,
+	PermissionDenied:    http.StatusForbidden,
 }
 
 // Status is the HTTP status of a code (500 for an unknown one).
@@ -124,14 +140,61 @@ func CodeOf(err error) Code {
 	return Internal
 }
 
-// As returns err as a coded error; an uncoded error becomes INTERNAL with a generic message so a
-// raw SQL or Go error never reaches a user.
+// As returns err as a coded error; an uncoded error becomes INTERNAL with the message of
+// InternalMessage, so a raw SQL or Go error never reaches a user.
 func As(err error) *Error {
 	var e *Error
 	if errors.As(err, &e) {
 		return e
 	}
-	return &Error{Code: Internal, Message: "internal error (see the log for details)", Err: err}
+	return &Error{Code: Internal, Message: InternalMessage(err), Err: err}
+}
+
+// InternalMessage is what a user is shown for an uncoded error: the steps this program named
+// while the error travelled up ("restore record-snapshot-reference-v2: read key"), the SQLSTATE
+// when the database answered with one, and where the whole cause is — never the driver's own
+// text, which may hold SQL, values or a connection string.
+//
+// A step is the text a wrapper of this program (fmt.Errorf("step: %w", err), or an error type of
+// an idemwork package) put before the error it wraps; the walk stops at the first error of
+// another package (the driver's), whose text is left out.
+func InternalMessage(err error) string {
+	var steps []string
+	for e := err; e != nil; {
+		inner := errors.Unwrap(e)
+		if inner == nil || !ownWrapper(e) {
+			break
+		}
+		outer, in := e.Error(), inner.Error()
+		step, ok := strings.CutSuffix(outer, ": "+in)
+		if !ok {
+			break
+		}
+		if step != "" {
+			steps = append(steps, step)
+		}
+		e = inner
+	}
+	msg := "internal error"
+	if len(steps) > 0 {
+		msg += " in " + strings.Join(steps, ": ")
+	}
+	var st interface{ SQLState() string }
+	if errors.As(err, &st) {
+		msg += " (SQLSTATE " + st.SQLState() + ")"
+	}
+	return msg + "; the cause is in the server log (IDEMWORK_DEBUG=1 prints it for a CLI command)"
+}
+
+// ownWrapper reports whether e is a wrapping error of this program: fmt's %w wrapper, or a type
+// declared in an idemwork package.
+func ownWrapper(e error) bool {
+	t := reflect.TypeOf(e)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	pkg := t.PkgPath()
+	return pkg == "fmt" || pkg == "idemwork" || strings.HasPrefix(pkg, "idemwork/")
 }
 
 // Is reports whether err carries code.

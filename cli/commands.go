@@ -105,7 +105,7 @@ func required(cmd *cobra.Command, names ...string) {
 
 func (a *app) printWrite(res kernel.WriteResult) {
 	if a.flags.json {
-		writeJSON(a.stdout, res)
+		printBody(a.stdout, res.Response())
 		return
 	}
 	key := "(no key)"
@@ -174,7 +174,7 @@ func newReviewCmd(a *app) *cobra.Command {
 				return err
 			}
 			if a.flags.json {
-				writeJSON(a.stdout, res)
+				printBody(a.stdout, res.Response())
 				return nil
 			}
 			fmt.Fprintf(a.stdout, "%s — %s\nreview %s  %s  of revision %d\n", res.Outcome, res.Operation, res.Review.ID, res.Review.Verdict, res.Review.RecordRevision)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 
 	"idemwork/kernel"
 )
@@ -41,12 +42,29 @@ func printKeyView(w io.Writer, v kernel.KeyView) {
 	} else if l := v.Latest.Record; l != nil {
 		fmt.Fprintf(w, "the record it names is at revision %d\n", l.Revision)
 	}
+	printReplay(w, v)
 	for _, life := range v.Lives {
 		fmt.Fprintf(w, "%s:\n", life.Label)
 		for _, e := range life.Events {
 			fmt.Fprintf(w, "  %s  %-9s %s\n", e.At.Format("2006-01-02 15:04:05.000"), e.Kind, safe(e.Summary()))
 		}
 	}
+}
+
+// printReplay writes what a client gets back for a retry of the key: the response as served
+// over HTTP, and the CLI's exit code with the same body.
+func printReplay(w io.Writer, v kernel.KeyView) {
+	r := v.Replay
+	if r == nil {
+		fmt.Fprintln(w, "what a client gets back: no replay — the key expired, so the next request with it executes anew")
+		return
+	}
+	fmt.Fprintf(w, "what a client gets back for a retry (the CLI exits %d with this body, indented):\n", r.ExitCode)
+	fmt.Fprintf(w, "  %s\n", r.StatusLine())
+	for _, name := range r.HeaderNames() {
+		fmt.Fprintf(w, "  %s: %s\n", name, safe(r.Headers[name]))
+	}
+	fmt.Fprintf(w, "  %s\n", safe(strings.TrimSuffix(r.Body, "\n")))
 }
 
 // compactJSON prints stored JSON on one line (as stored, if it is not JSON).

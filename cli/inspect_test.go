@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/csv"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -170,4 +171,36 @@ func TestTextCommandsShowHostileStoredStringsTerminalSafe(t *testing.T) {
 		requireTerminalSafe(t, out)
 		require.Contains(t, out, "␛]52;c;aGk=␇", "%v", args)
 	}
+}
+
+// `key` shows what a client gets back for a retry: its replay's body is, indented, what the
+// CLI prints for that retry, and the CLI exits with the replay's exit code — a REPLAYED create,
+// a PROCESSING leftover (exit 3, 409) and a tampered envelope (exit 4, 500) alike. The text
+// form shows the status line and headers too.
+func TestKeyShowsWhatTheCLIPrintsForARetry(t *testing.T) {
+	t.Parallel()
+	c := newKernelCLI(t)
+	create := func(key string) []string {
+		return []string{"create", "--owner", "alice", "--module", "NOTE", "--key", key, "--title", "hello <&>", "--payload", `{"n":1e3}`}
+	}
+	c.ok(create("ok-1")...)
+	c.ok(create("tampered")...)
+	c.sql(`UPDATE idempotency_record SET response = response || '{"title": "smuggled"}' WHERE idempotency_key = 'tampered'`)
+	c.sql(`INSERT INTO idempotency_record (owner_id, idempotency_key, operation, fingerprint, status, response, created_at, expires_at, updated_at) VALUES
+		('alice', 'stuck', 'NOTE:record:create', repeat('a', 64), 'PROCESSING', NULL, now(), now() + interval '1 hour', now())`)
+	for key, exit := range map[string]int{"ok-1": 0, "stuck": 3, "tampered": 4} {
+		replay := obj(t, c.ok("key", "--owner", "alice", "--key", key)["replay"])
+		code, out, _ := c.exec(create(key)...)
+		require.Equal(t, exit, code, key)
+		require.Equal(t, float64(exit), replay["exitCode"], key)
+		var indented bytes.Buffer
+		require.NoError(t, json.Indent(&indented, []byte(replay["body"].(string)), "", "  "))
+		require.Equal(t, indented.String(), out, "%s: the replay's body is what the CLI printed", key)
+	}
+	text := c.text("key", "--owner", "alice", "--key", "ok-1")
+	require.Contains(t, text, "what a client gets back for a retry (the CLI exits 0 with this body, indented):\n  HTTP 201 Created\n")
+	require.Contains(t, text, "  Idempotent-Replayed: true\n")
+	require.Contains(t, text, `  {"outcome":"REPLAYED","waited":false,"key":"ok-1",`)
+	text = c.text("key", "--owner", "alice", "--key", "stuck")
+	require.Contains(t, text, "  HTTP 409 Conflict\n")
 }

@@ -203,7 +203,7 @@ func TestRecordKeysKeyAndHistoryPrintTheirShapes(t *testing.T) {
 	require.Len(t, empty["keys"], 0)
 
 	key := c.ok("key", "--owner", "alice", "--key", "k1")
-	require.Equal(t, []string{"createdAt", "envelope", "expired", "expiresAt", "fingerprint", "key", "latest", "legacy", "lives", "operation", "restored", "state", "status", "verdict"}, sortedKeys(key))
+	require.Equal(t, []string{"createdAt", "envelope", "expired", "expiresAt", "fingerprint", "key", "latest", "legacy", "lives", "operation", "replay", "restored", "state", "status", "verdict"}, sortedKeys(key))
 	require.Equal(t, false, key["legacy"])
 	restored := obj(t, key["restored"])
 	require.Equal(t, []string{"execution", "record"}, sortedKeys(restored))
@@ -223,14 +223,17 @@ func TestRecordKeysKeyAndHistoryPrintTheirShapes(t *testing.T) {
 	events := history["events"].([]any)
 	require.NotEmpty(t, events)
 	kinds := map[string]bool{}
-	var last string
+	var last time.Time
 	for _, e := range events {
 		ev := obj(t, e)
 		require.Contains(t, ev, "at")
 		require.Contains(t, ev, "kind")
 		kinds[ev["kind"].(string)] = true
-		at := ev["at"].(string)
-		require.GreaterOrEqual(t, at, last, "oldest first")
+		// Times, not their text: RFC 3339 drops trailing zeros, so "06.4886Z" is earlier than
+		// "06.488619Z" though it sorts after it as a string.
+		at, err := time.Parse(time.RFC3339Nano, ev["at"].(string))
+		require.NoError(t, err)
+		require.False(t, at.Before(last), "oldest first: %s after %s", at, last)
 		last = at
 	}
 	require.Equal(t, map[string]bool{"audit": true, "key": true, "revision": true}, kinds)

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,15 +11,15 @@ import (
 	"strings"
 
 	"idemwork/apperr"
-	"idemwork/store"
+	"idemwork/wire"
 )
 
 // Exit codes of SPEC §10.2.
 const (
-	ExitOK       = 0
-	ExitUsage    = 2
-	ExitRejected = 3
-	ExitInternal = 4
+	ExitOK       = wire.ExitOK
+	ExitUsage    = wire.ExitUsage
+	ExitRejected = wire.ExitRejected
+	ExitInternal = wire.ExitInternal
 )
 
 // usageError marks a command-line mistake (exit 2).
@@ -41,18 +42,10 @@ func isCobraUsage(err error) bool {
 	return false
 }
 
-// errorBody is the JSON shape of every error: {"error": {"code", "status", "message"}}.
-type errorBody struct {
-	Error struct {
-		Code    apperr.Code `json:"code"`
-		Status  int         `json:"status"`
-		Message string      `json:"message"`
-	} `json:"error"`
-}
-
 // classify turns any error into its code, HTTP status, user message and exit code. Uncoded
 // errors from setup (embedded cluster, config, connection) keep their message, which is written
-// for users; uncoded errors from a write or read path never show raw SQL.
+// for users; any other uncoded error is INTERNAL with the step that failed and the SQLSTATE,
+// never the driver's text (IDEMWORK_DEBUG=1 prints the cause).
 func classify(err error) (apperr.Code, int, string, int) {
 	var ce codedExit
 	if errors.As(err, &ce) {
@@ -63,25 +56,16 @@ func classify(err error) (apperr.Code, int, string, int) {
 		return apperr.Usage, http.StatusBadRequest, err.Error(), ExitUsage
 	}
 	var ae *apperr.Error
-	if errors.As(err, &ae) {
-		exit := ExitInternal
-		switch {
-		case ae.Code == apperr.Usage:
-			exit = ExitUsage // e.g. a DSN that does not parse: the command line's to fix
-		case ae.Status() < 500:
-			exit = ExitRejected
-		}
-		msg := ae.Message
-		if msg == "" {
-			msg = string(ae.Code)
-		}
-		return ae.Code, ae.Status(), msg, exit
-	}
 	var se *setupError
-	if errors.As(err, &se) {
+	if !errors.As(err, &ae) && errors.As(err, &se) {
 		return apperr.Internal, http.StatusInternalServerError, se.Error(), ExitInternal
 	}
-	return apperr.Internal, http.StatusInternalServerError, "internal error: " + oneLine(err.Error()), ExitInternal
+	ae = wire.Coded(err)
+	msg := ae.Message
+	if msg == "" {
+		msg = string(ae.Code)
+	}
+	return ae.Code, ae.Status(), msg, wire.ExitCode(ae.Code, ae.Status())
 }
 
 // codedExit is an error that decides its own code, status, message and exit code: a storm's
@@ -97,14 +81,6 @@ type setupError struct{ err error }
 func (e *setupError) Error() string { return e.err.Error() }
 func (e *setupError) Unwrap() error { return e.err }
 
-func oneLine(s string) string {
-	s = strings.ReplaceAll(s, "\n", " ")
-	if len(s) > 500 {
-		s = s[:500] + "…"
-	}
-	return s
-}
-
 // reportedError is a failure whose JSON already went to stdout inside the command's own result
 // (a storm whose verdict failed): printing another object would break "exactly one JSON object",
 // so only the exit code and a line on stderr follow from it.
@@ -116,18 +92,13 @@ func (e *reportedError) Unwrap() error { return e.err }
 // printError writes err to stdout as JSON (when asJSON) or to stderr as text; it returns the
 // exit code.
 func printError(stdout, stderr io.Writer, asJSON bool, err error) int {
-	// A database refusal a user can act on (read-only, privilege, missing schema) gets its code
-	// even when it surfaced through a path that did not translate it.
-	err = store.TranslateError(err)
 	code, status, msg, exit := classify(err)
 	var reported *reportedError
 	if errors.As(err, &reported) {
 		asJSON = false
 	}
 	if asJSON {
-		var body errorBody
-		body.Error.Code, body.Error.Status, body.Error.Message = code, status, msg
-		writeJSON(stdout, body)
+		writeJSON(stdout, wire.ErrorBody{Error: wire.ErrorDetail{Code: code, Status: status, Message: msg}})
 	} else {
 		fmt.Fprintf(stderr, "idemwork: %s: %s\n", code, msg)
 		if exit == ExitUsage {
@@ -138,6 +109,17 @@ func printError(stdout, stderr io.Writer, asJSON bool, err error) int {
 		fmt.Fprintf(stderr, "debug: %+v\n", err)
 	}
 	return exit
+}
+
+// printBody prints a response's JSON body as every --json output is printed (indented): for a
+// write, the very body `idemwork serve` sends for it.
+func printBody(w io.Writer, r wire.Response) {
+	var b bytes.Buffer
+	if err := json.Indent(&b, []byte(r.Body), "", "  "); err != nil {
+		_, _ = io.WriteString(w, r.Body)
+		return
+	}
+	_, _ = w.Write(b.Bytes())
 }
 
 func writeJSON(w io.Writer, v any) {

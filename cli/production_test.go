@@ -322,12 +322,12 @@ func TestTheWorkbenchOpensReadOnlyThroughPgBouncerAndOnAStandby(t *testing.T) {
 	standby.WaitCaughtUp(t)
 
 	for _, c := range []struct {
-		name, dsn, extra, badge, refusal string
+		name, dsn, extra, badge, refusal, stormRefusal string
 	}{
 		{"pgbouncer", testdb.PgBouncer(t, store.PoolerTransaction).PoolerDSN(name), "", "READ-ONLY",
-			"READ_ONLY: this session is read-only"},
+			"READ_ONLY: this session is read-only", "a storm writes: READ_ONLY: this session is read-only"},
 		{"standby", standby.DSN(name), "--allow-writes", "READ-ONLY · hot standby",
-			"READ_ONLY: this is a hot standby; writes go to the primary"},
+			"READ_ONLY: this is a hot standby; writes go to the primary", "a storm writes: READ_ONLY: this is a hot standby;"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			sess := fmt.Sprintf("idemwork-test-%d-%s", os.Getpid(), c.name)
@@ -353,8 +353,69 @@ func TestTheWorkbenchOpensReadOnlyThroughPgBouncerAndOnAStandby(t *testing.T) {
 			require.Contains(t, strings.SplitN(screen(), "\n", 2)[0], c.badge)
 			require.NoError(t, tmux("send-keys", "-t", sess, "c").Run())
 			waitFor(c.refusal)
+			// The storm view refuses with the session's own reason too (a standby's, not
+			// "reconnect with --allow-writes").
+			require.NoError(t, tmux("send-keys", "-t", sess, "6").Run())
+			waitFor("> 6 Storm")
+			require.NoError(t, tmux("send-keys", "-t", sess, "f").Run())
+			waitFor(c.stormRefusal)
 			require.NoError(t, tmux("send-keys", "-t", sess, "q").Run())
 			waitFor("WORKBENCH-EXITED-0")
 		})
 	}
+}
+
+// TestAnUndeclaredTransactionPoolerSaysToDeclareIt: through a transaction-pooling pgbouncer with
+// [database] pooler unset, pgx's named prepared statements meet server connections an earlier
+// client used (42P05 "prepared statement stmtcache_… already exists", or 26000); the command
+// fails with POOLER_MISCONFIGURED telling to set pooler = "transaction" — never INTERNAL with
+// the driver's text — and exits 4.
+func TestAnUndeclaredTransactionPoolerSaysToDeclareIt(t *testing.T) {
+	t.Parallel()
+	name := testdb.NewDatabase(t)
+	p := prodDB{name: name, dsn: testdb.PgBouncer(t, store.PoolerTransaction).DSN(name)}
+	var code int
+	var out string
+	for i := 0; i < 8 && code == 0; i++ {
+		code, out, _ = p.run(t, "--allow-writes", "create", "--owner", "o", "--module", "NOTE", "--key", fmt.Sprintf("k%d", i), "--title", "t", "--json")
+	}
+	require.Equal(t, 4, code, out)
+	e := errorOf(t, out)
+	require.Equal(t, "POOLER_MISCONFIGURED", e["code"], out)
+	require.Equal(t, float64(500), e["status"])
+	msg := e["message"].(string)
+	require.Contains(t, msg, `set [database] pooler = "transaction"`)
+	require.NotContains(t, msg, "stmtcache_", "not the driver's text")
+	require.NotContains(t, msg, "ERROR:")
+}
+
+// TestAStatementTimeoutSaysWhatHappenedAndWhatToDo: a write waiting behind a transaction that
+// holds its key, on a role whose statement_timeout is 300 ms (here in the DSN), exits 4 with
+// DATABASE_UNAVAILABLE naming statement_timeout — not INTERNAL with pgx's rendering of the
+// server's error, on stdout or stderr.
+func TestAStatementTimeoutSaysWhatHappenedAndWhatToDo(t *testing.T) {
+	t.Parallel()
+	name := testdb.NewDatabase(t)
+	ctx := context.Background()
+	holder, err := pgx.Connect(ctx, testdb.DSNOf(t, name))
+	require.NoError(t, err)
+	defer holder.Close(ctx)
+	tx, err := holder.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, `INSERT INTO idempotency_record (owner_id, idempotency_key, operation, fingerprint, status, created_at, expires_at, updated_at)
+		VALUES ('o', 'held', 'NOTE:record:create', 'v1:held', 'PROCESSING', now(), now() + interval '1 hour', now())`)
+	require.NoError(t, err)
+	p := prodDB{name: name, dsn: testdb.WithParam(testdb.DSNOf(t, name), "statement_timeout", "300")}
+	args := []string{"--allow-writes", "create", "--owner", "o", "--module", "NOTE", "--key", "held", "--title", "t"}
+	code, out, _ := p.run(t, append(args, "--json")...)
+	require.Equal(t, 4, code, out)
+	e := errorOf(t, out)
+	require.Equal(t, "DATABASE_UNAVAILABLE", e["code"])
+	require.Equal(t, float64(503), e["status"])
+	require.Contains(t, e["message"], "statement_timeout (SQLSTATE 57014)")
+	code, _, errOut := p.run(t, args...)
+	require.Equal(t, 4, code)
+	require.True(t, strings.HasPrefix(errOut, "idemwork: DATABASE_UNAVAILABLE: the database cancelled the statement"), errOut)
+	require.NotContains(t, errOut, "canceling statement due to statement timeout")
 }

@@ -158,7 +158,7 @@ func (a *app) restartCluster(ctx context.Context) error {
 	deadline := time.Now().Add(time.Minute)
 	for syscall.Kill(c.PID, 0) == nil {
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the server (pid %d) did not stop", c.PID)
+			return apperr.New(apperr.Internal, "the server (pid %d) did not stop", c.PID)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -148,8 +148,8 @@ func TestStormCommandExitCodes(t *testing.T) {
 	// The database contradicts the responses (a second audit event under the key): exit 4.
 	code, _, errOut = runCLI(t, db, append([]string{"storm", "--n", "10"}, create...)...)
 	require.Equal(t, 0, code, errOut)
-	_, err := db.Pool.Exec(context.Background(), `INSERT INTO audit_event (owner_id, id, module_code, record_id, action, idempotency_key, at)
-		SELECT owner_id, id || 'x', module_code, record_id, action, idempotency_key, at FROM audit_event WHERE owner_id = 'q'`)
+	_, err := db.Pool.Exec(context.Background(), `INSERT INTO audit_event (owner_id, id, module_code, record_id, action, idempotency_key, detail, at)
+		SELECT owner_id, id || 'x', module_code, record_id, action, idempotency_key, detail, at FROM audit_event WHERE owner_id = 'q'`)
 	require.NoError(t, err)
 	code, out, errOut = runCLI(t, db, append([]string{"storm", "--n", "10", "--json"}, create...)...)
 	require.Equal(t, 4, code, errOut)

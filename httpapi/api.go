@@ -4,7 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,6 +18,7 @@ import (
 	"idemwork/apperr"
 	"idemwork/idem"
 	"idemwork/kernel"
+	"idemwork/wire"
 )
 
 // Header names of the API.
@@ -25,14 +26,14 @@ const (
 	HeaderIdempotencyKey = "Idempotency-Key"
 	// HeaderReplayed is "true" on a response restored from the first result (REPLAYED) or shared
 	// from an in-process leader (JOINED).
-	HeaderReplayed = "Idempotent-Replayed"
+	HeaderReplayed = wire.HeaderReplayed
 	// HeaderOutcome names the outcome of a write: EXECUTED, REPLAYED or JOINED, or
 	// OutcomeUnknown with a 503 COMMIT_UNKNOWN.
-	HeaderOutcome = "Idempotency-Outcome"
+	HeaderOutcome = wire.HeaderOutcome
 	// OutcomeUnknown is HeaderOutcome's value when the commit's outcome is unknown.
-	OutcomeUnknown = "unknown"
+	OutcomeUnknown = wire.OutcomeUnknown
 	// HeaderWaited is "true" when a replay first waited on the unique index for the winner.
-	HeaderWaited = "Idempotency-Waited"
+	HeaderWaited = wire.HeaderWaited
 	// HeaderShare set to "off" asks the server not to share an in-process flight for this
 	// request (the CLI's --no-share): it only bypasses an optimisation, never a rule.
 	HeaderShare = "X-Idemwork-Share"
@@ -112,7 +113,7 @@ func New(k *kernel.Kernel, opts Options) *API {
 	m.HandleFunc("GET /v1/keys/{key...}", a.endpoint(a.getKey))
 	m.HandleFunc("GET /v1/whoami", a.endpoint(whoami))
 	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+		wire.JSON(http.StatusOK, map[string]bool{"ok": true}).Serve(w)
 	})
 	m.HandleFunc("GET /readyz", a.readyz)
 	m.Handle("GET /metrics", a.metrics.handler)
@@ -176,7 +177,7 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			entry.err = fmt.Errorf("panic: %v", p)
 			if sw.status == 0 {
-				writeError(sw, apperr.New(apperr.Internal, "internal error (see the server log)"))
+				wire.Error(apperr.New(apperr.Internal, "internal error (see the server log)")).Serve(sw)
 			}
 		}
 		took := time.Since(start)
@@ -191,6 +192,11 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		if entry.err != nil && (sw.status >= 500 || sw.status == statusClientClosed) {
 			attrs = append(attrs, "error", entry.err.Error())
+			// The driver's own words stay here, in the operator's log, never in a response.
+			var ae *apperr.Error
+			if errors.As(entry.err, &ae) && ae.Err != nil {
+				attrs = append(attrs, "cause", ae.Err.Error())
+			}
 		}
 		a.log.Info("request", attrs...)
 	}()
@@ -203,8 +209,8 @@ type WhoAmI struct {
 	Owner string `json:"owner"`
 }
 
-func whoami(_ *http.Request, owner string) (reply, error) {
-	return reply{status: http.StatusOK, body: WhoAmI{Owner: owner}}, nil
+func whoami(_ *http.Request, owner string) (wire.Response, error) {
+	return wire.JSON(http.StatusOK, WhoAmI{Owner: owner}), nil
 }
 
 // fallback answers what no route matched: 405 with Allow when the path exists under another
@@ -222,49 +228,41 @@ func (a *API) fallback(w http.ResponseWriter, r *http.Request) {
 	if len(allowed) > 0 {
 		w.Header().Set("Allow", strings.Join(allowed, ", "))
 		e.outcome = string(codeMethodNotAllowed)
-		writeErrorStatus(w, http.StatusMethodNotAllowed, codeMethodNotAllowed,
-			fmt.Sprintf("%s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, strings.Join(allowed, ", ")))
+		wire.ErrorStatus(http.StatusMethodNotAllowed, codeMethodNotAllowed,
+			fmt.Sprintf("%s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, strings.Join(allowed, ", "))).Serve(w)
 		return
 	}
 	e.outcome = string(apperr.NotFound)
-	writeError(w, apperr.New(apperr.NotFound, "no route %s %s (see SPEC §10.3: /v1/modules/{module}/records...)", r.Method, r.URL.Path))
+	wire.Error(apperr.New(apperr.NotFound, "no route %s %s (see SPEC §10.3: /v1/modules/{module}/records...)", r.Method, r.URL.Path)).Serve(w)
 }
 
-// reply is what an endpoint answers on success.
-type reply struct {
-	status  int
-	body    any
-	outcome idem.Outcome
-	waited  bool
-	header  map[string]string
-}
-
-type endpointFunc func(r *http.Request, owner string) (reply, error)
+type endpointFunc func(r *http.Request, owner string) (wire.Response, error)
 
 // writeFunc is a write route's handler, given the request's Idempotency-Key ("" for none).
-type writeFunc func(r *http.Request, owner, key string) (reply, error)
+type writeFunc func(r *http.Request, owner, key string) (wire.Response, error)
 
 // write guards a write route: on a read-only session every write is refused with READ_ONLY
 // before the runner starts — a replay included, though it would only read; the Idempotency-Key
 // header is parsed (400 BAD_REQUEST when it is empty, repeated or unparsable, or absent where
 // http.require_key asks for one).
 func (a *API) write(fn writeFunc) endpointFunc {
-	return func(r *http.Request, owner string) (reply, error) {
+	return func(r *http.Request, owner string) (wire.Response, error) {
 		if err := a.k.RequireWritable(); err != nil {
-			return reply{}, err
+			return wire.Response{}, err
 		}
 		key, present, err := ParseIdempotencyKey(r.Header)
 		if err != nil {
-			return reply{}, err
+			return wire.Response{}, err
 		}
 		if !present && a.opts.RequireKey {
-			return reply{}, apperr.New(apperr.BadRequest, "this server requires an %s header on every write (http.require_key = true)", HeaderIdempotencyKey)
+			return wire.Response{}, apperr.New(apperr.BadRequest, "this server requires an %s header on every write (http.require_key = true)", HeaderIdempotencyKey)
 		}
 		return fn(r, owner, key)
 	}
 }
 
-// endpoint authenticates the owner, runs fn and writes its reply or coded error.
+// endpoint authenticates the owner, runs fn and serves its response or coded error (both built
+// by package wire, which the CLI and key inspection use too).
 func (a *API) endpoint(fn endpointFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		e := entryOf(r)
@@ -272,46 +270,27 @@ func (a *API) endpoint(fn endpointFunc) http.HandlerFunc {
 		if err != nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="idemwork"`)
 			e.outcome = string(apperr.CodeOf(err))
-			writeError(w, err)
+			wire.Error(err).Serve(w)
 			return
 		}
 		e.owner = owner
 		rep, err := fn(r, owner)
 		if err != nil {
 			e.err = err
-			if r.Context().Err() != nil && apperr.As(err).Status() >= 500 {
+			if r.Context().Err() != nil && wire.Coded(err).Status() >= 500 {
 				// The client went away and the work was cancelled with it: not a server error.
 				e.outcome = string(codeClientClosed)
-				writeErrorStatus(w, statusClientClosed, codeClientClosed, "the client closed the request before the answer")
+				wire.ErrorStatus(statusClientClosed, codeClientClosed, "the client closed the request before the answer").Serve(w)
 				return
 			}
-			e.outcome = string(apperr.As(err).Code)
-			if apperr.Is(err, apperr.Overloaded) {
-				w.Header().Set("Retry-After", "1")
-			}
-			if idem.WaitedOnIndex(err) {
-				// The rejection came after a wait on the unique index (e.g. a committed leftover
-				// PROCESSING row): the client learns it as it does for a replay.
-				w.Header().Set(HeaderWaited, "true")
-			}
-			writeError(w, err)
+			rep = wire.Error(err)
+			e.outcome = string(wire.Coded(err).Code)
+			rep.Serve(w)
 			return
 		}
-		e.waited = rep.waited
-		if rep.outcome != "" {
-			e.outcome = string(rep.outcome)
-			w.Header().Set(HeaderOutcome, string(rep.outcome))
-			if rep.outcome == idem.Replayed || rep.outcome == idem.Joined {
-				w.Header().Set(HeaderReplayed, "true")
-			}
-			if rep.waited {
-				w.Header().Set(HeaderWaited, "true")
-			}
-		}
-		for k, v := range rep.header {
-			w.Header().Set(k, v)
-		}
-		writeJSON(w, rep.status, rep.body)
+		e.waited = rep.Headers[HeaderWaited] == "true"
+		e.outcome = rep.Headers[HeaderOutcome]
+		rep.Serve(w)
 	}
 }
 
@@ -381,47 +360,8 @@ func isLoopbackRemote(remote string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v)
-}
-
 // ErrorBody is the JSON of every error: {"error": {"code", "status", "message"}}.
-type ErrorBody struct {
-	Error ErrorDetail `json:"error"`
-}
+type ErrorBody = wire.ErrorBody
 
 // ErrorDetail is the inside of ErrorBody.
-type ErrorDetail struct {
-	Code    apperr.Code `json:"code"`
-	Status  int         `json:"status"`
-	Message string      `json:"message"`
-}
-
-// writeError writes a coded error with its status; an uncoded error becomes a generic 500 so a
-// raw SQL or Go error never reaches a client.
-func writeError(w http.ResponseWriter, err error) {
-	ae := apperr.As(err)
-	if ae.Code == apperr.CommitUnknown {
-		// Neither EXECUTED nor failed: the client must retry with the same key to find out.
-		w.Header().Set(HeaderOutcome, OutcomeUnknown)
-	}
-	msg := ae.Message
-	if msg == "" {
-		msg = string(ae.Code)
-	}
-	writeErrorStatus(w, ae.Status(), ae.Code, msg)
-}
-
-func writeErrorStatus(w http.ResponseWriter, status int, code apperr.Code, msg string) {
-	if status == http.StatusRequestEntityTooLarge {
-		// The rest of an oversized body is never read; the connection cannot be reused.
-		w.Header().Set("Connection", "close")
-	}
-	writeJSON(w, status, ErrorBody{Error: ErrorDetail{Code: code, Status: status, Message: msg}})
-}
+type ErrorDetail = wire.ErrorDetail

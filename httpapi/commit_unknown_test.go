@@ -3,17 +3,13 @@ package httpapi_test
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"idemwork/httpapi"
-	"idemwork/idem"
 	"idemwork/internal/faultproxy"
 	"idemwork/internal/testdb"
-	"idemwork/kernel"
-	"idemwork/store"
 )
 
 // setupOverProxy serves the API with its database reached through a fault proxy.
@@ -21,13 +17,7 @@ func setupOverProxy(t *testing.T) (*testBundle, *faultproxy.Proxy) {
 	t.Helper()
 	db := testdb.New(t)
 	p := faultproxy.Start(t, db.DSN)
-	pdb, err := store.Open(context.Background(), p.DSN(), store.Options{})
-	require.NoError(t, err)
-	t.Cleanup(pdb.Close)
-	k := kernel.New(idem.NewRunner(pdb, idem.Options{}), kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
-	srv := httptest.NewServer(httpapi.New(k, httpapi.Options{Tokens: map[string]string{aliceToken: "alice"}, MaxBodyBytes: maxBody}))
-	t.Cleanup(srv.Close)
-	return &testBundle{db: db, k: k, url: srv.URL, log: &syncBuffer{}, c: srv.Client()}, p
+	return serveOver(t, db, p.DSN()), p
 }
 
 func TestAWriteWhoseCommitWasLostAnswers503CommitUnknownAndTheRetryTellsTheTruth(t *testing.T) {

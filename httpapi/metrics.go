@@ -13,6 +13,7 @@ import (
 
 	"idemwork/apperr"
 	"idemwork/kernel"
+	"idemwork/wire"
 )
 
 // metrics are the server's Prometheus metrics, on a registry of its own (no global state: two
@@ -97,9 +98,9 @@ func (a *API) readyz(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	db := a.k.DB()
 	if err := db.Ping(ctx); err != nil {
-		entryOf(r).outcome = "DATABASE_UNREACHABLE"
+		entryOf(r).outcome = string(apperr.DatabaseUnavailable)
 		entryOf(r).err = err
-		writeErrorStatus(w, http.StatusServiceUnavailable, "DATABASE_UNREACHABLE", "the database does not answer within 2 s (the server log has the cause)")
+		wire.Error(apperr.Wrap(apperr.DatabaseUnavailable, err, "the database does not answer within 2 s (the server log has the cause)")).Serve(w)
 		return
 	}
 	// The schema state is read without DDL (on a read-only session, inside BEGIN READ ONLY).
@@ -107,17 +108,17 @@ func (a *API) readyz(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		entryOf(r).outcome = string(apperr.SchemaNotReady)
 		entryOf(r).err = err
-		writeErrorStatus(w, http.StatusServiceUnavailable, apperr.SchemaNotReady, "the schema cannot be read; run 'idemwork migrate --status'")
+		wire.ErrorStatus(http.StatusServiceUnavailable, apperr.SchemaNotReady, "the schema cannot be read; run 'idemwork migrate --status'").Serve(w)
 		return
 	}
 	if !st.Current() {
 		entryOf(r).outcome = string(apperr.SchemaNotReady)
-		writeErrorStatus(w, http.StatusServiceUnavailable, apperr.SchemaNotReady, st.Problem())
+		wire.ErrorStatus(http.StatusServiceUnavailable, apperr.SchemaNotReady, st.Problem()).Serve(w)
 		return
 	}
 	var latest int64
 	for _, v := range st.Applied {
 		latest = max(latest, v)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"ready": true, "schemaVersion": latest})
+	wire.JSON(http.StatusOK, map[string]any{"ready": true, "schemaVersion": latest}).Serve(w)
 }

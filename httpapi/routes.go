@@ -3,12 +3,12 @@ package httpapi
 import (
 	"encoding/json"
 	"net/http"
-	"net/url"
 	"strings"
 
 	"idemwork/apperr"
 	"idemwork/kernel"
 	"idemwork/store"
+	"idemwork/wire"
 )
 
 // Request bodies. Unknown fields are rejected (400), so an "owner" in a body never silently
@@ -59,74 +59,62 @@ func rawOrNil(raw json.RawMessage) json.RawMessage {
 	return raw
 }
 
-func writeReply(status int, res kernel.WriteResult) reply {
-	return reply{status: status, body: res, outcome: res.Outcome, waited: res.Waited}
-}
-
-func (a *API) createRecord(r *http.Request, owner, key string) (reply, error) {
+func (a *API) createRecord(r *http.Request, owner, key string) (wire.Response, error) {
 	var b CreateBody
 	if err := a.decodeObject(r, false, b.read); err != nil {
-		return reply{}, err
+		return wire.Response{}, err
 	}
 	module := r.PathValue("module")
 	res, err := a.k.Create(r.Context(), kernel.CreateInput{Owner: owner, Module: module, Key: key,
 		Title: b.Title, Summary: b.Summary, Payload: rawOrNil(b.Payload), ShareInFlight: shareOf(r)})
 	if err != nil {
-		return reply{}, err
+		return wire.Response{}, err
 	}
-	rep := writeReply(http.StatusCreated, res)
-	if res.Record != nil {
-		rep.header = map[string]string{"Location": recordPath(res.Record.ModuleCode, res.Record.ID)}
-	}
-	return rep, nil
+	return res.Response(), nil
 }
 
-func recordPath(module, id string) string {
-	return "/v1/modules/" + url.PathEscape(module) + "/records/" + url.PathEscape(id)
-}
-
-func (a *API) patchRecord(r *http.Request, owner, key string) (reply, error) {
+func (a *API) patchRecord(r *http.Request, owner, key string) (wire.Response, error) {
 	var b PatchBody
 	if err := a.decodeObject(r, false, b.read); err != nil {
-		return reply{}, err
+		return wire.Response{}, err
 	}
 	res, err := a.k.Patch(r.Context(), kernel.PatchInput{Owner: owner, Module: r.PathValue("module"), RecordID: r.PathValue("id"),
 		Key: key, ExpectRevision: b.ExpectRevision, Title: b.Title, Summary: b.Summary, Payload: rawOrNil(b.Payload),
 		ShareInFlight: shareOf(r)})
 	if err != nil {
-		return reply{}, err
+		return wire.Response{}, err
 	}
-	return writeReply(http.StatusOK, res), nil
+	return res.Response(), nil
 }
 
-func (a *API) runFeature(r *http.Request, owner, key string) (reply, error) {
+func (a *API) runFeature(r *http.Request, owner, key string) (wire.Response, error) {
 	var b FeatureBody
 	if err := a.decodeObject(r, true, b.read); err != nil {
-		return reply{}, err
+		return wire.Response{}, err
 	}
 	res, err := a.k.RunFeature(r.Context(), kernel.FeatureInput{Owner: owner, Module: r.PathValue("module"), RecordID: r.PathValue("id"),
 		FeatureID: r.PathValue("featureId"), Key: key, Input: rawOrNil(b.Input), ShareInFlight: shareOf(r)})
 	if err != nil {
-		return reply{}, err
+		return wire.Response{}, err
 	}
-	return writeReply(http.StatusOK, res), nil
+	return res.Response(), nil
 }
 
-func (a *API) createReview(r *http.Request, owner, key string) (reply, error) {
+func (a *API) createReview(r *http.Request, owner, key string) (wire.Response, error) {
 	if m := r.PathValue("module"); m != kernel.ModuleCommitment {
-		return reply{}, apperr.New(apperr.NotFound, "reviews exist only for %s records (POST /v1/modules/%s/records/{id}/reviews), not %s",
+		return wire.Response{}, apperr.New(apperr.NotFound, "reviews exist only for %s records (POST /v1/modules/%s/records/{id}/reviews), not %s",
 			kernel.ModuleCommitment, kernel.ModuleCommitment, m)
 	}
 	var b ReviewBody
 	if err := a.decodeObject(r, false, b.read); err != nil {
-		return reply{}, err
+		return wire.Response{}, err
 	}
 	res, err := a.k.CreateReview(r.Context(), kernel.ReviewInput{Owner: owner, RecordID: r.PathValue("id"), Key: key,
 		Verdict: b.Verdict, Comment: b.Comment, ShareInFlight: shareOf(r)})
 	if err != nil {
-		return reply{}, err
+		return wire.Response{}, err
 	}
-	return reply{status: http.StatusCreated, body: res, outcome: res.Outcome, waited: res.Waited}, nil
+	return res.Response(), nil
 }
 
 func (a *API) recordDetail(r *http.Request, owner string) (store.RecordDetail, error) {
@@ -137,24 +125,24 @@ func (a *API) recordDetail(r *http.Request, owner string) (store.RecordDetail, e
 	return a.k.DB().GetRecordDetail(r.Context(), owner, r.PathValue("module"), id)
 }
 
-func (a *API) getRecord(r *http.Request, owner string) (reply, error) {
+func (a *API) getRecord(r *http.Request, owner string) (wire.Response, error) {
 	d, err := a.recordDetail(r, owner)
 	if err != nil {
-		return reply{}, err
+		return wire.Response{}, err
 	}
-	return reply{status: http.StatusOK, body: d}, nil
+	return wire.JSON(http.StatusOK, d), nil
 }
 
-func (a *API) getRecordPart(r *http.Request, owner string) (reply, error) {
+func (a *API) getRecordPart(r *http.Request, owner string) (wire.Response, error) {
 	part := r.PathValue("part")
 	switch part {
 	case "revisions", "executions", "audit":
 	default:
-		return reply{}, apperr.New(apperr.NotFound, "no route GET %s (a record has /revisions, /executions and /audit)", r.URL.Path)
+		return wire.Response{}, apperr.New(apperr.NotFound, "no route GET %s (a record has /revisions, /executions and /audit)", r.URL.Path)
 	}
 	d, err := a.recordDetail(r, owner)
 	if err != nil {
-		return reply{}, err
+		return wire.Response{}, err
 	}
 	var body any
 	switch part {
@@ -165,7 +153,7 @@ func (a *API) getRecordPart(r *http.Request, owner string) (reply, error) {
 	default:
 		body = map[string]any{"audit": nonNil(d.Audit)}
 	}
-	return reply{status: http.StatusOK, body: body}, nil
+	return wire.JSON(http.StatusOK, body), nil
 }
 
 func nonNil[T any](s []T) []T {
@@ -175,10 +163,10 @@ func nonNil[T any](s []T) []T {
 	return s
 }
 
-func (a *API) getKey(r *http.Request, owner string) (reply, error) {
+func (a *API) getKey(r *http.Request, owner string) (wire.Response, error) {
 	v, err := a.k.InspectKey(r.Context(), owner, r.PathValue("key"))
 	if err != nil {
-		return reply{}, err
+		return wire.Response{}, err
 	}
-	return reply{status: http.StatusOK, body: v}, nil
+	return wire.JSON(http.StatusOK, v), nil
 }

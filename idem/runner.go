@@ -281,14 +281,7 @@ func (c *keyedCall[T, P]) run(ctx context.Context) (Result[T], error) {
 		return none, err
 	}
 	if row != nil && row.ExpiresAt.After(now) {
-		if row.Status != "SUCCEEDED" {
-			return none, inProgress(req)
-		}
-		v, env, err := c.restore(ctx, row, pre)
-		if err != nil {
-			return none, err
-		}
-		return Result[T]{Value: v, Outcome: Replayed, Envelope: env, Fingerprint: c.fp}, nil
+		return c.hit(ctx, row, pre)
 	}
 
 	var res Result[T]
@@ -296,7 +289,7 @@ func (c *keyedCall[T, P]) run(ctx context.Context) (Result[T], error) {
 		q := r.db.Q(ctx)
 		for attempt := 0; ; attempt++ {
 			if attempt == 5 {
-				return fmt.Errorf("idempotency: key %q kept changing under contention", req.Key)
+				return apperr.New(apperr.Internal, "idempotency: key %q kept changing under contention; retry", req.Key)
 			}
 			now = r.clock.Now()
 			reserved, snapshot, err := reserve(ctx, q, req, c.fp, now, now.Add(r.ttl))
@@ -320,15 +313,8 @@ func (c *keyedCall[T, P]) run(ctx context.Context) (Result[T], error) {
 				}
 				continue
 			}
-			if existing.Status != "SUCCEEDED" {
-				return afterWait(existing.waited, inProgress(req))
-			}
-			v, env, err := c.restore(ctx, existing, nil)
-			if err != nil {
-				return afterWait(existing.waited, err)
-			}
-			res = Result[T]{Value: v, Outcome: Replayed, Waited: existing.waited, Envelope: env, Fingerprint: c.fp}
-			return nil
+			res, err = c.hit(ctx, existing, nil)
+			return err
 		}
 		if err := Checkpoint(ctx, StepReserved); err != nil {
 			return err
@@ -381,28 +367,54 @@ func (c *keyedCall[T, P]) read(ctx context.Context, inTx bool, fn func(q store.Q
 	return fn(conn)
 }
 
-// restore applies the hit rules in SPEC order: operation, fingerprint, policy, then restore.
-func (c *keyedCall[T, P]) restore(ctx context.Context, row *keyRow,
-	pre func(result json.RawMessage) (T, bool, error)) (T, json.RawMessage, error) {
-	var zero T
+// hit answers the request from a live row of its key, by the rules of SPEC §4.2 in order: a row
+// without its result is IDEMPOTENCY_IN_PROGRESS; then the operation, the fingerprint, the policy
+// and the restore (answerStored). An error after a wait on the unique index says so.
+func (c *keyedCall[T, P]) hit(ctx context.Context, row *keyRow,
+	pre func(result json.RawMessage) (T, bool, error)) (Result[T], error) {
+	if row.Status != "SUCCEEDED" {
+		return Result[T]{}, afterWait(row.waited, inProgress(c.req.Key))
+	}
 	if row.Operation != c.req.Operation {
-		return zero, nil, apperr.New(apperr.ScopeConflict, "key %q of owner %s is bound to operation %s, not %s; use a new key",
-			c.req.Key, c.req.Owner, row.Operation, c.req.Operation)
+		return Result[T]{}, afterWait(row.waited, apperr.New(apperr.ScopeConflict, "key %q of owner %s is bound to operation %s, not %s; use a new key",
+			c.req.Key, c.req.Owner, row.Operation, c.req.Operation))
 	}
 	same, err := sameRequest(row.Fingerprint, c.req, c.fp)
 	if err != nil {
-		return zero, nil, err
+		return Result[T]{}, afterWait(row.waited, err)
 	}
 	if !same {
-		return zero, nil, apperr.New(apperr.KeyReused, "key %q was first used with a different request body; a retry must send the same body, a new request needs a new key", c.req.Key)
+		return Result[T]{}, afterWait(row.waited, apperr.New(apperr.KeyReused, "key %q was first used with a different request body; a retry must send the same body, a new request needs a new key", c.req.Key))
 	}
-	v, err := restoreEnvelope(ctx, c.policy, c.req.Owner, c.req.Module, row.Response, pre)
+	res, err := answerStored(ctx, c.policy, c.req.Owner, c.req.Key, c.req.Module, row.Status, row.Response, pre)
 	if err != nil {
-		return zero, nil, err
+		return Result[T]{}, afterWait(row.waited, err)
+	}
+	res.Waited, res.Fingerprint = row.waited, c.fp
+	return res, nil
+}
+
+// ReplayStored is what the runner answers a request that repeats the first request of a live
+// (unexpired) stored key — same operation, same fingerprint: IDEMPOTENCY_IN_PROGRESS for a row
+// without its result (PROCESSING), else the stored envelope restored by policy, outcome
+// REPLAYED, the envelope being the stored bytes. The runner answers every such hit through the
+// same code; key inspection calls it to show what a retry of the key gets.
+func ReplayStored[T any](ctx context.Context, policy ResultPolicy[T], owner, key, module, status string, response []byte) (Result[T], error) {
+	return answerStored(ctx, policy, owner, key, module, status, response, nil)
+}
+
+func answerStored[T any](ctx context.Context, policy ResultPolicy[T], owner, key, module, status string, response []byte,
+	pre func(result json.RawMessage) (T, bool, error)) (Result[T], error) {
+	if status != "SUCCEEDED" {
+		return Result[T]{}, inProgress(key)
+	}
+	v, err := restoreEnvelope(ctx, policy, owner, module, response, pre)
+	if err != nil {
+		return Result[T]{}, err
 	}
 	// jsonb hands the envelope back in its own text, which is the canonical form BuildEnvelope
 	// wrote (package jsonb pins the two together): the first call's bytes.
-	return v, row.Response, nil
+	return Result[T]{Value: v, Outcome: Replayed, Envelope: response}, nil
 }
 
 var errReservationVanished = errors.New("idempotency: the reservation vanished before success was recorded")
@@ -428,8 +440,8 @@ func WaitedOnIndex(err error) bool {
 	return errors.As(err, &w)
 }
 
-func inProgress(req Request) error {
-	return apperr.New(apperr.InProgress, "key %q is reserved by a request that did not finish (a leftover PROCESSING row); it is never re-executed and frees itself when it expires", req.Key)
+func inProgress(key string) error {
+	return apperr.New(apperr.InProgress, "key %q is reserved by a request that did not finish (a leftover PROCESSING row); it is never re-executed and frees itself when it expires", key)
 }
 
 func readKey(ctx context.Context, q store.Querier, owner, key string) (*keyRow, error) {

@@ -11,6 +11,7 @@ import (
 	"idemwork/apperr"
 	"idemwork/idem"
 	"idemwork/store"
+	"idemwork/wire"
 )
 
 // Key states, as the next request with the key would meet them (KeyView.State).
@@ -52,6 +53,13 @@ type KeyView struct {
 	Expired bool `json:"expired"`
 	// Verdict says State in a sentence for people.
 	Verdict string `json:"verdict"`
+	// Replay is what a client gets back now for a retry of the key's first request, over HTTP
+	// and from the CLI: the status, the headers and the exact body bytes, built by the code that
+	// serves a write (and the CLI's exit code for it) — a 200/201 restoring the first result, 409
+	// IDEMPOTENCY_IN_PROGRESS for a PROCESSING row, the 500 a tampered envelope fails closed
+	// with, 410 for a legacy operation. Null when the key expired: the next request executes
+	// anew.
+	Replay *wire.Response `json:"replay"`
 	// Lives groups the key's rows (audit events, executions, revisions, the key row) by the
 	// reservation that wrote them: the current life first, then earlier ones, newest first. A key
 	// lives again after it expired and a request executed with it anew.
@@ -85,7 +93,7 @@ type ErrorView struct {
 }
 
 func errorView(err error) *ErrorView {
-	ae := apperr.As(err)
+	ae := wire.Coded(err)
 	return &ErrorView{Code: ae.Code, Status: ae.Status(), Message: ae.Message}
 }
 
@@ -184,6 +192,7 @@ func (k *Kernel) InspectStoredKey(ctx context.Context, owner, key string) (KeyVi
 			}
 		}
 	}
+	v.Replay = k.replayResponse(ctx, owner, row, v.Expired)
 	v.State, v.Verdict = keyVerdict(v, op, opErr == nil, now)
 	var cur *resultRef
 	if refOK {

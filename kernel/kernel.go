@@ -440,9 +440,9 @@ func (k *Kernel) RunFeature(ctx context.Context, in FeatureInput) (WriteResult, 
 	if err := CheckRecordID(in.RecordID); err != nil {
 		return WriteResult{}, err
 	}
-	feat, ok := mod.Feature(in.FeatureID)
-	if !ok {
-		return WriteResult{}, apperr.New(apperr.ValidationFailed, "feature: %s has no feature %q", mod.Code, in.FeatureID)
+	feat, err := featureOf(mod, in.FeatureID)
+	if err != nil {
+		return WriteResult{}, err
 	}
 	op := OpFeature(mod.Code, in.RecordID, feat.ID)
 	input := json.RawMessage(`{}`)
@@ -643,9 +643,7 @@ func (k *Kernel) CreateReview(ctx context.Context, in ReviewInput) (ReviewWriteR
 	if err != nil {
 		return ReviewWriteResult{}, err
 	}
-	rv := res.Value.Review
-	rv.CreatedAt = rv.CreatedAt.UTC()
-	return ReviewWriteResult{Outcome: res.Outcome, Waited: res.Waited, Key: keyPtr(in.Key), Operation: op, Review: rv, Envelope: res.Envelope}, nil
+	return reviewWriteResult(res, in.Key, op), nil
 }
 
 // RestoreKey restores the stored envelope of a key with the policy its operation uses today, as

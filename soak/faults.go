@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -19,6 +18,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"idemwork/apperr"
 )
 
 // inject waits until the fault is due (dropping it if the storm ended first) and injects it.
@@ -243,7 +244,7 @@ func (s *server) startOnce(ctx context.Context) error {
 		if url == "" {
 			_ = cmd.Process.Kill()
 			<-exited
-			return errors.New("soak: serve exited before it listened")
+			return apperr.New(apperr.Internal, "soak: serve exited before it listened")
 		}
 		s.mu.Lock()
 		s.pid, s.base, s.exited = cmd.Process.Pid, url, exited
@@ -254,7 +255,7 @@ func (s *server) startOnce(ctx context.Context) error {
 	}
 	_ = cmd.Process.Kill()
 	<-exited
-	return errors.New("soak: serve did not listen within a minute")
+	return apperr.New(apperr.Internal, "soak: serve did not listen within a minute")
 }
 
 // kill sends SIGKILL to a running serve process and waits until it is gone.

@@ -6,6 +6,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -137,4 +138,30 @@ func TestTheHistoryExportStreamsTheWholeOwner(t *testing.T) {
 	_, err = db.ExportHistory(ctx, store.HistoryQuery{Owner: "nobody"}, store.ExportJSON, &empty, 0, nil)
 	require.NoError(t, err)
 	require.JSONEq(t, `{"events": [], "next": null}`, empty.String())
+}
+
+// Every time read back is in UTC, whatever the process's zone (pgx would hand back time.Local):
+// one JSON shape prints one instant one way, "…Z", for records built in UTC and for history
+// events and keys read from the database alike.
+func TestTimesAreReadBackInUTC(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	seedTimeline(t, db)
+	ctx := context.Background()
+	events, _, err := db.History(ctx, "alice", 50, "", false)
+	require.NoError(t, err)
+	require.NotEmpty(t, events)
+	for _, e := range events {
+		require.Same(t, time.UTC, e.At.Location(), "%s %s", e.Kind, e.ID)
+	}
+	k, err := db.GetKey(ctx, "alice", "k-1")
+	require.NoError(t, err)
+	require.Same(t, time.UTC, k.CreatedAt.Location())
+	require.Same(t, time.UTC, k.ExpiresAt.Location())
+	var at time.Time
+	require.NoError(t, db.Q(ctx).QueryRow(ctx, `SELECT created_at FROM record WHERE owner_id = 'alice'`).Scan(&at))
+	require.Same(t, time.UTC, at.Location(), "through the kernel's pgx path too")
+	b, err := json.Marshal(events[0])
+	require.NoError(t, err)
+	require.Contains(t, string(b), `Z"`)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
@@ -137,13 +138,20 @@ func Open(ctx context.Context, dsn string, opts Options) (*DB, error) {
 	if opts.Tracer != nil {
 		cfg.ConnConfig.Tracer = opts.Tracer
 	}
-	if sp := pol.sessionSearchPath(); sp != "" {
+	sp := pol.sessionSearchPath()
+	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		// Every time read back is in UTC, whatever the process's zone: pgx would return the
+		// local one, so a record (built in UTC) and the history event of the same instant would
+		// print one timestamp two ways in one JSON shape.
+		c.TypeMap().RegisterType(&pgtype.Type{Name: "timestamptz", OID: pgtype.TimestamptzOID,
+			Codec: &pgtype.TimestamptzCodec{ScanLocation: time.UTC}})
+		if sp == "" {
+			return nil
+		}
 		// Without a transaction pooler a client connection is one server session, for its whole
 		// life: the path set once here holds for every statement, prepared ones included.
-		cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
-			_, err := c.Exec(ctx, "SELECT pg_catalog.set_config('search_path', $1, false)", sp)
-			return err
-		}
+		_, err := c.Exec(ctx, "SELECT pg_catalog.set_config('search_path', $1, false)", sp)
+		return err
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -485,15 +493,34 @@ func parseHint(dsn string) string {
 	return "it is neither a postgres:// URL nor keyword=value settings (check quotes around values with spaces)"
 }
 
-// TranslateError maps database errors a user can cause to coded errors; anything else is
-// returned unchanged (and becomes INTERNAL at the edge).
+// TranslateError maps database errors with a known cause to coded errors whose message says
+// what happened and what to do: a refusal a user can act on (read-only, a missing privilege, a
+// missing schema), a database that is unavailable for now (unreachable, the session ended by a
+// shutdown or pg_terminate_backend, the statement cancelled by statement_timeout, lock_timeout
+// or a cancel request, too many connections: DATABASE_UNAVAILABLE, retried after Retry-After),
+// and prepared statements lost behind an undeclared transaction pooler (POOLER_MISCONFIGURED).
+// An error that is already coded, or of no known cause, is returned unchanged (and becomes
+// INTERNAL at the edge, apperr.As, without the driver's text).
 func TranslateError(err error) error {
 	var ae *apperr.Error
-	if err == nil || errors.As(err, &ae) {
+	if err == nil || errors.As(err, &ae) || errors.Is(err, context.Canceled) {
+		// A cancelled context is the caller's own decision (a client gone, ctrl+c), not a cause
+		// to report: the edge that cancelled knows.
 		return err
 	}
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
+	isPg := errors.As(err, &pgErr)
+	var connect *ConnectError
+	if errors.As(err, &connect) {
+		// Open's own failure, already worded for users (the redacted URL, the cause, a hint): an
+		// unreachable server is DATABASE_UNAVAILABLE in those words; a refusal (authentication,
+		// no such database) is INTERNAL in them.
+		if !isPg || unavailableState(pgErr.Code) {
+			return apperr.Wrap(apperr.DatabaseUnavailable, err, "%s; retry in a moment, or check that the database is running and reachable", connect.Error())
+		}
+		return apperr.Wrap(apperr.Internal, err, "%s", connect.Error())
+	}
+	if isPg {
 		switch {
 		case pgErr.Code == "25006": // read_only_sql_transaction
 			return apperr.Wrap(apperr.ReadOnly, err, "this session is read-only; reconnect with --allow-writes to write")
@@ -503,11 +530,47 @@ func TranslateError(err error) error {
 		case pgErr.Code == "42P01" || pgErr.Code == "3F000": // undefined_table, invalid_schema_name
 			return apperr.Wrap(apperr.SchemaNotReady, err, "%s: the database is not migrated for this idemwork; run 'idemwork migrate --allow-writes' against it", pgErr.Message)
 		case (pgErr.Code == "42P05" || pgErr.Code == "26000") && strings.Contains(pgErr.Message, "stmtcache_"):
-			return apperr.Wrap(apperr.Internal, err, "the server lost or mixed up prepared statements (%s): this looks like a transaction-pooling "+
-				"pgbouncer; set [database] pooler = \"transaction\" (or add pooler=transaction to the URL)", pgErr.Message)
+			return apperr.Wrap(apperr.PoolerMisconfigured, err, "the database lost or mixed up this session's prepared statements (SQLSTATE %s), "+
+				"the mark of a transaction-pooling pgbouncer between idemwork and PostgreSQL: set [database] pooler = \"transaction\" in the "+
+				"config (or add pooler=transaction to the database URL) and restart; nothing was committed by the statement that failed", pgErr.Code)
+		case pgErr.Code == "57014" && strings.Contains(pgErr.Message, "statement timeout"): // query_canceled
+			return apperr.Wrap(apperr.DatabaseUnavailable, err, "the database cancelled the statement when it reached statement_timeout (SQLSTATE %s); "+
+				"the transaction rolled back: retry; if it keeps happening, look for a transaction holding the rows' locks (the Locks view) "+
+				"or raise statement_timeout for idemwork's role", pgErr.Code)
+		case pgErr.Code == "57014":
+			return apperr.Wrap(apperr.DatabaseUnavailable, err, "the database cancelled the statement at someone's request (SQLSTATE %s, "+
+				"pg_cancel_backend or an operator); the transaction rolled back: retry", pgErr.Code)
+		case pgErr.Code == "55P03": // lock_not_available
+			return apperr.Wrap(apperr.DatabaseUnavailable, err, "the statement waited longer than lock_timeout for a lock (SQLSTATE %s); "+
+				"the transaction rolled back: retry; the Locks view shows who holds it", pgErr.Code)
+		case pgErr.Code == "57P01" || pgErr.Code == "57P02" || pgErr.Code == "57P03": // admin_shutdown, crash_shutdown, cannot_connect_now
+			return apperr.Wrap(apperr.DatabaseUnavailable, err, "the database ended the session (SQLSTATE %s: terminated by an administrator, "+
+				"pg_terminate_backend, or a server shutting down or starting up); retry in a moment (a write with the same Idempotency-Key "+
+				"is safe to retry)", pgErr.Code)
+		case pgErr.Code == "53300" || pgErr.Code == "53400": // too_many_connections, configuration_limit_exceeded
+			return apperr.Wrap(apperr.DatabaseUnavailable, err, "the database refuses more connections (SQLSTATE %s); retry in a moment, "+
+				"or lower [database] max_conns", pgErr.Code)
+		case strings.HasPrefix(pgErr.Code, "08"): // connection_exception
+			return apperr.Wrap(apperr.DatabaseUnavailable, err, "the connection to the database failed (SQLSTATE %s); retry in a moment "+
+				"(a write with the same Idempotency-Key is safe to retry)", pgErr.Code)
 		}
+		return err
+	}
+	if Unreachable(err) {
+		return apperr.Wrap(apperr.DatabaseUnavailable, err, "the connection to the database was lost or could not be made before the answer "+
+			"arrived; retry in a moment (a write with the same Idempotency-Key is safe to retry); if it persists, check that the database is "+
+			"running and reachable (idemwork db status for the embedded one)")
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return apperr.Wrap(apperr.DatabaseUnavailable, err, "the database did not answer within the time allowed; retry in a moment")
 	}
 	return err
+}
+
+// unavailableState reports whether a SQLSTATE says the server cannot serve the session now: it
+// is shutting down or starting up, refuses more connections, or the connection failed.
+func unavailableState(code string) bool {
+	return code == "57P01" || code == "57P02" || code == "57P03" || code == "53300" || code == "53400" || strings.HasPrefix(code, "08")
 }
 
 // translate is TranslateError with this session's own read-only reason.

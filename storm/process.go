@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"idemwork/apperr"
 )
 
 // child is one worker process as the parent sees it.
@@ -127,7 +129,7 @@ func (g *procGroup) waitReady(ctx context.Context) error {
 			g.readers.Wait()
 			return childError(g.children[s.index], "exited before it was ready")
 		case <-timer.C:
-			return fmt.Errorf("storm: the worker processes were not ready within %s", timeout)
+			return apperr.New(apperr.Internal, "storm: the worker processes were not ready within %s", timeout)
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -149,21 +151,24 @@ func (g *procGroup) release() error {
 // ended: they were interrupted on purpose).
 func (g *procGroup) wait(ctx context.Context) error {
 	g.readers.Wait()
-	var errs []error
+	var problems []string
 	for _, c := range g.children {
 		werr := c.cmd.Wait()
 		switch {
 		case ctx.Err() != nil:
 		case werr != nil:
-			errs = append(errs, childError(c, werr.Error()))
+			problems = append(problems, childProblem(c, werr.Error()))
 		case !c.done:
-			errs = append(errs, childError(c, "ended without reporting done"))
+			problems = append(problems, childProblem(c, "ended without reporting done"))
 		case c.bad > 0:
-			errs = append(errs, childError(c, fmt.Sprintf("reported %d events outside its requests", c.bad)))
+			problems = append(problems, childProblem(c, fmt.Sprintf("reported %d events outside its requests", c.bad)))
 		}
 	}
 	g.children = nil
-	return errors.Join(errs...)
+	if len(problems) == 0 {
+		return nil
+	}
+	return apperr.New(apperr.Internal, "%s", strings.Join(problems, "; "))
 }
 
 // close reaps whatever is still running: it interrupts the children, closes the pipe and
@@ -315,7 +320,14 @@ func readChild(c *child, stdout io.Reader, col *collector, signals chan<- childS
 	signals <- childSignal{index: c.index}
 }
 
+// childError says what went wrong with a worker process, in words for the storm's user: a coded
+// INTERNAL whose message is shown as it is (the child's own message is already the coded one a
+// client would be told, ServeWorker).
 func childError(c *child, what string) error {
+	return apperr.New(apperr.Internal, "%s", childProblem(c, what))
+}
+
+func childProblem(c *child, what string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "storm: worker process %d", c.index+1)
 	if c.pid != 0 {
@@ -327,7 +339,7 @@ func childError(c *child, what string) error {
 	} else if tail := strings.TrimSpace(c.stderr.String()); tail != "" {
 		b.WriteString(": " + oneLine(tail))
 	}
-	return errors.New(b.String())
+	return b.String()
 }
 
 // tailBuffer keeps the last max bytes written to it, optionally copying everything to tee.

@@ -320,10 +320,10 @@ func TestDisagreementIsReadFromTheDatabase(t *testing.T) {
 	spec.N, spec.Share = 20, true
 	_, err := storm.Run(ctxFor(t), b.env, spec, nil)
 	require.NoError(t, err)
-	// Someone writes a second audit event under the key: the responses cannot show it, the
+	// A second audit event of the operation under the key: the responses cannot show it, the
 	// verdict must.
-	_, err = b.db.Pool.Exec(context.Background(), `INSERT INTO audit_event (owner_id, id, module_code, record_id, action, idempotency_key, at)
-		SELECT owner_id, id || 'x', module_code, record_id, action, idempotency_key, at FROM audit_event WHERE owner_id = 'judy'`)
+	_, err = b.db.Pool.Exec(context.Background(), `INSERT INTO audit_event (owner_id, id, module_code, record_id, action, idempotency_key, detail, at)
+		SELECT owner_id, id || 'x', module_code, record_id, action, idempotency_key, detail, at FROM audit_event WHERE owner_id = 'judy'`)
 	require.NoError(t, err)
 	sum, err := storm.Run(ctxFor(t), b.env, spec, nil)
 	require.NoError(t, err)
@@ -362,8 +362,8 @@ func TestAStormOnAKeyThatExpiredAndRanAgainJudgesOnlyTheKeysCurrentLife(t *testi
 	require.Equal(t, 2, countRows(t, db, "SELECT count(*) FROM record WHERE owner_id = 'ivan'"), "two lives, two records")
 
 	// A row of the current life that should not be there still shows.
-	_, err = db.Pool.Exec(context.Background(), `INSERT INTO audit_event (owner_id, id, module_code, record_id, action, idempotency_key, at)
-		SELECT owner_id, id || 'x', module_code, record_id, action, idempotency_key, at FROM audit_event
+	_, err = db.Pool.Exec(context.Background(), `INSERT INTO audit_event (owner_id, id, module_code, record_id, action, idempotency_key, detail, at)
+		SELECT owner_id, id || 'x', module_code, record_id, action, idempotency_key, detail, at FROM audit_event
 		WHERE owner_id = 'ivan' ORDER BY at DESC LIMIT 1`)
 	require.NoError(t, err)
 	spec.Processes = 1

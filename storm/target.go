@@ -6,9 +6,9 @@ import (
 	"net/http"
 	"strings"
 
-	"idemwork/apperr"
 	"idemwork/idem"
 	"idemwork/kernel"
+	"idemwork/wire"
 )
 
 // Target is where one process of a storm sends its requests: the kernel in this process
@@ -76,12 +76,10 @@ func errorEvent(err error) Event {
 	if errors.Is(err, context.Canceled) {
 		return Event{Outcome: string(CodeCancelled), Err: errCutShort, Status: 499}
 	}
-	ae := apperr.As(err)
-	msg := ae.Message
-	if ae.Code == apperr.Internal {
-		// A storm is a developer's tool: the cause of an internal error is what they need.
-		msg = oneLine(err.Error())
-	}
+	// What a client would be told (a known cause coded, anything else INTERNAL naming the step
+	// and the SQLSTATE), never the driver's text.
+	ae := wire.Coded(err)
+	msg := oneLine(ae.Message)
 	// The same fact as a replay's waited: this request queued on the unique index first.
 	return Event{Outcome: string(ae.Code), Err: msg, Status: ae.Status(), Waited: idem.WaitedOnIndex(err)}
 }

@@ -21,7 +21,8 @@ type Verified struct {
 	KeyStatus string `json:"keyStatus"`
 	// Operation is the operation the key is bound to in the database.
 	Operation string `json:"operation,omitempty"`
-	// Rows carrying the key: feature executions, record revisions and audit events.
+	// Rows carrying the key: feature executions, record revisions and the audit events of the
+	// storm's operation (not the outbox worker's delivery events, which carry the key too).
 	Executions  int `json:"executions"`
 	Revisions   int `json:"revisions"`
 	AuditEvents int `json:"auditEvents"`
@@ -71,8 +72,8 @@ func (k keyState) String() string {
 	return fmt.Sprintf("%s since %s", k.status, k.updatedAt.UTC().Format("2006-01-02 15:04:05.000"))
 }
 
-// readKeyState reads the key's row and counts the revisions, executions and audit events
-// that carry it.
+// readKeyState reads the key's row and counts the revisions, executions and audit events of
+// the storm's operation that carry it.
 func readKeyState(ctx context.Context, db *store.DB, spec Spec) (keyState, error) {
 	k := keyState{status: "ABSENT"}
 	q := db.Q(ctx)
@@ -85,7 +86,8 @@ func readKeyState(ctx context.Context, db *store.DB, spec Spec) (keyState, error
 	err = q.QueryRow(ctx, `SELECT
 			(SELECT count(*) FROM record_revision WHERE owner_id = $1 AND idempotency_key = $2)
 			+ (SELECT count(*) FROM feature_execution WHERE owner_id = $1 AND idempotency_key = $2)
-			+ (SELECT count(*) FROM audit_event WHERE owner_id = $1 AND idempotency_key = $2)`, owner, key).Scan(&k.rows)
+			+ (SELECT count(*) FROM audit_event WHERE owner_id = $1 AND idempotency_key = $2 AND detail->>'operation' = $3)`,
+		owner, key, spec.Operation()).Scan(&k.rows)
 	return k, err
 }
 
@@ -165,12 +167,15 @@ func verify(ctx context.Context, db *store.DB, spec Spec, before keyState, resul
 		problem("reading executions failed: %v", err)
 		return v
 	}
+	// Only the audit events the storm's operation writes (the kernel names the operation in each
+	// one's detail): the outbox worker audits a delivery with the execution's key too, after the
+	// storm and by its own doing.
 	if err := db.Q(ctx).QueryRow(ctx, `SELECT
-			(SELECT count(*) FROM audit_event WHERE owner_id = $1 AND idempotency_key = $2 AND at >= $3),
+			(SELECT count(*) FROM audit_event WHERE owner_id = $1 AND idempotency_key = $2 AND at >= $3 AND detail->>'operation' = $4),
 			(SELECT count(*) FROM record_revision WHERE owner_id = $1 AND idempotency_key = $2 AND created_at < $3)
 			+ (SELECT count(*) FROM feature_execution WHERE owner_id = $1 AND idempotency_key = $2 AND created_at < $3)
 			+ (SELECT count(*) FROM audit_event WHERE owner_id = $1 AND idempotency_key = $2 AND at < $3)`,
-		owner, key, since).Scan(&v.AuditEvents, &v.EarlierRows); err != nil {
+		owner, key, since, spec.Operation()).Scan(&v.AuditEvents, &v.EarlierRows); err != nil {
 		problem("reading audit events failed: %v", err)
 		return v
 	}

@@ -15,6 +15,7 @@ import (
 	"idemwork/idem"
 	"idemwork/kernel"
 	"idemwork/store"
+	"idemwork/wire"
 )
 
 // The worker protocol between a storm and its child processes:
@@ -152,7 +153,9 @@ func ServeWorker(ctx context.Context, in io.Reader, out io.Writer, barrier io.Re
 	w := &lineWriter{enc: json.NewEncoder(out)}
 	err := serveWorker(ctx, in, w, barrier, session)
 	if err != nil {
-		w.send(workerMsg{T: "error", Msg: err.Error()})
+		// What the parent shows its user: the coded message, never the driver's text.
+		ae := wire.Coded(err)
+		w.send(workerMsg{T: "error", Msg: string(ae.Code) + ": " + ae.Message})
 	}
 	return err
 }
@@ -180,12 +183,12 @@ func serveWorker(ctx context.Context, in io.Reader, w *lineWriter, barrier io.Re
 	}
 	spec := job.Spec
 	if spec.N < 1 || spec.Concurrency < 1 {
-		return fmt.Errorf("storm-worker: the job has no requests")
+		return apperr.New(apperr.Internal, "storm-worker: the job has no requests")
 	}
 	var t Target
 	if spec.Via == ViaHTTP {
 		if len(job.URLs) == 0 {
-			return fmt.Errorf("storm-worker: the job names no server")
+			return apperr.New(apperr.Internal, "storm-worker: the job names no server")
 		}
 		ht, err := NewHTTPTarget(job.URLs, job.Token, spec, spec.Concurrency)
 		if err != nil {

@@ -304,11 +304,23 @@ func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 		}
 		return nil
 	}
-	// Digits switch views directly, except 1-3 inside an open record, which choose its pane.
-	if s := msg.String(); len(s) == 1 && s[0] >= '1' && s[0] <= '9' && !(m.views[m.active] == views.View(m.records) && m.records.InDetail() && s[0] <= '3') {
-		return m.switchTo(int(s[0] - '1'))
+	// Digits switch views directly (1-9, and 0 for the tenth), except a digit the focused view
+	// has a key of its own for, shown in its footer: 1-3 inside an open record choose its pane,
+	// 0 in Outbox clears the provider's failures.
+	if i, ok := tctx.ViewIndex(msg.String()); ok && key.Matches(msg, m.ctx.Keys.Views) && i < len(m.views) && !ownsKey(v, msg) {
+		return m.switchTo(i)
 	}
 	return v.Update(msg)
+}
+
+// ownsKey reports whether the view's footer (its keys for what it shows now) binds msg.
+func ownsKey(v views.View, msg tea.KeyMsg) bool {
+	for _, b := range v.ShortHelp() {
+		if b.Enabled() && key.Matches(msg, b) {
+			return true
+		}
+	}
+	return false
 }
 
 func (m *Model) moveClock(d time.Duration) tea.Cmd {
@@ -554,14 +566,16 @@ func (m *Model) navView(h int) string {
 	for i, v := range m.views {
 		// The active view is marked in the text too (NO_COLOR, plain captures): ">" when the view
 		// has the keys, "»" when the navigator has them.
-		label := fmt.Sprintf("  %d %s", i+1, v.Title())
+		// Each view is labelled with the digit that switches to it.
+		digit := tctx.ViewDigit(i)
+		label := fmt.Sprintf("  %s %s", digit, v.Title())
 		st := s.NavItem
 		if i == m.active {
 			st = s.NavActive
-			label = fmt.Sprintf("> %d %s", i+1, v.Title())
+			label = fmt.Sprintf("> %s %s", digit, v.Title())
 			if m.navFoc {
 				st = s.NavFocused
-				label = fmt.Sprintf("» %d %s", i+1, v.Title())
+				label = fmt.Sprintf("» %s %s", digit, v.Title())
 			}
 		}
 		// Truncate before styling: lipgloss would wrap a long label onto a second line.
@@ -623,9 +637,8 @@ func (m *Model) helpView(w int) string {
 	}
 	lines = append(lines, "", s.Title.Render("Everywhere"))
 	lines = append(lines, "  "+renderBindings(s, []key.Binding{g.Filter, g.Jump, g.Owner, g.Rules, g.NextFocus, g.Help, g.Quit}))
-	lines = append(lines, "  "+renderBindings(s, []key.Binding{g.ClockFwd, g.ClockBack, g.ClockReset,
-		key.NewBinding(key.WithKeys("y"), key.WithHelp("y", "copy selection (OSC 52)")),
-		key.NewBinding(key.WithKeys("1"), key.WithHelp("1-9", "switch view"))}))
+	lines = append(lines, "  "+renderBindings(s, []key.Binding{g.Views, key.NewBinding(key.WithKeys("y"), key.WithHelp("y", "copy selection (OSC 52)"))}))
+	lines = append(lines, "  "+renderBindings(s, []key.Binding{g.ClockFwd, g.ClockBack, g.ClockReset}))
 	lines = append(lines, "", s.Subtle.Render("jump: ':owner bob', ':key K', ':record ID', or a bare ULID/key · mouse: wheel scrolls, click selects"))
 	lines = append(lines, s.Subtle.Render("? or esc closes this help"))
 	for i, l := range lines {

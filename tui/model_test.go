@@ -259,6 +259,27 @@ func TestDigitsAndTheNavigatorSwitchViews(t *testing.T) {
 	require.Equal(t, "Outbox", m.ActiveTitle())
 	m.Update(tea.MouseMsg{X: 3, Y: 2, Button: tea.MouseButtonLeft, Action: tea.MouseActionPress})
 	require.Equal(t, "Keys", m.ActiveTitle(), "a click on the navigator's second line selects Keys")
+
+	// Ten views, ten digits: 0 is the tenth, and the navigator labels each view with its digit.
+	m.Update(key("0"))
+	require.Equal(t, "Verify", m.ActiveTitle())
+	screen := ansi.Strip(m.View())
+	require.Contains(t, screen, "> 0 Verify")
+	require.Contains(t, screen, "  9 Demo")
+	require.NotContains(t, screen, "10 Verify")
+	m.Update(key("1"))
+	require.Equal(t, "Records", m.ActiveTitle())
+	m.Update(key("?"))
+	require.Contains(t, ansi.Strip(m.View()), "1-9 0 switch view (0 is the tenth)", "the help says so")
+	m.Update(key("?"))
+
+	// A digit the focused view has a key of its own for goes to the view: Outbox's 0.
+	m.Update(key("8"))
+	require.Equal(t, "Outbox", m.ActiveTitle())
+	m.Update(key("0"))
+	require.Equal(t, "Outbox", m.ActiveTitle(), "0 in Outbox clears the provider's failures")
+	m.Update(key("2"))
+	require.Equal(t, "Keys", m.ActiveTitle())
 }
 
 func TestAReadOnlySessionRefusesWritesWithAClearMessage(t *testing.T) {

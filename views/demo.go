@@ -152,7 +152,7 @@ func (v *Demo) next() tea.Cmd {
 		return nil
 	}
 	if v.ctx.ReadOnly() {
-		return status("read-only session: the demo writes, so it does not run here", true)
+		return status("the demo writes, so it does not run here: "+v.ctx.ReadOnlyMessage(), true)
 	}
 	v.busy = true
 	v.req++

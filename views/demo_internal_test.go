@@ -242,7 +242,8 @@ func TestTheDemoIsRefusedInAReadOnlySession(t *testing.T) {
 	v := NewDemo(b.Ctx)
 	v.SetSize(63, 21)
 	msg := v.Update(runes("n"))()
-	require.Equal(t, tctx.StatusMsg{Text: "read-only session: the demo writes, so it does not run here", Error: true}, msg)
+	require.Equal(t, tctx.StatusMsg{Text: "the demo writes, so it does not run here: " + b.Ctx.ReadOnlyMessage(), Error: true}, msg)
+	require.Contains(t, msg.(tctx.StatusMsg).Text, "READ_ONLY: this session is read-only")
 	require.Empty(t, v.blockedSteps)
 }
 

@@ -19,6 +19,7 @@ import (
 	"idemwork/internal/termsafe"
 	"idemwork/kernel"
 	tctx "idemwork/tui/context"
+	"idemwork/wire"
 )
 
 // Form is the modal for a write: create, patch or run a feature, each with a chosen (or
@@ -291,7 +292,7 @@ func (f *Form) Update(msg tea.Msg) tea.Cmd {
 		}
 		f.busy = false
 		if msg.err != nil {
-			e := apperr.As(msg.err)
+			e := wire.Coded(msg.err)
 			f.errText, f.errField = termsafe.Line(fmt.Sprintf("%s (HTTP %d): %s", e.Code, e.Status(), e.Message)), ""
 			f.result = nil
 			return status(termsafe.Line(string(e.Code)+": "+e.Message), true)
@@ -399,7 +400,7 @@ func (f *Form) submit() tea.Cmd {
 			func() tea.Msg { return FormClosedMsg{} })
 	}
 	if f.ctx.ReadOnly() {
-		f.errText = "READ_ONLY: this session is read-only; reconnect with --allow-writes to write"
+		f.errText = f.ctx.ReadOnlyMessage()
 		return nil
 	}
 	f.busy, f.errText, f.errField = true, "", ""

@@ -143,7 +143,7 @@ func TestTheKeysViewShowsEveryKeyStateAndWhatTheNextRequestMeets(t *testing.T) {
 		requireBlock(t, screen, size[0], size[1])
 		require.Contains(t, screen, "FAILS_CLOSED")
 		require.Contains(t, headText(screen), "a replay fails closed: 500 SNAPSHOT_INTEGRITY_VIOLATION")
-		require.Contains(t, screen, "Replay fails clo")
+		require.Contains(t, screen, "Replay → 500")
 		require.Contains(t, screen, `"smuggled"`, "beside the coded error: the stored envelope as it is")
 		v.Update(keyPress("esc"))
 
@@ -254,16 +254,22 @@ func TestDetailPanesScrollShowTheirPositionAndYCopiesTheFocusedOne(t *testing.T)
 	v.SetSize(103, 37)
 	settle(t, v.Update, v.OpenKey("long"))
 	screen := v.View()
-	require.Contains(t, screen, "Replay → rev 1 1-", "the replay pane says it holds more than it shows")
+	require.Contains(t, screen, "Replay → 201 1-", "the replay pane says it holds more than it shows")
 	require.Contains(t, screen, "↓")
 	before := screen
 	v.Update(keyPress("j"))
 	require.NotEqual(t, before, v.View(), "j scrolls the focused pane")
-	require.Contains(t, v.View(), "Replay → rev 1 2-")
+	require.Contains(t, v.View(), "Replay → 201 2-")
 
-	var restored map[string]any
-	require.NoError(t, json.Unmarshal([]byte(v.Selection()), &restored), "y copies the focused pane: the restored record")
-	require.Equal(t, c.Record.ID, restored["id"])
+	// y copies the focused pane: the response a retry gets, as it goes over the wire.
+	head, body, ok := strings.Cut(v.Selection(), "\n\n")
+	require.True(t, ok, v.Selection())
+	require.True(t, strings.HasPrefix(head, "HTTP 201 Created\n"), head)
+	require.Contains(t, head, "Idempotent-Replayed: true")
+	var replayed map[string]any
+	require.NoError(t, json.Unmarshal([]byte(body), &replayed))
+	require.Equal(t, "REPLAYED", replayed["outcome"])
+	require.Equal(t, c.Record.ID, replayed["record"].(map[string]any)["id"])
 	v.Update(keyPress("left"))
 	require.Equal(t, "Envelope (stored)", v.FocusedPane())
 	require.Contains(t, v.Selection(), `"policy": "record-snapshot-reference-v1"`, "y copies the envelope when it is focused")

@@ -1,6 +1,7 @@
 package views
 
 import (
+	"bytes"
 	gocontext "context"
 	"encoding/json"
 	"fmt"
@@ -384,47 +385,9 @@ func (v *Keys) fillDetail() {
 	}
 	d.panes[paneEnvelope].title = ""
 
-	// What a replay returns, or why it does not.
-	var title string
-	var lines []string
-	var doc *jsonDoc
-	var raw string
-	r := kv.Restored
-	switch {
-	case kv.State == kernel.KeyProcessing:
-		title = "Replay → 409"
-		lines = []string{s.Danger.Render("409 IDEMPOTENCY_IN_PROGRESS"), "nothing is replayed and nothing re-executes", "", safe(kv.Verdict)}
-		raw = kv.Verdict
-	case kv.RestoreError != nil:
-		e := kv.RestoreError
-		title = fmt.Sprintf("Replay fails closed → %d", e.Status)
-		lines = []string{s.Danger.Render(fmt.Sprintf("%d %s", e.Status, e.Code)), safe(e.Message), "",
-			s.Subtle.Render("the stored envelope is beside this pane; nothing is restored from it")}
-		raw = fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message)
-	case kv.Legacy:
-		title = "Legacy receipt: never replayed"
-		lines = []string{safe(kv.Verdict)}
-		raw = kv.Verdict
-	case r.Execution != nil:
-		b, _ := json.Marshal(map[string]any{"record": r.Record, "execution": r.Execution})
-		title, doc, raw = fmt.Sprintf("Replay → rev %d + execution", r.Record.Revision), newJSONDoc(paint, b, nil, nil), indentJSON(b)
-	case r.Record != nil:
-		b, _ := json.Marshal(r.Record)
-		title, doc, raw = fmt.Sprintf("Replay → rev %d", r.Record.Revision), newJSONDoc(paint, b, nil, nil), indentJSON(b)
-	case r.Review != nil:
-		b, _ := json.Marshal(r.Review)
-		title, doc, raw = "Replay → the review", newJSONDoc(paint, b, nil, nil), indentJSON(b)
-	default:
-		title, lines = "Replay", []string{s.Subtle.Render("nothing to restore")}
-	}
-	if kv.Expired && kv.State == kernel.KeyExpired {
-		title = "EXPIRED · " + title
-	}
-	if doc != nil {
-		d.panes[paneReplay].SetJSON(title, doc, raw)
-	} else {
-		d.panes[paneReplay].SetContent(title, lines, raw)
-	}
+	// What a client gets back for a retry of the key: the response the server builds for it.
+	title, lines, raw := v.replayPane(kv)
+	d.panes[paneReplay].SetContent(title, lines, raw)
 
 	// The latest record and the drift.
 	none := "null: the record it names does not exist"
@@ -464,6 +427,49 @@ func (v *Keys) fillDetail() {
 	}
 	d.panes[paneHistory].SetContent(title, hist, copyText.String())
 	v.sizePanes()
+}
+
+// replayPane is the replay pane's title, lines and copy: the response a retry of the key gets
+// (kernel.KeyView.Replay, built by the code that serves writes) — the status line, the headers
+// and the body's exact bytes, wrapped but not re-rendered — or why there is none.
+func (v *Keys) replayPane(kv *kernel.KeyView) (string, []string, string) {
+	s := v.ctx.Styles
+	r := kv.Replay
+	if r == nil {
+		title := "Replay: none"
+		if kv.State == kernel.KeyExpired {
+			title = "EXPIRED · no replay"
+		}
+		return title, []string{safe(kv.Verdict)}, kv.Verdict
+	}
+	title := fmt.Sprintf("Replay → %d", r.Status)
+	st := s.Success
+	switch {
+	case r.Status >= 500:
+		title, st = fmt.Sprintf("Replay → %d fails closed", r.Status), s.Danger
+	case r.Status >= 400:
+		st = s.Danger
+	}
+	lines := []string{st.Render(r.StatusLine())}
+	for _, name := range r.HeaderNames() {
+		lines = append(lines, s.Subtle.Render(name+":")+" "+safe(r.Headers[name]))
+	}
+	// The body as the CLI prints it: the bytes sent, indented (json.Indent moves no byte but
+	// whitespace, so the keys keep their order and every value its spelling).
+	var body bytes.Buffer
+	if err := json.Indent(&body, []byte(r.Body), "", "  "); err != nil {
+		body.Reset()
+		body.WriteString(r.Body)
+	}
+	lines = append(lines, "")
+	for _, l := range strings.Split(strings.TrimSuffix(body.String(), "\n"), "\n") {
+		lines = append(lines, safe(l))
+	}
+	lines = append(lines, "", s.Subtle.Render(fmt.Sprintf("%d bytes on the wire (shown indented, as the CLI prints it; it exits %d)", len(r.Body), r.ExitCode)))
+	if kv.State == kernel.KeyFailsClosed {
+		lines = append(lines, s.Subtle.Render("the stored envelope is beside this pane; nothing is restored from it"))
+	}
+	return title, lines, r.Text()
 }
 
 // View renders the view.

@@ -116,8 +116,11 @@ func (v *outboxView) key(msg tea.KeyMsg, m *store.OutboxMessage) tea.Cmd {
 	ctx := v.ctx
 	switch {
 	case key.Matches(msg, keyDeliver):
-		if ctx.ReadOnly() || ctx.Outbox == nil {
-			return status("read-only session: the delivery worker writes, so it does not run here", true)
+		if ctx.ReadOnly() {
+			return status("the delivery worker writes, so it does not run here: "+ctx.ReadOnlyMessage(), true)
+		}
+		if ctx.Outbox == nil {
+			return status("the delivery worker is not available in this session", true)
 		}
 		w, owner, next := ctx.Outbox, ctx.Owner, v.nextDue()
 		return query(func(c gocontext.Context) tea.Msg {

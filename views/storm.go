@@ -357,7 +357,7 @@ func (v *Storm) fire() tea.Cmd {
 		return nil
 	}
 	if v.ctx.ReadOnly() {
-		v.err = "READ_ONLY: a storm writes; reconnect with --allow-writes"
+		v.err = "a storm writes: " + v.ctx.ReadOnlyMessage()
 		return nil
 	}
 	for _, f := range v.fields {

@@ -16,6 +16,7 @@ import (
 	"idemwork/internal/termsafe"
 	"idemwork/store"
 	tctx "idemwork/tui/context"
+	"idemwork/wire"
 )
 
 // View is one screen of the workbench.
@@ -77,22 +78,17 @@ func query(fn func(ctx gocontext.Context) tea.Msg) tea.Cmd {
 	}
 }
 
-// errText renders an error for a user: the coded message, never a raw SQL or driver error.
-// An unreachable database (a stopped cluster, a dropped connection) says so and what to do;
-// other uncoded errors name what failed and how to see more.
+// errText renders an error for a user: the coded message (wire.Coded: a known database failure
+// with its code and what to do, anything else INTERNAL naming the step and the SQLSTATE), never
+// a raw SQL or driver error. An unreachable database (a stopped cluster, a dropped connection)
+// says so and what to do from here.
 func errText(err error) string {
 	if store.Unreachable(err) {
 		return "the database is not reachable (stopped, or the connection dropped): start it (idemwork db start) or restart the workbench; r retries"
 	}
-	e := apperr.As(err)
+	e := wire.Coded(err)
 	if e.Code == apperr.Internal {
-		what := "a query failed"
-		if msg := err.Error(); msg != "" {
-			if w, _, ok := strings.Cut(msg, ": "); ok && len(w) < 40 && !strings.ContainsAny(w, "()\"") {
-				what = w + " failed"
-			}
-		}
-		return termsafe.Line("INTERNAL: " + what + "; r retries")
+		return termsafe.Line("INTERNAL: " + e.Message + "; r retries")
 	}
 	return termsafe.Line(string(e.Code) + ": " + e.Message)
 }

@@ -35,6 +35,10 @@ const (
 	// AfterCommit forwards the COMMIT and drops the connection instead of forwarding the
 	// server's acknowledgement: the transaction committed, but the client never hears of it.
 	AfterCommit
+	// BeforeStatement drops the connection instead of forwarding the next statement whose SQL
+	// holds the text given to ArmStatement: a connection lost in the middle of a request, with
+	// no COMMIT in flight.
+	BeforeStatement
 )
 
 // Proxy forwards loopback TCP connections to a PostgreSQL server.
@@ -46,6 +50,7 @@ type Proxy struct {
 
 	mu    sync.Mutex
 	mode  Mode
+	match string // BeforeStatement's text
 	fired chan struct{}
 	conns map[net.Conn]struct{}
 	wg    sync.WaitGroup
@@ -90,6 +95,23 @@ func (p *Proxy) Arm(mode Mode) {
 	defer p.mu.Unlock()
 	p.mode = mode
 	p.fired = make(chan struct{})
+}
+
+// ArmStatement makes the proxy cut the connection that sends the next statement whose SQL
+// contains text (BeforeStatement); Fired is closed when it has.
+func (p *Proxy) ArmStatement(text string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.mode, p.match = BeforeStatement, text
+	p.fired = make(chan struct{})
+}
+
+// fireStatement reports whether the proxy is armed to cut before sql, disarming it if so.
+func (p *Proxy) fireStatement(sql string) bool {
+	p.mu.Lock()
+	match := p.mode == BeforeStatement && strings.Contains(sql, p.match)
+	p.mu.Unlock()
+	return match && p.fire(BeforeStatement)
 }
 
 // Fired is closed once the armed cut happened.
@@ -206,18 +228,23 @@ func (p *Proxy) frontend(ctx context.Context, from, to net.Conn, cut func()) {
 			return
 		}
 		body := msg[5:]
-		commit := false
+		var sql string // the statement this message executes or prepares, if any
 		switch typ {
 		case 'Q':
-			commit = isCommit(cstring(body))
+			sql = cstring(body)
 		case 'P':
 			name := cstring(body)
-			statements[name] = cstring(body[len(name)+1:])
+			sql = cstring(body[len(name)+1:])
+			statements[name] = sql
 		case 'B':
 			portal := cstring(body)
-			commit = isCommit(statements[cstring(body[len(portal)+1:])])
+			sql = statements[cstring(body[len(portal)+1:])]
 		}
-		if commit && p.fire(BeforeCommit) {
+		if typ != 'P' && isCommit(sql) && p.fire(BeforeCommit) {
+			cut()
+			return
+		}
+		if sql != "" && p.fireStatement(sql) {
 			cut()
 			return
 		}

@@ -130,6 +130,31 @@ func NewStyles(t Theme) Styles {
 // GlobalKeys are the shell's keys; views add their own.
 type GlobalKeys struct {
 	Quit, Help, Filter, Jump, NextFocus, PrevFocus, Owner, Rules, ClockFwd, ClockBack, ClockReset key.Binding
+	// Views are the digits that switch views: 1-9 the first nine in navigator order, 0 the tenth
+	// (ViewIndex).
+	Views key.Binding
+}
+
+// ViewIndex is the navigator position a digit switches to: 1-9 the first nine, 0 the tenth.
+func ViewIndex(k string) (int, bool) {
+	if len(k) != 1 || k[0] < '0' || k[0] > '9' {
+		return 0, false
+	}
+	if k[0] == '0' {
+		return 9, true
+	}
+	return int(k[0] - '1'), true
+}
+
+// ViewDigit is the digit that switches to navigator position i ("" past the tenth).
+func ViewDigit(i int) string {
+	switch {
+	case i >= 0 && i < 9:
+		return string(rune('1' + i))
+	case i == 9:
+		return "0"
+	}
+	return ""
 }
 
 // DefaultKeys is the shell's key map.
@@ -146,5 +171,6 @@ func DefaultKeys() GlobalKeys {
 		ClockFwd:   key.NewBinding(key.WithKeys("}"), key.WithHelp("}", "clock +1h")),
 		ClockBack:  key.NewBinding(key.WithKeys("{"), key.WithHelp("{", "clock -1h")),
 		ClockReset: key.NewBinding(key.WithKeys("="), key.WithHelp("=", "clock reset")),
+		Views:      key.NewBinding(key.WithKeys("1", "2", "3", "4", "5", "6", "7", "8", "9", "0"), key.WithHelp("1-9 0", "switch view (0 is the tenth)")),
 	}
 }
