@@ -1,0 +1,78 @@
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+
+	"idemwork/idem"
+	"idemwork/jsonb"
+	"idemwork/store"
+)
+
+// CreateInput is a create request.
+type CreateInput struct {
+	Owner         string
+	Module        string
+	Key           string
+	Title         string
+	Summary       *string
+	Payload       json.RawMessage // nil: {}
+	ShareInFlight *bool
+}
+
+type preparedRecord struct {
+	title   string
+	summary string
+	payload json.RawMessage
+}
+
+// Create writes a new record at revision 1 (operation <MODULE>:record:create).
+func (k *Kernel) Create(ctx context.Context, in CreateInput) (WriteResult, error) {
+	mod, err := k.writableModule(in.Module)
+	if err != nil {
+		return WriteResult{}, err
+	}
+	op := mod.createOperation()
+	payload := json.RawMessage(`{}`)
+	var given json.RawMessage // the payload member of the body: absent when not given
+	if in.Payload != nil {
+		if payload, err = CanonicalObject("payload", in.Payload); err != nil {
+			return WriteResult{}, err
+		}
+		given = payload
+	}
+	body := jsonb.AppendObject(nil, jsonb.Member{Name: "title", Value: jsonb.AppendString(nil, in.Title)},
+		jsonb.Member{Name: "summary", Value: optText(in.Summary)}, jsonb.Member{Name: "payload", Value: given})
+	req := idem.Request{Owner: in.Owner, Key: in.Key, Operation: op, Module: mod.Code, Body: body, ShareInFlight: in.ShareInFlight,
+		BodyV1: func() ([]byte, error) {
+			return bodyV1(map[string]any{"title": in.Title, "summary": in.Summary, "payload": in.Payload})
+		}}
+	if w, ok, err := joinFlight(ctx, k, &req, recordWriteResult); ok || err != nil {
+		return w, err
+	}
+	prepare := func(ctx context.Context) (preparedRecord, error) {
+		k.note("prepare")
+		summary := ""
+		if in.Summary != nil {
+			summary = *in.Summary
+		}
+		if err := k.checkRecordFields(mod, in.Title, summary, payload); err != nil {
+			return preparedRecord{}, err
+		}
+		return preparedRecord{title: in.Title, summary: summary, payload: payload}, nil
+	}
+	work := func(ctx context.Context, p preparedRecord, b *store.Batch) (RecordResult, error) {
+		now := k.now()
+		rec := store.Record{ID: k.newID(now), OwnerID: in.Owner, ModuleCode: mod.Code, Revision: 1, Title: p.title,
+			Summary: p.summary, Payload: p.payload, CreatedAt: now, UpdatedAt: now}
+		if err := k.writeRecord(ctx, b, rec, 0, in.Key, "RECORD_CREATED", op); err != nil {
+			return RecordResult{}, err
+		}
+		return RecordResult{Record: rec}, nil
+	}
+	res, err := idem.RunPrepared(ctx, k.runner, req, idem.ResultPolicy[RecordResult](k.recordPolicy), prepare, work)
+	if err != nil {
+		return WriteResult{}, err
+	}
+	return recordWriteResult(res, in.Key, op), nil
+}

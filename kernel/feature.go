@@ -1,0 +1,175 @@
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"idemwork/idem"
+	"idemwork/jsonb"
+	"idemwork/store"
+)
+
+// FeatureInput is a feature run request.
+type FeatureInput struct {
+	Owner         string
+	Module        string
+	RecordID      string
+	FeatureID     string
+	Key           string
+	Input         json.RawMessage // nil: {}
+	ShareInFlight *bool
+}
+
+type preparedFeature struct {
+	current    store.Record
+	newPayload json.RawMessage // internal features only
+	output     json.RawMessage
+	input      json.RawMessage
+}
+
+// RunFeature runs a feature of a record (operation <MODULE>:record:<id>:feature:<featureId>).
+// An internal feature writes the next revision; a direct_external one fails closed: it commits
+// a BLOCKED execution and leaves the revision as it was; an outbox one commits a PENDING
+// execution and an outbox message for the worker.
+func (k *Kernel) RunFeature(ctx context.Context, in FeatureInput) (WriteResult, error) {
+	mod, err := k.writableModule(in.Module)
+	if err != nil {
+		return WriteResult{}, err
+	}
+	if err := CheckRecordID(in.RecordID); err != nil {
+		return WriteResult{}, err
+	}
+	feat, err := featureOf(mod, in.FeatureID)
+	if err != nil {
+		return WriteResult{}, err
+	}
+	op := OpFeature(mod.Code, in.RecordID, feat.ID)
+	input := json.RawMessage(`{}`)
+	var given json.RawMessage
+	if in.Input != nil {
+		if input, err = CanonicalObject("input", in.Input); err != nil {
+			return WriteResult{}, err
+		}
+		given = input
+	}
+	body := jsonb.AppendObject(nil, jsonb.Member{Name: "input", Value: given})
+	req := idem.Request{Owner: in.Owner, Key: in.Key, Operation: op, Module: mod.Code, Body: body, ShareInFlight: in.ShareInFlight,
+		BodyV1: func() ([]byte, error) {
+			if in.Input == nil {
+				return []byte(`{}`), nil
+			}
+			return bodyV1(map[string]any{"input": in.Input})
+		}}
+	if w, ok, err := joinFlight(ctx, k, &req, featureWriteResult); ok || err != nil {
+		return w, err
+	}
+	prepare := func(ctx context.Context) (preparedFeature, error) {
+		k.note("prepare")
+		k.note("read-current")
+		cur, err := k.db.FindRecord(ctx, in.Owner, mod.Code, in.RecordID, true)
+		if errors.Is(err, store.ErrNotFound) {
+			return preparedFeature{}, notFound(in.Owner, mod.Code, in.RecordID)
+		}
+		if err != nil {
+			return preparedFeature{}, err
+		}
+		p := preparedFeature{current: cur, input: input, output: json.RawMessage(`{}`)}
+		switch feat.Mode {
+		case ModeInternal:
+			payload, err := decodeObject(cur.Payload)
+			if err != nil {
+				return preparedFeature{}, err
+			}
+			inMap, err := decodeObject(input)
+			if err != nil {
+				return preparedFeature{}, err
+			}
+			next, out, err := feat.Apply(payload, inMap)
+			if err != nil {
+				return preparedFeature{}, err
+			}
+			k.note("module-rules")
+			if mod.ValidatePayload != nil {
+				if err := mod.ValidatePayload(next, k.Registry.Rules.Snapshot()); err != nil {
+					return preparedFeature{}, err
+				}
+			}
+			b, err := json.Marshal(next)
+			if err != nil {
+				return preparedFeature{}, err
+			}
+			if p.newPayload, err = CanonicalObject("payload", b); err != nil {
+				return preparedFeature{}, err
+			}
+			if p.output, err = canonicalJSON(out); err != nil {
+				return preparedFeature{}, err
+			}
+		case ModeDirectExternal:
+			p.output = blockedOutput(feat)
+		case ModeOutbox:
+			p.output = json.RawMessage(`{"queued": true}`)
+		}
+		return p, nil
+	}
+	work := func(ctx context.Context, p preparedFeature, b *store.Batch) (FeatureResult, error) {
+		return k.runFeatureWork(ctx, b, in, mod, feat, op, p)
+	}
+	res, err := idem.RunPrepared(ctx, k.runner, req, idem.ResultPolicy[FeatureResult](k.featurePolicyFor(feat.ID)), prepare, work)
+	if err != nil {
+		return WriteResult{}, err
+	}
+	return featureWriteResult(res, in.Key, op), nil
+}
+
+func (k *Kernel) runFeatureWork(ctx context.Context, b *store.Batch, in FeatureInput, mod *Module, feat Feature, op string, p preparedFeature) (FeatureResult, error) {
+	now := k.now()
+	rec := p.current
+	exec := store.Execution{ID: k.newID(now), OwnerID: in.Owner, ModuleCode: mod.Code, RecordID: rec.ID, FeatureID: feat.ID,
+		Input: p.input, Output: p.output, IdempotencyKey: keyPtr(in.Key), CreatedAt: now, UpdatedAt: now}
+	action := "FEATURE_" + feat.ID + "_EXECUTED"
+	switch feat.Mode {
+	case ModeInternal:
+		from := rec.Revision
+		rec.Revision++
+		rec.Payload = p.newPayload
+		rec.UpdatedAt = now
+		if err := k.writeRecord(ctx, b, rec, from, in.Key, "", op); err != nil {
+			return FeatureResult{}, err
+		}
+		exec.Mode, exec.Status = string(ModeInternal), "SUCCEEDED"
+	case ModeDirectExternal:
+		// Fail closed: the provider is never called; the fact that it could not be is what
+		// commits. The record keeps its pre-request revision.
+		exec.Mode, exec.Status = "blocked_external", "BLOCKED"
+		action = "FEATURE_" + feat.ID + "_BLOCKED"
+	case ModeOutbox:
+		exec.Mode, exec.Status = string(ModeOutbox), "PENDING"
+		action = "FEATURE_" + feat.ID + "_QUEUED"
+	}
+	exec.RecordRevision = rec.Revision
+	b.InsertExecution(idem.StepExecution, exec)
+	if feat.Mode == ModeOutbox {
+		ref, _ := json.Marshal(map[string]any{"recordId": rec.ID, "revision": rec.Revision, "executionId": exec.ID})
+		b.InsertOutbox(idem.StepExecution, store.OutboxMessage{ID: k.newID(now), OwnerID: in.Owner, ExecutionID: exec.ID,
+			Provider: feat.Provider, PayloadRef: ref, IdempotencyID: exec.ID, Status: "PENDING", NextAttemptAt: now, CreatedAt: now})
+	}
+	if err := idem.Checkpoint(ctx, idem.StepExecution); err != nil {
+		return FeatureResult{}, err
+	}
+	detail := auditDetail("operation", op, "featureId", feat.ID, "mode", exec.Mode, "status", exec.Status)
+	if err := k.audit(ctx, b, in.Owner, mod.Code, rec.ID, action, &rec.Revision, &exec.ID, in.Key, detail); err != nil {
+		return FeatureResult{}, err
+	}
+	return FeatureResult{Record: rec, Execution: exec}, nil
+}
+
+// blockedOutput is the persisted explanation of a fail-closed direct external feature.
+func blockedOutput(f Feature) json.RawMessage {
+	b, _ := canonicalJSON(map[string]any{
+		"blocked":  true,
+		"provider": f.Provider,
+		"reason":   "direct external calls cannot be undone by a database rollback; this feature fails closed until it is moved to the outbox",
+	})
+	return b
+}

@@ -1,0 +1,108 @@
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+
+	"idemwork/apperr"
+	"idemwork/idem"
+	"idemwork/jsonb"
+	"idemwork/store"
+)
+
+func revisionConflict(recordID string, expected int) error {
+	return apperr.New(apperr.RevisionConflict, "record %s is no longer at revision %d (someone else wrote it); reload and retry with the current revision", recordID, expected)
+}
+
+// PatchInput is a patch request; nil fields stay as they are.
+type PatchInput struct {
+	Owner          string
+	Module         string
+	RecordID       string
+	Key            string
+	ExpectRevision int
+	Title          *string
+	Summary        *string
+	Payload        json.RawMessage
+	ShareInFlight  *bool
+}
+
+// Patch writes the next revision of a record if it is still at ExpectRevision (operation
+// <MODULE>:record:<id>:patch).
+func (k *Kernel) Patch(ctx context.Context, in PatchInput) (WriteResult, error) {
+	mod, err := k.writableModule(in.Module)
+	if err != nil {
+		return WriteResult{}, err
+	}
+	if err := CheckRecordID(in.RecordID); err != nil {
+		return WriteResult{}, err
+	}
+	if in.ExpectRevision < 1 {
+		return WriteResult{}, apperr.New(apperr.ValidationFailed, "expectRevision: must be the record's current revision (>= 1)")
+	}
+	op := OpPatch(mod.Code, in.RecordID)
+	var payload json.RawMessage
+	if in.Payload != nil {
+		if payload, err = CanonicalObject("payload", in.Payload); err != nil {
+			return WriteResult{}, err
+		}
+	}
+	body := jsonb.AppendObject(nil, jsonb.Member{Name: "expectRevision", Value: strconv.AppendInt(nil, int64(in.ExpectRevision), 10)},
+		jsonb.Member{Name: "title", Value: optText(in.Title)}, jsonb.Member{Name: "summary", Value: optText(in.Summary)},
+		jsonb.Member{Name: "payload", Value: payload})
+	req := idem.Request{Owner: in.Owner, Key: in.Key, Operation: op, Module: mod.Code, Body: body, ShareInFlight: in.ShareInFlight,
+		BodyV1: func() ([]byte, error) {
+			return bodyV1(map[string]any{"expectRevision": in.ExpectRevision, "title": in.Title, "summary": in.Summary, "payload": in.Payload})
+		}}
+	if w, ok, err := joinFlight(ctx, k, &req, recordWriteResult); ok || err != nil {
+		return w, err
+	}
+	prepare := func(ctx context.Context) (store.Record, error) {
+		k.note("prepare")
+		k.note("read-current")
+		cur, err := k.db.FindRecord(ctx, in.Owner, mod.Code, in.RecordID, false)
+		if errors.Is(err, store.ErrNotFound) {
+			return store.Record{}, notFound(in.Owner, mod.Code, in.RecordID)
+		}
+		if err != nil {
+			return store.Record{}, err
+		}
+		if cur.Revision != in.ExpectRevision {
+			return store.Record{}, apperr.New(apperr.RevisionConflict, "record %s is at revision %d, not the expected %d; reload and retry", in.RecordID, cur.Revision, in.ExpectRevision)
+		}
+		next := cur
+		if in.Title != nil {
+			next.Title = *in.Title
+		}
+		if in.Summary != nil {
+			next.Summary = *in.Summary
+		}
+		if payload != nil {
+			next.Payload = payload
+		}
+		if err := k.checkRecordFields(mod, next.Title, next.Summary, next.Payload); err != nil {
+			return store.Record{}, err
+		}
+		return next, nil
+	}
+	work := func(ctx context.Context, next store.Record, b *store.Batch) (RecordResult, error) {
+		from := next.Revision
+		next.Revision++
+		next.UpdatedAt = k.now()
+		if err := k.writeRecord(ctx, b, next, from, in.Key, "RECORD_PATCHED", op); err != nil {
+			return RecordResult{}, err
+		}
+		return RecordResult{Record: next}, nil
+	}
+	res, err := idem.RunPrepared(ctx, k.runner, req, idem.ResultPolicy[RecordResult](k.recordPolicy), prepare, work)
+	if err != nil {
+		return WriteResult{}, err
+	}
+	return recordWriteResult(res, in.Key, op), nil
+}
+
+func notFound(owner, module, id string) error {
+	return apperr.New(apperr.RecordNotFound, "owner %s has no %s record %s", owner, module, id)
+}

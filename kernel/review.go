@@ -1,0 +1,84 @@
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"idemwork/apperr"
+	"idemwork/idem"
+	"idemwork/jsonb"
+	"idemwork/store"
+)
+
+// ReviewInput is a commitment review request.
+type ReviewInput struct {
+	Owner         string
+	RecordID      string
+	Key           string
+	Verdict       string
+	Comment       string
+	ShareInFlight *bool
+}
+
+// ReviewWriteResult is what review returns.
+type ReviewWriteResult struct {
+	Outcome   idem.Outcome    `json:"outcome"`
+	Waited    bool            `json:"waited"`
+	Key       *string         `json:"key"`
+	Operation string          `json:"operation"`
+	Review    store.Review    `json:"review"`
+	Envelope  json.RawMessage `json:"envelope"`
+}
+
+// CreateReview records an immutable review of a COMMITMENT record (operation
+// COMMITMENT:record:<id>:review:create, policy commitment-review-reference-v2).
+func (k *Kernel) CreateReview(ctx context.Context, in ReviewInput) (ReviewWriteResult, error) {
+	mod, err := k.writableModule(ModuleCommitment)
+	if err != nil {
+		return ReviewWriteResult{}, err
+	}
+	if err := CheckRecordID(in.RecordID); err != nil {
+		return ReviewWriteResult{}, err
+	}
+	op := OpReview(in.RecordID)
+	body := jsonb.AppendObject(nil, jsonb.Member{Name: "verdict", Value: jsonb.AppendString(nil, in.Verdict)},
+		jsonb.Member{Name: "comment", Value: jsonb.AppendString(nil, in.Comment)})
+	req := idem.Request{Owner: in.Owner, Key: in.Key, Operation: op, Module: mod.Code, Body: body, ShareInFlight: in.ShareInFlight,
+		BodyV1: func() ([]byte, error) { return bodyV1(map[string]any{"verdict": in.Verdict, "comment": in.Comment}) }}
+	prepare := func(ctx context.Context) (store.Record, error) {
+		k.note("prepare")
+		if in.Verdict != "kept" && in.Verdict != "missed" {
+			return store.Record{}, apperr.New(apperr.ValidationFailed, "verdict: must be kept or missed")
+		}
+		if err := CheckText("comment", in.Comment, 1, MaxCommentChar); err != nil {
+			return store.Record{}, err
+		}
+		k.note("read-current")
+		cur, err := k.db.FindRecord(ctx, in.Owner, mod.Code, in.RecordID, false)
+		if errors.Is(err, store.ErrNotFound) {
+			return store.Record{}, notFound(in.Owner, mod.Code, in.RecordID)
+		}
+		return cur, err
+	}
+	work := func(ctx context.Context, cur store.Record, b *store.Batch) (ReviewResult, error) {
+		now := k.now()
+		rv := store.Review{ID: k.newID(now), OwnerID: in.Owner, ModuleCode: mod.Code, RecordID: cur.ID, RecordRevision: cur.Revision,
+			Verdict: in.Verdict, Comment: in.Comment, IdempotencyKey: keyPtr(in.Key), CreatedAt: now}
+		b.InsertReview(idem.StepReview, rv)
+		if err := idem.Checkpoint(ctx, idem.StepReview); err != nil {
+			return ReviewResult{}, err
+		}
+		rev := cur.Revision
+		if err := k.audit(ctx, b, in.Owner, mod.Code, cur.ID, "REVIEW_CREATED", &rev, nil, in.Key,
+			auditDetail("operation", op, "reviewId", rv.ID, "verdict", rv.Verdict)); err != nil {
+			return ReviewResult{}, err
+		}
+		return ReviewResult{Review: rv}, nil
+	}
+	res, err := idem.RunPrepared(ctx, k.runner, req, idem.ResultPolicy[ReviewResult](k.reviewPolicy), prepare, work)
+	if err != nil {
+		return ReviewWriteResult{}, err
+	}
+	return reviewWriteResult(res, in.Key, op), nil
+}

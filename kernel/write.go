@@ -1,0 +1,140 @@
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+
+	"idemwork/apperr"
+	"idemwork/idem"
+	"idemwork/jsonb"
+	"idemwork/store"
+)
+
+func keyPtr(key string) *string {
+	if key == "" {
+		return nil
+	}
+	return &key
+}
+
+// bodyV1 is the request body as fingerprint version 1 covered it: encoding/json's rendering of
+// the fields present (a raw payload as the client wrote it). It is computed only to compare a key
+// whose stored fingerprint is version 1; new keys use the canonical body (package jsonb).
+func bodyV1(fields map[string]any) ([]byte, error) {
+	for k, v := range fields {
+		if raw, ok := v.(json.RawMessage); ok {
+			if raw == nil {
+				delete(fields, k)
+				continue
+			}
+			if !json.Valid(raw) {
+				return nil, apperr.New(apperr.ValidationFailed, "%s: not valid JSON", k)
+			}
+		}
+		if p, ok := v.(*string); ok && p == nil {
+			delete(fields, k)
+		}
+	}
+	return json.Marshal(fields)
+}
+
+// joinFlight is idem.JoinInFlight for a kernel write, its result converted by convert (called
+// with the request's key and operation). A write tries it before it builds its prepare and work,
+// so that a joining follower allocates neither.
+func joinFlight[T any](ctx context.Context, k *Kernel, req *idem.Request,
+	convert func(res idem.Result[T], key, op string) WriteResult) (WriteResult, bool, error) {
+	res, ok, err := idem.JoinInFlight[T](ctx, k.runner, req)
+	if !ok || err != nil {
+		return WriteResult{}, ok, err
+	}
+	return convert(res, req.Key, req.Operation), true, nil
+}
+
+// recordWriteResult is what a create or patch returns for the runner's result.
+func recordWriteResult(res idem.Result[RecordResult], key, op string) WriteResult {
+	rec := utcRecord(res.Value.Record)
+	return WriteResult{Outcome: res.Outcome, Waited: res.Waited, Key: keyPtr(key), Operation: op, Record: &rec, Envelope: res.Envelope}
+}
+
+// featureWriteResult is what a feature run returns for the runner's result.
+func featureWriteResult(res idem.Result[FeatureResult], key, op string) WriteResult {
+	rec, exec := utcRecord(res.Value.Record), res.Value.Execution
+	exec.CreatedAt, exec.UpdatedAt = exec.CreatedAt.UTC(), exec.UpdatedAt.UTC()
+	return WriteResult{Outcome: res.Outcome, Waited: res.Waited, Key: keyPtr(key), Operation: op, Record: &rec, Execution: &exec, Envelope: res.Envelope}
+}
+
+// utcRecord is rec with its times in UTC: a record read back from PostgreSQL carries the
+// session's zone, one built in this process the clock's, and a replay must print the same bytes.
+func utcRecord(rec store.Record) store.Record {
+	rec.CreatedAt, rec.UpdatedAt = rec.CreatedAt.UTC(), rec.UpdatedAt.UTC()
+	return rec
+}
+
+// optText is the canonical text of an optional string member (nil: absent).
+func optText(s *string) []byte {
+	if s == nil {
+		return nil
+	}
+	return jsonb.AppendString(nil, *s)
+}
+
+// checkRecordFields checks title and summary and applies the module's rules to the payload
+// (already through the JSON boundary, canonical).
+func (k *Kernel) checkRecordFields(mod *Module, title, summary string, payload json.RawMessage) error {
+	if err := CheckTitle(title); err != nil {
+		return err
+	}
+	if err := CheckSummary(summary); err != nil {
+		return err
+	}
+	k.note("module-rules")
+	if mod.ValidatePayload == nil {
+		return nil
+	}
+	m, err := decodeObject(payload)
+	if err != nil {
+		return apperr.New(apperr.ValidationFailed, "payload: %v", err)
+	}
+	return mod.ValidatePayload(m, k.Registry.Rules.Snapshot())
+}
+
+// writeRecord queues rec (a new record when fromRevision is 0, else the next revision of it),
+// its revision and the audit event in b, with a fault checkpoint after each.
+func (k *Kernel) writeRecord(ctx context.Context, b *store.Batch, rec store.Record, fromRevision int, key, action, op string) error {
+	if fromRevision == 0 {
+		b.InsertRecord(idem.StepRecord, rec)
+	} else {
+		// The optimistic lock is checked by the server (the statement fails when the row is no
+		// longer at fromRevision), so the update may travel queued with the rest of the commit.
+		b.UpdateRecordGuarded(idem.StepRecord, rec, fromRevision, revisionConflict(rec.ID, fromRevision))
+	}
+	if err := idem.Checkpoint(ctx, idem.StepRecord); err != nil {
+		return err
+	}
+	b.InsertRevision(idem.StepRevision, rec, keyPtr(key))
+	if err := idem.Checkpoint(ctx, idem.StepRevision); err != nil {
+		return err
+	}
+	if action == "" {
+		return nil
+	}
+	return k.audit(ctx, b, rec.OwnerID, rec.ModuleCode, rec.ID, action, &rec.Revision, nil, key, auditDetail("operation", op))
+}
+
+// auditDetail is an audit event's detail: an object of the given name/value strings.
+func auditDetail(nameValues ...string) json.RawMessage {
+	var ms [4]jsonb.Member
+	n := 0
+	for i := 0; i+1 < len(nameValues) && n < len(ms); i += 2 {
+		ms[n] = jsonb.Member{Name: nameValues[i], Value: jsonb.AppendString(nil, nameValues[i+1])}
+		n++
+	}
+	return jsonb.AppendObject(nil, ms[:n]...)
+}
+
+func (k *Kernel) audit(ctx context.Context, b *store.Batch, owner, module, recordID, action string, revision *int, executionID *string, key string, d json.RawMessage) error {
+	now := k.now()
+	b.InsertAudit(idem.StepAudit, store.AuditEvent{ID: k.newID(now), OwnerID: owner, ModuleCode: module, RecordID: &recordID,
+		Action: action, Revision: revision, ExecutionID: executionID, IdempotencyKey: keyPtr(key), Detail: d, At: now})
+	return idem.Checkpoint(ctx, idem.StepAudit)
+}
