@@ -358,7 +358,7 @@ func (v *verifier) executions(ctx context.Context) error {
 					v.violate(InvOutboxSettledOnce, ex)
 				}
 			case "DELIVERED", "FAILED":
-				if want := "FEATURE_" + r.FeatureID + "_" + r.Status; r.SettleAudits != 1 || r.SettledAs != want {
+				if want := store.FeatureAction(r.FeatureID, r.Status); r.SettleAudits != 1 || r.SettledAs != want {
 					ex.Detail = fmt.Sprintf("%s with %d settle audit event(s), want exactly one %s", r.Status, r.SettleAudits, want)
 					v.violate(InvOutboxSettledOnce, ex)
 				}

@@ -162,10 +162,11 @@ type Report struct {
 	Abandoned int `json:"abandoned"`
 }
 
-// Outcomes of settling one claim.
+// Outcomes of settling one claim: the message's status, and for DELIVERED and FAILED also the
+// execution's and the outcome its audit action names (store.FeatureAction).
 const (
-	settledDelivered = "DELIVERED"
-	settledFailed    = "FAILED"
+	settledDelivered = store.FeatureDelivered
+	settledFailed    = store.FeatureFailed
 	settledRetry     = "PENDING"
 )
 
@@ -291,7 +292,7 @@ func (w *Worker) settle(ctx context.Context, m store.OutboxMessage, callErr erro
 		}
 		detail, _ := json.Marshal(map[string]any{"outboxMessageId": m.ID, "provider": m.Provider, "attempts": m.Attempts})
 		return w.db.InsertAudit(ctx, store.AuditEvent{ID: ulid.Make().String(), OwnerID: m.OwnerID, ModuleCode: e.ModuleCode,
-			RecordID: &e.RecordID, Action: "FEATURE_" + e.FeatureID + "_" + status, Revision: &e.RecordRevision, ExecutionID: &m.ExecutionID,
+			RecordID: &e.RecordID, Action: store.FeatureAction(e.FeatureID, status), Revision: &e.RecordRevision, ExecutionID: &m.ExecutionID,
 			IdempotencyKey: e.IdempotencyKey, Detail: detail, At: now})
 	})
 	return status, err

@@ -110,6 +110,6 @@ func (db *DB) SettleExecution(ctx context.Context, owner, id, status string, now
 func (db *DB) CountSettleAudits(ctx context.Context, owner, key string) (int, error) {
 	var n int
 	err := db.Q(ctx).QueryRow(ctx, `SELECT count(*) FROM audit_event WHERE owner_id = $1 AND idempotency_key = $2
-		AND action ~ '^FEATURE_.+_(DELIVERED|FAILED)$'`, owner, key).Scan(&n)
+		AND action ~ '`+settleActionPattern+`'`, owner, key).Scan(&n)
 	return n, err
 }

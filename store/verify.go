@@ -202,6 +202,13 @@ type VerifyExecutionRow struct {
 // Cursor is where the page after this row starts.
 func (r VerifyExecutionRow) Cursor() VerifyCursor { return VerifyCursor{Owner: r.OwnerID, ID: r.ID} }
 
+// The actions an execution e's run and its settle are audited with (FeatureAction, in SQL).
+var (
+	runActionsSQL = featureActionSQL("e.feature_id", FeatureExecuted) + ", " + featureActionSQL("e.feature_id", FeatureBlocked) + ", " +
+		featureActionSQL("e.feature_id", FeatureQueued)
+	settleActionsSQL = featureActionSQL("e.feature_id", FeatureDelivered) + ", " + featureActionSQL("e.feature_id", FeatureFailed)
+)
+
 // VerifyExecutions reads a page of feature executions in (owner_id, id) order.
 func (db *DB) VerifyExecutions(ctx context.Context, p VerifyPage) ([]VerifyExecutionRow, error) {
 	where, args := p.keyset("e", "id", "")
@@ -212,10 +219,9 @@ func (db *DB) VerifyExecutions(ctx context.Context, p VerifyPage) ([]VerifyExecu
 			(SELECT count(*)::int FROM outbox_message m WHERE m.owner_id = e.owner_id AND m.execution_id = e.id)
 		FROM feature_execution e
 		CROSS JOIN LATERAL (SELECT
-				count(*) FILTER (WHERE a.action IN ('FEATURE_' || e.feature_id || '_EXECUTED', 'FEATURE_' || e.feature_id || '_BLOCKED',
-					'FEATURE_' || e.feature_id || '_QUEUED'))::int AS runs,
-				count(*) FILTER (WHERE a.action IN ('FEATURE_' || e.feature_id || '_DELIVERED', 'FEATURE_' || e.feature_id || '_FAILED'))::int AS settles,
-				max(a.action) FILTER (WHERE a.action IN ('FEATURE_' || e.feature_id || '_DELIVERED', 'FEATURE_' || e.feature_id || '_FAILED')) AS settled_as
+				count(*) FILTER (WHERE a.action IN (`+runActionsSQL+`))::int AS runs,
+				count(*) FILTER (WHERE a.action IN (`+settleActionsSQL+`))::int AS settles,
+				max(a.action) FILTER (WHERE a.action IN (`+settleActionsSQL+`)) AS settled_as
 			FROM audit_event a WHERE a.owner_id = e.owner_id AND a.record_id = e.record_id AND a.execution_id = e.id) au
 		WHERE `+where+fmt.Sprintf(` ORDER BY e.owner_id, e.id LIMIT $%d`, len(args)+1), args)
 	if err != nil {
