@@ -3,11 +3,8 @@ package storm
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"idemwork/idem"
 	"idemwork/kernel"
@@ -76,18 +73,15 @@ func (k keyState) String() string {
 // the storm's operation that carry it.
 func readKeyState(ctx context.Context, db *store.DB, spec Spec) (keyState, error) {
 	k := keyState{status: "ABSENT"}
-	q := db.Q(ctx)
 	owner, key := spec.Owner(), spec.Key()
-	err := q.QueryRow(ctx, `SELECT status, operation, created_at, updated_at FROM idempotency_record
-		WHERE owner_id = $1 AND idempotency_key = $2`, owner, key).Scan(&k.status, &k.operation, &k.createdAt, &k.updatedAt)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+	row, err := db.ReadKeyState(ctx, owner, key)
+	if err != nil {
 		return k, err
 	}
-	err = q.QueryRow(ctx, `SELECT
-			(SELECT count(*) FROM record_revision WHERE owner_id = $1 AND idempotency_key = $2)
-			+ (SELECT count(*) FROM feature_execution WHERE owner_id = $1 AND idempotency_key = $2)
-			+ (SELECT count(*) FROM audit_event WHERE owner_id = $1 AND idempotency_key = $2 AND detail->>'operation' = $3)`,
-		owner, key, spec.Operation()).Scan(&k.rows)
+	if row.Found {
+		k.status, k.operation, k.createdAt, k.updatedAt = row.Status, row.Operation, row.CreatedAt, row.UpdatedAt
+	}
+	k.rows, err = db.CountKeyRows(ctx, owner, key, spec.Operation())
 	return k, err
 }
 
@@ -96,16 +90,6 @@ type Reference struct {
 	RecordID    string `json:"recordId"`
 	Revision    int    `json:"revision"`
 	ExecutionID string `json:"executionId,omitempty"`
-}
-
-type revisionRow struct {
-	recordID string
-	revision int
-}
-
-type executionRow struct {
-	id, mode, status, recordID string
-	revision                   int
 }
 
 // verify reads the key's rows and checks them against the responses: the result every
@@ -130,39 +114,24 @@ func verify(ctx context.Context, db *store.DB, spec Spec, before keyState, resul
 	}
 	owner, key := spec.Owner(), spec.Key()
 
-	var status, operation string
-	var response []byte
 	// Rows of the key's current lifetime: written at or after its reservation. Without a key row
 	// every row counts (and the missing row is itself the problem reported below).
-	since := time.Time{}
-	err := db.Q(ctx).QueryRow(ctx, `SELECT status, operation, response, created_at FROM idempotency_record
-		WHERE owner_id = $1 AND idempotency_key = $2`, owner, key).Scan(&status, &operation, &response, &since)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		since = time.Time{}
-	case err != nil:
+	row, err := db.ReadKeyState(ctx, owner, key)
+	if err != nil {
 		problem("reading the key failed: %v", err)
 		return v
-	default:
-		v.KeyStatus, v.Operation = status, operation
+	}
+	since, response := row.CreatedAt, row.Response
+	if row.Found {
+		v.KeyStatus, v.Operation = row.Status, row.Operation
 	}
 
-	revs, err := collectRows(ctx, db, `SELECT record_id, revision FROM record_revision
-		WHERE owner_id = $1 AND idempotency_key = $2 AND created_at >= $3 ORDER BY record_id, revision`,
-		func(r pgx.Rows) (revisionRow, error) {
-			var x revisionRow
-			return x, r.Scan(&x.recordID, &x.revision)
-		}, owner, key, since)
+	revs, err := db.KeyRevisionsSince(ctx, owner, key, since)
 	if err != nil {
 		problem("reading revisions failed: %v", err)
 		return v
 	}
-	execs, err := collectRows(ctx, db, `SELECT id, mode, status, record_id, record_revision FROM feature_execution
-		WHERE owner_id = $1 AND idempotency_key = $2 AND created_at >= $3 ORDER BY id`,
-		func(r pgx.Rows) (executionRow, error) {
-			var x executionRow
-			return x, r.Scan(&x.id, &x.mode, &x.status, &x.recordID, &x.revision)
-		}, owner, key, since)
+	execs, err := db.KeyExecutionsSince(ctx, owner, key, since)
 	if err != nil {
 		problem("reading executions failed: %v", err)
 		return v
@@ -170,18 +139,13 @@ func verify(ctx context.Context, db *store.DB, spec Spec, before keyState, resul
 	// Only the audit events the storm's operation writes (the kernel names the operation in each
 	// one's detail): the outbox worker audits a delivery with the execution's key too, after the
 	// storm and by its own doing.
-	if err := db.Q(ctx).QueryRow(ctx, `SELECT
-			(SELECT count(*) FROM audit_event WHERE owner_id = $1 AND idempotency_key = $2 AND at >= $3 AND detail->>'operation' = $4),
-			(SELECT count(*) FROM record_revision WHERE owner_id = $1 AND idempotency_key = $2 AND created_at < $3)
-			+ (SELECT count(*) FROM feature_execution WHERE owner_id = $1 AND idempotency_key = $2 AND created_at < $3)
-			+ (SELECT count(*) FROM audit_event WHERE owner_id = $1 AND idempotency_key = $2 AND at < $3)`,
-		owner, key, since, spec.Operation()).Scan(&v.AuditEvents, &v.EarlierRows); err != nil {
+	if v.AuditEvents, v.EarlierRows, err = db.KeyAuditSince(ctx, owner, key, spec.Operation(), since); err != nil {
 		problem("reading audit events failed: %v", err)
 		return v
 	}
 	v.Revisions, v.Executions = len(revs), len(execs)
 	if len(execs) == 1 {
-		v.ExecutionStatus, v.ExecutionMode = execs[0].status, execs[0].mode
+		v.ExecutionStatus, v.ExecutionMode = execs[0].Status, execs[0].Mode
 	}
 
 	if response != nil {
@@ -220,7 +184,7 @@ func verify(ctx context.Context, db *store.DB, spec Spec, before keyState, resul
 	wantRevisions, wantExecutions := 1, 0
 	if spec.Op == OpAction {
 		wantExecutions = 1
-		if len(execs) == 1 && execs[0].mode != string(kernel.ModeInternal) {
+		if len(execs) == 1 && execs[0].Mode != string(kernel.ModeInternal) {
 			wantRevisions = 0 // blocked_external and outbox runs leave the revision where it was
 		}
 	}
@@ -235,11 +199,11 @@ func verify(ctx context.Context, db *store.DB, spec Spec, before keyState, resul
 	}
 
 	if ref := v.Envelope; ref != nil {
-		if len(revs) == 1 && (revs[0].recordID != ref.RecordID || revs[0].revision != ref.Revision) {
-			problem("the envelope references %s@%d but the key wrote revision %s@%d", ref.RecordID, ref.Revision, revs[0].recordID, revs[0].revision)
+		if len(revs) == 1 && (revs[0].RecordID != ref.RecordID || revs[0].Revision != ref.Revision) {
+			problem("the envelope references %s@%d but the key wrote revision %s@%d", ref.RecordID, ref.Revision, revs[0].RecordID, revs[0].Revision)
 		}
-		if len(execs) == 1 && (execs[0].id != ref.ExecutionID || execs[0].recordID != ref.RecordID) {
-			problem("the envelope references execution %q but the key wrote %q", ref.ExecutionID, execs[0].id)
+		if len(execs) == 1 && (execs[0].ID != ref.ExecutionID || execs[0].RecordID != ref.RecordID) {
+			problem("the envelope references execution %q but the key wrote %q", ref.ExecutionID, execs[0].ID)
 		}
 		mismatched, example := 0, ""
 		for i, ev := range results {
@@ -261,21 +225,4 @@ func verify(ctx context.Context, db *store.DB, spec Spec, before keyState, resul
 	}
 
 	return v
-}
-
-func collectRows[T any](ctx context.Context, db *store.DB, sql string, scan func(pgx.Rows) (T, error), args ...any) ([]T, error) {
-	rows, err := db.Q(ctx).Query(ctx, sql, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []T
-	for rows.Next() {
-		x, err := scan(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, x)
-	}
-	return out, rows.Err()
 }

@@ -1,0 +1,100 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Reads a storm's verdict is made of (package storm): what the database holds for the storm's
+// owner and key, read back with queries, never inferred from the responses. Their errors are the
+// driver's as they are; the verdict names what it was reading.
+
+// KeyState is an owner's idempotency row as a storm reads it before and after it runs.
+type KeyState struct {
+	// Found is false when the owner has no row for the key (the other fields are then zero).
+	Found             bool
+	Status, Operation string
+	// Response is the stored envelope (nil while the key is PROCESSING).
+	Response             []byte
+	CreatedAt, UpdatedAt time.Time
+}
+
+// ReadKeyState reads an owner's idempotency row for key.
+func (db *DB) ReadKeyState(ctx context.Context, owner, key string) (KeyState, error) {
+	var k KeyState
+	err := db.Q(ctx).QueryRow(ctx, `SELECT status, operation, response, created_at, updated_at FROM idempotency_record
+		WHERE owner_id = $1 AND idempotency_key = $2`, owner, key).Scan(&k.Status, &k.Operation, &k.Response, &k.CreatedAt, &k.UpdatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return KeyState{}, nil
+	}
+	k.Found = err == nil
+	return k, err
+}
+
+// CountKeyRows counts the rows of any lifetime of an owner's key: its revisions, its feature
+// executions and the audit events of operation (the kernel names the operation in each event's
+// detail; the outbox worker's settle events carry the key too, and are not counted).
+func (db *DB) CountKeyRows(ctx context.Context, owner, key, operation string) (int, error) {
+	var n int
+	err := db.Q(ctx).QueryRow(ctx, `SELECT
+			(SELECT count(*) FROM record_revision WHERE owner_id = $1 AND idempotency_key = $2)
+			+ (SELECT count(*) FROM feature_execution WHERE owner_id = $1 AND idempotency_key = $2)
+			+ (SELECT count(*) FROM audit_event WHERE owner_id = $1 AND idempotency_key = $2 AND detail->>'operation' = $3)`,
+		owner, key, operation).Scan(&n)
+	return n, err
+}
+
+// KeyRevision is a revision an owner's key wrote.
+type KeyRevision struct {
+	RecordID string
+	Revision int
+}
+
+// KeyRevisionsSince lists the revisions an owner's key wrote at or after since, by record and
+// revision.
+func (db *DB) KeyRevisionsSince(ctx context.Context, owner, key string, since time.Time) ([]KeyRevision, error) {
+	rows, err := db.Q(ctx).Query(ctx, `SELECT record_id, revision FROM record_revision
+		WHERE owner_id = $1 AND idempotency_key = $2 AND created_at >= $3 ORDER BY record_id, revision`, owner, key, since)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (KeyRevision, error) {
+		var x KeyRevision
+		return x, r.Scan(&x.RecordID, &x.Revision)
+	})
+}
+
+// KeyExecution is a feature execution an owner's key wrote.
+type KeyExecution struct {
+	ID, Mode, Status, RecordID string
+	RecordRevision             int
+}
+
+// KeyExecutionsSince lists the feature executions an owner's key wrote at or after since, by id.
+func (db *DB) KeyExecutionsSince(ctx context.Context, owner, key string, since time.Time) ([]KeyExecution, error) {
+	rows, err := db.Q(ctx).Query(ctx, `SELECT id, mode, status, record_id, record_revision FROM feature_execution
+		WHERE owner_id = $1 AND idempotency_key = $2 AND created_at >= $3 ORDER BY id`, owner, key, since)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (KeyExecution, error) {
+		var x KeyExecution
+		return x, r.Scan(&x.ID, &x.Mode, &x.Status, &x.RecordID, &x.RecordRevision)
+	})
+}
+
+// KeyAuditSince counts, in one statement, the audit events of operation an owner's key wrote at
+// or after since (audit), and the rows of the key older than since (earlier: revisions,
+// executions and audit events of any kind, which an earlier lifetime of the key wrote).
+func (db *DB) KeyAuditSince(ctx context.Context, owner, key, operation string, since time.Time) (audit, earlier int, err error) {
+	err = db.Q(ctx).QueryRow(ctx, `SELECT
+			(SELECT count(*) FROM audit_event WHERE owner_id = $1 AND idempotency_key = $2 AND at >= $3 AND detail->>'operation' = $4),
+			(SELECT count(*) FROM record_revision WHERE owner_id = $1 AND idempotency_key = $2 AND created_at < $3)
+			+ (SELECT count(*) FROM feature_execution WHERE owner_id = $1 AND idempotency_key = $2 AND created_at < $3)
+			+ (SELECT count(*) FROM audit_event WHERE owner_id = $1 AND idempotency_key = $2 AND at < $3)`,
+		owner, key, since, operation).Scan(&audit, &earlier)
+	return audit, earlier, err
+}
