@@ -22,6 +22,10 @@ type SeedReport struct {
 	Skipped  bool           `json:"skipped"`
 }
 
+// demoFirstKey is the key of the seed's first write (alice's): a revision carrying it says the
+// seed ran.
+const demoFirstKey = "demo:alice:note-1"
+
 // SeedDemo writes a small, varied data set for two owners through the runner with fixed keys:
 // rerunning it replays every write and creates nothing new. Legacy IDENTITY receipts (which no
 // write path can produce any more) are inserted directly, once.
@@ -32,11 +36,8 @@ func (k *Kernel) SeedDemo(ctx context.Context) (SeedReport, error) {
 	}
 	// Once the first demo key has expired (24 h by default) a replay would execute again; the
 	// revision it wrote says the seed already ran.
-	var seeded, keyLive bool
-	if err := k.db.Q(ctx).QueryRow(ctx, `SELECT
-			EXISTS (SELECT 1 FROM record_revision WHERE owner_id = 'alice' AND idempotency_key = 'demo:alice:note-1'),
-			EXISTS (SELECT 1 FROM idempotency_record WHERE owner_id = 'alice' AND idempotency_key = 'demo:alice:note-1' AND expires_at > $1)`,
-		k.runner.Clock().Now()).Scan(&seeded, &keyLive); err != nil {
+	seeded, keyLive, err := k.db.SeedState(ctx, "alice", demoFirstKey, k.runner.Clock().Now())
+	if err != nil {
 		return rep, err
 	}
 	if seeded && !keyLive {
@@ -54,7 +55,7 @@ func (k *Kernel) SeedDemo(ctx context.Context) (SeedReport, error) {
 	raw := func(v any) json.RawMessage { b, _ := json.Marshal(v); return b }
 
 	// alice: a note that drifts (create, then two patches: a replay of the create returns rev 1).
-	note, err := count(k.Create(ctx, CreateInput{Owner: "alice", Module: ModuleNote, Key: "demo:alice:note-1", Title: "Groceries",
+	note, err := count(k.Create(ctx, CreateInput{Owner: "alice", Module: ModuleNote, Key: demoFirstKey, Title: "Groceries",
 		Summary: str("weekly list"), Payload: raw(map[string]any{"items": []string{"milk", "eggs"}})}))
 	if err != nil {
 		return rep, fmt.Errorf("seed: %w", err)
@@ -144,13 +145,15 @@ func (k *Kernel) seedLegacyReceipts(ctx context.Context) (int, error) {
 		`{"policy":"raw-json-v1","body":{"identityId":"legacy-1","displayName":"Alice A."}}`,
 		`{"policy":"raw-json-v1","body":{"identityId":"legacy-2","displayName":"Alice B."}}`,
 	} {
-		tag, err := k.db.Q(ctx).Exec(ctx, `INSERT INTO idempotency_record (owner_id, idempotency_key, operation, fingerprint, status, response, created_at, expires_at, updated_at)
-			VALUES ('alice', $1, $2, $3, 'SUCCEEDED', $4, $5, $6, $5) ON CONFLICT DO NOTHING`,
-			fmt.Sprintf("demo:alice:legacy-identity-%d", i+1), OpLegacyIdentityCreate, fmt.Sprintf("%064d", i+1), body, now, now.Add(k.runner.TTL()))
+		ok, err := k.db.InsertLegacyReceipt(ctx, store.LegacyReceipt{OwnerID: "alice", Key: fmt.Sprintf("demo:alice:legacy-identity-%d", i+1),
+			Operation: OpLegacyIdentityCreate, Fingerprint: fmt.Sprintf("%064d", i+1), Response: json.RawMessage(body),
+			CreatedAt: now, ExpiresAt: now.Add(k.runner.TTL())})
 		if err != nil {
-			return inserted, fmt.Errorf("seed legacy receipts: %w", err)
+			return inserted, err
 		}
-		inserted += int(tag.RowsAffected())
+		if ok {
+			inserted++
+		}
 	}
 	return inserted, nil
 }

@@ -2,8 +2,46 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"time"
 )
+
+// SeedState says whether the demo seed ran before (a revision carries owner's key: the seed's
+// first write) and whether that key is still live at now (its row has not expired): once it has
+// expired, a replay of the seed would execute again.
+func (db *DB) SeedState(ctx context.Context, owner, key string, now time.Time) (seeded, keyLive bool, err error) {
+	err = db.Q(ctx).QueryRow(ctx, `SELECT
+			EXISTS (SELECT 1 FROM record_revision WHERE owner_id = $1 AND idempotency_key = $2),
+			EXISTS (SELECT 1 FROM idempotency_record WHERE owner_id = $1 AND idempotency_key = $2 AND expires_at > $3)`,
+		owner, key, now).Scan(&seeded, &keyLive)
+	if err != nil {
+		return false, false, fmt.Errorf("read the demo seed's state: %w", err)
+	}
+	return seeded, keyLive, nil
+}
+
+// LegacyReceipt is a SUCCEEDED idempotency row written the way no write path writes one any more
+// (a raw-json-v1 response): the demo seeds two for the legacy ledger to find.
+type LegacyReceipt struct {
+	OwnerID, Key, Operation, Fingerprint string
+	Response                             json.RawMessage
+	CreatedAt, ExpiresAt                 time.Time
+}
+
+// InsertLegacyReceipt inserts r unless the owner's key has a row already, and reports whether it
+// did.
+func (db *DB) InsertLegacyReceipt(ctx context.Context, r LegacyReceipt) (bool, error) {
+	// json.RawMessage, never []byte: pgx's exec and simple_protocol modes send a []byte as bytea.
+	tag, err := db.Q(ctx).Exec(ctx, `INSERT INTO idempotency_record (owner_id, idempotency_key, operation, fingerprint, status, response,
+			created_at, expires_at, updated_at)
+		VALUES ($1, $2, $3, $4, 'SUCCEEDED', $5, $6, $7, $6) ON CONFLICT DO NOTHING`,
+		r.OwnerID, r.Key, r.Operation, r.Fingerprint, r.Response, r.CreatedAt, r.ExpiresAt)
+	if err != nil {
+		return false, fmt.Errorf("seed legacy receipts: %w", err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
 
 // Reads the guided demos check their claims with (kernel's BlockedExternalDemo and OutboxDemo):
 // each claim a demo makes is a fact of these rows, never of the demo's own bookkeeping.
