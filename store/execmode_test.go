@@ -1,0 +1,133 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"idemwork/internal/testdb"
+	"idemwork/store"
+)
+
+// TestTheOutboxStormAndDemoStatementsWorkInEveryExecMode runs every statement of the outbox
+// worker, of a storm's verdict and of the demos in each pgx exec mode, straight to PostgreSQL
+// and through pgbouncer in transaction pooling (twice: the second session meets server
+// connections the first used). In exec and simple_protocol modes pgx sends a []byte as bytea,
+// which a json column refuses; an array, a NULL text and a timestamp must travel too.
+func TestTheOutboxStormAndDemoStatementsWorkInEveryExecMode(t *testing.T) {
+	t.Parallel()
+	type route struct {
+		name   string
+		pooler store.Pooler
+		mode   string
+	}
+	var routes []route
+	for _, m := range store.ExecModes() {
+		routes = append(routes, route{"direct/" + m, store.PoolerNone, m})
+	}
+	for _, m := range []string{"", "exec", "simple_protocol"} {
+		routes = append(routes, route{"pgbouncer-transaction/" + m, store.PoolerTransaction, m})
+	}
+	for _, r := range routes {
+		t.Run(r.name, func(t *testing.T) {
+			t.Parallel()
+			name := testdb.NewDatabase(t)
+			dsn := testdb.DSNOf(t, name)
+			if r.pooler != store.PoolerNone {
+				dsn = testdb.PgBouncer(t, r.pooler).DSN(name)
+			}
+			if r.mode != "" {
+				dsn = store.WithDSNParams(dsn, [][2]string{{"default_query_exec_mode", r.mode}})
+			}
+			sessions := 1
+			if r.pooler == store.PoolerTransaction {
+				sessions = 2
+			}
+			for i := range sessions {
+				db := openVia(t, dsn, store.Options{Pooler: r.pooler, MaxConns: 2})
+				if r.mode != "" {
+					require.Equal(t, r.mode, db.Connection().ExecMode)
+				}
+				exerciseOutboxStormDemo(t, db, []string{"alice", "bob"}[i])
+			}
+		})
+	}
+}
+
+func exerciseOutboxStormDemo(t *testing.T, db *store.DB, owner string) {
+	t.Helper()
+	ctx := context.Background()
+	const op = "feature:COMMITMENT:F02"
+	q := queueRun(t, db, owner, "k", t0)
+
+	// The demo seed and its legacy receipt (a JSON argument).
+	ok, err := db.InsertLegacyReceipt(ctx, store.LegacyReceipt{OwnerID: owner, Key: "k", Operation: op, Fingerprint: "f",
+		Response: json.RawMessage(`{"policy":"raw-json-v1","body":{}}`), CreatedAt: t0, ExpiresAt: t0.Add(time.Hour)})
+	require.NoError(t, err)
+	require.True(t, ok)
+	seeded, live, err := db.SeedState(ctx, owner, "k", t0)
+	require.NoError(t, err)
+	require.Equal(t, [2]bool{true, true}, [2]bool{seeded, live})
+
+	// The outbox worker: a scoped claim (an array argument), a fenced retry (a text argument), the
+	// delivered settle with its execution and audit event in one transaction.
+	msgs, err := db.ClaimOutbox(ctx, store.ClaimOutboxParams{Now: t0, LeaseUntil: t0.Add(time.Minute), Limit: 5, OwnerID: owner, IDs: []string{q.msg.ID}})
+	require.NoError(t, err)
+	require.Equal(t, []string{q.msg.ID}, ids(msgs))
+	boom := "provider down"
+	require.NoError(t, db.SettleOutbox(ctx, store.SettleOutboxParams{OwnerID: owner, ID: q.msg.ID, ClaimedAttempt: 1, Status: "PENDING",
+		LastError: &boom, NextAttemptAt: t0, Now: t0}))
+	msgs, err = db.ClaimOutbox(ctx, store.ClaimOutboxParams{Now: t0, LeaseUntil: t0.Add(time.Minute), Limit: 5})
+	require.NoError(t, err)
+	require.Equal(t, 2, msgs[0].Attempts)
+	require.NoError(t, db.Tx(ctx, func(ctx context.Context) error {
+		if err := db.SettleOutbox(ctx, store.SettleOutboxParams{OwnerID: owner, ID: q.msg.ID, ClaimedAttempt: 2, Status: "DELIVERED",
+			NextAttemptAt: t0, Now: t0}); err != nil {
+			return err
+		}
+		e, err := db.SettleExecution(ctx, owner, q.exec.ID, "DELIVERED", t0)
+		if err != nil {
+			return err
+		}
+		rev := e.RecordRevision
+		return db.InsertAudit(ctx, store.AuditEvent{ID: "settle-" + owner, OwnerID: owner, ModuleCode: e.ModuleCode, RecordID: &e.RecordID,
+			Action: store.FeatureAction(e.FeatureID, store.FeatureDelivered), Revision: &rev, ExecutionID: &e.ID, IdempotencyKey: e.IdempotencyKey,
+			Detail: json.RawMessage(`{"attempts":2}`), At: t0})
+	}))
+	require.ErrorIs(t, db.SettleOutbox(ctx, store.SettleOutboxParams{OwnerID: owner, ID: q.msg.ID, ClaimedAttempt: 1, Status: "FAILED", Now: t0}),
+		store.ErrLeaseLost)
+	n, err := db.CountSettleAudits(ctx, owner, "k")
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+
+	// A storm's verdict.
+	k, err := db.ReadKeyState(ctx, owner, "k")
+	require.NoError(t, err)
+	require.True(t, k.Found)
+	rows, err := db.CountKeyRows(ctx, owner, "k", op)
+	require.NoError(t, err)
+	require.Equal(t, 3, rows)
+	revs, err := db.KeyRevisionsSince(ctx, owner, "k", k.CreatedAt)
+	require.NoError(t, err)
+	require.Len(t, revs, 1)
+	execs, err := db.KeyExecutionsSince(ctx, owner, "k", k.CreatedAt)
+	require.NoError(t, err)
+	require.Equal(t, "DELIVERED", execs[0].Status)
+	audit, earlier, err := db.KeyAuditSince(ctx, owner, "k", op, k.CreatedAt)
+	require.NoError(t, err)
+	require.Equal(t, [2]int{1, 0}, [2]int{audit, earlier})
+
+	// The demos' reads.
+	all, err := db.ExecutionsForKey(ctx, owner, "k")
+	require.NoError(t, err)
+	require.Len(t, all, 1)
+	out, err := db.OutboxForExecution(ctx, owner, q.exec.ID)
+	require.NoError(t, err)
+	require.Equal(t, "DELIVERED", out[0].Status)
+	writers, err := db.KeyWriters(ctx, owner, "k")
+	require.NoError(t, err)
+	require.Len(t, writers, 6, "key row, revision, execution, message, QUEUED and DELIVERED events")
+}
