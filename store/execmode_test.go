@@ -13,7 +13,7 @@ import (
 )
 
 // TestTheOutboxStormAndDemoStatementsWorkInEveryExecMode runs every statement of the outbox
-// worker, of a storm's verdict and of the demos in each pgx exec mode, straight to PostgreSQL
+// worker, of a storm's verdict and watch and of the demos in each pgx exec mode, straight to PostgreSQL
 // and through pgbouncer in transaction pooling (twice: the second session meets server
 // connections the first used). In exec and simple_protocol modes pgx sends a []byte as bytea,
 // which a json column refuses; an array, a NULL text and a timestamp must travel too.
@@ -119,6 +119,18 @@ func exerciseOutboxStormDemo(t *testing.T, db *store.DB, owner string) {
 	audit, earlier, err := db.KeyAuditSince(ctx, owner, "k", op, k.CreatedAt)
 	require.NoError(t, err)
 	require.Equal(t, [2]int{1, 0}, [2]int{audit, earlier})
+
+	// A storm's watch over its own sessions (this prefix has none).
+	counts, err := db.AppSessions(ctx, "no-such-storm-")
+	require.NoError(t, err)
+	require.Zero(t, counts.Sessions)
+	blockers, err := db.AppBlockers(ctx, "no-such-storm-", 3)
+	require.NoError(t, err)
+	require.Empty(t, blockers)
+	require.NoError(t, db.CancelAppStatements(ctx, "no-such-storm-"))
+	open, err := db.AppOpenTransactions(ctx, "no-such-storm-")
+	require.NoError(t, err)
+	require.Zero(t, open)
 
 	// The demos' reads.
 	all, err := db.ExecutionsForKey(ctx, owner, "k")

@@ -98,3 +98,75 @@ func (db *DB) KeyAuditSince(ctx context.Context, owner, key, operation string, s
 		owner, key, since, operation).Scan(&audit, &earlier)
 	return audit, earlier, err
 }
+
+// A storm watches and waits for its own sessions: those whose application_name starts with the
+// storm's prefix, in the current database.
+
+// AppSessionCounts is how many sessions of an application-name prefix wait on a lock, have a
+// transaction open, and are connected.
+type AppSessionCounts struct {
+	Waiting, InXact, Sessions int
+}
+
+// AppSessions counts the sessions whose application_name starts with prefix.
+func (db *DB) AppSessions(ctx context.Context, prefix string) (AppSessionCounts, error) {
+	var c AppSessionCounts
+	err := db.Q(ctx).QueryRow(ctx, `SELECT count(*) FILTER (WHERE wait_event_type = 'Lock')::int,
+			count(*) FILTER (WHERE xact_start IS NOT NULL)::int, count(*)::int
+		FROM pg_stat_activity WHERE datname = current_database() AND starts_with(application_name, $1)`,
+		prefix).Scan(&c.Waiting, &c.InXact, &c.Sessions)
+	return c, err
+}
+
+// AppBlocker is a session that sessions of an application-name prefix wait on (anyone's).
+type AppBlocker struct {
+	PID int
+	// Waiters is how many of the prefix's sessions wait on it, LockType for what
+	// (wait_event: transactionid, tuple, relation…).
+	Waiters            int
+	LockType           string
+	Application, State string
+	// XactMs is the age of its transaction (0: none open); Query its statement, whitespace
+	// folded, at most 200 characters.
+	XactMs float64
+	Query  string
+}
+
+// AppBlockers lists the sessions the waiting sessions of prefix wait on, most waiters first
+// (at most limit). It calls pg_blocking_pids, which takes the lock manager's locks: a sampler
+// asks for it now and then, not on every look.
+func (db *DB) AppBlockers(ctx context.Context, prefix string, limit int) ([]AppBlocker, error) {
+	rows, err := db.Q(ctx).Query(ctx, `WITH w AS (
+			SELECT unnest(pg_blocking_pids(pid)) AS blocker, wait_event
+			FROM pg_stat_activity
+			WHERE datname = current_database() AND starts_with(application_name, $1) AND wait_event_type = 'Lock')
+		SELECT w.blocker, count(*)::int, min(w.wait_event), coalesce(b.application_name, ''), coalesce(b.state, ''),
+			coalesce(extract(epoch FROM clock_timestamp() - b.xact_start) * 1000, 0)::float8,
+			left(regexp_replace(coalesce(b.query, ''), '\s+', ' ', 'g'), 200)
+		FROM w LEFT JOIN pg_stat_activity b ON b.pid = w.blocker
+		GROUP BY w.blocker, b.application_name, b.state, b.xact_start, b.query
+		ORDER BY 2 DESC, 1 LIMIT $2`, prefix, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (AppBlocker, error) {
+		var b AppBlocker
+		return b, r.Scan(&b.PID, &b.Waiters, &b.LockType, &b.Application, &b.State, &b.XactMs, &b.Query)
+	})
+}
+
+// CancelAppStatements cancels the running statements of the sessions of prefix (never this
+// one's own): a backend waiting on a lock notices that its client left only when it wakes.
+func (db *DB) CancelAppStatements(ctx context.Context, prefix string) error {
+	_, err := db.Q(ctx).Exec(ctx, `SELECT pg_cancel_backend(pid) FROM pg_stat_activity
+		WHERE datname = current_database() AND starts_with(application_name, $1) AND state = 'active' AND pid <> pg_backend_pid()`, prefix)
+	return err
+}
+
+// AppOpenTransactions counts the sessions of prefix that have a transaction open.
+func (db *DB) AppOpenTransactions(ctx context.Context, prefix string) (int, error) {
+	var open int
+	err := db.Q(ctx).QueryRow(ctx, `SELECT count(*)::int FROM pg_stat_activity
+		WHERE datname = current_database() AND starts_with(application_name, $1) AND xact_start IS NOT NULL`, prefix).Scan(&open)
+	return open, err
+}

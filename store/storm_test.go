@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"idemwork/internal/testdb"
@@ -90,4 +92,67 @@ func TestAStormCountsOnlyTheKeysCurrentLifeAndItsOperation(t *testing.T) {
 	require.NoError(t, err)
 	require.ElementsMatch(t, []store.KeyRevision{{RecordID: earlier.exec.RecordID, Revision: 1}, {RecordID: current.exec.RecordID, Revision: 1}}, all,
 		"without a key row every row counts")
+}
+
+// TestAStormSeesItsOwnSessionsWaitAndWhomTheyWaitOn holds a key row in a session of another
+// application, lets a session of the storm's prefix wait on it, and reads what a storm reads:
+// the counts, the blocker, the cancel that wakes the waiter, and no transaction left open.
+func TestAStormSeesItsOwnSessionsWaitAndWhomTheyWaitOn(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	ctx := context.Background()
+	const prefix = "idemwork-storm-t1-"
+	keyRow(t, db, "alice", "k", "create:NOTE", t0)
+	connect := func(app string) *pgx.Conn {
+		c, err := pgx.Connect(ctx, testdb.WithParam(db.DSN, "application_name", app))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = c.Close(context.Background()) })
+		return c
+	}
+	holder, waiter := connect("psql-by-hand"), connect(prefix+"w0")
+	hold, err := holder.Begin(ctx)
+	require.NoError(t, err)
+	_, err = hold.Exec(ctx, `UPDATE idempotency_record SET updated_at = now() WHERE owner_id = 'alice' AND idempotency_key = 'k'`)
+	require.NoError(t, err)
+
+	waited := make(chan error, 1)
+	go func() {
+		_, err := waiter.Exec(ctx, `UPDATE idempotency_record SET updated_at = now() WHERE owner_id = 'alice' AND idempotency_key = 'k'`)
+		waited <- err
+	}()
+	var c store.AppSessionCounts
+	require.Eventually(t, func() bool {
+		c, err = db.AppSessions(ctx, prefix)
+		require.NoError(t, err)
+		return c.Waiting == 1
+	}, 10*time.Second, 10*time.Millisecond)
+	require.Equal(t, store.AppSessionCounts{Waiting: 1, InXact: 1, Sessions: 1}, c, "only the prefix's sessions count")
+
+	blockers, err := db.AppBlockers(ctx, prefix, 3)
+	require.NoError(t, err)
+	require.Len(t, blockers, 1)
+	b := blockers[0]
+	require.Equal(t, int(holder.PgConn().PID()), b.PID)
+	require.Equal(t, [4]any{1, "transactionid", "psql-by-hand", "idle in transaction"}, [4]any{b.Waiters, b.LockType, b.Application, b.State})
+	require.Positive(t, b.XactMs)
+	require.Contains(t, b.Query, "UPDATE idempotency_record SET updated_at")
+
+	open, err := db.AppOpenTransactions(ctx, prefix)
+	require.NoError(t, err)
+	require.Equal(t, 1, open)
+	require.NoError(t, db.CancelAppStatements(ctx, prefix))
+	select {
+	case err := <-waited:
+		var pgErr *pgconn.PgError
+		require.ErrorAs(t, err, &pgErr)
+		require.Equal(t, "57014", pgErr.Code, "the waiter's statement was cancelled")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter was not cancelled")
+	}
+	require.Eventually(t, func() bool {
+		open, err = db.AppOpenTransactions(ctx, prefix)
+		require.NoError(t, err)
+		return open == 0
+	}, 10*time.Second, 10*time.Millisecond, "an autocommit statement that was cancelled leaves no transaction")
+	require.NoError(t, hold.Rollback(ctx))
 }

@@ -7,8 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"idemwork/store"
 )
 
@@ -120,36 +118,24 @@ func (s *sampler) loop(ctx context.Context, stormDone <-chan struct{}) {
 // sample takes one look; with blockers it also asks whom the waiters wait on.
 func (s *sampler) sample(ctx context.Context, blockers bool) (LockSample, error) {
 	x := LockSample{At: time.Now()}
-	q := s.db.Q(ctx)
-	if err := q.QueryRow(ctx, `SELECT count(*) FILTER (WHERE wait_event_type = 'Lock')::int,
-			count(*) FILTER (WHERE xact_start IS NOT NULL)::int, count(*)::int
-		FROM pg_stat_activity WHERE datname = current_database() AND starts_with(application_name, $1)`,
-		s.prefix).Scan(&x.Waiting, &x.InXact, &x.Sessions); err != nil {
-		return x, err
-	}
-	if x.Waiting == 0 || !blockers {
-		return x, nil
-	}
-	rows, err := q.Query(ctx, `WITH w AS (
-			SELECT unnest(pg_blocking_pids(pid)) AS blocker, wait_event
-			FROM pg_stat_activity
-			WHERE datname = current_database() AND starts_with(application_name, $1) AND wait_event_type = 'Lock')
-		SELECT w.blocker, count(*)::int, min(w.wait_event), coalesce(b.application_name, ''), coalesce(b.state, ''),
-			coalesce(extract(epoch FROM clock_timestamp() - b.xact_start) * 1000, 0)::float8,
-			left(regexp_replace(coalesce(b.query, ''), '\s+', ' ', 'g'), 200)
-		FROM w LEFT JOIN pg_stat_activity b ON b.pid = w.blocker
-		GROUP BY w.blocker, b.application_name, b.state, b.xact_start, b.query
-		ORDER BY 2 DESC, 1 LIMIT 3`, s.prefix)
+	c, err := s.db.AppSessions(ctx, s.prefix)
 	if err != nil {
 		return x, err
 	}
-	x.Blockers, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Blocker, error) {
-		var b Blocker
-		err := r.Scan(&b.PID, &b.Waiters, &b.LockType, &b.Application, &b.State, &b.XactMs, &b.Query)
-		b.Storm = len(b.Application) >= len(s.prefix) && b.Application[:len(s.prefix)] == s.prefix
-		return b, err
-	})
-	return x, err
+	x.Waiting, x.InXact, x.Sessions = c.Waiting, c.InXact, c.Sessions
+	if x.Waiting == 0 || !blockers {
+		return x, nil
+	}
+	bs, err := s.db.AppBlockers(ctx, s.prefix, 3)
+	if err != nil {
+		return x, err
+	}
+	x.Blockers = make([]Blocker, 0, len(bs))
+	for _, b := range bs {
+		x.Blockers = append(x.Blockers, Blocker{PID: b.PID, Application: b.Application, State: b.State, XactMs: b.XactMs, Query: b.Query,
+			LockType: b.LockType, Waiters: b.Waiters, Storm: strings.HasPrefix(b.Application, s.prefix)})
+	}
+	return x, nil
 }
 
 // stop ends sampling and returns what it saw.
@@ -179,15 +165,12 @@ const settleTimeout = 10 * time.Second
 func settle(ctx context.Context, db *store.DB, prefix string, bound time.Duration, stopped bool) (int, error) {
 	deadline := time.Now().Add(bound)
 	if stopped {
-		if _, err := db.Q(ctx).Exec(ctx, `SELECT pg_cancel_backend(pid) FROM pg_stat_activity
-			WHERE datname = current_database() AND starts_with(application_name, $1) AND state = 'active' AND pid <> pg_backend_pid()`, prefix); err != nil {
+		if err := db.CancelAppStatements(ctx, prefix); err != nil {
 			return 0, err
 		}
 	}
 	for {
-		var open int
-		err := db.Q(ctx).QueryRow(ctx, `SELECT count(*)::int FROM pg_stat_activity
-			WHERE datname = current_database() AND starts_with(application_name, $1) AND xact_start IS NOT NULL`, prefix).Scan(&open)
+		open, err := db.AppOpenTransactions(ctx, prefix)
 		if err == nil && open == 0 {
 			return 0, nil
 		}
