@@ -3,10 +3,7 @@ package kernel
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-
-	"github.com/jackc/pgx/v5"
 
 	"idemwork/apperr"
 	"idemwork/idem"
@@ -29,37 +26,26 @@ type VerifyReport struct {
 func (k *Kernel) VerifyLegacy(ctx context.Context) (VerifyReport, error) {
 	rep := VerifyReport{Name: LegacyLedgerEntry, Problems: []string{}}
 	err := k.db.Tx(ctx, func(ctx context.Context) error {
-		q := k.db.Q(ctx)
-		if err := q.QueryRow(ctx, `SELECT count(*) FROM idempotency_record
-			WHERE operation = $1 AND response->>'policy' = $2`, OpLegacyIdentityCreate, idem.LegacyPolicy).Scan(&rep.Receipts); err != nil {
+		c, err := k.db.CountLegacy(ctx, OpLegacyIdentityCreate, idem.LegacyPolicy)
+		if err != nil {
 			return err
 		}
-		var otherLegacy, typedIdentity, processing int
-		if err := q.QueryRow(ctx, `SELECT
-				count(*) FILTER (WHERE response->>'policy' = $2 AND operation <> $1),
-				count(*) FILTER (WHERE operation = $1 AND status = 'SUCCEEDED' AND response->>'policy' IS DISTINCT FROM $2),
-				count(*) FILTER (WHERE operation = $1 AND status = 'PROCESSING')
-			FROM idempotency_record`, OpLegacyIdentityCreate, idem.LegacyPolicy).Scan(&otherLegacy, &typedIdentity, &processing); err != nil {
-			return err
+		rep.Receipts = c.Receipts
+		if c.OtherOperations > 0 {
+			rep.Problems = append(rep.Problems, fmt.Sprintf("%d raw-json-v1 receipt(s) belong to operations other than identity:create", c.OtherOperations))
 		}
-		if otherLegacy > 0 {
-			rep.Problems = append(rep.Problems, fmt.Sprintf("%d raw-json-v1 receipt(s) belong to operations other than identity:create", otherLegacy))
+		if c.Typed > 0 {
+			rep.Problems = append(rep.Problems, fmt.Sprintf("%d identity:create receipt(s) are not raw-json-v1", c.Typed))
 		}
-		if typedIdentity > 0 {
-			rep.Problems = append(rep.Problems, fmt.Sprintf("%d identity:create receipt(s) are not raw-json-v1", typedIdentity))
-		}
-		if processing > 0 {
-			rep.Problems = append(rep.Problems, fmt.Sprintf("%d identity:create reservation(s) are still PROCESSING", processing))
+		if c.Processing > 0 {
+			rep.Problems = append(rep.Problems, fmt.Sprintf("%d identity:create reservation(s) are still PROCESSING", c.Processing))
 		}
 		rep.Status = "passed"
 		if len(rep.Problems) > 0 {
 			rep.Status = "failed"
 		}
 		detail, _ := json.Marshal(map[string]any{"receipts": rep.Receipts, "problems": rep.Problems})
-		_, err := q.Exec(ctx, `INSERT INTO data_migration_ledger (name, status, detail, updated_at) VALUES ($1, $2, $3, $4)
-			ON CONFLICT (name) DO UPDATE SET status = excluded.status, detail = excluded.detail, updated_at = excluded.updated_at`,
-			LegacyLedgerEntry, rep.Status, json.RawMessage(detail), k.runner.Clock().Now())
-		return err
+		return k.db.SetLedgerEntry(ctx, LegacyLedgerEntry, rep.Status, json.RawMessage(detail), k.runner.Clock().Now())
 	})
 	return rep, err
 }
@@ -69,25 +55,16 @@ func (k *Kernel) VerifyLegacy(ctx context.Context) (VerifyReport, error) {
 func (k *Kernel) RedactLegacy(ctx context.Context) (int64, error) {
 	var deleted int64
 	err := k.db.Tx(ctx, func(ctx context.Context) error {
-		q := k.db.Q(ctx)
-		var status string
 		// FOR SHARE: a concurrent verify that flips the entry waits for this redaction.
-		err := q.QueryRow(ctx, `SELECT status FROM data_migration_ledger WHERE name = $1 FOR SHARE`, LegacyLedgerEntry).Scan(&status)
-		if errors.Is(err, pgx.ErrNoRows) {
-			status = "missing"
-		} else if err != nil {
+		status, err := k.db.ShareLedgerEntry(ctx, LegacyLedgerEntry)
+		if err != nil {
 			return err
 		}
 		if status != "passed" {
 			return apperr.New(apperr.ValidationFailed, "ledger entry %s is %s, not passed: run 'idemwork legacy verify' first (and fix what it reports)", LegacyLedgerEntry, status)
 		}
-		tag, err := q.Exec(ctx, `DELETE FROM idempotency_record WHERE operation = $1 AND response->>'policy' = $2`,
-			OpLegacyIdentityCreate, idem.LegacyPolicy)
-		if err != nil {
-			return err
-		}
-		deleted = tag.RowsAffected()
-		return nil
+		deleted, err = k.db.DeleteLegacy(ctx, OpLegacyIdentityCreate, idem.LegacyPolicy)
+		return err
 	})
 	return deleted, err
 }

@@ -13,7 +13,7 @@ import (
 )
 
 // TestTheOutboxStormAndDemoStatementsWorkInEveryExecMode runs every statement of the outbox
-// worker, of a storm's verdict and watch and of the demos in each pgx exec mode, straight to PostgreSQL
+// worker, of a storm's verdict and watch, of the demos and of the legacy redaction in each pgx exec mode, straight to PostgreSQL
 // and through pgbouncer in transaction pooling (twice: the second session meets server
 // connections the first used). In exec and simple_protocol modes pgx sends a []byte as bytea,
 // which a json column refuses; an array, a NULL text and a timestamp must travel too.
@@ -142,4 +142,25 @@ func exerciseOutboxStormDemo(t *testing.T, db *store.DB, owner string) {
 	writers, err := db.KeyWriters(ctx, owner, "k")
 	require.NoError(t, err)
 	require.Len(t, writers, 6, "key row, revision, execution, message, QUEUED and DELIVERED events")
+
+	// The legacy receipts' verification and redaction.
+	require.NoError(t, db.Tx(ctx, func(ctx context.Context) error {
+		c, err := db.CountLegacy(ctx, op, "raw-json-v1")
+		if err != nil {
+			return err
+		}
+		require.Equal(t, 1, c.Receipts)
+		return db.SetLedgerEntry(ctx, owner+"-ledger", "passed", json.RawMessage(`{"receipts":1,"problems":[]}`), t0)
+	}))
+	var deleted int64
+	require.NoError(t, db.Tx(ctx, func(ctx context.Context) error {
+		status, err := db.ShareLedgerEntry(ctx, owner+"-ledger")
+		if err != nil {
+			return err
+		}
+		require.Equal(t, "passed", status)
+		deleted, err = db.DeleteLegacy(ctx, op, "raw-json-v1")
+		return err
+	}))
+	require.EqualValues(t, 1, deleted)
 }

@@ -1,0 +1,70 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"idemwork/internal/testdb"
+	"idemwork/store"
+)
+
+func TestTheLegacyCountsSeeEveryRowARedactionCouldMeet(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	ctx := context.Background()
+	const op, policy = "identity:create", "raw-json-v1"
+	receipt := func(owner, key, operation, response string) {
+		ok, err := db.InsertLegacyReceipt(ctx, store.LegacyReceipt{OwnerID: owner, Key: key, Operation: operation, Fingerprint: "f",
+			Response: json.RawMessage(response), CreatedAt: t0, ExpiresAt: t0.Add(time.Hour)})
+		require.NoError(t, err)
+		require.True(t, ok)
+	}
+	receipt("alice", "l1", op, `{"policy":"raw-json-v1"}`)
+	receipt("bob", "l2", op, `{"policy":"raw-json-v1"}`)
+	receipt("alice", "l3", "create:NOTE", `{"policy":"raw-json-v1"}`)
+	receipt("alice", "t1", op, `{"policy":"record-snapshot-reference-v1"}`)
+	_, err := db.Pool.Exec(ctx, `INSERT INTO idempotency_record (owner_id, idempotency_key, operation, fingerprint, status, created_at, expires_at, updated_at)
+		VALUES ('alice', 'p1', $1, 'f', 'PROCESSING', now(), now() + interval '1 hour', now())`, op)
+	require.NoError(t, err)
+
+	c, err := db.CountLegacy(ctx, op, policy)
+	require.NoError(t, err)
+	require.Equal(t, store.LegacyCounts{Receipts: 2, OtherOperations: 1, Typed: 1, Processing: 1}, c)
+
+	n, err := db.DeleteLegacy(ctx, op, policy)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, n)
+	require.Equal(t, 3, countWhere(t, db, `SELECT count(*) FROM idempotency_record`), "only the operation's receipts under the policy go")
+}
+
+func TestAnEntryReadForShareHoldsOffItsChangeUntilTheTransactionEnds(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	ctx := context.Background()
+	status, err := db.ShareLedgerEntry(ctx, "no-such-migration")
+	require.NoError(t, err)
+	require.Equal(t, "missing", status)
+
+	const name = "0019_identity_legacy_verification" // pending in a fresh database
+	require.NoError(t, db.SetLedgerEntry(ctx, name, "passed", json.RawMessage(`{"receipts":2,"problems":[]}`), t0))
+	set := make(chan error, 1)
+	require.NoError(t, db.Tx(ctx, func(ctx context.Context) error {
+		status, err := db.ShareLedgerEntry(ctx, name)
+		require.NoError(t, err)
+		require.Equal(t, "passed", status)
+		go func() {
+			set <- db.SetLedgerEntry(context.Background(), name, "failed", json.RawMessage(`{}`), t0.Add(time.Minute))
+		}()
+		require.Eventually(t, func() bool {
+			return countWhere(t, db, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) == 1
+		}, 10*time.Second, 10*time.Millisecond, "the change waits for the share lock")
+		return nil
+	}))
+	require.NoError(t, <-set)
+	require.Equal(t, 1, countWhere(t, db, `SELECT count(*) FROM data_migration_ledger WHERE name = $1 AND status = 'failed' AND detail = '{}'
+		AND updated_at = $2`, name, t0.Add(time.Minute)))
+}
