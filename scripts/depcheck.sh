@@ -45,6 +45,33 @@ only() {
 	done < <($GO list -f '{{.ImportPath}} {{join .Imports " "}}' ./...)
 }
 
+# imports PKG DEP...: PKG itself (not what it imports) must not import any DEP (a prefix ending
+# in /... covers the path and everything under it).
+noimport() {
+	local pkg=$1
+	shift
+	local imports
+	imports=$($GO list -f '{{join .Imports "\n"}}' "$pkg")
+	for dep in "$@"; do
+		local hit
+		if [[ $dep == */... ]]; then
+			hit=$(grep -E "^${dep%/...}(/|$)" <<<"$imports" || true)
+		else
+			hit=$(grep -Fx "$dep" <<<"$imports" || true)
+		fi
+		if [[ -n $hit ]]; then
+			echo "depcheck: $pkg imports $(head -1 <<<"$hit") (its SQL belongs in $mod/store)"
+			fail=1
+		fi
+	done
+}
+
+# SQL lives in store: the kernel, the outbox worker and the storm engine call store's functions
+# and hold no driver of their own.
+for p in kernel outbox storm; do
+	noimport "$mod/$p" "github.com/jackc/pgx/v5/..." "database/sql" "github.com/jmoiron/sqlx"
+done
+
 # The storm engine fires at a kernel or at an HTTP client of its own; the host wires the server.
 forbid "$mod/storm" "$mod/httpapi" "$mod/config"
 # Nothing imports the entry points: main wires cli, and cli starts the TUI.
