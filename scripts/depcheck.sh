@@ -8,6 +8,17 @@ GO=${GO:-go}
 mod=$($GO list -m)
 fail=0
 
+# hit LIST DEP: the first line of LIST (package paths, one a line) that is DEP, or lies under it
+# when DEP is a prefix ending in /...; empty when none does.
+hit() {
+	local list=$1 dep=$2
+	if [[ $dep == */... ]]; then
+		grep -E "^${dep%/...}(/|$)" <<<"$list" | head -1 || true
+	else
+		grep -Fx "$dep" <<<"$list" | head -1 || true
+	fi
+}
+
 # forbid PKG DEP...: PKG (with everything it imports) must not depend on any DEP (a package path,
 # or a prefix ending in /...).
 forbid() {
@@ -16,14 +27,10 @@ forbid() {
 	local deps
 	deps=$($GO list -deps "$pkg")
 	for dep in "$@"; do
-		local hit
-		if [[ $dep == */... ]]; then
-			hit=$(grep -E "^${dep%/...}(/|$)" <<<"$deps" || true)
-		else
-			hit=$(grep -Fx "$dep" <<<"$deps" || true)
-		fi
-		if [[ -n $hit ]]; then
-			echo "depcheck: $pkg depends on $(head -1 <<<"$hit") (it must not)"
+		local h
+		h=$(hit "$deps" "$dep")
+		if [[ -n $h ]]; then
+			echo "depcheck: $pkg depends on $h (it must not)"
 			fail=1
 		fi
 	done
@@ -45,22 +52,17 @@ only() {
 	done < <($GO list -f '{{.ImportPath}} {{join .Imports " "}}' ./...)
 }
 
-# imports PKG DEP...: PKG itself (not what it imports) must not import any DEP (a prefix ending
-# in /... covers the path and everything under it).
+# noimport PKG DEP...: PKG itself (not what it imports) must not import any DEP.
 noimport() {
 	local pkg=$1
 	shift
 	local imports
 	imports=$($GO list -f '{{join .Imports "\n"}}' "$pkg")
 	for dep in "$@"; do
-		local hit
-		if [[ $dep == */... ]]; then
-			hit=$(grep -E "^${dep%/...}(/|$)" <<<"$imports" || true)
-		else
-			hit=$(grep -Fx "$dep" <<<"$imports" || true)
-		fi
-		if [[ -n $hit ]]; then
-			echo "depcheck: $pkg imports $(head -1 <<<"$hit") (its SQL belongs in $mod/store)"
+		local h
+		h=$(hit "$imports" "$dep")
+		if [[ -n $h ]]; then
+			echo "depcheck: $pkg imports $h (its SQL belongs in $mod/store)"
 			fail=1
 		fi
 	done
