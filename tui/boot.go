@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
@@ -25,6 +26,7 @@ type BootResult struct {
 // cluster…") while the database opens elsewhere; then Boot hands over to the workbench.
 type Boot struct {
 	styles        tctx.Styles
+	keys          tctx.GlobalKeys // q and ctrl+c quit while the database is prepared
 	stage         string
 	done          <-chan BootResult
 	started       time.Time
@@ -41,7 +43,7 @@ type bootTickMsg struct{}
 
 // NewBoot shows stage until done delivers the program context.
 func NewBoot(styles tctx.Styles, stage string, done <-chan BootResult) *Boot {
-	return &Boot{styles: styles, stage: stage, done: done, started: time.Now()}
+	return &Boot{styles: styles, keys: tctx.DefaultKeys().Global, stage: stage, done: done, started: time.Now()}
 }
 
 // Err is why the database could not be opened (nil when it was, or when the user quit first).
@@ -72,7 +74,7 @@ func (b *Boot) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case bootTickMsg:
 		return b, bootTick()
 	case tea.KeyMsg:
-		if msg.String() == "ctrl+c" || msg.String() == "q" {
+		if key.Matches(msg, b.keys.Quit, b.keys.ForceQuit) {
 			return b, tea.Quit
 		}
 	case bootDoneMsg:

@@ -2,23 +2,25 @@
 // navigator, focused view, footer), routes keys (a focused text field first, then the view, then
 // global keys), runs the prompts for filter, jump and owner, shows help built from the focused
 // view's key map, and hands every view the shared program context.
+//
+// Each part of the frame has a file of its own: header.go (the top line and the status line),
+// navigator.go (the list of views), prompt.go (search, filter, jump, owner), help.go (the footer's
+// keys and the ? overlay, both by bubbles/help). This file routes messages and keys between them
+// and the views, and lays the frame out.
 package tui
 
 import (
 	"fmt"
 	"io"
-	"regexp"
 	"strings"
 	"time"
 
 	"github.com/aymanbagabas/go-osc52/v2"
 	"github.com/charmbracelet/bubbles/key"
-	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
 
-	"idemwork/idem"
 	"idemwork/internal/termsafe"
 	tctx "idemwork/tui/context"
 	"idemwork/views"
@@ -36,14 +38,14 @@ type Model struct {
 	ctx    *tctx.ProgramContext
 	views  []views.View
 	active int
-	navFoc bool
+	nav    navigator
 
 	records *views.Records
 	keys    *views.Keys
 	storm   *views.Storm
 
 	form   *views.Form
-	help   bool
+	help   helpOverlay
 	prompt *prompt
 
 	statusText string
@@ -55,26 +57,12 @@ type Model struct {
 	Clipboard io.Writer
 }
 
-type prompt struct {
-	kind  string // search | filter | jump | owner
-	input textinput.Model
-	// seq numbers the search prompt's edits: a search runs when typing pauses, for the latest
-	// edit only.
-	seq int
-}
-
-// searchDebounce is how long typing must pause before the search runs.
-const searchDebounce = 150 * time.Millisecond
-
-// searchTickMsg runs the search for edit seq of the prompt, if it is still the latest.
-type searchTickMsg struct{ seq int }
-
 // tickMsg refreshes the clock and relative times once a second.
 type tickMsg time.Time
 
 // New builds the shell over a program context.
 func New(ctx *tctx.ProgramContext) *Model {
-	m := &Model{ctx: ctx}
+	m := &Model{ctx: ctx, help: newHelpOverlay(ctx.Styles)}
 	m.records = views.NewRecords(ctx)
 	m.keys = views.NewKeys(ctx)
 	m.storm = views.NewStorm(ctx)
@@ -98,6 +86,12 @@ func tick() tea.Cmd {
 
 // ActiveTitle names the view on screen (for tests).
 func (m *Model) ActiveTitle() string { return m.views[m.active].Title() }
+
+// FooterKeys are the bindings the footer shows (for tests).
+func (m *Model) FooterKeys() []key.Binding { return m.shortHelp() }
+
+// Active is the view on screen (for tests: its key map is what the footer and the help show).
+func (m *Model) Active() views.View { return m.views[m.active] }
 
 func (m *Model) bodySize() (int, int) {
 	w := m.width - navWidth
@@ -177,7 +171,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, m.form.Init()
 	case tctx.OpenStormMsg:
 		m.storm.Prepare(msg)
-		m.navFoc = false
+		m.nav.focused = false
 		return m, m.switchTo(m.indexOf(m.storm))
 	case views.FormClosedMsg:
 		m.form = nil
@@ -185,12 +179,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case tea.MouseMsg:
 		return m, m.mouse(msg)
 	case searchTickMsg:
-		if p := m.prompt; p != nil && p.kind == "search" && msg.seq == p.seq {
-			if sv, ok := m.views[m.active].(views.Searcher); ok {
-				return m, sv.Search(strings.TrimSpace(p.input.Value()))
-			}
-		}
-		return m, nil
+		return m, m.searchTick(msg)
 	case tea.KeyMsg:
 		return m, m.keyMsg(msg)
 	}
@@ -214,10 +203,8 @@ func (m *Model) broadcast(msg tea.Msg) tea.Cmd {
 	return tea.Batch(cmds...)
 }
 
-var ulidRE = regexp.MustCompile(`^[0-9A-HJKMNP-TV-Z]{26}$`)
-
 func (m *Model) jump(msg tctx.JumpMsg) tea.Cmd {
-	m.navFoc, m.help = false, false
+	m.nav.focused, m.help.shown = false, false
 	switch msg.Kind {
 	case tctx.JumpRecord:
 		return tea.Batch(m.switchTo(m.indexOf(m.records)), m.records.OpenRecord(msg.Module, msg.ID))
@@ -240,9 +227,12 @@ func (m *Model) keyMsg(msg tea.KeyMsg) tea.Cmd {
 	return m.key(msg)
 }
 
+// key routes one key: ctrl+c quits from anywhere; an open prompt, form or help takes every
+// other key; a view that captures (a field being typed) comes next; then the global keys, the
+// navigator when it has the focus, the digits, and last the focused view.
 func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
-	g := m.ctx.Keys
-	if msg.String() == "ctrl+c" {
+	g := m.ctx.Keys.Global
+	if key.Matches(msg, g.ForceQuit) {
 		return tea.Quit
 	}
 	if m.prompt != nil {
@@ -251,9 +241,9 @@ func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 	if m.form != nil {
 		return m.form.Update(msg)
 	}
-	if m.help {
-		if key.Matches(msg, g.Help) || msg.String() == "esc" || key.Matches(msg, g.Quit) {
-			m.help = false
+	if m.help.shown {
+		if key.Matches(msg, g.Help, m.ctx.Keys.Shell.HelpClose, g.Quit) {
+			m.help.shown = false
 		}
 		return nil
 	}
@@ -265,20 +255,20 @@ func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 	case key.Matches(msg, g.Quit):
 		return tea.Quit
 	case key.Matches(msg, g.Help):
-		m.help = true
+		m.help.shown = true
 		return nil
-	case key.Matches(msg, g.NextFocus), key.Matches(msg, g.PrevFocus):
-		m.navFoc = !m.navFoc
+	case key.Matches(msg, g.NextFocus, g.PrevFocus):
+		m.nav.focused = !m.nav.focused
 		return nil
 	case key.Matches(msg, g.Filter):
 		if sv, ok := v.(views.Searcher); ok {
-			return m.openPrompt("search", "search "+v.Title()+": "+sv.SearchHint(), sv.Query())
+			return m.openPrompt(promptSearch, "search "+v.Title()+": "+sv.SearchHint(), sv.Query())
 		}
-		return m.openPrompt("filter", v.Title()+" filter (the rows on screen)", "")
+		return m.openPrompt(promptFilter, v.Title()+" filter (the rows on screen)", "")
 	case key.Matches(msg, g.Jump):
-		return m.openPrompt("jump", "jump to (owner O | key K | record ID)", "")
+		return m.openPrompt(promptJump, "jump to (owner O | key K | record ID)", "")
 	case key.Matches(msg, g.Owner):
-		return m.openPrompt("owner", "owner", m.ctx.Owner)
+		return m.openPrompt(promptOwner, "owner", m.ctx.Owner)
 	case key.Matches(msg, g.Rules):
 		return func() tea.Msg { return tctx.OpenFormMsg{Kind: "rules"} }
 	case key.Matches(msg, g.ClockFwd):
@@ -290,25 +280,22 @@ func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 			m.ctx.Clock.Reset()
 		}
 		return tea.Batch(status("clock reset to the system time", false), m.broadcast(views.TickMsg{}))
-	case msg.String() == "y":
+	case key.Matches(msg, g.Copy):
 		return m.copySelection()
 	}
-	if m.navFoc {
-		switch msg.String() {
-		case "up", "k":
-			return m.switchTo((m.active + len(m.views) - 1) % len(m.views))
-		case "down", "j":
-			return m.switchTo((m.active + 1) % len(m.views))
-		case "enter", "right", "l":
-			m.navFoc = false
+	if m.nav.focused {
+		if i, ok := m.nav.key(m.ctx.Keys.Shell, msg, m.active, len(m.views)); ok {
+			return m.switchTo(i)
 		}
 		return nil
 	}
 	// Digits switch views directly (1-9, and 0 for the tenth), except a digit the focused view
 	// has a key of its own for, shown in its footer: 1-3 inside an open record choose its pane,
 	// 0 in Outbox clears the provider's failures.
-	if i, ok := tctx.ViewIndex(msg.String()); ok && key.Matches(msg, m.ctx.Keys.Views) && i < len(m.views) && !ownsKey(v, msg) {
-		return m.switchTo(i)
+	if key.Matches(msg, g.Views) && !ownsKey(v, msg) {
+		if i, ok := tctx.ViewIndex(msg.String()); ok && i < len(m.views) {
+			return m.switchTo(i)
+		}
 	}
 	return v.Update(msg)
 }
@@ -332,6 +319,7 @@ func (m *Model) moveClock(d time.Duration) tea.Cmd {
 		m.broadcast(views.TickMsg{}))
 }
 
+// copySelection copies the focused view's selection to the terminal's clipboard (OSC 52).
 func (m *Model) copySelection() tea.Cmd {
 	sel := m.views[m.active].Selection()
 	if sel == "" {
@@ -351,106 +339,16 @@ func cutText(s string, n int) string {
 	return s
 }
 
-func (m *Model) openPrompt(kind, placeholder, value string) tea.Cmd {
-	in := textinput.New()
-	in.Prompt = map[string]string{"search": "/", "filter": "/", "jump": ":", "owner": "owner: "}[kind]
-	in.Cursor.Style = m.ctx.Styles.Cursor
-	in.Placeholder = placeholder
-	in.SetValue(value)
-	in.CharLimit = 300
-	in.Width = m.width - 10
-	in.Focus()
-	m.prompt = &prompt{kind: kind, input: in}
-	return textinput.Blink
-}
-
-func (m *Model) updatePrompt(msg tea.KeyMsg) tea.Cmd {
-	p := m.prompt
-	switch msg.Type {
-	case tea.KeyEsc:
-		m.prompt = nil
-		switch p.kind {
-		case "filter":
-			m.views[m.active].SetFilter("")
-		case "search":
-			// esc leaves search: every row again.
-			if sv, ok := m.views[m.active].(views.Searcher); ok && sv.Query() != "" {
-				return sv.Search("")
-			}
-		}
-		return nil
-	case tea.KeyEnter:
-		m.prompt = nil
-		return m.submitPrompt(p.kind, strings.TrimSpace(p.input.Value()))
-	}
-	before := p.input.Value()
-	var cmd tea.Cmd
-	p.input, cmd = p.input.Update(msg)
-	switch {
-	case p.kind == "filter":
-		m.views[m.active].SetFilter(p.input.Value())
-	case p.kind == "search" && p.input.Value() != before:
-		p.seq++
-		seq := p.seq
-		cmd = tea.Batch(cmd, tea.Tick(searchDebounce, func(time.Time) tea.Msg { return searchTickMsg{seq: seq} }))
-	}
-	return cmd
-}
-
-func (m *Model) submitPrompt(kind, value string) tea.Cmd {
-	switch kind {
-	case "filter":
-		m.views[m.active].SetFilter(value)
-		return nil
-	case "search":
-		// enter keeps what typing already searched; it searches only what was not yet asked.
-		if sv, ok := m.views[m.active].(views.Searcher); ok && sv.Query() != value {
-			return sv.Search(value)
-		}
-		return nil
-	case "owner":
-		return m.setOwner(value)
-	}
-	// jump: "owner X", "key X", "record X", or a bare value (a ULID is a record, else a key).
-	word, rest, _ := strings.Cut(value, " ")
-	rest = strings.TrimSpace(rest)
-	switch strings.ToLower(word) {
-	case "owner", "o":
-		return m.setOwner(rest)
-	case "key", "k":
-		return m.jump(tctx.JumpMsg{Kind: tctx.JumpKey, ID: rest})
-	case "record", "r":
-		return m.jump(tctx.JumpMsg{Kind: tctx.JumpRecord, ID: rest})
-	}
-	if value == "" {
-		return nil
-	}
-	if ulidRE.MatchString(value) {
-		return m.jump(tctx.JumpMsg{Kind: tctx.JumpRecord, ID: value})
-	}
-	return m.jump(tctx.JumpMsg{Kind: tctx.JumpKey, ID: value})
-}
-
-func (m *Model) setOwner(owner string) tea.Cmd {
-	if err := idem.ValidateOwner(owner); err != nil {
-		return status("VALIDATION_FAILED: "+strings.TrimPrefix(err.Error(), "VALIDATION_FAILED: "), true)
-	}
-	m.ctx.Owner = owner
-	return tea.Batch(status("owner is now "+owner, false), m.broadcast(tctx.OwnerChangedMsg{}))
-}
-
+// mouse routes a click on the navigator to it and everything right of it to the focused view,
+// in the view's own coordinates.
 func (m *Model) mouse(msg tea.MouseMsg) tea.Cmd {
-	if m.form != nil || m.prompt != nil || m.help {
+	if m.form != nil || m.prompt != nil || m.help.shown {
 		return nil
 	}
 	y := msg.Y - 1 // below the header
 	if msg.X < navWidth {
-		if msg.Button == tea.MouseButtonLeft && msg.Action == tea.MouseActionPress && y >= 0 && y < len(m.views) {
-			m.navFoc = false
-			return m.switchTo(y)
-		}
-		if msg.Button == tea.MouseButtonWheelUp || msg.Button == tea.MouseButtonWheelDown {
-			return nil
+		if i, ok := m.nav.click(msg, y, len(m.views)); ok {
+			return m.switchTo(i)
 		}
 		return nil
 	}
@@ -459,11 +357,12 @@ func (m *Model) mouse(msg tea.MouseMsg) tea.Cmd {
 	}
 	msg.X -= navWidth
 	msg.Y = y
-	m.navFoc = false
+	m.nav.focused = false
 	return m.views[m.active].Update(msg)
 }
 
-// View renders the screen.
+// View renders the screen: the header, the navigator beside the focused view (or a form over
+// it, or the help over both), the footer's keys and the status line.
 func (m *Model) View() string {
 	if m.width == 0 {
 		return "starting…"
@@ -476,16 +375,15 @@ func (m *Model) View() string {
 	w, h := m.bodySize()
 	var body string
 	switch {
-	case m.help:
-		body = lipgloss.Place(w, h, lipgloss.Center, lipgloss.Center, m.helpView(w-4))
+	case m.help.shown:
+		body = m.help.view(s, m.ctx.Keys, m.views[m.active], w, h)
 	case m.form != nil:
 		body = lipgloss.Place(w, h, lipgloss.Center, lipgloss.Center, m.form.View())
 	default:
 		body = m.views[m.active].View()
 	}
-	body = fit(body, w, h)
-	main := lipgloss.JoinHorizontal(lipgloss.Top, m.navView(h), body)
-	return fit(strings.Join([]string{m.headerView(), main, m.helpLine(), m.statusLine()}, "\n"), m.width, m.height)
+	main := lipgloss.JoinHorizontal(lipgloss.Top, m.nav.view(s, m.views, m.active, h), fit(body, w, h))
+	return fit(strings.Join([]string{header(m.ctx, m.width), main, m.footerKeys(), m.statusLine()}, "\n"), m.width, m.height)
 }
 
 func padRight(s string, w int) string {
@@ -513,136 +411,4 @@ func fit(s string, w, h int) string {
 		lines = append(lines, strings.Repeat(" ", w))
 	}
 	return strings.Join(lines, "\n")
-}
-
-func (m *Model) headerView() string {
-	s := m.ctx.Styles
-	c := m.ctx.Conn
-	conn := c.Display
-	if c.Database != "" {
-		conn += " · db " + c.Database
-	}
-	parts := []string{s.HeaderTitle.Render("idemwork"), s.Subtle.Render(termsafe.Line(conn)), "owner " + s.Bold.Render(termsafe.Line(m.ctx.Owner))}
-	if m.ctx.ReadOnly() {
-		badge := "READ-ONLY"
-		if r := c.ReadOnlyReason; r != "" && r != "read-only session" {
-			badge += " · " + r
-		}
-		parts = append(parts, s.BadgeDanger.Render(badge))
-	} else {
-		parts = append(parts, s.Badge.Render("read-write"))
-	}
-	if m.ctx.Clock != nil && m.ctx.Clock.Offset() != 0 {
-		parts = append(parts, s.BadgeWarn.Render("clock "+fmtOffset(m.ctx.Clock.Offset())))
-	}
-	if m.ctx.Kernel != nil {
-		parts = append(parts, s.Subtle.Render(fmt.Sprintf("MEM-001 max %d", m.ctx.Kernel.Registry.Rules.Snapshot().MemMaxContentLength)))
-	}
-	parts = append(parts, s.Subtle.Render(m.ctx.Now().Local().Format("15:04:05")))
-	sep := s.Subtle.Render(" │ ")
-	// The connection gives way first on a narrow terminal: owner, mode and clock matter more.
-	if over := ansi.StringWidth(" "+strings.Join(parts, sep)) - m.width; over > 0 {
-		keep := ansi.StringWidth(conn) - over
-		if keep < 8 {
-			parts = append(parts[:1], parts[2:]...)
-		} else {
-			parts[1] = s.Subtle.Render(ansi.Truncate(conn, keep, "…"))
-		}
-	}
-	return fit(" "+strings.Join(parts, sep), m.width, 1)
-}
-
-func fmtOffset(d time.Duration) string {
-	sign := "+"
-	if d < 0 {
-		sign, d = "-", -d
-	}
-	return sign + d.Round(time.Second).String()
-}
-
-func (m *Model) navView(h int) string {
-	s := m.ctx.Styles
-	lines := make([]string, 0, h)
-	for i, v := range m.views {
-		// The active view is marked in the text too (NO_COLOR, plain captures): ">" when the view
-		// has the keys, "»" when the navigator has them.
-		// Each view is labelled with the digit that switches to it.
-		digit := tctx.ViewDigit(i)
-		label := fmt.Sprintf("  %s %s", digit, v.Title())
-		st := s.NavItem
-		if i == m.active {
-			st = s.NavActive
-			label = fmt.Sprintf("> %s %s", digit, v.Title())
-			if m.navFoc {
-				st = s.NavFocused
-				label = fmt.Sprintf("» %s %s", digit, v.Title())
-			}
-		}
-		// Truncate before styling: lipgloss would wrap a long label onto a second line.
-		lines = append(lines, st.Render(padRight(ansi.Truncate(label, navWidth-3, "…"), navWidth-3)))
-	}
-	for len(lines) < h {
-		lines = append(lines, strings.Repeat(" ", navWidth-1))
-	}
-	return s.Nav.Height(h).Render(strings.Join(lines[:h], "\n"))
-}
-
-func (m *Model) shortHelp() []key.Binding {
-	if m.form != nil {
-		return m.form.ShortHelp()
-	}
-	g := m.ctx.Keys
-	return append(m.views[m.active].ShortHelp(), g.Filter, g.Jump, g.NextFocus, g.Help, g.Quit)
-}
-
-func renderBindings(s tctx.Styles, bs []key.Binding) string {
-	var parts []string
-	for _, b := range bs {
-		if !b.Enabled() {
-			continue
-		}
-		h := b.Help()
-		parts = append(parts, s.HelpKey.Render(h.Key)+" "+s.HelpDesc.Render(h.Desc))
-	}
-	return strings.Join(parts, s.Subtle.Render(" · "))
-}
-
-func (m *Model) helpLine() string {
-	if m.prompt != nil {
-		return fit(" "+m.prompt.input.View(), m.width, 1)
-	}
-	return fit(" "+renderBindings(m.ctx.Styles, m.shortHelp()), m.width, 1)
-}
-
-func (m *Model) statusLine() string {
-	s := m.ctx.Styles
-	if m.statusText == "" {
-		return fit(s.Subtle.Render(" ready"), m.width, 1)
-	}
-	st := s.Status
-	if m.statusErr {
-		st = s.StatusError
-	}
-	return fit(" "+st.Render(termsafe.Line(m.statusText)), m.width, 1)
-}
-
-func (m *Model) helpView(w int) string {
-	s := m.ctx.Styles
-	g := m.ctx.Keys
-	v := m.views[m.active]
-	var lines []string
-	lines = append(lines, s.Title.Render("In "+v.Title()))
-	for _, group := range v.FullHelp() {
-		lines = append(lines, "  "+renderBindings(s, group))
-	}
-	lines = append(lines, "", s.Title.Render("Everywhere"))
-	lines = append(lines, "  "+renderBindings(s, []key.Binding{g.Filter, g.Jump, g.Owner, g.Rules, g.NextFocus, g.Help, g.Quit}))
-	lines = append(lines, "  "+renderBindings(s, []key.Binding{g.Views, key.NewBinding(key.WithKeys("y"), key.WithHelp("y", "copy selection (OSC 52)"))}))
-	lines = append(lines, "  "+renderBindings(s, []key.Binding{g.ClockFwd, g.ClockBack, g.ClockReset}))
-	lines = append(lines, "", s.Subtle.Render("jump: ':owner bob', ':key K', ':record ID', or a bare ULID/key · mouse: wheel scrolls, click selects"))
-	lines = append(lines, s.Subtle.Render("? or esc closes this help"))
-	for i, l := range lines {
-		lines[i] = ansi.Truncate(l, w, "…")
-	}
-	return s.Modal.Render(strings.Join(lines, "\n"))
 }

@@ -13,8 +13,6 @@ import (
 	tctx "idemwork/tui/context"
 )
 
-var keyToKey = key.NewBinding(key.WithKeys("K"), key.WithHelp("K", "open its key"))
-
 // auditQuery reads an Audit search: an action prefix (actions are upper case), or "key:" and a
 // key prefix.
 func auditQuery(q string) store.AuditQuery {
@@ -36,7 +34,7 @@ func describeAudit(q string) string {
 // NewAudit lists the owner's audit events, newest first, with the idempotency key each
 // carries; enter jumps to the record, K to the key; / searches by action or key prefix.
 func NewAudit(ctx *tctx.ProgramContext) View {
-	v := &listView[store.AuditEvent]{ctx: ctx, title: "Audit", keys: []key.Binding{keyOpen, keyToKey},
+	v := &listView[store.AuditEvent]{ctx: ctx, title: "Audit", keys: []key.Binding{ctx.Keys.List.Open, ctx.Keys.List.ToKey},
 		hint: "action prefix (RECORD_P, FEATURE_), or key:PREFIX"}
 	v.list.table.Columns = []Column{{Title: "WHEN", Width: 14}, {Title: "ACTION", Width: 22}, {Title: "MODULE", Width: 10, Optional: true},
 		{Title: "RECORD", Width: 12, Optional: true}, {Title: "REV", Width: 4, Optional: true}, {Title: "KEY", Min: 16}}
@@ -59,11 +57,11 @@ func NewAudit(ctx *tctx.ProgramContext) View {
 	v.onKey = func(msg tea.KeyMsg, a *store.AuditEvent) tea.Cmd {
 		switch {
 		case a == nil:
-		case key.Matches(msg, keyOpen) && a.RecordID != nil:
+		case key.Matches(msg, ctx.Keys.List.Open) && a.RecordID != nil:
 			return jump(tctx.JumpRecord, a.ModuleCode, *a.RecordID)
-		case key.Matches(msg, keyToKey) && a.IdempotencyKey != nil:
+		case key.Matches(msg, ctx.Keys.List.ToKey) && a.IdempotencyKey != nil:
 			return jump(tctx.JumpKey, "", *a.IdempotencyKey)
-		case key.Matches(msg, keyToKey):
+		case key.Matches(msg, ctx.Keys.List.ToKey):
 			return status("this event carries no idempotency key", true)
 		}
 		return nil

@@ -65,15 +65,6 @@ type demoCompareMsg struct {
 	err error
 }
 
-var (
-	keyDemoNext    = key.NewBinding(key.WithKeys("n", "enter"), key.WithHelp("n/enter", "next step"))
-	keyDemoReset   = key.NewBinding(key.WithKeys("x"), key.WithHelp("x", "restart this walk-through"))
-	keyDemoBlocked = key.NewBinding(key.WithKeys("b"), key.WithHelp("b", "blocked_external"))
-	keyDemoOutbox  = key.NewBinding(key.WithKeys("o"), key.WithHelp("o", "the outbox instead"))
-	keyDemoCompare = key.NewBinding(key.WithKeys("c"), key.WithHelp("c", "side by side"))
-	keyDemoParts   = key.NewBinding(key.WithKeys("left", "right"), key.WithHelp("←/→", "previous/next part"))
-)
-
 // demoKeyPrefix is where the Demo view's outbox walk-through keeps its keys (as `idemwork demo
 // outbox` does, its record is reused by later runs).
 const demoKeyPrefix = "demo-outbox"
@@ -239,9 +230,9 @@ func (v *Demo) Update(msg tea.Msg) tea.Cmd {
 		v.pane.Wheel(msg)
 	case tea.KeyMsg:
 		switch {
-		case key.Matches(msg, keyDemoNext):
+		case key.Matches(msg, v.ctx.Keys.Demo.Next):
 			return v.next()
-		case key.Matches(msg, keyDemoReset):
+		case key.Matches(msg, v.ctx.Keys.Demo.Reset):
 			if !v.busy {
 				switch v.part {
 				case partBlocked:
@@ -251,18 +242,18 @@ func (v *Demo) Update(msg tea.Msg) tea.Cmd {
 				}
 				v.layout(false)
 			}
-		case key.Matches(msg, keyDemoBlocked):
+		case key.Matches(msg, v.ctx.Keys.Demo.Blocked):
 			return v.switchTo(partBlocked)
-		case key.Matches(msg, keyDemoOutbox):
+		case key.Matches(msg, v.ctx.Keys.Demo.Outbox):
 			return v.switchTo(partOutbox)
-		case key.Matches(msg, keyDemoCompare):
+		case key.Matches(msg, v.ctx.Keys.Demo.Compare):
 			return v.switchTo(partCompare)
-		case msg.String() == "left":
+		case key.Matches(msg, v.ctx.Keys.Demo.PrevPart):
 			return v.switchTo(v.part - 1)
-		case msg.String() == "right":
+		case key.Matches(msg, v.ctx.Keys.Demo.NextPart):
 			return v.switchTo(v.part + 1)
 		default:
-			v.pane.Scroll(msg)
+			v.pane.Scroll(&v.ctx.Keys, msg)
 		}
 	}
 	return nil
@@ -277,13 +268,14 @@ func (v *Demo) SetSize(w, h int) {
 
 // ShortHelp is the footer help.
 func (v *Demo) ShortHelp() []key.Binding {
-	return []key.Binding{keyDemoNext, keyDemoBlocked, keyDemoOutbox, keyDemoCompare, keyDemoReset}
+	return []key.Binding{v.ctx.Keys.Demo.Next, v.ctx.Keys.Demo.Blocked, v.ctx.Keys.Demo.Outbox, v.ctx.Keys.Demo.Compare, v.ctx.Keys.Demo.Reset}
 }
 
 // FullHelp is the ? help.
 func (v *Demo) FullHelp() [][]key.Binding {
-	return [][]key.Binding{{keyDemoNext, keyDemoReset}, {keyDemoBlocked, keyDemoOutbox, keyDemoCompare, keyDemoParts},
-		{keyUp, keyDown, keyPgUp, keyPgDown, keyTop, keyBottom}}
+	k := v.ctx.Keys
+	return [][]key.Binding{{k.Demo.Next, k.Demo.Reset}, {k.Demo.Blocked, k.Demo.Outbox, k.Demo.Compare, k.Demo.PrevPart, k.Demo.NextPart},
+		{k.List.Up, k.List.Down, k.List.PgUp, k.List.PgDown, k.List.Top, k.List.Bottom, k.Pane.Page}}
 }
 
 // Capturing is false.

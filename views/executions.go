@@ -32,7 +32,7 @@ func describeExecutions(q string) string {
 // NewExecutions lists the owner's feature executions, newest first; BLOCKED (a direct
 // external call that failed closed) stands out; enter jumps to the record, K to the key.
 func NewExecutions(ctx *tctx.ProgramContext) View {
-	v := &listView[store.Execution]{ctx: ctx, title: "Executions", keys: []key.Binding{keyOpen, keyToKey},
+	v := &listView[store.Execution]{ctx: ctx, title: "Executions", keys: []key.Binding{ctx.Keys.List.Open, ctx.Keys.List.ToKey},
 		hint: "key prefix, or record:ID-PREFIX"}
 	v.list.table.Columns = []Column{{Title: "WHEN", Width: 14}, {Title: "MODULE", Width: 10, Optional: true}, {Title: "RECORD", Width: 12, Optional: true},
 		{Title: "FEAT", Width: 4}, {Title: "MODE", Width: 16}, {Title: "STATUS", Width: 9}, {Title: "KEY", Min: 6}}
@@ -66,11 +66,11 @@ func NewExecutions(ctx *tctx.ProgramContext) View {
 	v.onKey = func(msg tea.KeyMsg, e *store.Execution) tea.Cmd {
 		switch {
 		case e == nil:
-		case key.Matches(msg, keyOpen):
+		case key.Matches(msg, ctx.Keys.List.Open):
 			return jump(tctx.JumpRecord, e.ModuleCode, e.RecordID)
-		case key.Matches(msg, keyToKey) && e.IdempotencyKey != nil:
+		case key.Matches(msg, ctx.Keys.List.ToKey) && e.IdempotencyKey != nil:
 			return jump(tctx.JumpKey, "", *e.IdempotencyKey)
-		case key.Matches(msg, keyToKey):
+		case key.Matches(msg, ctx.Keys.List.ToKey):
 			return status("this execution ran without an idempotency key", true)
 		}
 		return nil

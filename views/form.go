@@ -87,17 +87,6 @@ type formPrefillMsg struct {
 	err                     error
 }
 
-var (
-	keySubmit  = key.NewBinding(key.WithKeys("ctrl+s"), key.WithHelp("ctrl+s", "submit"))
-	keyResend  = key.NewBinding(key.WithKeys("ctrl+r"), key.WithHelp("ctrl+r", "send again (same key)"))
-	keyNewKey  = key.NewBinding(key.WithKeys("ctrl+n"), key.WithHelp("ctrl+n", "fresh key"))
-	keyCancel  = key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "close"))
-	keyNext    = key.NewBinding(key.WithKeys("tab", "down"), key.WithHelp("tab/↓", "next field"))
-	keyPrev    = key.NewBinding(key.WithKeys("shift+tab", "up"), key.WithHelp("shift+tab/↑", "previous field"))
-	keyChoice  = key.NewBinding(key.WithKeys("left", "right"), key.WithHelp("←/→", "change choice"))
-	keyToRowsF = key.NewBinding(key.WithKeys("ctrl+o"), key.WithHelp("ctrl+o", "open the record"))
-)
-
 // FreshKey returns a new, readable Idempotency-Key.
 func FreshKey() string { return "tui-" + strings.ToLower(ulid.Make().String()) }
 
@@ -311,41 +300,41 @@ func (f *Form) Update(msg tea.Msg) tea.Cmd {
 		return tea.Batch(cmds...)
 	case tea.KeyMsg:
 		switch {
-		case key.Matches(msg, keyCancel):
+		case key.Matches(msg, f.ctx.Keys.Form.Cancel):
 			return func() tea.Msg { return FormClosedMsg{} }
-		case key.Matches(msg, keySubmit), key.Matches(msg, keyResend):
+		case key.Matches(msg, f.ctx.Keys.Form.Submit), key.Matches(msg, f.ctx.Keys.Form.Resend):
 			return f.submit()
-		case msg.Type == tea.KeyEnter:
+		case key.Matches(msg, f.ctx.Keys.Form.Enter):
 			if f.focus == len(f.fields)-1 {
 				return f.submit()
 			}
 			f.focusField(f.focus + 1)
 			return nil
-		case key.Matches(msg, keyNewKey):
+		case key.Matches(msg, f.ctx.Keys.Form.NewKey):
 			if k := f.field("Idempotency-Key"); k != nil {
 				k.input.SetValue(FreshKey())
 			}
 			return nil
-		case key.Matches(msg, keyToRowsF):
+		case key.Matches(msg, f.ctx.Keys.Form.ToRecord):
 			if f.result != nil && f.result.Record != nil {
 				r := f.result.Record
 				return tea.Batch(func() tea.Msg { return FormClosedMsg{} }, jump(tctx.JumpRecord, r.ModuleCode, r.ID))
 			}
 			return nil
-		case key.Matches(msg, keyNext):
+		case key.Matches(msg, f.ctx.Keys.Form.Next):
 			f.focusField(f.focus + 1)
 			return nil
-		case key.Matches(msg, keyPrev):
+		case key.Matches(msg, f.ctx.Keys.Form.Prev):
 			f.focusField(f.focus - 1)
 			return nil
 		}
 		fl := f.fields[f.focus]
 		if fl.choices != nil {
 			before := fl.value()
-			switch msg.String() {
-			case "left":
+			switch {
+			case key.Matches(msg, f.ctx.Keys.Form.ChoicePrev):
 				fl.choice = (fl.choice + len(fl.choices) - 1) % len(fl.choices)
-			case "right", " ":
+			case key.Matches(msg, f.ctx.Keys.Form.ChoiceNext):
 				fl.choice = (fl.choice + 1) % len(fl.choices)
 			}
 			if fl.label == "Module" && fl.value() != before {
@@ -538,15 +527,16 @@ func (f *Form) View() string {
 			b = append(b, s.Subtle.Render(cut("envelope "+compactJSON(r.Envelope), iw)))
 		}
 	}
-	help := "enter/ctrl+s submit · ctrl+r send again · ctrl+n fresh key · tab next · esc close"
+	fk := f.ctx.Keys.Form
+	help := "enter/" + fk.Submit.Help().Key + " submit · " + fk.Resend.Help().Key + " send again · " + fk.NewKey.Help().Key + " fresh key · tab next · " + fk.Cancel.Help().Key + " close"
 	if f.result != nil {
-		again := "ctrl+r send again (same key: replays)"
+		again := fk.Resend.Help().Key + " send again (same key: replays)"
 		if f.sentKey == "" {
-			again = "ctrl+r send again (no key: executes again)"
+			again = fk.Resend.Help().Key + " send again (no key: executes again)"
 		} else if k := f.field("Idempotency-Key"); k != nil && k.value() != f.sentKey {
-			again = "ctrl+r send with the new key (executes)"
+			again = fk.Resend.Help().Key + " send with the new key (executes)"
 		}
-		help = again + " · ctrl+o open the record · ctrl+n fresh key · esc close"
+		help = again + " · " + fk.ToRecord.Help().Key + " open the record · " + fk.NewKey.Help().Key + " fresh key · " + fk.Cancel.Help().Key + " close"
 	}
 	b = append(b, wrapLines(s.Subtle, help, iw, 2)...)
 	body := strings.Join(b, "\n")
@@ -599,5 +589,5 @@ func (f *Form) clockOffset() string {
 
 // ShortHelp is the footer help.
 func (f *Form) ShortHelp() []key.Binding {
-	return []key.Binding{keySubmit, keyResend, keyNewKey, keyNext, keyChoice, keyCancel}
+	return []key.Binding{f.ctx.Keys.Form.Submit, f.ctx.Keys.Form.Resend, f.ctx.Keys.Form.NewKey, f.ctx.Keys.Form.Next, f.ctx.Keys.Form.ChoicePrev, f.ctx.Keys.Form.ChoiceNext, f.ctx.Keys.Form.Cancel}
 }

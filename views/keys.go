@@ -157,11 +157,11 @@ func (v *Keys) Update(msg tea.Msg) tea.Cmd {
 			return cmd
 		}
 		switch {
-		case key.Matches(msg, keyOpen):
+		case key.Matches(msg, v.ctx.Keys.List.Open):
 			if r := v.list.selected(); r != nil {
 				return v.open(r.Key, true)
 			}
-		case key.Matches(msg, keyRefresh):
+		case key.Matches(msg, v.ctx.Keys.List.Refresh):
 			return v.reload()
 		}
 	}
@@ -171,15 +171,15 @@ func (v *Keys) Update(msg tea.Msg) tea.Cmd {
 func (v *Keys) updateDetail(msg tea.KeyMsg) tea.Cmd {
 	d := v.detail
 	switch {
-	case key.Matches(msg, keyBack):
+	case key.Matches(msg, v.ctx.Keys.List.Back):
 		v.detail = nil
-	case key.Matches(msg, keyRefresh):
+	case key.Matches(msg, v.ctx.Keys.List.Refresh):
 		return v.loadDetail()
-	case key.Matches(msg, keyPaneLeft):
+	case key.Matches(msg, v.ctx.Keys.Pane.Left):
 		d.focus = (d.focus + keyPanes - 1) % keyPanes
-	case key.Matches(msg, keyPaneRight):
+	case key.Matches(msg, v.ctx.Keys.Pane.Right):
 		d.focus = (d.focus + 1) % keyPanes
-	case key.Matches(msg, keyOpen):
+	case key.Matches(msg, v.ctx.Keys.List.Open):
 		if kv := d.view; kv != nil {
 			if r := kv.Latest.Record; r != nil {
 				return jump(tctx.JumpRecord, r.ModuleCode, r.ID)
@@ -187,7 +187,7 @@ func (v *Keys) updateDetail(msg tea.KeyMsg) tea.Cmd {
 			return status("this key names no record that exists", true)
 		}
 	default:
-		d.panes[d.focus].Scroll(msg)
+		d.panes[d.focus].Scroll(&v.ctx.Keys, msg)
 	}
 	return nil
 }
@@ -507,15 +507,19 @@ func (v *Keys) viewDetail() string {
 // ShortHelp is the footer help.
 func (v *Keys) ShortHelp() []key.Binding {
 	if v.detail != nil {
-		return []key.Binding{keyBack, keyPaneLeft, keyPaneRight, keyOpen, keyCopy}
+		return []key.Binding{v.ctx.Keys.List.Back, v.ctx.Keys.Pane.Left, v.ctx.Keys.Pane.Right, v.ctx.Keys.List.Open, v.ctx.Keys.Global.Copy}
 	}
-	return []key.Binding{keyOpen, keyRefresh, keyCopy}
+	return []key.Binding{v.ctx.Keys.List.Open, v.ctx.Keys.List.Refresh, v.ctx.Keys.Global.Copy}
 }
 
-// FullHelp is the ? help.
+// FullHelp is the ? help: every key that acts in what the view shows now.
 func (v *Keys) FullHelp() [][]key.Binding {
-	return [][]key.Binding{{keyUp, keyDown, keyPgUp, keyPgDown, keyTop, keyBottom}, {keyOpen, keyBack, keyRefresh, keyCopy},
-		{keyPaneLeft, keyPaneRight}}
+	k := v.ctx.Keys
+	nav := []key.Binding{k.List.Up, k.List.Down, k.List.PgUp, k.List.PgDown, k.List.Top, k.List.Bottom}
+	if v.detail != nil {
+		return [][]key.Binding{{k.List.Back, k.List.Refresh, k.List.Open, k.Global.Copy, k.Pane.Left, k.Pane.Right}, append(nav, k.Pane.Page)}
+	}
+	return [][]key.Binding{nav, {k.List.Open, k.List.Refresh, k.Global.Copy}}
 }
 
 // Capturing is false.

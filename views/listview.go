@@ -53,7 +53,7 @@ func (v *listView[T]) Update(msg tea.Msg) tea.Cmd {
 		if ok, cmd := v.list.keyNav(v.ctx, msg, v.list.table.BodyHeight()); ok {
 			return cmd
 		}
-		if key.Matches(msg, keyRefresh) {
+		if key.Matches(msg, v.ctx.Keys.List.Refresh) {
 			return v.list.reload(v.ctx)
 		}
 		if v.onKey != nil {
@@ -75,11 +75,11 @@ func (v *listView[T]) View() string {
 }
 
 func (v *listView[T]) ShortHelp() []key.Binding {
-	return append(append([]key.Binding{}, v.keys...), keyRefresh, keyCopy)
+	return append(append([]key.Binding{}, v.keys...), v.ctx.Keys.List.Refresh, v.ctx.Keys.Global.Copy)
 }
 
 func (v *listView[T]) FullHelp() [][]key.Binding {
-	return [][]key.Binding{{keyUp, keyDown, keyPgUp, keyPgDown, keyTop, keyBottom}, v.ShortHelp()}
+	return [][]key.Binding{{v.ctx.Keys.List.Up, v.ctx.Keys.List.Down, v.ctx.Keys.List.PgUp, v.ctx.Keys.List.PgDown, v.ctx.Keys.List.Top, v.ctx.Keys.List.Bottom}, v.ShortHelp()}
 }
 
 func (v *listView[T]) Capturing() bool    { return false }

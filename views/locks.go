@@ -61,11 +61,6 @@ type locksMsg struct {
 	err      error
 }
 
-var (
-	keyPause = key.NewBinding(key.WithKeys("p"), key.WithHelp("p", "pause/resume"))
-	keyIdle  = key.NewBinding(key.WithKeys("i"), key.WithHelp("i", "show/hide idle sessions"))
-)
-
 // NewLocks returns the Locks view.
 func NewLocks(ctx *tctx.ProgramContext) *Locks {
 	v := &Locks{ctx: ctx, storms: map[string]string{}}
@@ -172,16 +167,16 @@ func (v *Locks) Update(msg tea.Msg) tea.Cmd {
 	case tea.MouseMsg:
 		wheelTable(&v.table, msg, msg.Y-3)
 	case tea.KeyMsg:
-		if moveTable(&v.table, msg, v.h-4) {
+		if moveTable(v.ctx.Keys.List, &v.table, msg, v.h-4) {
 			return nil
 		}
 		switch {
-		case key.Matches(msg, keyPause):
+		case key.Matches(msg, v.ctx.Keys.Locks.Pause):
 			v.paused = !v.paused
-		case key.Matches(msg, keyIdle):
+		case key.Matches(msg, v.ctx.Keys.Locks.Idle):
 			v.showIdle = !v.showIdle
 			v.fill()
-		case key.Matches(msg, keyRefresh):
+		case key.Matches(msg, v.ctx.Keys.List.Refresh):
 			return v.poll()
 		}
 	}
@@ -326,11 +321,13 @@ func (v *Locks) stormLine() string {
 }
 
 // ShortHelp is the footer help.
-func (v *Locks) ShortHelp() []key.Binding { return []key.Binding{keyPause, keyIdle, keyRefresh} }
+func (v *Locks) ShortHelp() []key.Binding {
+	return []key.Binding{v.ctx.Keys.Locks.Pause, v.ctx.Keys.Locks.Idle, v.ctx.Keys.List.Refresh}
+}
 
 // FullHelp is the ? help.
 func (v *Locks) FullHelp() [][]key.Binding {
-	return [][]key.Binding{{keyUp, keyDown, keyPgUp, keyPgDown}, {keyPause, keyIdle, keyRefresh, keyCopy}}
+	return [][]key.Binding{{v.ctx.Keys.List.Up, v.ctx.Keys.List.Down, v.ctx.Keys.List.PgUp, v.ctx.Keys.List.PgDown}, {v.ctx.Keys.Locks.Pause, v.ctx.Keys.Locks.Idle, v.ctx.Keys.List.Refresh, v.ctx.Keys.Global.Copy}}
 }
 
 // Capturing is false.

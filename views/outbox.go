@@ -17,14 +17,6 @@ import (
 	tctx "idemwork/tui/context"
 )
 
-var (
-	keyDeliver   = key.NewBinding(key.WithKeys("d"), key.WithHelp("d", "deliver due"))
-	keyFailOne   = key.NewBinding(key.WithKeys("f"), key.WithHelp("f", "+1 failure"))
-	keyFailSet   = key.NewBinding(key.WithKeys("F"), key.WithHelp("F", "set failures"))
-	keyFailClear = key.NewBinding(key.WithKeys("0"), key.WithHelp("0", "no failures"))
-	keyCrash     = key.NewBinding(key.WithKeys("c"), key.WithHelp("c", "crash switch"))
-)
-
 type outboxRunMsg struct {
 	text string
 	err  error
@@ -42,7 +34,7 @@ const outboxDetailLines = 5
 // deduplicating by the idempotency id. NEXT says when a message is due; the selected message's
 // attempts, last error and what the provider saw of it are shown below the table.
 func NewOutbox(ctx *tctx.ProgramContext) View {
-	v := &listView[store.OutboxMessage]{ctx: ctx, title: "Outbox", keys: []key.Binding{keyDeliver, keyFailOne, keyFailSet, keyFailClear, keyCrash, keyOpen}}
+	v := &listView[store.OutboxMessage]{ctx: ctx, title: "Outbox", keys: []key.Binding{ctx.Keys.Outbox.Deliver, ctx.Keys.Outbox.FailOne, ctx.Keys.Outbox.FailSet, ctx.Keys.Outbox.FailClear, ctx.Keys.Outbox.Crash, ctx.Keys.List.Open}}
 	ov := &outboxView{listView: v}
 	v.list.table.Columns = []Column{{Title: "STATUS", Width: 9}, {Title: "TRY", Width: 5}, {Title: "NEXT", Width: 9},
 		{Title: "EXECUTION", Width: 12}, {Title: "LAST ERROR", Min: 10}, {Title: "CREATED", Width: 8, Optional: true}}
@@ -115,7 +107,7 @@ func dueIn(now, at time.Time) string {
 func (v *outboxView) key(msg tea.KeyMsg, m *store.OutboxMessage) tea.Cmd {
 	ctx := v.ctx
 	switch {
-	case key.Matches(msg, keyDeliver):
+	case key.Matches(msg, v.ctx.Keys.Outbox.Deliver):
 		if ctx.ReadOnly() {
 			return status("the delivery worker writes, so it does not run here: "+ctx.ReadOnlyMessage(), true)
 		}
@@ -127,17 +119,17 @@ func (v *outboxView) key(msg tea.KeyMsg, m *store.OutboxMessage) tea.Cmd {
 			rep, err := w.RunScoped(c, outbox.Scope{OwnerID: owner}, 50)
 			return outboxRunMsg{text: passText(owner, rep, next, w.Lease()), err: err}
 		})
-	case key.Matches(msg, keyFailOne), key.Matches(msg, keyFailClear):
+	case key.Matches(msg, v.ctx.Keys.Outbox.FailOne), key.Matches(msg, v.ctx.Keys.Outbox.FailClear):
 		if ctx.Provider == nil {
 			return status("no simulated provider in this session", true)
 		}
-		if key.Matches(msg, keyFailClear) {
+		if key.Matches(msg, v.ctx.Keys.Outbox.FailClear) {
 			ctx.Provider.FailNext(0)
 		} else {
 			ctx.Provider.AddFailures(1)
 		}
 		return status(v.failText(), false)
-	case key.Matches(msg, keyFailSet):
+	case key.Matches(msg, v.ctx.Keys.Outbox.FailSet):
 		if ctx.Provider == nil {
 			return status("no simulated provider in this session", true)
 		}
@@ -147,7 +139,7 @@ func (v *outboxView) key(msg tea.KeyMsg, m *store.OutboxMessage) tea.Cmd {
 		v.input.CursorEnd()
 		v.input.Focus()
 		return textinput.Blink
-	case key.Matches(msg, keyCrash):
+	case key.Matches(msg, v.ctx.Keys.Outbox.Crash):
 		if ctx.Crash == nil {
 			return status("this session's worker has no crash switch", true)
 		}
@@ -156,7 +148,7 @@ func (v *outboxView) key(msg tea.KeyMsg, m *store.OutboxMessage) tea.Cmd {
 			return status("crash switch ON: a pass calls the provider, then dies before the settle", false)
 		}
 		return status("crash switch off: passes settle again", false)
-	case key.Matches(msg, keyOpen) && m != nil:
+	case key.Matches(msg, v.ctx.Keys.List.Open) && m != nil:
 		var ref struct {
 			RecordID string `json:"recordId"`
 		}
@@ -238,11 +230,11 @@ func (v *outboxView) Update(msg tea.Msg) tea.Cmd {
 
 // typeCount edits the number F asks for: enter sets it, esc keeps what was.
 func (v *outboxView) typeCount(msg tea.KeyMsg) tea.Cmd {
-	switch msg.Type {
-	case tea.KeyEsc:
+	switch {
+	case key.Matches(msg, v.ctx.Keys.Form.Cancel):
 		v.setting = false
 		return status("failures unchanged: "+v.failText(), false)
-	case tea.KeyEnter:
+	case key.Matches(msg, v.ctx.Keys.Form.Enter):
 		n, err := strconv.Atoi(strings.TrimSpace(v.input.Value()))
 		if err != nil || n < 0 {
 			return status("a number of calls, 0 or more", true)
@@ -361,5 +353,5 @@ func (v *outboxView) View() string {
 }
 
 func (v *outboxView) ShortHelp() []key.Binding {
-	return append(append([]key.Binding{}, v.keys...), keyRefresh, keyCopy)
+	return append(append([]key.Binding{}, v.keys...), v.ctx.Keys.List.Refresh, v.ctx.Keys.Global.Copy)
 }

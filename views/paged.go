@@ -132,7 +132,7 @@ func (p *paged[T]) selected() *T {
 
 // keyNav applies navigation keys and loads more when needed.
 func (p *paged[T]) keyNav(ctx *tctx.ProgramContext, msg tea.KeyMsg, page int) (bool, tea.Cmd) {
-	if moveTable(&p.table, msg, page) {
+	if moveTable(ctx.Keys.List, &p.table, msg, page) {
 		return true, p.more(ctx)
 	}
 	return false, nil

@@ -12,12 +12,6 @@ import (
 	tctx "idemwork/tui/context"
 )
 
-// Pane keys: the arrows between panes, the usual keys within one.
-var (
-	keyPaneLeft  = key.NewBinding(key.WithKeys("left", "h"), key.WithHelp("←/h", "pane left"))
-	keyPaneRight = key.NewBinding(key.WithKeys("right", "l"), key.WithHelp("→/l", "pane right"))
-)
-
 // scrollPane is a titled, bordered pane of exactly its size whose content scrolls (a
 // bubbles/viewport), with the scroll position in its title. Content is laid out — wrapped to the
 // pane's width — when it is set or the pane resized, in Update; a frame draws only the visible
@@ -121,19 +115,19 @@ func (p *scrollPane) layout(keepOffset bool) {
 }
 
 // Scroll applies a scrolling key; it reports whether the key was one.
-func (p *scrollPane) Scroll(msg tea.KeyMsg) bool {
+func (p *scrollPane) Scroll(k *tctx.KeyMap, msg tea.KeyMsg) bool {
 	switch {
-	case key.Matches(msg, keyUp):
+	case key.Matches(msg, k.List.Up):
 		p.vp.ScrollUp(1)
-	case key.Matches(msg, keyDown):
+	case key.Matches(msg, k.List.Down):
 		p.vp.ScrollDown(1)
-	case key.Matches(msg, keyPgUp):
+	case key.Matches(msg, k.List.PgUp):
 		p.vp.PageUp()
-	case key.Matches(msg, keyPgDown), msg.String() == " ":
+	case key.Matches(msg, k.List.PgDown), key.Matches(msg, k.Pane.Page):
 		p.vp.PageDown()
-	case key.Matches(msg, keyTop):
+	case key.Matches(msg, k.List.Top):
 		p.vp.GotoTop()
-	case key.Matches(msg, keyBottom):
+	case key.Matches(msg, k.List.Bottom):
 		p.vp.GotoBottom()
 	default:
 		return false

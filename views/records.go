@@ -67,18 +67,6 @@ type recordDetail struct {
 
 var modulesCycle = []string{"", "NOTE", "MEM-001", "COMMITMENT"}
 
-var (
-	keyModule  = key.NewBinding(key.WithKeys("m"), key.WithHelp("m", "module filter"))
-	keyCreate  = key.NewBinding(key.WithKeys("c"), key.WithHelp("c", "create"))
-	keyPatch   = key.NewBinding(key.WithKeys("p"), key.WithHelp("p", "patch"))
-	keyAction  = key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "run feature"))
-	keyStorm   = key.NewBinding(key.WithKeys("s"), key.WithHelp("s", "storm this record"))
-	keySnap    = key.NewBinding(key.WithKeys("1"), key.WithHelp("1", "snapshot"))
-	keyDiff    = key.NewBinding(key.WithKeys("2"), key.WithHelp("2", "diff"))
-	keyHistory = key.NewBinding(key.WithKeys("3"), key.WithHelp("3", "executions+audit"))
-	keyMark    = key.NewBinding(key.WithKeys(" "), key.WithHelp("space", "mark diff base"))
-)
-
 // recordQuery reads a Records search: a title substring, or "id:" and a record id prefix.
 func recordQuery(module, q string) store.RecordQuery {
 	field, v := searchField(q, "title", "title", "id")
@@ -250,11 +238,11 @@ func (v *Records) updateList(msg tea.KeyMsg) tea.Cmd {
 	}
 	sel := v.list.selected()
 	switch {
-	case key.Matches(msg, keyOpen):
+	case key.Matches(msg, v.ctx.Keys.List.Open):
 		if sel != nil {
 			return v.openDetail(sel.ModuleCode, sel.ID)
 		}
-	case key.Matches(msg, keyModule):
+	case key.Matches(msg, v.ctx.Keys.Records.Module):
 		for i, m := range modulesCycle {
 			if m == v.module {
 				v.setModule(modulesCycle[(i+1)%len(modulesCycle)])
@@ -262,34 +250,34 @@ func (v *Records) updateList(msg tea.KeyMsg) tea.Cmd {
 			}
 		}
 		return v.reload()
-	case key.Matches(msg, keyRefresh):
+	case key.Matches(msg, v.ctx.Keys.List.Refresh):
 		return v.reload()
-	case key.Matches(msg, keyCreate):
+	case key.Matches(msg, v.ctx.Keys.Records.Create):
 		module := v.module
 		if module == "" {
 			module = "NOTE"
 		}
 		return func() tea.Msg { return tctx.OpenFormMsg{Kind: "create", Module: module} }
-	case key.Matches(msg, keyPatch), key.Matches(msg, keyAction), key.Matches(msg, keyStorm):
+	case key.Matches(msg, v.ctx.Keys.Records.Patch), key.Matches(msg, v.ctx.Keys.Records.Action), key.Matches(msg, v.ctx.Keys.Records.Storm):
 		if sel == nil {
 			return status("select a record first", true)
 		}
-		return recordAction(msg, sel.ModuleCode, sel.ID, sel.Revision)
+		return recordAction(v.ctx.Keys.Records, msg, sel.ModuleCode, sel.ID, sel.Revision)
 	}
 	return nil
 }
 
-func recordAction(msg tea.KeyMsg, module, id string, revision int) tea.Cmd {
+func recordAction(k tctx.RecordsKeys, msg tea.KeyMsg, module, id string, revision int) tea.Cmd {
 	switch {
-	case key.Matches(msg, keyPatch):
+	case key.Matches(msg, k.Patch):
 		return func() tea.Msg {
 			return tctx.OpenFormMsg{Kind: "patch", Module: module, RecordID: id, Revision: revision}
 		}
-	case key.Matches(msg, keyAction):
+	case key.Matches(msg, k.Action):
 		return func() tea.Msg {
 			return tctx.OpenFormMsg{Kind: "action", Module: module, RecordID: id, Revision: revision}
 		}
-	case key.Matches(msg, keyStorm):
+	case key.Matches(msg, k.Storm):
 		return func() tea.Msg { return tctx.OpenStormMsg{Module: module, RecordID: id, Revision: revision} }
 	}
 	return nil
@@ -298,32 +286,32 @@ func recordAction(msg tea.KeyMsg, module, id string, revision int) tea.Cmd {
 func (v *Records) updateDetail(msg tea.KeyMsg) tea.Cmd {
 	d := v.detail
 	switch {
-	case key.Matches(msg, keyBack):
+	case key.Matches(msg, v.ctx.Keys.List.Back):
 		v.detail = nil
 		return nil
-	case key.Matches(msg, keySnap):
+	case key.Matches(msg, v.ctx.Keys.Records.Snapshot):
 		d.mode = modeSnapshot
 		return v.showSelection()
-	case key.Matches(msg, keyDiff):
+	case key.Matches(msg, v.ctx.Keys.Records.Diff):
 		d.mode = modeDiff
 		return v.showSelection()
-	case key.Matches(msg, keyHistory):
+	case key.Matches(msg, v.ctx.Keys.Records.History):
 		d.mode = modeHistory
 		return nil
-	case key.Matches(msg, keyRefresh):
+	case key.Matches(msg, v.ctx.Keys.List.Refresh):
 		return v.loadDetail()
-	case key.Matches(msg, keyPatch), key.Matches(msg, keyAction), key.Matches(msg, keyStorm):
+	case key.Matches(msg, v.ctx.Keys.Records.Patch), key.Matches(msg, v.ctx.Keys.Records.Action), key.Matches(msg, v.ctx.Keys.Records.Storm):
 		if d.data != nil {
 			r := d.data.Record
-			return recordAction(msg, r.ModuleCode, r.ID, r.Revision)
+			return recordAction(v.ctx.Keys.Records, msg, r.ModuleCode, r.ID, r.Revision)
 		}
 		return nil
 	}
 	if d.mode == modeHistory {
-		if moveTable(&d.history, msg, d.history.BodyHeight()) {
+		if moveTable(v.ctx.Keys.List, &d.history, msg, d.history.BodyHeight()) {
 			return nil
 		}
-		if key.Matches(msg, keyOpen) || key.Matches(msg, keyToKey) {
+		if key.Matches(msg, v.ctx.Keys.List.Open) || key.Matches(msg, v.ctx.Keys.List.ToKey) {
 			i := d.history.Selected()
 			if i >= 0 && i < len(d.histKeys) && d.histKeys[i] != nil {
 				return jump(tctx.JumpKey, "", *d.histKeys[i])
@@ -333,18 +321,18 @@ func (v *Records) updateDetail(msg tea.KeyMsg) tea.Cmd {
 		return nil
 	}
 	switch {
-	case key.Matches(msg, keyPaneLeft):
+	case key.Matches(msg, v.ctx.Keys.Pane.Left):
 		d.focus = 0
 		return nil
-	case key.Matches(msg, keyPaneRight):
+	case key.Matches(msg, v.ctx.Keys.Pane.Right):
 		d.focus = 1
 		return nil
 	}
 	if d.focus == 1 {
-		d.content.Scroll(msg)
+		d.content.Scroll(&v.ctx.Keys, msg)
 		return nil
 	}
-	if key.Matches(msg, keyMark) {
+	if key.Matches(msg, v.ctx.Keys.Records.Mark) {
 		if r := d.selectedRev(); r > 0 {
 			if d.base == r {
 				d.base = 0
@@ -357,7 +345,7 @@ func (v *Records) updateDetail(msg tea.KeyMsg) tea.Cmd {
 		}
 		return nil
 	}
-	if moveTable(&d.revs, msg, d.revs.BodyHeight()) {
+	if moveTable(v.ctx.Keys.List, &d.revs, msg, d.revs.BodyHeight()) {
 		return v.showSelection()
 	}
 	return nil
@@ -658,15 +646,31 @@ func (v *Records) viewDetail() string {
 // ShortHelp is the footer help.
 func (v *Records) ShortHelp() []key.Binding {
 	if v.detail != nil {
-		return []key.Binding{keyBack, keySnap, keyDiff, keyHistory, keyPaneRight, keyMark, keyPatch, keyAction, keyStorm}
+		return []key.Binding{v.ctx.Keys.List.Back, v.ctx.Keys.Records.Snapshot, v.ctx.Keys.Records.Diff, v.ctx.Keys.Records.History, v.ctx.Keys.Pane.Right, v.ctx.Keys.Records.Mark, v.ctx.Keys.Records.Patch, v.ctx.Keys.Records.Action, v.ctx.Keys.Records.Storm}
 	}
-	return []key.Binding{keyOpen, keyModule, keyCreate, keyPatch, keyAction, keyStorm, keyRefresh}
+	return []key.Binding{v.ctx.Keys.List.Open, v.ctx.Keys.Records.Module, v.ctx.Keys.Records.Create, v.ctx.Keys.Records.Patch, v.ctx.Keys.Records.Action, v.ctx.Keys.Records.Storm, v.ctx.Keys.List.Refresh}
 }
 
-// FullHelp is the ? help.
+// FullHelp is the ? help: every key that acts in what the view shows now.
 func (v *Records) FullHelp() [][]key.Binding {
-	return [][]key.Binding{{keyUp, keyDown, keyPgUp, keyPgDown, keyTop, keyBottom}, {keyOpen, keyBack, keyModule, keyRefresh, keyCopy},
-		{keyCreate, keyPatch, keyAction, keyStorm}, {keySnap, keyDiff, keyHistory, keyMark, keyPaneLeft, keyPaneRight, keyToKey}}
+	k := v.ctx.Keys
+	nav := []key.Binding{k.List.Up, k.List.Down, k.List.PgUp, k.List.PgDown, k.List.Top, k.List.Bottom}
+	d := v.detail
+	if d == nil {
+		return [][]key.Binding{nav, {k.List.Open, k.Records.Module, k.List.Refresh, k.Global.Copy},
+			{k.Records.Create, k.Records.Patch, k.Records.Action, k.Records.Storm}}
+	}
+	// An open record: its panes, and the keys of the one that has the focus.
+	switch {
+	case d.mode == modeHistory:
+		nav = append(nav, k.List.Open, k.List.ToKey)
+	case d.focus == 1:
+		nav = append(nav, k.Pane.Page)
+	default:
+		nav = append(nav, k.Records.Mark)
+	}
+	return [][]key.Binding{{k.List.Back, k.List.Refresh, k.Global.Copy, k.Records.Snapshot, k.Records.Diff, k.Records.History, k.Pane.Left, k.Pane.Right},
+		{k.Records.Patch, k.Records.Action, k.Records.Storm}, nav}
 }
 
 // Capturing is false: this view has no text fields.

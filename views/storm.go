@@ -99,13 +99,6 @@ type stormTargetMsg struct {
 	err      error
 }
 
-var (
-	keyFire     = key.NewBinding(key.WithKeys("f", "ctrl+s"), key.WithHelp("f", "fire"))
-	keyEdit     = key.NewBinding(key.WithKeys("e"), key.WithHelp("e", "edit settings and body"))
-	keyStop     = key.NewBinding(key.WithKeys("ctrl+x"), key.WithHelp("ctrl+x", "stop"))
-	keyStormKey = key.NewBinding(key.WithKeys("ctrl+n"), key.WithHelp("ctrl+n", "fresh key"))
-)
-
 // stallAfter is how long a running storm may go without an answer before the view says what
 // it waits on.
 const stallAfter = time.Second
@@ -536,19 +529,19 @@ func (v *Storm) Update(msg tea.Msg) tea.Cmd {
 			return v.updateEditing(msg)
 		}
 		switch {
-		case key.Matches(msg, keyFire):
+		case key.Matches(msg, v.ctx.Keys.Storm.Fire):
 			return v.fire()
-		case key.Matches(msg, keyEdit), key.Matches(msg, keyOpen):
+		case key.Matches(msg, v.ctx.Keys.Storm.Edit), key.Matches(msg, v.ctx.Keys.List.Open):
 			if !v.running {
 				v.editing = true
 				v.focusField(v.focus)
 			}
-		case key.Matches(msg, keyStop):
+		case key.Matches(msg, v.ctx.Keys.Storm.Stop):
 			if v.running && v.cancel != nil {
 				v.stopping = true
 				v.cancel()
 			}
-		case key.Matches(msg, keyStormKey):
+		case key.Matches(msg, v.ctx.Keys.Form.NewKey):
 			v.field(fKey).input.SetValue(FreshKey())
 		}
 	}
@@ -559,28 +552,28 @@ func (v *Storm) updateEditing(msg tea.KeyMsg) tea.Cmd {
 	vis := v.visible()
 	last := vis[len(vis)-1]
 	switch {
-	case msg.String() == "esc":
+	case key.Matches(msg, v.ctx.Keys.Form.Cancel):
 		v.editing = false
 		v.focusField(v.focus)
 		return nil
-	case key.Matches(msg, keySubmit), msg.Type == tea.KeyEnter && v.focus == last:
+	case key.Matches(msg, v.ctx.Keys.Form.Submit), key.Matches(msg, v.ctx.Keys.Form.Enter) && v.focus == last:
 		return v.fire()
-	case msg.Type == tea.KeyEnter, key.Matches(msg, keyNext):
+	case key.Matches(msg, v.ctx.Keys.Form.Enter, v.ctx.Keys.Form.Next):
 		v.moveFocus(1)
 		return nil
-	case key.Matches(msg, keyPrev):
+	case key.Matches(msg, v.ctx.Keys.Form.Prev):
 		v.moveFocus(-1)
 		return nil
-	case key.Matches(msg, keyStormKey):
+	case key.Matches(msg, v.ctx.Keys.Form.NewKey):
 		v.field(fKey).input.SetValue(FreshKey())
 		return nil
 	}
 	f := v.fields[v.focus]
 	if f.choices != nil {
-		switch msg.String() {
-		case "left":
+		switch {
+		case key.Matches(msg, v.ctx.Keys.Form.ChoicePrev):
 			f.choice = (f.choice + len(f.choices) - 1) % len(f.choices)
-		case "right", " ":
+		case key.Matches(msg, v.ctx.Keys.Form.ChoiceNext):
 			f.choice = (f.choice + 1) % len(f.choices)
 		}
 		if f.label == fOperation && f.value() == "create" {
@@ -612,14 +605,18 @@ func (v *Storm) SetSize(w, h int) {
 // ShortHelp is the footer help.
 func (v *Storm) ShortHelp() []key.Binding {
 	if v.editing {
-		return []key.Binding{keySubmit, keyNext, keyChoice, keyStormKey, keyCancel}
+		return []key.Binding{v.ctx.Keys.Form.Submit, v.ctx.Keys.Form.Next, v.ctx.Keys.Form.ChoicePrev, v.ctx.Keys.Form.ChoiceNext, v.ctx.Keys.Form.NewKey, v.ctx.Keys.Form.Cancel}
 	}
-	return []key.Binding{keyFire, keyEdit, keyStop, keyStormKey}
+	return []key.Binding{v.ctx.Keys.Storm.Fire, v.ctx.Keys.Storm.Edit, v.ctx.Keys.Storm.Stop, v.ctx.Keys.Form.NewKey}
 }
 
-// FullHelp is the ? help.
+// FullHelp is the ? help: every key that acts in what the view shows now.
 func (v *Storm) FullHelp() [][]key.Binding {
-	return [][]key.Binding{{keyFire, keyEdit, keyStop, keyStormKey}, {keySubmit, keyNext, keyPrev, keyChoice, keyCancel}}
+	k := v.ctx.Keys
+	if v.editing {
+		return [][]key.Binding{{k.Form.Submit, k.Form.Enter, k.Form.Next, k.Form.Prev, k.Form.ChoicePrev, k.Form.ChoiceNext, k.Form.NewKey, k.Form.Cancel}}
+	}
+	return [][]key.Binding{{k.Storm.Fire, k.Storm.Edit, k.Storm.Stop, k.Form.NewKey}}
 }
 
 // SetFilter does nothing here.

@@ -17,8 +17,6 @@ import (
 	tctx "idemwork/tui/context"
 )
 
-var keyExport = key.NewBinding(key.WithKeys("x"), key.WithHelp("x", "export to a CSV file"))
-
 // timelineQuery reads a Timeline search: a key prefix, or "action:" and an action prefix.
 func timelineQuery(q string) store.HistoryQuery {
 	field, v := searchField(q, "key", "key", "action")
@@ -87,7 +85,7 @@ func exportFile(dir, owner string, now time.Time) (*os.File, error) {
 // newest first, one keyset page at a time, for support staff tracing what happened; / searches
 // by key or action prefix and x exports what is selected, whole, to a CSV file.
 func NewTimeline(ctx *tctx.ProgramContext) View {
-	v := &listView[store.Event]{ctx: ctx, title: "Timeline", keys: []key.Binding{keyOpen, keyToKey, keyExport},
+	v := &listView[store.Event]{ctx: ctx, title: "Timeline", keys: []key.Binding{ctx.Keys.List.Open, ctx.Keys.List.ToKey, ctx.Keys.Timeline.Export},
 		hint: "key prefix (its whole story), or action:PREFIX"}
 	v.list.table.Columns = []Column{{Title: "WHEN", Width: 14}, {Title: "KIND", Width: 9}, {Title: "WHAT", Min: 16}, {Title: "RECORD", Width: 12, Optional: true}, {Title: "KEY", Width: 22}}
 	v.list.fetch = func(ctx gocontext.Context, db *store.DB, owner, query, cursor string) ([]store.Event, string, error) {
@@ -136,7 +134,7 @@ func NewTimeline(ctx *tctx.ProgramContext) View {
 	}
 	v.onKey = func(msg tea.KeyMsg, e *store.Event) tea.Cmd {
 		switch {
-		case key.Matches(msg, keyExport):
+		case key.Matches(msg, ctx.Keys.Timeline.Export):
 			if exporting {
 				return status("an export is already running", true)
 			}
@@ -148,9 +146,9 @@ func NewTimeline(ctx *tctx.ProgramContext) View {
 			q.Owner = ctx.Owner
 			return startExport(ctx.DB, q, ctx.ExportDir, ctx.Now())
 		case e == nil:
-		case key.Matches(msg, keyOpen) && e.Kind == "key" && e.Key != nil, key.Matches(msg, keyToKey) && e.Key != nil:
+		case key.Matches(msg, ctx.Keys.List.Open) && e.Kind == "key" && e.Key != nil, key.Matches(msg, ctx.Keys.List.ToKey) && e.Key != nil:
 			return jump(tctx.JumpKey, "", *e.Key)
-		case key.Matches(msg, keyOpen) && e.RecordID != nil:
+		case key.Matches(msg, ctx.Keys.List.Open) && e.RecordID != nil:
 			return jump(tctx.JumpRecord, deref(e.ModuleCode), *e.RecordID)
 		}
 		return nil

@@ -100,21 +100,21 @@ func (v *Verify) Update(msg tea.Msg) tea.Cmd {
 		v.rep = nil // stale: run again when opened
 	case tea.KeyMsg:
 		switch {
-		case key.Matches(msg, keyRefresh):
+		case key.Matches(msg, v.ctx.Keys.List.Refresh):
 			if !v.busy {
 				return v.run()
 			}
-		case key.Matches(msg, keyDown):
+		case key.Matches(msg, v.ctx.Keys.List.Down):
 			v.scroll(1)
-		case key.Matches(msg, keyUp):
+		case key.Matches(msg, v.ctx.Keys.List.Up):
 			v.scroll(-1)
-		case key.Matches(msg, keyPgDown):
+		case key.Matches(msg, v.ctx.Keys.List.PgDown):
 			v.scroll(v.body())
-		case key.Matches(msg, keyPgUp):
+		case key.Matches(msg, v.ctx.Keys.List.PgUp):
 			v.scroll(-v.body())
-		case key.Matches(msg, keyTop):
+		case key.Matches(msg, v.ctx.Keys.List.Top):
 			v.offset = 0
-		case key.Matches(msg, keyBottom):
+		case key.Matches(msg, v.ctx.Keys.List.Bottom):
 			v.scroll(len(v.lines))
 		}
 	case tea.MouseMsg:
@@ -216,11 +216,13 @@ func (v *Verify) View() string {
 }
 
 // ShortHelp is the footer help.
-func (v *Verify) ShortHelp() []key.Binding { return []key.Binding{keyRefresh, keyDown, keyUp} }
+func (v *Verify) ShortHelp() []key.Binding {
+	return []key.Binding{v.ctx.Keys.List.Refresh, v.ctx.Keys.List.Down, v.ctx.Keys.List.Up}
+}
 
 // FullHelp is the ? help.
 func (v *Verify) FullHelp() [][]key.Binding {
-	return [][]key.Binding{{keyRefresh}, {keyUp, keyDown, keyPgUp, keyPgDown, keyTop, keyBottom}}
+	return [][]key.Binding{{v.ctx.Keys.List.Refresh}, {v.ctx.Keys.List.Up, v.ctx.Keys.List.Down, v.ctx.Keys.List.PgUp, v.ctx.Keys.List.PgDown, v.ctx.Keys.List.Top, v.ctx.Keys.List.Bottom}}
 }
 
 // Capturing is false: the view has no text field.

@@ -97,34 +97,20 @@ func status(text string, isErr bool) tea.Cmd {
 	return func() tea.Msg { return tctx.StatusMsg{Text: text, Error: isErr} }
 }
 
-// Common keys of list views.
-var (
-	keyUp      = key.NewBinding(key.WithKeys("up", "k"), key.WithHelp("↑/k", "up"))
-	keyDown    = key.NewBinding(key.WithKeys("down", "j"), key.WithHelp("↓/j", "down"))
-	keyPgUp    = key.NewBinding(key.WithKeys("pgup", "ctrl+u"), key.WithHelp("pgup", "page up"))
-	keyPgDown  = key.NewBinding(key.WithKeys("pgdown", "ctrl+d"), key.WithHelp("pgdn", "page down"))
-	keyTop     = key.NewBinding(key.WithKeys("home", "g"), key.WithHelp("g", "top"))
-	keyBottom  = key.NewBinding(key.WithKeys("end", "G"), key.WithHelp("G", "bottom"))
-	keyOpen    = key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "open"))
-	keyBack    = key.NewBinding(key.WithKeys("esc", "backspace"), key.WithHelp("esc", "back"))
-	keyRefresh = key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "refresh"))
-	keyCopy    = key.NewBinding(key.WithKeys("y"), key.WithHelp("y", "copy"))
-)
-
 // moveTable applies navigation keys to a table; it reports whether the key was one.
-func moveTable(t *Table, msg tea.KeyMsg, page int) bool {
+func moveTable(k tctx.ListKeys, t *Table, msg tea.KeyMsg, page int) bool {
 	switch {
-	case key.Matches(msg, keyUp):
+	case key.Matches(msg, k.Up):
 		t.Move(-1)
-	case key.Matches(msg, keyDown):
+	case key.Matches(msg, k.Down):
 		t.Move(1)
-	case key.Matches(msg, keyPgUp):
+	case key.Matches(msg, k.PgUp):
 		t.Move(-page)
-	case key.Matches(msg, keyPgDown):
+	case key.Matches(msg, k.PgDown):
 		t.Move(page)
-	case key.Matches(msg, keyTop):
+	case key.Matches(msg, k.Top):
 		t.Top()
-	case key.Matches(msg, keyBottom):
+	case key.Matches(msg, k.Bottom):
 		t.Bottom()
 	default:
 		return false

@@ -28,7 +28,7 @@ type ProgramContext struct {
 	// Size of the main pane a view draws into.
 	Width, Height int
 	Styles        Styles
-	Keys          GlobalKeys
+	Keys          KeyMap
 
 	Conn     Conn
 	Kernel   *kernel.Kernel

@@ -1,7 +1,6 @@
 package context
 
 import (
-	"github.com/charmbracelet/bubbles/key"
 	"github.com/charmbracelet/lipgloss"
 	"github.com/muesli/termenv"
 )
@@ -125,52 +124,4 @@ func NewStyles(t Theme) Styles {
 		s.BadgeDanger = lipgloss.NewStyle().Bold(true).Reverse(true).Padding(0, 1)
 	}
 	return s
-}
-
-// GlobalKeys are the shell's keys; views add their own.
-type GlobalKeys struct {
-	Quit, Help, Filter, Jump, NextFocus, PrevFocus, Owner, Rules, ClockFwd, ClockBack, ClockReset key.Binding
-	// Views are the digits that switch views: 1-9 the first nine in navigator order, 0 the tenth
-	// (ViewIndex).
-	Views key.Binding
-}
-
-// ViewIndex is the navigator position a digit switches to: 1-9 the first nine, 0 the tenth.
-func ViewIndex(k string) (int, bool) {
-	if len(k) != 1 || k[0] < '0' || k[0] > '9' {
-		return 0, false
-	}
-	if k[0] == '0' {
-		return 9, true
-	}
-	return int(k[0] - '1'), true
-}
-
-// ViewDigit is the digit that switches to navigator position i ("" past the tenth).
-func ViewDigit(i int) string {
-	switch {
-	case i >= 0 && i < 9:
-		return string(rune('1' + i))
-	case i == 9:
-		return "0"
-	}
-	return ""
-}
-
-// DefaultKeys is the shell's key map.
-func DefaultKeys() GlobalKeys {
-	return GlobalKeys{
-		Quit:       key.NewBinding(key.WithKeys("q", "ctrl+c"), key.WithHelp("q", "quit")),
-		Help:       key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "help")),
-		Filter:     key.NewBinding(key.WithKeys("/"), key.WithHelp("/", "search")),
-		Jump:       key.NewBinding(key.WithKeys(":"), key.WithHelp(":", "jump")),
-		NextFocus:  key.NewBinding(key.WithKeys("tab"), key.WithHelp("tab", "focus")),
-		PrevFocus:  key.NewBinding(key.WithKeys("shift+tab"), key.WithHelp("shift+tab", "focus back")),
-		Owner:      key.NewBinding(key.WithKeys("O"), key.WithHelp("O", "owner")),
-		Rules:      key.NewBinding(key.WithKeys("R"), key.WithHelp("R", "module rules")),
-		ClockFwd:   key.NewBinding(key.WithKeys("}"), key.WithHelp("}", "clock +1h")),
-		ClockBack:  key.NewBinding(key.WithKeys("{"), key.WithHelp("{", "clock -1h")),
-		ClockReset: key.NewBinding(key.WithKeys("="), key.WithHelp("=", "clock reset")),
-		Views:      key.NewBinding(key.WithKeys("1", "2", "3", "4", "5", "6", "7", "8", "9", "0"), key.WithHelp("1-9 0", "switch view (0 is the tenth)")),
-	}
 }
