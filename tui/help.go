@@ -64,8 +64,8 @@ func (o *helpOverlay) view(s tctx.Styles, km tctx.KeyMap, v views.View, w, h int
 		lines = append(lines, "", s.Title.Render("In the navigator")+s.Subtle.Render(" ("+km.Global.NextFocus.Help().Key+" gives it the keys)"))
 		lines = append(lines, indent(lay(navigatorGroups(km.Shell), inner-2))...)
 		return append(lines, "",
-			s.Subtle.Render("jump (:) takes 'owner bob', 'key K', 'record ID', or a bare ULID/key"),
-			s.Subtle.Render("mouse: the wheel scrolls, a click selects · ? or esc closes this help"))
+			s.Subtle.Render(km.Global.Jump.Help().Key+" takes owner bob, key K, record ID, or a bare ULID/key"),
+			s.Subtle.Render("mouse: wheel scrolls, click selects · "+km.Global.Help.Help().Key+" or "+km.Shell.HelpClose.Help().Key+" closes"))
 	}
 	lines := layout(o.columns)
 	if len(lines)+s.Modal.GetVerticalFrameSize() > h {
