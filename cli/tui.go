@@ -14,7 +14,7 @@ import (
 	"idemwork/outbox"
 	"idemwork/store"
 	"idemwork/tui"
-	tctx "idemwork/tui/context"
+	"idemwork/tui/shared"
 )
 
 // tuiOptions are the bare command's own flags.
@@ -41,7 +41,7 @@ func runTUI(ctx context.Context, a *app, opts tuiOptions) error {
 	if err := idem.ValidateOwner(owner); err != nil {
 		return err
 	}
-	styles := tctx.StylesForTerminal(os.Getenv("NO_COLOR") != "")
+	styles := shared.StylesForTerminal(os.Getenv("NO_COLOR") != "")
 	// Said before the opening starts: from then on a.cfg is the opening goroutine's.
 	stage := a.bootStage()
 	openCtx, cancel := context.WithCancel(ctx)
@@ -84,7 +84,7 @@ func (a *app) bootStage() string {
 
 // openWorkbench opens the database (creating, starting and migrating it as needed), seeds the
 // demo data when asked, and builds the program context.
-func (a *app) openWorkbench(ctx context.Context, owner string, opts tuiOptions, styles tctx.Styles) (*tctx.ProgramContext, error) {
+func (a *app) openWorkbench(ctx context.Context, owner string, opts tuiOptions, styles shared.Styles) (*shared.ProgramContext, error) {
 	k, err := a.kernel(ctx)
 	if err != nil {
 		return nil, err
@@ -102,10 +102,10 @@ func (a *app) openWorkbench(ctx context.Context, owner string, opts tuiOptions, 
 	settings := a.outboxSettings()
 	settings.Providers, settings.Clock, settings.AfterCall = map[string]outbox.Provider{"notifier": provider}, clock, crash.AfterCall
 	worker := outbox.NewWorker(a.db, settings)
-	return &tctx.ProgramContext{
+	return &shared.ProgramContext{
 		Styles: styles,
-		Keys:   tctx.DefaultKeys(),
-		Conn: tctx.Conn{Embedded: a.conn.Embedded, Display: a.conn.Display, Database: a.conn.Database, ReadOnly: a.conn.ReadOnly,
+		Keys:   shared.DefaultKeys(),
+		Conn: shared.Conn{Embedded: a.conn.Embedded, Display: a.conn.Display, Database: a.conn.Database, ReadOnly: a.conn.ReadOnly,
 			ReadOnlyReason: a.conn.ReadOnlyReason},
 		Kernel:   k,
 		DB:       a.db,

@@ -12,12 +12,12 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"idemwork/internal/termsafe"
-	tctx "idemwork/tui/context"
+	"idemwork/tui/shared"
 )
 
 // BootResult is what opening the database gave: the program context, or why it failed.
 type BootResult struct {
-	Ctx *tctx.ProgramContext
+	Ctx *shared.ProgramContext
 	Err error
 }
 
@@ -25,8 +25,8 @@ type BootResult struct {
 // so the terminal says what is being prepared from the very first frame ("creating the database
 // cluster…") while the database opens elsewhere; then Boot hands over to the workbench.
 type Boot struct {
-	styles        tctx.Styles
-	keys          tctx.GlobalKeys // q and ctrl+c quit while the database is prepared
+	styles        shared.Styles
+	keys          shared.GlobalKeys // q and ctrl+c quit while the database is prepared
 	stage         string
 	done          <-chan BootResult
 	started       time.Time
@@ -42,8 +42,8 @@ type bootDoneMsg BootResult
 type bootTickMsg struct{}
 
 // NewBoot shows stage until done delivers the program context.
-func NewBoot(styles tctx.Styles, stage string, done <-chan BootResult) *Boot {
-	return &Boot{styles: styles, keys: tctx.DefaultKeys().Global, stage: stage, done: done, started: time.Now()}
+func NewBoot(styles shared.Styles, stage string, done <-chan BootResult) *Boot {
+	return &Boot{styles: styles, keys: shared.DefaultKeys().Global, stage: stage, done: done, started: time.Now()}
 }
 
 // Err is why the database could not be opened (nil when it was, or when the user quit first).

@@ -8,14 +8,14 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"idemwork/internal/termsafe"
-	tctx "idemwork/tui/context"
+	"idemwork/tui/shared"
 )
 
 // header is the frame's top line: where the workbench is connected, the owner, the mode
 // (read-write, or READ-ONLY with the session's reason), a moved clock, the MEM-001 limit and
 // the time. The connection gives way first on a narrow terminal: owner, mode and clock matter
 // more.
-func header(ctx *tctx.ProgramContext, width int) string {
+func header(ctx *shared.ProgramContext, width int) string {
 	s := ctx.Styles
 	c := ctx.Conn
 	conn := c.Display

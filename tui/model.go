@@ -22,7 +22,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"idemwork/internal/termsafe"
-	tctx "idemwork/tui/context"
+	"idemwork/tui/shared"
 	"idemwork/views"
 )
 
@@ -35,7 +35,7 @@ const (
 
 // Model is the root model.
 type Model struct {
-	ctx    *tctx.ProgramContext
+	ctx    *shared.ProgramContext
 	views  []views.View
 	active int
 	nav    navigator
@@ -61,7 +61,7 @@ type Model struct {
 type tickMsg time.Time
 
 // New builds the shell over a program context.
-func New(ctx *tctx.ProgramContext) *Model {
+func New(ctx *shared.ProgramContext) *Model {
 	m := &Model{ctx: ctx, help: newHelpOverlay(ctx.Styles)}
 	m.records = views.NewRecords(ctx)
 	m.keys = views.NewKeys(ctx)
@@ -154,14 +154,14 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			m.statusText = ""
 		}
 		return m, tea.Batch(tick(), m.broadcast(views.TickMsg{}))
-	case tctx.StatusMsg:
+	case shared.StatusMsg:
 		m.statusText, m.statusErr, m.statusAt = msg.Text, msg.Error, time.Now()
 		return m, nil
-	case tctx.OwnerChangedMsg, tctx.DataChangedMsg:
+	case shared.OwnerChangedMsg, shared.DataChangedMsg:
 		return m, m.broadcast(msg)
-	case tctx.JumpMsg:
+	case shared.JumpMsg:
 		return m, m.jump(msg)
-	case tctx.OpenFormMsg:
+	case shared.OpenFormMsg:
 		if m.ctx.ReadOnly() && msg.Kind != "rules" {
 			return m, status(m.ctx.ReadOnlyMessage(), true)
 		}
@@ -169,7 +169,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		w, h := m.bodySize()
 		m.form.SetSize(w, h)
 		return m, m.form.Init()
-	case tctx.OpenStormMsg:
+	case shared.OpenStormMsg:
 		m.storm.Prepare(msg)
 		m.nav.focused = false
 		return m, m.switchTo(m.indexOf(m.storm))
@@ -192,7 +192,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 }
 
 func status(text string, isErr bool) tea.Cmd {
-	return func() tea.Msg { return tctx.StatusMsg{Text: text, Error: isErr} }
+	return func() tea.Msg { return shared.StatusMsg{Text: text, Error: isErr} }
 }
 
 func (m *Model) broadcast(msg tea.Msg) tea.Cmd {
@@ -203,12 +203,12 @@ func (m *Model) broadcast(msg tea.Msg) tea.Cmd {
 	return tea.Batch(cmds...)
 }
 
-func (m *Model) jump(msg tctx.JumpMsg) tea.Cmd {
+func (m *Model) jump(msg shared.JumpMsg) tea.Cmd {
 	m.nav.focused, m.help.shown = false, false
 	switch msg.Kind {
-	case tctx.JumpRecord:
+	case shared.JumpRecord:
 		return tea.Batch(m.switchTo(m.indexOf(m.records)), m.records.OpenRecord(msg.Module, msg.ID))
-	case tctx.JumpKey:
+	case shared.JumpKey:
 		return tea.Batch(m.switchTo(m.indexOf(m.keys)), m.keys.OpenKey(msg.ID))
 	}
 	return nil
@@ -270,7 +270,7 @@ func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 	case key.Matches(msg, g.Owner):
 		return m.openPrompt(promptOwner, "owner", m.ctx.Owner)
 	case key.Matches(msg, g.Rules):
-		return func() tea.Msg { return tctx.OpenFormMsg{Kind: "rules"} }
+		return func() tea.Msg { return shared.OpenFormMsg{Kind: "rules"} }
 	case key.Matches(msg, g.ClockFwd):
 		return m.moveClock(time.Hour)
 	case key.Matches(msg, g.ClockBack):
@@ -293,7 +293,7 @@ func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 	// has a key of its own for, shown in its footer: 1-3 inside an open record choose its pane,
 	// 0 in Outbox clears the provider's failures.
 	if key.Matches(msg, g.Views) && !ownsKey(v, msg) {
-		if i, ok := tctx.ViewIndex(msg.String()); ok && i < len(m.views) {
+		if i, ok := shared.ViewIndex(msg.String()); ok && i < len(m.views) {
 			return m.switchTo(i)
 		}
 	}

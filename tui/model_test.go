@@ -15,7 +15,7 @@ import (
 	"idemwork/internal/testdb"
 	"idemwork/internal/tuitest"
 	"idemwork/tui"
-	tctx "idemwork/tui/context"
+	"idemwork/tui/shared"
 )
 
 func TestMain(m *testing.M) {
@@ -197,7 +197,7 @@ func TestSlashSearchesTheDatabaseAsYouType(t *testing.T) {
 func TestWhateverAViewLetsThroughOnlyStylingReachesTheTerminal(t *testing.T) {
 	t.Parallel()
 	m, _ := newModel(t, 120, 40)
-	m.Update(tctx.StatusMsg{Text: "evil \x1b[2J\x1b]52;c;aGk=\x07 done"})
+	m.Update(shared.StatusMsg{Text: "evil \x1b[2J\x1b]52;c;aGk=\x07 done"})
 	screen := m.View()
 	require.NotContains(t, screen, "\x1b[2J")
 	require.NotContains(t, screen, "\x1b]52")
@@ -207,7 +207,7 @@ func TestWhateverAViewLetsThroughOnlyStylingReachesTheTerminal(t *testing.T) {
 func TestTheFirstFrameSaysWhatIsBeingPrepared(t *testing.T) {
 	t.Parallel()
 	done := make(chan tui.BootResult)
-	boot := tui.NewBoot(tctx.NewStyles(tctx.DefaultTheme()), "creating the database cluster in /x (first run: initdb takes a few seconds)…", done)
+	boot := tui.NewBoot(shared.NewStyles(shared.DefaultTheme()), "creating the database cluster in /x (first run: initdb takes a few seconds)…", done)
 	require.Contains(t, boot.View(), "creating the database cluster in /x", "before the terminal's size is known")
 	boot.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
 	require.Contains(t, boot.View(), "creating the database cluster")
@@ -242,7 +242,7 @@ func TestJumpToAnOwnerSwitchesEveryView(t *testing.T) {
 	}
 	_, cmd = m.Update(key("enter"))
 	msg := cmd()
-	st, ok := msg.(tctx.StatusMsg)
+	st, ok := msg.(shared.StatusMsg)
 	require.True(t, ok, "%T", msg)
 	require.True(t, st.Error)
 	require.Contains(t, st.Text, "VALIDATION_FAILED")
@@ -287,8 +287,8 @@ func TestAReadOnlySessionRefusesWritesWithAClearMessage(t *testing.T) {
 	m, b := newModel(t, 120, 40)
 	b.Ctx.Conn.ReadOnly = true
 	require.Contains(t, m.View(), "READ-ONLY")
-	_, cmd := m.Update(tctx.OpenFormMsg{Kind: "create", Module: "NOTE"})
-	st := cmd().(tctx.StatusMsg)
+	_, cmd := m.Update(shared.OpenFormMsg{Kind: "create", Module: "NOTE"})
+	st := cmd().(shared.StatusMsg)
 	require.True(t, st.Error)
 	require.Contains(t, st.Text, "READ_ONLY")
 }
@@ -307,7 +307,7 @@ func TestInsideAnOpenRecordOneToThreeChoosePanesAndOtherDigitsSwitchViews(t *tes
 	t.Parallel()
 	m, b := newModel(t, 120, 40)
 	tuitest.SeedFixed(t, b)
-	m.Update(tctx.JumpMsg{Kind: tctx.JumpRecord, Module: "NOTE", ID: tuitest.NoteID})
+	m.Update(shared.JumpMsg{Kind: shared.JumpRecord, Module: "NOTE", ID: tuitest.NoteID})
 	m.Update(key("2"))
 	require.Equal(t, "Records", m.ActiveTitle(), "2 picks the diff pane of the open record")
 	m.Update(key("6"))

@@ -10,7 +10,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"idemwork/idem"
-	tctx "idemwork/tui/context"
+	"idemwork/tui/shared"
 	"idemwork/views"
 )
 
@@ -120,17 +120,17 @@ func (m *Model) submitPrompt(kind promptKind, value string) tea.Cmd {
 	case "owner", "o":
 		return m.setOwner(rest)
 	case "key", "k":
-		return m.jump(tctx.JumpMsg{Kind: tctx.JumpKey, ID: rest})
+		return m.jump(shared.JumpMsg{Kind: shared.JumpKey, ID: rest})
 	case "record", "r":
-		return m.jump(tctx.JumpMsg{Kind: tctx.JumpRecord, ID: rest})
+		return m.jump(shared.JumpMsg{Kind: shared.JumpRecord, ID: rest})
 	}
 	if value == "" {
 		return nil
 	}
 	if ulidRE.MatchString(value) {
-		return m.jump(tctx.JumpMsg{Kind: tctx.JumpRecord, ID: value})
+		return m.jump(shared.JumpMsg{Kind: shared.JumpRecord, ID: value})
 	}
-	return m.jump(tctx.JumpMsg{Kind: tctx.JumpKey, ID: value})
+	return m.jump(shared.JumpMsg{Kind: shared.JumpKey, ID: value})
 }
 
 func (m *Model) setOwner(owner string) tea.Cmd {
@@ -138,5 +138,5 @@ func (m *Model) setOwner(owner string) tea.Cmd {
 		return status("VALIDATION_FAILED: "+strings.TrimPrefix(err.Error(), "VALIDATION_FAILED: "), true)
 	}
 	m.ctx.Owner = owner
-	return tea.Batch(status("owner is now "+owner, false), m.broadcast(tctx.OwnerChangedMsg{}))
+	return tea.Batch(status("owner is now "+owner, false), m.broadcast(shared.OwnerChangedMsg{}))
 }

@@ -1,7 +1,7 @@
 package views
 
 import (
-	gocontext "context"
+	"context"
 	"fmt"
 	"strings"
 
@@ -10,7 +10,7 @@ import (
 
 	"idemwork/internal/termsafe"
 	"idemwork/store"
-	tctx "idemwork/tui/context"
+	"idemwork/tui/shared"
 )
 
 // auditQuery reads an Audit search: an action prefix (actions are upper case), or "key:" and a
@@ -33,12 +33,12 @@ func describeAudit(q string) string {
 
 // NewAudit lists the owner's audit events, newest first, with the idempotency key each
 // carries; enter jumps to the record, K to the key; / searches by action or key prefix.
-func NewAudit(ctx *tctx.ProgramContext) View {
+func NewAudit(ctx *shared.ProgramContext) View {
 	v := &listView[store.AuditEvent]{ctx: ctx, title: "Audit", keys: []key.Binding{ctx.Keys.List.Open, ctx.Keys.List.ToKey},
 		hint: "action prefix (RECORD_P, FEATURE_), or key:PREFIX"}
 	v.list.table.Columns = []Column{{Title: "WHEN", Width: 14}, {Title: "ACTION", Width: 22}, {Title: "MODULE", Width: 10, Optional: true},
 		{Title: "RECORD", Width: 12, Optional: true}, {Title: "REV", Width: 4, Optional: true}, {Title: "KEY", Min: 16}}
-	v.list.fetch = func(ctx gocontext.Context, db *store.DB, owner, query, cursor string) ([]store.AuditEvent, string, error) {
+	v.list.fetch = func(ctx context.Context, db *store.DB, owner, query, cursor string) ([]store.AuditEvent, string, error) {
 		q := auditQuery(query)
 		q.Owner, q.Limit, q.Cursor = owner, pageSize, cursor
 		return db.Audit(ctx, q)
@@ -58,9 +58,9 @@ func NewAudit(ctx *tctx.ProgramContext) View {
 		switch {
 		case a == nil:
 		case key.Matches(msg, ctx.Keys.List.Open) && a.RecordID != nil:
-			return jump(tctx.JumpRecord, a.ModuleCode, *a.RecordID)
+			return jump(shared.JumpRecord, a.ModuleCode, *a.RecordID)
 		case key.Matches(msg, ctx.Keys.List.ToKey) && a.IdempotencyKey != nil:
-			return jump(tctx.JumpKey, "", *a.IdempotencyKey)
+			return jump(shared.JumpKey, "", *a.IdempotencyKey)
 		case key.Matches(msg, ctx.Keys.List.ToKey):
 			return status("this event carries no idempotency key", true)
 		}

@@ -9,7 +9,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"idemwork/internal/termsafe"
-	tctx "idemwork/tui/context"
+	"idemwork/tui/shared"
 )
 
 // Column is a table column; Width 0 takes the remaining space (at least Min).
@@ -279,7 +279,7 @@ func (t *Table) rowText(i int) string {
 // View renders the table into exactly its height; each line is exactly its width. The selected
 // row carries the cursor mark; focused, it is also drawn in reverse video or the selection
 // colour.
-func (t *Table) View(s tctx.Styles, focused bool) string {
+func (t *Table) View(s shared.Styles, focused bool) string {
 	w := t.widths()
 	var b strings.Builder
 	cells := make([]string, 0, len(t.Columns))

@@ -1,7 +1,7 @@
 package views
 
 import (
-	gocontext "context"
+	"context"
 	"encoding/json"
 	"strings"
 
@@ -10,7 +10,7 @@ import (
 
 	"idemwork/kernel"
 	"idemwork/outbox"
-	tctx "idemwork/tui/context"
+	"idemwork/tui/shared"
 )
 
 // Demo tells the whole story of SPEC §7 in three parts: the blocked_external walk-through (a
@@ -20,7 +20,7 @@ import (
 // blocked-external` and `idemwork demo outbox` run — each followed by its claims, checked
 // against the database. Text wraps to the pane and scrolls; nothing is cut.
 type Demo struct {
-	ctx  *tctx.ProgramContext
+	ctx  *shared.ProgramContext
 	w, h int
 	part int
 
@@ -70,7 +70,7 @@ type demoCompareMsg struct {
 const demoKeyPrefix = "demo-outbox"
 
 // NewDemo returns the Demo view.
-func NewDemo(ctx *tctx.ProgramContext) *Demo {
+func NewDemo(ctx *shared.ProgramContext) *Demo {
 	v := &Demo{ctx: ctx}
 	v.resetBlocked()
 	v.resetOutbox()
@@ -114,7 +114,7 @@ func (v *Demo) Init() tea.Cmd { return nil }
 type walk interface {
 	Done() bool
 	StepsDone() int
-	Next(gocontext.Context) (kernel.DemoStep, error)
+	Next(context.Context) (kernel.DemoStep, error)
 }
 
 func (v *Demo) walk(part int) (walk, []string) {
@@ -149,7 +149,7 @@ func (v *Demo) next() tea.Cmd {
 	v.req++
 	v.layout(false)
 	req, part := v.req, v.part // Next runs off the Update goroutine; busy keeps it to one at a time
-	return query(func(ctx gocontext.Context) tea.Msg {
+	return query(func(ctx context.Context) tea.Msg {
 		step, err := d.Next(ctx)
 		return demoStepMsg{req: req, part: part, step: step, err: err}
 	})
@@ -172,7 +172,7 @@ func (v *Demo) loadCompare() tea.Cmd {
 	v.req++
 	v.layout(false)
 	req, k, owner := v.req, v.ctx.Kernel, v.ctx.Owner
-	return query(func(ctx gocontext.Context) tea.Msg {
+	return query(func(ctx context.Context) tea.Msg {
 		c, err := k.CompareModes(ctx, owner, b, o)
 		return demoCompareMsg{req: req, cmp: c, err: err}
 	})
@@ -208,7 +208,7 @@ func (v *Demo) Update(msg tea.Msg) tea.Cmd {
 		}
 		v.compare = nil // the rows moved on; the comparison is read again when shown
 		v.layout(true)
-		return func() tea.Msg { return tctx.DataChangedMsg{} }
+		return func() tea.Msg { return shared.DataChangedMsg{} }
 	case demoCompareMsg:
 		if msg.req != v.req {
 			return nil
@@ -220,7 +220,7 @@ func (v *Demo) Update(msg tea.Msg) tea.Cmd {
 			v.errs[partCompare], v.compare = "", &msg.cmp
 		}
 		v.layout(false)
-	case tctx.OwnerChangedMsg:
+	case shared.OwnerChangedMsg:
 		if !v.busy {
 			v.resetBlocked()
 			v.resetOutbox()

@@ -13,7 +13,7 @@ import (
 
 	"idemwork/internal/tuitest"
 	"idemwork/kernel"
-	tctx "idemwork/tui/context"
+	"idemwork/tui/shared"
 )
 
 func runes(s string) tea.KeyMsg { return tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(s)} }
@@ -25,7 +25,7 @@ func drain(t *testing.T, update func(tea.Msg) tea.Cmd, cmd tea.Cmd) {
 	for i := 0; cmd != nil && i < 20; i++ {
 		msg := cmd()
 		switch m := msg.(type) {
-		case tctx.DataChangedMsg, tctx.StatusMsg, nil:
+		case shared.DataChangedMsg, shared.StatusMsg, nil:
 			return
 		case tea.BatchMsg:
 			for _, c := range m {
@@ -242,8 +242,8 @@ func TestTheDemoIsRefusedInAReadOnlySession(t *testing.T) {
 	v := NewDemo(b.Ctx)
 	v.SetSize(63, 21)
 	msg := v.Update(runes("n"))()
-	require.Equal(t, tctx.StatusMsg{Text: "the demo writes, so it does not run here: " + b.Ctx.ReadOnlyMessage(), Error: true}, msg)
-	require.Contains(t, msg.(tctx.StatusMsg).Text, "READ_ONLY: this session is read-only")
+	require.Equal(t, shared.StatusMsg{Text: "the demo writes, so it does not run here: " + b.Ctx.ReadOnlyMessage(), Error: true}, msg)
+	require.Contains(t, msg.(shared.StatusMsg).Text, "READ_ONLY: this session is read-only")
 	require.Empty(t, v.blockedSteps)
 }
 
@@ -304,7 +304,7 @@ func TestTheOutboxViewDrivesAMessageToFailedWithinMaxAttempts(t *testing.T) {
 	last := b.Ctx.Outbox.MaxAttempts()
 	for attempt := 1; attempt <= last; attempt++ {
 		drain(t, v.Update, v.Update(runes("d")))
-		drain(t, v.Update, v.Update(tctx.DataChangedMsg{}))
+		drain(t, v.Update, v.Update(shared.DataChangedMsg{}))
 		var status string
 		var next time.Time
 		require.NoError(t, b.DB.Pool.QueryRow(ctx, `SELECT status, next_attempt_at FROM outbox_message WHERE execution_id = $1`, res.Execution.ID).Scan(&status, &next))
@@ -338,7 +338,7 @@ func TestTheCrashSwitchRedeliversWithOneEffect(t *testing.T) {
 	require.True(t, b.Ctx.Crash.On())
 	require.Contains(t, ansi.Strip(v.View()), "crash between call and settle: ON")
 	drain(t, v.Update, v.Update(runes("d")))
-	drain(t, v.Update, v.Update(tctx.DataChangedMsg{}))
+	drain(t, v.Update, v.Update(shared.DataChangedMsg{}))
 	screen := ansi.Strip(v.View())
 	require.Contains(t, screen, "claimed, not settled; the lease hides it")
 	require.Contains(t, screen, "1 call(s) with idempotency id "+id+", delivered")
@@ -350,7 +350,7 @@ func TestTheCrashSwitchRedeliversWithOneEffect(t *testing.T) {
 	require.False(t, b.Ctx.Crash.On())
 	b.Ctx.Clock.Advance(b.Ctx.Outbox.Lease() + time.Second)
 	drain(t, v.Update, v.Update(runes("d")))
-	drain(t, v.Update, v.Update(tctx.DataChangedMsg{}))
+	drain(t, v.Update, v.Update(shared.DataChangedMsg{}))
 	require.NoError(t, b.DB.Pool.QueryRow(ctx, `SELECT status FROM outbox_message WHERE execution_id = $1`, id).Scan(&status))
 	require.Equal(t, "DELIVERED", status)
 	require.Equal(t, 2, b.Ctx.Provider.Calls(id))

@@ -1,7 +1,7 @@
 package views
 
 import (
-	gocontext "context"
+	"context"
 	"fmt"
 
 	"github.com/charmbracelet/bubbles/key"
@@ -9,7 +9,7 @@ import (
 
 	"idemwork/internal/termsafe"
 	"idemwork/store"
-	tctx "idemwork/tui/context"
+	"idemwork/tui/shared"
 )
 
 // executionQuery reads an Executions search: a key prefix, or "record:" and a record id prefix.
@@ -31,12 +31,12 @@ func describeExecutions(q string) string {
 
 // NewExecutions lists the owner's feature executions, newest first; BLOCKED (a direct
 // external call that failed closed) stands out; enter jumps to the record, K to the key.
-func NewExecutions(ctx *tctx.ProgramContext) View {
+func NewExecutions(ctx *shared.ProgramContext) View {
 	v := &listView[store.Execution]{ctx: ctx, title: "Executions", keys: []key.Binding{ctx.Keys.List.Open, ctx.Keys.List.ToKey},
 		hint: "key prefix, or record:ID-PREFIX"}
 	v.list.table.Columns = []Column{{Title: "WHEN", Width: 14}, {Title: "MODULE", Width: 10, Optional: true}, {Title: "RECORD", Width: 12, Optional: true},
 		{Title: "FEAT", Width: 4}, {Title: "MODE", Width: 16}, {Title: "STATUS", Width: 9}, {Title: "KEY", Min: 6}}
-	v.list.fetch = func(ctx gocontext.Context, db *store.DB, owner, query, cursor string) ([]store.Execution, string, error) {
+	v.list.fetch = func(ctx context.Context, db *store.DB, owner, query, cursor string) ([]store.Execution, string, error) {
 		q := executionQuery(query)
 		q.Owner, q.Limit, q.Cursor = owner, pageSize, cursor
 		return db.Executions(ctx, q)
@@ -67,9 +67,9 @@ func NewExecutions(ctx *tctx.ProgramContext) View {
 		switch {
 		case e == nil:
 		case key.Matches(msg, ctx.Keys.List.Open):
-			return jump(tctx.JumpRecord, e.ModuleCode, e.RecordID)
+			return jump(shared.JumpRecord, e.ModuleCode, e.RecordID)
 		case key.Matches(msg, ctx.Keys.List.ToKey) && e.IdempotencyKey != nil:
-			return jump(tctx.JumpKey, "", *e.IdempotencyKey)
+			return jump(shared.JumpKey, "", *e.IdempotencyKey)
 		case key.Matches(msg, ctx.Keys.List.ToKey):
 			return status("this execution ran without an idempotency key", true)
 		}

@@ -1,7 +1,7 @@
 package views
 
 import (
-	gocontext "context"
+	"context"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -18,7 +18,7 @@ import (
 	"idemwork/idem"
 	"idemwork/internal/termsafe"
 	"idemwork/kernel"
-	tctx "idemwork/tui/context"
+	"idemwork/tui/shared"
 	"idemwork/wire"
 )
 
@@ -27,7 +27,7 @@ import (
 // a submit the form stays open with the outcome, so the same request can be sent again to watch
 // it replay.
 type Form struct {
-	ctx    *tctx.ProgramContext
+	ctx    *shared.ProgramContext
 	w, h   int
 	kind   string // create | patch | action | rules
 	module string
@@ -137,7 +137,7 @@ func validationMessage(err error) string {
 }
 
 // NewForm builds the form for an OpenFormMsg.
-func NewForm(ctx *tctx.ProgramContext, m tctx.OpenFormMsg) *Form {
+func NewForm(ctx *shared.ProgramContext, m shared.OpenFormMsg) *Form {
 	f := &Form{ctx: ctx, kind: m.Kind, module: m.Module, record: m.RecordID, rev: m.Revision}
 	keyField := &formField{label: "Idempotency-Key", input: newInput(FreshKey(), 255), validate: keyCheck, hint: "ctrl+n: fresh key · empty: no idempotency"}
 	switch m.Kind {
@@ -215,7 +215,7 @@ func (f *Form) Init() tea.Cmd {
 		return textinput.Blink
 	}
 	db, owner, module, id := f.ctx.DB, f.ctx.Owner, f.module, f.record
-	return tea.Batch(textinput.Blink, query(func(ctx gocontext.Context) tea.Msg {
+	return tea.Batch(textinput.Blink, query(func(ctx context.Context) tea.Msg {
 		r, err := db.LatestRecord(ctx, owner, module, id)
 		if err != nil {
 			return formPrefillMsg{err: err}
@@ -291,11 +291,11 @@ func (f *Form) Update(msg tea.Msg) tea.Cmd {
 		if off := f.clockOffset(); off != "" {
 			text += " — written under the moved clock (" + off + ")"
 		}
-		cmds := []tea.Cmd{status(text, false), func() tea.Msg { return tctx.DataChangedMsg{} }}
+		cmds := []tea.Cmd{status(text, false), func() tea.Msg { return shared.DataChangedMsg{} }}
 		if r := msg.res.Record; r != nil {
 			// Behind the form, the workbench opens the rows just written (or replayed); the form
 			// stays on top so the same request can be sent again.
-			cmds = append(cmds, jump(tctx.JumpRecord, r.ModuleCode, r.ID))
+			cmds = append(cmds, jump(shared.JumpRecord, r.ModuleCode, r.ID))
 		}
 		return tea.Batch(cmds...)
 	case tea.KeyMsg:
@@ -318,7 +318,7 @@ func (f *Form) Update(msg tea.Msg) tea.Cmd {
 		case key.Matches(msg, f.ctx.Keys.Form.ToRecord):
 			if f.result != nil && f.result.Record != nil {
 				r := f.result.Record
-				return tea.Batch(func() tea.Msg { return FormClosedMsg{} }, jump(tctx.JumpRecord, r.ModuleCode, r.ID))
+				return tea.Batch(func() tea.Msg { return FormClosedMsg{} }, jump(shared.JumpRecord, r.ModuleCode, r.ID))
 			}
 			return nil
 		case key.Matches(msg, f.ctx.Keys.Form.Next):
@@ -413,21 +413,21 @@ func (f *Form) submit() tea.Cmd {
 	switch f.kind {
 	case "create":
 		in := kernel.CreateInput{Owner: owner, Module: val("Module"), Key: keyVal, Title: val("Title"), Summary: str("Summary"), Payload: raw("Payload")}
-		return f.run(req, func(ctx gocontext.Context) (kernel.WriteResult, error) { return k.Create(ctx, in) })
+		return f.run(req, func(ctx context.Context) (kernel.WriteResult, error) { return k.Create(ctx, in) })
 	case "patch":
 		exp, _ := strconv.Atoi(val("Expect revision"))
 		in := kernel.PatchInput{Owner: owner, Module: f.module, RecordID: f.record, Key: keyVal, ExpectRevision: exp,
 			Title: str("Title"), Summary: str("Summary"), Payload: raw("Payload")}
-		return f.run(req, func(ctx gocontext.Context) (kernel.WriteResult, error) { return k.Patch(ctx, in) })
+		return f.run(req, func(ctx context.Context) (kernel.WriteResult, error) { return k.Patch(ctx, in) })
 	case "action":
 		in := kernel.FeatureInput{Owner: owner, Module: f.module, RecordID: f.record, FeatureID: val("Feature"), Key: keyVal, Input: raw("Input")}
-		return f.run(req, func(ctx gocontext.Context) (kernel.WriteResult, error) { return k.RunFeature(ctx, in) })
+		return f.run(req, func(ctx context.Context) (kernel.WriteResult, error) { return k.RunFeature(ctx, in) })
 	}
 	return nil
 }
 
-func (f *Form) run(req int, fn func(ctx gocontext.Context) (kernel.WriteResult, error)) tea.Cmd {
-	return query(func(ctx gocontext.Context) tea.Msg {
+func (f *Form) run(req int, fn func(ctx context.Context) (kernel.WriteResult, error)) tea.Cmd {
+	return query(func(ctx context.Context) tea.Msg {
 		res, err := fn(ctx)
 		return formResultMsg{req: req, res: res, err: err}
 	})

@@ -22,7 +22,7 @@ import (
 	"idemwork/internal/tuitest"
 	"idemwork/kernel"
 	"idemwork/store"
-	tctx "idemwork/tui/context"
+	"idemwork/tui/shared"
 	"idemwork/views"
 )
 
@@ -105,7 +105,7 @@ func plantKeyStates(t *testing.T, b tuitest.Bundle) {
 
 func openListedKey(t *testing.T, v *views.Keys, name string) string {
 	t.Helper()
-	settle(t, v.Update, v.Update(tctx.OwnerChangedMsg{}))
+	settle(t, v.Update, v.Update(shared.OwnerChangedMsg{}))
 	v.Update(keyPress("g"))
 	for i := 0; i < 10; i++ {
 		if v.Selection() == name {
@@ -402,7 +402,7 @@ func TestAuditAndTimelineSearchTheWholeHistory(t *testing.T) {
 	e.SetSize(103, 37)
 	settle(t, e.Update, e.(views.Searcher).Search("record:01JDEMOMEM"))
 	require.Contains(t, e.View(), "1 match: record id starts with")
-	require.Equal(t, tctx.JumpMsg{Kind: tctx.JumpKey, ID: "fixed-publish"}, e.Update(keyPress("K"))())
+	require.Equal(t, shared.JumpMsg{Kind: shared.JumpKey, ID: "fixed-publish"}, e.Update(keyPress("K"))())
 
 	settle(t, e.Update, e.(views.Searcher).Search("bad key"))
 	require.Contains(t, e.View(), "VALIDATION_FAILED", "a search the database cannot run says why")
@@ -418,8 +418,8 @@ func TestTheRecordsHistoryPaneOpensKeysAndShowsThemWhole(t *testing.T) {
 	v.Update(keyPress("3"))
 	screen := strings.Join(requireBlock(t, v.View(), 63, 21), "\n")
 	require.Contains(t, screen, "fixed-publish", "the key is shown whole")
-	require.Equal(t, tctx.JumpMsg{Kind: tctx.JumpKey, ID: "fixed-publish"}, v.Update(keyPress("enter"))())
-	require.Equal(t, tctx.JumpMsg{Kind: tctx.JumpKey, ID: "fixed-publish"}, v.Update(keyPress("K"))())
+	require.Equal(t, shared.JumpMsg{Kind: shared.JumpKey, ID: "fixed-publish"}, v.Update(keyPress("enter"))())
+	require.Equal(t, shared.JumpMsg{Kind: shared.JumpKey, ID: "fixed-publish"}, v.Update(keyPress("K"))())
 	require.Equal(t, "fixed-publish", v.Selection())
 }
 
@@ -513,9 +513,9 @@ func TestTimelineXExportsTheWholeSelectionToACSVFileAndSaysWhere(t *testing.T) {
 	v.SetSize(103, 37)
 	settle(t, v.Update, v.Init())
 	require.Contains(t, v.View(), "100 loaded · more below", "the screen holds a page")
-	var last tctx.StatusMsg
+	var last shared.StatusMsg
 	settle(t, func(m tea.Msg) tea.Cmd {
-		if s, ok := m.(tctx.StatusMsg); ok {
+		if s, ok := m.(shared.StatusMsg); ok {
 			last = s
 			return nil
 		}
@@ -533,9 +533,9 @@ func TestTimelineXExportsTheWholeSelectionToACSVFileAndSaysWhere(t *testing.T) {
 
 	// With a search, what it matches.
 	settle(t, v.Update, v.(views.Searcher).Search("fixed-publish"))
-	last = tctx.StatusMsg{}
+	last = shared.StatusMsg{}
 	settle(t, func(m tea.Msg) tea.Cmd {
-		if s, ok := m.(tctx.StatusMsg); ok {
+		if s, ok := m.(shared.StatusMsg); ok {
 			last = s
 			return nil
 		}

@@ -2,7 +2,7 @@ package views
 
 import (
 	"bytes"
-	gocontext "context"
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -16,7 +16,7 @@ import (
 	"idemwork/internal/termsafe"
 	"idemwork/kernel"
 	"idemwork/store"
-	tctx "idemwork/tui/context"
+	"idemwork/tui/shared"
 )
 
 // Keys lists the owner's idempotency keys in every state; a selected key opens side by side:
@@ -24,7 +24,7 @@ import (
 // the drift, what the next request with the key meets, and the key's rows life by life. Each
 // pane scrolls; ←/→ move between them and y copies the focused one.
 type Keys struct {
-	ctx  *tctx.ProgramContext
+	ctx  *shared.ProgramContext
 	w, h int
 	list paged[store.KeyRow]
 	req  int // detail requests
@@ -59,11 +59,11 @@ type keyDetail struct {
 }
 
 // NewKeys returns the Keys view.
-func NewKeys(ctx *tctx.ProgramContext) *Keys {
+func NewKeys(ctx *shared.ProgramContext) *Keys {
 	v := &Keys{ctx: ctx}
 	v.list.table.Columns = []Column{{Title: "KEY", Min: 16}, {Title: "STATUS", Width: 10}, {Title: "POLICY", Width: 20, Optional: true},
 		{Title: "OPERATION", Width: 26, Tail: true}, {Title: "EXPIRES", Width: 9}}
-	v.list.fetch = func(ctx gocontext.Context, db *store.DB, owner, query, cursor string) ([]store.KeyRow, string, error) {
+	v.list.fetch = func(ctx context.Context, db *store.DB, owner, query, cursor string) ([]store.KeyRow, string, error) {
 		_, prefix := searchField(query, "key", "key")
 		return db.Keys(ctx, store.KeyQuery{Owner: owner, Prefix: prefix, Limit: pageSize, Cursor: cursor})
 	}
@@ -102,7 +102,7 @@ func (v *Keys) loadDetail() tea.Cmd {
 	v.req++
 	v.detail.req = v.req
 	req, k, owner, name, stored := v.req, v.ctx.Kernel, v.ctx.Owner, v.detail.key, v.detail.stored
-	return query(func(ctx gocontext.Context) tea.Msg {
+	return query(func(ctx context.Context) tea.Msg {
 		inspect := k.InspectKey
 		if stored {
 			inspect = k.InspectStoredKey
@@ -134,11 +134,11 @@ func (v *Keys) Update(msg tea.Msg) tea.Cmd {
 		if v.detail != nil && v.detail.view != nil {
 			v.layoutHead() // the expiry countdown
 		}
-	case tctx.OwnerChangedMsg:
+	case shared.OwnerChangedMsg:
 		v.detail = nil
 		v.list.query = ""
 		return v.reload()
-	case tctx.DataChangedMsg:
+	case shared.DataChangedMsg:
 		cmds := []tea.Cmd{v.reload()}
 		if v.detail != nil {
 			cmds = append(cmds, v.loadDetail())
@@ -182,7 +182,7 @@ func (v *Keys) updateDetail(msg tea.KeyMsg) tea.Cmd {
 	case key.Matches(msg, v.ctx.Keys.List.Open):
 		if kv := d.view; kv != nil {
 			if r := kv.Latest.Record; r != nil {
-				return jump(tctx.JumpRecord, r.ModuleCode, r.ID)
+				return jump(shared.JumpRecord, r.ModuleCode, r.ID)
 			}
 			return status("this key names no record that exists", true)
 		}
@@ -192,8 +192,8 @@ func (v *Keys) updateDetail(msg tea.KeyMsg) tea.Cmd {
 	return nil
 }
 
-func jump(kind tctx.JumpKind, module, id string) tea.Cmd {
-	return func() tea.Msg { return tctx.JumpMsg{Kind: kind, Module: module, ID: id} }
+func jump(kind shared.JumpKind, module, id string) tea.Cmd {
+	return func() tea.Msg { return shared.JumpMsg{Kind: kind, Module: module, ID: id} }
 }
 
 // shortPolicy drops the words every policy name shares, for the list's narrow column.

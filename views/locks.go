@@ -1,7 +1,7 @@
 package views
 
 import (
-	gocontext "context"
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -11,7 +11,7 @@ import (
 
 	"idemwork/store"
 	"idemwork/storm"
-	tctx "idemwork/tui/context"
+	"idemwork/tui/shared"
 )
 
 // lockRefresh is how often the Locks view polls while it is on screen.
@@ -25,7 +25,7 @@ const lockRefresh = 400 * time.Millisecond
 // view polls, so it also keeps the peak the storm's own sampler saw. Idle sessions are hidden
 // unless asked for.
 type Locks struct {
-	ctx      *tctx.ProgramContext
+	ctx      *shared.ProgramContext
 	w, h     int
 	table    Table
 	all      []store.Session
@@ -62,7 +62,7 @@ type locksMsg struct {
 }
 
 // NewLocks returns the Locks view.
-func NewLocks(ctx *tctx.ProgramContext) *Locks {
+func NewLocks(ctx *shared.ProgramContext) *Locks {
 	v := &Locks{ctx: ctx, storms: map[string]string{}}
 	v.setColumns(120)
 	return v
@@ -124,7 +124,7 @@ func (v *Locks) tick() tea.Cmd {
 func (v *Locks) poll() tea.Cmd {
 	v.req++
 	req, db := v.req, v.ctx.DB
-	return query(func(ctx gocontext.Context) tea.Msg {
+	return query(func(ctx context.Context) tea.Msg {
 		s, err := db.Sessions(ctx)
 		return locksMsg{req: req, sessions: s, err: err}
 	})

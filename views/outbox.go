@@ -1,7 +1,7 @@
 package views
 
 import (
-	gocontext "context"
+	"context"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -14,7 +14,7 @@ import (
 
 	"idemwork/outbox"
 	"idemwork/store"
-	tctx "idemwork/tui/context"
+	"idemwork/tui/shared"
 )
 
 type outboxRunMsg struct {
@@ -33,12 +33,12 @@ const outboxDetailLines = 5
 // provider call and the settle, so the redelivery after the lease shows the provider
 // deduplicating by the idempotency id. NEXT says when a message is due; the selected message's
 // attempts, last error and what the provider saw of it are shown below the table.
-func NewOutbox(ctx *tctx.ProgramContext) View {
+func NewOutbox(ctx *shared.ProgramContext) View {
 	v := &listView[store.OutboxMessage]{ctx: ctx, title: "Outbox", keys: []key.Binding{ctx.Keys.Outbox.Deliver, ctx.Keys.Outbox.FailOne, ctx.Keys.Outbox.FailSet, ctx.Keys.Outbox.FailClear, ctx.Keys.Outbox.Crash, ctx.Keys.List.Open}}
 	ov := &outboxView{listView: v}
 	v.list.table.Columns = []Column{{Title: "STATUS", Width: 9}, {Title: "TRY", Width: 5}, {Title: "NEXT", Width: 9},
 		{Title: "EXECUTION", Width: 12}, {Title: "LAST ERROR", Min: 10}, {Title: "CREATED", Width: 8, Optional: true}}
-	v.list.fetch = func(ctx gocontext.Context, db *store.DB, owner, _, cursor string) ([]store.OutboxMessage, string, error) {
+	v.list.fetch = func(ctx context.Context, db *store.DB, owner, _, cursor string) ([]store.OutboxMessage, string, error) {
 		return db.OutboxPage(ctx, owner, pageSize, cursor)
 	}
 	v.list.toRow = func(m store.OutboxMessage) Row {
@@ -115,7 +115,7 @@ func (v *outboxView) key(msg tea.KeyMsg, m *store.OutboxMessage) tea.Cmd {
 			return status("the delivery worker is not available in this session", true)
 		}
 		w, owner, next := ctx.Outbox, ctx.Owner, v.nextDue()
-		return query(func(c gocontext.Context) tea.Msg {
+		return query(func(c context.Context) tea.Msg {
 			rep, err := w.RunScoped(c, outbox.Scope{OwnerID: owner}, 50)
 			return outboxRunMsg{text: passText(owner, rep, next, w.Lease()), err: err}
 		})
@@ -153,7 +153,7 @@ func (v *outboxView) key(msg tea.KeyMsg, m *store.OutboxMessage) tea.Cmd {
 			RecordID string `json:"recordId"`
 		}
 		if json.Unmarshal(m.PayloadRef, &ref) == nil && ref.RecordID != "" {
-			return jump(tctx.JumpRecord, "", ref.RecordID)
+			return jump(shared.JumpRecord, "", ref.RecordID)
 		}
 	}
 	return nil
@@ -217,7 +217,7 @@ func (v *outboxView) Update(msg tea.Msg) tea.Cmd {
 		if m.err != nil {
 			return status(errText(m.err), true)
 		}
-		return tea.Batch(status(m.text, false), func() tea.Msg { return tctx.DataChangedMsg{} })
+		return tea.Batch(status(m.text, false), func() tea.Msg { return shared.DataChangedMsg{} })
 	case tea.KeyMsg:
 		if v.setting {
 			return v.typeCount(m)

@@ -1,14 +1,14 @@
 package views
 
 import (
-	gocontext "context"
+	"context"
 	"strconv"
 
 	tea "github.com/charmbracelet/bubbletea"
 
 	"idemwork/internal/termsafe"
 	"idemwork/store"
-	tctx "idemwork/tui/context"
+	"idemwork/tui/shared"
 )
 
 // pageSize is how many rows one keyset page loads; the next page loads when the cursor nears
@@ -16,7 +16,7 @@ import (
 const pageSize = 100
 
 // fetchFunc reads one keyset page of an owner's rows that match query ("" for all).
-type fetchFunc[T any] func(ctx gocontext.Context, db *store.DB, owner, query, cursor string) ([]T, string, error)
+type fetchFunc[T any] func(ctx context.Context, db *store.DB, owner, query, cursor string) ([]T, string, error)
 
 // paged is a table fed by keyset pages, with request ids so stale pages are dropped. A search
 // is a query the database answers (fetch gets it), never a filter over the loaded rows, so the
@@ -46,13 +46,13 @@ type pageMsg[T any] struct {
 	err    error
 }
 
-func (p *paged[T]) reload(ctx *tctx.ProgramContext) tea.Cmd {
+func (p *paged[T]) reload(ctx *shared.ProgramContext) tea.Cmd {
 	p.req++
 	return p.load(ctx, "", false)
 }
 
 // search replaces the rows with the first page of the owner's rows matching q.
-func (p *paged[T]) search(ctx *tctx.ProgramContext, q string) tea.Cmd {
+func (p *paged[T]) search(ctx *shared.ProgramContext, q string) tea.Cmd {
 	p.query = q
 	p.rows, p.next = nil, ""
 	p.table.SetRows(nil)
@@ -60,10 +60,10 @@ func (p *paged[T]) search(ctx *tctx.ProgramContext, q string) tea.Cmd {
 	return p.reload(ctx)
 }
 
-func (p *paged[T]) load(ctx *tctx.ProgramContext, cursor string, appendPage bool) tea.Cmd {
+func (p *paged[T]) load(ctx *shared.ProgramContext, cursor string, appendPage bool) tea.Cmd {
 	req, db, owner, fetch, q := p.req, ctx.DB, ctx.Owner, p.fetch, p.query
 	p.loading = true
-	return query(func(c gocontext.Context) tea.Msg {
+	return query(func(c context.Context) tea.Msg {
 		rows, next, err := fetch(c, db, owner, q, cursor)
 		return pageMsg[T]{list: p, req: req, rows: rows, next: next, append: appendPage, err: err}
 	})
@@ -114,7 +114,7 @@ func (p *paged[T]) refill() {
 }
 
 // more loads the next page when the cursor nears the end of what is loaded.
-func (p *paged[T]) more(ctx *tctx.ProgramContext) tea.Cmd {
+func (p *paged[T]) more(ctx *shared.ProgramContext) tea.Cmd {
 	if p.next != "" && !p.loading && p.table.NearEnd() {
 		return p.load(ctx, p.next, true)
 	}
@@ -131,7 +131,7 @@ func (p *paged[T]) selected() *T {
 }
 
 // keyNav applies navigation keys and loads more when needed.
-func (p *paged[T]) keyNav(ctx *tctx.ProgramContext, msg tea.KeyMsg, page int) (bool, tea.Cmd) {
+func (p *paged[T]) keyNav(ctx *shared.ProgramContext, msg tea.KeyMsg, page int) (bool, tea.Cmd) {
 	if moveTable(ctx.Keys.List, &p.table, msg, page) {
 		return true, p.more(ctx)
 	}
@@ -139,7 +139,7 @@ func (p *paged[T]) keyNav(ctx *tctx.ProgramContext, msg tea.KeyMsg, page int) (b
 }
 
 // mouse applies the wheel and clicks (y relative to the table's header line).
-func (p *paged[T]) mouse(ctx *tctx.ProgramContext, msg tea.MouseMsg, y int) tea.Cmd {
+func (p *paged[T]) mouse(ctx *shared.ProgramContext, msg tea.MouseMsg, y int) tea.Cmd {
 	wheelTable(&p.table, msg, y)
 	return p.more(ctx)
 }

@@ -9,7 +9,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/ansi"
 
-	tctx "idemwork/tui/context"
+	"idemwork/tui/shared"
 )
 
 // scrollPane is a titled, bordered pane of exactly its size whose content scrolls (a
@@ -115,7 +115,7 @@ func (p *scrollPane) layout(keepOffset bool) {
 }
 
 // Scroll applies a scrolling key; it reports whether the key was one.
-func (p *scrollPane) Scroll(k *tctx.KeyMap, msg tea.KeyMsg) bool {
+func (p *scrollPane) Scroll(k *shared.KeyMap, msg tea.KeyMsg) bool {
 	switch {
 	case key.Matches(msg, k.List.Up):
 		p.vp.ScrollUp(1)
@@ -161,7 +161,7 @@ func (p *scrollPane) Position() string {
 func (p *scrollPane) Copy() string { return p.raw }
 
 // View draws the pane: a focused pane has a heavy border and a marked title.
-func (p *scrollPane) View(s tctx.Styles, focused bool) string {
+func (p *scrollPane) View(s shared.Styles, focused bool) string {
 	iw, _ := p.inner()
 	title := p.title
 	if focused {
@@ -179,7 +179,7 @@ func (p *scrollPane) View(s tctx.Styles, focused bool) string {
 }
 
 // paneFrame draws a bordered box of exactly w×h cells around body (its lines already fit).
-func paneFrame(s tctx.Styles, body string, w, h int, focused bool) string {
+func paneFrame(s shared.Styles, body string, w, h int, focused bool) string {
 	st := s.Pane
 	if focused {
 		st = s.PaneFocused

@@ -10,7 +10,7 @@ import (
 	"idemwork/internal/testdb"
 	"idemwork/internal/tuitest"
 	"idemwork/store"
-	tctx "idemwork/tui/context"
+	"idemwork/tui/shared"
 	"idemwork/views"
 )
 
@@ -18,7 +18,7 @@ import (
 func statusText(t *testing.T, cmd tea.Cmd) string {
 	t.Helper()
 	require.NotNil(t, cmd)
-	msg, ok := cmd().(tctx.StatusMsg)
+	msg, ok := cmd().(shared.StatusMsg)
 	require.True(t, ok, "a status line")
 	require.True(t, msg.Error)
 	return msg.Text
@@ -41,7 +41,7 @@ func TestEveryViewThatRefusesAWriteSaysTheSessionsOwnReason(t *testing.T) {
 	const reason = `SCHEMA_NOT_READY: the database schema in schema "public" is newer than this idemwork`
 	const wrong = "reconnect with --allow-writes"
 
-	f := views.NewForm(b.Ctx, tctx.OpenFormMsg{Kind: "create", Module: "NOTE"})
+	f := views.NewForm(b.Ctx, shared.OpenFormMsg{Kind: "create", Module: "NOTE"})
 	f.SetSize(100, 30)
 	settle(t, f.Update, f.Init())
 	f.Update(tea.KeyMsg{Type: tea.KeyTab})
@@ -51,9 +51,9 @@ func TestEveryViewThatRefusesAWriteSaysTheSessionsOwnReason(t *testing.T) {
 	require.Contains(t, f.View(), reason)
 	require.NotContains(t, f.View(), wrong)
 
-	b.Ctx.Storm = func(context.Context, tctx.StormSpec, chan<- tctx.StormEvent, chan<- tctx.StormLocks) (tctx.StormSummary, error) {
+	b.Ctx.Storm = func(context.Context, shared.StormSpec, chan<- shared.StormEvent, chan<- shared.StormLocks) (shared.StormSummary, error) {
 		t.Error("a storm fired on a standby")
-		return tctx.StormSummary{}, nil
+		return shared.StormSummary{}, nil
 	}
 	s := views.NewStorm(b.Ctx)
 	s.SetSize(120, 37)

@@ -1,7 +1,7 @@
 package views
 
 import (
-	gocontext "context"
+	"context"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -12,7 +12,7 @@ import (
 
 	"idemwork/internal/termsafe"
 	"idemwork/store"
-	tctx "idemwork/tui/context"
+	"idemwork/tui/shared"
 )
 
 // Records lists the owner's records (keyset pages, module filter, / searching titles and ids in
@@ -20,7 +20,7 @@ import (
 // between any two (the base marked), and its executions and audit events. A record's snapshots
 // are read when shown, not with the list: a record of 200 revisions of 60 KB opens at once.
 type Records struct {
-	ctx    *tctx.ProgramContext
+	ctx    *shared.ProgramContext
 	w, h   int
 	list   paged[store.Record]
 	module string // "" = all
@@ -77,7 +77,7 @@ func recordQuery(module, q string) store.RecordQuery {
 }
 
 // NewRecords returns the Records view.
-func NewRecords(ctx *tctx.ProgramContext) *Records {
+func NewRecords(ctx *shared.ProgramContext) *Records {
 	v := &Records{ctx: ctx}
 	v.list.table.Columns = []Column{{Title: "MODULE", Width: 10}, {Title: "ID", Width: 12}, {Title: "REV", Width: 4}, {Title: "TITLE", Min: 10}, {Title: "UPDATED", Width: 14}}
 	v.list.toRow = func(r store.Record) Row {
@@ -118,7 +118,7 @@ type snapshotsMsg struct {
 // the view's fields from another goroutine.
 func (v *Records) setModule(module string) {
 	v.module = module
-	v.list.fetch = func(ctx gocontext.Context, db *store.DB, owner, query, cursor string) ([]store.Record, string, error) {
+	v.list.fetch = func(ctx context.Context, db *store.DB, owner, query, cursor string) ([]store.Record, string, error) {
 		q := recordQuery(module, query)
 		q.Owner, q.Limit, q.Cursor = owner, pageSize, cursor
 		return db.Records(ctx, q)
@@ -142,7 +142,7 @@ func (v *Records) loadDetail() tea.Cmd {
 	d.req = v.req
 	req, db, owner := d.req, v.ctx.DB, v.ctx.Owner
 	module, id := d.module, d.id
-	return query(func(ctx gocontext.Context) tea.Msg {
+	return query(func(ctx context.Context) tea.Msg {
 		if module == "" {
 			// A jump by id alone: find the record's module first.
 			m, err := db.RecordModule(ctx, owner, id)
@@ -199,11 +199,11 @@ func (v *Records) Update(msg tea.Msg) tea.Cmd {
 		return v.showSelection()
 	case TickMsg:
 		v.list.refill()
-	case tctx.OwnerChangedMsg:
+	case shared.OwnerChangedMsg:
 		v.detail = nil
 		v.list.query = ""
 		return v.reload()
-	case tctx.DataChangedMsg:
+	case shared.DataChangedMsg:
 		cmds := []tea.Cmd{v.reload()}
 		if v.detail != nil {
 			cmds = append(cmds, v.loadDetail())
@@ -257,7 +257,7 @@ func (v *Records) updateList(msg tea.KeyMsg) tea.Cmd {
 		if module == "" {
 			module = "NOTE"
 		}
-		return func() tea.Msg { return tctx.OpenFormMsg{Kind: "create", Module: module} }
+		return func() tea.Msg { return shared.OpenFormMsg{Kind: "create", Module: module} }
 	case key.Matches(msg, v.ctx.Keys.Records.Patch), key.Matches(msg, v.ctx.Keys.Records.Action), key.Matches(msg, v.ctx.Keys.Records.Storm):
 		if sel == nil {
 			return status("select a record first", true)
@@ -267,18 +267,18 @@ func (v *Records) updateList(msg tea.KeyMsg) tea.Cmd {
 	return nil
 }
 
-func recordAction(k tctx.RecordsKeys, msg tea.KeyMsg, module, id string, revision int) tea.Cmd {
+func recordAction(k shared.RecordsKeys, msg tea.KeyMsg, module, id string, revision int) tea.Cmd {
 	switch {
 	case key.Matches(msg, k.Patch):
 		return func() tea.Msg {
-			return tctx.OpenFormMsg{Kind: "patch", Module: module, RecordID: id, Revision: revision}
+			return shared.OpenFormMsg{Kind: "patch", Module: module, RecordID: id, Revision: revision}
 		}
 	case key.Matches(msg, k.Action):
 		return func() tea.Msg {
-			return tctx.OpenFormMsg{Kind: "action", Module: module, RecordID: id, Revision: revision}
+			return shared.OpenFormMsg{Kind: "action", Module: module, RecordID: id, Revision: revision}
 		}
 	case key.Matches(msg, k.Storm):
-		return func() tea.Msg { return tctx.OpenStormMsg{Module: module, RecordID: id, Revision: revision} }
+		return func() tea.Msg { return shared.OpenStormMsg{Module: module, RecordID: id, Revision: revision} }
 	}
 	return nil
 }
@@ -314,7 +314,7 @@ func (v *Records) updateDetail(msg tea.KeyMsg) tea.Cmd {
 		if key.Matches(msg, v.ctx.Keys.List.Open) || key.Matches(msg, v.ctx.Keys.List.ToKey) {
 			i := d.history.Selected()
 			if i >= 0 && i < len(d.histKeys) && d.histKeys[i] != nil {
-				return jump(tctx.JumpKey, "", *d.histKeys[i])
+				return jump(shared.JumpKey, "", *d.histKeys[i])
 			}
 			return status("this row carries no idempotency key", true)
 		}
@@ -422,7 +422,7 @@ func (v *Records) showSelection() tea.Cmd {
 		d.snapReq = v.req
 		req, db, owner, id := v.req, v.ctx.DB, v.ctx.Owner, d.id
 		painter, width := newJSONPainter(s), d.content.InnerWidth()
-		return query(func(ctx gocontext.Context) tea.Msg {
+		return query(func(ctx context.Context) tea.Msg {
 			out, docs := map[int]json.RawMessage{}, map[int]*jsonDoc{}
 			for _, r := range missing {
 				rev, err := db.GetRevision(ctx, owner, id, r)

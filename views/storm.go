@@ -1,7 +1,7 @@
 package views
 
 import (
-	gocontext "context"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -16,7 +16,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"idemwork/storm"
-	tctx "idemwork/tui/context"
+	"idemwork/tui/shared"
 )
 
 // Storm fires N concurrent requests of one operation on one key and shows, live, how each
@@ -26,7 +26,7 @@ import (
 // three parts: the answers, what the database holds for the key (read once every transaction
 // of the storm ended), and the verdict itself — the same words as `idemwork storm`.
 type Storm struct {
-	ctx     *tctx.ProgramContext
+	ctx     *shared.ProgramContext
 	w, h    int
 	fields  []*formField
 	focus   int
@@ -43,7 +43,7 @@ type Storm struct {
 	running   bool
 	stopping  bool
 	run       int // storm id: events of an older storm are dropped
-	spec      tctx.StormSpec
+	spec      shared.StormSpec
 	started   time.Time
 	elapsed   time.Duration
 	lastEvent time.Time
@@ -51,39 +51,39 @@ type Storm struct {
 	waited    int
 	latencies []float64
 	sorted    []float64 // latencies sorted, rebuilt when events arrive (not on every redraw)
-	locks     tctx.StormLocks
-	summary   *tctx.StormSummary
+	locks     shared.StormLocks
+	summary   *shared.StormSummary
 	err       string
-	cancel    gocontext.CancelFunc
-	events    chan tctx.StormEvent
-	lockCh    chan tctx.StormLocks
+	cancel    context.CancelFunc
+	events    chan shared.StormEvent
+	lockCh    chan shared.StormLocks
 	done      chan stormDone
 	bar       progress.Model
 }
 
 type stormDone struct {
-	summary tctx.StormSummary
+	summary shared.StormSummary
 	err     error
 }
 
 type stormEventsMsg struct {
 	run    int
-	events []tctx.StormEvent
+	events []shared.StormEvent
 }
 
 type stormLocksMsg struct {
 	run   int
 	id    string
 	key   string
-	locks tctx.StormLocks
+	locks shared.StormLocks
 }
 
 // stormDoneMsg ends a storm. The shell hands it to every view: the Locks view keeps the
 // storm's peak.
 type stormDoneMsg struct {
 	run     int
-	events  []tctx.StormEvent
-	summary tctx.StormSummary
+	events  []shared.StormEvent
+	summary shared.StormSummary
 	err     error
 }
 
@@ -123,7 +123,7 @@ const (
 )
 
 // NewStorm returns the Storm view.
-func NewStorm(ctx *tctx.ProgramContext) *Storm {
+func NewStorm(ctx *shared.ProgramContext) *Storm {
 	v := &Storm{ctx: ctx, outcomes: map[string]int{}, bar: progress.New(progress.WithDefaultGradient(), progress.WithoutPercentage())}
 	v.setTarget("NOTE", "", 0)
 	return v
@@ -258,7 +258,7 @@ func (v *Storm) visible() []int {
 
 // Prepare sets the storm up for a record (from the Records view); the record's title and
 // revision are read when the view comes on screen.
-func (v *Storm) Prepare(m tctx.OpenStormMsg) {
+func (v *Storm) Prepare(m shared.OpenStormMsg) {
 	if v.running {
 		return
 	}
@@ -284,7 +284,7 @@ func (v *Storm) loadTarget(prefill bool) tea.Cmd {
 	}
 	v.loadReq++
 	req, db, owner, module, id := v.loadReq, v.ctx.DB, v.ctx.Owner, v.module, v.record
-	return query(func(ctx gocontext.Context) tea.Msg {
+	return query(func(ctx context.Context) tea.Msg {
 		r, err := db.LatestRecord(ctx, owner, module, id)
 		if err != nil {
 			return stormTargetMsg{req: req, err: err}
@@ -363,7 +363,7 @@ func (v *Storm) fire() tea.Cmd {
 	}
 	num := func(label string) int { n, _ := strconv.Atoi(v.value(label)); return n }
 	hold, _ := parseHold(v.value(fHold))
-	spec := tctx.StormSpec{ID: newStormID(), Owner: v.ctx.Owner, Op: v.value(fOperation), Module: v.module, RecordID: v.record,
+	spec := shared.StormSpec{ID: newStormID(), Owner: v.ctx.Owner, Op: v.value(fOperation), Module: v.module, RecordID: v.record,
 		Revision: num(fExpect), FeatureID: v.value(fFeature), Key: v.value(fKey), N: num(fN), Concurrency: num(fConcurrency),
 		Processes: num(fProcesses), Via: v.value(fVia), Share: v.value(fShare) == "on", FailFirst: v.value(fFailFirst) == "yes", Hold: hold}
 	if spec.Via == storm.ViaHTTP {
@@ -383,11 +383,11 @@ func (v *Storm) fire() tea.Cmd {
 	v.focusField(v.focus)
 	v.run++
 	v.running, v.stopping, v.spec, v.started, v.lastEvent, v.err, v.summary = true, false, spec, time.Now(), time.Now(), "", nil
-	v.outcomes, v.waited, v.latencies, v.sorted, v.locks, v.elapsed = map[string]int{}, 0, nil, nil, tctx.StormLocks{}, 0
-	ctx, cancel := gocontext.WithCancel(gocontext.Background())
+	v.outcomes, v.waited, v.latencies, v.sorted, v.locks, v.elapsed = map[string]int{}, 0, nil, nil, shared.StormLocks{}, 0
+	ctx, cancel := context.WithCancel(context.Background())
 	v.cancel = cancel
-	v.events = make(chan tctx.StormEvent, 256)
-	v.lockCh = make(chan tctx.StormLocks, 1)
+	v.events = make(chan shared.StormEvent, 256)
+	v.lockCh = make(chan shared.StormLocks, 1)
 	v.done = make(chan stormDone, 1)
 	runner, events, locks, done := v.ctx.Storm, v.events, v.lockCh, v.done
 	go func() {
@@ -404,7 +404,7 @@ func (v *Storm) listen() tea.Cmd {
 	return func() tea.Msg {
 		select {
 		case e := <-events:
-			batch := []tctx.StormEvent{e}
+			batch := []shared.StormEvent{e}
 			for len(batch) < 512 {
 				select {
 				case e := <-events:
@@ -417,7 +417,7 @@ func (v *Storm) listen() tea.Cmd {
 		case l := <-locks:
 			return stormLocksMsg{run: run, id: id, key: key, locks: l}
 		case d := <-done:
-			var rest []tctx.StormEvent
+			var rest []shared.StormEvent
 			for {
 				select {
 				case e := <-events:
@@ -436,7 +436,7 @@ func (v *Storm) tick() tea.Cmd {
 	return tea.Tick(100*time.Millisecond, func(time.Time) tea.Msg { return stormTickMsg{run: run} })
 }
 
-func (v *Storm) add(events []tctx.StormEvent) {
+func (v *Storm) add(events []shared.StormEvent) {
 	if len(events) == 0 {
 		return
 	}
@@ -496,7 +496,7 @@ func (v *Storm) Update(msg tea.Msg) tea.Cmd {
 			// on the way, and requests never sent have none.
 			v.outcomes, v.waited = maps.Clone(s.Outcomes), s.Waited
 		}
-		if msg.err != nil && !errors.Is(msg.err, gocontext.Canceled) { // a stop is reported by the verdict
+		if msg.err != nil && !errors.Is(msg.err, context.Canceled) { // a stop is reported by the verdict
 			v.err = errText(msg.err)
 		}
 		txt := "storm done"
@@ -504,7 +504,7 @@ func (v *Storm) Update(msg tea.Msg) tea.Cmd {
 			txt = "storm: " + v.summary.Verdict.Text
 		}
 		isErr := v.summary == nil || v.summary.Verdict.Verdict != storm.VerdictAgrees
-		return tea.Batch(status(txt, isErr), v.loadTarget(false), func() tea.Msg { return tctx.DataChangedMsg{} })
+		return tea.Batch(status(txt, isErr), v.loadTarget(false), func() tea.Msg { return shared.DataChangedMsg{} })
 	case stormTargetMsg:
 		if msg.req != v.loadReq {
 			return nil

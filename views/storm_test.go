@@ -18,7 +18,7 @@ import (
 	"idemwork/internal/tuitest"
 	"idemwork/kernel"
 	"idemwork/storm"
-	tctx "idemwork/tui/context"
+	"idemwork/tui/shared"
 	"idemwork/views"
 )
 
@@ -91,22 +91,22 @@ func press(s string) tea.KeyMsg {
 }
 
 // summaryOf is a runner's summary of n events (as the engine would count them).
-func summaryOf(spec tctx.StormSpec, outcomes map[string]int, v tctx.StormVerdict) tctx.StormSummary {
-	return tctx.StormSummary{ID: spec.ID, Key: spec.Key, Requests: spec.N, Outcomes: outcomes, Verdict: v,
+func summaryOf(spec shared.StormSpec, outcomes map[string]int, v shared.StormVerdict) shared.StormSummary {
+	return shared.StormSummary{ID: spec.ID, Key: spec.Key, Requests: spec.N, Outcomes: outcomes, Verdict: v,
 		Distinct: map[string]int{"recordIds": 0, "revisions": 0, "executionIds": 0}}
 }
 
 func TestTheStormViewReportsAStormOfRejectionsAsRejectionsNotADisagreement(t *testing.T) {
 	t.Parallel()
 	b := tuitest.New(t)
-	b.Ctx.Storm = func(_ context.Context, spec tctx.StormSpec, events chan<- tctx.StormEvent, _ chan<- tctx.StormLocks) (tctx.StormSummary, error) {
+	b.Ctx.Storm = func(_ context.Context, spec shared.StormSpec, events chan<- shared.StormEvent, _ chan<- shared.StormLocks) (shared.StormSummary, error) {
 		for i := range spec.N {
-			events <- tctx.StormEvent{Index: i, Outcome: "REVISION_CONFLICT", Err: "record is at revision 5, not the expected 4", LatencyMs: 1}
+			events <- shared.StormEvent{Index: i, Outcome: "REVISION_CONFLICT", Err: "record is at revision 5, not the expected 4", LatencyMs: 1}
 		}
-		return summaryOf(spec, map[string]int{"REVISION_CONFLICT": spec.N}, tctx.StormVerdict{Verdict: storm.VerdictRejected, Code: "REVISION_CONFLICT",
+		return summaryOf(spec, map[string]int{"REVISION_CONFLICT": spec.N}, shared.StormVerdict{Verdict: storm.VerdictRejected, Code: "REVISION_CONFLICT",
 			Text:     "no request succeeded: REVISION_CONFLICT × 50",
-			Answers:  tctx.StormPart{OK: true, Text: `50 requests: rejected: REVISION_CONFLICT × 50 (REVISION_CONFLICT: "record is at revision 5, not the expected 4")`},
-			Database: tctx.StormPart{OK: true, Text: "nothing written: the key was ABSENT before the storm and still is"}}), nil
+			Answers:  shared.StormPart{OK: true, Text: `50 requests: rejected: REVISION_CONFLICT × 50 (REVISION_CONFLICT: "record is at revision 5, not the expected 4")`},
+			Database: shared.StormPart{OK: true, Text: "nothing written: the key was ABSENT before the storm and still is"}}), nil
 	}
 	v := views.NewStorm(b.Ctx)
 	v.SetSize(120, 37)
@@ -125,13 +125,13 @@ func TestAStalledStormSaysWhatItWaitsOnAndStopsAccountingForEveryRequest(t *test
 	t.Parallel()
 	b := tuitest.New(t)
 	const waitsOn = "20 of the storm's sessions wait on a lock transactionid: 20 held by pid 4242 (application \"psql\", idle in transaction, transaction open 6.3 s)"
-	b.Ctx.Storm = func(ctx context.Context, spec tctx.StormSpec, _ chan<- tctx.StormEvent, locks chan<- tctx.StormLocks) (tctx.StormSummary, error) {
-		locks <- tctx.StormLocks{Waiting: 20, InXact: 20, PeakWaiting: 20, PeakAt: tuitest.Now, WaitsOn: waitsOn}
+	b.Ctx.Storm = func(ctx context.Context, spec shared.StormSpec, _ chan<- shared.StormEvent, locks chan<- shared.StormLocks) (shared.StormSummary, error) {
+		locks <- shared.StormLocks{Waiting: 20, InXact: 20, PeakWaiting: 20, PeakAt: tuitest.Now, WaitsOn: waitsOn}
 		<-ctx.Done() // stuck behind the lock until stopped
-		return summaryOf(spec, map[string]int{"CANCELLED": 20}, tctx.StormVerdict{Verdict: storm.VerdictStopped, Code: "CANCELLED",
+		return summaryOf(spec, map[string]int{"CANCELLED": 20}, shared.StormVerdict{Verdict: storm.VerdictStopped, Code: "CANCELLED",
 			Text:     "stopped: 0 answered, 20 cancelled",
-			Answers:  tctx.StormPart{Text: "stopped: 0 answered, 20 cancelled: cancelled: CANCELLED × 20"},
-			Database: tctx.StormPart{OK: true, Text: "nothing written: the key was ABSENT before the storm and still is"}}), ctx.Err()
+			Answers:  shared.StormPart{Text: "stopped: 0 answered, 20 cancelled: cancelled: CANCELLED × 20"},
+			Database: shared.StormPart{OK: true, Text: "nothing written: the key was ABSENT before the storm and still is"}}), ctx.Err()
 	}
 	v := views.NewStorm(b.Ctx)
 	v.SetSize(120, 37)
@@ -161,19 +161,19 @@ func TestTheStormViewCountsWaitsOfRejectionsAndShowsTheExecutionStatus(t *testin
 	t.Parallel()
 	b := tuitest.New(t)
 	tuitest.SeedFixed(t, b)
-	b.Ctx.Storm = func(_ context.Context, spec tctx.StormSpec, events chan<- tctx.StormEvent, _ chan<- tctx.StormLocks) (tctx.StormSummary, error) {
-		events <- tctx.StormEvent{Index: 0, Outcome: "EXECUTED", ExecutionStatus: "BLOCKED", LatencyMs: 2}
+	b.Ctx.Storm = func(_ context.Context, spec shared.StormSpec, events chan<- shared.StormEvent, _ chan<- shared.StormLocks) (shared.StormSummary, error) {
+		events <- shared.StormEvent{Index: 0, Outcome: "EXECUTED", ExecutionStatus: "BLOCKED", LatencyMs: 2}
 		for i := 1; i < spec.N; i++ {
-			events <- tctx.StormEvent{Index: i, Outcome: "REPLAYED", Waited: true, ExecutionStatus: "BLOCKED", LatencyMs: 3}
+			events <- shared.StormEvent{Index: i, Outcome: "REPLAYED", Waited: true, ExecutionStatus: "BLOCKED", LatencyMs: 3}
 		}
-		s := summaryOf(spec, map[string]int{"EXECUTED": 1, "REPLAYED": spec.N - 1}, tctx.StormVerdict{Verdict: storm.VerdictAgrees,
-			Text: "agrees", Answers: tctx.StormPart{OK: true, Text: "ok"},
-			Database: tctx.StormPart{OK: true, Text: "key SUCCEEDED: 0 revisions, 1 audit event; execution BLOCKED (the feature calls a provider directly: it failed closed, nothing was sent)"}})
+		s := summaryOf(spec, map[string]int{"EXECUTED": 1, "REPLAYED": spec.N - 1}, shared.StormVerdict{Verdict: storm.VerdictAgrees,
+			Text: "agrees", Answers: shared.StormPart{OK: true, Text: "ok"},
+			Database: shared.StormPart{OK: true, Text: "key SUCCEEDED: 0 revisions, 1 audit event; execution BLOCKED (the feature calls a provider directly: it failed closed, nothing was sent)"}})
 		s.ExecutionStatus, s.PeakWaiting, s.PeakAt, s.Samples, s.Waited = "BLOCKED", 16, tuitest.Now, 9, spec.N-1
 		return s, nil
 	}
 	v := views.NewStorm(b.Ctx)
-	v.Prepare(tctx.OpenStormMsg{Module: "MEM-001", RecordID: tuitest.MemID, Revision: 1})
+	v.Prepare(shared.OpenStormMsg{Module: "MEM-001", RecordID: tuitest.MemID, Revision: 1})
 	v.SetSize(120, 37)
 	p := newProgram(t, v)
 	p.run(v.SetActive(true))
@@ -199,8 +199,8 @@ func TestTheStormFormShowsTheBodyAndFollowsTheRecordsRevision(t *testing.T) {
 	b := tuitest.New(t)
 	tuitest.SeedFixed(t, b)
 	var mu sync.Mutex
-	var specs []tctx.StormSpec
-	b.Ctx.Storm = func(ctx context.Context, spec tctx.StormSpec, events chan<- tctx.StormEvent, _ chan<- tctx.StormLocks) (tctx.StormSummary, error) {
+	var specs []shared.StormSpec
+	b.Ctx.Storm = func(ctx context.Context, spec shared.StormSpec, events chan<- shared.StormEvent, _ chan<- shared.StormLocks) (shared.StormSummary, error) {
 		mu.Lock()
 		specs = append(specs, spec)
 		mu.Unlock()
@@ -208,15 +208,15 @@ func TestTheStormFormShowsTheBodyAndFollowsTheRecordsRevision(t *testing.T) {
 			title := spec.Title
 			_, err := b.Kernel.Patch(ctx, kernel.PatchInput{Owner: spec.Owner, Module: spec.Module, RecordID: spec.RecordID, ExpectRevision: spec.Revision, Title: &title})
 			if err != nil {
-				return tctx.StormSummary{}, err
+				return shared.StormSummary{}, err
 			}
 		}
-		events <- tctx.StormEvent{Index: 0, Outcome: "EXECUTED", LatencyMs: 1}
-		return summaryOf(spec, map[string]int{"EXECUTED": 1}, tctx.StormVerdict{Verdict: storm.VerdictAgrees, Text: "agrees"}), nil
+		events <- shared.StormEvent{Index: 0, Outcome: "EXECUTED", LatencyMs: 1}
+		return summaryOf(spec, map[string]int{"EXECUTED": 1}, shared.StormVerdict{Verdict: storm.VerdictAgrees, Text: "agrees"}), nil
 	}
 	v := views.NewStorm(b.Ctx)
 	// Records hands over a stale revision: the view reads the record itself.
-	v.Prepare(tctx.OpenStormMsg{Module: "NOTE", RecordID: tuitest.NoteID, Revision: 1})
+	v.Prepare(shared.OpenStormMsg{Module: "NOTE", RecordID: tuitest.NoteID, Revision: 1})
 	v.SetSize(120, 37)
 	p := newProgram(t, v)
 	p.run(v.SetActive(true))
@@ -239,7 +239,7 @@ func TestTheStormFormShowsTheBodyAndFollowsTheRecordsRevision(t *testing.T) {
 
 	// A create storm from a MEM-001 record sends the module's template as its payload.
 	v2 := views.NewStorm(b.Ctx)
-	v2.Prepare(tctx.OpenStormMsg{Module: "MEM-001", RecordID: tuitest.MemID, Revision: 1})
+	v2.Prepare(shared.OpenStormMsg{Module: "MEM-001", RecordID: tuitest.MemID, Revision: 1})
 	v2.SetSize(120, 37)
 	p2 := newProgram(t, v2)
 	p2.send(tea.KeyMsg{Type: tea.KeyLeft}) // patch → create
@@ -259,12 +259,12 @@ func TestTheStormProgressLineIsNeverCut(t *testing.T) {
 	t.Parallel()
 	b := tuitest.New(t)
 	release := make(chan struct{})
-	b.Ctx.Storm = func(ctx context.Context, spec tctx.StormSpec, events chan<- tctx.StormEvent, _ chan<- tctx.StormLocks) (tctx.StormSummary, error) {
+	b.Ctx.Storm = func(ctx context.Context, spec shared.StormSpec, events chan<- shared.StormEvent, _ chan<- shared.StormLocks) (shared.StormSummary, error) {
 		for i := range 7 {
-			events <- tctx.StormEvent{Index: i, Outcome: "JOINED", LatencyMs: 366}
+			events <- shared.StormEvent{Index: i, Outcome: "JOINED", LatencyMs: 366}
 		}
 		<-release
-		return summaryOf(spec, map[string]int{"JOINED": 7}, tctx.StormVerdict{Verdict: storm.VerdictAgrees, Text: "agrees"}), nil
+		return summaryOf(spec, map[string]int{"JOINED": 7}, shared.StormVerdict{Verdict: storm.VerdictAgrees, Text: "agrees"}), nil
 	}
 	v := views.NewStorm(b.Ctx)
 	p := newProgram(t, v)
@@ -311,19 +311,19 @@ func TestTheLocksViewNamesAStormsSessionsItsKeyAndItsPeak(t *testing.T) {
 
 	// A storm whose one session waits on the holder while it runs.
 	waiting := make(chan error, 1)
-	b.Ctx.Storm = func(sctx context.Context, spec tctx.StormSpec, events chan<- tctx.StormEvent, locks chan<- tctx.StormLocks) (tctx.StormSummary, error) {
+	b.Ctx.Storm = func(sctx context.Context, spec shared.StormSpec, events chan<- shared.StormEvent, locks chan<- shared.StormLocks) (shared.StormSummary, error) {
 		c, err := pgx.Connect(context.Background(), testdb.WithParam(b.DB.DSN, "application_name", storm.AppNamePrefix(spec.ID)+"p0"))
 		if err != nil {
-			return tctx.StormSummary{}, err
+			return shared.StormSummary{}, err
 		}
 		go func() { // it ends when the holder rolls back
 			defer c.Close(context.Background())
 			_, err := c.Exec(context.Background(), `UPDATE record SET title = 'waiting' WHERE id = $1`, tuitest.NoteID)
 			waiting <- err
 		}()
-		locks <- tctx.StormLocks{Waiting: 1, PeakWaiting: 1, PeakAt: tuitest.Now}
+		locks <- shared.StormLocks{Waiting: 1, PeakWaiting: 1, PeakAt: tuitest.Now}
 		<-sctx.Done()
-		s := summaryOf(spec, map[string]int{"CANCELLED": spec.N}, tctx.StormVerdict{Verdict: storm.VerdictStopped, Text: "stopped"})
+		s := summaryOf(spec, map[string]int{"CANCELLED": spec.N}, shared.StormVerdict{Verdict: storm.VerdictStopped, Text: "stopped"})
 		s.PeakWaiting, s.PeakAt, s.Samples = 1, tuitest.Now.Add(1500*time.Millisecond), 42
 		return s, sctx.Err()
 	}

@@ -2,7 +2,7 @@ package views
 
 import (
 	"bufio"
-	gocontext "context"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,7 +14,7 @@ import (
 
 	"idemwork/internal/termsafe"
 	"idemwork/store"
-	tctx "idemwork/tui/context"
+	"idemwork/tui/shared"
 )
 
 // timelineQuery reads a Timeline search: a key prefix, or "action:" and an action prefix.
@@ -84,11 +84,11 @@ func exportFile(dir, owner string, now time.Time) (*os.File, error) {
 // NewTimeline is the owner's merged history — audit events, executions, keys and revisions —
 // newest first, one keyset page at a time, for support staff tracing what happened; / searches
 // by key or action prefix and x exports what is selected, whole, to a CSV file.
-func NewTimeline(ctx *tctx.ProgramContext) View {
+func NewTimeline(ctx *shared.ProgramContext) View {
 	v := &listView[store.Event]{ctx: ctx, title: "Timeline", keys: []key.Binding{ctx.Keys.List.Open, ctx.Keys.List.ToKey, ctx.Keys.Timeline.Export},
 		hint: "key prefix (its whole story), or action:PREFIX"}
 	v.list.table.Columns = []Column{{Title: "WHEN", Width: 14}, {Title: "KIND", Width: 9}, {Title: "WHAT", Min: 16}, {Title: "RECORD", Width: 12, Optional: true}, {Title: "KEY", Width: 22}}
-	v.list.fetch = func(ctx gocontext.Context, db *store.DB, owner, query, cursor string) ([]store.Event, string, error) {
+	v.list.fetch = func(ctx context.Context, db *store.DB, owner, query, cursor string) ([]store.Event, string, error) {
 		q := timelineQuery(query)
 		q.Owner, q.Limit, q.Cursor, q.Desc = owner, pageSize, cursor, true
 		if query == "" {
@@ -147,9 +147,9 @@ func NewTimeline(ctx *tctx.ProgramContext) View {
 			return startExport(ctx.DB, q, ctx.ExportDir, ctx.Now())
 		case e == nil:
 		case key.Matches(msg, ctx.Keys.List.Open) && e.Kind == "key" && e.Key != nil, key.Matches(msg, ctx.Keys.List.ToKey) && e.Key != nil:
-			return jump(tctx.JumpKey, "", *e.Key)
+			return jump(shared.JumpKey, "", *e.Key)
 		case key.Matches(msg, ctx.Keys.List.Open) && e.RecordID != nil:
-			return jump(tctx.JumpRecord, deref(e.ModuleCode), *e.RecordID)
+			return jump(shared.JumpRecord, deref(e.ModuleCode), *e.RecordID)
 		}
 		return nil
 	}
@@ -170,7 +170,7 @@ func startExport(db *store.DB, q store.HistoryQuery, dir string, now time.Time) 
 		}
 		path, _ := filepath.Abs(f.Name())
 		w := bufio.NewWriter(f)
-		ctx, cancel := gocontext.WithTimeout(gocontext.Background(), time.Hour)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 		defer cancel()
 		n, err := db.ExportHistory(ctx, q, store.ExportCSV, w, 0, func(n int) {
 			select {

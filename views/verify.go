@@ -1,7 +1,7 @@
 package views
 
 import (
-	gocontext "context"
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -11,7 +11,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"idemwork/kernel"
-	tctx "idemwork/tui/context"
+	"idemwork/tui/shared"
 )
 
 // verifyTimeout bounds one verify run: it reads all of an owner's rows, page by page.
@@ -21,7 +21,7 @@ const verifyTimeout = 2 * time.Minute
 // its count and examples. It runs when the view is opened, on r, and when the owner or the data
 // changes while it is open; it only reads (one read-only snapshot), so it runs read-only too.
 type Verify struct {
-	ctx    *tctx.ProgramContext
+	ctx    *shared.ProgramContext
 	w, h   int
 	active bool
 	busy   bool
@@ -40,7 +40,7 @@ type verifyMsg struct {
 }
 
 // NewVerify returns the Verify view.
-func NewVerify(ctx *tctx.ProgramContext) *Verify { return &Verify{ctx: ctx} }
+func NewVerify(ctx *shared.ProgramContext) *Verify { return &Verify{ctx: ctx} }
 
 // Title names the view.
 func (v *Verify) Title() string { return "Verify" }
@@ -66,7 +66,7 @@ func (v *Verify) run() tea.Cmd {
 	v.req++
 	req, k, owner := v.req, v.ctx.Kernel, v.ctx.Owner
 	return func() tea.Msg {
-		c, cancel := gocontext.WithTimeout(gocontext.Background(), verifyTimeout)
+		c, cancel := context.WithTimeout(context.Background(), verifyTimeout)
 		defer cancel()
 		rep, err := k.VerifyInvariants(c, kernel.VerifyOptions{Owner: owner})
 		return verifyMsg{req: req, rep: rep, err: err}
@@ -88,12 +88,12 @@ func (v *Verify) Update(msg tea.Msg) tea.Cmd {
 		v.rep, v.owner = &msg.rep, msg.rep.Owner
 		v.lines = v.render(msg.rep)
 		v.offset = min(v.offset, max(len(v.lines)-1, 0))
-	case tctx.OwnerChangedMsg:
+	case shared.OwnerChangedMsg:
 		v.rep, v.lines, v.offset = nil, nil, 0
 		if v.active {
 			return v.run()
 		}
-	case tctx.DataChangedMsg:
+	case shared.DataChangedMsg:
 		if v.active && !v.busy {
 			return v.run()
 		}

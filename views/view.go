@@ -5,7 +5,7 @@
 package views
 
 import (
-	gocontext "context"
+	"context"
 	"strings"
 	"time"
 
@@ -15,7 +15,7 @@ import (
 	"idemwork/apperr"
 	"idemwork/internal/termsafe"
 	"idemwork/store"
-	tctx "idemwork/tui/context"
+	"idemwork/tui/shared"
 	"idemwork/wire"
 )
 
@@ -70,9 +70,9 @@ type TickMsg struct{}
 const queryTimeout = 10 * time.Second
 
 // query runs fn off the Update goroutine and returns its message.
-func query(fn func(ctx gocontext.Context) tea.Msg) tea.Cmd {
+func query(fn func(ctx context.Context) tea.Msg) tea.Cmd {
 	return func() tea.Msg {
-		ctx, cancel := gocontext.WithTimeout(gocontext.Background(), queryTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), queryTimeout)
 		defer cancel()
 		return fn(ctx)
 	}
@@ -94,11 +94,11 @@ func errText(err error) string {
 }
 
 func status(text string, isErr bool) tea.Cmd {
-	return func() tea.Msg { return tctx.StatusMsg{Text: text, Error: isErr} }
+	return func() tea.Msg { return shared.StatusMsg{Text: text, Error: isErr} }
 }
 
 // moveTable applies navigation keys to a table; it reports whether the key was one.
-func moveTable(k tctx.ListKeys, t *Table, msg tea.KeyMsg, page int) bool {
+func moveTable(k shared.ListKeys, t *Table, msg tea.KeyMsg, page int) bool {
 	switch {
 	case key.Matches(msg, k.Up):
 		t.Move(-1)

@@ -15,7 +15,7 @@ import (
 	"idemwork/internal/testdb"
 	"idemwork/internal/tuitest"
 	"idemwork/kernel"
-	tctx "idemwork/tui/context"
+	"idemwork/tui/shared"
 	"idemwork/views"
 )
 
@@ -40,7 +40,7 @@ func typeText(f *views.Form, s string) {
 func TestTheFormValidatesJSONAsYouTypeAndSendingAgainReplays(t *testing.T) {
 	t.Parallel()
 	b := tuitest.New(t)
-	f := views.NewForm(b.Ctx, tctx.OpenFormMsg{Kind: "create", Module: "NOTE"})
+	f := views.NewForm(b.Ctx, shared.OpenFormMsg{Kind: "create", Module: "NOTE"})
 	f.SetSize(100, 30)
 	tab := tea.KeyMsg{Type: tea.KeyTab}
 	f.Update(tab) // -> key
@@ -86,7 +86,7 @@ func recordIDOnScreen(t *testing.T, screen string) string {
 func TestAFormErrorShowsItsCodeNotARawDatabaseError(t *testing.T) {
 	t.Parallel()
 	b := tuitest.New(t)
-	f := views.NewForm(b.Ctx, tctx.OpenFormMsg{Kind: "create", Module: "IDENTITY"})
+	f := views.NewForm(b.Ctx, shared.OpenFormMsg{Kind: "create", Module: "IDENTITY"})
 	f.SetSize(100, 30)
 	f.Update(tea.KeyMsg{Type: tea.KeyTab})
 	f.Update(tea.KeyMsg{Type: tea.KeyTab})
@@ -123,7 +123,7 @@ func TestStaleResultsAreDropped(t *testing.T) {
 	msgOld := older()
 	_, err := b.Kernel.Create(context.Background(), kernel.CreateInput{Owner: "alice", Module: "NOTE", Title: "fresh"})
 	require.NoError(t, err)
-	settle(t, v.Update, v.Update(tctx.DataChangedMsg{})) // a newer query sees the record
+	settle(t, v.Update, v.Update(shared.DataChangedMsg{})) // a newer query sees the record
 	require.Contains(t, v.View(), "fresh")
 	v.Update(msgOld) // the older answer arrives late
 	require.Contains(t, v.View(), "fresh", "a stale page never overwrites a newer one")
@@ -138,7 +138,7 @@ func TestExecutionsCountBlockedAndJumpToTheRecord(t *testing.T) {
 	settle(t, v.Update, v.Init())
 	require.Contains(t, v.View(), "1 BLOCKED")
 	msg := v.Update(tea.KeyMsg{Type: tea.KeyEnter})()
-	require.Equal(t, tctx.JumpMsg{Kind: tctx.JumpRecord, Module: "MEM-001", ID: tuitest.MemID}, msg)
+	require.Equal(t, shared.JumpMsg{Kind: shared.JumpRecord, Module: "MEM-001", ID: tuitest.MemID}, msg)
 }
 
 func TestTheOutboxViewRunsTheWorker(t *testing.T) {
@@ -160,18 +160,18 @@ func TestTheOutboxViewRunsTheWorker(t *testing.T) {
 func TestTheStormViewCountsOutcomesAndShowsTheVerdict(t *testing.T) {
 	t.Parallel()
 	b := tuitest.New(t)
-	var got tctx.StormSpec
-	b.Ctx.Storm = func(ctx context.Context, spec tctx.StormSpec, events chan<- tctx.StormEvent, _ chan<- tctx.StormLocks) (tctx.StormSummary, error) {
+	var got shared.StormSpec
+	b.Ctx.Storm = func(ctx context.Context, spec shared.StormSpec, events chan<- shared.StormEvent, _ chan<- shared.StormLocks) (shared.StormSummary, error) {
 		got = spec
 		for i := 0; i < spec.N; i++ {
 			o := "JOINED"
 			if i == 0 {
 				o = "EXECUTED"
 			}
-			events <- tctx.StormEvent{Index: i, Outcome: o, LatencyMs: float64(i + 1)}
+			events <- shared.StormEvent{Index: i, Outcome: o, LatencyMs: float64(i + 1)}
 		}
-		return tctx.StormSummary{Requests: spec.N, Verdict: tctx.StormVerdict{Verdict: "agrees", Text: "agrees: exactly one request executed",
-			Answers: tctx.StormPart{OK: true, Text: "50 requests: EXECUTED 1, JOINED 49"}, Database: tctx.StormPart{OK: true, Text: "key SUCCEEDED: 1 revision"}}}, nil
+		return shared.StormSummary{Requests: spec.N, Verdict: shared.StormVerdict{Verdict: "agrees", Text: "agrees: exactly one request executed",
+			Answers: shared.StormPart{OK: true, Text: "50 requests: EXECUTED 1, JOINED 49"}, Database: shared.StormPart{OK: true, Text: "key SUCCEEDED: 1 revision"}}}, nil
 	}
 	v := views.NewStorm(b.Ctx)
 	v.SetSize(120, 37)
@@ -198,8 +198,8 @@ func TestAuditJumpsToTheRecordAndToTheKeyOfAnEvent(t *testing.T) {
 	require.Contains(t, screen, "FEATURE_F02_BLOCKED")
 	require.Contains(t, screen, "3 loaded")
 	// Newest first: the BLOCKED event is selected.
-	require.Equal(t, tctx.JumpMsg{Kind: tctx.JumpRecord, Module: "MEM-001", ID: tuitest.MemID}, v.Update(tea.KeyMsg{Type: tea.KeyEnter})())
-	require.Equal(t, tctx.JumpMsg{Kind: tctx.JumpKey, ID: "fixed-publish"}, v.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("K")})())
+	require.Equal(t, shared.JumpMsg{Kind: shared.JumpRecord, Module: "MEM-001", ID: tuitest.MemID}, v.Update(tea.KeyMsg{Type: tea.KeyEnter})())
+	require.Equal(t, shared.JumpMsg{Kind: shared.JumpKey, ID: "fixed-publish"}, v.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("K")})())
 }
 
 func TestTheTimelineMergesEveryKindNewestFirstAndOpensKeys(t *testing.T) {
@@ -214,7 +214,7 @@ func TestTheTimelineMergesEveryKindNewestFirstAndOpensKeys(t *testing.T) {
 		require.Contains(t, screen, kind)
 	}
 	// The newest entries are the publish key and its BLOCKED execution (same instant, "key" sorts last).
-	require.Equal(t, tctx.JumpMsg{Kind: tctx.JumpKey, ID: "fixed-publish"}, v.Update(tea.KeyMsg{Type: tea.KeyEnter})())
+	require.Equal(t, shared.JumpMsg{Kind: shared.JumpKey, ID: "fixed-publish"}, v.Update(tea.KeyMsg{Type: tea.KeyEnter})())
 	v.SetFilter("RECORD_PATCHED")
 	require.Contains(t, v.View(), "RECORD_PATCHED")
 	require.NotContains(t, v.View(), "FEATURE_F02_BLOCKED")
@@ -256,7 +256,7 @@ func TestLocksShowsASessionWaitingOnAnotherOnesLock(t *testing.T) {
 func TestTheFormJudgesKeysAndTitlesByTheRunnersAndKernelsOwnRules(t *testing.T) {
 	t.Parallel()
 	b := tuitest.New(t)
-	f := views.NewForm(b.Ctx, tctx.OpenFormMsg{Kind: "create", Module: "NOTE"})
+	f := views.NewForm(b.Ctx, shared.OpenFormMsg{Kind: "create", Module: "NOTE"})
 	f.SetSize(100, 30)
 	f.Update(tea.KeyMsg{Type: tea.KeyTab}) // -> key
 	f.Update(tea.KeyMsg{Type: tea.KeyCtrlU})

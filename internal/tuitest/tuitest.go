@@ -15,7 +15,7 @@ import (
 	"idemwork/internal/testdb"
 	"idemwork/kernel"
 	"idemwork/outbox"
-	tctx "idemwork/tui/context"
+	"idemwork/tui/shared"
 )
 
 // Now is the pinned display time of every test screen.
@@ -25,7 +25,7 @@ var Now = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 type Bundle struct {
 	DB     *testdb.DB
 	Kernel *kernel.Kernel
-	Ctx    *tctx.ProgramContext
+	Ctx    *shared.ProgramContext
 }
 
 // New returns a program context over a fresh database.
@@ -39,10 +39,10 @@ func NewOver(db *testdb.DB) Bundle {
 	clock := &idem.OffsetClock{}
 	k := kernel.New(idem.NewRunner(db.DB, idem.Options{Clock: clock}), kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
 	provider, crash := outbox.NewMemoryProvider(), &outbox.CrashSwitch{}
-	ctx := &tctx.ProgramContext{
-		Styles: tctx.NewStyles(tctx.DefaultTheme()),
-		Keys:   tctx.DefaultKeys(),
-		Conn:   tctx.Conn{Embedded: true, Display: "embedded /test/pg", Database: "idemwork"},
+	ctx := &shared.ProgramContext{
+		Styles: shared.NewStyles(shared.DefaultTheme()),
+		Keys:   shared.DefaultKeys(),
+		Conn:   shared.Conn{Embedded: true, Display: "embedded /test/pg", Database: "idemwork"},
 		Kernel: k,
 		DB:     db.DB,
 		Clock:  clock,

@@ -17,7 +17,7 @@ import (
 	"idemwork/internal/testdb"
 	"idemwork/internal/tuitest"
 	"idemwork/tui"
-	tctx "idemwork/tui/context"
+	"idemwork/tui/shared"
 )
 
 func TestMain(m *testing.M) {
@@ -62,7 +62,7 @@ func key(s string) tea.KeyMsg {
 func TestNoColorKeepsSelectionFocusAndCursorsVisible(t *testing.T) {
 	t.Setenv("NO_COLOR", "1")
 	b := tuitest.New(t)
-	b.Ctx.Styles = tctx.StylesForTerminal(os.Getenv("NO_COLOR") != "")
+	b.Ctx.Styles = shared.StylesForTerminal(os.Getenv("NO_COLOR") != "")
 	tuitest.SeedFixed(t, b)
 	m := tui.New(b.Ctx)
 	m.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
@@ -92,7 +92,7 @@ func TestNoColorKeepsSelectionFocusAndCursorsVisible(t *testing.T) {
 	require.True(t, reversed(lines[selected+1]))
 
 	// A form: the focused field is marked and its text cursor is in reverse video.
-	m.Update(tctx.OpenFormMsg{Kind: "create", Module: "NOTE"})
+	m.Update(shared.OpenFormMsg{Kind: "create", Module: "NOTE"})
 	m.Update(tea.KeyMsg{Type: tea.KeyTab})
 	form := m.View()
 	requireNoColour(t, form)

@@ -1,7 +1,7 @@
-// Package context is the workbench's shared program context: terminal size, theme, key map,
+// Package shared is the workbench's shared program context: terminal size, theme, key map,
 // clock and database handles, handed to every view (gh-dash style), plus the messages views
 // and the shell exchange. Views import this package, never the root model.
-package context
+package shared
 
 import (
 	"time"

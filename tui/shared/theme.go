@@ -1,4 +1,4 @@
-package context
+package shared
 
 import (
 	"github.com/charmbracelet/lipgloss"

@@ -1,7 +1,7 @@
-package context
+package shared
 
 import (
-	gocontext "context"
+	"context"
 	"time"
 )
 
@@ -106,4 +106,4 @@ type StormSummary struct {
 // StormRunner fires a storm, sending request events and lock samples while it runs (lock
 // samples may be dropped when the view lags: each carries the peak so far); it returns when
 // every event was sent.
-type StormRunner func(ctx gocontext.Context, spec StormSpec, events chan<- StormEvent, locks chan<- StormLocks) (StormSummary, error)
+type StormRunner func(ctx context.Context, spec StormSpec, events chan<- StormEvent, locks chan<- StormLocks) (StormSummary, error)
