@@ -105,7 +105,7 @@ func required(cmd *cobra.Command, names ...string) {
 
 func (a *app) printWrite(res kernel.WriteResult) {
 	if a.flags.json {
-		printBody(a.stdout, res.Response())
+		printBody(a.stdout, kernel.WriteResponse(res))
 		return
 	}
 	key := "(no key)"

@@ -70,7 +70,7 @@ func (a *API) createRecord(r *http.Request, owner, key string) (wire.Response, e
 	if err != nil {
 		return wire.Response{}, err
 	}
-	return res.Response(), nil
+	return kernel.WriteResponse(res), nil
 }
 
 func (a *API) patchRecord(r *http.Request, owner, key string) (wire.Response, error) {
@@ -84,7 +84,7 @@ func (a *API) patchRecord(r *http.Request, owner, key string) (wire.Response, er
 	if err != nil {
 		return wire.Response{}, err
 	}
-	return res.Response(), nil
+	return kernel.WriteResponse(res), nil
 }
 
 func (a *API) runFeature(r *http.Request, owner, key string) (wire.Response, error) {
@@ -97,7 +97,7 @@ func (a *API) runFeature(r *http.Request, owner, key string) (wire.Response, err
 	if err != nil {
 		return wire.Response{}, err
 	}
-	return res.Response(), nil
+	return kernel.WriteResponse(res), nil
 }
 
 func (a *API) createReview(r *http.Request, owner, key string) (wire.Response, error) {

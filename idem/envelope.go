@@ -1,7 +1,6 @@
 package idem
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,12 +13,6 @@ import (
 	"idemwork/jsonb"
 	"idemwork/store"
 )
-
-// SchemaVersion is the only envelope version this runner writes.
-const SchemaVersion = 1
-
-// LegacyPolicy names pre-envelope receipts: readable for display, never written, never restored.
-const LegacyPolicy = "raw-json-v1"
 
 // ResultPolicy turns a business result into the minimal reference stored in an envelope and
 // back. A changed Name means changed restore semantics: a stored name that differs from the
@@ -54,15 +47,6 @@ type Replay[T any] struct {
 	// Restore restores result (the envelope's, already through the guard) from the rows read;
 	// false falls back to the policy's Restore.
 	Restore func(result json.RawMessage) (T, bool, error)
-}
-
-// Envelope is idempotency_record.response.
-type Envelope struct {
-	SchemaVersion int             `json:"schemaVersion"`
-	Policy        string          `json:"policy"`
-	Result        json.RawMessage `json:"result"`
-	// Legacy marks a raw-json-v1 receipt; its Result is the whole stored document.
-	Legacy bool `json:"-"`
 }
 
 const maxRefString = 64
@@ -177,66 +161,6 @@ func CanonicalEnvelope(raw []byte) json.RawMessage {
 		return raw
 	}
 	return out
-}
-
-// ParseEnvelope reads a stored envelope strictly: exactly schemaVersion, policy and result, with
-// version 1; a raw-json-v1 document is returned as Legacy. Anything else is an integrity error.
-func ParseEnvelope(raw []byte) (Envelope, error) {
-	var version, policy, result []byte
-	var unknown string
-	r := jsonb.NewReader(raw)
-	defer r.Close()
-	err := r.Object(func(name []byte) error {
-		v, err := r.RawView()
-		switch string(name) {
-		case "schemaVersion":
-			version = v
-		case "policy":
-			policy = v
-		case "result":
-			result = v
-		default:
-			if unknown == "" {
-				unknown = string(name)
-			}
-		}
-		return err
-	})
-	if err != nil {
-		return Envelope{}, apperr.New(apperr.SnapshotIntegrity, "stored envelope is not a JSON object: %v", err)
-	}
-	var env Envelope
-	if policy != nil {
-		if policy[0] != '"' {
-			return Envelope{}, apperr.New(apperr.SnapshotIntegrity, "stored envelope policy is not a string")
-		}
-		if bytes.IndexByte(policy, '\\') < 0 {
-			env.Policy = string(policy[1 : len(policy)-1])
-		} else if err := json.Unmarshal(policy, &env.Policy); err != nil {
-			return Envelope{}, apperr.New(apperr.SnapshotIntegrity, "stored envelope policy is not a string")
-		}
-	}
-	if env.Policy == LegacyPolicy {
-		return Envelope{Policy: LegacyPolicy, Result: json.RawMessage(raw), Legacy: true}, nil
-	}
-	if unknown != "" {
-		return Envelope{}, apperr.New(apperr.SnapshotIntegrity, "stored envelope carries an unknown field %q", unknown)
-	}
-	if version != nil {
-		n, err := strconv.Atoi(string(version))
-		if err != nil {
-			return Envelope{}, apperr.New(apperr.SnapshotIntegrity, "stored envelope is malformed: schemaVersion %.20s is not an integer", version)
-		}
-		env.SchemaVersion = n
-	}
-	if env.SchemaVersion != SchemaVersion {
-		return Envelope{}, apperr.New(apperr.SnapshotIntegrity, "stored envelope has schemaVersion %d; this runner reads %d", env.SchemaVersion, SchemaVersion)
-	}
-	if env.Policy == "" || len(result) == 0 {
-		return Envelope{}, apperr.New(apperr.SnapshotIntegrity, "stored envelope lacks policy or result")
-	}
-	env.Result = result
-	return env, nil
 }
 
 // RestoreEnvelope checks a stored envelope against the operation's policy and restores the

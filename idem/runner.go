@@ -13,16 +13,6 @@ import (
 	"idemwork/store"
 )
 
-// Outcome is what one call did (SPEC §4.4).
-type Outcome string
-
-// The outcomes of a successful call.
-const (
-	Executed Outcome = "EXECUTED" // this call did the work and committed
-	Replayed Outcome = "REPLAYED" // restored from a committed SUCCEEDED row
-	Joined   Outcome = "JOINED"   // shared an in-process leader's result
-)
-
 // DefaultTTL is how long a key stays bound to its first result.
 const DefaultTTL = 24 * time.Hour
 

@@ -9,17 +9,6 @@ import (
 	"idemwork/store"
 )
 
-// CreateInput is a create request.
-type CreateInput struct {
-	Owner         string
-	Module        string
-	Key           string
-	Title         string
-	Summary       *string
-	Payload       json.RawMessage // nil: {}
-	ShareInFlight *bool
-}
-
 type preparedRecord struct {
 	title   string
 	summary string

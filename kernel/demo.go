@@ -158,49 +158,6 @@ func (k *Kernel) seedLegacyReceipts(ctx context.Context) (int, error) {
 	return inserted, nil
 }
 
-// DemoCheck is one claim of a demo and what the database shows about it: OK only when the rows
-// bear the claim out.
-type DemoCheck struct {
-	OK bool `json:"ok"`
-	// Claim is what SPEC §7 says should hold.
-	Claim string `json:"claim"`
-	// Text is what the database (or the provider) showed.
-	Text string `json:"text"`
-}
-
-// DemoStep is one step of a guided demo.
-type DemoStep struct {
-	Step    string       `json:"step"`
-	Outcome idem.Outcome `json:"outcome,omitempty"`
-	// Result is the outcome as a person reads it: "BLOCKED (outcome EXECUTED)" (OutcomeText).
-	Result    string               `json:"result,omitempty"`
-	Record    *store.Record        `json:"record,omitempty"`
-	Execution *store.Execution     `json:"execution,omitempty"`
-	Message   *store.OutboxMessage `json:"outboxMessage,omitempty"`
-	// Reused says what this step found from an earlier run instead of writing it anew.
-	Reused string      `json:"reused,omitempty"`
-	Notes  []string    `json:"notes"`
-	Checks []DemoCheck `json:"checks"`
-}
-
-// Failed counts the step's checks the database did not bear out.
-func (s DemoStep) Failed() int {
-	n := 0
-	for _, c := range s.Checks {
-		if !c.OK {
-			n++
-		}
-	}
-	return n
-}
-
-// BlockedExternalSteps names the steps of the demo, in order.
-var BlockedExternalSteps = []string{
-	"Create a MEM-001 record (internal write: record, revision 1, audit, key)",
-	"Run F02 publish: a direct_external feature, which must fail closed",
-	"Replay F02 with the same Idempotency-Key",
-}
-
 // BlockedExternalDemo walks through SPEC §7 on real rows, one step at a time (the CLI runs all
 // steps, the TUI one per keypress): a MEM-001 record, its direct_external F02 failing closed
 // (BLOCKED execution, revision unchanged, FEATURE_F02_BLOCKED audit), and a replay returning

@@ -10,30 +10,6 @@ import (
 	"idemwork/store"
 )
 
-// ModeComparison sets the two modes of a provider-bound feature side by side (SPEC §7), one
-// request of each, read from the rows the two requests left: what committed, what the client
-// got, what a replay returns now and what reached a provider.
-type ModeComparison struct {
-	Blocked ModeSide `json:"blocked"`
-	Outbox  ModeSide `json:"outbox"`
-}
-
-// ModeSide is what one feature request of one mode left in the database.
-type ModeSide struct {
-	Key       string `json:"key"`
-	Operation string `json:"operation"`
-	// Mode is the execution's mode: blocked_external or outbox.
-	Mode string `json:"mode"`
-	// Committed lists the rows the request's transaction wrote, as they were written.
-	Committed []string `json:"committed"`
-	// Client is what the first answer carried.
-	Client string `json:"client"`
-	// Replay is what a replay with the key returns now (restored read-only, as a replay would).
-	Replay string `json:"replay"`
-	// Provider is what reached a provider, or ever can.
-	Provider string `json:"provider"`
-}
-
 // CompareModes reads the two requests of the walk-throughs — blockedKey a direct_external run,
 // outboxKey an outbox run, both of owner — and sets them side by side.
 func (k *Kernel) CompareModes(ctx context.Context, owner, blockedKey, outboxKey string) (ModeComparison, error) {

@@ -15,19 +15,6 @@ import (
 	"idemwork/store"
 )
 
-// OutboxSteps names the steps of the outbox walk-through, in order.
-var OutboxSteps = []string{
-	"Create a COMMITMENT record to notify about (a later run reuses it)",
-	"Run F02 notify (mode outbox): a PENDING execution and its outbox message, committed with the audit event",
-	"Replay F02 with the same Idempotency-Key",
-	"Deliver: the worker claims the message outside any business transaction and calls the provider",
-	"A second notification while the provider fails: a retry after a backoff",
-	"The worker crashes between the provider call and the settle",
-	"Redeliver once the lease runs out: the provider deduplicates by the idempotency id",
-	"A third notification while the provider fails every call: FAILED after the last attempt",
-	"Every notification settled",
-}
-
 // OutboxDemo walks through the replacement of a direct provider call (SPEC §7) on real rows,
 // one step at a time, as BlockedExternalDemo does for the call that fails closed: COMMITMENT F02
 // commits a PENDING execution and its outbox message in the request's transaction; a replay

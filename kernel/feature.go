@@ -10,17 +10,6 @@ import (
 	"idemwork/store"
 )
 
-// FeatureInput is a feature run request.
-type FeatureInput struct {
-	Owner         string
-	Module        string
-	RecordID      string
-	FeatureID     string
-	Key           string
-	Input         json.RawMessage // nil: {}
-	ShareInFlight *bool
-}
-
 type preparedFeature struct {
 	current    store.Record
 	newPayload json.RawMessage // internal features only

@@ -5,7 +5,6 @@ package kernel
 
 import (
 	"crypto/rand"
-	"encoding/json"
 	"sync"
 	"time"
 
@@ -63,18 +62,6 @@ func (k *Kernel) newID(t time.Time) string {
 	k.idMu.Lock()
 	defer k.idMu.Unlock()
 	return ulid.MustNew(ulid.Timestamp(t), k.entropy).String()
-}
-
-// WriteResult is what create, patch and action return (SPEC §10.2). For a replay, Record is
-// the restored revision, not the latest.
-type WriteResult struct {
-	Outcome   idem.Outcome     `json:"outcome"`
-	Waited    bool             `json:"waited"`
-	Key       *string          `json:"key"`
-	Operation string           `json:"operation"`
-	Record    *store.Record    `json:"record"`
-	Execution *store.Execution `json:"execution"`
-	Envelope  json.RawMessage  `json:"envelope"`
 }
 
 // Operations of SPEC §4.1.

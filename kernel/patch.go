@@ -16,19 +16,6 @@ func revisionConflict(recordID string, expected int) error {
 	return apperr.New(apperr.RevisionConflict, "record %s is no longer at revision %d (someone else wrote it); reload and retry with the current revision", recordID, expected)
 }
 
-// PatchInput is a patch request; nil fields stay as they are.
-type PatchInput struct {
-	Owner          string
-	Module         string
-	RecordID       string
-	Key            string
-	ExpectRevision int
-	Title          *string
-	Summary        *string
-	Payload        json.RawMessage
-	ShareInFlight  *bool
-}
-
 // Patch writes the next revision of a record if it is still at ExpectRevision (operation
 // <MODULE>:record:<id>:patch).
 func (k *Kernel) Patch(ctx context.Context, in PatchInput) (WriteResult, error) {

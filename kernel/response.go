@@ -10,11 +10,11 @@ import (
 	"idemwork/wire"
 )
 
-// Response is the answer a client receives for this write result (SPEC §10.3): 201 with the
+// WriteResponse is the answer a client receives for a write result (SPEC §10.3): 201 with the
 // record's Location for a create, 200 for a patch or a feature run, with the outcome headers
 // and the result as the body. The HTTP adapter serves it, the CLI prints its body, and key
 // inspection shows the one a replay returns.
-func (w WriteResult) Response() wire.Response {
+func WriteResponse(w WriteResult) wire.Response {
 	status := http.StatusOK
 	create := false
 	if op, err := ParseOperation(w.Operation); err == nil && op.Kind == OpKindCreate {
@@ -81,7 +81,7 @@ func (k *Kernel) replayResponse(ctx context.Context, owner string, row store.Key
 		if err != nil {
 			return answer(wire.Error(err))
 		}
-		return answer(recordWriteResult(res, row.Key, row.Operation).Response())
+		return answer(WriteResponse(recordWriteResult(res, row.Key, row.Operation)))
 	case OpKindFeature:
 		feat, err := featureOf(mod, op.FeatureID)
 		if err != nil {
@@ -91,7 +91,7 @@ func (k *Kernel) replayResponse(ctx context.Context, owner string, row store.Key
 		if err != nil {
 			return answer(wire.Error(err))
 		}
-		return answer(featureWriteResult(res, row.Key, row.Operation).Response())
+		return answer(WriteResponse(featureWriteResult(res, row.Key, row.Operation)))
 	case OpKindReview:
 		res, err := idem.ReplayStored(ctx, idem.ResultPolicy[ReviewResult](k.reviewPolicy), owner, row.Key, mod.Code, row.Status, row.Response)
 		if err != nil {

@@ -1,10 +1,5 @@
 package kernel
 
-import (
-	"idemwork/idem"
-	"idemwork/store"
-)
-
 // Label names a feature with its mode and what a run of it commits, for pickers and help:
 // "F02 publish · direct_external → blocked".
 func (f Feature) Label() string {
@@ -16,14 +11,4 @@ func (f Feature) Label() string {
 		s += " → queued for the worker"
 	}
 	return s
-}
-
-// OutcomeText is a write's outcome as a person should read it. A run whose execution did not
-// simply succeed leads with the execution's status — "BLOCKED (outcome EXECUTED)" — so a run
-// that failed closed, or is only queued, never reads as a success of the real action.
-func OutcomeText(o idem.Outcome, e *store.Execution) string {
-	if e == nil || e.Status == "SUCCEEDED" || e.Status == "" {
-		return string(o)
-	}
-	return e.Status + " (outcome " + string(o) + ")"
 }

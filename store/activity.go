@@ -5,23 +5,6 @@ import (
 	"fmt"
 )
 
-// Session is one client session of the current database, with what it waits on.
-type Session struct {
-	PID         int     `json:"pid" db:"pid"`
-	Application string  `json:"application" db:"application_name"`
-	State       string  `json:"state" db:"state"`
-	WaitType    string  `json:"waitType" db:"wait_event_type"`
-	WaitEvent   string  `json:"waitEvent" db:"wait_event"`
-	BlockedBy   []int64 `json:"blockedBy" db:"-"`
-	XactMs      float64 `json:"xactMs" db:"xact_ms"`
-	Query       string  `json:"query" db:"query"`
-	BackendXID  string  `json:"backendXid" db:"backend_xid"`
-	LockType    string  `json:"lockType" db:"locktype"`
-	LockTarget  string  `json:"lockTarget" db:"lock_target"`
-	// InXact: a transaction is open (XactMs is its age; else the time since the last statement).
-	InXact bool `json:"inXact" db:"in_xact"`
-}
-
 // Sessions lists the other client sessions of this database, those waiting on a lock first:
 // who waits on whom (pg_blocking_pids), for which lock, and for how long their transaction has
 // been open. One round trip.

@@ -13,61 +13,6 @@ import (
 	"idemwork/apperr"
 )
 
-// Event is one entry of an owner's merged timeline.
-type Event struct {
-	At          time.Time `json:"at" db:"at"`
-	Kind        string    `json:"kind" db:"kind"` // audit | execution | key | revision
-	ID          string    `json:"id" db:"id"`
-	ModuleCode  *string   `json:"moduleCode,omitempty" db:"module_code"`
-	RecordID    *string   `json:"recordId,omitempty" db:"record_id"`
-	Revision    *int      `json:"revision,omitempty" db:"revision"`
-	ExecutionID *string   `json:"executionId,omitempty" db:"execution_id"`
-	Action      *string   `json:"action,omitempty" db:"action"`
-	Key         *string   `json:"key,omitempty" db:"idempotency_key"`
-	Status      *string   `json:"status,omitempty" db:"status"`
-	Operation   *string   `json:"operation,omitempty" db:"operation"`
-	FeatureID   *string   `json:"featureId,omitempty" db:"feature_id"`
-	Mode        *string   `json:"mode,omitempty" db:"mode"`
-}
-
-// Summary is the entry's substance in a few words: its action, operation, feature, mode or
-// status, and the record revision or execution it names.
-func (e Event) Summary() string {
-	var parts []string
-	for _, p := range []*string{e.Action, e.Operation, e.FeatureID, e.Mode, e.Status} {
-		if p != nil && *p != "" {
-			parts = append(parts, *p)
-		}
-	}
-	if e.RecordID != nil {
-		r := "record " + *e.RecordID
-		if e.Revision != nil {
-			r += " rev " + strconv.Itoa(*e.Revision)
-		}
-		parts = append(parts, r)
-	}
-	if e.Kind == "execution" {
-		parts = append(parts, "execution "+e.ID)
-	}
-	return strings.Join(parts, " · ")
-}
-
-// HistoryQuery selects entries of an owner's merged timeline.
-type HistoryQuery struct {
-	Owner string
-	// Desc lists newest first (or, by key, keys Z→A and each key's entries newest first).
-	Desc bool
-	// Key lists exactly this key's entries: its whole story, every life.
-	Key string
-	// KeyPrefix lists the entries of the keys starting with it, in key order, then time.
-	KeyPrefix string
-	// ActionPrefix lists the audit events whose action starts with it, in time order (the other
-	// kinds have no action).
-	ActionPrefix string
-	Limit        int
-	Cursor       string
-}
-
 // History returns one page of the owner's merged timeline (audit events, executions, keys and
 // revisions) in time order, oldest first, or newest first when desc.
 func (db *DB) History(ctx context.Context, owner string, limit int, cursor string, desc bool) ([]Event, string, error) {
@@ -220,15 +165,6 @@ func (db *DB) KeyHistory(ctx context.Context, owner, key string, max int) ([]Eve
 		cursor = next
 	}
 }
-
-// ExportFormat is how ExportHistory writes.
-type ExportFormat string
-
-// Export formats.
-const (
-	ExportJSON ExportFormat = "json"
-	ExportCSV  ExportFormat = "csv"
-)
 
 // ParseExportFormat checks a --format value.
 func ParseExportFormat(s string) (ExportFormat, error) {

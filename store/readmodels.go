@@ -147,21 +147,6 @@ func likeContains(s string) string {
 	return "%" + strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(s) + "%"
 }
 
-// RecordQuery selects an owner's records.
-type RecordQuery struct {
-	Owner  string
-	Module string // "" = every module
-	// IDPrefix lists the records whose id starts with it (ULID characters), newest first, through
-	// the primary key.
-	IDPrefix string
-	// TitleContains lists the records whose title contains it (case-insensitive), newest first.
-	// Unlike a prefix this is no index range: each page scans the owner's records until it has a
-	// page of matches.
-	TitleContains string
-	Limit         int
-	Cursor        string
-}
-
 // RecordPage lists an owner's records, newest first, optionally of one module.
 func (db *DB) RecordPage(ctx context.Context, owner, module string, limit int, cursor string) ([]Record, string, error) {
 	return db.Records(ctx, RecordQuery{Owner: owner, Module: module, Limit: limit, Cursor: cursor})
@@ -224,9 +209,6 @@ type RecordDetail struct {
 	Audit      []AuditEvent `json:"audit"`
 }
 
-// DetailCap bounds each list of one record's detail (newest kept).
-const DetailCap = 1000
-
 // GetRecordDetail reads a record of owner and module with its history (each list capped at the
 // newest 1000, oldest first).
 func (db *DB) GetRecordDetail(ctx context.Context, owner, module, id string) (RecordDetail, error) {
@@ -242,25 +224,6 @@ func (db *DB) GetRecordDetail(ctx context.Context, owner, module, id string) (Re
 		return d, fmt.Errorf("read revisions: %w", err)
 	}
 	return d, nil
-}
-
-// RevisionHead is a revision without its snapshot: what a list of revisions shows.
-type RevisionHead struct {
-	Revision       int       `json:"revision" db:"revision"`
-	IdempotencyKey *string   `json:"key" db:"idempotency_key"`
-	CreatedAt      time.Time `json:"createdAt" db:"created_at"`
-	// Bytes is the snapshot's size on disk (after TOAST compression; reading the whole snapshot
-	// to measure it would read every revision).
-	Bytes int `json:"bytes" db:"bytes"`
-}
-
-// RecordOutline is a record with the heads of its revisions, its executions and audit events:
-// what the workbench loads to open a record, leaving each snapshot to be read when it is shown.
-type RecordOutline struct {
-	Record     Record         `json:"record"`
-	Revisions  []RevisionHead `json:"revisions"`
-	Executions []Execution    `json:"executions"`
-	Audit      []AuditEvent   `json:"audit"`
 }
 
 // RecordOutline reads a record of owner and module with the heads of its revisions and its
@@ -320,16 +283,6 @@ func (db *DB) RecordModule(ctx context.Context, owner, id string) (string, error
 const auditColumns = `id, owner_id, module_code, record_id, action, revision, execution_id, idempotency_key, detail, at`
 
 const keyColumns = `owner_id, idempotency_key, operation, fingerprint, status, response, created_at, expires_at, updated_at`
-
-// KeyQuery selects an owner's idempotency rows.
-type KeyQuery struct {
-	Owner string
-	// Prefix lists the keys starting with it in key order (byte order, A→Z), through the
-	// primary key; without it the page is newest first.
-	Prefix string
-	Limit  int
-	Cursor string
-}
 
 // KeyPage lists an owner's idempotency rows, newest first.
 func (db *DB) KeyPage(ctx context.Context, owner string, limit int, cursor string) ([]KeyRow, string, error) {
@@ -413,18 +366,6 @@ func (db *DB) LatestRecord(ctx context.Context, owner, module, id string) (Recor
 	return r, err
 }
 
-// ExecutionQuery selects an owner's feature executions.
-type ExecutionQuery struct {
-	Owner string
-	// KeyPrefix lists the executions whose key starts with it, in key order, then time.
-	KeyPrefix string
-	// RecordPrefix lists the executions of records whose id starts with it (ULID characters),
-	// newest record first.
-	RecordPrefix string
-	Limit        int
-	Cursor       string
-}
-
 // ExecutionPage lists an owner's executions, newest first.
 func (db *DB) ExecutionPage(ctx context.Context, owner string, limit int, cursor string) ([]Execution, string, error) {
 	return db.Executions(ctx, ExecutionQuery{Owner: owner, Limit: limit, Cursor: cursor})
@@ -496,18 +437,6 @@ func executionsSQL(q ExecutionQuery, limit int, c *Cursor) (string, []any, error
 		s += ` AND (created_at, id) < (` + arg(c.At) + `, ` + arg(c.ID) + `)`
 	}
 	return s + fmt.Sprintf(` ORDER BY created_at DESC, id DESC LIMIT %d`, limit+1), args, nil
-}
-
-// AuditQuery selects an owner's audit events.
-type AuditQuery struct {
-	Owner string
-	// ActionPrefix lists the events whose action starts with it, newest first: each matching
-	// action's newest page through its index, merged.
-	ActionPrefix string
-	// KeyPrefix lists the events whose key starts with it, in key order, then time.
-	KeyPrefix string
-	Limit     int
-	Cursor    string
 }
 
 // AuditPage lists an owner's audit events, newest first; action filters by a prefix.

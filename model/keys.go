@@ -1,0 +1,86 @@
+package model
+
+import (
+	"encoding/json"
+	"time"
+
+	"idemwork/apperr"
+)
+
+// Key states, as the next request with the key would meet them (KeyView.State).
+const (
+	// KeySucceeded: a replay restores the exact first result.
+	KeySucceeded = "SUCCEEDED"
+	// KeyFailsClosed: the row is SUCCEEDED but a replay is refused (tampered envelope, policy
+	// mismatch, a referenced row that fails its integrity check): RestoreError says how.
+	KeyFailsClosed = "FAILS_CLOSED"
+	// KeyProcessing: a reservation committed without its result, the abnormal leftover of SPEC
+	// §4.2: never treated as success, never re-executed; 409 IDEMPOTENCY_IN_PROGRESS until it
+	// expires.
+	KeyProcessing = "PROCESSING"
+	// KeyExpired: past expires_at; the next request deletes the row and executes again.
+	KeyExpired = "EXPIRED"
+	// KeyLegacy: a raw-json-v1 receipt: readable for display, never replayed.
+	KeyLegacy = "LEGACY"
+)
+
+// KeyView is one idempotency key seen side by side (SPEC §10.2 `key`): the raw envelope, the
+// exact result a replay restores, and the latest record, so drift is visible; what the next
+// request with the key meets (state and verdict); and the key's rows grouped by life.
+type KeyView struct {
+	Key         string          `json:"key"`
+	Operation   string          `json:"operation"`
+	Status      string          `json:"status"`
+	Fingerprint string          `json:"fingerprint"`
+	CreatedAt   time.Time       `json:"createdAt"`
+	ExpiresAt   time.Time       `json:"expiresAt"`
+	Envelope    json.RawMessage `json:"envelope"`
+	Legacy      bool            `json:"legacy"`
+	Restored    RestoredView    `json:"restored"`
+	Latest      LatestView      `json:"latest"`
+	// RestoreError says why a replay of this key would fail closed (absent when it restores).
+	RestoreError *ErrorView `json:"restoreError,omitempty"`
+	// State is one of the Key* states: what the next request with this key meets now.
+	State string `json:"state"`
+	// Expired is true once expires_at has passed (by the runner's clock).
+	Expired bool `json:"expired"`
+	// Verdict says State in a sentence for people.
+	Verdict string `json:"verdict"`
+	// Replay is what a client gets back now for a retry of the key's first request, over HTTP
+	// and from the CLI: the status, the headers and the exact body bytes, built by the code that
+	// serves a write (and the CLI's exit code for it) — a 200/201 restoring the first result, 409
+	// IDEMPOTENCY_IN_PROGRESS for a PROCESSING row, the 500 a tampered envelope fails closed
+	// with, 410 for a legacy operation. Null when the key expired: the next request executes
+	// anew.
+	Replay *Response `json:"replay"`
+	// Lives groups the key's rows (audit events, executions, revisions, the key row) by the
+	// reservation that wrote them: the current life first, then earlier ones, newest first. A key
+	// lives again after it expired and a request executed with it anew.
+	Lives []KeyLife `json:"lives"`
+}
+
+// KeyLife is the rows one reservation of a key wrote.
+type KeyLife struct {
+	Current bool    `json:"current"`
+	Label   string  `json:"label"`
+	Events  []Event `json:"events"`
+}
+
+// RestoredView is what a replay returns.
+type RestoredView struct {
+	Record    *Record    `json:"record"`
+	Execution *Execution `json:"execution"`
+	Review    *Review    `json:"review,omitempty"`
+}
+
+// LatestView is the record as it is now.
+type LatestView struct {
+	Record *Record `json:"record"`
+}
+
+// ErrorView is a coded error as JSON.
+type ErrorView struct {
+	Code    apperr.Code `json:"code"`
+	Status  int         `json:"status"`
+	Message string      `json:"message"`
+}

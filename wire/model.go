@@ -1,0 +1,16 @@
+package wire
+
+import "idemwork/model"
+
+// Response is one answer as a client receives it (model.Response: plain data the views show
+// without importing the wire format's builders).
+type Response = model.Response
+
+// Headers of a write's response (SPEC §10.3).
+const (
+	HeaderReplayed   = model.HeaderReplayed
+	HeaderOutcome    = model.HeaderOutcome
+	OutcomeUnknown   = model.OutcomeUnknown
+	HeaderWaited     = model.HeaderWaited
+	HeaderRetryAfter = model.HeaderRetryAfter
+)
