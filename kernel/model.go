@@ -69,3 +69,14 @@ func CheckText(field, s string, minChars, maxChars int) error {
 
 // OutcomeText is a write's outcome as a person should read it (model.OutcomeText).
 func OutcomeText(o idem.Outcome, e *store.Execution) string { return model.OutcomeText(o, e) }
+
+// OpCreate is the operation of creating a record of module.
+func OpCreate(module string) string { return model.OpCreate(module) }
+
+// OpPatch is the operation of patching a record.
+func OpPatch(module, recordID string) string { return model.OpPatch(module, recordID) }
+
+// OpFeature is the operation of running a feature on a record.
+func OpFeature(module, recordID, featureID string) string {
+	return model.OpFeature(module, recordID, featureID)
+}

@@ -205,7 +205,7 @@ func runChildren(ctx context.Context, r *stormRun) (time.Time, error) {
 
 	base := 0
 	for i := range spec.Processes {
-		n := spec.perProcess(i)
+		n := spec.PerProcess(i)
 		job := newWorkerJob(spec, env)
 		job.IndexBase, job.FaultClaim, job.URLs, job.Token = base, claim, r.servers.urls, r.servers.token
 		job.Spec.N, job.Spec.Processes = n, 1

@@ -119,10 +119,10 @@ func Run(ctx context.Context, env Env, spec Spec, events chan<- Event) (Summary,
 	}
 	sum.Verified = verify(vctx, home, spec, before, r.col.results, r.col.got, sum.Successes())
 	if settleErr != nil {
-		sum.Verified.problem("could not check that the storm's sessions had ended: %v", settleErr)
+		sum.Verified.AddProblem("could not check that the storm's sessions had ended: %v", settleErr)
 	} else if open > 0 {
 		sum.Verified.Unsettled = open
-		sum.Verified.problem("%d of the storm's sessions still had a transaction open %s after the last answer; the database was read anyway", open, settleTimeout+spec.Hold)
+		sum.Verified.AddProblem("%d of the storm's sessions still had a transaction open %s after the last answer; the database was read anyway", open, settleTimeout+spec.Hold)
 	}
 	sum.Verified.Agrees = len(sum.Verified.Problems) == 0
 	sum.Verdict = judge(sum, spec, stopped)

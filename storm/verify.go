@@ -11,47 +11,6 @@ import (
 	"idemwork/store"
 )
 
-// Verified is what the database holds for the storm's owner and key after the storm, read back
-// with queries (never inferred from the responses), and whether it agrees with the responses.
-type Verified struct {
-	// KeyStatus is the idempotency row's status: SUCCEEDED, PROCESSING, or ABSENT.
-	KeyStatus string `json:"keyStatus"`
-	// Operation is the operation the key is bound to in the database.
-	Operation string `json:"operation,omitempty"`
-	// Rows carrying the key: feature executions, record revisions and the audit events of the
-	// storm's operation (not the outbox worker's delivery events, which carry the key too).
-	Executions  int `json:"executions"`
-	Revisions   int `json:"revisions"`
-	AuditEvents int `json:"auditEvents"`
-	// EarlierRows counts rows carrying the key that an earlier lifetime of it wrote: the key
-	// expired and was executed again, and those rows are its past, not this storm's doing. Only
-	// rows written since the current idempotency row was reserved are checked above.
-	EarlierRows int `json:"earlierRows,omitempty"`
-	// Envelope is the stored result reference every replay restores.
-	Envelope *Reference `json:"envelope"`
-	// ExecutionStatus and ExecutionMode are the key's feature execution's (an action storm):
-	// SUCCEEDED/internal, BLOCKED/blocked_external (failed closed), PENDING/outbox.
-	ExecutionStatus string `json:"executionStatus,omitempty"`
-	ExecutionMode   string `json:"executionMode,omitempty"`
-	// KeyStatusBefore is the key's status before the storm (ABSENT, SUCCEEDED, PROCESSING).
-	KeyStatusBefore string `json:"keyStatusBefore"`
-	// Unsettled counts the storm's sessions that still had a transaction open when the
-	// database was read (after waiting for them, bounded).
-	Unsettled int `json:"unsettled,omitempty"`
-	// Agrees: when some request succeeded, the key succeeded with the storm's operation,
-	// exactly one execution/revision (as the operation writes) and one audit event carry the
-	// key, the envelope points at them, at most one request reports EXECUTED, and every
-	// successful response points at the same result; when none succeeded, the storm wrote
-	// nothing: the key and its rows are as they were before it. Either way every session of
-	// the storm had ended when this was read.
-	Agrees   bool     `json:"agrees"`
-	Problems []string `json:"problems,omitempty"`
-}
-
-func (v *Verified) problem(format string, args ...any) {
-	v.Problems = append(v.Problems, fmt.Sprintf(format, args...))
-}
-
 // keyState is what the database holds for the key at one moment: its row and how many rows
 // of any life carry it.
 type keyState struct {
@@ -85,18 +44,11 @@ func readKeyState(ctx context.Context, db *store.DB, spec Spec) (keyState, error
 	return k, err
 }
 
-// Reference is an envelope's result reference.
-type Reference struct {
-	RecordID    string `json:"recordId"`
-	Revision    int    `json:"revision"`
-	ExecutionID string `json:"executionId,omitempty"`
-}
-
 // verify reads the key's rows and checks them against the responses: the result every
 // success points at when some request succeeded, else that the storm wrote nothing.
 func verify(ctx context.Context, db *store.DB, spec Spec, before keyState, results []Event, got []bool, successes int) Verified {
 	v := Verified{KeyStatus: "ABSENT", KeyStatusBefore: before.status}
-	problem := v.problem
+	problem := v.AddProblem
 	if successes == 0 {
 		after, err := readKeyState(ctx, db, spec)
 		if err != nil {
