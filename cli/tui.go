@@ -11,10 +11,12 @@ import (
 
 	"idemwork/apperr"
 	"idemwork/idem"
+	"idemwork/internal/workbench"
 	"idemwork/outbox"
 	"idemwork/store"
 	"idemwork/tui"
 	"idemwork/tui/shared"
+	"idemwork/views"
 )
 
 // tuiOptions are the bare command's own flags.
@@ -49,8 +51,8 @@ func runTUI(ctx context.Context, a *app, opts tuiOptions) error {
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
-		pctx, err := a.openWorkbench(openCtx, owner, opts, styles)
-		done <- tui.BootResult{Ctx: pctx, Err: err}
+		pctx, backend, err := a.openWorkbench(openCtx, owner, opts, styles)
+		done <- tui.BootResult{Ctx: pctx, Backend: backend, Err: err}
 	}()
 	boot := tui.NewBoot(styles, stage, done)
 	boot.Clipboard = os.Stderr
@@ -83,37 +85,39 @@ func (a *app) bootStage() string {
 }
 
 // openWorkbench opens the database (creating, starting and migrating it as needed), seeds the
-// demo data when asked, and builds the program context.
-func (a *app) openWorkbench(ctx context.Context, owner string, opts tuiOptions, styles shared.Styles) (*shared.ProgramContext, error) {
+// demo data when asked, and builds the program context and the views' readers and writers over
+// the store, the kernel and a delivery worker of the workbench's own.
+func (a *app) openWorkbench(ctx context.Context, owner string, opts tuiOptions, styles shared.Styles) (*shared.ProgramContext, views.Backend, error) {
 	k, err := a.kernel(ctx)
 	if err != nil {
-		return nil, err
+		return nil, views.Backend{}, err
 	}
 	if opts.demo {
 		if err := a.db.WriteRefusal(); err != nil {
 			fmt.Fprintf(a.stderr, "idemwork: demo data is not seeded: %s\n", apperr.As(err).Message)
 		} else if _, err := k.SeedDemo(ctx); err != nil {
-			return nil, err
+			return nil, views.Backend{}, err
 		}
 	}
-	clock, _ := k.Runner().Clock().(*idem.OffsetClock)
+	clock := workbench.Clock(k)
 	provider := outbox.NewMemoryProvider()
 	crash := &outbox.CrashSwitch{}
 	settings := a.outboxSettings()
-	settings.Providers, settings.Clock, settings.AfterCall = map[string]outbox.Provider{"notifier": provider}, clock, crash.AfterCall
+	settings.Providers, settings.AfterCall = map[string]outbox.Provider{"notifier": provider}, crash.AfterCall
+	if clock != nil {
+		settings.Clock = clock
+	}
 	worker := outbox.NewWorker(a.db, settings)
-	return &shared.ProgramContext{
+	pctx := &shared.ProgramContext{
 		Styles: styles,
 		Keys:   shared.DefaultKeys(),
 		Conn: shared.Conn{Embedded: a.conn.Embedded, Display: a.conn.Display, Database: a.conn.Database, ReadOnly: a.conn.ReadOnly,
 			ReadOnlyReason: a.conn.ReadOnlyReason},
-		Kernel:   k,
-		DB:       a.db,
-		Clock:    clock,
-		Outbox:   worker,
-		Provider: provider,
-		Crash:    crash,
-		Storm:    a.stormRunner(k),
-		Owner:    owner,
-	}, nil
+		Writes: workbench.Gate(a.db),
+		Clock:  clock,
+		Owner:  owner,
+	}
+	backend := workbench.Backend(workbench.Sources{DB: a.db, Kernel: k, Outbox: worker, Provider: provider, Crash: crash,
+		Storm: a.stormRunner(k)})
+	return pctx, backend, nil
 }

@@ -191,7 +191,7 @@ func BenchmarkKeypressToFrame(b *testing.B) {
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
-			m := tui.New(bundle.Ctx)
+			m := tui.New(bundle.Ctx, bundle.Backend)
 			m.Update(tea.WindowSizeMsg{Width: 120, Height: 40})
 			tuitest.Settle(b, tuitest.Updater(m), m.Init())
 			for _, k := range c.setup {
@@ -209,7 +209,7 @@ func BenchmarkFrame(b *testing.B) {
 	for _, mode := range []string{"1", "2"} {
 		for _, rec := range []struct{ name, id string }{{"payload1KB", "01JBENCH000000000000000001"}, {"payload60KB", "01JBXG00000000000000000000"}} {
 			b.Run(fmt.Sprintf("mode%s/%s", mode, rec.name), func(b *testing.B) {
-				m := tui.New(bundle.Ctx)
+				m := tui.New(bundle.Ctx, bundle.Backend)
 				m.Update(tea.WindowSizeMsg{Width: 120, Height: 40})
 				tuitest.Settle(b, tuitest.Updater(m), cmdOf(m.Update(shared.JumpMsg{Kind: shared.JumpRecord, Module: "NOTE", ID: rec.id})))
 				tuitest.Settle(b, tuitest.Updater(m), cmdOf(m.Update(key(mode))))

@@ -13,12 +13,15 @@ import (
 
 	"idemwork/internal/termsafe"
 	"idemwork/tui/shared"
+	"idemwork/views"
 )
 
-// BootResult is what opening the database gave: the program context, or why it failed.
+// BootResult is what opening the database gave: the program context and the views' readers and
+// writers, or why it failed.
 type BootResult struct {
-	Ctx *shared.ProgramContext
-	Err error
+	Ctx     *shared.ProgramContext
+	Backend views.Backend
+	Err     error
 }
 
 // Boot is the program's first model. Creating or starting the embedded cluster takes seconds,
@@ -82,7 +85,7 @@ func (b *Boot) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			b.err = msg.Err
 			return b, tea.Quit
 		}
-		b.model = New(msg.Ctx)
+		b.model = New(msg.Ctx, msg.Backend)
 		b.model.Clipboard = b.Clipboard
 		cmds := []tea.Cmd{b.model.Init()}
 		if b.width > 0 {

@@ -19,7 +19,7 @@ func goldenScreen(t *testing.T, keys []tea.Msg, want string) {
 	t.Helper()
 	b := tuitest.New(t)
 	tuitest.SeedFixed(t, b)
-	m := tui.New(b.Ctx)
+	m := tui.New(b.Ctx, b.Backend)
 	tm := teatest.NewTestModel(t, m, teatest.WithInitialTermSize(120, 40))
 	first := "Groceries"
 	if len(keys) == 0 {

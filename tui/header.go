@@ -9,13 +9,14 @@ import (
 
 	"idemwork/internal/termsafe"
 	"idemwork/tui/shared"
+	"idemwork/views"
 )
 
 // header is the frame's top line: where the workbench is connected, the owner, the mode
 // (read-write, or READ-ONLY with the session's reason), a moved clock, the MEM-001 limit and
 // the time. The connection gives way first on a narrow terminal: owner, mode and clock matter
-// more.
-func header(ctx *shared.ProgramContext, width int) string {
+// more. cat says the live MEM-001 limit (nil: not shown).
+func header(ctx *shared.ProgramContext, cat views.Catalog, width int) string {
 	s := ctx.Styles
 	c := ctx.Conn
 	conn := c.Display
@@ -35,8 +36,8 @@ func header(ctx *shared.ProgramContext, width int) string {
 	if ctx.Clock != nil && ctx.Clock.Offset() != 0 {
 		parts = append(parts, s.BadgeWarn.Render("clock "+fmtOffset(ctx.Clock.Offset())))
 	}
-	if ctx.Kernel != nil {
-		parts = append(parts, s.Subtle.Render(fmt.Sprintf("MEM-001 max %d", ctx.Kernel.Registry.Rules.Snapshot().MemMaxContentLength)))
+	if cat != nil {
+		parts = append(parts, s.Subtle.Render(fmt.Sprintf("MEM-001 max %d", cat.MemMaxContentLength())))
 	}
 	parts = append(parts, s.Subtle.Render(ctx.Now().Local().Format("15:04:05")))
 	sep := s.Subtle.Render(" │ ")

@@ -35,10 +35,11 @@ const (
 
 // Model is the root model.
 type Model struct {
-	ctx    *shared.ProgramContext
-	views  []views.View
-	active int
-	nav    navigator
+	ctx     *shared.ProgramContext
+	backend views.Backend
+	views   []views.View
+	active  int
+	nav     navigator
 
 	records *views.Records
 	keys    *views.Keys
@@ -60,14 +61,14 @@ type Model struct {
 // tickMsg refreshes the clock and relative times once a second.
 type tickMsg time.Time
 
-// New builds the shell over a program context.
-func New(ctx *shared.ProgramContext) *Model {
-	m := &Model{ctx: ctx, help: newHelpOverlay(ctx.Styles)}
-	m.records = views.NewRecords(ctx)
-	m.keys = views.NewKeys(ctx)
-	m.storm = views.NewStorm(ctx)
-	m.views = []views.View{m.records, m.keys, views.NewExecutions(ctx), views.NewAudit(ctx), views.NewTimeline(ctx),
-		m.storm, views.NewLocks(ctx), views.NewOutbox(ctx), views.NewDemo(ctx), views.NewVerify(ctx)}
+// New builds the shell over a program context, its views reading and writing through b.
+func New(ctx *shared.ProgramContext, b views.Backend) *Model {
+	m := &Model{ctx: ctx, backend: b, help: newHelpOverlay(ctx.Styles)}
+	m.records = views.NewRecords(ctx, b.Records)
+	m.keys = views.NewKeys(ctx, b.Keys)
+	m.storm = views.NewStorm(ctx, b.StormDeps())
+	m.views = []views.View{m.records, m.keys, views.NewExecutions(ctx, b.Executions), views.NewAudit(ctx, b.Audit), views.NewTimeline(ctx, b.History),
+		m.storm, views.NewLocks(ctx, b.Sessions), views.NewOutbox(ctx, b.Outbox), views.NewDemo(ctx, b.Demo), views.NewVerify(ctx, b.Verify)}
 	return m
 }
 
@@ -165,7 +166,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		if m.ctx.ReadOnly() && msg.Kind != "rules" {
 			return m, status(m.ctx.ReadOnlyMessage(), true)
 		}
-		m.form = views.NewForm(m.ctx, msg)
+		m.form = views.NewForm(m.ctx, m.backend.Form(), msg)
 		w, h := m.bodySize()
 		m.form.SetSize(w, h)
 		return m, m.form.Init()
@@ -383,7 +384,7 @@ func (m *Model) View() string {
 		body = m.views[m.active].View()
 	}
 	main := lipgloss.JoinHorizontal(lipgloss.Top, m.nav.view(s, m.views, m.active, h), fit(body, w, h))
-	return fit(strings.Join([]string{header(m.ctx, m.width), main, m.footerKeys(), m.statusLine()}, "\n"), m.width, m.height)
+	return fit(strings.Join([]string{header(m.ctx, m.backend.Catalog, m.width), main, m.footerKeys(), m.statusLine()}, "\n"), m.width, m.height)
 }
 
 func padRight(s string, w int) string {

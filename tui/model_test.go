@@ -69,7 +69,7 @@ func selectedRow(t *testing.T, screen string) string {
 func newModel(t *testing.T, w, h int) (*tui.Model, tuitest.Bundle) {
 	t.Helper()
 	b := tuitest.New(t)
-	m := tui.New(b.Ctx)
+	m := tui.New(b.Ctx, b.Backend)
 	m.Update(tea.WindowSizeMsg{Width: w, Height: h})
 	return m, b
 }
@@ -297,10 +297,10 @@ func TestTheClockMovesAndShowsItsOffset(t *testing.T) {
 	t.Parallel()
 	m, b := newModel(t, 120, 40)
 	m.Update(key("}"))
-	require.Equal(t, time.Hour, b.Ctx.Clock.Offset())
+	require.Equal(t, time.Hour, b.Clock.Offset())
 	require.Contains(t, m.View(), "clock +1h0m0s")
 	m.Update(key("="))
-	require.Zero(t, b.Ctx.Clock.Offset())
+	require.Zero(t, b.Clock.Offset())
 }
 
 func TestInsideAnOpenRecordOneToThreeChoosePanesAndOtherDigitsSwitchViews(t *testing.T) {

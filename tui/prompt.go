@@ -9,7 +9,7 @@ import (
 	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
 
-	"idemwork/idem"
+	"idemwork/model"
 	"idemwork/tui/shared"
 	"idemwork/views"
 )
@@ -134,7 +134,7 @@ func (m *Model) submitPrompt(kind promptKind, value string) tea.Cmd {
 }
 
 func (m *Model) setOwner(owner string) tea.Cmd {
-	if err := idem.ValidateOwner(owner); err != nil {
+	if err := model.ValidateOwner(owner); err != nil {
 		return status("VALIDATION_FAILED: "+strings.TrimPrefix(err.Error(), "VALIDATION_FAILED: "), true)
 	}
 	m.ctx.Owner = owner

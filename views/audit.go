@@ -9,18 +9,18 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"idemwork/internal/termsafe"
-	"idemwork/store"
+	"idemwork/model"
 	"idemwork/tui/shared"
 )
 
 // auditQuery reads an Audit search: an action prefix (actions are upper case), or "key:" and a
 // key prefix.
-func auditQuery(q string) store.AuditQuery {
+func auditQuery(q string) model.AuditQuery {
 	field, v := searchField(q, "action", "action", "key")
 	if field == "key" {
-		return store.AuditQuery{KeyPrefix: v}
+		return model.AuditQuery{KeyPrefix: v}
 	}
-	return store.AuditQuery{ActionPrefix: strings.ToUpper(v)}
+	return model.AuditQuery{ActionPrefix: strings.ToUpper(v)}
 }
 
 func describeAudit(q string) string {
@@ -31,20 +31,25 @@ func describeAudit(q string) string {
 	return "action starts with " + termsafe.Quote(a.ActionPrefix)
 }
 
+// AuditReader reads pages of the owner's audit events for the Audit view.
+type AuditReader interface {
+	Audit(ctx context.Context, q model.AuditQuery) ([]model.AuditEvent, string, error)
+}
+
 // NewAudit lists the owner's audit events, newest first, with the idempotency key each
 // carries; enter jumps to the record, K to the key; / searches by action or key prefix.
-func NewAudit(ctx *shared.ProgramContext) View {
-	v := &listView[store.AuditEvent]{ctx: ctx, title: "Audit", keys: []key.Binding{ctx.Keys.List.Open, ctx.Keys.List.ToKey},
+func NewAudit(ctx *shared.ProgramContext, src AuditReader) View {
+	v := &listView[model.AuditEvent]{ctx: ctx, title: "Audit", keys: []key.Binding{ctx.Keys.List.Open, ctx.Keys.List.ToKey},
 		hint: "action prefix (RECORD_P, FEATURE_), or key:PREFIX"}
 	v.list.table.Columns = []Column{{Title: "WHEN", Width: 14}, {Title: "ACTION", Width: 22}, {Title: "MODULE", Width: 10, Optional: true},
 		{Title: "RECORD", Width: 12, Optional: true}, {Title: "REV", Width: 4, Optional: true}, {Title: "KEY", Min: 16}}
-	v.list.fetch = func(ctx context.Context, db *store.DB, owner, query, cursor string) ([]store.AuditEvent, string, error) {
+	v.list.fetch = func(ctx context.Context, owner, query, cursor string) ([]model.AuditEvent, string, error) {
 		q := auditQuery(query)
 		q.Owner, q.Limit, q.Cursor = owner, pageSize, cursor
-		return db.Audit(ctx, q)
+		return src.Audit(ctx, q)
 	}
 	v.list.describe = describeAudit
-	v.list.toRow = func(a store.AuditEvent) Row {
+	v.list.toRow = func(a model.AuditEvent) Row {
 		r := Row{Cells: []string{stamp(a.At), a.Action, a.ModuleCode, shortID(deref(a.RecordID), 12), derefInt(a.Revision), deref(a.IdempotencyKey)}}
 		if strings.HasSuffix(a.Action, "_BLOCKED") {
 			r.Style = &ctx.Styles.Warning
@@ -54,7 +59,7 @@ func NewAudit(ctx *shared.ProgramContext) View {
 	v.heading = func() string {
 		return ctx.Styles.Title.Render("Audit events") + ctx.Styles.Subtle.Render(fmt.Sprintf(" of %s · %s", safe(ctx.Owner), v.list.summary()))
 	}
-	v.onKey = func(msg tea.KeyMsg, a *store.AuditEvent) tea.Cmd {
+	v.onKey = func(msg tea.KeyMsg, a *model.AuditEvent) tea.Cmd {
 		switch {
 		case a == nil:
 		case key.Matches(msg, ctx.Keys.List.Open) && a.RecordID != nil:
@@ -66,6 +71,6 @@ func NewAudit(ctx *shared.ProgramContext) View {
 		}
 		return nil
 	}
-	v.selection = func(a store.AuditEvent) string { return a.ID }
-	return searchableList[store.AuditEvent]{v}
+	v.selection = func(a model.AuditEvent) string { return a.ID }
+	return searchableList[model.AuditEvent]{v}
 }

@@ -8,8 +8,7 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
-	"idemwork/kernel"
-	"idemwork/outbox"
+	"idemwork/model"
 	"idemwork/tui/shared"
 )
 
@@ -21,15 +20,16 @@ import (
 // against the database. Text wraps to the pane and scrolls; nothing is cut.
 type Demo struct {
 	ctx  *shared.ProgramContext
+	src  DemoRunner
 	w, h int
 	part int
 
-	blocked      *kernel.BlockedExternalDemo
+	blocked      BlockedWalk
 	blockedKeys  string
-	blockedSteps []kernel.DemoStep
-	outbox       *kernel.OutboxDemo
-	outboxSteps  []kernel.DemoStep
-	compare      *kernel.ModeComparison
+	blockedSteps []model.DemoStep
+	outbox       OutboxWalk
+	outboxSteps  []model.DemoStep
+	compare      *model.ModeComparison
 	errs         [demoParts]string
 
 	busy bool
@@ -55,14 +55,37 @@ var demoPartNames = [demoParts]string{"blocked_external", "outbox instead", "sid
 type demoStepMsg struct {
 	req  int
 	part int
-	step kernel.DemoStep
+	step model.DemoStep
 	err  error
 }
 
 type demoCompareMsg struct {
 	req int
-	cmp kernel.ModeComparison
+	cmp model.ModeComparison
 	err error
+}
+
+// DemoRunner starts the Demo view's walk-throughs (the kernel's, as `idemwork demo` runs them)
+// and sets the two modes side by side from the rows their requests left.
+type DemoRunner interface {
+	// NewBlockedExternalDemo starts the blocked_external walk-through with keys under keyPrefix.
+	NewBlockedExternalDemo(owner, keyPrefix string) BlockedWalk
+	// NewOutboxDemo starts the outbox walk-through with keys under keyPrefix (its record is
+	// reused by later runs), delivering with the session's worker settings.
+	NewOutboxDemo(owner, keyPrefix string) (OutboxWalk, error)
+	CompareModes(ctx context.Context, owner, blockedKey, outboxKey string) (model.ModeComparison, error)
+}
+
+// BlockedWalk is the blocked_external walk-through; PublishKey is its feature run's key.
+type BlockedWalk interface {
+	walk
+	PublishKey() string
+}
+
+// OutboxWalk is the outbox walk-through; NotifyKey(n) is its n-th feature run's key.
+type OutboxWalk interface {
+	walk
+	NotifyKey(n int) string
 }
 
 // demoKeyPrefix is where the Demo view's outbox walk-through keeps its keys (as `idemwork demo
@@ -70,8 +93,8 @@ type demoCompareMsg struct {
 const demoKeyPrefix = "demo-outbox"
 
 // NewDemo returns the Demo view.
-func NewDemo(ctx *shared.ProgramContext) *Demo {
-	v := &Demo{ctx: ctx}
+func NewDemo(ctx *shared.ProgramContext, src DemoRunner) *Demo {
+	v := &Demo{ctx: ctx, src: src}
 	v.resetBlocked()
 	v.resetOutbox()
 	return v
@@ -80,8 +103,8 @@ func NewDemo(ctx *shared.ProgramContext) *Demo {
 func (v *Demo) resetBlocked() {
 	v.blockedKeys = "demo-ui-" + strings.ToLower(FreshKey()[4:])
 	v.blocked, v.blockedSteps, v.errs[partBlocked] = nil, nil, ""
-	if v.ctx.Kernel != nil {
-		v.blocked = v.ctx.Kernel.NewBlockedExternalDemo(v.ctx.Owner, v.blockedKeys)
+	if v.src != nil {
+		v.blocked = v.src.NewBlockedExternalDemo(v.ctx.Owner, v.blockedKeys)
 	}
 	v.compare = nil
 }
@@ -89,14 +112,10 @@ func (v *Demo) resetBlocked() {
 func (v *Demo) resetOutbox() {
 	v.outbox, v.outboxSteps, v.errs[partOutbox] = nil, nil, ""
 	v.compare = nil
-	if v.ctx.Kernel == nil {
+	if v.src == nil {
 		return
 	}
-	var settings outbox.Options
-	if v.ctx.Outbox != nil {
-		settings = v.ctx.Outbox.Options()
-	}
-	d, err := v.ctx.Kernel.NewOutboxDemo(v.ctx.Owner, demoKeyPrefix, settings)
+	d, err := v.src.NewOutboxDemo(v.ctx.Owner, demoKeyPrefix)
 	if err != nil {
 		v.errs[partOutbox] = errText(err)
 		return
@@ -114,18 +133,18 @@ func (v *Demo) Init() tea.Cmd { return nil }
 type walk interface {
 	Done() bool
 	StepsDone() int
-	Next(context.Context) (kernel.DemoStep, error)
+	Next(context.Context) (model.DemoStep, error)
 }
 
 func (v *Demo) walk(part int) (walk, []string) {
 	switch part {
 	case partBlocked:
 		if v.blocked != nil {
-			return v.blocked, kernel.BlockedExternalSteps
+			return v.blocked, model.BlockedExternalSteps
 		}
 	case partOutbox:
 		if v.outbox != nil {
-			return v.outbox, kernel.OutboxSteps
+			return v.outbox, model.OutboxSteps
 		}
 	}
 	return nil, nil
@@ -171,7 +190,7 @@ func (v *Demo) loadCompare() tea.Cmd {
 	v.busy = true
 	v.req++
 	v.layout(false)
-	req, k, owner := v.req, v.ctx.Kernel, v.ctx.Owner
+	req, k, owner := v.req, v.src, v.ctx.Owner
 	return query(func(ctx context.Context) tea.Msg {
 		c, err := k.CompareModes(ctx, owner, b, o)
 		return demoCompareMsg{req: req, cmp: c, err: err}

@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"strings"
 
+	"idemwork/model"
+
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
-
-	"idemwork/kernel"
 )
 
 // demoChromeLines is the least the tabs line and the hint below the pane take.
@@ -55,7 +55,7 @@ func (v *Demo) hint() []string {
 		text, st = v.errs[v.part], s.Danger
 	case v.busy:
 		text, st = "running…", s.Subtle
-	case v.ctx.Kernel == nil:
+	case v.src == nil:
 		text, st = "the demo needs a database", s.Subtle
 	case v.part == partCompare:
 		if _, _, ok := v.compareKeys(); ok {
@@ -107,7 +107,7 @@ func (v *Demo) layout(toNewStep bool) {
 		lines = v.walkLines(width, "owner "+safe(v.ctx.Owner)+" · keys "+safe(v.blockedKeys)+":create and "+safe(v.blockedKeys)+":publish",
 			"MEM-001 F02 publish is direct_external: it would call a provider inside the database transaction, where a rollback could never undo the call. So it fails closed. Each step runs on n; every ✓ is a claim checked against the rows.",
 			v.blockedSteps)
-		title += fmt.Sprintf(" · %d/%d", len(v.blockedSteps), len(kernel.BlockedExternalSteps))
+		title += fmt.Sprintf(" · %d/%d", len(v.blockedSteps), len(model.BlockedExternalSteps))
 	case partOutbox:
 		title = "the outbox instead, guided"
 		keys := demoKeyPrefix + ":…"
@@ -117,7 +117,7 @@ func (v *Demo) layout(toNewStep bool) {
 		lines = v.walkLines(width, "owner "+safe(v.ctx.Owner)+" · record key "+demoKeyPrefix+":record · notifications "+safe(keys),
 			"COMMITMENT F02 notify is an outbox feature: the request commits a PENDING execution and an outbox message; a worker, outside any business transaction, calls the provider with the message's idempotency id and settles the execution. The walk-through's worker and provider are its own (it never claims another message), and it moves the workbench clock to each due moment: the header shows by how much, = resets it.",
 			v.outboxSteps)
-		title += fmt.Sprintf(" · %d/%d", len(v.outboxSteps), len(kernel.OutboxSteps))
+		title += fmt.Sprintf(" · %d/%d", len(v.outboxSteps), len(model.OutboxSteps))
 	default:
 		title = "the two modes side by side"
 		lines = v.compareLines(width)
@@ -133,7 +133,7 @@ func (v *Demo) layout(toNewStep bool) {
 }
 
 // walkLines lays out a walk-through: who and which keys, what it shows, then each step run.
-func (v *Demo) walkLines(width int, who, intro string, steps []kernel.DemoStep) []string {
+func (v *Demo) walkLines(width int, who, intro string, steps []model.DemoStep) []string {
 	s := v.ctx.Styles
 	var out []string
 	out = append(out, para("", s.Subtle.Render(who), width)...)
@@ -180,8 +180,8 @@ func (v *Demo) compareLines(width int) []string {
 		}
 		out = append(out, para("", "The comparison reads the rows the two walk-throughs left for one F02 request each: what committed, what the client got, what a replay returns now and what reached a provider. It needs step 2 of both.", width)...)
 		out = append(out, "")
-		out = append(out, para("", s.Subtle.Render("blocked_external: "+done(partBlocked, len(kernel.BlockedExternalSteps))+
-			" · the outbox instead: "+done(partOutbox, len(kernel.OutboxSteps))), width)...)
+		out = append(out, para("", s.Subtle.Render("blocked_external: "+done(partBlocked, len(model.BlockedExternalSteps))+
+			" · the outbox instead: "+done(partOutbox, len(model.OutboxSteps))), width)...)
 		return out
 	}
 	c := v.compare

@@ -61,7 +61,7 @@ func TestAFrameAllocatesNoMoreForA60KBPayloadThanForASmallOne(t *testing.T) {
 	bigRecord(t, b, bigID, 20, 60)
 	bigRecord(t, b, "01JSMA11000000000000000000", 20, 1)
 	measure := func(id, mode string) uint64 {
-		v := views.NewRecords(b.Ctx)
+		v := views.NewRecords(b.Ctx, b.Backend.Records)
 		v.SetSize(103, 37)
 		settle(t, v.Update, v.OpenRecord("NOTE", id))
 		settle(t, v.Update, v.Update(keyPress(mode)))

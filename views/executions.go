@@ -8,17 +8,17 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"idemwork/internal/termsafe"
-	"idemwork/store"
+	"idemwork/model"
 	"idemwork/tui/shared"
 )
 
 // executionQuery reads an Executions search: a key prefix, or "record:" and a record id prefix.
-func executionQuery(q string) store.ExecutionQuery {
+func executionQuery(q string) model.ExecutionQuery {
 	field, v := searchField(q, "key", "key", "record", "id")
 	if field == "key" {
-		return store.ExecutionQuery{KeyPrefix: v}
+		return model.ExecutionQuery{KeyPrefix: v}
 	}
-	return store.ExecutionQuery{RecordPrefix: v}
+	return model.ExecutionQuery{RecordPrefix: v}
 }
 
 func describeExecutions(q string) string {
@@ -29,20 +29,25 @@ func describeExecutions(q string) string {
 	return "key starts with " + termsafe.Quote(e.KeyPrefix) + " (key order)"
 }
 
+// ExecutionReader reads pages of the owner's feature executions for the Executions view.
+type ExecutionReader interface {
+	Executions(ctx context.Context, q model.ExecutionQuery) ([]model.Execution, string, error)
+}
+
 // NewExecutions lists the owner's feature executions, newest first; BLOCKED (a direct
 // external call that failed closed) stands out; enter jumps to the record, K to the key.
-func NewExecutions(ctx *shared.ProgramContext) View {
-	v := &listView[store.Execution]{ctx: ctx, title: "Executions", keys: []key.Binding{ctx.Keys.List.Open, ctx.Keys.List.ToKey},
+func NewExecutions(ctx *shared.ProgramContext, src ExecutionReader) View {
+	v := &listView[model.Execution]{ctx: ctx, title: "Executions", keys: []key.Binding{ctx.Keys.List.Open, ctx.Keys.List.ToKey},
 		hint: "key prefix, or record:ID-PREFIX"}
 	v.list.table.Columns = []Column{{Title: "WHEN", Width: 14}, {Title: "MODULE", Width: 10, Optional: true}, {Title: "RECORD", Width: 12, Optional: true},
 		{Title: "FEAT", Width: 4}, {Title: "MODE", Width: 16}, {Title: "STATUS", Width: 9}, {Title: "KEY", Min: 6}}
-	v.list.fetch = func(ctx context.Context, db *store.DB, owner, query, cursor string) ([]store.Execution, string, error) {
+	v.list.fetch = func(ctx context.Context, owner, query, cursor string) ([]model.Execution, string, error) {
 		q := executionQuery(query)
 		q.Owner, q.Limit, q.Cursor = owner, pageSize, cursor
-		return db.Executions(ctx, q)
+		return src.Executions(ctx, q)
 	}
 	v.list.describe = describeExecutions
-	v.list.toRow = func(e store.Execution) Row {
+	v.list.toRow = func(e model.Execution) Row {
 		r := Row{Cells: []string{stamp(e.CreatedAt), e.ModuleCode, shortID(e.RecordID, 12), e.FeatureID, e.Mode, e.Status, deref(e.IdempotencyKey)}}
 		switch e.Status {
 		case "BLOCKED", "PENDING":
@@ -63,7 +68,7 @@ func NewExecutions(ctx *shared.ProgramContext) View {
 		return s.Title.Render("Feature executions") + s.Subtle.Render(fmt.Sprintf(" of %s · %s · ", safe(ctx.Owner), v.list.summary())) +
 			s.Warning.Render(fmt.Sprintf("%d BLOCKED", blocked)) + s.Subtle.Render(" (failed closed: no provider was called)")
 	}
-	v.onKey = func(msg tea.KeyMsg, e *store.Execution) tea.Cmd {
+	v.onKey = func(msg tea.KeyMsg, e *model.Execution) tea.Cmd {
 		switch {
 		case e == nil:
 		case key.Matches(msg, ctx.Keys.List.Open):
@@ -75,6 +80,6 @@ func NewExecutions(ctx *shared.ProgramContext) View {
 		}
 		return nil
 	}
-	v.selection = func(e store.Execution) string { return e.ID }
-	return searchableList[store.Execution]{v}
+	v.selection = func(e model.Execution) string { return e.ID }
+	return searchableList[model.Execution]{v}
 }

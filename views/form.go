@@ -15,11 +15,9 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"idemwork/apperr"
-	"idemwork/idem"
 	"idemwork/internal/termsafe"
-	"idemwork/kernel"
+	"idemwork/model"
 	"idemwork/tui/shared"
-	"idemwork/wire"
 )
 
 // Form is the modal for a write: create, patch or run a feature, each with a chosen (or
@@ -28,6 +26,7 @@ import (
 // it replay.
 type Form struct {
 	ctx    *shared.ProgramContext
+	deps   FormDeps
 	w, h   int
 	kind   string // create | patch | action | rules
 	module string
@@ -38,7 +37,7 @@ type Form struct {
 	focus   int
 	busy    bool
 	req     int
-	result  *kernel.WriteResult
+	result  *model.WriteResult
 	errText string
 	// errField is the field errText is about ("" for the write's own error): fixing the field
 	// clears it.
@@ -49,6 +48,43 @@ type Form struct {
 	notes []string
 	// sentKey is the Idempotency-Key of the last write ("" none): what ctrl+r will do again.
 	sentKey string
+}
+
+// FormDeps is what a form writes and reads through.
+type FormDeps struct {
+	Writer  Writer
+	Records LatestReader
+	Catalog Catalog
+}
+
+// Writer runs the kernel's writes: the same code, with the same idempotency, as the HTTP API
+// and the CLI.
+type Writer interface {
+	Create(ctx context.Context, in model.CreateInput) (model.WriteResult, error)
+	Patch(ctx context.Context, in model.PatchInput) (model.WriteResult, error)
+	RunFeature(ctx context.Context, in model.FeatureInput) (model.WriteResult, error)
+}
+
+// LatestReader reads a record as it is now (a patch's prefill, a storm's target).
+type LatestReader interface {
+	LatestRecord(ctx context.Context, owner, module, id string) (model.Record, error)
+}
+
+// Feature is one feature of a module, as a picker shows it.
+type Feature struct {
+	ID string
+	// Label names it with its mode and what a run commits ("F02 publish · direct_external →
+	// blocked").
+	Label string
+}
+
+// Catalog is what the modules offer and the live module rules (the rules editor and the
+// header show MEM-001's max_content_length; replays never read it).
+type Catalog interface {
+	// Features lists the features of module (none for an unknown one).
+	Features(module string) []Feature
+	MemMaxContentLength() int
+	SetMemMaxContentLength(n int)
 }
 
 type formField struct {
@@ -77,7 +113,7 @@ type FormClosedMsg struct{}
 
 type formResultMsg struct {
 	req int
-	res kernel.WriteResult
+	res model.WriteResult
 	err error
 }
 
@@ -103,7 +139,7 @@ func jsonCheck(field string) func(string) string {
 		if strings.TrimSpace(s) == "" {
 			return ""
 		}
-		if err := kernel.CheckJSONObject(field, []byte(s)); err != nil {
+		if err := model.CheckJSONObject(field, []byte(s)); err != nil {
 			return apperr.As(err).Message
 		}
 		return ""
@@ -115,12 +151,12 @@ func keyCheck(s string) string {
 	if s == "" {
 		return ""
 	}
-	return validationMessage(idem.ValidateKey(s))
+	return validationMessage(model.ValidateKey(s))
 }
 
 // textCheck is the kernel's own rule for a text field, as the server will apply it.
 func textCheck(field string, min, max int) func(string) string {
-	return func(s string) string { return validationMessage(kernel.CheckText(field, s, min, max)) }
+	return func(s string) string { return validationMessage(model.CheckText(field, s, min, max)) }
 }
 
 // validationMessage is a coded error's message without its field prefix ("" for nil): the
@@ -137,8 +173,8 @@ func validationMessage(err error) string {
 }
 
 // NewForm builds the form for an OpenFormMsg.
-func NewForm(ctx *shared.ProgramContext, m shared.OpenFormMsg) *Form {
-	f := &Form{ctx: ctx, kind: m.Kind, module: m.Module, record: m.RecordID, rev: m.Revision}
+func NewForm(ctx *shared.ProgramContext, deps FormDeps, m shared.OpenFormMsg) *Form {
+	f := &Form{ctx: ctx, deps: deps, kind: m.Kind, module: m.Module, record: m.RecordID, rev: m.Revision}
 	keyField := &formField{label: "Idempotency-Key", input: newInput(FreshKey(), 255), validate: keyCheck, hint: "ctrl+n: fresh key · empty: no idempotency"}
 	switch m.Kind {
 	case "create":
@@ -150,9 +186,9 @@ func NewForm(ctx *shared.ProgramContext, m shared.OpenFormMsg) *Form {
 			}
 		}
 		f.fields = []*formField{mod, keyField,
-			{label: "Title", input: newInput("", 400), validate: textCheck("title", 1, kernel.MaxTitleChars)},
-			{label: "Summary", input: newInput("", 4000), validate: textCheck("summary", 0, kernel.MaxSummaryChar)},
-			{label: "Payload", input: newInput(defaultPayload(m.Module), kernel.MaxJSONBytes+1), validate: jsonCheck("payload")}}
+			{label: "Title", input: newInput("", 400), validate: textCheck("title", 1, model.MaxTitleChars)},
+			{label: "Summary", input: newInput("", 4000), validate: textCheck("summary", 0, model.MaxSummaryChar)},
+			{label: "Payload", input: newInput(defaultPayload(m.Module), model.MaxJSONBytes+1), validate: jsonCheck("payload")}}
 	case "patch":
 		f.fields = []*formField{keyField,
 			{label: "Expect revision", input: newInput(strconv.Itoa(m.Revision), 10), validate: func(s string) string {
@@ -161,15 +197,13 @@ func NewForm(ctx *shared.ProgramContext, m shared.OpenFormMsg) *Form {
 				}
 				return ""
 			}, hint: "the write is refused with REVISION_CONFLICT unless the record is still at this revision"},
-			{label: "Title", input: newInput("", 400), validate: textCheck("title", 1, kernel.MaxTitleChars)},
-			{label: "Summary", input: newInput("", 4000), validate: textCheck("summary", 0, kernel.MaxSummaryChar)},
-			{label: "Payload", input: newInput("", kernel.MaxJSONBytes+1), validate: jsonCheck("payload")}}
+			{label: "Title", input: newInput("", 400), validate: textCheck("title", 1, model.MaxTitleChars)},
+			{label: "Summary", input: newInput("", 4000), validate: textCheck("summary", 0, model.MaxSummaryChar)},
+			{label: "Payload", input: newInput("", model.MaxJSONBytes+1), validate: jsonCheck("payload")}}
 	case "action":
 		var feats, labels []string
-		if mod, err := ctx.Kernel.Registry.Module(m.Module); err == nil {
-			for _, ft := range mod.Features {
-				feats, labels = append(feats, ft.ID), append(labels, ft.Label())
-			}
+		for _, ft := range deps.Catalog.Features(m.Module) {
+			feats, labels = append(feats, ft.ID), append(labels, ft.Label)
 		}
 		if len(feats) == 0 {
 			feats, labels = []string{"(none)"}, nil
@@ -181,9 +215,9 @@ func NewForm(ctx *shared.ProgramContext, m shared.OpenFormMsg) *Form {
 			}
 		}
 		f.fields = []*formField{feature, keyField,
-			{label: "Input", input: newInput("{}", kernel.MaxJSONBytes+1), validate: jsonCheck("input")}}
+			{label: "Input", input: newInput("{}", model.MaxJSONBytes+1), validate: jsonCheck("input")}}
 	case "rules":
-		cur := ctx.Kernel.Registry.Rules.Snapshot().MemMaxContentLength
+		cur := deps.Catalog.MemMaxContentLength()
 		f.fields = []*formField{{label: "MEM-001 max_content_length", input: newInput(strconv.Itoa(cur), 9), validate: func(s string) string {
 			if n, err := strconv.Atoi(s); err != nil || n < 1 {
 				return "a positive number of characters"
@@ -214,7 +248,7 @@ func (f *Form) Init() tea.Cmd {
 	if f.kind != "patch" {
 		return textinput.Blink
 	}
-	db, owner, module, id := f.ctx.DB, f.ctx.Owner, f.module, f.record
+	db, owner, module, id := f.deps.Records, f.ctx.Owner, f.module, f.record
 	return tea.Batch(textinput.Blink, query(func(ctx context.Context) tea.Msg {
 		r, err := db.LatestRecord(ctx, owner, module, id)
 		if err != nil {
@@ -281,13 +315,13 @@ func (f *Form) Update(msg tea.Msg) tea.Cmd {
 		}
 		f.busy = false
 		if msg.err != nil {
-			e := wire.Coded(msg.err)
+			e := apperr.As(msg.err)
 			f.errText, f.errField = termsafe.Line(fmt.Sprintf("%s (HTTP %d): %s", e.Code, e.Status(), e.Message)), ""
 			f.result = nil
 			return status(termsafe.Line(string(e.Code)+": "+e.Message), true)
 		}
 		f.result, f.errText, f.errField = &msg.res, "", ""
-		text := fmt.Sprintf("%s %s", kernel.OutcomeText(msg.res.Outcome, msg.res.Execution), msg.res.Operation)
+		text := fmt.Sprintf("%s %s", model.OutcomeText(msg.res.Outcome, msg.res.Execution), msg.res.Operation)
 		if off := f.clockOffset(); off != "" {
 			text += " — written under the moved clock (" + off + ")"
 		}
@@ -384,7 +418,7 @@ func (f *Form) submit() tea.Cmd {
 	}
 	if f.kind == "rules" {
 		n, _ := strconv.Atoi(f.fields[0].value())
-		f.ctx.Kernel.Registry.Rules.SetMemMaxContentLength(n)
+		f.deps.Catalog.SetMemMaxContentLength(n)
 		return tea.Batch(status(fmt.Sprintf("MEM-001 max_content_length is now %d (new writes only; replays ignore it)", n), false),
 			func() tea.Msg { return FormClosedMsg{} })
 	}
@@ -394,7 +428,7 @@ func (f *Form) submit() tea.Cmd {
 	}
 	f.busy, f.errText, f.errField = true, "", ""
 	f.req++
-	req, k, owner := f.req, f.ctx.Kernel, f.ctx.Owner
+	req, k, owner := f.req, f.deps.Writer, f.ctx.Owner
 	val := func(label string) string {
 		if fl := f.field(label); fl != nil {
 			return fl.value()
@@ -412,21 +446,21 @@ func (f *Form) submit() tea.Cmd {
 	f.sentKey = keyVal
 	switch f.kind {
 	case "create":
-		in := kernel.CreateInput{Owner: owner, Module: val("Module"), Key: keyVal, Title: val("Title"), Summary: str("Summary"), Payload: raw("Payload")}
-		return f.run(req, func(ctx context.Context) (kernel.WriteResult, error) { return k.Create(ctx, in) })
+		in := model.CreateInput{Owner: owner, Module: val("Module"), Key: keyVal, Title: val("Title"), Summary: str("Summary"), Payload: raw("Payload")}
+		return f.run(req, func(ctx context.Context) (model.WriteResult, error) { return k.Create(ctx, in) })
 	case "patch":
 		exp, _ := strconv.Atoi(val("Expect revision"))
-		in := kernel.PatchInput{Owner: owner, Module: f.module, RecordID: f.record, Key: keyVal, ExpectRevision: exp,
+		in := model.PatchInput{Owner: owner, Module: f.module, RecordID: f.record, Key: keyVal, ExpectRevision: exp,
 			Title: str("Title"), Summary: str("Summary"), Payload: raw("Payload")}
-		return f.run(req, func(ctx context.Context) (kernel.WriteResult, error) { return k.Patch(ctx, in) })
+		return f.run(req, func(ctx context.Context) (model.WriteResult, error) { return k.Patch(ctx, in) })
 	case "action":
-		in := kernel.FeatureInput{Owner: owner, Module: f.module, RecordID: f.record, FeatureID: val("Feature"), Key: keyVal, Input: raw("Input")}
-		return f.run(req, func(ctx context.Context) (kernel.WriteResult, error) { return k.RunFeature(ctx, in) })
+		in := model.FeatureInput{Owner: owner, Module: f.module, RecordID: f.record, FeatureID: val("Feature"), Key: keyVal, Input: raw("Input")}
+		return f.run(req, func(ctx context.Context) (model.WriteResult, error) { return k.RunFeature(ctx, in) })
 	}
 	return nil
 }
 
-func (f *Form) run(req int, fn func(ctx context.Context) (kernel.WriteResult, error)) tea.Cmd {
+func (f *Form) run(req int, fn func(ctx context.Context) (model.WriteResult, error)) tea.Cmd {
 	return query(func(ctx context.Context) tea.Msg {
 		res, err := fn(ctx)
 		return formResultMsg{req: req, res: res, err: err}
@@ -502,9 +536,9 @@ func (f *Form) View() string {
 		r := f.result
 		// A run whose execution is BLOCKED (or only queued) leads with that, never with a bare
 		// EXECUTED that reads as the real action's success.
-		outcome := kernel.OutcomeText(r.Outcome, r.Execution)
+		outcome := model.OutcomeText(r.Outcome, r.Execution)
 		line := s.Success.Render(outcome)
-		if outcome != string(idem.Executed) {
+		if outcome != string(model.Executed) {
 			line = s.Warning.Render(outcome)
 		}
 		if r.Waited {

@@ -18,7 +18,7 @@ func TestTheFeaturePickerNamesEachFeatureWithItsModeAndABlockedRunSaysBlocked(t 
 	b := tuitest.New(t)
 	tuitest.SeedFixed(t, b)
 	for _, w := range []int{63, 103} { // the form's room in an 80- and a 120-column terminal
-		f := views.NewForm(b.Ctx, shared.OpenFormMsg{Kind: "action", Module: "MEM-001", RecordID: tuitest.MemID})
+		f := views.NewForm(b.Ctx, b.Backend.Form(), shared.OpenFormMsg{Kind: "action", Module: "MEM-001", RecordID: tuitest.MemID})
 		f.SetSize(w, 21)
 		screen := ansi.Strip(f.View())
 		require.Contains(t, screen, "F01 rewrite · internal", "at %d", w)

@@ -40,7 +40,7 @@ func TestThePatchFormTakesItsExpectedRevisionFromTheSameReadAsItsFields(t *testi
 	_, err = b.Kernel.Patch(ctx, kernel.PatchInput{Owner: "alice", Module: "NOTE", RecordID: c.Record.ID, ExpectRevision: 1, Title: &title})
 	require.NoError(t, err)
 	// The list still says revision 1 when the form opens.
-	f := views.NewForm(b.Ctx, shared.OpenFormMsg{Kind: "patch", Module: "NOTE", RecordID: c.Record.ID, Revision: 1})
+	f := views.NewForm(b.Ctx, b.Backend.Form(), shared.OpenFormMsg{Kind: "patch", Module: "NOTE", RecordID: c.Record.ID, Revision: 1})
 	f.SetSize(100, 30)
 	settle(t, f.Update, f.Init())
 	require.Equal(t, "v2", fieldValue(t, f, "Title"))
@@ -53,7 +53,7 @@ func TestThePatchFormTakesItsExpectedRevisionFromTheSameReadAsItsFields(t *testi
 func TestAFixedFieldClearsItsErrorAndAnEditedPayloadSurvivesAModuleSwitch(t *testing.T) {
 	t.Parallel()
 	b := tuitest.New(t)
-	f := views.NewForm(b.Ctx, shared.OpenFormMsg{Kind: "create", Module: "NOTE"})
+	f := views.NewForm(b.Ctx, b.Backend.Form(), shared.OpenFormMsg{Kind: "create", Module: "NOTE"})
 	f.SetSize(100, 30)
 	tab := tea.KeyMsg{Type: tea.KeyTab}
 	f.Update(tab) // -> key
@@ -80,8 +80,8 @@ func TestAFixedFieldClearsItsErrorAndAnEditedPayloadSurvivesAModuleSwitch(t *tes
 func TestSendingAgainWithoutAKeySaysItExecutesAgainAndAMovedClockIsFlagged(t *testing.T) {
 	t.Parallel()
 	b := tuitest.New(t)
-	b.Ctx.Clock.Advance(time.Hour)
-	f := views.NewForm(b.Ctx, shared.OpenFormMsg{Kind: "create", Module: "NOTE"})
+	b.Clock.Advance(time.Hour)
+	f := views.NewForm(b.Ctx, b.Backend.Form(), shared.OpenFormMsg{Kind: "create", Module: "NOTE"})
 	f.SetSize(100, 30)
 	require.Contains(t, f.View(), "the workbench clock is moved +1h0m0s: this write is stamped")
 	tab := tea.KeyMsg{Type: tea.KeyTab}

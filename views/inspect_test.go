@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"idemwork/internal/tuitest"
+	"idemwork/internal/workbench"
 	"idemwork/kernel"
 	"idemwork/store"
 	"idemwork/tui/shared"
@@ -123,7 +124,7 @@ func TestTheKeysViewShowsEveryKeyStateAndWhatTheNextRequestMeets(t *testing.T) {
 	b := tuitest.New(t)
 	plantKeyStates(t, b)
 	for _, size := range [][2]int{{63, 21}, {103, 37}} {
-		v := views.NewKeys(b.Ctx)
+		v := views.NewKeys(b.Ctx, b.Backend.Keys)
 		v.SetSize(size[0], size[1])
 		settle(t, v.Update, v.Init())
 		list := requireBlock(t, v.View(), size[0], size[1])
@@ -167,7 +168,7 @@ func TestTheKeysListKeepsTheActionOfEveryOperationAt80Columns(t *testing.T) {
 	t.Parallel()
 	b := tuitest.New(t)
 	tuitest.SeedFixed(t, b)
-	v := views.NewKeys(b.Ctx)
+	v := views.NewKeys(b.Ctx, b.Backend.Keys)
 	v.SetSize(63, 21) // the body of an 80×24 terminal
 	settle(t, v.Update, v.Init())
 	screen := strings.Join(requireBlock(t, v.View(), 63, 21), "\n")
@@ -184,7 +185,7 @@ func TestStoredControlCharactersAreShownNotObeyed(t *testing.T) {
 	plant(t, b, `UPDATE record SET title = E'two\nlines\tand a tab' WHERE id = $1`, tuitest.MemID)
 	plant(t, b, `UPDATE audit_event SET idempotency_key = E'k\x1b]52;c;aGk=\x07' WHERE id = '01JDEMOAUDIT00000000000001'`)
 	for _, w := range []int{63, 103} {
-		r := views.NewRecords(b.Ctx)
+		r := views.NewRecords(b.Ctx, b.Backend.Records)
 		r.SetSize(w, 21)
 		settle(t, r.Update, r.Init())
 		lines := requireBlock(t, r.View(), w, 21)
@@ -195,7 +196,7 @@ func TestStoredControlCharactersAreShownNotObeyed(t *testing.T) {
 		// Each record is one row, at its own line.
 		require.Equal(t, 2, strings.Count(screen, "NOTE")+strings.Count(screen, "MEM-001"))
 
-		a := views.NewAudit(b.Ctx)
+		a := views.NewAudit(b.Ctx, b.Backend.Audit)
 		a.SetSize(w, 21)
 		settle(t, a.Update, a.Init())
 		require.Contains(t, strings.Join(requireBlock(t, a.View(), w, 21), "\n"), "k␛]52;c;aGk=␇")
@@ -226,7 +227,7 @@ func TestTheRevisionListKeepsTheSelectedRevisionOnScreen(t *testing.T) {
 	b := tuitest.New(t)
 	bigRecord(t, b, bigID, 200, 1)
 	for _, size := range [][2]int{{63, 21}, {103, 37}} {
-		v := views.NewRecords(b.Ctx)
+		v := views.NewRecords(b.Ctx, b.Backend.Records)
 		v.SetSize(size[0], size[1])
 		settle(t, v.Update, v.OpenRecord("NOTE", bigID))
 		lines := requireBlock(t, v.View(), size[0], size[1])
@@ -250,7 +251,7 @@ func TestDetailPanesScrollShowTheirPositionAndYCopiesTheFocusedOne(t *testing.T)
 	c, err := b.Kernel.Create(ctx, kernel.CreateInput{Owner: "alice", Module: "NOTE", Key: "long", Title: "long",
 		Payload: []byte(fmt.Sprintf(`{"items": [%s]}`, strings.TrimSuffix(strings.Repeat(`"item",`, 80), ",")))})
 	require.NoError(t, err)
-	v := views.NewKeys(b.Ctx)
+	v := views.NewKeys(b.Ctx, b.Backend.Keys)
 	v.SetSize(103, 37)
 	settle(t, v.Update, v.OpenKey("long"))
 	screen := v.View()
@@ -279,7 +280,7 @@ func TestTheDiffIsPathLevelComputedOnSelectionAndMarksItsBase(t *testing.T) {
 	t.Parallel()
 	b := tuitest.New(t)
 	bigRecord(t, b, bigID, 5, 1)
-	v := views.NewRecords(b.Ctx)
+	v := views.NewRecords(b.Ctx, b.Backend.Records)
 	v.SetSize(103, 37)
 	settle(t, v.Update, v.OpenRecord("NOTE", bigID))
 	settle(t, v.Update, v.Update(keyPress("2")))
@@ -311,10 +312,10 @@ func TestAKeysEarlierLifeIsShownApart(t *testing.T) {
 	ctx := context.Background()
 	_, err := b.Kernel.Create(ctx, kernel.CreateInput{Owner: "alice", Module: "NOTE", Key: "twice", Title: "same"})
 	require.NoError(t, err)
-	b.Ctx.Clock.Advance(25 * time.Hour)
+	b.Clock.Advance(25 * time.Hour)
 	_, err = b.Kernel.Create(ctx, kernel.CreateInput{Owner: "alice", Module: "NOTE", Key: "twice", Title: "same"})
 	require.NoError(t, err)
-	v := views.NewKeys(b.Ctx)
+	v := views.NewKeys(b.Ctx, b.Backend.Keys)
 	v.SetSize(103, 37)
 	settle(t, v.Update, v.OpenKey("twice"))
 	screen := v.View()
@@ -341,7 +342,7 @@ func TestASearchAsksTheDatabaseAndEnterOpensTheRowUnderTheCursor(t *testing.T) {
 	plant(t, b, `INSERT INTO record (owner_id, id, module_code, revision, title, summary, payload, created_at, updated_at)
 		SELECT 'alice', '01JCAR' || lpad(g::text, 20, '0'), 'NOTE', 1, 'Carol note ' || g, '', '{}', now() - g * interval '1 minute', now()
 		FROM generate_series(1, 250) g`)
-	v := views.NewRecords(b.Ctx)
+	v := views.NewRecords(b.Ctx, b.Backend.Records)
 	v.SetSize(103, 37)
 	settle(t, v.Update, v.Init())
 	require.Contains(t, v.View(), "100 loaded · more below", "one keyset page, not the owner")
@@ -380,7 +381,7 @@ func TestAuditAndTimelineSearchTheWholeHistory(t *testing.T) {
 	tuitest.SeedFixed(t, b)
 	plant(t, b, `INSERT INTO audit_event (owner_id, id, module_code, action, idempotency_key, detail, at)
 		SELECT 'alice', 'bulk' || lpad(g::text, 6, '0'), 'NOTE', 'RECORD_PATCHED', 'bulk-' || g, '{}', now() + g * interval '1 ms' FROM generate_series(1, 500) g`)
-	a := views.NewAudit(b.Ctx)
+	a := views.NewAudit(b.Ctx, b.Backend.Audit)
 	a.SetSize(103, 37)
 	settle(t, a.Update, a.Init())
 	require.NotContains(t, a.View(), "FEATURE_F02_BLOCKED", "the blocked event is pages behind the bulk")
@@ -392,13 +393,13 @@ func TestAuditAndTimelineSearchTheWholeHistory(t *testing.T) {
 	settle(t, a.Update, s.Search("key:fixed-p"))
 	require.Contains(t, a.View(), `2 matches: key starts with "fixed-p" (key order)`)
 
-	tl := views.NewTimeline(b.Ctx)
+	tl := views.NewTimeline(b.Ctx, b.Backend.History)
 	tl.SetSize(103, 37)
 	settle(t, tl.Update, tl.(views.Searcher).Search("fixed-publish"))
 	screen = tl.View()
 	require.Contains(t, screen, `3 matches: keys starting with "fixed-publish"`, "the key, its execution and its audit event")
 
-	e := views.NewExecutions(b.Ctx)
+	e := views.NewExecutions(b.Ctx, b.Backend.Executions)
 	e.SetSize(103, 37)
 	settle(t, e.Update, e.(views.Searcher).Search("record:01JDEMOMEM"))
 	require.Contains(t, e.View(), "1 match: record id starts with")
@@ -412,7 +413,7 @@ func TestTheRecordsHistoryPaneOpensKeysAndShowsThemWhole(t *testing.T) {
 	t.Parallel()
 	b := tuitest.New(t)
 	tuitest.SeedFixed(t, b)
-	v := views.NewRecords(b.Ctx)
+	v := views.NewRecords(b.Ctx, b.Backend.Records)
 	v.SetSize(63, 21)
 	settle(t, v.Update, v.OpenRecord("MEM-001", tuitest.MemID))
 	v.Update(keyPress("3"))
@@ -427,7 +428,7 @@ func TestJumpingToAnotherOwnersRecordSaysItIsNotThere(t *testing.T) {
 	t.Parallel()
 	b := tuitest.New(t)
 	plant(t, b, `INSERT INTO record VALUES ('bob', '01JB0B00000000000000000000', 'NOTE', 1, 'bob''s', '', '{}', now(), now())`)
-	v := views.NewRecords(b.Ctx)
+	v := views.NewRecords(b.Ctx, b.Backend.Records)
 	v.SetSize(103, 37)
 	settle(t, v.Update, v.OpenRecord("", "01JB0B00000000000000000000"))
 	screen := v.View()
@@ -487,8 +488,8 @@ func TestAStoppedDatabaseIsSaidInWordsNotDriverText(t *testing.T) {
 	db, err := store.Open(context.Background(), fmt.Sprintf("postgres://%s@%s%s?sslmode=disable&connect_timeout=2", user, addr, u.Path), store.Options{})
 	require.NoError(t, err)
 	defer db.Close()
-	b.Ctx.DB = db
-	v := views.NewKeys(b.Ctx)
+	// The workbench's readers over that connection, as cli wires them.
+	v := views.NewKeys(b.Ctx, workbench.Backend(workbench.Sources{DB: db, Kernel: b.Kernel}).Keys)
 	v.SetSize(103, 37)
 	settle(t, v.Update, v.Init())
 	require.Contains(t, v.View(), "0 loaded", "the workbench reads through the database")
@@ -509,7 +510,7 @@ func TestTimelineXExportsTheWholeSelectionToACSVFileAndSaysWhere(t *testing.T) {
 	plant(t, b, `INSERT INTO audit_event (owner_id, id, module_code, action, idempotency_key, detail, at)
 		SELECT 'alice', 'bulk' || lpad(g::text, 6, '0'), 'NOTE', 'BULK', 'bulk-' || g, '{}', now() + g * interval '1 ms' FROM generate_series(1, 1200) g`)
 	b.Ctx.ExportDir = t.TempDir()
-	v := views.NewTimeline(b.Ctx)
+	v := views.NewTimeline(b.Ctx, b.Backend.History)
 	v.SetSize(103, 37)
 	settle(t, v.Update, v.Init())
 	require.Contains(t, v.View(), "100 loaded · more below", "the screen holds a page")

@@ -12,10 +12,8 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
 
-	"idemwork/idem"
 	"idemwork/internal/termsafe"
-	"idemwork/kernel"
-	"idemwork/store"
+	"idemwork/model"
 	"idemwork/tui/shared"
 )
 
@@ -25,11 +23,21 @@ import (
 // pane scrolls; ←/→ move between them and y copies the focused one.
 type Keys struct {
 	ctx  *shared.ProgramContext
+	src  KeySource
 	w, h int
-	list paged[store.KeyRow]
+	list paged[model.KeyRow]
 	req  int // detail requests
 
 	detail *keyDetail
+}
+
+// KeySource is what the Keys view reads: pages of the owner's idempotency rows, and one key as
+// the next request with it would meet it (InspectKey for a key typed by a user, which checks it
+// first; InspectStoredKey for a row of the list, looked up as stored).
+type KeySource interface {
+	Keys(ctx context.Context, q model.KeyQuery) ([]model.KeyRow, string, error)
+	InspectKey(ctx context.Context, owner, key string) (model.KeyView, error)
+	InspectStoredKey(ctx context.Context, owner, key string) (model.KeyView, error)
 }
 
 // Panes of a key's detail, in focus order.
@@ -44,7 +52,7 @@ const (
 type keyDetail struct {
 	req   int
 	key   string
-	view  *kernel.KeyView
+	view  *model.KeyView
 	err   string
 	panes [keyPanes]scrollPane
 	focus int
@@ -58,14 +66,14 @@ type keyDetail struct {
 	envNarrowShown     bool
 }
 
-// NewKeys returns the Keys view.
-func NewKeys(ctx *shared.ProgramContext) *Keys {
-	v := &Keys{ctx: ctx}
+// NewKeys returns the Keys view, reading through src.
+func NewKeys(ctx *shared.ProgramContext, src KeySource) *Keys {
+	v := &Keys{ctx: ctx, src: src}
 	v.list.table.Columns = []Column{{Title: "KEY", Min: 16}, {Title: "STATUS", Width: 10}, {Title: "POLICY", Width: 20, Optional: true},
 		{Title: "OPERATION", Width: 26, Tail: true}, {Title: "EXPIRES", Width: 9}}
-	v.list.fetch = func(ctx context.Context, db *store.DB, owner, query, cursor string) ([]store.KeyRow, string, error) {
+	v.list.fetch = func(ctx context.Context, owner, query, cursor string) ([]model.KeyRow, string, error) {
 		_, prefix := searchField(query, "key", "key")
-		return db.Keys(ctx, store.KeyQuery{Owner: owner, Prefix: prefix, Limit: pageSize, Cursor: cursor})
+		return src.Keys(ctx, model.KeyQuery{Owner: owner, Prefix: prefix, Limit: pageSize, Cursor: cursor})
 	}
 	v.list.describe = func(q string) string {
 		_, p := searchField(q, "key", "key")
@@ -83,7 +91,7 @@ func (v *Keys) Init() tea.Cmd { return v.reload() }
 
 type keyDetailMsg struct {
 	req  int
-	view kernel.KeyView
+	view model.KeyView
 	err  error
 }
 
@@ -101,7 +109,7 @@ func (v *Keys) open(k string, stored bool) tea.Cmd {
 func (v *Keys) loadDetail() tea.Cmd {
 	v.req++
 	v.detail.req = v.req
-	req, k, owner, name, stored := v.req, v.ctx.Kernel, v.ctx.Owner, v.detail.key, v.detail.stored
+	req, k, owner, name, stored := v.req, v.src, v.ctx.Owner, v.detail.key, v.detail.stored
 	return query(func(ctx context.Context) tea.Msg {
 		inspect := k.InspectKey
 		if stored {
@@ -209,13 +217,13 @@ func shortOperation(op string) string {
 	return op
 }
 
-func (v *Keys) keyRow(r store.KeyRow) Row {
+func (v *Keys) keyRow(r model.KeyRow) Row {
 	now := v.ctx.Now()
 	s := v.ctx.Styles
 	policy := "-"
 	var style *lipgloss.Style
 	if r.Response != nil {
-		if env, err := idem.ParseEnvelope(r.Response); err == nil {
+		if env, err := model.ParseEnvelope(r.Response); err == nil {
 			policy = shortPolicy(env.Policy)
 			if env.Legacy {
 				policy = "LEGACY"
@@ -248,7 +256,7 @@ func (v *Keys) SetSize(w, h int) {
 }
 
 // Drift describes how the replayed result relates to the latest record.
-func Drift(kv *kernel.KeyView) string {
+func Drift(kv *model.KeyView) string {
 	r, l := kv.Restored.Record, kv.Latest.Record
 	switch {
 	case kv.Legacy:
@@ -271,12 +279,12 @@ func Drift(kv *kernel.KeyView) string {
 }
 
 // stateStyle colours a key state.
-func (v *Keys) stateStyle(kv *kernel.KeyView) lipgloss.Style {
+func (v *Keys) stateStyle(kv *model.KeyView) lipgloss.Style {
 	s := v.ctx.Styles
 	switch kv.State {
-	case kernel.KeyProcessing, kernel.KeyFailsClosed:
+	case model.KeyProcessing, model.KeyFailsClosed:
 		return s.Danger
-	case kernel.KeyExpired, kernel.KeyLegacy:
+	case model.KeyExpired, model.KeyLegacy:
 		return s.Warning
 	}
 	if kv.Latest.Record != nil && kv.Restored.Record != nil && kv.Latest.Record.Revision != kv.Restored.Record.Revision {
@@ -304,7 +312,7 @@ func (v *Keys) layoutHead() {
 	}
 	// A replayable key says how the replay relates to the record now; any other state says
 	// what the next request meets.
-	if kv.State == kernel.KeySucceeded {
+	if kv.State == model.KeySucceeded {
 		head = append(head, st.Render(cut(Drift(kv), v.w)))
 	} else {
 		verdict := strings.Split(ansi.Wrap(safe(kv.Verdict), v.w, " "), "\n")
@@ -430,14 +438,14 @@ func (v *Keys) fillDetail() {
 }
 
 // replayPane is the replay pane's title, lines and copy: the response a retry of the key gets
-// (kernel.KeyView.Replay, built by the code that serves writes) — the status line, the headers
+// (model.KeyView.Replay, built by the code that serves writes) — the status line, the headers
 // and the body's exact bytes, wrapped but not re-rendered — or why there is none.
-func (v *Keys) replayPane(kv *kernel.KeyView) (string, []string, string) {
+func (v *Keys) replayPane(kv *model.KeyView) (string, []string, string) {
 	s := v.ctx.Styles
 	r := kv.Replay
 	if r == nil {
 		title := "Replay: none"
-		if kv.State == kernel.KeyExpired {
+		if kv.State == model.KeyExpired {
 			title = "EXPIRED · no replay"
 		}
 		return title, []string{safe(kv.Verdict)}, kv.Verdict
@@ -466,7 +474,7 @@ func (v *Keys) replayPane(kv *kernel.KeyView) (string, []string, string) {
 		lines = append(lines, safe(l))
 	}
 	lines = append(lines, "", s.Subtle.Render(fmt.Sprintf("%d bytes on the wire (shown indented, as the CLI prints it; it exits %d)", len(r.Body), r.ExitCode)))
-	if kv.State == kernel.KeyFailsClosed {
+	if kv.State == model.KeyFailsClosed {
 		lines = append(lines, s.Subtle.Render("the stored envelope is beside this pane; nothing is restored from it"))
 	}
 	return title, lines, r.Text()

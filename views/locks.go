@@ -9,8 +9,8 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
-	"idemwork/store"
-	"idemwork/storm"
+	"idemwork/model"
+	"idemwork/storm/stormtypes"
 	"idemwork/tui/shared"
 )
 
@@ -26,10 +26,11 @@ const lockRefresh = 400 * time.Millisecond
 // unless asked for.
 type Locks struct {
 	ctx      *shared.ProgramContext
+	src      SessionReader
 	w, h     int
 	table    Table
-	all      []store.Session
-	sessions []store.Session // those shown
+	all      []model.Session
+	sessions []model.Session // those shown
 	err      string
 	active   bool
 	paused   bool
@@ -57,13 +58,19 @@ type locksTickMsg struct{}
 
 type locksMsg struct {
 	req      int
-	sessions []store.Session
+	sessions []model.Session
 	err      error
 }
 
+// SessionReader lists the database's other client sessions, with what they wait on, for the
+// Locks view.
+type SessionReader interface {
+	Sessions(ctx context.Context) ([]model.Session, error)
+}
+
 // NewLocks returns the Locks view.
-func NewLocks(ctx *shared.ProgramContext) *Locks {
-	v := &Locks{ctx: ctx, storms: map[string]string{}}
+func NewLocks(ctx *shared.ProgramContext, src SessionReader) *Locks {
+	v := &Locks{ctx: ctx, src: src, storms: map[string]string{}}
 	v.setColumns(120)
 	return v
 }
@@ -123,7 +130,7 @@ func (v *Locks) tick() tea.Cmd {
 
 func (v *Locks) poll() tea.Cmd {
 	v.req++
-	req, db := v.req, v.ctx.DB
+	req, db := v.req, v.src
 	return query(func(ctx context.Context) tea.Msg {
 		s, err := db.Sessions(ctx)
 		return locksMsg{req: req, sessions: s, err: err}
@@ -159,9 +166,13 @@ func (v *Locks) Update(msg tea.Msg) tea.Cmd {
 		}
 		v.storm.now, v.storm.peak, v.storm.at, v.stormLive = msg.locks.Waiting, msg.locks.PeakWaiting, msg.locks.PeakAt, true
 	case stormDoneMsg:
-		if sm := msg.summary; sm.ID != "" {
-			v.remember(sm.ID, sm.Key)
-			v.storm = stormPeak{id: sm.ID, key: sm.Key, peak: sm.PeakWaiting, at: sm.PeakAt, samples: sm.Samples}
+		if sm := msg.summary; sm.Storm.ID != "" {
+			var at time.Time
+			if sm.Locks.PeakAt != nil {
+				at = *sm.Locks.PeakAt
+			}
+			v.remember(sm.Storm.ID, sm.Storm.Key)
+			v.storm = stormPeak{id: sm.Storm.ID, key: sm.Storm.Key, peak: sm.Locks.PeakWaiting, at: at, samples: sm.Locks.Samples}
 			v.stormLive = false
 		}
 	case tea.MouseMsg:
@@ -308,7 +319,7 @@ func (v *Locks) stormLine() string {
 	s := v.ctx.Styles
 	st := v.storm
 	if st.id == "" {
-		return s.Subtle.Render("no storm yet: its own sessions (" + storm.AppNamePrefix("<id>") + "…) are sampled every " + storm.SampleEvery.String() + " and their peak shows here")
+		return s.Subtle.Render("no storm yet: its own sessions (" + stormtypes.AppNamePrefix("<id>") + "…) are sampled every " + stormtypes.SampleEvery.String() + " and their peak shows here")
 	}
 	at := ""
 	if !st.at.IsZero() && st.peak > 0 {
@@ -317,7 +328,7 @@ func (v *Locks) stormLine() string {
 	if v.stormLive {
 		return s.Warning.Render(fmt.Sprintf("storm %s on key %s running: %d of its sessions wait now, peak %d%s", st.id, printable(st.key), st.now, st.peak, at))
 	}
-	return s.Subtle.Render(fmt.Sprintf("last storm %s on key %s: peak %d of its sessions waiting%s (%d samples every %s)", st.id, printable(st.key), st.peak, at, st.samples, storm.SampleEvery))
+	return s.Subtle.Render(fmt.Sprintf("last storm %s on key %s: peak %d of its sessions waiting%s (%d samples every %s)", st.id, printable(st.key), st.peak, at, st.samples, stormtypes.SampleEvery))
 }
 
 // ShortHelp is the footer help.

@@ -12,10 +12,63 @@ import (
 	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
 
-	"idemwork/outbox"
-	"idemwork/store"
+	"idemwork/model"
 	"idemwork/tui/shared"
 )
+
+// OutboxTools is what the Outbox view reads and drives: the owner's messages, the session's
+// delivery worker, its simulated provider and its crash switch (Worker, Provider and Crash are
+// nil where the session has none).
+type OutboxTools struct {
+	Messages OutboxReader
+	Worker   OutboxWorker
+	Provider SimulatedProvider
+	Crash    CrashSwitch
+}
+
+// OutboxReader reads pages of the owner's outbox messages, newest first.
+type OutboxReader interface {
+	OutboxPage(ctx context.Context, owner string, limit int, cursor string) ([]model.OutboxMessage, string, error)
+}
+
+// OutboxWorker is the session's delivery worker.
+type OutboxWorker interface {
+	// Deliver runs one pass over the owner's due messages (at most limit), outside any
+	// business transaction.
+	Deliver(ctx context.Context, owner string, limit int) (OutboxPass, error)
+	Settings() OutboxSettings
+}
+
+// OutboxPass is what one delivery pass did.
+type OutboxPass struct {
+	Claimed, Delivered, Retried, Failed int
+	// Abandoned claims were left unsettled (the crash switch); Lost ones lost their lease.
+	Abandoned, Lost int
+}
+
+// OutboxSettings are the worker's retry settings: each retry waits BaseBackoff doubling per
+// attempt, ±JitterPercent; a claim is hidden for Lease; a message fails after MaxAttempts.
+type OutboxSettings struct {
+	MaxAttempts   int
+	BaseBackoff   time.Duration
+	JitterPercent int
+	Lease         time.Duration
+}
+
+// SimulatedProvider is the session's in-memory provider, whose failures the view stacks.
+type SimulatedProvider interface {
+	FailNext(n int)
+	AddFailures(n int) int
+	PendingFailures() int
+	Calls(idempotencyID string) int
+	HasDelivered(idempotencyID string) bool
+}
+
+// CrashSwitch makes the worker crash between the provider call and the settle.
+type CrashSwitch interface {
+	Set(on bool)
+	On() bool
+}
 
 type outboxRunMsg struct {
 	text string
@@ -33,15 +86,15 @@ const outboxDetailLines = 5
 // provider call and the settle, so the redelivery after the lease shows the provider
 // deduplicating by the idempotency id. NEXT says when a message is due; the selected message's
 // attempts, last error and what the provider saw of it are shown below the table.
-func NewOutbox(ctx *shared.ProgramContext) View {
-	v := &listView[store.OutboxMessage]{ctx: ctx, title: "Outbox", keys: []key.Binding{ctx.Keys.Outbox.Deliver, ctx.Keys.Outbox.FailOne, ctx.Keys.Outbox.FailSet, ctx.Keys.Outbox.FailClear, ctx.Keys.Outbox.Crash, ctx.Keys.List.Open}}
-	ov := &outboxView{listView: v}
+func NewOutbox(ctx *shared.ProgramContext, tools OutboxTools) View {
+	v := &listView[model.OutboxMessage]{ctx: ctx, title: "Outbox", keys: []key.Binding{ctx.Keys.Outbox.Deliver, ctx.Keys.Outbox.FailOne, ctx.Keys.Outbox.FailSet, ctx.Keys.Outbox.FailClear, ctx.Keys.Outbox.Crash, ctx.Keys.List.Open}}
+	ov := &outboxView{listView: v, tools: tools}
 	v.list.table.Columns = []Column{{Title: "STATUS", Width: 9}, {Title: "TRY", Width: 5}, {Title: "NEXT", Width: 9},
 		{Title: "EXECUTION", Width: 12}, {Title: "LAST ERROR", Min: 10}, {Title: "CREATED", Width: 8, Optional: true}}
-	v.list.fetch = func(ctx context.Context, db *store.DB, owner, _, cursor string) ([]store.OutboxMessage, string, error) {
-		return db.OutboxPage(ctx, owner, pageSize, cursor)
+	v.list.fetch = func(ctx context.Context, owner, _, cursor string) ([]model.OutboxMessage, string, error) {
+		return tools.Messages.OutboxPage(ctx, owner, pageSize, cursor)
 	}
-	v.list.toRow = func(m store.OutboxMessage) Row {
+	v.list.toRow = func(m model.OutboxMessage) Row {
 		next := ""
 		if m.Status == "PENDING" {
 			next = dueIn(ctx.Now(), m.NextAttemptAt)
@@ -60,24 +113,25 @@ func NewOutbox(ctx *shared.ProgramContext) View {
 		return ctx.Styles.Title.Render("Outbox") + ctx.Styles.Subtle.Render(" of "+safe(ctx.Owner)+" · "+v.list.summary())
 	}
 	v.onKey = ov.key
-	v.selection = func(m store.OutboxMessage) string { return m.ID }
+	v.selection = func(m model.OutboxMessage) string { return m.ID }
 	return ov
 }
 
 // outboxView is the Outbox list with the worker's controls, the failure count being typed, and
 // the selected message's detail.
 type outboxView struct {
-	*listView[store.OutboxMessage]
+	*listView[model.OutboxMessage]
+	tools   OutboxTools
 	setting bool
 	input   textinput.Model
 }
 
 // maxAttempts is the workbench worker's (0 when there is none).
 func (v *outboxView) maxAttempts() int {
-	if v.ctx.Outbox == nil {
+	if v.tools.Worker == nil {
 		return 0
 	}
-	return v.ctx.Outbox.MaxAttempts()
+	return v.tools.Worker.Settings().MaxAttempts
 }
 
 // tries is "2/5": attempts of max attempts.
@@ -104,33 +158,33 @@ func dueIn(now, at time.Time) string {
 	return "in " + ago(now, at)[3:]
 }
 
-func (v *outboxView) key(msg tea.KeyMsg, m *store.OutboxMessage) tea.Cmd {
-	ctx := v.ctx
+func (v *outboxView) key(msg tea.KeyMsg, m *model.OutboxMessage) tea.Cmd {
+	ctx, tools := v.ctx, v.tools
 	switch {
 	case key.Matches(msg, v.ctx.Keys.Outbox.Deliver):
 		if ctx.ReadOnly() {
 			return status("the delivery worker writes, so it does not run here: "+ctx.ReadOnlyMessage(), true)
 		}
-		if ctx.Outbox == nil {
+		if tools.Worker == nil {
 			return status("the delivery worker is not available in this session", true)
 		}
-		w, owner, next := ctx.Outbox, ctx.Owner, v.nextDue()
+		w, owner, next := tools.Worker, ctx.Owner, v.nextDue()
 		return query(func(c context.Context) tea.Msg {
-			rep, err := w.RunScoped(c, outbox.Scope{OwnerID: owner}, 50)
-			return outboxRunMsg{text: passText(owner, rep, next, w.Lease()), err: err}
+			rep, err := w.Deliver(c, owner, 50)
+			return outboxRunMsg{text: passText(owner, rep, next, w.Settings().Lease), err: err}
 		})
 	case key.Matches(msg, v.ctx.Keys.Outbox.FailOne), key.Matches(msg, v.ctx.Keys.Outbox.FailClear):
-		if ctx.Provider == nil {
+		if tools.Provider == nil {
 			return status("no simulated provider in this session", true)
 		}
 		if key.Matches(msg, v.ctx.Keys.Outbox.FailClear) {
-			ctx.Provider.FailNext(0)
+			tools.Provider.FailNext(0)
 		} else {
-			ctx.Provider.AddFailures(1)
+			tools.Provider.AddFailures(1)
 		}
 		return status(v.failText(), false)
 	case key.Matches(msg, v.ctx.Keys.Outbox.FailSet):
-		if ctx.Provider == nil {
+		if tools.Provider == nil {
 			return status("no simulated provider in this session", true)
 		}
 		v.setting = true
@@ -140,11 +194,11 @@ func (v *outboxView) key(msg tea.KeyMsg, m *store.OutboxMessage) tea.Cmd {
 		v.input.Focus()
 		return textinput.Blink
 	case key.Matches(msg, v.ctx.Keys.Outbox.Crash):
-		if ctx.Crash == nil {
+		if tools.Crash == nil {
 			return status("this session's worker has no crash switch", true)
 		}
-		ctx.Crash.Set(!ctx.Crash.On())
-		if ctx.Crash.On() {
+		tools.Crash.Set(!tools.Crash.On())
+		if tools.Crash.On() {
 			return status("crash switch ON: a pass calls the provider, then dies before the settle", false)
 		}
 		return status("crash switch off: passes settle again", false)
@@ -171,7 +225,7 @@ func (v *outboxView) nextDue() time.Time {
 }
 
 // passText says what one delivery pass did, and when nothing was due, when something will be.
-func passText(owner string, rep outbox.Report, next time.Time, lease time.Duration) string {
+func passText(owner string, rep OutboxPass, next time.Time, lease time.Duration) string {
 	if rep.Claimed == 0 {
 		s := "worker pass (" + safe(owner) + "): nothing was due"
 		if !next.IsZero() {
@@ -195,7 +249,7 @@ func passText(owner string, rep outbox.Report, next time.Time, lease time.Durati
 
 // failText is the simulated provider's state.
 func (v *outboxView) failText() string {
-	n := v.ctx.Provider.PendingFailures()
+	n := v.tools.Provider.PendingFailures()
 	switch n {
 	case 0:
 		return "the provider delivers every call"
@@ -240,7 +294,7 @@ func (v *outboxView) typeCount(msg tea.KeyMsg) tea.Cmd {
 			return status("a number of calls, 0 or more", true)
 		}
 		v.setting = false
-		v.ctx.Provider.FailNext(n)
+		v.tools.Provider.FailNext(n)
 		return status(v.failText(), false)
 	}
 	if s := msg.String(); len(s) == 1 && (s[0] < '0' || s[0] > '9') {
@@ -274,7 +328,7 @@ func (v *outboxView) toolLines() []string {
 			s.Subtle.Render(" · enter sets · esc keeps")}
 	}
 	var parts []string
-	if p := v.ctx.Provider; p != nil {
+	if p := v.tools.Provider; p != nil {
 		n := p.PendingFailures()
 		if n == 0 {
 			parts = append(parts, "provider: delivers")
@@ -282,17 +336,17 @@ func (v *outboxView) toolLines() []string {
 			parts = append(parts, s.Warning.Render(fmt.Sprintf("provider: fails the next %d", n)))
 		}
 	}
-	if c := v.ctx.Crash; c != nil {
+	if c := v.tools.Crash; c != nil {
 		if c.On() {
 			parts = append(parts, s.Danger.Render("crash between call and settle: ON"))
 		} else {
 			parts = append(parts, "crash between call and settle: off")
 		}
 	}
-	if w := v.ctx.Outbox; w != nil {
-		o := w.Options()
+	if w := v.tools.Worker; w != nil {
+		o := w.Settings()
 		parts = append(parts, s.Subtle.Render(fmt.Sprintf("max %d attempts · backoff %s doubling ±%d %% · lease %s", o.MaxAttempts,
-			o.BaseBackoff, outbox.JitterPercent, o.Lease)))
+			o.BaseBackoff, o.JitterPercent, o.Lease)))
 	}
 	return wrap(strings.Join(parts, " · "), v.w, 2)
 }
@@ -311,7 +365,7 @@ func (v *outboxView) detailLines() []string {
 	switch m.Status {
 	case "PENDING":
 		when = " · next attempt " + m.NextAttemptAt.Local().Format("15:04:05.0") + " (" + dueIn(v.ctx.Now(), m.NextAttemptAt) + ")"
-		if w := v.ctx.Outbox; w != nil && m.Attempts > 0 && m.NextAttemptAt.Sub(m.UpdatedAt) == w.Lease() {
+		if w := v.tools.Worker; w != nil && m.Attempts > 0 && m.NextAttemptAt.Sub(m.UpdatedAt) == w.Settings().Lease {
 			when += ": claimed, not settled; the lease hides it"
 		}
 	case "DELIVERED", "FAILED":
@@ -323,7 +377,7 @@ func (v *outboxView) detailLines() []string {
 	} else {
 		out = append(out, s.Subtle.Render("last error: none"))
 	}
-	if p := v.ctx.Provider; p != nil {
+	if p := v.tools.Provider; p != nil {
 		seen := "nothing delivered"
 		if p.HasDelivered(m.IdempotencyID) {
 			seen = "delivered (one effect)"

@@ -7,7 +7,6 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"idemwork/internal/termsafe"
-	"idemwork/store"
 	"idemwork/tui/shared"
 )
 
@@ -16,7 +15,7 @@ import (
 const pageSize = 100
 
 // fetchFunc reads one keyset page of an owner's rows that match query ("" for all).
-type fetchFunc[T any] func(ctx context.Context, db *store.DB, owner, query, cursor string) ([]T, string, error)
+type fetchFunc[T any] func(ctx context.Context, owner, query, cursor string) ([]T, string, error)
 
 // paged is a table fed by keyset pages, with request ids so stale pages are dropped. A search
 // is a query the database answers (fetch gets it), never a filter over the loaded rows, so the
@@ -61,10 +60,10 @@ func (p *paged[T]) search(ctx *shared.ProgramContext, q string) tea.Cmd {
 }
 
 func (p *paged[T]) load(ctx *shared.ProgramContext, cursor string, appendPage bool) tea.Cmd {
-	req, db, owner, fetch, q := p.req, ctx.DB, ctx.Owner, p.fetch, p.query
+	req, owner, fetch, q := p.req, ctx.Owner, p.fetch, p.query
 	p.loading = true
 	return query(func(c context.Context) tea.Msg {
-		rows, next, err := fetch(c, db, owner, q, cursor)
+		rows, next, err := fetch(c, owner, q, cursor)
 		return pageMsg[T]{list: p, req: req, rows: rows, next: next, append: appendPage, err: err}
 	})
 }

@@ -9,7 +9,9 @@ import (
 
 	"idemwork/internal/testdb"
 	"idemwork/internal/tuitest"
+	"idemwork/internal/workbench"
 	"idemwork/store"
+	"idemwork/storm/stormtypes"
 	"idemwork/tui/shared"
 	"idemwork/views"
 )
@@ -36,12 +38,12 @@ func TestEveryViewThatRefusesAWriteSaysTheSessionsOwnReason(t *testing.T) {
 	sdb, err := store.Open(context.Background(), b.DB.DSN, store.Options{})
 	require.NoError(t, err)
 	t.Cleanup(sdb.Close)
-	b.Ctx.DB = sdb
+	b.Ctx.Writes = workbench.Gate(sdb)
 	require.True(t, b.Ctx.ReadOnly())
 	const reason = `SCHEMA_NOT_READY: the database schema in schema "public" is newer than this idemwork`
 	const wrong = "reconnect with --allow-writes"
 
-	f := views.NewForm(b.Ctx, shared.OpenFormMsg{Kind: "create", Module: "NOTE"})
+	f := views.NewForm(b.Ctx, b.Backend.Form(), shared.OpenFormMsg{Kind: "create", Module: "NOTE"})
 	f.SetSize(100, 30)
 	settle(t, f.Update, f.Init())
 	f.Update(tea.KeyMsg{Type: tea.KeyTab})
@@ -51,23 +53,24 @@ func TestEveryViewThatRefusesAWriteSaysTheSessionsOwnReason(t *testing.T) {
 	require.Contains(t, f.View(), reason)
 	require.NotContains(t, f.View(), wrong)
 
-	b.Ctx.Storm = func(context.Context, shared.StormSpec, chan<- shared.StormEvent, chan<- shared.StormLocks) (shared.StormSummary, error) {
+	deps := b.Backend.StormDeps()
+	deps.Run = func(context.Context, stormtypes.Spec, chan<- stormtypes.Event, chan<- stormtypes.LockSample) (stormtypes.Summary, error) {
 		t.Error("a storm fired on a standby")
-		return shared.StormSummary{}, nil
+		return stormtypes.Summary{}, nil
 	}
-	s := views.NewStorm(b.Ctx)
+	s := views.NewStorm(b.Ctx, deps)
 	s.SetSize(120, 37)
 	s.Update(press("f"))
 	require.Contains(t, s.View(), "a storm writes: "+reason)
 	require.NotContains(t, s.View(), wrong)
 
-	d := views.NewDemo(b.Ctx)
+	d := views.NewDemo(b.Ctx, b.Backend.Demo)
 	d.SetSize(120, 37)
 	text := statusText(t, d.Update(press("n")))
 	require.Contains(t, text, reason)
 	require.NotContains(t, text, wrong)
 
-	o := views.NewOutbox(b.Ctx)
+	o := views.NewOutbox(b.Ctx, b.Backend.Outbox)
 	o.SetSize(120, 37)
 	text = statusText(t, o.Update(press("d")))
 	require.Contains(t, text, reason)

@@ -11,7 +11,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"idemwork/internal/termsafe"
-	"idemwork/store"
+	"idemwork/model"
 	"idemwork/tui/shared"
 )
 
@@ -21,12 +21,23 @@ import (
 // are read when shown, not with the list: a record of 200 revisions of 60 KB opens at once.
 type Records struct {
 	ctx    *shared.ProgramContext
+	src    RecordReader
 	w, h   int
-	list   paged[store.Record]
+	list   paged[model.Record]
 	module string // "" = all
 	req    int    // detail and snapshot requests
 
 	detail *recordDetail
+}
+
+// RecordReader is what the Records view reads: pages of records, a record's outline (the heads
+// of its revisions, its executions and audit events) and one revision's snapshot.
+type RecordReader interface {
+	Records(ctx context.Context, q model.RecordQuery) ([]model.Record, string, error)
+	// RecordModule finds the module of a record known by id alone (a jump).
+	RecordModule(ctx context.Context, owner, id string) (string, error)
+	RecordOutline(ctx context.Context, owner, module, id string) (model.RecordOutline, error)
+	GetRevision(ctx context.Context, owner, recordID string, revision int) (model.Revision, error)
 }
 
 // Record detail modes.
@@ -43,7 +54,7 @@ type recordDetail struct {
 	req    int
 	module string
 	id     string
-	data   *store.RecordOutline
+	data   *model.RecordOutline
 	err    string
 	revs   Table
 	mode   int
@@ -68,19 +79,19 @@ type recordDetail struct {
 var modulesCycle = []string{"", "NOTE", "MEM-001", "COMMITMENT"}
 
 // recordQuery reads a Records search: a title substring, or "id:" and a record id prefix.
-func recordQuery(module, q string) store.RecordQuery {
+func recordQuery(module, q string) model.RecordQuery {
 	field, v := searchField(q, "title", "title", "id")
 	if field == "id" {
-		return store.RecordQuery{Module: module, IDPrefix: v}
+		return model.RecordQuery{Module: module, IDPrefix: v}
 	}
-	return store.RecordQuery{Module: module, TitleContains: v}
+	return model.RecordQuery{Module: module, TitleContains: v}
 }
 
-// NewRecords returns the Records view.
-func NewRecords(ctx *shared.ProgramContext) *Records {
-	v := &Records{ctx: ctx}
+// NewRecords returns the Records view, reading through src.
+func NewRecords(ctx *shared.ProgramContext, src RecordReader) *Records {
+	v := &Records{ctx: ctx, src: src}
 	v.list.table.Columns = []Column{{Title: "MODULE", Width: 10}, {Title: "ID", Width: 12}, {Title: "REV", Width: 4}, {Title: "TITLE", Min: 10}, {Title: "UPDATED", Width: 14}}
-	v.list.toRow = func(r store.Record) Row {
+	v.list.toRow = func(r model.Record) Row {
 		return Row{Cells: []string{r.ModuleCode, shortID(r.ID, 12), strconv.Itoa(r.Revision), r.Title, ago(ctx.Now(), r.UpdatedAt)}}
 	}
 	v.list.describe = func(q string) string {
@@ -102,7 +113,7 @@ func (v *Records) Init() tea.Cmd { return v.reload() }
 
 type recordDetailMsg struct {
 	req  int
-	data store.RecordOutline
+	data model.RecordOutline
 	err  error
 }
 
@@ -118,10 +129,11 @@ type snapshotsMsg struct {
 // the view's fields from another goroutine.
 func (v *Records) setModule(module string) {
 	v.module = module
-	v.list.fetch = func(ctx context.Context, db *store.DB, owner, query, cursor string) ([]store.Record, string, error) {
+	src := v.src
+	v.list.fetch = func(ctx context.Context, owner, query, cursor string) ([]model.Record, string, error) {
 		q := recordQuery(module, query)
 		q.Owner, q.Limit, q.Cursor = owner, pageSize, cursor
-		return db.Records(ctx, q)
+		return src.Records(ctx, q)
 	}
 }
 
@@ -140,7 +152,7 @@ func (v *Records) loadDetail() tea.Cmd {
 	d := v.detail
 	v.req++
 	d.req = v.req
-	req, db, owner := d.req, v.ctx.DB, v.ctx.Owner
+	req, db, owner := d.req, v.src, v.ctx.Owner
 	module, id := d.module, d.id
 	return query(func(ctx context.Context) tea.Msg {
 		if module == "" {
@@ -420,7 +432,7 @@ func (v *Records) showSelection() tea.Cmd {
 		d.shown = ""
 		v.req++
 		d.snapReq = v.req
-		req, db, owner, id := v.req, v.ctx.DB, v.ctx.Owner, d.id
+		req, db, owner, id := v.req, v.src, v.ctx.Owner, d.id
 		painter, width := newJSONPainter(s), d.content.InnerWidth()
 		return query(func(ctx context.Context) tea.Msg {
 			out, docs := map[int]json.RawMessage{}, map[int]*jsonDoc{}
@@ -620,7 +632,7 @@ func (v *Records) viewDetail() string {
 	r := d.data.Record
 	head := s.Title.Render(safe(r.ModuleCode)+" "+safe(r.ID)) + s.Subtle.Render(fmt.Sprintf(" · revision %d · ", r.Revision)) + termsafe.Quote(r.Title)
 	capped := ""
-	if len(d.data.Revisions) >= store.DetailCap {
+	if len(d.data.Revisions) >= model.DetailCap {
 		capped = " (the newest)"
 	}
 	sub := s.Subtle.Render(fmt.Sprintf("%d revisions%s · %d executions · %d audit events · 1 snapshot 2 diff 3 history · ←/→ pane · space marks the diff base",

@@ -21,7 +21,7 @@ func TestTheReplayPaneIsTheResponseARetryGets(t *testing.T) {
 	b := tuitest.New(t)
 	plantKeyStates(t, b)
 	ctx := context.Background()
-	v := views.NewKeys(b.Ctx)
+	v := views.NewKeys(b.Ctx, b.Backend.Keys)
 	v.SetSize(103, 37)
 	settle(t, v.Update, v.Init())
 

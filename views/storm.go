@@ -2,8 +2,7 @@ package views
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -15,7 +14,8 @@ import (
 	"github.com/charmbracelet/bubbles/progress"
 	tea "github.com/charmbracelet/bubbletea"
 
-	"idemwork/storm"
+	"idemwork/model"
+	"idemwork/storm/stormtypes"
 	"idemwork/tui/shared"
 )
 
@@ -27,6 +27,7 @@ import (
 // of the storm ended), and the verdict itself — the same words as `idemwork storm`.
 type Storm struct {
 	ctx     *shared.ProgramContext
+	deps    StormDeps
 	w, h    int
 	fields  []*formField
 	focus   int
@@ -43,7 +44,7 @@ type Storm struct {
 	running   bool
 	stopping  bool
 	run       int // storm id: events of an older storm are dropped
-	spec      shared.StormSpec
+	spec      stormtypes.Spec
 	started   time.Time
 	elapsed   time.Duration
 	lastEvent time.Time
@@ -51,39 +52,52 @@ type Storm struct {
 	waited    int
 	latencies []float64
 	sorted    []float64 // latencies sorted, rebuilt when events arrive (not on every redraw)
-	locks     shared.StormLocks
-	summary   *shared.StormSummary
+	locks     stormtypes.LockSample
+	summary   *stormtypes.Summary
 	err       string
 	cancel    context.CancelFunc
-	events    chan shared.StormEvent
-	lockCh    chan shared.StormLocks
+	events    chan stormtypes.Event
+	lockCh    chan stormtypes.LockSample
 	done      chan stormDone
 	bar       progress.Model
 }
 
+// StormDeps is what the Storm view fires storms with and reads its target through.
+type StormDeps struct {
+	// Run fires storms (nil: the view says storms are not available in this session).
+	Run     StormRunner
+	Records LatestReader
+	Catalog Catalog
+}
+
+// StormRunner fires a storm — the engine of `idemwork storm`, with the same verdict — sending
+// request events and lock samples while it runs (lock samples may be dropped when the view
+// lags: each carries the peak so far); it returns when every event was sent.
+type StormRunner func(ctx context.Context, spec stormtypes.Spec, events chan<- stormtypes.Event, locks chan<- stormtypes.LockSample) (stormtypes.Summary, error)
+
 type stormDone struct {
-	summary shared.StormSummary
+	summary stormtypes.Summary
 	err     error
 }
 
 type stormEventsMsg struct {
 	run    int
-	events []shared.StormEvent
+	events []stormtypes.Event
 }
 
 type stormLocksMsg struct {
 	run   int
 	id    string
 	key   string
-	locks shared.StormLocks
+	locks stormtypes.LockSample
 }
 
-// stormDoneMsg ends a storm. The shell hands it to every view: the Locks view keeps the
+// stormDoneMsg ends a stormtypes. The shell hands it to every view: the Locks view keeps the
 // storm's peak.
 type stormDoneMsg struct {
 	run     int
-	events  []shared.StormEvent
-	summary shared.StormSummary
+	events  []stormtypes.Event
+	summary stormtypes.Summary
 	err     error
 }
 
@@ -123,8 +137,8 @@ const (
 )
 
 // NewStorm returns the Storm view.
-func NewStorm(ctx *shared.ProgramContext) *Storm {
-	v := &Storm{ctx: ctx, outcomes: map[string]int{}, bar: progress.New(progress.WithDefaultGradient(), progress.WithoutPercentage())}
+func NewStorm(ctx *shared.ProgramContext, deps StormDeps) *Storm {
+	v := &Storm{ctx: ctx, deps: deps, outcomes: map[string]int{}, bar: progress.New(progress.WithDefaultGradient(), progress.WithoutPercentage())}
 	v.setTarget("NOTE", "", 0)
 	return v
 }
@@ -141,8 +155,8 @@ func numberCheck(min, max int) func(string) string {
 
 func holdCheck(s string) string {
 	d, err := parseHold(s)
-	if err != nil || d < 0 || d > storm.MaxHold {
-		return fmt.Sprintf("a duration from 0 to %s, e.g. 500ms or 2s", storm.MaxHold)
+	if err != nil || d < 0 || d > stormtypes.MaxHold {
+		return fmt.Sprintf("a duration from 0 to %s, e.g. 500ms or 2s", stormtypes.MaxHold)
 	}
 	return ""
 }
@@ -162,11 +176,9 @@ func (v *Storm) setTarget(module, record string, revision int) {
 		ops = []string{"patch", "action", "create"}
 	}
 	var feats []string
-	if v.ctx.Kernel != nil {
-		if m, err := v.ctx.Kernel.Registry.Module(module); err == nil {
-			for _, f := range m.Features {
-				feats = append(feats, f.ID)
-			}
+	if v.deps.Catalog != nil {
+		for _, f := range v.deps.Catalog.Features(module) {
+			feats = append(feats, f.ID)
 		}
 	}
 	if len(feats) == 0 {
@@ -190,11 +202,11 @@ func (v *Storm) setTarget(module, record string, revision int) {
 		{label: fInput, input: newInput("{}", 64<<10), validate: jsonCheck("input")},
 		{label: fExpect, input: newInput(strconv.Itoa(max(revision, 1)), 10), validate: numberCheck(1, 1<<30),
 			hint: "REVISION_CONFLICT unless the record is at this revision (refreshed after each storm)"},
-		{label: fN, input: newInput("50", 6), validate: numberCheck(1, storm.MaxRequests)},
-		{label: fConcurrency, input: newInput("16", 4), validate: numberCheck(1, storm.MaxConcurrency)},
+		{label: fN, input: newInput("50", 6), validate: numberCheck(1, stormtypes.MaxRequests)},
+		{label: fConcurrency, input: newInput("16", 4), validate: numberCheck(1, stormtypes.MaxConcurrency)},
 		{label: fProcesses, input: newInput("1", 2), validate: numberCheck(1, 16), hint: "child processes colliding on the unique index"},
-		{label: fVia, choices: []string{storm.ViaInproc, storm.ViaHTTP}, hint: "inproc: the kernel directly; http: the API"},
-		{label: fServers, input: newInput("1", 2), validate: numberCheck(1, storm.MaxServers), hint: "server processes on one database, round-robin"},
+		{label: fVia, choices: []string{stormtypes.ViaInproc, stormtypes.ViaHTTP}, hint: "inproc: the kernel directly; http: the API"},
+		{label: fServers, input: newInput("1", 2), validate: numberCheck(1, stormtypes.MaxServers), hint: "server processes on one database, round-robin"},
 		{label: fShare, choices: []string{"on", "off"}, hint: "off: every request goes to the database"},
 		{label: fFailFirst, choices: []string{"no", "yes"}, hint: "the leader's work fails once; a follower retries"},
 		{label: fHold, input: newInput("0", 8), validate: holdCheck, hint: "keep the executing transaction open (e.g. 2s): watch the queue in Locks"},
@@ -241,7 +253,7 @@ func (v *Storm) shown(f *formField) bool {
 	case fExpect:
 		return op == "patch"
 	case fServers:
-		return v.value(fVia) == storm.ViaHTTP
+		return v.value(fVia) == stormtypes.ViaHTTP
 	}
 	return true
 }
@@ -279,11 +291,11 @@ func (v *Storm) SetActive(active bool) tea.Cmd {
 
 // loadTarget reads the target record as it is now; prefill also puts its title into the form.
 func (v *Storm) loadTarget(prefill bool) tea.Cmd {
-	if v.record == "" || v.ctx.DB == nil {
+	if v.record == "" || v.deps.Records == nil {
 		return nil
 	}
 	v.loadReq++
-	req, db, owner, module, id := v.loadReq, v.ctx.DB, v.ctx.Owner, v.module, v.record
+	req, db, owner, module, id := v.loadReq, v.deps.Records, v.ctx.Owner, v.module, v.record
 	return query(func(ctx context.Context) tea.Msg {
 		r, err := db.LatestRecord(ctx, owner, module, id)
 		if err != nil {
@@ -335,17 +347,11 @@ func (v *Storm) moveFocus(d int) {
 // Capturing is true while settings are being edited.
 func (v *Storm) Capturing() bool { return v.editing }
 
-func newStormID() string {
-	b := make([]byte, 3)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
 func (v *Storm) fire() tea.Cmd {
 	if v.running {
 		return nil
 	}
-	if v.ctx.Storm == nil {
+	if v.deps.Run == nil {
 		v.err = "storms are not available in this session"
 		return nil
 	}
@@ -363,19 +369,32 @@ func (v *Storm) fire() tea.Cmd {
 	}
 	num := func(label string) int { n, _ := strconv.Atoi(v.value(label)); return n }
 	hold, _ := parseHold(v.value(fHold))
-	spec := shared.StormSpec{ID: newStormID(), Owner: v.ctx.Owner, Op: v.value(fOperation), Module: v.module, RecordID: v.record,
-		Revision: num(fExpect), FeatureID: v.value(fFeature), Key: v.value(fKey), N: num(fN), Concurrency: num(fConcurrency),
+	spec := stormtypes.Spec{ID: stormtypes.RandomHex(3), Op: stormtypes.Op(v.value(fOperation)), N: num(fN), Concurrency: num(fConcurrency),
 		Processes: num(fProcesses), Via: v.value(fVia), Share: v.value(fShare) == "on", FailFirst: v.value(fFailFirst) == "yes", Hold: hold}
-	if spec.Via == storm.ViaHTTP {
+	if spec.Via == stormtypes.ViaHTTP {
 		spec.Servers = num(fServers)
 	}
-	switch spec.Op {
-	case "action":
-		spec.Input = v.value(fInput)
-	default:
-		spec.Title, spec.Payload = v.value(fTitle), v.value(fPayload)
+	// The body as the kernel reads it: an empty patch title or payload leaves it unchanged; an
+	// empty payload or input sends none.
+	raw := func(label string) json.RawMessage {
+		if s := v.value(label); s != "" {
+			return json.RawMessage(s)
+		}
+		return nil
 	}
-	if spec.Op != "create" && spec.RecordID == "" {
+	owner, key := v.ctx.Owner, v.value(fKey)
+	switch spec.Op {
+	case stormtypes.OpCreate:
+		spec.Create = model.CreateInput{Owner: owner, Module: v.module, Key: key, Title: v.value(fTitle), Payload: raw(fPayload)}
+	case stormtypes.OpPatch:
+		spec.Patch = model.PatchInput{Owner: owner, Module: v.module, RecordID: v.record, Key: key, ExpectRevision: num(fExpect), Payload: raw(fPayload)}
+		if title := v.value(fTitle); title != "" {
+			spec.Patch.Title = &title
+		}
+	case stormtypes.OpAction:
+		spec.Action = model.FeatureInput{Owner: owner, Module: v.module, RecordID: v.record, FeatureID: v.value(fFeature), Key: key, Input: raw(fInput)}
+	}
+	if spec.Op != stormtypes.OpCreate && v.record == "" {
 		v.err = "patch and action storms need a record: select one in Records and press s"
 		return nil
 	}
@@ -383,13 +402,13 @@ func (v *Storm) fire() tea.Cmd {
 	v.focusField(v.focus)
 	v.run++
 	v.running, v.stopping, v.spec, v.started, v.lastEvent, v.err, v.summary = true, false, spec, time.Now(), time.Now(), "", nil
-	v.outcomes, v.waited, v.latencies, v.sorted, v.locks, v.elapsed = map[string]int{}, 0, nil, nil, shared.StormLocks{}, 0
+	v.outcomes, v.waited, v.latencies, v.sorted, v.locks, v.elapsed = map[string]int{}, 0, nil, nil, stormtypes.LockSample{}, 0
 	ctx, cancel := context.WithCancel(context.Background())
 	v.cancel = cancel
-	v.events = make(chan shared.StormEvent, 256)
-	v.lockCh = make(chan shared.StormLocks, 1)
+	v.events = make(chan stormtypes.Event, 256)
+	v.lockCh = make(chan stormtypes.LockSample, 1)
 	v.done = make(chan stormDone, 1)
-	runner, events, locks, done := v.ctx.Storm, v.events, v.lockCh, v.done
+	runner, events, locks, done := v.deps.Run, v.events, v.lockCh, v.done
 	go func() {
 		sum, err := runner(ctx, spec, events, locks)
 		done <- stormDone{summary: sum, err: err}
@@ -398,13 +417,13 @@ func (v *Storm) fire() tea.Cmd {
 }
 
 // listen waits for the next events (draining what is buffered), a lock sample or the end; it
-// is re-armed after every message so the UI never blocks on the storm.
+// is re-armed after every message so the UI never blocks on the stormtypes.
 func (v *Storm) listen() tea.Cmd {
-	run, id, key, events, locks, done := v.run, v.spec.ID, v.spec.Key, v.events, v.lockCh, v.done
+	run, id, key, events, locks, done := v.run, v.spec.ID, v.spec.Key(), v.events, v.lockCh, v.done
 	return func() tea.Msg {
 		select {
 		case e := <-events:
-			batch := []shared.StormEvent{e}
+			batch := []stormtypes.Event{e}
 			for len(batch) < 512 {
 				select {
 				case e := <-events:
@@ -417,7 +436,7 @@ func (v *Storm) listen() tea.Cmd {
 		case l := <-locks:
 			return stormLocksMsg{run: run, id: id, key: key, locks: l}
 		case d := <-done:
-			var rest []shared.StormEvent
+			var rest []stormtypes.Event
 			for {
 				select {
 				case e := <-events:
@@ -436,7 +455,7 @@ func (v *Storm) tick() tea.Cmd {
 	return tea.Tick(100*time.Millisecond, func(time.Time) tea.Msg { return stormTickMsg{run: run} })
 }
 
-func (v *Storm) add(events []shared.StormEvent) {
+func (v *Storm) add(events []stormtypes.Event) {
 	if len(events) == 0 {
 		return
 	}
@@ -489,8 +508,8 @@ func (v *Storm) Update(msg tea.Msg) tea.Cmd {
 		if msg.summary.Requests > 0 {
 			s := msg.summary
 			v.summary = &s
-			if s.ExecutionStatus != "" {
-				v.execStatus = s.ExecutionStatus
+			if s.Verified.ExecutionStatus != "" {
+				v.execStatus = s.Verified.ExecutionStatus
 			}
 			// The engine's counts are the whole truth: events of a stopped storm can be dropped
 			// on the way, and requests never sent have none.
@@ -503,7 +522,7 @@ func (v *Storm) Update(msg tea.Msg) tea.Cmd {
 		if v.summary != nil {
 			txt = "storm: " + v.summary.Verdict.Text
 		}
-		isErr := v.summary == nil || v.summary.Verdict.Verdict != storm.VerdictAgrees
+		isErr := v.summary == nil || v.summary.Verdict.Verdict != stormtypes.VerdictAgrees
 		return tea.Batch(status(txt, isErr), v.loadTarget(false), func() tea.Msg { return shared.DataChangedMsg{} })
 	case stormTargetMsg:
 		if msg.req != v.loadReq {

@@ -7,10 +7,10 @@ import (
 	"time"
 	"unicode"
 
+	"idemwork/storm/stormtypes"
+
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
-
-	"idemwork/storm"
 )
 
 // The Storm view's drawing: everything here reads the view's state, none of it changes it.
@@ -107,7 +107,7 @@ func (v *Storm) settingsLines() []string {
 		what += " " + v.value(fFeature)
 	}
 	via := v.value(fVia)
-	if via == storm.ViaHTTP {
+	if via == stormtypes.ViaHTTP {
 		via += " × " + v.value(fServers) + " server(s)"
 	}
 	line1 := fmt.Sprintf("%s · key %s · %s requests × %s workers × %s process(es) · via %s · sharing %s",
@@ -152,7 +152,7 @@ func (v *Storm) progressLines() []string {
 	s := v.ctx.Styles
 	n, done := v.spec.N, len(v.latencies)
 	if v.summary != nil {
-		done = v.summary.Requests - v.summary.Outcomes[string(storm.CodeCancelled)]
+		done = v.summary.Requests - v.summary.Outcomes[string(stormtypes.CodeCancelled)]
 	}
 	if n == 0 || (!v.running && done == 0 && v.summary == nil) {
 		return nil
@@ -162,7 +162,7 @@ func (v *Storm) progressLines() []string {
 	switch {
 	case v.stopping:
 		text += " · stopping…"
-	case v.summary != nil && v.summary.Verdict.Verdict == storm.VerdictStopped:
+	case v.summary != nil && v.summary.Verdict.Verdict == stormtypes.VerdictStopped:
 		text = " " + v.summary.Verdict.Text
 	}
 	line := s.Subtle.Render(text)
@@ -175,11 +175,11 @@ func (v *Storm) progressLines() []string {
 	var parts []string
 	// A BLOCKED (or only queued) execution is said with the outcome that made it: "EXECUTED 1"
 	// alone would read as the real action done.
-	flagged := v.execStatus != "" && v.execStatus != "SUCCEEDED" && v.spec.Op == "action"
-	if v.execStatus != "" && v.spec.Op == "action" {
+	flagged := v.execStatus != "" && v.execStatus != "SUCCEEDED" && v.spec.Op == stormtypes.OpAction
+	if v.execStatus != "" && v.spec.Op == stormtypes.OpAction {
 		parts = append(parts, s.Warning.Render("execution "+v.execStatus))
 	}
-	for _, k := range storm.OrderedOutcomes(v.outcomes) {
+	for _, k := range stormtypes.OrderedOutcomes(v.outcomes) {
 		st := s.Warning
 		text := fmt.Sprintf("%s %d", k, v.outcomes[k])
 		switch k {
@@ -195,8 +195,8 @@ func (v *Storm) progressLines() []string {
 	}
 	parts = append(parts, s.Subtle.Render(fmt.Sprintf("waited on the unique index %d", v.waited)))
 	out = append(out, wrap(strings.Join(parts, "   "), v.w, 2)...)
-	out = append(out, cut(fmt.Sprintf("latency ms  p50 %.2f  p95 %.2f  p99 %.2f  max %.2f", storm.Percentile(v.sorted, 50), storm.Percentile(v.sorted, 95),
-		storm.Percentile(v.sorted, 99), storm.Percentile(v.sorted, 100)), v.w))
+	out = append(out, cut(fmt.Sprintf("latency ms  p50 %.2f  p95 %.2f  p99 %.2f  max %.2f", stormtypes.Percentile(v.sorted, 50), stormtypes.Percentile(v.sorted, 95),
+		stormtypes.Percentile(v.sorted, 99), stormtypes.Percentile(v.sorted, 100)), v.w))
 	out = append(out, s.Highlight.Render(sparkline(v.latencies, v.w-2)))
 
 	if v.running {
@@ -207,7 +207,7 @@ func (v *Storm) progressLines() []string {
 		}
 		out = append(out, s.Subtle.Render(cut(locks, v.w)))
 		if quiet := time.Since(v.lastEvent); quiet >= stallAfter && done < n && !v.stopping {
-			why := l.WaitsOn
+			why := l.WaitsOn()
 			if why == "" {
 				why = "none of the storm's sessions waits on a lock"
 			}
@@ -217,11 +217,11 @@ func (v *Storm) progressLines() []string {
 			out = append(out, wrapLines(s.Warning, fmt.Sprintf("no answer for %s: %s", seconds(quiet), printable(why)), v.w, 3)...)
 		}
 	} else if sm := v.summary; sm != nil {
-		locks := fmt.Sprintf("locks: peak %d of the storm's sessions waiting", sm.PeakWaiting)
-		if !sm.PeakAt.IsZero() && sm.PeakWaiting > 0 {
-			locks += " at " + sm.PeakAt.Local().Format("15:04:05.000")
+		locks := fmt.Sprintf("locks: peak %d of the storm's sessions waiting", sm.Locks.PeakWaiting)
+		if at := sm.Locks.PeakAt; at != nil && !at.IsZero() && sm.Locks.PeakWaiting > 0 {
+			locks += " at " + at.Local().Format("15:04:05.000")
 		}
-		locks += fmt.Sprintf(" (%d samples)", sm.Samples)
+		locks += fmt.Sprintf(" (%d samples)", sm.Locks.Samples)
 		out = append(out, s.Subtle.Render(cut(locks, v.w)))
 	}
 	return out
@@ -247,7 +247,7 @@ func (v *Storm) verdictLines() []string {
 		}
 		return "✗ "
 	}
-	agrees := vd.Verdict == storm.VerdictAgrees
+	agrees := vd.Verdict == stormtypes.VerdictAgrees
 	var out []string
 	for _, p := range []struct {
 		label string
@@ -267,15 +267,11 @@ func (v *Storm) verdictLines() []string {
 			out = append(out, head+l)
 		}
 	}
-	var ds []string
-	for _, k := range []string{"recordIds", "revisions", "executionIds"} {
-		if d, ok := sm.Distinct[k]; ok {
-			ds = append(ds, fmt.Sprintf("%s %d", k, d))
-		}
-	}
-	tail := fmt.Sprintf("distinct in responses: %s · release → last response %.0f ms", strings.Join(ds, ", "), sm.WallMs)
-	if sm.Servers > 1 {
-		tail += fmt.Sprintf(" · %d servers", sm.Servers)
+	d := sm.Distinct
+	tail := fmt.Sprintf("distinct in responses: recordIds %d, revisions %d, executionIds %d · release → last response %.0f ms",
+		d.RecordIDs, d.Revisions, d.ExecutionIDs, sm.WallMs)
+	if n := len(sm.ByServer); n > 1 {
+		tail += fmt.Sprintf(" · %d servers", n)
 	}
 	out = append(out, s.Subtle.Render(cut(tail, v.w)))
 	return out

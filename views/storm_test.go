@@ -16,8 +16,8 @@ import (
 
 	"idemwork/internal/testdb"
 	"idemwork/internal/tuitest"
-	"idemwork/kernel"
-	"idemwork/storm"
+	"idemwork/model"
+	"idemwork/storm/stormtypes"
 	"idemwork/tui/shared"
 	"idemwork/views"
 )
@@ -90,25 +90,18 @@ func press(s string) tea.KeyMsg {
 	return tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(s)}
 }
 
-// summaryOf is a runner's summary of n events (as the engine would count them).
-func summaryOf(spec shared.StormSpec, outcomes map[string]int, v shared.StormVerdict) shared.StormSummary {
-	return shared.StormSummary{ID: spec.ID, Key: spec.Key, Requests: spec.N, Outcomes: outcomes, Verdict: v,
-		Distinct: map[string]int{"recordIds": 0, "revisions": 0, "executionIds": 0}}
-}
-
 func TestTheStormViewReportsAStormOfRejectionsAsRejectionsNotADisagreement(t *testing.T) {
 	t.Parallel()
-	b := tuitest.New(t)
-	b.Ctx.Storm = func(_ context.Context, spec shared.StormSpec, events chan<- shared.StormEvent, _ chan<- shared.StormLocks) (shared.StormSummary, error) {
+	run := func(_ context.Context, spec stormtypes.Spec, events chan<- stormtypes.Event, _ chan<- stormtypes.LockSample) (stormtypes.Summary, error) {
 		for i := range spec.N {
-			events <- shared.StormEvent{Index: i, Outcome: "REVISION_CONFLICT", Err: "record is at revision 5, not the expected 4", LatencyMs: 1}
+			events <- stormtypes.Event{Index: i, Outcome: "REVISION_CONFLICT", Err: "record is at revision 5, not the expected 4", LatencyMs: 1}
 		}
-		return summaryOf(spec, map[string]int{"REVISION_CONFLICT": spec.N}, shared.StormVerdict{Verdict: storm.VerdictRejected, Code: "REVISION_CONFLICT",
+		return summaryOf(spec, map[string]int{"REVISION_CONFLICT": spec.N}, stormtypes.Verdict{Verdict: stormtypes.VerdictRejected, Code: "REVISION_CONFLICT",
 			Text:     "no request succeeded: REVISION_CONFLICT × 50",
-			Answers:  shared.StormPart{OK: true, Text: `50 requests: rejected: REVISION_CONFLICT × 50 (REVISION_CONFLICT: "record is at revision 5, not the expected 4")`},
-			Database: shared.StormPart{OK: true, Text: "nothing written: the key was ABSENT before the storm and still is"}}), nil
+			Answers:  stormtypes.Part{OK: true, Text: `50 requests: rejected: REVISION_CONFLICT × 50 (REVISION_CONFLICT: "record is at revision 5, not the expected 4")`},
+			Database: stormtypes.Part{OK: true, Text: "nothing written: the key was ABSENT before the storm and still is"}}), nil
 	}
-	v := views.NewStorm(b.Ctx)
+	v := views.NewStorm(plainCtx(), views.StormDeps{Run: run})
 	v.SetSize(120, 37)
 	p := newProgram(t, v)
 	p.send(press("f"))
@@ -123,17 +116,17 @@ func TestTheStormViewReportsAStormOfRejectionsAsRejectionsNotADisagreement(t *te
 
 func TestAStalledStormSaysWhatItWaitsOnAndStopsAccountingForEveryRequest(t *testing.T) {
 	t.Parallel()
-	b := tuitest.New(t)
-	const waitsOn = "20 of the storm's sessions wait on a lock transactionid: 20 held by pid 4242 (application \"psql\", idle in transaction, transaction open 6.3 s)"
-	b.Ctx.Storm = func(ctx context.Context, spec shared.StormSpec, _ chan<- shared.StormEvent, locks chan<- shared.StormLocks) (shared.StormSummary, error) {
-		locks <- shared.StormLocks{Waiting: 20, InXact: 20, PeakWaiting: 20, PeakAt: tuitest.Now, WaitsOn: waitsOn}
+	// What the sampler saw: 20 of the storm's sessions wait on a psql session's transaction.
+	psql := stormtypes.Blocker{PID: 4242, Application: "psql", State: "idle in transaction", XactMs: 6300, LockType: "transactionid", Waiters: 20}
+	run := func(ctx context.Context, spec stormtypes.Spec, _ chan<- stormtypes.Event, locks chan<- stormtypes.LockSample) (stormtypes.Summary, error) {
+		locks <- stormtypes.LockSample{Waiting: 20, InXact: 20, PeakWaiting: 20, PeakAt: tuitest.Now, Blockers: []stormtypes.Blocker{psql}}
 		<-ctx.Done() // stuck behind the lock until stopped
-		return summaryOf(spec, map[string]int{"CANCELLED": 20}, shared.StormVerdict{Verdict: storm.VerdictStopped, Code: "CANCELLED",
+		return summaryOf(spec, map[string]int{"CANCELLED": 20}, stormtypes.Verdict{Verdict: stormtypes.VerdictStopped, Code: "CANCELLED",
 			Text:     "stopped: 0 answered, 20 cancelled",
-			Answers:  shared.StormPart{Text: "stopped: 0 answered, 20 cancelled: cancelled: CANCELLED × 20"},
-			Database: shared.StormPart{OK: true, Text: "nothing written: the key was ABSENT before the storm and still is"}}), ctx.Err()
+			Answers:  stormtypes.Part{Text: "stopped: 0 answered, 20 cancelled: cancelled: CANCELLED × 20"},
+			Database: stormtypes.Part{OK: true, Text: "nothing written: the key was ABSENT before the storm and still is"}}), ctx.Err()
 	}
-	v := views.NewStorm(b.Ctx)
+	v := views.NewStorm(plainCtx(), views.StormDeps{Run: run})
 	v.SetSize(120, 37)
 	p := newProgram(t, v)
 	p.send(press("f"))
@@ -159,20 +152,21 @@ func TestAStalledStormSaysWhatItWaitsOnAndStopsAccountingForEveryRequest(t *test
 
 func TestTheStormViewCountsWaitsOfRejectionsAndShowsTheExecutionStatus(t *testing.T) {
 	t.Parallel()
-	b := tuitest.New(t)
-	tuitest.SeedFixed(t, b)
-	b.Ctx.Storm = func(_ context.Context, spec shared.StormSpec, events chan<- shared.StormEvent, _ chan<- shared.StormLocks) (shared.StormSummary, error) {
-		events <- shared.StormEvent{Index: 0, Outcome: "EXECUTED", ExecutionStatus: "BLOCKED", LatencyMs: 2}
+	records := newLatest(model.Record{ID: tuitest.MemID, OwnerID: "alice", ModuleCode: "MEM-001", Revision: 1, Title: "Meeting notes",
+		Payload: []byte(`{"currentContent":"Ship it","originalContent":"Ship it"}`)})
+	run := func(_ context.Context, spec stormtypes.Spec, events chan<- stormtypes.Event, _ chan<- stormtypes.LockSample) (stormtypes.Summary, error) {
+		events <- stormtypes.Event{Index: 0, Outcome: "EXECUTED", ExecutionStatus: "BLOCKED", LatencyMs: 2}
 		for i := 1; i < spec.N; i++ {
-			events <- shared.StormEvent{Index: i, Outcome: "REPLAYED", Waited: true, ExecutionStatus: "BLOCKED", LatencyMs: 3}
+			events <- stormtypes.Event{Index: i, Outcome: "REPLAYED", Waited: true, ExecutionStatus: "BLOCKED", LatencyMs: 3}
 		}
-		s := summaryOf(spec, map[string]int{"EXECUTED": 1, "REPLAYED": spec.N - 1}, shared.StormVerdict{Verdict: storm.VerdictAgrees,
-			Text: "agrees", Answers: shared.StormPart{OK: true, Text: "ok"},
-			Database: shared.StormPart{OK: true, Text: "key SUCCEEDED: 0 revisions, 1 audit event; execution BLOCKED (the feature calls a provider directly: it failed closed, nothing was sent)"}})
-		s.ExecutionStatus, s.PeakWaiting, s.PeakAt, s.Samples, s.Waited = "BLOCKED", 16, tuitest.Now, 9, spec.N-1
+		s := summaryOf(spec, map[string]int{"EXECUTED": 1, "REPLAYED": spec.N - 1}, stormtypes.Verdict{Verdict: stormtypes.VerdictAgrees,
+			Text: "agrees", Answers: stormtypes.Part{OK: true, Text: "ok"},
+			Database: stormtypes.Part{OK: true, Text: "key SUCCEEDED: 0 revisions, 1 audit event; execution BLOCKED (the feature calls a provider directly: it failed closed, nothing was sent)"}})
+		peak := tuitest.Now
+		s.Verified.ExecutionStatus, s.Locks, s.Waited = "BLOCKED", stormtypes.LockStats{PeakWaiting: 16, PeakAt: &peak, Samples: 9}, spec.N-1
 		return s, nil
 	}
-	v := views.NewStorm(b.Ctx)
+	v := views.NewStorm(plainCtx(), views.StormDeps{Run: run, Records: records, Catalog: &catalog{}})
 	v.Prepare(shared.OpenStormMsg{Module: "MEM-001", RecordID: tuitest.MemID, Revision: 1})
 	v.SetSize(120, 37)
 	p := newProgram(t, v)
@@ -196,25 +190,25 @@ func TestTheStormViewCountsWaitsOfRejectionsAndShowsTheExecutionStatus(t *testin
 
 func TestTheStormFormShowsTheBodyAndFollowsTheRecordsRevision(t *testing.T) {
 	t.Parallel()
-	b := tuitest.New(t)
-	tuitest.SeedFixed(t, b)
+	records := newLatest(
+		model.Record{ID: tuitest.NoteID, OwnerID: "alice", ModuleCode: "NOTE", Revision: 2, Title: "Groceries (Saturday)",
+			Payload: []byte(`{"items": ["milk", "eggs", "bread"]}`)},
+		model.Record{ID: tuitest.MemID, OwnerID: "alice", ModuleCode: "MEM-001", Revision: 1, Title: "Meeting notes",
+			Payload: []byte(`{"currentContent":"Ship it","originalContent":"Ship it"}`)})
 	var mu sync.Mutex
-	var specs []shared.StormSpec
-	b.Ctx.Storm = func(ctx context.Context, spec shared.StormSpec, events chan<- shared.StormEvent, _ chan<- shared.StormLocks) (shared.StormSummary, error) {
+	var specs []stormtypes.Spec
+	run := func(ctx context.Context, spec stormtypes.Spec, events chan<- stormtypes.Event, _ chan<- stormtypes.LockSample) (stormtypes.Summary, error) {
 		mu.Lock()
 		specs = append(specs, spec)
 		mu.Unlock()
-		if spec.Op == "patch" { // as the engine would: the record moves on by one revision
-			title := spec.Title
-			_, err := b.Kernel.Patch(ctx, kernel.PatchInput{Owner: spec.Owner, Module: spec.Module, RecordID: spec.RecordID, ExpectRevision: spec.Revision, Title: &title})
-			if err != nil {
-				return shared.StormSummary{}, err
-			}
+		if spec.Op == stormtypes.OpPatch { // as the engine would: the record moves on by one revision
+			records.update(spec.Patch.RecordID, func(r *model.Record) { r.Revision++ })
 		}
-		events <- shared.StormEvent{Index: 0, Outcome: "EXECUTED", LatencyMs: 1}
-		return summaryOf(spec, map[string]int{"EXECUTED": 1}, shared.StormVerdict{Verdict: storm.VerdictAgrees, Text: "agrees"}), nil
+		events <- stormtypes.Event{Index: 0, Outcome: "EXECUTED", LatencyMs: 1}
+		return summaryOf(spec, map[string]int{"EXECUTED": 1}, stormtypes.Verdict{Verdict: stormtypes.VerdictAgrees, Text: "agrees"}), nil
 	}
-	v := views.NewStorm(b.Ctx)
+	deps := views.StormDeps{Run: run, Records: records, Catalog: &catalog{}}
+	v := views.NewStorm(plainCtx(), deps)
 	// Records hands over a stale revision: the view reads the record itself.
 	v.Prepare(shared.OpenStormMsg{Module: "NOTE", RecordID: tuitest.NoteID, Revision: 1})
 	v.SetSize(120, 37)
@@ -233,12 +227,16 @@ func TestTheStormFormShowsTheBodyAndFollowsTheRecordsRevision(t *testing.T) {
 	p.until(func() bool { return !v.Running() && strings.Contains(v.View(), "(revision 3)") }, "the revision after the storm")
 	require.Contains(t, v.View(), "body: expectRevision 3 ·", "the next storm patches from where this one left the record")
 	mu.Lock()
-	require.Equal(t, "Groceries (Saturday)", specs[0].Title, "no silent rename")
-	require.Equal(t, 2, specs[0].Revision)
+	require.Equal(t, stormtypes.OpPatch, specs[0].Op)
+	require.NotNil(t, specs[0].Patch.Title)
+	require.Equal(t, "Groceries (Saturday)", *specs[0].Patch.Title, "no silent rename")
+	require.Equal(t, 2, specs[0].Patch.ExpectRevision)
+	require.Equal(t, tuitest.NoteID, specs[0].Patch.RecordID)
+	require.Equal(t, "alice", specs[0].Owner())
 	mu.Unlock()
 
 	// A create storm from a MEM-001 record sends the module's template as its payload.
-	v2 := views.NewStorm(b.Ctx)
+	v2 := views.NewStorm(plainCtx(), deps)
 	v2.Prepare(shared.OpenStormMsg{Module: "MEM-001", RecordID: tuitest.MemID, Revision: 1})
 	v2.SetSize(120, 37)
 	p2 := newProgram(t, v2)
@@ -250,23 +248,23 @@ func TestTheStormFormShowsTheBodyAndFollowsTheRecordsRevision(t *testing.T) {
 	mu.Lock()
 	last := specs[len(specs)-1]
 	mu.Unlock()
-	require.Equal(t, "create", last.Op)
-	require.Contains(t, last.Payload, `"currentContent"`)
-	require.Equal(t, "storm", last.Title)
+	require.Equal(t, stormtypes.OpCreate, last.Op)
+	require.Equal(t, "MEM-001", last.Create.Module)
+	require.Contains(t, string(last.Create.Payload), `"currentContent"`)
+	require.Equal(t, "storm", last.Create.Title)
 }
 
 func TestTheStormProgressLineIsNeverCut(t *testing.T) {
 	t.Parallel()
-	b := tuitest.New(t)
 	release := make(chan struct{})
-	b.Ctx.Storm = func(ctx context.Context, spec shared.StormSpec, events chan<- shared.StormEvent, _ chan<- shared.StormLocks) (shared.StormSummary, error) {
+	run := func(ctx context.Context, spec stormtypes.Spec, events chan<- stormtypes.Event, _ chan<- stormtypes.LockSample) (stormtypes.Summary, error) {
 		for i := range 7 {
-			events <- shared.StormEvent{Index: i, Outcome: "JOINED", LatencyMs: 366}
+			events <- stormtypes.Event{Index: i, Outcome: "JOINED", LatencyMs: 366}
 		}
 		<-release
-		return summaryOf(spec, map[string]int{"JOINED": 7}, shared.StormVerdict{Verdict: storm.VerdictAgrees, Text: "agrees"}), nil
+		return summaryOf(spec, map[string]int{"JOINED": 7}, stormtypes.Verdict{Verdict: stormtypes.VerdictAgrees, Text: "agrees"}), nil
 	}
-	v := views.NewStorm(b.Ctx)
+	v := views.NewStorm(plainCtx(), views.StormDeps{Run: run})
 	p := newProgram(t, v)
 	v.SetSize(64, 21)
 	p.send(press("f"))
@@ -311,24 +309,25 @@ func TestTheLocksViewNamesAStormsSessionsItsKeyAndItsPeak(t *testing.T) {
 
 	// A storm whose one session waits on the holder while it runs.
 	waiting := make(chan error, 1)
-	b.Ctx.Storm = func(sctx context.Context, spec shared.StormSpec, events chan<- shared.StormEvent, locks chan<- shared.StormLocks) (shared.StormSummary, error) {
-		c, err := pgx.Connect(context.Background(), testdb.WithParam(b.DB.DSN, "application_name", storm.AppNamePrefix(spec.ID)+"p0"))
+	run := func(sctx context.Context, spec stormtypes.Spec, events chan<- stormtypes.Event, locks chan<- stormtypes.LockSample) (stormtypes.Summary, error) {
+		c, err := pgx.Connect(context.Background(), testdb.WithParam(b.DB.DSN, "application_name", stormtypes.AppNamePrefix(spec.ID)+"p0"))
 		if err != nil {
-			return shared.StormSummary{}, err
+			return stormtypes.Summary{}, err
 		}
 		go func() { // it ends when the holder rolls back
 			defer c.Close(context.Background())
 			_, err := c.Exec(context.Background(), `UPDATE record SET title = 'waiting' WHERE id = $1`, tuitest.NoteID)
 			waiting <- err
 		}()
-		locks <- shared.StormLocks{Waiting: 1, PeakWaiting: 1, PeakAt: tuitest.Now}
+		locks <- stormtypes.LockSample{Waiting: 1, PeakWaiting: 1, PeakAt: tuitest.Now}
 		<-sctx.Done()
-		s := summaryOf(spec, map[string]int{"CANCELLED": spec.N}, shared.StormVerdict{Verdict: storm.VerdictStopped, Text: "stopped"})
-		s.PeakWaiting, s.PeakAt, s.Samples = 1, tuitest.Now.Add(1500*time.Millisecond), 42
+		s := summaryOf(spec, map[string]int{"CANCELLED": spec.N}, stormtypes.Verdict{Verdict: stormtypes.VerdictStopped, Text: "stopped"})
+		peak := tuitest.Now.Add(1500 * time.Millisecond)
+		s.Locks = stormtypes.LockStats{PeakWaiting: 1, PeakAt: &peak, Samples: 42}
 		return s, sctx.Err()
 	}
-	sv := views.NewStorm(b.Ctx)
-	lv := views.NewLocks(b.Ctx)
+	sv := views.NewStorm(b.Ctx, views.StormDeps{Run: run, Records: b.Backend.Latest, Catalog: b.Backend.Catalog})
+	lv := views.NewLocks(b.Ctx, b.Backend.Sessions)
 	sv.SetSize(184, 57)
 	lv.SetSize(184, 57)
 	p := newProgram(t, sv, lv)

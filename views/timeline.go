@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,17 +14,17 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"idemwork/internal/termsafe"
-	"idemwork/store"
+	"idemwork/model"
 	"idemwork/tui/shared"
 )
 
 // timelineQuery reads a Timeline search: a key prefix, or "action:" and an action prefix.
-func timelineQuery(q string) store.HistoryQuery {
+func timelineQuery(q string) model.HistoryQuery {
 	field, v := searchField(q, "key", "key", "action")
 	if field == "action" {
-		return store.HistoryQuery{ActionPrefix: strings.ToUpper(v)}
+		return model.HistoryQuery{ActionPrefix: strings.ToUpper(v)}
 	}
-	return store.HistoryQuery{KeyPrefix: v}
+	return model.HistoryQuery{KeyPrefix: v}
 }
 
 func describeTimeline(q string) string {
@@ -81,23 +82,30 @@ func exportFile(dir, owner string, now time.Time) (*os.File, error) {
 	return nil, err
 }
 
+// HistoryReader reads the owner's merged history for the Timeline view: pages of it, and the
+// whole selection streamed to a writer (keyset page by keyset page) for an export.
+type HistoryReader interface {
+	Timeline(ctx context.Context, q model.HistoryQuery) ([]model.Event, string, error)
+	ExportHistory(ctx context.Context, q model.HistoryQuery, format model.ExportFormat, w io.Writer, max int, progress func(int)) (int, error)
+}
+
 // NewTimeline is the owner's merged history — audit events, executions, keys and revisions —
 // newest first, one keyset page at a time, for support staff tracing what happened; / searches
 // by key or action prefix and x exports what is selected, whole, to a CSV file.
-func NewTimeline(ctx *shared.ProgramContext) View {
-	v := &listView[store.Event]{ctx: ctx, title: "Timeline", keys: []key.Binding{ctx.Keys.List.Open, ctx.Keys.List.ToKey, ctx.Keys.Timeline.Export},
+func NewTimeline(ctx *shared.ProgramContext, src HistoryReader) View {
+	v := &listView[model.Event]{ctx: ctx, title: "Timeline", keys: []key.Binding{ctx.Keys.List.Open, ctx.Keys.List.ToKey, ctx.Keys.Timeline.Export},
 		hint: "key prefix (its whole story), or action:PREFIX"}
 	v.list.table.Columns = []Column{{Title: "WHEN", Width: 14}, {Title: "KIND", Width: 9}, {Title: "WHAT", Min: 16}, {Title: "RECORD", Width: 12, Optional: true}, {Title: "KEY", Width: 22}}
-	v.list.fetch = func(ctx context.Context, db *store.DB, owner, query, cursor string) ([]store.Event, string, error) {
+	v.list.fetch = func(ctx context.Context, owner, query, cursor string) ([]model.Event, string, error) {
 		q := timelineQuery(query)
 		q.Owner, q.Limit, q.Cursor, q.Desc = owner, pageSize, cursor, true
 		if query == "" {
-			q = store.HistoryQuery{Owner: owner, Limit: pageSize, Cursor: cursor, Desc: true}
+			q = model.HistoryQuery{Owner: owner, Limit: pageSize, Cursor: cursor, Desc: true}
 		}
-		return db.Timeline(ctx, q)
+		return src.Timeline(ctx, q)
 	}
 	v.list.describe = describeTimeline
-	v.list.toRow = func(e store.Event) Row {
+	v.list.toRow = func(e model.Event) Row {
 		var what []string
 		for _, p := range []*string{e.Action, e.Operation, e.FeatureID, e.Mode, e.Status} {
 			if p != nil && *p != "" {
@@ -132,7 +140,7 @@ func NewTimeline(ctx *shared.ProgramContext) View {
 		}
 		return status(fmt.Sprintf("exported %d entries (oldest first, CSV) to %s", m.n, m.path), false), true
 	}
-	v.onKey = func(msg tea.KeyMsg, e *store.Event) tea.Cmd {
+	v.onKey = func(msg tea.KeyMsg, e *model.Event) tea.Cmd {
 		switch {
 		case key.Matches(msg, ctx.Keys.Timeline.Export):
 			if exporting {
@@ -141,10 +149,10 @@ func NewTimeline(ctx *shared.ProgramContext) View {
 			exporting = true
 			q := timelineQuery(v.list.query)
 			if v.list.query == "" {
-				q = store.HistoryQuery{}
+				q = model.HistoryQuery{}
 			}
 			q.Owner = ctx.Owner
-			return startExport(ctx.DB, q, ctx.ExportDir, ctx.Now())
+			return startExport(src, q, ctx.ExportDir, ctx.Now())
 		case e == nil:
 		case key.Matches(msg, ctx.Keys.List.Open) && e.Kind == "key" && e.Key != nil, key.Matches(msg, ctx.Keys.List.ToKey) && e.Key != nil:
 			return jump(shared.JumpKey, "", *e.Key)
@@ -153,13 +161,13 @@ func NewTimeline(ctx *shared.ProgramContext) View {
 		}
 		return nil
 	}
-	v.selection = func(e store.Event) string { return e.ID }
-	return searchableList[store.Event]{v}
+	v.selection = func(e model.Event) string { return e.ID }
+	return searchableList[model.Event]{v}
 }
 
 // startExport streams the selected history to a new CSV file off the Update goroutine, keyset
-// page by keyset page (store.ExportHistory), reporting progress as it goes.
-func startExport(db *store.DB, q store.HistoryQuery, dir string, now time.Time) tea.Cmd {
+// page by keyset page (HistoryReader.ExportHistory), reporting progress as it goes.
+func startExport(db HistoryReader, q model.HistoryQuery, dir string, now time.Time) tea.Cmd {
 	ch := make(chan exportMsg, 4)
 	go func() {
 		defer close(ch)
@@ -172,7 +180,7 @@ func startExport(db *store.DB, q store.HistoryQuery, dir string, now time.Time) 
 		w := bufio.NewWriter(f)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 		defer cancel()
-		n, err := db.ExportHistory(ctx, q, store.ExportCSV, w, 0, func(n int) {
+		n, err := db.ExportHistory(ctx, q, model.ExportCSV, w, 0, func(n int) {
 			select {
 			case ch <- exportMsg{n: n, path: path}:
 			default: // the screen is behind: skip this count

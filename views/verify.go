@@ -10,7 +10,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/ansi"
 
-	"idemwork/kernel"
+	"idemwork/model"
 	"idemwork/tui/shared"
 )
 
@@ -22,12 +22,13 @@ const verifyTimeout = 2 * time.Minute
 // changes while it is open; it only reads (one read-only snapshot), so it runs read-only too.
 type Verify struct {
 	ctx    *shared.ProgramContext
+	src    InvariantChecker
 	w, h   int
 	active bool
 	busy   bool
 	req    int
 	owner  string
-	rep    *kernel.InvariantReport
+	rep    *model.InvariantReport
 	err    string
 	lines  []string // the report, rendered once per result
 	offset int
@@ -35,12 +36,21 @@ type Verify struct {
 
 type verifyMsg struct {
 	req int
-	rep kernel.InvariantReport
+	rep model.InvariantReport
 	err error
 }
 
 // NewVerify returns the Verify view.
-func NewVerify(ctx *shared.ProgramContext) *Verify { return &Verify{ctx: ctx} }
+// InvariantChecker checks SPEC §8's invariants over the owner's rows for the Verify view.
+type InvariantChecker interface {
+	VerifyInvariants(ctx context.Context, opts model.VerifyOptions) (model.InvariantReport, error)
+}
+
+// NewVerify returns the Verify view, checking through src (nil: the view says it needs a
+// database).
+func NewVerify(ctx *shared.ProgramContext, src InvariantChecker) *Verify {
+	return &Verify{ctx: ctx, src: src}
+}
 
 // Title names the view.
 func (v *Verify) Title() string { return "Verify" }
@@ -58,17 +68,17 @@ func (v *Verify) SetActive(on bool) tea.Cmd {
 }
 
 func (v *Verify) run() tea.Cmd {
-	if v.ctx.Kernel == nil {
+	if v.src == nil {
 		v.err = "verify needs a database"
 		return nil
 	}
 	v.busy, v.err = true, ""
 	v.req++
-	req, k, owner := v.req, v.ctx.Kernel, v.ctx.Owner
+	req, k, owner := v.req, v.src, v.ctx.Owner
 	return func() tea.Msg {
 		c, cancel := context.WithTimeout(context.Background(), verifyTimeout)
 		defer cancel()
-		rep, err := k.VerifyInvariants(c, kernel.VerifyOptions{Owner: owner})
+		rep, err := k.VerifyInvariants(c, model.VerifyOptions{Owner: owner})
 		return verifyMsg{req: req, rep: rep, err: err}
 	}
 }
@@ -136,7 +146,7 @@ func (v *Verify) scroll(d int) {
 }
 
 // render lays the report out as lines: one per invariant, its examples under it.
-func (v *Verify) render(rep kernel.InvariantReport) []string {
+func (v *Verify) render(rep model.InvariantReport) []string {
 	s := v.ctx.Styles
 	var out []string
 	if rep.OK {

@@ -21,7 +21,7 @@ func TestTheVerifyViewShowsTheCurrentOwnersInvariantsAndEscapesStoredText(t *tes
 	ctx := context.Background()
 	_, err := b.Kernel.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "v", Title: "fine"})
 	require.NoError(t, err)
-	v := views.NewVerify(b.Ctx)
+	v := views.NewVerify(b.Ctx, b.Backend.Verify)
 	v.SetSize(100, 20)
 	settle(t, v.Update, v.SetActive(true))
 	screen := v.View()

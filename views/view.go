@@ -6,6 +6,7 @@ package views
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
 
@@ -14,9 +15,7 @@ import (
 
 	"idemwork/apperr"
 	"idemwork/internal/termsafe"
-	"idemwork/store"
 	"idemwork/tui/shared"
-	"idemwork/wire"
 )
 
 // View is one screen of the workbench.
@@ -78,15 +77,25 @@ func query(fn func(ctx context.Context) tea.Msg) tea.Cmd {
 	}
 }
 
-// errText renders an error for a user: the coded message (wire.Coded: a known database failure
-// with its code and what to do, anything else INTERNAL naming the step and the SQLSTATE), never
-// a raw SQL or driver error. An unreachable database (a stopped cluster, a dropped connection)
+// Unreachable marks coded as the error of a database that could not be reached or went away (a
+// stopped cluster, a refused or dropped connection), which the views word as such rather than
+// by its code. The readers and writers wired in cli return such errors; errors.As finds coded.
+func Unreachable(coded *apperr.Error) error { return unreachableError{coded} }
+
+type unreachableError struct{ coded *apperr.Error }
+
+func (e unreachableError) Error() string { return e.coded.Error() }
+func (e unreachableError) Unwrap() error { return e.coded }
+
+// errText renders an error for a user: the coded message (the readers and writers wired in cli
+// code a known database failure with what to do; anything uncoded is INTERNAL naming the step
+// and the SQLSTATE), never a raw SQL or driver error. An unreachable database (Unreachable)
 // says so and what to do from here.
 func errText(err error) string {
-	if store.Unreachable(err) {
+	if errors.As(err, new(unreachableError)) {
 		return "the database is not reachable (stopped, or the connection dropped): start it (idemwork db start) or restart the workbench; r retries"
 	}
-	e := wire.Coded(err)
+	e := apperr.As(err)
 	if e.Code == apperr.Internal {
 		return termsafe.Line("INTERNAL: " + e.Message + "; r retries")
 	}

@@ -15,6 +15,7 @@ import (
 	"idemwork/internal/testdb"
 	"idemwork/internal/tuitest"
 	"idemwork/kernel"
+	"idemwork/storm/stormtypes"
 	"idemwork/tui/shared"
 	"idemwork/views"
 )
@@ -40,7 +41,7 @@ func typeText(f *views.Form, s string) {
 func TestTheFormValidatesJSONAsYouTypeAndSendingAgainReplays(t *testing.T) {
 	t.Parallel()
 	b := tuitest.New(t)
-	f := views.NewForm(b.Ctx, shared.OpenFormMsg{Kind: "create", Module: "NOTE"})
+	f := views.NewForm(b.Ctx, b.Backend.Form(), shared.OpenFormMsg{Kind: "create", Module: "NOTE"})
 	f.SetSize(100, 30)
 	tab := tea.KeyMsg{Type: tea.KeyTab}
 	f.Update(tab) // -> key
@@ -86,7 +87,7 @@ func recordIDOnScreen(t *testing.T, screen string) string {
 func TestAFormErrorShowsItsCodeNotARawDatabaseError(t *testing.T) {
 	t.Parallel()
 	b := tuitest.New(t)
-	f := views.NewForm(b.Ctx, shared.OpenFormMsg{Kind: "create", Module: "IDENTITY"})
+	f := views.NewForm(b.Ctx, b.Backend.Form(), shared.OpenFormMsg{Kind: "create", Module: "IDENTITY"})
 	f.SetSize(100, 30)
 	f.Update(tea.KeyMsg{Type: tea.KeyTab})
 	f.Update(tea.KeyMsg{Type: tea.KeyTab})
@@ -106,7 +107,7 @@ func TestKeysShowTheDriftBetweenTheReplayAndTheLatestRecord(t *testing.T) {
 		_, err := b.Kernel.Patch(ctx, kernel.PatchInput{Owner: "alice", Module: "NOTE", RecordID: c.Record.ID, ExpectRevision: rev, Title: &title})
 		require.NoError(t, err)
 	}
-	v := views.NewKeys(b.Ctx)
+	v := views.NewKeys(b.Ctx, b.Backend.Keys)
 	v.SetSize(120, 37)
 	settle(t, v.Update, v.OpenKey("drift-1"))
 	screen := v.View()
@@ -117,7 +118,7 @@ func TestKeysShowTheDriftBetweenTheReplayAndTheLatestRecord(t *testing.T) {
 func TestStaleResultsAreDropped(t *testing.T) {
 	t.Parallel()
 	b := tuitest.New(t)
-	v := views.NewRecords(b.Ctx)
+	v := views.NewRecords(b.Ctx, b.Backend.Records)
 	v.SetSize(120, 37)
 	older := v.Init() // a query issued while the owner had nothing
 	msgOld := older()
@@ -133,7 +134,7 @@ func TestExecutionsCountBlockedAndJumpToTheRecord(t *testing.T) {
 	t.Parallel()
 	b := tuitest.New(t)
 	tuitest.SeedFixed(t, b)
-	v := views.NewExecutions(b.Ctx)
+	v := views.NewExecutions(b.Ctx, b.Backend.Executions)
 	v.SetSize(120, 37)
 	settle(t, v.Update, v.Init())
 	require.Contains(t, v.View(), "1 BLOCKED")
@@ -149,7 +150,7 @@ func TestTheOutboxViewRunsTheWorker(t *testing.T) {
 	require.NoError(t, err)
 	_, err = b.Kernel.RunFeature(ctx, kernel.FeatureInput{Owner: "alice", Module: "COMMITMENT", RecordID: c.Record.ID, FeatureID: "F02", Key: "notify-1"})
 	require.NoError(t, err)
-	v := views.NewOutbox(b.Ctx)
+	v := views.NewOutbox(b.Ctx, b.Backend.Outbox)
 	v.SetSize(120, 37)
 	settle(t, v.Update, v.Init())
 	require.Contains(t, v.View(), "PENDING")
@@ -159,27 +160,27 @@ func TestTheOutboxViewRunsTheWorker(t *testing.T) {
 
 func TestTheStormViewCountsOutcomesAndShowsTheVerdict(t *testing.T) {
 	t.Parallel()
-	b := tuitest.New(t)
-	var got shared.StormSpec
-	b.Ctx.Storm = func(ctx context.Context, spec shared.StormSpec, events chan<- shared.StormEvent, _ chan<- shared.StormLocks) (shared.StormSummary, error) {
+	var got stormtypes.Spec
+	run := func(ctx context.Context, spec stormtypes.Spec, events chan<- stormtypes.Event, _ chan<- stormtypes.LockSample) (stormtypes.Summary, error) {
 		got = spec
 		for i := 0; i < spec.N; i++ {
 			o := "JOINED"
 			if i == 0 {
 				o = "EXECUTED"
 			}
-			events <- shared.StormEvent{Index: i, Outcome: o, LatencyMs: float64(i + 1)}
+			events <- stormtypes.Event{Index: i, Outcome: o, LatencyMs: float64(i + 1)}
 		}
-		return shared.StormSummary{Requests: spec.N, Verdict: shared.StormVerdict{Verdict: "agrees", Text: "agrees: exactly one request executed",
-			Answers: shared.StormPart{OK: true, Text: "50 requests: EXECUTED 1, JOINED 49"}, Database: shared.StormPart{OK: true, Text: "key SUCCEEDED: 1 revision"}}}, nil
+		return stormtypes.Summary{Requests: spec.N, Verdict: stormtypes.Verdict{Verdict: "agrees", Text: "agrees: exactly one request executed",
+			Answers: stormtypes.Part{OK: true, Text: "50 requests: EXECUTED 1, JOINED 49"}, Database: stormtypes.Part{OK: true, Text: "key SUCCEEDED: 1 revision"}}}, nil
 	}
-	v := views.NewStorm(b.Ctx)
+	v := views.NewStorm(plainCtx(), views.StormDeps{Run: run})
 	v.SetSize(120, 37)
 	settle(t, v.Update, v.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("f")}))
 	screen := v.View()
 	require.Equal(t, 50, got.N)
 	require.True(t, got.Share)
-	require.Equal(t, "alice", got.Owner)
+	require.Equal(t, "alice", got.Owner())
+	require.Equal(t, stormtypes.OpCreate, got.Op)
 	require.Contains(t, screen, "50/50")
 	require.Contains(t, screen, "EXECUTED 1")
 	require.Contains(t, screen, "JOINED 49")
@@ -191,7 +192,7 @@ func TestAuditJumpsToTheRecordAndToTheKeyOfAnEvent(t *testing.T) {
 	t.Parallel()
 	b := tuitest.New(t)
 	tuitest.SeedFixed(t, b)
-	v := views.NewAudit(b.Ctx)
+	v := views.NewAudit(b.Ctx, b.Backend.Audit)
 	v.SetSize(120, 37)
 	settle(t, v.Update, v.Init())
 	screen := v.View()
@@ -206,7 +207,7 @@ func TestTheTimelineMergesEveryKindNewestFirstAndOpensKeys(t *testing.T) {
 	t.Parallel()
 	b := tuitest.New(t)
 	tuitest.SeedFixed(t, b)
-	v := views.NewTimeline(b.Ctx)
+	v := views.NewTimeline(b.Ctx, b.Backend.History)
 	v.SetSize(120, 37)
 	settle(t, v.Update, v.Init())
 	screen := v.View()
@@ -236,7 +237,7 @@ func TestLocksShowsASessionWaitingOnAnotherOnesLock(t *testing.T) {
 		waiterDone <- err
 	}()
 
-	v := views.NewLocks(b.Ctx)
+	v := views.NewLocks(b.Ctx, b.Backend.Sessions)
 	v.SetSize(120, 37)
 	deadline := time.Now().Add(20 * time.Second)
 	refresh := tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("r")}
@@ -256,7 +257,7 @@ func TestLocksShowsASessionWaitingOnAnotherOnesLock(t *testing.T) {
 func TestTheFormJudgesKeysAndTitlesByTheRunnersAndKernelsOwnRules(t *testing.T) {
 	t.Parallel()
 	b := tuitest.New(t)
-	f := views.NewForm(b.Ctx, shared.OpenFormMsg{Kind: "create", Module: "NOTE"})
+	f := views.NewForm(b.Ctx, b.Backend.Form(), shared.OpenFormMsg{Kind: "create", Module: "NOTE"})
 	f.SetSize(100, 30)
 	f.Update(tea.KeyMsg{Type: tea.KeyTab}) // -> key
 	f.Update(tea.KeyMsg{Type: tea.KeyCtrlU})

@@ -13,9 +13,11 @@ import (
 
 	"idemwork/idem"
 	"idemwork/internal/testdb"
+	"idemwork/internal/workbench"
 	"idemwork/kernel"
 	"idemwork/outbox"
 	"idemwork/tui/shared"
+	"idemwork/views"
 )
 
 // Now is the pinned display time of every test screen.
@@ -26,6 +28,13 @@ type Bundle struct {
 	DB     *testdb.DB
 	Kernel *kernel.Kernel
 	Ctx    *shared.ProgramContext
+	// Backend is the views' readers and writers over DB and Kernel, wired as cli wires them.
+	Backend views.Backend
+	// The handles behind Ctx and Backend, for tests that drive or read them.
+	Clock    *idem.OffsetClock
+	Outbox   *outbox.Worker
+	Provider *outbox.MemoryProvider
+	Crash    *outbox.CrashSwitch
 }
 
 // New returns a program context over a fresh database.
@@ -39,21 +48,19 @@ func NewOver(db *testdb.DB) Bundle {
 	clock := &idem.OffsetClock{}
 	k := kernel.New(idem.NewRunner(db.DB, idem.Options{Clock: clock}), kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
 	provider, crash := outbox.NewMemoryProvider(), &outbox.CrashSwitch{}
+	worker := outbox.NewWorker(db.DB, outbox.Options{Providers: map[string]outbox.Provider{"notifier": provider}, Clock: clock,
+		AfterCall: crash.AfterCall})
 	ctx := &shared.ProgramContext{
-		Styles: shared.NewStyles(shared.DefaultTheme()),
-		Keys:   shared.DefaultKeys(),
-		Conn:   shared.Conn{Embedded: true, Display: "embedded /test/pg", Database: "idemwork"},
-		Kernel: k,
-		DB:     db.DB,
-		Clock:  clock,
-		Outbox: outbox.NewWorker(db.DB, outbox.Options{Providers: map[string]outbox.Provider{"notifier": provider}, Clock: clock,
-			AfterCall: crash.AfterCall}),
-		Provider: provider,
-		Crash:    crash,
-		Owner:    "alice",
-		NowFunc:  func() time.Time { return Now },
+		Styles:  shared.NewStyles(shared.DefaultTheme()),
+		Keys:    shared.DefaultKeys(),
+		Conn:    shared.Conn{Embedded: true, Display: "embedded /test/pg", Database: "idemwork"},
+		Writes:  workbench.Gate(db.DB),
+		Clock:   clock,
+		Owner:   "alice",
+		NowFunc: func() time.Time { return Now },
 	}
-	return Bundle{DB: db, Kernel: k, Ctx: ctx}
+	backend := workbench.Backend(workbench.Sources{DB: db.DB, Kernel: k, Outbox: worker, Provider: provider, Crash: crash})
+	return Bundle{DB: db, Kernel: k, Ctx: ctx, Backend: backend, Clock: clock, Outbox: worker, Provider: provider, Crash: crash}
 }
 
 // Fixed record ids of SeedFixed.

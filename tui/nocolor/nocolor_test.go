@@ -64,7 +64,7 @@ func TestNoColorKeepsSelectionFocusAndCursorsVisible(t *testing.T) {
 	b := tuitest.New(t)
 	b.Ctx.Styles = shared.StylesForTerminal(os.Getenv("NO_COLOR") != "")
 	tuitest.SeedFixed(t, b)
-	m := tui.New(b.Ctx)
+	m := tui.New(b.Ctx, b.Backend)
 	m.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
 	tuitest.Settle(t, tuitest.Updater(m), m.Init())
 	screen := m.View()

@@ -1,15 +1,12 @@
 // Package shared is the workbench's shared program context: terminal size, theme, key map,
-// clock and database handles, handed to every view (gh-dash style), plus the messages views
-// and the shell exchange. Views import this package, never the root model.
+// clock, the session's connection and write gate, handed to every view (gh-dash style), plus
+// the messages views and the shell exchange. It holds no database handle: views read and write
+// through the small interfaces each declares, wired in cli. Views import this package, never
+// the root model.
 package shared
 
 import (
 	"time"
-
-	"idemwork/idem"
-	"idemwork/kernel"
-	"idemwork/outbox"
-	"idemwork/store"
 )
 
 // Conn describes the connection for the header.
@@ -22,6 +19,21 @@ type Conn struct {
 	ReadOnlyReason string
 }
 
+// Clock is the workbench's clock: the runner's, which keys expire by, and which the shell can
+// move ahead to show expiry.
+type Clock interface {
+	Now() time.Time
+	Advance(d time.Duration)
+	Reset()
+	Offset() time.Duration
+}
+
+// WriteGate says whether this session may write.
+type WriteGate interface {
+	// WriteRefusal is the coded error a write gets on this session, nil when it may write.
+	WriteRefusal() error
+}
+
 // ProgramContext is shared by the shell and every view. It is only mutated in Update (Bubble
 // Tea's single goroutine); commands copy what they need before running.
 type ProgramContext struct {
@@ -30,16 +42,11 @@ type ProgramContext struct {
 	Styles        Styles
 	Keys          KeyMap
 
-	Conn     Conn
-	Kernel   *kernel.Kernel
-	DB       *store.DB
-	Clock    *idem.OffsetClock
-	Outbox   *outbox.Worker
-	Provider *outbox.MemoryProvider
-	// Crash is the Outbox view's "crash between call and settle" switch for Outbox's worker.
-	Crash *outbox.CrashSwitch
-	// Storm runs replay storms for the Storm view (nil hides the view's fire action).
-	Storm StormRunner
+	Conn Conn
+	// Writes refuses writes on a read-only session (nil: every write is refused).
+	Writes WriteGate
+	// Clock is the runner's clock (nil: the system clock, which cannot be moved).
+	Clock Clock
 
 	Owner string
 	// ExportDir is where Timeline's x writes its CSV ("" the working directory, else the
@@ -50,13 +57,15 @@ type ProgramContext struct {
 }
 
 // ReadOnly reports whether writes are refused.
-func (c *ProgramContext) ReadOnly() bool { return c.Conn.ReadOnly || c.DB == nil || c.DB.ReadOnly }
+func (c *ProgramContext) ReadOnly() bool {
+	return c.Conn.ReadOnly || c.Writes == nil || c.Writes.WriteRefusal() != nil
+}
 
 // ReadOnlyMessage is what a refused write says: the session's own reason (a hot standby says
 // writes go to the primary) with its code.
 func (c *ProgramContext) ReadOnlyMessage() string {
-	if c.DB != nil {
-		if err := c.DB.WriteRefusal(); err != nil {
+	if c.Writes != nil {
+		if err := c.Writes.WriteRefusal(); err != nil {
 			return err.Error()
 		}
 	}

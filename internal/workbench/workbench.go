@@ -1,0 +1,270 @@
+// Package workbench implements the views' readers and writers over the store, the kernel and
+// the outbox worker: the wiring cli hands the TUI, and the TUI's tests over a real database.
+// Every error comes back in the coded form the views show (wire.Coded: a known database failure
+// with its code and what to do, anything else INTERNAL), an unreachable database marked with
+// views.Unreachable, so no view sees a driver's error or imports the database.
+package workbench
+
+import (
+	"context"
+	"io"
+
+	"idemwork/apperr"
+	"idemwork/idem"
+	"idemwork/kernel"
+	"idemwork/model"
+	"idemwork/outbox"
+	"idemwork/store"
+	"idemwork/tui/shared"
+	"idemwork/views"
+	"idemwork/wire"
+)
+
+// Sources are the session's handles the views' readers and writers work over.
+type Sources struct {
+	DB     *store.DB
+	Kernel *kernel.Kernel
+	// Outbox is the session's delivery worker, Provider its simulated provider and Crash its
+	// crash switch (each nil where the session has none).
+	Outbox   *outbox.Worker
+	Provider *outbox.MemoryProvider
+	Crash    *outbox.CrashSwitch
+	// Storm fires storms (nil: the Storm view says they are not available).
+	Storm views.StormRunner
+}
+
+// Backend is the views' readers and writers over s.
+func Backend(s Sources) views.Backend {
+	r := reads{db: s.DB}
+	k := writes{k: s.Kernel}
+	b := views.Backend{
+		Records: r, Keys: keySource{r, k}, Executions: r, Audit: r, History: r, Sessions: r, Latest: r,
+		Writer: k, Verify: k, Catalog: catalog{reg: s.Kernel.Registry}, Demo: demos{k: s.Kernel, worker: s.Outbox},
+		Storm:  s.Storm,
+		Outbox: views.OutboxTools{Messages: r},
+	}
+	// Only a real handle goes into an interface: a nil pointer in one would read as present.
+	if s.Outbox != nil {
+		b.Outbox.Worker = worker{w: s.Outbox}
+	}
+	if s.Provider != nil {
+		b.Outbox.Provider = s.Provider
+	}
+	if s.Crash != nil {
+		b.Outbox.Crash = s.Crash
+	}
+	return b
+}
+
+// Gate is the session's write gate: the session's own refusal (a hot standby, a newer schema, a
+// read-only session), or READ_ONLY for a handle opened read-only.
+func Gate(db *store.DB) shared.WriteGate { return gate{db: db} }
+
+type gate struct{ db *store.DB }
+
+func (g gate) WriteRefusal() error {
+	if err := g.db.WriteRefusal(); err != nil {
+		return err
+	}
+	if g.db.ReadOnly {
+		return apperr.New(apperr.ReadOnly, "this session is read-only; reconnect with --allow-writes to write")
+	}
+	return nil
+}
+
+// Clock is the runner's clock when it can be moved (an idem.OffsetClock), else nil: the
+// workbench then shows the system time and cannot move it.
+func Clock(k *kernel.Kernel) shared.Clock {
+	if c, ok := k.Runner().Clock().(*idem.OffsetClock); ok && c != nil {
+		return c
+	}
+	return nil
+}
+
+// Coded is err as the views show it: nil for nil, a known database failure with its code and
+// what to do (views.Unreachable when the database could not be reached or went away), anything
+// else INTERNAL naming the step and the SQLSTATE.
+func Coded(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case store.Unreachable(err):
+		return views.Unreachable(wire.Coded(err))
+	}
+	return wire.Coded(err)
+}
+
+// reads are the store's read models.
+type reads struct{ db *store.DB }
+
+func (r reads) Records(ctx context.Context, q model.RecordQuery) ([]model.Record, string, error) {
+	rows, next, err := r.db.Records(ctx, q)
+	return rows, next, Coded(err)
+}
+
+func (r reads) RecordModule(ctx context.Context, owner, id string) (string, error) {
+	m, err := r.db.RecordModule(ctx, owner, id)
+	return m, Coded(err)
+}
+
+func (r reads) RecordOutline(ctx context.Context, owner, module, id string) (model.RecordOutline, error) {
+	o, err := r.db.RecordOutline(ctx, owner, module, id)
+	return o, Coded(err)
+}
+
+func (r reads) GetRevision(ctx context.Context, owner, recordID string, revision int) (model.Revision, error) {
+	rev, err := r.db.GetRevision(ctx, owner, recordID, revision)
+	return rev, Coded(err)
+}
+
+func (r reads) LatestRecord(ctx context.Context, owner, module, id string) (model.Record, error) {
+	rec, err := r.db.LatestRecord(ctx, owner, module, id)
+	return rec, Coded(err)
+}
+
+func (r reads) Keys(ctx context.Context, q model.KeyQuery) ([]model.KeyRow, string, error) {
+	rows, next, err := r.db.Keys(ctx, q)
+	return rows, next, Coded(err)
+}
+
+func (r reads) Executions(ctx context.Context, q model.ExecutionQuery) ([]model.Execution, string, error) {
+	rows, next, err := r.db.Executions(ctx, q)
+	return rows, next, Coded(err)
+}
+
+func (r reads) Audit(ctx context.Context, q model.AuditQuery) ([]model.AuditEvent, string, error) {
+	rows, next, err := r.db.Audit(ctx, q)
+	return rows, next, Coded(err)
+}
+
+func (r reads) Timeline(ctx context.Context, q model.HistoryQuery) ([]model.Event, string, error) {
+	rows, next, err := r.db.Timeline(ctx, q)
+	return rows, next, Coded(err)
+}
+
+func (r reads) ExportHistory(ctx context.Context, q model.HistoryQuery, format model.ExportFormat, w io.Writer, max int, progress func(int)) (int, error) {
+	n, err := r.db.ExportHistory(ctx, q, format, w, max, progress)
+	return n, Coded(err)
+}
+
+func (r reads) Sessions(ctx context.Context) ([]model.Session, error) {
+	s, err := r.db.Sessions(ctx)
+	return s, Coded(err)
+}
+
+func (r reads) OutboxPage(ctx context.Context, owner string, limit int, cursor string) ([]model.OutboxMessage, string, error) {
+	rows, next, err := r.db.OutboxPage(ctx, owner, limit, cursor)
+	return rows, next, Coded(err)
+}
+
+// writes are the kernel's writes and reads of keys and invariants.
+type writes struct{ k *kernel.Kernel }
+
+func (w writes) Create(ctx context.Context, in model.CreateInput) (model.WriteResult, error) {
+	res, err := w.k.Create(ctx, in)
+	return res, Coded(err)
+}
+
+func (w writes) Patch(ctx context.Context, in model.PatchInput) (model.WriteResult, error) {
+	res, err := w.k.Patch(ctx, in)
+	return res, Coded(err)
+}
+
+func (w writes) RunFeature(ctx context.Context, in model.FeatureInput) (model.WriteResult, error) {
+	res, err := w.k.RunFeature(ctx, in)
+	return res, Coded(err)
+}
+
+func (w writes) InspectKey(ctx context.Context, owner, key string) (model.KeyView, error) {
+	v, err := w.k.InspectKey(ctx, owner, key)
+	return v, Coded(err)
+}
+
+func (w writes) InspectStoredKey(ctx context.Context, owner, key string) (model.KeyView, error) {
+	v, err := w.k.InspectStoredKey(ctx, owner, key)
+	return v, Coded(err)
+}
+
+func (w writes) VerifyInvariants(ctx context.Context, opts model.VerifyOptions) (model.InvariantReport, error) {
+	rep, err := w.k.VerifyInvariants(ctx, opts)
+	return rep, Coded(err)
+}
+
+// keySource lists keys from the store and inspects them with the kernel.
+type keySource struct {
+	reads
+	writes
+}
+
+// catalog is the kernel's module registry and live rules.
+type catalog struct{ reg *kernel.Registry }
+
+func (c catalog) Features(module string) []views.Feature {
+	mod, err := c.reg.Module(module)
+	if err != nil {
+		return nil
+	}
+	out := make([]views.Feature, 0, len(mod.Features))
+	for _, f := range mod.Features {
+		out = append(out, views.Feature{ID: f.ID, Label: f.Label()})
+	}
+	return out
+}
+
+func (c catalog) MemMaxContentLength() int     { return c.reg.Rules.Snapshot().MemMaxContentLength }
+func (c catalog) SetMemMaxContentLength(n int) { c.reg.Rules.SetMemMaxContentLength(n) }
+
+// worker is the session's outbox worker.
+type worker struct{ w *outbox.Worker }
+
+func (w worker) Deliver(ctx context.Context, owner string, limit int) (views.OutboxPass, error) {
+	rep, err := w.w.RunScoped(ctx, outbox.Scope{OwnerID: owner}, limit)
+	return views.OutboxPass{Claimed: rep.Claimed, Delivered: rep.Delivered, Retried: rep.Retried, Failed: rep.Failed,
+		Abandoned: rep.Abandoned, Lost: rep.Lost}, Coded(err)
+}
+
+func (w worker) Settings() views.OutboxSettings {
+	o := w.w.Options()
+	return views.OutboxSettings{MaxAttempts: o.MaxAttempts, BaseBackoff: o.BaseBackoff, JitterPercent: outbox.JitterPercent, Lease: o.Lease}
+}
+
+// demos are the kernel's guided walk-throughs, delivering with the session's worker settings.
+type demos struct {
+	k      *kernel.Kernel
+	worker *outbox.Worker
+}
+
+func (d demos) NewBlockedExternalDemo(owner, keyPrefix string) views.BlockedWalk {
+	return blockedWalk{d.k.NewBlockedExternalDemo(owner, keyPrefix)}
+}
+
+func (d demos) NewOutboxDemo(owner, keyPrefix string) (views.OutboxWalk, error) {
+	var settings outbox.Options
+	if d.worker != nil {
+		settings = d.worker.Options()
+	}
+	w, err := d.k.NewOutboxDemo(owner, keyPrefix, settings)
+	if err != nil {
+		return nil, Coded(err)
+	}
+	return outboxWalk{w}, nil
+}
+
+func (d demos) CompareModes(ctx context.Context, owner, blockedKey, outboxKey string) (model.ModeComparison, error) {
+	c, err := d.k.CompareModes(ctx, owner, blockedKey, outboxKey)
+	return c, Coded(err)
+}
+
+type blockedWalk struct{ *kernel.BlockedExternalDemo }
+
+func (w blockedWalk) Next(ctx context.Context) (model.DemoStep, error) {
+	s, err := w.BlockedExternalDemo.Next(ctx)
+	return s, Coded(err)
+}
+
+type outboxWalk struct{ *kernel.OutboxDemo }
+
+func (w outboxWalk) Next(ctx context.Context) (model.DemoStep, error) {
+	s, err := w.OutboxDemo.Next(ctx)
+	return s, Coded(err)
+}
