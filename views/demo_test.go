@@ -238,14 +238,41 @@ func columns(read string) (string, string) {
 
 func TestTheDemoIsRefusedInAReadOnlySession(t *testing.T) {
 	t.Parallel()
-	b := tuitest.New(t)
-	b.Ctx.Conn.ReadOnly = true
-	v := views.NewDemo(b.Ctx, b.Backend.Demo)
-	v.SetSize(63, 21)
-	msg := v.Update(runes("n"))()
-	require.Equal(t, shared.StatusMsg{Text: "the demo writes, so it does not run here: " + b.Ctx.ReadOnlyMessage(), Error: true}, msg)
-	require.Contains(t, msg.(shared.StatusMsg).Text, "READ_ONLY: this session is read-only")
-	require.Empty(t, blockedOf(v))
+	for _, c := range []struct {
+		readOnly bool
+		gate     shared.WriteGate
+		reason   string
+	}{
+		{true, writable, "READ_ONLY: this session is read-only"},
+		{false, standby, "READ_ONLY: this is a hot standby; writes go to the primary"},
+	} {
+		ctx := plainCtx()
+		ctx.Conn.ReadOnly, ctx.Writes = c.readOnly, c.gate
+		v := views.NewDemo(ctx, walkNever{t})
+		v.SetSize(63, 21)
+		msg := v.Update(runes("n"))()
+		require.Equal(t, shared.StatusMsg{Text: "the demo writes, so it does not run here: " + ctx.ReadOnlyMessage(), Error: true}, msg)
+		require.Contains(t, msg.(shared.StatusMsg).Text, c.reason, "the session's own reason")
+		require.Empty(t, blockedOf(v))
+	}
+}
+
+// walkNever is a DemoRunner whose walk-throughs must not take a step.
+type walkNever struct{ t *testing.T }
+
+func (w walkNever) NewBlockedExternalDemo(string, string) views.BlockedWalk { return w }
+func (w walkNever) NewOutboxDemo(string, string) (views.OutboxWalk, error)  { return w, nil }
+func (w walkNever) CompareModes(context.Context, string, string, string) (kernel.ModeComparison, error) {
+	w.t.Error("the comparison was read")
+	return kernel.ModeComparison{}, nil
+}
+func (w walkNever) Done() bool             { return false }
+func (w walkNever) StepsDone() int         { return 0 }
+func (w walkNever) PublishKey() string     { return "never:publish" }
+func (w walkNever) NotifyKey(n int) string { return fmt.Sprintf("never:notify-%d", n) }
+func (w walkNever) Next(context.Context) (kernel.DemoStep, error) {
+	w.t.Error("a demo step ran in a read-only session")
+	return kernel.DemoStep{}, nil
 }
 
 // queuedNotification is a workbench whose owner alice has one PENDING outbox message (a

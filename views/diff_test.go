@@ -7,7 +7,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"idemwork/internal/tuitest"
 	"idemwork/views"
 )
 
@@ -57,11 +56,11 @@ func frameBytes(view func() string) uint64 {
 // Nothing a frame allocates grows with the payload: the JSON is painted, wrapped and diffed in
 // Update when the selection changes, and a frame draws the visible lines only.
 func TestAFrameAllocatesNoMoreForA60KBPayloadThanForASmallOne(t *testing.T) {
-	b := tuitest.New(t)
-	bigRecord(t, b, bigID, 20, 60)
-	bigRecord(t, b, "01JSMA11000000000000000000", 20, 1)
+	src := &records{}
+	bigRecordIn(src, bigID, 20, 60)
+	bigRecordIn(src, "01JSMA11000000000000000000", 20, 1)
 	measure := func(id, mode string) uint64 {
-		v := views.NewRecords(b.Ctx, b.Backend.Records)
+		v := views.NewRecords(plainCtx(), src)
 		v.SetSize(103, 37)
 		settle(t, v.Update, v.OpenRecord("NOTE", id))
 		settle(t, v.Update, v.Update(keyPress(mode)))

@@ -1,7 +1,6 @@
 package views_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -10,8 +9,8 @@ import (
 	"github.com/charmbracelet/x/ansi"
 	"github.com/stretchr/testify/require"
 
-	"idemwork/internal/tuitest"
-	"idemwork/kernel"
+	"idemwork/apperr"
+	"idemwork/model"
 	"idemwork/tui/shared"
 	"idemwork/views"
 )
@@ -32,15 +31,16 @@ func fieldValue(t *testing.T, f *views.Form, label string) string {
 
 func TestThePatchFormTakesItsExpectedRevisionFromTheSameReadAsItsFields(t *testing.T) {
 	t.Parallel()
-	b := tuitest.New(t)
-	ctx := context.Background()
-	c, err := b.Kernel.Create(ctx, kernel.CreateInput{Owner: "alice", Module: "NOTE", Title: "v1"})
-	require.NoError(t, err)
-	title := "v2"
-	_, err = b.Kernel.Patch(ctx, kernel.PatchInput{Owner: "alice", Module: "NOTE", RecordID: c.Record.ID, ExpectRevision: 1, Title: &title})
-	require.NoError(t, err)
-	// The list still says revision 1 when the form opens.
-	f := views.NewForm(b.Ctx, b.Backend.Form(), shared.OpenFormMsg{Kind: "patch", Module: "NOTE", RecordID: c.Record.ID, Revision: 1})
+	const id = "01JPATCH000000000000000000"
+	// The record is at revision 2 ("v2") while the list still says revision 1 when the form opens.
+	latest := newLatest(model.Record{ID: id, OwnerID: "alice", ModuleCode: "NOTE", Revision: 2, Title: "v2", Payload: []byte(`{}`)})
+	w := &writer{answer: func(in any) (model.WriteResult, error) {
+		if p := in.(model.PatchInput); p.ExpectRevision != 2 {
+			return model.WriteResult{}, apperr.New(apperr.RevisionConflict, "record %s is no longer at revision %d", id, p.ExpectRevision)
+		}
+		return model.WriteResult{Outcome: model.Executed, Operation: model.OpPatch("NOTE", id)}, nil
+	}}
+	f := views.NewForm(plainCtx(), views.FormDeps{Writer: w, Records: latest}, shared.OpenFormMsg{Kind: "patch", Module: "NOTE", RecordID: id, Revision: 1})
 	f.SetSize(100, 30)
 	settle(t, f.Update, f.Init())
 	require.Equal(t, "v2", fieldValue(t, f, "Title"))
@@ -48,12 +48,15 @@ func TestThePatchFormTakesItsExpectedRevisionFromTheSameReadAsItsFields(t *testi
 	require.Contains(t, f.View(), "prefilled from revision 2, the latest")
 	settle(t, f.Update, f.Update(tea.KeyMsg{Type: tea.KeyCtrlS}))
 	require.Contains(t, f.View(), "EXECUTED", "not a REVISION_CONFLICT")
+	sent := w.last().(model.PatchInput)
+	require.Equal(t, 2, sent.ExpectRevision)
+	require.Equal(t, "v2", *sent.Title)
+	require.Equal(t, id, sent.RecordID)
 }
 
 func TestAFixedFieldClearsItsErrorAndAnEditedPayloadSurvivesAModuleSwitch(t *testing.T) {
 	t.Parallel()
-	b := tuitest.New(t)
-	f := views.NewForm(b.Ctx, b.Backend.Form(), shared.OpenFormMsg{Kind: "create", Module: "NOTE"})
+	f := views.NewForm(plainCtx(), views.FormDeps{}, shared.OpenFormMsg{Kind: "create", Module: "NOTE"})
 	f.SetSize(100, 30)
 	tab := tea.KeyMsg{Type: tea.KeyTab}
 	f.Update(tab) // -> key
@@ -79,9 +82,14 @@ func TestAFixedFieldClearsItsErrorAndAnEditedPayloadSurvivesAModuleSwitch(t *tes
 
 func TestSendingAgainWithoutAKeySaysItExecutesAgainAndAMovedClockIsFlagged(t *testing.T) {
 	t.Parallel()
-	b := tuitest.New(t)
-	b.Clock.Advance(time.Hour)
-	f := views.NewForm(b.Ctx, b.Backend.Form(), shared.OpenFormMsg{Kind: "create", Module: "NOTE"})
+	ctx := plainCtx()
+	ctx.Clock = &movedClock{}
+	ctx.Clock.Advance(time.Hour)
+	w := &writer{answer: func(in any) (model.WriteResult, error) {
+		return model.WriteResult{Outcome: model.Executed, Operation: model.OpCreate("NOTE"),
+			Record: &model.Record{ID: "01JUNKEYED0000000000000000", OwnerID: "alice", ModuleCode: "NOTE", Revision: 1, Title: in.(model.CreateInput).Title}}, nil
+	}}
+	f := views.NewForm(ctx, views.FormDeps{Writer: w}, shared.OpenFormMsg{Kind: "create", Module: "NOTE"})
 	f.SetSize(100, 30)
 	require.Contains(t, f.View(), "the workbench clock is moved +1h0m0s: this write is stamped")
 	tab := tea.KeyMsg{Type: tea.KeyTab}
@@ -99,4 +107,6 @@ func TestSendingAgainWithoutAKeySaysItExecutesAgainAndAMovedClockIsFlagged(t *te
 	require.Contains(t, st.Text, "written under the moved clock (+1h0m0s)")
 	require.Contains(t, f.View(), "ctrl+r send again (no key: executes again)")
 	require.NotContains(t, f.View(), "replays")
+	require.Equal(t, model.CreateInput{Owner: "alice", Module: "NOTE", Title: "unkeyed", Summary: new(string), Payload: []byte(`{}`)}, w.last(),
+		"no key: the write is sent without one")
 }

@@ -22,6 +22,7 @@ import (
 	"idemwork/internal/tuitest"
 	"idemwork/internal/workbench"
 	"idemwork/kernel"
+	"idemwork/model"
 	"idemwork/store"
 	"idemwork/tui/shared"
 	"idemwork/views"
@@ -166,9 +167,14 @@ func TestTheKeysViewShowsEveryKeyStateAndWhatTheNextRequestMeets(t *testing.T) {
 
 func TestTheKeysListKeepsTheActionOfEveryOperationAt80Columns(t *testing.T) {
 	t.Parallel()
-	b := tuitest.New(t)
-	tuitest.SeedFixed(t, b)
-	v := views.NewKeys(b.Ctx, b.Backend.Keys)
+	row := func(key, op string, rev int) model.KeyRow {
+		return model.KeyRow{OwnerID: "alice", Key: key, Operation: op, Fingerprint: strings.Repeat("a", 64), Status: "SUCCEEDED",
+			Response: envelope("record-snapshot-reference-v1", tuitest.NoteID, rev), CreatedAt: tuitest.Now.Add(-time.Hour), ExpiresAt: tuitest.Now.Add(time.Hour)}
+	}
+	v := views.NewKeys(plainCtx(), keys{rows: []model.KeyRow{
+		row("fixed-publish", "MEM-001:record:"+tuitest.MemID+":feature:F02", 1),
+		row("fixed-patch", "NOTE:record:"+tuitest.NoteID+":patch", 2),
+		row("fixed-create", "NOTE:record:create", 1)}})
 	v.SetSize(63, 21) // the body of an 80×24 terminal
 	settle(t, v.Update, v.Init())
 	screen := strings.Join(requireBlock(t, v.View(), 63, 21), "\n")
@@ -207,27 +213,14 @@ func TestStoredControlCharactersAreShownNotObeyed(t *testing.T) {
 	}
 }
 
-// bigRecord writes a NOTE record with revisions revisions, each with a payload of about kb KB.
-func bigRecord(t *testing.T, b tuitest.Bundle, id string, revisions, kb int) {
-	t.Helper()
-	plant(t, b, `INSERT INTO record (owner_id, id, module_code, revision, title, summary, payload, created_at, updated_at)
-		VALUES ('alice', $1, 'NOTE', $2, 'big', '', '{}', now(), now())`, id, revisions)
-	plant(t, b, `INSERT INTO record_revision (owner_id, record_id, revision, snapshot, idempotency_key, created_at)
-		SELECT 'alice', $1, r, jsonb_build_object('id', $1::text, 'ownerId', 'alice', 'moduleCode', 'NOTE', 'revision', r, 'title', 'big', 'summary', '',
-			'payload', jsonb_build_object('i', r, 'text', repeat('lorem ipsum dolor ', $3 * 57) || ' rev ' || r,
-				'items', CASE WHEN r % 2 = 0 THEN '["a","b","c"]'::jsonb ELSE '["a","b"]'::jsonb END)),
-			'big-' || r, now() - interval '1 hour' + r * interval '1 second'
-		FROM generate_series(1, $2::int) r`, id, revisions, kb)
-}
-
 const bigID = "01JBXG00000000000000000000"
 
 func TestTheRevisionListKeepsTheSelectedRevisionOnScreen(t *testing.T) {
 	t.Parallel()
-	b := tuitest.New(t)
-	bigRecord(t, b, bigID, 200, 1)
+	src := &records{}
+	bigRecordIn(src, bigID, 200, 1)
 	for _, size := range [][2]int{{63, 21}, {103, 37}} {
-		v := views.NewRecords(b.Ctx, b.Backend.Records)
+		v := views.NewRecords(plainCtx(), src)
 		v.SetSize(size[0], size[1])
 		settle(t, v.Update, v.OpenRecord("NOTE", bigID))
 		lines := requireBlock(t, v.View(), size[0], size[1])
@@ -278,9 +271,9 @@ func TestDetailPanesScrollShowTheirPositionAndYCopiesTheFocusedOne(t *testing.T)
 
 func TestTheDiffIsPathLevelComputedOnSelectionAndMarksItsBase(t *testing.T) {
 	t.Parallel()
-	b := tuitest.New(t)
-	bigRecord(t, b, bigID, 5, 1)
-	v := views.NewRecords(b.Ctx, b.Backend.Records)
+	src := &records{}
+	bigRecordIn(src, bigID, 5, 1)
+	v := views.NewRecords(plainCtx(), src)
 	v.SetSize(103, 37)
 	settle(t, v.Update, v.OpenRecord("NOTE", bigID))
 	settle(t, v.Update, v.Update(keyPress("2")))
@@ -411,9 +404,14 @@ func TestAuditAndTimelineSearchTheWholeHistory(t *testing.T) {
 
 func TestTheRecordsHistoryPaneOpensKeysAndShowsThemWhole(t *testing.T) {
 	t.Parallel()
-	b := tuitest.New(t)
-	tuitest.SeedFixed(t, b)
-	v := views.NewRecords(b.Ctx, b.Backend.Records)
+	run := blockedRun()
+	mem, rev := tuitest.MemID, 1
+	src := &records{execs: map[string][]model.Execution{mem: {run}}, audit: map[string][]model.AuditEvent{mem: {{ID: "01JDEMOAUDIT00000000000003",
+		OwnerID: "alice", ModuleCode: "MEM-001", RecordID: &mem, Action: "FEATURE_F02_BLOCKED", Revision: &rev, ExecutionID: &run.ID,
+		IdempotencyKey: run.IdempotencyKey, Detail: []byte(`{}`), At: run.CreatedAt}}}}
+	src.add(model.Record{ID: mem, OwnerID: "alice", ModuleCode: "MEM-001", Revision: 1, Title: "Meeting notes", Payload: []byte(`{}`)},
+		json.RawMessage(`{"id": "`+mem+`", "title": "Meeting notes"}`))
+	v := views.NewRecords(plainCtx(), src)
 	v.SetSize(63, 21)
 	settle(t, v.Update, v.OpenRecord("MEM-001", tuitest.MemID))
 	v.Update(keyPress("3"))

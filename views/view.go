@@ -82,6 +82,9 @@ func query(fn func(ctx context.Context) tea.Msg) tea.Cmd {
 // by its code. The readers and writers wired in cli return such errors; errors.As finds coded.
 func Unreachable(coded *apperr.Error) error { return unreachableError{coded} }
 
+// IsUnreachable reports whether err was marked with Unreachable.
+func IsUnreachable(err error) bool { return errors.As(err, new(unreachableError)) }
+
 type unreachableError struct{ coded *apperr.Error }
 
 func (e unreachableError) Error() string { return e.coded.Error() }
@@ -92,7 +95,7 @@ func (e unreachableError) Unwrap() error { return e.coded }
 // and the SQLSTATE), never a raw SQL or driver error. An unreachable database (Unreachable)
 // says so and what to do from here.
 func errText(err error) string {
-	if errors.As(err, new(unreachableError)) {
+	if IsUnreachable(err) {
 		return "the database is not reachable (stopped, or the connection dropped): start it (idemwork db start) or restart the workbench; r retries"
 	}
 	e := apperr.As(err)

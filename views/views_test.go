@@ -2,6 +2,7 @@ package views_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -12,9 +13,11 @@ import (
 	"github.com/muesli/termenv"
 	"github.com/stretchr/testify/require"
 
+	"idemwork/apperr"
 	"idemwork/internal/testdb"
 	"idemwork/internal/tuitest"
 	"idemwork/kernel"
+	"idemwork/model"
 	"idemwork/storm/stormtypes"
 	"idemwork/tui/shared"
 	"idemwork/views"
@@ -86,28 +89,41 @@ func recordIDOnScreen(t *testing.T, screen string) string {
 
 func TestAFormErrorShowsItsCodeNotARawDatabaseError(t *testing.T) {
 	t.Parallel()
-	b := tuitest.New(t)
-	f := views.NewForm(b.Ctx, b.Backend.Form(), shared.OpenFormMsg{Kind: "create", Module: "IDENTITY"})
-	f.SetSize(100, 30)
-	f.Update(tea.KeyMsg{Type: tea.KeyTab})
-	f.Update(tea.KeyMsg{Type: tea.KeyTab})
-	typeText(f, "legacy")
-	settle(t, f.Update, f.Update(tea.KeyMsg{Type: tea.KeyCtrlS}))
-	require.Contains(t, f.View(), "LEGACY_WRITE_DISABLED (HTTP 410)")
+	for _, c := range []struct {
+		err       error
+		want, not string
+	}{
+		{apperr.New(apperr.LegacyWriteDisable, "identity:create is a disabled legacy operation"), "LEGACY_WRITE_DISABLED (HTTP 410): identity:create is a disabled legacy operation", ""},
+		{fmt.Errorf("insert record: %w", errors.New(`ERROR: duplicate key value violates unique constraint "record_pkey" (SQLSTATE 23505)`)),
+			"INTERNAL (HTTP 500): internal error in insert record", "duplicate key"},
+	} {
+		w := &writer{answer: func(any) (model.WriteResult, error) { return model.WriteResult{}, c.err }}
+		f := views.NewForm(plainCtx(), views.FormDeps{Writer: w}, shared.OpenFormMsg{Kind: "create", Module: "IDENTITY"})
+		f.SetSize(200, 30)
+		f.Update(tea.KeyMsg{Type: tea.KeyTab})
+		f.Update(tea.KeyMsg{Type: tea.KeyTab})
+		typeText(f, "legacy")
+		settle(t, f.Update, f.Update(tea.KeyMsg{Type: tea.KeyCtrlS}))
+		require.Contains(t, f.View(), c.want)
+		if c.not != "" {
+			require.NotContains(t, f.View(), c.not)
+		}
+		require.Equal(t, "IDENTITY", w.last().(model.CreateInput).Module)
+	}
 }
 
 func TestKeysShowTheDriftBetweenTheReplayAndTheLatestRecord(t *testing.T) {
 	t.Parallel()
-	b := tuitest.New(t)
-	ctx := context.Background()
-	c, err := b.Kernel.Create(ctx, kernel.CreateInput{Owner: "alice", Module: "NOTE", Key: "drift-1", Title: "v1"})
-	require.NoError(t, err)
-	for rev := 1; rev <= 3; rev++ {
-		title := fmt.Sprintf("v%d", rev+1)
-		_, err := b.Kernel.Patch(ctx, kernel.PatchInput{Owner: "alice", Module: "NOTE", RecordID: c.Record.ID, ExpectRevision: rev, Title: &title})
-		require.NoError(t, err)
+	const id = "01JDRIFT000000000000000000"
+	rec := func(rev int) *model.Record {
+		return &model.Record{ID: id, OwnerID: "alice", ModuleCode: "NOTE", Revision: rev, Title: fmt.Sprintf("v%d", rev), Payload: []byte(`{}`)}
 	}
-	v := views.NewKeys(b.Ctx, b.Backend.Keys)
+	created, action := "drift-1", "RECORD_CREATED"
+	kv := model.KeyView{Key: "drift-1", Operation: model.OpCreate("NOTE"), Status: "SUCCEEDED", State: model.KeySucceeded,
+		Envelope: envelope("record-snapshot-reference-v1", id, 1), Restored: model.RestoredView{Record: rec(1)}, Latest: model.LatestView{Record: rec(4)},
+		Verdict: "a retry replays the first result", Replay: &model.Response{Status: 201, Headers: map[string]string{model.HeaderOutcome: "REPLAYED"}, Body: "{}\n"},
+		Lives: []model.KeyLife{{Current: true, Label: "current life", Events: []model.Event{{Kind: "audit", ID: "a1", Action: &action, Key: &created, At: tuitest.Now}}}}}
+	v := views.NewKeys(plainCtx(), keys{views: map[string]model.KeyView{"drift-1": kv}})
 	v.SetSize(120, 37)
 	settle(t, v.Update, v.OpenKey("drift-1"))
 	screen := v.View()
@@ -117,24 +133,30 @@ func TestKeysShowTheDriftBetweenTheReplayAndTheLatestRecord(t *testing.T) {
 
 func TestStaleResultsAreDropped(t *testing.T) {
 	t.Parallel()
-	b := tuitest.New(t)
-	v := views.NewRecords(b.Ctx, b.Backend.Records)
+	src := &records{}
+	v := views.NewRecords(plainCtx(), src)
 	v.SetSize(120, 37)
 	older := v.Init() // a query issued while the owner had nothing
 	msgOld := older()
-	_, err := b.Kernel.Create(context.Background(), kernel.CreateInput{Owner: "alice", Module: "NOTE", Title: "fresh"})
-	require.NoError(t, err)
+	src.add(model.Record{ID: "01JFRESH000000000000000000", OwnerID: "alice", ModuleCode: "NOTE", Revision: 1, Title: "fresh"})
 	settle(t, v.Update, v.Update(shared.DataChangedMsg{})) // a newer query sees the record
 	require.Contains(t, v.View(), "fresh")
 	v.Update(msgOld) // the older answer arrives late
 	require.Contains(t, v.View(), "fresh", "a stale page never overwrites a newer one")
+	require.Equal(t, 2, src.reads)
+}
+
+// blockedRun is the BLOCKED execution of the fixed data set (tuitest.SeedFixed).
+func blockedRun() model.Execution {
+	key := "fixed-publish"
+	at := tuitest.Now.Add(-49 * time.Minute)
+	return model.Execution{ID: "01JDEMOEXEC000000000000001", OwnerID: "alice", ModuleCode: "MEM-001", RecordID: tuitest.MemID, FeatureID: "F02",
+		Mode: "blocked_external", Status: "BLOCKED", RecordRevision: 1, IdempotencyKey: &key, CreatedAt: at, UpdatedAt: at}
 }
 
 func TestExecutionsCountBlockedAndJumpToTheRecord(t *testing.T) {
 	t.Parallel()
-	b := tuitest.New(t)
-	tuitest.SeedFixed(t, b)
-	v := views.NewExecutions(b.Ctx, b.Backend.Executions)
+	v := views.NewExecutions(plainCtx(), page[model.Execution]{rows: []model.Execution{blockedRun()}})
 	v.SetSize(120, 37)
 	settle(t, v.Update, v.Init())
 	require.Contains(t, v.View(), "1 BLOCKED")
@@ -190,9 +212,16 @@ func TestTheStormViewCountsOutcomesAndShowsTheVerdict(t *testing.T) {
 
 func TestAuditJumpsToTheRecordAndToTheKeyOfAnEvent(t *testing.T) {
 	t.Parallel()
-	b := tuitest.New(t)
-	tuitest.SeedFixed(t, b)
-	v := views.NewAudit(b.Ctx, b.Backend.Audit)
+	note, mem, exec := tuitest.NoteID, tuitest.MemID, "01JDEMOEXEC000000000000001"
+	event := func(id, module string, record *string, action string, rev int, key string, minutes int) model.AuditEvent {
+		return model.AuditEvent{ID: id, OwnerID: "alice", ModuleCode: module, RecordID: record, Action: action, Revision: &rev,
+			IdempotencyKey: &key, Detail: []byte(`{}`), At: tuitest.Now.Add(time.Duration(minutes-120) * time.Minute)}
+	}
+	blocked := event("01JDEMOAUDIT00000000000003", "MEM-001", &mem, "FEATURE_F02_BLOCKED", 1, "fixed-publish", 11)
+	blocked.ExecutionID = &exec
+	v := views.NewAudit(plainCtx(), page[model.AuditEvent]{rows: []model.AuditEvent{blocked, // newest first, as the store pages
+		event("01JDEMOAUDIT00000000000002", "NOTE", &note, "RECORD_PATCHED", 2, "fixed-patch", 5),
+		event("01JDEMOAUDIT00000000000001", "NOTE", &note, "RECORD_CREATED", 1, "fixed-create", 0)}})
 	v.SetSize(120, 37)
 	settle(t, v.Update, v.Init())
 	screen := v.View()
@@ -256,8 +285,7 @@ func TestLocksShowsASessionWaitingOnAnotherOnesLock(t *testing.T) {
 
 func TestTheFormJudgesKeysAndTitlesByTheRunnersAndKernelsOwnRules(t *testing.T) {
 	t.Parallel()
-	b := tuitest.New(t)
-	f := views.NewForm(b.Ctx, b.Backend.Form(), shared.OpenFormMsg{Kind: "create", Module: "NOTE"})
+	f := views.NewForm(plainCtx(), views.FormDeps{}, shared.OpenFormMsg{Kind: "create", Module: "NOTE"})
 	f.SetSize(100, 30)
 	f.Update(tea.KeyMsg{Type: tea.KeyTab}) // -> key
 	f.Update(tea.KeyMsg{Type: tea.KeyCtrlU})
@@ -265,4 +293,43 @@ func TestTheFormJudgesKeysAndTitlesByTheRunnersAndKernelsOwnRules(t *testing.T) 
 	require.Contains(t, f.View(), "✗ byte 3 (0x20) is not visible ASCII", "the same words the runner answers with")
 	f.Update(tea.KeyMsg{Type: tea.KeyTab}) // -> title (empty)
 	require.Contains(t, f.View(), "✗ must be 1-200 characters, got 0")
+}
+
+// failing is a RecordReader whose every read fails with err.
+type failing struct{ err error }
+
+func (f failing) Records(context.Context, model.RecordQuery) ([]model.Record, string, error) {
+	return nil, "", f.err
+}
+func (f failing) RecordModule(context.Context, string, string) (string, error) { return "", f.err }
+func (f failing) RecordOutline(context.Context, string, string, string) (model.RecordOutline, error) {
+	return model.RecordOutline{}, f.err
+}
+func (f failing) GetRevision(context.Context, string, string, int) (model.Revision, error) {
+	return model.Revision{}, f.err
+}
+
+// A reader's failure reaches the screen as words: an unreachable database says what to do, a
+// coded error shows its code and message, and anything uncoded is INTERNAL naming the steps
+// (never the driver's text, which can hold a connection string).
+func TestAReadersFailureIsWordedNeverShownRaw(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		err       error
+		want, not string
+	}{
+		{views.Unreachable(apperr.New(apperr.DatabaseUnavailable, "the connection to the database was lost")),
+			"the database is not reachable (stopped, or the connection dropped): start it (idemwork db start) or restart the workbench; r retries", "DATABASE_UNAVAILABLE"},
+		{apperr.New(apperr.DatabaseUnavailable, "the database cancelled the statement when it reached statement_timeout"),
+			"DATABASE_UNAVAILABLE: the database cancelled the statement when it reached statement_timeout", "not reachable"},
+		{fmt.Errorf("read records: %w", errors.New("dial postgres://app:s3cret@db/app failed")),
+			"INTERNAL: internal error in read records; the cause is in the server log", "s3cret"},
+	} {
+		v := views.NewRecords(plainCtx(), failing{c.err})
+		v.SetSize(240, 20) // wide enough for the whole line
+		settle(t, v.Update, v.Init())
+		screen := v.View()
+		require.Contains(t, strings.Join(strings.Fields(screen), " "), c.want)
+		require.NotContains(t, screen, c.not)
+	}
 }
