@@ -159,8 +159,18 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err := writeHBA(dataDir, cred); err != nil {
 		return nil, err
 	}
-	return launch(ctx, bins, opts, cred)
+	// A loopback port found free a moment ago can be taken before the server binds it (another
+	// process picked it too): then pick another and start again.
+	for tries := 1; ; tries++ {
+		c, err := launch(ctx, bins, opts, cred)
+		if err == nil || !errors.Is(err, errPortTaken) || tries == 5 {
+			return c, err
+		}
+	}
 }
+
+// errPortTaken: the server could not bind the loopback port picked for it.
+var errPortTaken = errors.New("the loopback port was taken before the server could bind it")
 
 // ServerCredential returns nil when a server may run as this process's user, or, when this
 // process is root, the credential of the unprivileged user (name, default "postgres") to run it
@@ -381,6 +391,9 @@ func launch(ctx context.Context, bins Binaries, opts Options, cred *syscall.Cred
 		// Another process may have won the race to start this data dir: reuse its server.
 		if other, rerr := running(dataDir); rerr == nil && other != nil {
 			return other, nil
+		}
+		if c.listenTCP && strings.Contains(c.logTail(logStart), "Address already in use") {
+			return nil, fmt.Errorf("%w (port %d): %v", errPortTaken, c.Port, err)
 		}
 		return nil, err
 	}
