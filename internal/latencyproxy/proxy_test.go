@@ -125,7 +125,9 @@ func TestConcurrentConnectionsAreNotSerialised(t *testing.T) {
 	t.Logf("%d connections × %d exchanges in %v; medians %v", conns, rounds, wall, medians)
 	for i, m := range medians {
 		require.GreaterOrEqual(t, m, rtt, "connection %d", i)
-		require.Less(t, m, 2*rtt, "connection %d waited behind the others: median %v", i, m)
+		// Serialised, an exchange would wait behind the 15 others' delays (≈ 16 × rtt); 4 × rtt
+		// leaves room for a loaded machine under -race (11.9 ms was seen at 5 ms).
+		require.Less(t, m, 4*rtt, "connection %d waited behind the others: median %v", i, m)
 	}
 	require.Less(t, wall, conns*rounds*rtt/4)
 }
