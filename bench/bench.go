@@ -269,6 +269,9 @@ func Run(ctx context.Context, env Env, opts Options) (Report, error) {
 	for _, rt := range rep.RoundTrips {
 		trips[rt.Workload] = rt
 		h.logf("  round trips per op  %-12s runner %.1f  raw %.1f  limit %.1f\n", rt.Workload, rt.Runner.PerOp, rt.Raw.PerOp, rt.Limit.PerOp)
+		if u := rt.RunnerUnseen; u != nil {
+			h.logf("  round trips per op  %-12s runner %.1f for a key another process committed\n", rt.Workload, u.PerOp)
+		}
 	}
 
 	cell := func(wl workload, clients, rows int) error {

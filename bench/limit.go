@@ -19,8 +19,8 @@ import (
 )
 
 // The limit side is the physical limit of a write: the statements the runner's path sends for
-// it, with the runner's arguments, all in one pipelined round trip (the key read, BEGIN, the
-// reservation, for a feature the record's locking read, the work's writes, SUCCEEDED, COMMIT),
+// it, with the runner's arguments, all in one pipelined round trip (BEGIN, the key read, the
+// reservation, for a feature the record's locking read (guarded on the reservation), the work's writes, SUCCEEDED, COMMIT),
 // on the runner's own pool. Nothing in it waits for an earlier result: a fresh key is known to
 // miss and a supply record's state is known (revision 1 of a fixed payload), so the new revision
 // is computed before sending. What the runner costs beyond it is round trips and Go.
@@ -51,8 +51,8 @@ const (
 // writePaths are the statements, in order, the limit side knows how to send for each write
 // workload: the runner's path as SPEC §4.2 lays it out.
 var writePaths = map[string][]role{
-	FreshKey: {roleReadKey, roleBegin, roleReserve, roleInsertRecord, roleInsertRevision, roleInsertAudit, roleSucceeded, roleCommit},
-	FeatureRun: {roleReadKey, roleBegin, roleReserve, roleLockRecord, roleUpdateRecord, roleInsertRevision, roleInsertExecution,
+	FreshKey: {roleBegin, roleReadKey, roleReserve, roleInsertRecord, roleInsertRevision, roleInsertAudit, roleSucceeded, roleCommit},
+	FeatureRun: {roleBegin, roleReadKey, roleReserve, roleLockRecord, roleUpdateRecord, roleInsertRevision, roleInsertExecution,
 		roleInsertAudit, roleSucceeded, roleCommit},
 }
 
@@ -71,10 +71,11 @@ func classify(sql string) role {
 		return roleReserve
 	case has("UPDATE IDEMPOTENCY_RECORD SET STATUS = 'SUCCEEDED'"):
 		return roleSucceeded
+	case strings.HasPrefix(u, "SELECT") && has(" FROM RECORD ") && has("FOR NO KEY UPDATE"):
+		// Before the key read: its guard reads the key row too.
+		return roleLockRecord
 	case strings.HasPrefix(u, "SELECT") && has(" FROM IDEMPOTENCY_RECORD"):
 		return roleReadKey
-	case strings.HasPrefix(u, "SELECT") && has(" FROM RECORD ") && has("FOR NO KEY UPDATE"):
-		return roleLockRecord
 	case has("UPDATE RECORD SET"):
 		return roleUpdateRecord
 	case has("INSERT INTO RECORD ("):
@@ -276,8 +277,8 @@ func (t *target) limitCreate(ctx context.Context, key string) error {
 	}
 	keyRef, recordID, revision := &key, rec.ID, rec.Revision
 	var b pgx.Batch
-	b.Queue(p[roleReadKey], Owner, key, kernel.ModuleNote)
 	b.Queue(p[roleBegin])
+	b.Queue(p[roleReadKey], Owner, key, kernel.ModuleNote)
 	b.Queue(p[roleReserve], Owner, key, in.createOp, in.createFingerprint, now, now.Add(idem.DefaultTTL))
 	b.Queue(p[roleInsertRecord], rec.OwnerID, rec.ID, rec.ModuleCode, rec.Revision, rec.Title, rec.Summary, rec.Payload,
 		rec.CreatedAt, rec.UpdatedAt)
@@ -324,10 +325,10 @@ func (t *target) limitFeature(ctx context.Context, recordID, key string) error {
 	}
 	rid, revision, execID := recordID, rec.Revision, exec.ID
 	var b pgx.Batch
-	b.Queue(p[roleReadKey], Owner, key, kernel.ModuleMem)
 	b.Queue(p[roleBegin])
+	b.Queue(p[roleReadKey], Owner, key, kernel.ModuleMem)
 	b.Queue(p[roleReserve], Owner, key, op, idem.Fingerprint(op, in.featureBody), now, now.Add(idem.DefaultTTL))
-	b.Queue(p[roleLockRecord], Owner, kernel.ModuleMem, recordID)
+	b.Queue(p[roleLockRecord], Owner, kernel.ModuleMem, recordID, key, Owner)
 	b.Queue(p[roleUpdateRecord], rec.OwnerID, rec.ModuleCode, rec.ID, rec.Revision, rec.Title, rec.Summary, rec.Payload,
 		rec.UpdatedAt, 1)
 	b.Queue(p[roleInsertRevision], rec.OwnerID, rec.ID, rec.Revision, json.RawMessage(snap), keyRef, rec.UpdatedAt)

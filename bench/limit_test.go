@@ -60,7 +60,7 @@ func TestTheLimitSendsTheRunnersStatementsInOneRoundTrip(t *testing.T) {
 		require.Len(t, limit, 1, "%s: the limit is one round trip: %v", wl.name, limit)
 		require.Greater(t, len(runner), 1, "%s: the runner takes more than the limit's one round trip (it waits for the reservation)", wl.name)
 		stmts := flatten(limit)
-		require.Equal(t, "begin", stmts[1].sql, wl.name)
+		require.Equal(t, "begin", stmts[0].sql, wl.name)
 		require.Equal(t, "commit", stmts[len(stmts)-1].sql, wl.name)
 	}
 }
@@ -120,7 +120,7 @@ func TestADriftedRunnerPathIsRefused(t *testing.T) {
 	withoutLock := append(append([]tracedStmt{}, runner[:3]...), runner[4:]...)
 	_, err = newLimitPlan(FeatureRun, withoutLock)
 	require.ErrorContains(t, err, "teach it the new path")
-	require.ErrorContains(t, err, "[read key, begin, reserve key, update record")
+	require.ErrorContains(t, err, "[begin, read key, reserve key, update record")
 
 	extra := append(append([]tracedStmt{}, runner[:4]...), append([]tracedStmt{{sql: "SELECT pg_sleep(0)"}}, runner[4:]...)...)
 	_, err = newLimitPlan(FeatureRun, extra)

@@ -24,6 +24,7 @@ type Runner struct {
 	ttl       time.Duration
 	flights   flights
 	admission *Admission
+	recent    recentKeys
 }
 
 // Options configures a Runner.
@@ -82,6 +83,9 @@ type Request struct {
 	// ShareInFlight: nil or true shares in-process flights; false bypasses them. An ambient
 	// transaction in the context always bypasses them, whatever this says.
 	ShareInFlight *bool
+	// Prefetch are reads prepare needs that do not depend on the reservation: they travel in
+	// its round trip (see Prefetch); prepare takes their results from them.
+	Prefetch []Prefetch
 }
 
 // Result is a successful call's value and how it was obtained.
@@ -230,17 +234,20 @@ type keyedCall[T, P any] struct {
 	work    func(ctx context.Context, p P, b *store.Batch) (T, error)
 }
 
-// run is the database path: success-cache read, then reservation, prepare, work and SUCCEEDED
-// in one transaction.
+// run is the database path: the key read, then reservation, prepare, work and SUCCEEDED in one
+// transaction, in two round trips for a fresh key: BEGIN, the key read, the reservation and the
+// prefetched reads in the first; the work's writes, SUCCEEDED and COMMIT in the second. A key
+// this runner answered lately (most likely a retry) is read alone first, outside any
+// transaction: its replay is that one round trip.
 func (c *keyedCall[T, P]) run(ctx context.Context) (Result[T], error) {
 	var none Result[T]
 	r, req := c.r, c.req
 	c.fp = Fingerprint(req.Operation, req.Body)
 	inTx := store.InTx(ctx)
+	k := flightKey{req.Owner, req.Key}
 	if !inTx {
 		// Beyond a few requests per key on the database path, the rest wait here without a
 		// connection; and one owner holds at most its share of the pool.
-		k := flightKey{req.Owner, req.Key}
 		ks, err := r.admission.enterKey(ctx, k)
 		if err != nil {
 			return none, err
@@ -252,46 +259,51 @@ func (c *keyedCall[T, P]) run(ctx context.Context) (Result[T], error) {
 		}
 		defer r.admission.leaveOwner(req.Owner, os)
 	}
-	now := r.clock.Now()
-	var pre func(result json.RawMessage) (T, bool, error)
-	row, err := c.read(ctx, inTx, func(q store.Querier) (*keyRow, error) {
-		if rp, ok := c.policy.(Replayer[T]); ok {
-			// One round trip: the key row and the rows its result references, in the policy's
-			// own statement.
-			rep, err := rp.ReadReplay(ctx, q, store.ReplayParams{Owner: req.Owner, Key: req.Key, Module: req.Module})
-			if err != nil || !rep.Found {
-				return nil, err
-			}
-			pre = rep.Restore
-			return &keyRow{StoredKey: rep.Key}, nil
+	// Read alone first: a key answered lately, or a session that cannot write (a hot standby
+	// still replays). Inside an ambient transaction the read always travels with the
+	// reservation: a hit then ends nothing, and costs that one round trip.
+	readFirst := !inTx && (r.recent.has(k) || r.db.WriteRefusal() != nil)
+	if readFirst {
+		now := r.clock.Now()
+		var pre func(result json.RawMessage) (T, bool, error)
+		row, err := c.readAlone(ctx, func(q store.Querier) (*keyRow, error) {
+			row, p, err := c.readKeyRow(ctx, q)
+			pre = p
+			return row, err
+		})
+		if err != nil {
+			return none, err
 		}
-		return readKey(ctx, q, req.Owner, req.Key)
-	})
-	if err != nil {
-		return none, err
-	}
-	if row != nil && row.ExpiresAt.After(now) {
-		return c.hit(ctx, row, pre)
+		if row != nil && row.ExpiresAt.After(now) {
+			return c.answered(c.hit(ctx, row, pre))
+		}
 	}
 
 	var res Result[T]
-	err = r.db.TxBatch(ctx, func(ctx context.Context, b *store.Batch) error {
+	var hitErr error
+	hit := false
+	err := r.db.TxBatch(ctx, func(ctx context.Context, b *store.Batch) error {
 		q := r.db.Q(ctx)
 		for attempt := 0; ; attempt++ {
 			if attempt == 5 {
 				return apperr.New(apperr.Internal, "idempotency: key %q kept changing under contention; retry", req.Key)
 			}
-			now = r.clock.Now()
-			reserved, snapshot, err := reserve(ctx, q, req, c.fp, now, now.Add(r.ttl))
-			if err != nil {
-				return &store.StepError{Step: StepReserved, Err: err}
-			}
-			if reserved {
-				break
-			}
-			existing, err := readKeyAfterConflict(ctx, q, req.Owner, req.Key, snapshot)
+			now := r.clock.Now()
+			rv, err := c.reserve(ctx, q, !readFirst && attempt == 0, now, now.Add(r.ttl))
 			if err != nil {
 				return err
+			}
+			if rv.reserved {
+				break
+			}
+			// The key row read in the same round trip was committed before the INSERT began, so
+			// the INSERT did not wait for it; any other row is read again after the conflict.
+			existing, pre := rv.row, rv.pre
+			if existing == nil || !existing.ExpiresAt.After(now) {
+				if existing, err = readKeyAfterConflict(ctx, q, req.Owner, req.Key, rv.snapshot); err != nil {
+					return err
+				}
+				pre = nil
 			}
 			if existing == nil {
 				continue // deleted between our INSERT and SELECT (expired elsewhere): compete again
@@ -303,8 +315,11 @@ func (c *keyedCall[T, P]) run(ctx context.Context) (Result[T], error) {
 				}
 				continue
 			}
-			res, err = c.hit(ctx, existing, nil)
-			return err
+			// A hit wrote nothing: its transaction ends with an empty COMMIT, never a rollback,
+			// whatever the answer.
+			hit = true
+			res, hitErr = c.hit(ctx, existing, pre)
+			return nil
 		}
 		if err := Checkpoint(ctx, StepReserved); err != nil {
 			return err
@@ -337,18 +352,93 @@ func (c *keyedCall[T, P]) run(ctx context.Context) (Result[T], error) {
 		res = Result[T]{Value: v, Outcome: Executed, Envelope: env, Fingerprint: c.fp}
 		return nil
 	})
+	if hit {
+		// The hit's answer stands whatever became of its empty COMMIT: there was nothing to
+		// commit.
+		return c.answered(res, hitErr)
+	}
 	if err != nil {
 		return none, err
 	}
-	return res, nil
+	return c.answered(res, nil)
 }
 
-// read runs the success-cache read: in the ambient transaction when there is one, else on a
-// pooled connection acquired within the store's acquire timeout (OVERLOADED past it).
-func (c *keyedCall[T, P]) read(ctx context.Context, inTx bool, fn func(q store.Querier) (*keyRow, error)) (*keyRow, error) {
-	if inTx {
-		return fn(c.r.db.Q(ctx))
+// answered passes an answer that came from the key's row (executed, replayed, or refused by the
+// hit rules) through, remembering the key: a request for it again is most likely a retry.
+func (c *keyedCall[T, P]) answered(res Result[T], err error) (Result[T], error) {
+	c.r.recent.add(flightKey{c.req.Owner, c.req.Key})
+	return res, err
+}
+
+// readKeyRow reads the key row on q: with the policy's own statement (the row and the rows its
+// result references) when it has one.
+func (c *keyedCall[T, P]) readKeyRow(ctx context.Context, q store.Querier) (*keyRow, func(result json.RawMessage) (T, bool, error), error) {
+	if rp, ok := c.policy.(Replayer[T]); ok {
+		rep, err := rp.ReadReplay(ctx, q, store.ReplayParams{Owner: c.req.Owner, Key: c.req.Key, Module: c.req.Module})
+		if err != nil || !rep.Found {
+			return nil, nil, err
+		}
+		return &keyRow{StoredKey: rep.Key}, rep.Restore, nil
 	}
+	row, err := readKey(ctx, q, c.req.Owner, c.req.Key)
+	return row, nil, err
+}
+
+// reservation is what the reservation's round trip returned.
+type reservation[T any] struct {
+	reserved bool
+	// snapshot is the one the INSERT started with (to tell later whether it waited).
+	snapshot string
+	// row is the key row read ahead of the INSERT in the same round trip (nil: none, or not read),
+	// pre its replay's restore.
+	row *keyRow
+	pre func(result json.RawMessage) (T, bool, error)
+}
+
+// reserve sends the reservation's round trip on q (the transaction): the key read first when
+// withRead, then the INSERT of the PROCESSING row, then the request's prefetched reads, guarded
+// on the reservation.
+func (c *keyedCall[T, P]) reserve(ctx context.Context, q store.Querier, withRead bool, now, expires time.Time) (rv reservation[T], err error) {
+	req := c.req
+	var tail pgx.Batch
+	tail.Queue(reserveSQL, req.Owner, req.Key, req.Operation, c.fp, now, expires)
+	for _, p := range req.Prefetch {
+		p.QueueHeld(&tail, req.Owner, req.Key)
+	}
+	var br pgx.BatchResults
+	if withRead {
+		ahead := &aheadOf{q: q, tail: &tail}
+		rv.row, rv.pre, err = c.readKeyRow(ctx, ahead)
+		if ahead.br == nil { // the policy sent nothing: the tail goes alone
+			ahead.br = q.SendBatch(ctx, &tail)
+		}
+		br = ahead.br
+		if err != nil {
+			_ = br.Close()
+			return rv, err
+		}
+	} else {
+		br = q.SendBatch(ctx, &tail)
+	}
+	defer func() {
+		if cerr := br.Close(); err == nil && cerr != nil {
+			err = &store.StepError{Step: StepReserved, Err: fmt.Errorf("reserve key: %w", cerr)}
+		}
+	}()
+	if err := br.QueryRow().Scan(&rv.reserved, &rv.snapshot); err != nil {
+		return rv, &store.StepError{Step: StepReserved, Err: fmt.Errorf("reserve key: %w", err)}
+	}
+	for _, p := range req.Prefetch {
+		if err := p.TakeHeld(br, rv.reserved); err != nil {
+			return rv, err
+		}
+	}
+	return rv, nil
+}
+
+// readAlone runs the success-cache read on its own, outside any transaction, on a pooled
+// connection acquired within the store's acquire timeout (OVERLOADED past it).
+func (c *keyedCall[T, P]) readAlone(ctx context.Context, fn func(q store.Querier) (*keyRow, error)) (*keyRow, error) {
 	conn, err := c.r.db.Acquire(ctx)
 	if err != nil {
 		return nil, err
@@ -448,24 +538,15 @@ func readKey(ctx context.Context, q store.Querier, owner, key string) (*keyRow, 
 	return &row, nil
 }
 
-// reserve inserts the PROCESSING row. If another transaction holds the key, PostgreSQL makes
+// reserveSQL inserts the PROCESSING row. If another transaction holds the key, PostgreSQL makes
 // this INSERT wait on the unique index until that transaction ends. It returns whether this call
 // now holds the key, and the snapshot the INSERT started with (to tell later whether it waited).
-func reserve(ctx context.Context, q store.Querier, req Request, fp string, now, expires time.Time) (bool, string, error) {
-	var reserved bool
-	var snapshot string
-	err := q.QueryRow(ctx, `WITH ins AS (
+const reserveSQL = `WITH ins AS (
 			INSERT INTO idempotency_record (owner_id, idempotency_key, operation, fingerprint, status, created_at, expires_at, updated_at)
 			VALUES ($1, $2, $3, $4, 'PROCESSING', $5, $6, $5)
 			ON CONFLICT (owner_id, idempotency_key) DO NOTHING
 			RETURNING 1)
-		SELECT EXISTS (SELECT 1 FROM ins), pg_current_snapshot()::text`,
-		req.Owner, req.Key, req.Operation, fp, now, expires).Scan(&reserved, &snapshot)
-	if err != nil {
-		return false, "", fmt.Errorf("reserve key: %w", err)
-	}
-	return reserved, snapshot, nil
-}
+		SELECT EXISTS (SELECT 1 FROM ins), pg_current_snapshot()::text`
 
 // readKeyAfterConflict reads the row that beat our INSERT. waited is true when the winner's
 // transaction was still running when our INSERT took its snapshot: we queued behind it on the

@@ -53,10 +53,13 @@ func (k *Kernel) RunFeature(ctx context.Context, in FeatureInput) (WriteResult, 
 	if w, ok, err := joinFlight(ctx, k, &req, featureWriteResult); ok || err != nil {
 		return w, err
 	}
+	// The current record's read travels with the reservation (and nowhere without one).
+	current := k.db.RecordAhead(in.Owner, mod.Code, in.RecordID, true)
+	req.Prefetch = []idem.Prefetch{current}
 	prepare := func(ctx context.Context) (preparedFeature, error) {
 		k.note("prepare")
 		k.note("read-current")
-		cur, err := k.db.FindRecord(ctx, in.Owner, mod.Code, in.RecordID, true)
+		cur, err := current.Get(ctx)
 		if errors.Is(err, store.ErrNotFound) {
 			return preparedFeature{}, notFound(in.Owner, mod.Code, in.RecordID)
 		}

@@ -46,10 +46,13 @@ func (k *Kernel) Patch(ctx context.Context, in PatchInput) (WriteResult, error) 
 	if w, ok, err := joinFlight(ctx, k, &req, recordWriteResult); ok || err != nil {
 		return w, err
 	}
+	// The current record's read travels with the reservation (and nowhere without one).
+	current := k.db.RecordAhead(in.Owner, mod.Code, in.RecordID, false)
+	req.Prefetch = []idem.Prefetch{current}
 	prepare := func(ctx context.Context) (store.Record, error) {
 		k.note("prepare")
 		k.note("read-current")
-		cur, err := k.db.FindRecord(ctx, in.Owner, mod.Code, in.RecordID, false)
+		cur, err := current.Get(ctx)
 		if errors.Is(err, store.ErrNotFound) {
 			return store.Record{}, notFound(in.Owner, mod.Code, in.RecordID)
 		}

@@ -51,7 +51,8 @@ func readCounters(t *testing.T, ctx context.Context, q store.Querier) dbCounters
 // patch and a feature run, five times each, inserts, updates and deletes no row in any table or
 // anywhere in the database and rolls nothing back, while the hits did reach the server: the key
 // table was read by its index once per hit, and each hit is one read-only transaction that
-// committed.
+// committed — whether the runner replaying the keys answered them itself (the key read alone) or
+// not (the read travels with BEGIN and a reservation that finds the key taken).
 func TestACacheHitWritesNothingByTheServersOwnCounters(t *testing.T) {
 	t.Parallel()
 	// One connection: every statement of the kernel and of the counters goes through the same
@@ -75,9 +76,26 @@ func TestACacheHitWritesNothingByTheServersOwnCounters(t *testing.T) {
 	require.NoError(t, err)
 
 	q := b.db.DB.Q(ctx)
+	// This kernel's runner answered the three keys: its replays read them alone. A runner that
+	// has not (another process's) sends the read with BEGIN and the reservation, which finds the
+	// key taken; that transaction writes nothing either, and commits.
+	t.Run("by the runner that answered the keys", func(t *testing.T) {
+		requireHitsWriteNothing(t, ctx, q, func() *kernel.Kernel { return k }, create, patch, feature)
+	})
+	t.Run("by a runner that did not", func(t *testing.T) {
+		requireHitsWriteNothing(t, ctx, q, func() *kernel.Kernel {
+			return kernel.New(idem.NewRunner(b.db.DB, idem.Options{}), kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
+		}, create, patch, feature)
+	})
+}
+
+func requireHitsWriteNothing(t *testing.T, ctx context.Context, q store.Querier, kernelFor func() *kernel.Kernel,
+	create kernel.CreateInput, patch kernel.PatchInput, feature kernel.FeatureInput) {
+	t.Helper()
 	before := readCounters(t, ctx, q)
 	const rounds = 5
 	for range rounds {
+		k := kernelFor()
 		c, err := k.Create(ctx, create)
 		require.NoError(t, err)
 		require.Equal(t, idem.Replayed, c.Outcome)

@@ -46,6 +46,9 @@ func (k *Kernel) CreateReview(ctx context.Context, in ReviewInput) (ReviewWriteR
 		jsonb.Member{Name: "comment", Value: jsonb.AppendString(nil, in.Comment)})
 	req := idem.Request{Owner: in.Owner, Key: in.Key, Operation: op, Module: mod.Code, Body: body, ShareInFlight: in.ShareInFlight,
 		BodyV1: func() ([]byte, error) { return bodyV1(map[string]any{"verdict": in.Verdict, "comment": in.Comment}) }}
+	// The current record's read travels with the reservation (and nowhere without one).
+	current := k.db.RecordAhead(in.Owner, mod.Code, in.RecordID, false)
+	req.Prefetch = []idem.Prefetch{current}
 	prepare := func(ctx context.Context) (store.Record, error) {
 		k.note("prepare")
 		if in.Verdict != "kept" && in.Verdict != "missed" {
@@ -55,7 +58,7 @@ func (k *Kernel) CreateReview(ctx context.Context, in ReviewInput) (ReviewWriteR
 			return store.Record{}, err
 		}
 		k.note("read-current")
-		cur, err := k.db.FindRecord(ctx, in.Owner, mod.Code, in.RecordID, false)
+		cur, err := current.Get(ctx)
 		if errors.Is(err, store.ErrNotFound) {
 			return store.Record{}, notFound(in.Owner, mod.Code, in.RecordID)
 		}

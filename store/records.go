@@ -181,3 +181,65 @@ func (db *DB) FindReview(ctx context.Context, owner, recordID, id string) (Revie
 	}
 	return r, nil
 }
+
+// RecordAhead is FindRecord queued ahead: the read of the current record a keyed write's
+// prepare needs, which does not depend on the idempotency reservation, so the runner sends it in
+// the reservation's round trip, right behind the INSERT (idem.Prefetch). There it is guarded on
+// the server: it reads — and, with lock, locks — the record only in a transaction that holds the
+// reservation it was queued for (the key row this transaction inserted); behind a reservation
+// that lost, it reads nothing and locks nothing. Get returns what it read, or reads at once when
+// it did not travel (no key, or a reservation won only on a later attempt without it).
+type RecordAhead struct {
+	db                *DB
+	owner, module, id string
+	lock              bool
+	read              bool // rec and err hold the read's result
+	rec               Record
+	err               error
+}
+
+// RecordAhead returns FindRecord(owner, module, id, lock) to send ahead.
+func (db *DB) RecordAhead(owner, module, id string, lock bool) *RecordAhead {
+	return &RecordAhead{db: db, owner: owner, module: module, id: id, lock: lock}
+}
+
+// recordHeldSQL is FindRecord's statement, run only while this transaction holds the key
+// ($5, $4) it reserved: the key row's reserved_xid is this transaction's
+// (pg_current_xact_id_if_assigned() is NULL in a transaction that has written nothing, so behind
+// an INSERT that did nothing the EXISTS is false). The EXISTS is uncorrelated: the plan
+// evaluates it once, before it scans the record, and scans nothing when it is false.
+const recordHeldSQL = `SELECT ` + recordColumns + ` FROM record WHERE owner_id = $1 AND module_code = $2 AND id = $3
+		AND EXISTS (SELECT 1 FROM idempotency_record WHERE owner_id = $5 AND idempotency_key = $4
+			AND reserved_xid = pg_current_xact_id_if_assigned())`
+
+// QueueHeld queues the guarded read for the reservation of (owner, key) in b.
+func (r *RecordAhead) QueueHeld(b *pgx.Batch, owner, key string) {
+	sql := recordHeldSQL
+	if r.lock {
+		sql += ` FOR NO KEY UPDATE`
+	}
+	b.Queue(sql, r.owner, r.module, r.id, key, owner)
+}
+
+// TakeHeld reads the queued read's result from br; held says whether the reservation it was
+// queued behind was won. Behind a lost one the (empty) result is dropped. Only a failure of the
+// statement itself is an error.
+func (r *RecordAhead) TakeHeld(br pgx.BatchResults, held bool) error {
+	rec, err := scanRecord(br.QueryRow())
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("find record: %w", err)
+	}
+	if held {
+		r.read, r.rec, r.err = true, rec, err
+	}
+	return nil
+}
+
+// Get is the record read ahead (ErrNotFound when there is none), or FindRecord's at once in ctx's
+// transaction when the read did not travel.
+func (r *RecordAhead) Get(ctx context.Context) (Record, error) {
+	if r.read {
+		return r.rec, r.err
+	}
+	return r.db.FindRecord(ctx, r.owner, r.module, r.id, r.lock)
+}

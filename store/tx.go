@@ -173,12 +173,21 @@ func (a *ambient) Query(ctx context.Context, sql string, args ...any) (pgx.Rows,
 	return a.conn.Query(ctx, sql, args...)
 }
 
-// SendBatch sends b in the transaction after BEGIN.
+// SendBatch sends b in the transaction, with BEGIN first in the same round trip if it was not
+// sent yet: what the caller reads from the results is b's alone.
 func (a *ambient) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
-	if err := a.begin(ctx); err != nil {
+	if a.begun {
+		return a.conn.SendBatch(ctx, b)
+	}
+	var pb pgx.Batch
+	began := a.queueWrites(&pb, nil)
+	pb.QueuedQueries = append(pb.QueuedQueries, b.QueuedQueries...)
+	br := a.conn.SendBatch(ctx, &pb)
+	if err := readWrites(br, began, nil); err != nil {
+		_ = br.Close()
 		return errBatch{err}
 	}
-	return a.conn.SendBatch(ctx, b)
+	return br
 }
 
 // commit sends b's writes and COMMIT in one round trip (with BEGIN first when nothing was sent

@@ -1,0 +1,272 @@
+package kernel_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"idemwork/idem"
+	"idemwork/internal/testdb"
+	"idemwork/kernel"
+	"idemwork/store"
+)
+
+// wire records what a pool sends, one entry per round trip (a statement, a batch as
+// "batch[a; b; …]", a statement prepared for the first time on a connection as "prepare"), each
+// named by its first words.
+type wire struct {
+	mu   sync.Mutex
+	sent []string
+}
+
+func (w *wire) add(s string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.sent = append(w.sent, s)
+}
+
+func (w *wire) take() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := w.sent
+	w.sent = nil
+	return out
+}
+
+func words(sql string) string {
+	f := strings.Fields(strings.ToLower(sql))
+	return strings.Join(f[:min(3, len(f))], " ")
+}
+
+func (w *wire) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	w.add(words(d.SQL))
+	return ctx
+}
+func (w *wire) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (w *wire) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
+	parts := make([]string, 0, d.Batch.Len())
+	for _, q := range d.Batch.QueuedQueries {
+		parts = append(parts, words(q.SQL))
+	}
+	w.add("batch[" + strings.Join(parts, "; ") + "]")
+	return ctx
+}
+func (w *wire) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (w *wire) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+func (w *wire) TracePrepareStart(ctx context.Context, _ *pgx.Conn, _ pgx.TracePrepareStartData) context.Context {
+	return ctx
+}
+func (w *wire) TracePrepareEnd(_ context.Context, _ *pgx.Conn, d pgx.TracePrepareEndData) {
+	if !d.AlreadyPrepared {
+		w.add("prepare")
+	}
+}
+
+// tracedKernel is a kernel (with a runner of its own) over a pool on db's database whose round
+// trips w records.
+func tracedKernel(t *testing.T, db *testdb.DB) (*kernel.Kernel, *wire) {
+	t.Helper()
+	w := &wire{}
+	sdb, err := store.Open(context.Background(), db.DSN, store.Options{MaxConns: 1, Tracer: w})
+	require.NoError(t, err)
+	t.Cleanup(sdb.Close)
+	k := kernel.New(idem.NewRunner(sdb, idem.Options{}), kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
+	w.take()
+	return k, w
+}
+
+// The reservation's round trip and the writes' (issue 16): on the wire, a fresh key's create
+// and a feature run take two round trips each — BEGIN, the key read, the reservation and, for
+// the feature, the record's locking read in the first; the writes, SUCCEEDED and COMMIT in the
+// second — and the replay of a key this process answered takes one, the key read alone. A
+// replay of a key another process committed takes two: its read travels with the reservation,
+// which finds the key taken, and the transaction ends with an empty COMMIT.
+func TestAFreshKeyAndAFeatureRunTakeTwoRoundTripsAndAReplayOne(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	k, w := tracedKernel(t, db)
+	ctx := context.Background()
+	noShare := false
+	create := func(key string) kernel.CreateInput {
+		return kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: key, Title: "n", ShareInFlight: &noShare}
+	}
+	feature := func(id, key string) kernel.FeatureInput {
+		return kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: id, FeatureID: "F01", Key: key, ShareInFlight: &noShare}
+	}
+	// Warm the connection's statement cache: every statement is prepared once.
+	warm, err := k.Create(ctx, create("warm-c"))
+	require.NoError(t, err)
+	_, err = k.RunFeature(ctx, feature(warm.Record.ID, "warm-f"))
+	require.NoError(t, err)
+	_, err = k.Create(ctx, create("warm-c"))
+	require.NoError(t, err)
+	_, err = k.RunFeature(ctx, feature(warm.Record.ID, "warm-f"))
+	require.NoError(t, err)
+	w.take()
+
+	reserve := "batch[begin; select k.operation, k.fingerprint,; with ins as"
+	created, err := k.Create(ctx, create("fresh-c"))
+	require.NoError(t, err)
+	require.Equal(t, idem.Executed, created.Outcome)
+	require.Equal(t, []string{reserve + "]",
+		"batch[insert into record; insert into record_revision; insert into audit_event; with u as; commit]"}, w.take())
+
+	ran, err := k.RunFeature(ctx, feature(created.Record.ID, "fresh-f"))
+	require.NoError(t, err)
+	require.Equal(t, idem.Executed, ran.Outcome)
+	require.Equal(t, []string{reserve + "; select id, owner_id,]",
+		"batch[with u as; insert into record_revision; insert into feature_execution; insert into audit_event; with u as; commit]"}, w.take())
+
+	replayed, err := k.Create(ctx, create("fresh-c"))
+	require.NoError(t, err)
+	require.Equal(t, idem.Replayed, replayed.Outcome)
+	require.Equal(t, []string{"select k.operation, k.fingerprint,"}, w.take())
+	replayedRun, err := k.RunFeature(ctx, feature(created.Record.ID, "fresh-f"))
+	require.NoError(t, err)
+	require.Equal(t, idem.Replayed, replayedRun.Outcome)
+	require.Len(t, w.take(), 1)
+
+	// Another process's runner has answered neither key.
+	other, ow := tracedKernel(t, db)
+	_, err = other.Create(ctx, create("warm-c")) // its statement cache
+	require.NoError(t, err)
+	ow.take()
+	fromOther, err := other.Create(ctx, create("fresh-c"))
+	require.NoError(t, err)
+	require.Equal(t, idem.Replayed, fromOther.Outcome)
+	require.False(t, fromOther.Waited)
+	require.Equal(t, *created.Record, *fromOther.Record)
+	require.Equal(t, []string{reserve + "]", "batch[commit]"}, ow.take())
+	// Once it has answered the key, its next replay is the read alone.
+	_, err = other.Create(ctx, create("fresh-c"))
+	require.NoError(t, err)
+	require.Equal(t, []string{"select k.operation, k.fingerprint,"}, ow.take())
+}
+
+// A feature run's locking read travels with the reservation but runs only for the transaction
+// that won it: a replay of a key committed by another process (whose reservation finds the key
+// taken) reads the key and locks nothing — the record row keeps the xmax it had, where a row
+// lock taken by the replay would have stamped its own transaction id there — and it writes
+// nothing.
+func TestAReplayWhoseReservationLostLocksNoRecord(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	noShare := false
+	note, err := b.k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "n", Title: "n", ShareInFlight: &noShare})
+	require.NoError(t, err)
+	in := kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: note.Record.ID, FeatureID: "F01", Key: "f", ShareInFlight: &noShare}
+	_, err = b.k.RunFeature(ctx, in)
+	require.NoError(t, err)
+	xmax := func() string {
+		var x string
+		require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT xmax::text FROM record WHERE id = $1`, note.Record.ID).Scan(&x))
+		return x
+	}
+	before := xmax()
+	for range 3 {
+		other := kernel.New(idem.NewRunner(b.db.DB, idem.Options{}), kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
+		res, err := other.RunFeature(ctx, in)
+		require.NoError(t, err)
+		require.Equal(t, idem.Replayed, res.Outcome)
+	}
+	require.Equal(t, before, xmax(), "a replay took a row lock on the record")
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM feature_execution`))
+}
+
+// Feature runs on one record under the same key and under other keys, all at once, without
+// sharing: the locks are always taken in one order — the key (the reservation INSERT, which
+// waits on the unique index behind a transaction holding the key, holding no record lock while
+// it waits) and then the record — so nothing deadlocks; each key executes exactly once, the
+// record's revisions follow one another with one per executed key, and every same-key loser
+// replays its key's first result, having waited for it.
+func TestSameKeyAndOtherKeyFeatureRunsOnOneRecordNeitherDeadlockNorRunTwice(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	noShare := false
+	note, err := b.k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "rec", Title: "n", ShareInFlight: &noShare})
+	require.NoError(t, err)
+
+	// The first run holds its key and the record's lock until let go.
+	g := newGate(t)
+	holdCtx := idem.WithFault(ctx, func(step string) error {
+		if step == idem.StepSucceeded {
+			g.Hold()
+		}
+		return nil
+	})
+	in := func(key string) kernel.FeatureInput {
+		return kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: note.Record.ID, FeatureID: "F01", Key: key,
+			ShareInFlight: &noShare}
+	}
+	type answer struct {
+		key string
+		res kernel.WriteResult
+		err error
+	}
+	answers := make(chan answer, 32)
+	var wg sync.WaitGroup
+	run := func(c context.Context, key string) {
+		wg.Go(func() {
+			res, err := b.k.RunFeature(c, in(key))
+			answers <- answer{key, res, err}
+		})
+	}
+	run(holdCtx, "k0")
+	g.AwaitHeld(t)
+	// Behind it: same-key runs wait on the unique index; other-key runs reserve their keys and
+	// wait for the record's lock.
+	const same, others = 4, 4
+	for i := range same + others {
+		key := "k0"
+		if i >= same {
+			key = "k" + string(rune('1'+i-same))
+		}
+		run(ctx, key)
+	}
+	waitForLockWaiters(t, b.db.DB, same+others)
+	g.Open()
+	wg.Wait()
+	close(answers)
+
+	executed := map[string]kernel.WriteResult{}
+	var replays []answer
+	for a := range answers {
+		require.NoError(t, a.err, a.key)
+		switch a.res.Outcome {
+		case idem.Executed:
+			require.NotContains(t, executed, a.key, "key %s executed twice", a.key)
+			executed[a.key] = a.res
+		case idem.Replayed:
+			replays = append(replays, a)
+		default:
+			t.Fatalf("%s: outcome %s", a.key, a.res.Outcome)
+		}
+	}
+	require.Len(t, executed, 1+others)
+	require.Len(t, replays, same)
+	for _, r := range replays {
+		require.Equal(t, "k0", r.key)
+		require.True(t, r.res.Waited, "a same-key run queued behind the first")
+		require.Equal(t, executed["k0"].Record.Revision, r.res.Record.Revision)
+		require.Equal(t, executed["k0"].Execution.ID, r.res.Execution.ID)
+	}
+	revisions := map[int]string{}
+	for key, res := range executed {
+		require.NotContains(t, revisions, res.Record.Revision, "two keys wrote one revision")
+		revisions[res.Record.Revision] = key
+	}
+	for rev := 2; rev <= 2+others; rev++ {
+		require.Contains(t, revisions, rev)
+	}
+	require.Equal(t, 2, executed["k0"].Record.Revision, "the first run's revision")
+	require.Equal(t, 1+others, b.count(t, `SELECT count(*) FROM feature_execution`))
+	require.Equal(t, 2+others, b.count(t, `SELECT revision FROM record WHERE id = $1`, note.Record.ID))
+}
