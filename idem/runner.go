@@ -541,9 +541,13 @@ func readKey(ctx context.Context, q store.Querier, owner, key string) (*keyRow, 
 // reserveSQL inserts the PROCESSING row. If another transaction holds the key, PostgreSQL makes
 // this INSERT wait on the unique index until that transaction ends. It returns whether this call
 // now holds the key, and the snapshot the INSERT started with (to tell later whether it waited).
+// A key row already committed is seen first (NOT EXISTS) and no row is formed at all: forming one
+// evaluates reserved_xid's default, pg_current_xact_id(), which gives the transaction an id — and
+// a hit's transaction, which writes nothing, would then commit through the WAL.
 const reserveSQL = `WITH ins AS (
 			INSERT INTO idempotency_record (owner_id, idempotency_key, operation, fingerprint, status, created_at, expires_at, updated_at)
-			VALUES ($1, $2, $3, $4, 'PROCESSING', $5, $6, $5)
+			SELECT $1, $2, $3, $4, 'PROCESSING', $5::timestamptz, $6::timestamptz, $5::timestamptz
+			WHERE NOT EXISTS (SELECT 1 FROM idempotency_record WHERE owner_id = $1 AND idempotency_key = $2)
 			ON CONFLICT (owner_id, idempotency_key) DO NOTHING
 			RETURNING 1)
 		SELECT EXISTS (SELECT 1 FROM ins), pg_current_snapshot()::text`

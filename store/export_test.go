@@ -11,6 +11,7 @@ var (
 
 	RevisionReplaySQL  = revisionReplaySQL
 	ExecutionReplaySQL = executionReplaySQL
+	RecordHeldSQL      = recordHeldSQL
 )
 
 // PolicyOf is resolvePolicy's outcome, for the policy tests.
