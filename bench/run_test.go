@@ -84,7 +84,7 @@ func TestRunMeasuresEveryWorkloadStormAndGrowth(t *testing.T) {
 
 	require.NotNil(t, rep.Storm)
 	require.Positive(t, rep.Storm.Lone.P50Ms)
-	require.Len(t, rep.Storm.Runs, 3)
+	require.Len(t, rep.Storm.Runs, 4)
 	for _, r := range rep.Storm.Runs {
 		require.True(t, r.Verified, "%s: %v", r.Name, r.Problems)
 		require.Equal(t, 1, r.Outcomes["EXECUTED"], r.Name)
@@ -94,6 +94,8 @@ func TestRunMeasuresEveryWorkloadStormAndGrowth(t *testing.T) {
 	require.Equal(t, 999, rep.Storm.Runs[0].Outcomes["JOINED"]+rep.Storm.Runs[0].Outcomes["REPLAYED"])
 	require.Zero(t, rep.Storm.Runs[1].Outcomes["JOINED"], "no sharing: nobody joins")
 	require.Equal(t, 4, rep.Storm.Runs[2].Processes)
+	require.Equal(t, "inproc-floor", rep.Storm.Runs[3].Name)
+	require.Equal(t, map[string]int{"EXECUTED": 1, "PARKED": 999}, rep.Storm.Runs[3].Outcomes)
 
 	// On the socket: efficiency of the two writes at 1 client, the two storms, growth of two
 	// workloads (the ratio goals are set at a 500 µs round trip).

@@ -100,6 +100,8 @@ func (h *harness) runStorms(ctx context.Context, rounds int) (*StormReport, erro
 		{run: StormRun{Name: fmt.Sprintf("%d-processes", StormProcesses), Requests: StormProcesses * StormPerProcess,
 			Processes: StormProcesses, Concurrency: min(StormPerProcess, storm.DefaultConcurrency), Share: true},
 			fire: func() (stormShot, error) { return h.processStorm(ctx, k) }},
+		{run: StormRun{Name: "inproc-floor", Requests: StormRequests, Processes: 1, Concurrency: StormRequests, Share: true},
+			fire: func() (stormShot, error) { return h.floorStorm(ctx, k, StormRequests) }},
 	}
 	shots := make([][]stormShot, len(kinds))
 	var lone []time.Duration
@@ -216,6 +218,65 @@ func (h *harness) inprocStorm(ctx context.Context, k *kernel.Kernel, n int, shar
 	}
 	if revisions != 1 || audits != 1 {
 		shot.problems = append(shot.problems, fmt.Sprintf("the database holds %d revisions and %d audit events for the key, want 1 and 1", revisions, audits))
+	}
+	return shot, nil
+}
+
+// floorStorm is the in-process shared storm's floor: the same n goroutines released at once,
+// the first to run doing a lone create on a fresh key while every other only takes a mutex and
+// parks on a channel that create's end closes — what the scheduler alone costs to wake, park and
+// wake again n goroutines around one request, with none of the runner's work per follower.
+func (h *harness) floorStorm(ctx context.Context, k *kernel.Kernel, n int) (stormShot, error) {
+	w := &worker{keyBuf: make([]byte, 0, 64)}
+	in := kernel.CreateInput{Owner: Owner, Module: kernel.ModuleNote, Key: w.newKey("floor-"), Title: noteTitle, Payload: notePayload}
+	var mu sync.Mutex
+	var leader chan struct{}
+	ends := make([]time.Time, n)
+	lat := make([]time.Duration, n)
+	var outcome idem.Outcome
+	var leaderErr error
+	var parked, done sync.WaitGroup
+	parked.Add(n)
+	release := make(chan struct{})
+	for i := range n {
+		done.Go(func() {
+			parked.Done()
+			<-release
+			t0 := time.Now()
+			mu.Lock()
+			ch, follow := leader, leader != nil
+			if !follow {
+				leader = make(chan struct{})
+				ch = leader
+			}
+			mu.Unlock()
+			if follow {
+				<-ch
+			} else {
+				res, err := k.Create(ctx, in)
+				outcome, leaderErr = res.Outcome, err
+				close(ch)
+			}
+			ends[i], lat[i] = time.Now(), time.Since(t0)
+		})
+	}
+	parked.Wait()
+	start := time.Now()
+	close(release)
+	done.Wait()
+	if leaderErr != nil {
+		return stormShot{}, leaderErr
+	}
+	shot := stormShot{lat: lat, outcomes: map[string]int{string(outcome): 1, "PARKED": n - 1}}
+	var last time.Time
+	for _, e := range ends {
+		if e.After(last) {
+			last = e
+		}
+	}
+	shot.wall = last.Sub(start)
+	if outcome != idem.Executed {
+		shot.problems = append(shot.problems, fmt.Sprintf("the floor's create was %s, not EXECUTED", outcome))
 	}
 	return shot, nil
 }

@@ -79,6 +79,12 @@ func targets(r Report) []Target {
 		}
 	}
 	if st := r.Storm; st != nil {
+		var floor *StormRun
+		for i := range st.Runs {
+			if st.Runs[i].Name == "inproc-floor" {
+				floor = &st.Runs[i]
+			}
+		}
 		for _, run := range st.Runs {
 			var t Target
 			switch run.Name {
@@ -88,6 +94,10 @@ func targets(r Report) []Target {
 				if !t.Met {
 					t.Note = fmt.Sprintf("missed by %.2f× (%.1f ms against a lone request's p50 of %.2f ms)", run.VsLone-3,
 						run.WallMs, st.Lone.P50Ms)
+					if floor != nil {
+						t.Note += fmt.Sprintf("; the scheduler's floor in this run (the same 1,000 goroutines, the first a lone create, "+
+							"the rest parking on a channel it closes) took %.1f ms, %.2f×", floor.WallMs, floor.VsLone)
+					}
 				}
 			case fmt.Sprintf("%d-processes", StormProcesses):
 				t = Target{Goal: where + ": 4 processes × 100 same-key requests, resolved within 150 ms",

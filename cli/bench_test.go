@@ -51,7 +51,7 @@ func TestBenchCommandJSONShape(t *testing.T) {
 	st := rep["storm"].(map[string]any)
 	require.Positive(t, st["lone"].(map[string]any)["p50Ms"].(float64))
 	runs := st["runs"].([]any)
-	require.Len(t, runs, 3)
+	require.Len(t, runs, 4) // inproc-share, inproc-no-share, 4-processes, inproc-floor
 	for _, r := range runs {
 		run := r.(map[string]any)
 		require.Equal(t, true, run["verified"], "%v", run)

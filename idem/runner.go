@@ -76,6 +76,11 @@ type Request struct {
 	// Body is the request body in its canonical form (package jsonb); with Operation it makes
 	// the fingerprint (version 2).
 	Body []byte
+	// Raw, when set, is the request as the caller received it, before its canonical encoding,
+	// in any form in which equal bytes mean an equal Body (and the same validation): JoinInFlight
+	// finds a flight by it while Body is still nil, so that a follower in a storm parks without
+	// encoding its body.
+	Raw []byte
 	// BodyV1, when set, returns the body as fingerprint version 1 read it (the kernel's former
 	// encoding of the same fields): a key whose stored fingerprint is version 1 is compared by
 	// that rule. Nil uses Body.
@@ -130,7 +135,7 @@ func RunPrepared[T, P any](ctx context.Context, r *Runner, req Request, policy R
 		return call.run(ctx)
 	}
 	k := flightKey{req.Owner, req.Key}
-	f, leader := r.flights.leadOrJoin(k, req.Operation, req.Body)
+	f, leader := r.flights.leadOrJoin(k, req.Operation, req.Body, req.Raw)
 	if !leader {
 		if f != nil {
 			if res, ok, err := follow[T](ctx, r, f); ok || err != nil {
@@ -164,7 +169,8 @@ func sharing(ctx context.Context, req Request) bool {
 // operation and body bytes: the same fingerprint, so it need not be computed) and reports ok. It
 // needs nothing prepared, so a caller can try it before building prepare and work: in a storm,
 // every follower does this much and no more before it parks, and the leader's round trips wait
-// for all of them (the scheduler polls the network only when no goroutine is runnable). ok is
+// for all of them (the scheduler polls the network only when no goroutine is runnable). With
+// Body nil it finds the flight by Raw (see Request.Raw). ok is
 // false when there is no such flight or sharing is off for req. A leader's failure is never
 // inherited: then ok is false and sharing is turned off in *req, so that RunPrepared takes the
 // database path for this request.
@@ -173,7 +179,7 @@ func JoinInFlight[T any](ctx context.Context, r *Runner, req *Request) (res Resu
 		return res, false, nil
 	}
 	// A flight exists only for a validated owner and key, so finding one validates these.
-	f := r.flights.find(flightKey{req.Owner, req.Key}, req.Operation, req.Body)
+	f := r.flights.find(flightKey{req.Owner, req.Key}, req.Operation, req.Body, req.Raw)
 	if f == nil {
 		return res, false, nil
 	}

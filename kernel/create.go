@@ -22,6 +22,21 @@ func (k *Kernel) Create(ctx context.Context, in CreateInput) (WriteResult, error
 		return WriteResult{}, err
 	}
 	op := mod.createOperation()
+	req := idem.Request{Owner: in.Owner, Key: in.Key, Operation: op, Module: mod.Code, ShareInFlight: in.ShareInFlight,
+		Raw: rawRequest(make([]byte, 0, 32+len(in.Title)+len(in.Payload))).text(in.Title).optText(in.Summary).json(in.Payload)}
+	if w, ok, err := joinFlight(ctx, k, &req, recordWriteResult); ok || err != nil {
+		return w, err
+	}
+	return k.create(ctx, in, mod, req)
+}
+
+// create is Create past the flight it did not find by the raw request: a function of its own, so
+// that a follower parks on a small stack.
+//
+//go:noinline
+func (k *Kernel) create(ctx context.Context, in CreateInput, mod *Module, req idem.Request) (WriteResult, error) {
+	op := req.Operation
+	var err error
 	payload := json.RawMessage(`{}`)
 	var given json.RawMessage // the payload member of the body: absent when not given
 	if in.Payload != nil {
@@ -32,10 +47,10 @@ func (k *Kernel) Create(ctx context.Context, in CreateInput) (WriteResult, error
 	}
 	body := jsonb.AppendObject(nil, jsonb.Member{Name: "title", Value: jsonb.AppendString(nil, in.Title)},
 		jsonb.Member{Name: "summary", Value: optText(in.Summary)}, jsonb.Member{Name: "payload", Value: given})
-	req := idem.Request{Owner: in.Owner, Key: in.Key, Operation: op, Module: mod.Code, Body: body, ShareInFlight: in.ShareInFlight,
-		BodyV1: func() ([]byte, error) {
-			return bodyV1(map[string]any{"title": in.Title, "summary": in.Summary, "payload": in.Payload})
-		}}
+	req.Body = body
+	req.BodyV1 = func() ([]byte, error) {
+		return bodyV1(map[string]any{"title": in.Title, "summary": in.Summary, "payload": in.Payload})
+	}
 	if w, ok, err := joinFlight(ctx, k, &req, recordWriteResult); ok || err != nil {
 		return w, err
 	}

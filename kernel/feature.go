@@ -34,6 +34,11 @@ func (k *Kernel) RunFeature(ctx context.Context, in FeatureInput) (WriteResult, 
 		return WriteResult{}, err
 	}
 	op := OpFeature(mod.Code, in.RecordID, feat.ID)
+	req := idem.Request{Owner: in.Owner, Key: in.Key, Operation: op, Module: mod.Code, ShareInFlight: in.ShareInFlight,
+		Raw: rawRequest(make([]byte, 0, 16+len(in.Input))).json(in.Input)}
+	if w, ok, err := joinFlight(ctx, k, &req, featureWriteResult); ok || err != nil {
+		return w, err
+	}
 	input := json.RawMessage(`{}`)
 	var given json.RawMessage
 	if in.Input != nil {
@@ -43,13 +48,13 @@ func (k *Kernel) RunFeature(ctx context.Context, in FeatureInput) (WriteResult, 
 		given = input
 	}
 	body := jsonb.AppendObject(nil, jsonb.Member{Name: "input", Value: given})
-	req := idem.Request{Owner: in.Owner, Key: in.Key, Operation: op, Module: mod.Code, Body: body, ShareInFlight: in.ShareInFlight,
-		BodyV1: func() ([]byte, error) {
-			if in.Input == nil {
-				return []byte(`{}`), nil
-			}
-			return bodyV1(map[string]any{"input": in.Input})
-		}}
+	req.Body = body
+	req.BodyV1 = func() ([]byte, error) {
+		if in.Input == nil {
+			return []byte(`{}`), nil
+		}
+		return bodyV1(map[string]any{"input": in.Input})
+	}
 	if w, ok, err := joinFlight(ctx, k, &req, featureWriteResult); ok || err != nil {
 		return w, err
 	}

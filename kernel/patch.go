@@ -30,6 +30,11 @@ func (k *Kernel) Patch(ctx context.Context, in PatchInput) (WriteResult, error) 
 		return WriteResult{}, apperr.New(apperr.ValidationFailed, "expectRevision: must be the record's current revision (>= 1)")
 	}
 	op := OpPatch(mod.Code, in.RecordID)
+	req := idem.Request{Owner: in.Owner, Key: in.Key, Operation: op, Module: mod.Code, ShareInFlight: in.ShareInFlight,
+		Raw: rawRequest(make([]byte, 0, 32+len(in.Payload))).number(in.ExpectRevision).optText(in.Title).optText(in.Summary).json(in.Payload)}
+	if w, ok, err := joinFlight(ctx, k, &req, recordWriteResult); ok || err != nil {
+		return w, err
+	}
 	var payload json.RawMessage
 	if in.Payload != nil {
 		if payload, err = CanonicalObject("payload", in.Payload); err != nil {
@@ -39,10 +44,10 @@ func (k *Kernel) Patch(ctx context.Context, in PatchInput) (WriteResult, error) 
 	body := jsonb.AppendObject(nil, jsonb.Member{Name: "expectRevision", Value: strconv.AppendInt(nil, int64(in.ExpectRevision), 10)},
 		jsonb.Member{Name: "title", Value: optText(in.Title)}, jsonb.Member{Name: "summary", Value: optText(in.Summary)},
 		jsonb.Member{Name: "payload", Value: payload})
-	req := idem.Request{Owner: in.Owner, Key: in.Key, Operation: op, Module: mod.Code, Body: body, ShareInFlight: in.ShareInFlight,
-		BodyV1: func() ([]byte, error) {
-			return bodyV1(map[string]any{"expectRevision": in.ExpectRevision, "title": in.Title, "summary": in.Summary, "payload": in.Payload})
-		}}
+	req.Body = body
+	req.BodyV1 = func() ([]byte, error) {
+		return bodyV1(map[string]any{"expectRevision": in.ExpectRevision, "title": in.Title, "summary": in.Summary, "payload": in.Payload})
+	}
 	if w, ok, err := joinFlight(ctx, k, &req, recordWriteResult); ok || err != nil {
 		return w, err
 	}

@@ -3,6 +3,7 @@ package kernel
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 
 	"idemwork/apperr"
 	"idemwork/idem"
@@ -49,6 +50,33 @@ func joinFlight[T any](ctx context.Context, k *Kernel, req *idem.Request,
 	}
 	return convert(res, req.Key, req.Operation), true, nil
 }
+
+// rawRequest is a request's fields as the caller gave them, before any encoding, in one byte
+// string where equal strings mean equal fields: each field marked absent or prefixed with its
+// length. It is the Raw by which a follower finds its flight before it encodes its body.
+type rawRequest []byte
+
+func (r rawRequest) text(s string) rawRequest {
+	r = strconv.AppendInt(append(r, 1), int64(len(s)), 10)
+	return append(append(r, ':'), s...)
+}
+
+func (r rawRequest) optText(s *string) rawRequest {
+	if s == nil {
+		return append(r, 0)
+	}
+	return r.text(*s)
+}
+
+func (r rawRequest) json(b json.RawMessage) rawRequest {
+	if b == nil {
+		return append(r, 0)
+	}
+	r = strconv.AppendInt(append(r, 1), int64(len(b)), 10)
+	return append(append(r, ':'), b...)
+}
+
+func (r rawRequest) number(n int) rawRequest { return strconv.AppendInt(append(r, 2), int64(n), 10) }
 
 // recordWriteResult is what a create or patch returns for the runner's result.
 func recordWriteResult(res idem.Result[RecordResult], key, op string) WriteResult {
