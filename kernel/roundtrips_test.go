@@ -2,12 +2,10 @@ package kernel_test
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"idemwork/idem"
@@ -16,67 +14,16 @@ import (
 	"idemwork/store"
 )
 
-// wire records what a pool sends, one entry per round trip (a statement, a batch as
-// "batch[a; b; …]", a statement prepared for the first time on a connection as "prepare"), each
-// named by its first words.
-type wire struct {
-	mu   sync.Mutex
-	sent []string
-}
-
-func (w *wire) add(s string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.sent = append(w.sent, s)
-}
-
-func (w *wire) take() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	out := w.sent
-	w.sent = nil
-	return out
-}
-
-func words(sql string) string {
-	f := strings.Fields(strings.ToLower(sql))
-	return strings.Join(f[:min(3, len(f))], " ")
-}
-
-func (w *wire) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	w.add(words(d.SQL))
-	return ctx
-}
-func (w *wire) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-func (w *wire) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
-	parts := make([]string, 0, d.Batch.Len())
-	for _, q := range d.Batch.QueuedQueries {
-		parts = append(parts, words(q.SQL))
-	}
-	w.add("batch[" + strings.Join(parts, "; ") + "]")
-	return ctx
-}
-func (w *wire) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
-func (w *wire) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
-func (w *wire) TracePrepareStart(ctx context.Context, _ *pgx.Conn, _ pgx.TracePrepareStartData) context.Context {
-	return ctx
-}
-func (w *wire) TracePrepareEnd(_ context.Context, _ *pgx.Conn, d pgx.TracePrepareEndData) {
-	if !d.AlreadyPrepared {
-		w.add("prepare")
-	}
-}
-
 // tracedKernel is a kernel (with a runner of its own) over a pool on db's database whose round
-// trips w records.
-func tracedKernel(t *testing.T, db *testdb.DB) (*kernel.Kernel, *wire) {
+// trips w records (each statement by its first three words).
+func tracedKernel(t *testing.T, db *testdb.DB) (*kernel.Kernel, *testdb.Trips) {
 	t.Helper()
-	w := &wire{}
+	w := &testdb.Trips{Words: 3}
 	sdb, err := store.Open(context.Background(), db.DSN, store.Options{MaxConns: 1, Tracer: w})
 	require.NoError(t, err)
 	t.Cleanup(sdb.Close)
 	k := kernel.New(idem.NewRunner(sdb, idem.Options{}), kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
-	w.take()
+	w.Take()
 	return k, w
 }
 
@@ -107,45 +54,45 @@ func TestAFreshKeyAndAFeatureRunTakeTwoRoundTripsAndAReplayOne(t *testing.T) {
 	require.NoError(t, err)
 	_, err = k.RunFeature(ctx, feature(warm.Record.ID, "warm-f"))
 	require.NoError(t, err)
-	w.take()
+	w.Take()
 
 	reserve := "batch[begin; select k.operation, k.fingerprint,; with ins as"
 	created, err := k.Create(ctx, create("fresh-c"))
 	require.NoError(t, err)
 	require.Equal(t, idem.Executed, created.Outcome)
 	require.Equal(t, []string{reserve + "]",
-		"batch[insert into record; insert into record_revision; insert into audit_event; with u as; commit]"}, w.take())
+		"batch[insert into record; insert into record_revision; insert into audit_event; with u as; commit]"}, w.Take())
 
 	ran, err := k.RunFeature(ctx, feature(created.Record.ID, "fresh-f"))
 	require.NoError(t, err)
 	require.Equal(t, idem.Executed, ran.Outcome)
 	require.Equal(t, []string{reserve + "; select id, owner_id,]",
-		"batch[with u as; insert into record_revision; insert into feature_execution; insert into audit_event; with u as; commit]"}, w.take())
+		"batch[with u as; insert into record_revision; insert into feature_execution; insert into audit_event; with u as; commit]"}, w.Take())
 
 	replayed, err := k.Create(ctx, create("fresh-c"))
 	require.NoError(t, err)
 	require.Equal(t, idem.Replayed, replayed.Outcome)
-	require.Equal(t, []string{"select k.operation, k.fingerprint,"}, w.take())
+	require.Equal(t, []string{"select k.operation, k.fingerprint,"}, w.Take())
 	replayedRun, err := k.RunFeature(ctx, feature(created.Record.ID, "fresh-f"))
 	require.NoError(t, err)
 	require.Equal(t, idem.Replayed, replayedRun.Outcome)
-	require.Len(t, w.take(), 1)
+	require.Len(t, w.Take(), 1)
 
 	// Another process's runner has answered neither key.
 	other, ow := tracedKernel(t, db)
 	_, err = other.Create(ctx, create("warm-c")) // its statement cache
 	require.NoError(t, err)
-	ow.take()
+	ow.Take()
 	fromOther, err := other.Create(ctx, create("fresh-c"))
 	require.NoError(t, err)
 	require.Equal(t, idem.Replayed, fromOther.Outcome)
 	require.False(t, fromOther.Waited)
 	require.Equal(t, *created.Record, *fromOther.Record)
-	require.Equal(t, []string{reserve + "]", "batch[commit]"}, ow.take())
+	require.Equal(t, []string{reserve + "]", "batch[commit]"}, ow.Take())
 	// Once it has answered the key, its next replay is the read alone.
 	_, err = other.Create(ctx, create("fresh-c"))
 	require.NoError(t, err)
-	require.Equal(t, []string{"select k.operation, k.fingerprint,"}, ow.take())
+	require.Equal(t, []string{"select k.operation, k.fingerprint,"}, ow.Take())
 }
 
 // A feature run's locking read travels with the reservation but runs only for the transaction
