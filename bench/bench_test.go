@@ -188,6 +188,22 @@ func BenchmarkCanonicalEnvelope(b *testing.B) {
 // BenchmarkInprocStormShared is the bench's 1,000-request shared storm on one key, one storm
 // per op: release → last response, with the lone request it is compared with reported beside it.
 func BenchmarkInprocStormShared(b *testing.B) {
+	benchStorm(b, func(ctx context.Context, h *harness, k *kernel.Kernel) (stormShot, error) {
+		return h.inprocStorm(ctx, k, StormRequests, true)
+	})
+}
+
+// BenchmarkInprocStormFloor is the shared storm's floor on this machine (floorStorm): the
+// scheduler's part of the storm, with none of the runner's. Compare storm-µs with
+// BenchmarkInprocStormShared's.
+func BenchmarkInprocStormFloor(b *testing.B) {
+	benchStorm(b, func(ctx context.Context, h *harness, k *kernel.Kernel) (stormShot, error) {
+		return h.floorStorm(ctx, k, StormRequests)
+	})
+}
+
+// benchStorm runs one storm per op after a lone create, reporting both and their ratio.
+func benchStorm(b *testing.B, storm func(ctx context.Context, h *harness, k *kernel.Kernel) (stormShot, error)) {
 	db := testdb.NewWith(b, testdb.Options{MaxConns: StormPoolConns})
 	k := kernel.New(idem.NewRunner(db.DB, idem.Options{}), kernel.NewRegistry(kernel.NewRules(DefaultMemMaxContentLength)), kernel.Options{})
 	h := &harness{}
@@ -207,42 +223,12 @@ func BenchmarkInprocStormShared(b *testing.B) {
 			b.Fatal(err)
 		}
 		lone += time.Since(t0)
-		shot, err := h.inprocStorm(ctx, k, StormRequests, true)
+		shot, err := storm(ctx, h, k)
 		if err != nil {
 			b.Fatal(err)
 		}
 		if len(shot.problems) > 0 {
 			b.Fatal(shot.problems)
-		}
-		wall += shot.wall
-	}
-	b.StopTimer()
-	b.ReportMetric(float64(wall.Microseconds())/float64(b.N), "storm-µs")
-	b.ReportMetric(float64(lone.Microseconds())/float64(b.N), "lone-µs")
-	b.ReportMetric(float64(wall)/float64(lone), "×lone")
-}
-
-// BenchmarkInprocStormFloor is the shared storm's floor on this machine (floorStorm): the
-// scheduler's part of the storm, with none of the runner's. Compare storm-µs with
-// BenchmarkInprocStormShared's.
-func BenchmarkInprocStormFloor(b *testing.B) {
-	db := testdb.NewWith(b, testdb.Options{MaxConns: StormPoolConns})
-	k := kernel.New(idem.NewRunner(db.DB, idem.Options{}), kernel.NewRegistry(kernel.NewRules(DefaultMemMaxContentLength)), kernel.Options{})
-	h := &harness{}
-	ctx := context.Background()
-	w := &worker{keyBuf: make([]byte, 0, 64)}
-	var wall, lone time.Duration
-	b.ResetTimer()
-	for range b.N {
-		t0 := time.Now()
-		if _, err := k.Create(ctx, kernel.CreateInput{Owner: Owner, Module: kernel.ModuleNote, Key: w.newKey("lone-"),
-			Title: noteTitle, Payload: notePayload}); err != nil {
-			b.Fatal(err)
-		}
-		lone += time.Since(t0)
-		shot, err := h.floorStorm(ctx, k, StormRequests)
-		if err != nil {
-			b.Fatal(err)
 		}
 		wall += shot.wall
 	}

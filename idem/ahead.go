@@ -54,7 +54,7 @@ func (a *aheadOf) send(ctx context.Context, sql string, args []any) bool {
 
 func (a *aheadOf) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	if !a.send(ctx, sql, args) {
-		return errRow{errOneStatement}
+		return store.FailedRow(errOneStatement)
 	}
 	return a.br.QueryRow()
 }
@@ -71,20 +71,8 @@ func (a *aheadOf) Exec(context.Context, string, ...any) (pgconn.CommandTag, erro
 }
 
 func (a *aheadOf) SendBatch(context.Context, *pgx.Batch) pgx.BatchResults {
-	return errBatch{errOneStatement}
+	return store.FailedBatch(errOneStatement)
 }
-
-type errRow struct{ err error }
-
-func (r errRow) Scan(...any) error { return r.err }
-
-type errBatch struct{ err error }
-
-func (b errBatch) Exec() (pgconn.CommandTag, error) { return pgconn.CommandTag{}, b.err }
-func (b errBatch) Query() (pgx.Rows, error)         { return nil, b.err }
-func (b errBatch) QueryRow() pgx.Row                { return errRow(b) }
-func (b errBatch) Close() error                     { return b.err }
-func (b errBatch) Tx() pgx.Tx                       { return nil }
 
 // recentKeys are the keys this runner answered lately (executed, replayed, or refused from
 // their row): a request for one of them is most likely a retry, whose replay is one read on its

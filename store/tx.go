@@ -246,6 +246,12 @@ func (a *ambient) rollback(ctx context.Context) {
 	}
 }
 
+// FailedRow is a row whose Scan fails with err (a statement that could not be sent).
+func FailedRow(err error) pgx.Row { return errRow{err} }
+
+// FailedBatch is the results of a batch that never reached the server: every read fails with err.
+func FailedBatch(err error) pgx.BatchResults { return errBatch{err} }
+
 type errRow struct{ err error }
 
 func (r errRow) Scan(...any) error { return r.err }
