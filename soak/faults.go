@@ -39,7 +39,7 @@ func (e *engine) inject(ctx, storm context.Context, s scheduled) bool {
 		e.countFault(Terminate, n)
 		return n > 0
 	case KillChild:
-		pids := stormChildren()
+		pids := stormChildren(e.mark)
 		if len(pids) == 0 {
 			return false
 		}
@@ -65,8 +65,12 @@ func (e *engine) inject(ctx, storm context.Context, s scheduled) bool {
 	return false
 }
 
-// stormChildren lists this process's live `storm-worker` children (Linux /proc).
-func stormChildren() []int {
+// childMarkVar names the environment variable that marks a soak's own worker processes.
+const childMarkVar = "IDEMWORK_SOAK_CHILD"
+
+// stormChildren lists this process's live `storm-worker` children that carry mark (NAME=value)
+// in their environment (Linux /proc).
+func stormChildren(mark string) []int {
 	self := os.Getpid()
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
@@ -89,7 +93,11 @@ func stormChildren() []int {
 			continue
 		}
 		cmdline, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "cmdline"))
-		if err == nil && bytes.Contains(cmdline, []byte("storm-worker")) {
+		if err != nil || !bytes.Contains(cmdline, []byte("storm-worker")) {
+			continue
+		}
+		environ, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "environ"))
+		if err == nil && slices.ContainsFunc(bytes.Split(environ, []byte{0}), func(v []byte) bool { return string(v) == mark }) {
 			out = append(out, pid)
 		}
 	}

@@ -22,6 +22,7 @@ import (
 	"idemwork/kernel"
 	"idemwork/outbox"
 	"idemwork/storm"
+	"idemwork/storm/stormtypes"
 )
 
 // Fault is a kind of fault the soak injects.
@@ -162,8 +163,10 @@ type engine struct {
 	k           *kernel.Kernel
 	env         storm.Env
 	envChildren storm.Env
-	rng         *mrand.Rand
-	runID       string
+	// mark is the NAME=value every worker process of this soak carries in its environment.
+	mark  string
+	rng   *mrand.Rand
+	runID string
 
 	owners []owner
 	srv    *server
@@ -324,7 +327,11 @@ func (e *engine) setUp(ctx context.Context) error {
 	// In-process rounds share the soak's kernel and pool (storm.Run opens a pool of its own per
 	// storm when given a DSN); only the child processes need the DSN.
 	e.env = storm.Env{Kernel: e.k}
-	e.envChildren = storm.Env{Kernel: e.k, DSN: e.opts.DSN, Executable: e.opts.Executable, WorkerEnv: e.opts.ChildEnv, ReadyTimeout: 30 * time.Second}
+	// Each worker process carries this soak's mark, so kill-child strikes only this soak's own
+	// workers, never those of another storm the same process runs (a test binary runs several).
+	e.mark = childMarkVar + "=" + stormtypes.RandomHex(8)
+	e.envChildren = storm.Env{Kernel: e.k, DSN: e.opts.DSN, Executable: e.opts.Executable,
+		WorkerEnv: append(append([]string(nil), e.opts.ChildEnv...), e.mark), ReadyTimeout: 30 * time.Second}
 	// The serve child is this binary too; a test binary dispatches to the CLI on the storm
 	// worker's variable, which the real binary ignores outside storm-worker.
 	srv, err := newServer(e.dir, e.opts.Executable, e.opts.DSN, append([]string{storm.WorkerEnvVar + "=1"}, e.opts.ChildEnv...), tokens)
