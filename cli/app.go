@@ -147,6 +147,9 @@ func (a *app) openDB(ctx context.Context, checkSchema bool) (*store.DB, error) {
 	db, err := store.Open(ctx, dsn, opts)
 	if err != nil {
 		a.close()
+		// A known cause (an unreachable server, a pooler idemwork was not told about, a missing
+		// privilege) gets its code and its words, as it would on any later statement.
+		err = store.TranslateError(err)
 		var ae *apperr.Error
 		if errors.As(err, &ae) {
 			return nil, err

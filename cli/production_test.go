@@ -389,6 +389,26 @@ func TestAnUndeclaredTransactionPoolerSaysToDeclareIt(t *testing.T) {
 	require.NotContains(t, msg, "ERROR:")
 }
 
+// The same through read commands, whose first statements run while the connection opens (the
+// schema check): the error is Open's, and still POOLER_MISCONFIGURED, not INTERNAL with the
+// driver's text (seen: "INTERNAL: connect to …: prepared statement "stmtcache_…" already exists").
+func TestAnUndeclaredTransactionPoolerSaysToDeclareItWhenTheConnectionOpens(t *testing.T) {
+	t.Parallel()
+	name := testdb.NewDatabase(t)
+	migrated := prodDB{name: name, dsn: testdb.DSNOf(t, name)}
+	code, out, _ := migrated.run(t, "--allow-writes", "migrate")
+	require.Equal(t, 0, code, out)
+	p := prodDB{name: name, dsn: testdb.PgBouncer(t, store.PoolerTransaction).DSN(name)}
+	for i := 0; i < 12 && code == 0; i++ {
+		code, out, _ = p.run(t, "keys", "--owner", "o", "--json")
+	}
+	require.Equal(t, 4, code, out)
+	e := errorOf(t, out)
+	require.Equal(t, "POOLER_MISCONFIGURED", e["code"], out)
+	require.Contains(t, e["message"], `set [database] pooler = "transaction"`)
+	require.NotContains(t, e["message"], "stmtcache_", "not the driver's text")
+}
+
 // TestAStatementTimeoutSaysWhatHappenedAndWhatToDo: a write waiting behind a transaction that
 // holds its key, on a role whose statement_timeout is 300 ms (here in the DSN), exits 4 with
 // DATABASE_UNAVAILABLE naming statement_timeout — not INTERNAL with pgx's rendering of the

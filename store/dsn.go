@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -177,7 +178,8 @@ func connectCause(err error) string {
 	collectLeaves(err, &leaves)
 	var kept []string
 	for _, l := range leaves {
-		if !strings.Contains(l, "server refused TLS connection") {
+		// Each address and each TLS attempt fails on its own: the same words twice say nothing more.
+		if !strings.Contains(l, "server refused TLS connection") && !slices.Contains(kept, l) {
 			kept = append(kept, l)
 		}
 	}

@@ -518,43 +518,15 @@ func TranslateError(err error) error {
 		if !isPg || unavailableState(pgErr.Code) {
 			return apperr.Wrap(apperr.DatabaseUnavailable, err, "%s; retry in a moment, or check that the database is running and reachable", connect.Error())
 		}
+		// A failure of Open's own first statements (the schema check through a misconfigured
+		// pooler, a missing privilege) has the code it would have later.
+		if known := translatePgError(err, pgErr); known != err {
+			return known
+		}
 		return apperr.Wrap(apperr.Internal, err, "%s", connect.Error())
 	}
 	if isPg {
-		switch {
-		case pgErr.Code == "25006": // read_only_sql_transaction
-			return apperr.Wrap(apperr.ReadOnly, err, "this session is read-only; reconnect with --allow-writes to write")
-		case pgErr.Code == "42501": // insufficient_privilege
-			return apperr.Wrap(apperr.PermissionDenied, err, "the server refused: %s; grant idemwork's role that privilege "+
-				"(README \"Production databases\" lists what each mode needs)", pgErr.Message)
-		case pgErr.Code == "42P01" || pgErr.Code == "3F000": // undefined_table, invalid_schema_name
-			return apperr.Wrap(apperr.SchemaNotReady, err, "%s: the database is not migrated for this idemwork; run 'idemwork migrate --allow-writes' against it", pgErr.Message)
-		case (pgErr.Code == "42P05" || pgErr.Code == "26000") && strings.Contains(pgErr.Message, "stmtcache_"):
-			return apperr.Wrap(apperr.PoolerMisconfigured, err, "the database lost or mixed up this session's prepared statements (SQLSTATE %s), "+
-				"the mark of a transaction-pooling pgbouncer between idemwork and PostgreSQL: set [database] pooler = \"transaction\" in the "+
-				"config (or add pooler=transaction to the database URL) and restart; nothing was committed by the statement that failed", pgErr.Code)
-		case pgErr.Code == "57014" && strings.Contains(pgErr.Message, "statement timeout"): // query_canceled
-			return apperr.Wrap(apperr.DatabaseUnavailable, err, "the database cancelled the statement when it reached statement_timeout (SQLSTATE %s); "+
-				"the transaction rolled back: retry; if it keeps happening, look for a transaction holding the rows' locks (the Locks view) "+
-				"or raise statement_timeout for idemwork's role", pgErr.Code)
-		case pgErr.Code == "57014":
-			return apperr.Wrap(apperr.DatabaseUnavailable, err, "the database cancelled the statement at someone's request (SQLSTATE %s, "+
-				"pg_cancel_backend or an operator); the transaction rolled back: retry", pgErr.Code)
-		case pgErr.Code == "55P03": // lock_not_available
-			return apperr.Wrap(apperr.DatabaseUnavailable, err, "the statement waited longer than lock_timeout for a lock (SQLSTATE %s); "+
-				"the transaction rolled back: retry; the Locks view shows who holds it", pgErr.Code)
-		case pgErr.Code == "57P01" || pgErr.Code == "57P02" || pgErr.Code == "57P03": // admin_shutdown, crash_shutdown, cannot_connect_now
-			return apperr.Wrap(apperr.DatabaseUnavailable, err, "the database ended the session (SQLSTATE %s: terminated by an administrator, "+
-				"pg_terminate_backend, or a server shutting down or starting up); retry in a moment (a write with the same Idempotency-Key "+
-				"is safe to retry)", pgErr.Code)
-		case pgErr.Code == "53300" || pgErr.Code == "53400": // too_many_connections, configuration_limit_exceeded
-			return apperr.Wrap(apperr.DatabaseUnavailable, err, "the database refuses more connections (SQLSTATE %s); retry in a moment, "+
-				"or lower [database] max_conns", pgErr.Code)
-		case strings.HasPrefix(pgErr.Code, "08"): // connection_exception
-			return apperr.Wrap(apperr.DatabaseUnavailable, err, "the connection to the database failed (SQLSTATE %s); retry in a moment "+
-				"(a write with the same Idempotency-Key is safe to retry)", pgErr.Code)
-		}
-		return err
+		return translatePgError(err, pgErr)
 	}
 	if Unreachable(err) {
 		return apperr.Wrap(apperr.DatabaseUnavailable, err, "the connection to the database was lost or could not be made before the answer "+
@@ -563,6 +535,44 @@ func TranslateError(err error) error {
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return apperr.Wrap(apperr.DatabaseUnavailable, err, "the database did not answer within the time allowed; retry in a moment")
+	}
+	return err
+}
+
+// translatePgError codes a server error of a known cause; any other comes back as it is.
+func translatePgError(err error, pgErr *pgconn.PgError) error {
+	switch {
+	case pgErr.Code == "25006": // read_only_sql_transaction
+		return apperr.Wrap(apperr.ReadOnly, err, "this session is read-only; reconnect with --allow-writes to write")
+	case pgErr.Code == "42501": // insufficient_privilege
+		return apperr.Wrap(apperr.PermissionDenied, err, "the server refused: %s; grant idemwork's role that privilege "+
+			"(README \"Production databases\" lists what each mode needs)", pgErr.Message)
+	case pgErr.Code == "42P01" || pgErr.Code == "3F000": // undefined_table, invalid_schema_name
+		return apperr.Wrap(apperr.SchemaNotReady, err, "%s: the database is not migrated for this idemwork; run 'idemwork migrate --allow-writes' against it", pgErr.Message)
+	case (pgErr.Code == "42P05" || pgErr.Code == "26000") && strings.Contains(pgErr.Message, "stmtcache_"):
+		return apperr.Wrap(apperr.PoolerMisconfigured, err, "the database lost or mixed up this session's prepared statements (SQLSTATE %s), "+
+			"the mark of a transaction-pooling pgbouncer between idemwork and PostgreSQL: set [database] pooler = \"transaction\" in the "+
+			"config (or add pooler=transaction to the database URL) and restart; nothing was committed by the statement that failed", pgErr.Code)
+	case pgErr.Code == "57014" && strings.Contains(pgErr.Message, "statement timeout"): // query_canceled
+		return apperr.Wrap(apperr.DatabaseUnavailable, err, "the database cancelled the statement when it reached statement_timeout (SQLSTATE %s); "+
+			"the transaction rolled back: retry; if it keeps happening, look for a transaction holding the rows' locks (the Locks view) "+
+			"or raise statement_timeout for idemwork's role", pgErr.Code)
+	case pgErr.Code == "57014":
+		return apperr.Wrap(apperr.DatabaseUnavailable, err, "the database cancelled the statement at someone's request (SQLSTATE %s, "+
+			"pg_cancel_backend or an operator); the transaction rolled back: retry", pgErr.Code)
+	case pgErr.Code == "55P03": // lock_not_available
+		return apperr.Wrap(apperr.DatabaseUnavailable, err, "the statement waited longer than lock_timeout for a lock (SQLSTATE %s); "+
+			"the transaction rolled back: retry; the Locks view shows who holds it", pgErr.Code)
+	case pgErr.Code == "57P01" || pgErr.Code == "57P02" || pgErr.Code == "57P03": // admin_shutdown, crash_shutdown, cannot_connect_now
+		return apperr.Wrap(apperr.DatabaseUnavailable, err, "the database ended the session (SQLSTATE %s: terminated by an administrator, "+
+			"pg_terminate_backend, or a server shutting down or starting up); retry in a moment (a write with the same Idempotency-Key "+
+			"is safe to retry)", pgErr.Code)
+	case pgErr.Code == "53300" || pgErr.Code == "53400": // too_many_connections, configuration_limit_exceeded
+		return apperr.Wrap(apperr.DatabaseUnavailable, err, "the database refuses more connections (SQLSTATE %s); retry in a moment, "+
+			"or lower [database] max_conns", pgErr.Code)
+	case strings.HasPrefix(pgErr.Code, "08"): // connection_exception
+		return apperr.Wrap(apperr.DatabaseUnavailable, err, "the connection to the database failed (SQLSTATE %s); retry in a moment "+
+			"(a write with the same Idempotency-Key is safe to retry)", pgErr.Code)
 	}
 	return err
 }
