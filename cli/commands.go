@@ -53,7 +53,11 @@ func (a *app) writer(ctx context.Context) (*kernel.Kernel, error) {
 	}
 	if a.cfg.Database.URL != "" && !a.cfg.Database.AllowWrites {
 		// Known before connecting: whatever the database holds (even no schema), a write on a
-		// session not opened for writing is READ_ONLY.
+		// session not opened for writing is READ_ONLY. A hot standby has a reason of its own,
+		// which wins: reconnecting with --allow-writes would only meet it.
+		if db, err := a.openDB(ctx, false); err == nil && db.Connection().Standby {
+			return nil, db.WriteRefusal()
+		}
 		return nil, apperr.New(apperr.ReadOnly, "this session is read-only; reconnect with --allow-writes (or allow_writes = true) to write")
 	}
 	k, err := a.kernel(ctx)

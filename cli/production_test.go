@@ -156,11 +156,15 @@ func TestAHotStandbyIsReadOnlyInTheCLIWithItsOwnMessage(t *testing.T) {
 		{"demo", "outbox"},
 		{"migrate"},
 	} {
-		code, out, _ := p.run(t, append([]string{"--allow-writes", "--json"}, args...)...)
-		require.Equal(t, 3, code, "%v: %s", args, out)
-		e := errorOf(t, out)
-		require.Equal(t, "READ_ONLY", e["code"], "%v", args)
-		require.Contains(t, e["message"], "this is a hot standby; writes go to the primary", "%v", args)
+		// With --allow-writes or without it: the standby's reason, never "reconnect with
+		// --allow-writes", which would only lead here again.
+		for _, w := range [][]string{{"--allow-writes", "--json"}, {"--json"}} {
+			code, out, _ := p.run(t, append(w, args...)...)
+			require.Equal(t, 3, code, "%v %v: %s", w, args, out)
+			e := errorOf(t, out)
+			require.Equal(t, "READ_ONLY", e["code"], "%v %v", w, args)
+			require.Contains(t, e["message"], "this is a hot standby; writes go to the primary", "%v %v", w, args)
+		}
 	}
 	code, _, errOut := p.run(t, "--allow-writes", "demo", "seed")
 	require.Equal(t, 3, code)
