@@ -533,7 +533,15 @@ func (v *Storm) Update(msg tea.Msg) tea.Cmd {
 			return nil
 		}
 		v.revision, v.recordTitle = msg.revision, msg.title
-		v.field(fExpect).input.SetValue(strconv.Itoa(msg.revision))
+		next := strconv.Itoa(msg.revision)
+		if !msg.prefill && v.value(fOperation) == string(stormtypes.OpPatch) && v.value(fExpect) != next {
+			// A patch storm moved the record on: the next patch expects the new revision, which
+			// is another body, so it needs another key (under the same key it would only be
+			// IDEMPOTENCY_KEY_REUSED). Typing the old key back replays the storm.
+			v.field(fKey).input.SetValue(FreshKey())
+			v.field(fKey).hint = "a new key: the last storm moved the record to revision " + next
+		}
+		v.field(fExpect).input.SetValue(next)
 		if msg.prefill {
 			if printable(msg.title) == msg.title {
 				v.field(fTitle).input.SetValue(msg.title)

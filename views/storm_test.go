@@ -235,6 +235,16 @@ func TestTheStormFormShowsTheBodyAndFollowsTheRecordsRevision(t *testing.T) {
 	require.Equal(t, "alice", specs[0].Owner())
 	mu.Unlock()
 
+	// Fired again, the next patch (expectRevision 3, another body) goes under a new key: under
+	// the first one it could only be IDEMPOTENCY_KEY_REUSED.
+	p.send(press("f"))
+	p.until(func() bool { return !v.Running() && strings.Contains(v.View(), "(revision 4)") }, "the second patch storm")
+	mu.Lock()
+	require.Len(t, specs, 2)
+	require.Equal(t, 3, specs[1].Patch.ExpectRevision)
+	require.NotEqual(t, specs[0].Patch.Key, specs[1].Patch.Key, "another body, another key")
+	mu.Unlock()
+
 	// A create storm from a MEM-001 record sends the module's template as its payload.
 	v2 := views.NewStorm(plainCtx(), deps)
 	v2.Prepare(shared.OpenStormMsg{Module: "MEM-001", RecordID: tuitest.MemID, Revision: 1})
