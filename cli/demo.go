@@ -3,6 +3,9 @@ package cli
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
+	"strings"
 
 	"github.com/oklog/ulid/v2"
 	"github.com/spf13/cobra"
@@ -36,7 +39,7 @@ func newDemoCmd(a *app) *cobra.Command {
 			} else if rep.Skipped {
 				fmt.Fprintln(a.stdout, "demo data already present")
 			} else {
-				fmt.Fprintf(a.stdout, "demo seed: %d writes %v, %d legacy receipt(s) added\n", rep.Writes, rep.Outcomes, rep.Legacy)
+				fmt.Fprintf(a.stdout, "demo seed: %d writes (%s), %d legacy receipt(s) added\n", rep.Writes, outcomeList(rep.Outcomes), rep.Legacy)
 			}
 			return nil
 		}}
@@ -135,4 +138,13 @@ func (a *app) outboxSettings() outbox.Options {
 	o := a.cfg.Outbox
 	return outbox.Options{MaxAttempts: o.MaxAttempts, BaseBackoff: o.BaseBackoff.Duration, MaxBackoff: o.MaxBackoff.Duration,
 		Lease: o.Lease.Duration, CallTimeout: o.CallTimeout.Duration}
+}
+
+// outcomeList says counts by outcome as "EXECUTED 16, REPLAYED 2", in name order.
+func outcomeList(counts map[string]int) string {
+	parts := make([]string, 0, len(counts))
+	for _, name := range slices.Sorted(maps.Keys(counts)) {
+		parts = append(parts, fmt.Sprintf("%s %d", name, counts[name]))
+	}
+	return strings.Join(parts, ", ")
 }

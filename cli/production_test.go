@@ -443,3 +443,41 @@ func TestAStatementTimeoutSaysWhatHappenedAndWhatToDo(t *testing.T) {
 	require.True(t, strings.HasPrefix(errOut, "idemwork: DATABASE_UNAVAILABLE: the database cancelled the statement"), errOut)
 	require.NotContains(t, errOut, "canceling statement due to statement timeout")
 }
+
+// The workbench is where a broken stored row is looked into, so --demo opens it even when the
+// demo data cannot be seeded because one of its keys' envelopes was tampered with (the seed's
+// replay of that key fails closed): before, it exited 4 with SNAPSHOT_INTEGRITY_VIOLATION.
+func TestTheWorkbenchOpensWithDemoOverATamperedDemoKey(t *testing.T) {
+	t.Parallel()
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	name := testdb.NewDatabase(t)
+	p := prodDB{name: name, dsn: testdb.DSNOf(t, name)}
+	p.ok(t, "--allow-writes", "demo", "seed")
+	conn, err := pgx.Connect(context.Background(), p.dsn)
+	require.NoError(t, err)
+	tag, err := conn.Exec(context.Background(), `UPDATE idempotency_record SET response = jsonb_set(response, '{unknownField}', '"x"')
+		WHERE owner_id = 'alice' AND idempotency_key = 'demo:alice:note-1:patch-1'`)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), tag.RowsAffected())
+	conn.Close(context.Background())
+	code, out, _ := p.run(t, "--allow-writes", "--json", "demo", "seed")
+	require.Equal(t, 4, code, "the seed itself still says what failed: %s", out)
+	require.Equal(t, "SNAPSHOT_INTEGRITY_VIOLATION", errorOf(t, out)["code"])
+
+	sess := fmt.Sprintf("idemwork-test-%d-demo", os.Getpid())
+	tmux := func(args ...string) *exec.Cmd { return exec.Command("tmux", append([]string{"-L", sess}, args...)...) }
+	cmd := fmt.Sprintf("env %s=1 NO_COLOR=1 XDG_CONFIG_HOME=%s '%s' --dsn '%s' --allow-writes --demo; echo WORKBENCH-EXITED-$?; sleep 60",
+		storm.WorkerEnvVar, t.TempDir(), exe, p.dsn)
+	tout, err := tmux("new-session", "-d", "-s", sess, "-x", "80", "-y", "24", cmd).CombinedOutput()
+	require.NoError(t, err, "tmux new-session: %s", tout)
+	t.Cleanup(func() { _ = tmux("kill-server").Run() })
+	screen := func() string { s, _ := tmux("capture-pane", "-p", "-t", sess).Output(); return string(s) }
+	require.Eventually(t, func() bool { return strings.Contains(screen(), "Records of alice") }, 30*time.Second, 50*time.Millisecond,
+		"the workbench never opened; the screen:\n%s", screen())
+	require.NotContains(t, screen(), "WORKBENCH-EXITED")
+	require.NoError(t, tmux("send-keys", "-t", sess, "q").Run())
+	require.Eventually(t, func() bool { return strings.Contains(screen(), "WORKBENCH-EXITED-0") }, 20*time.Second, 50*time.Millisecond,
+		"the screen:\n%s", screen())
+	require.Contains(t, screen(), "demo data is not fully seeded: SNAPSHOT_INTEGRITY_VIOLATION", "said once the workbench is closed")
+}

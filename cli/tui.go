@@ -17,6 +17,7 @@ import (
 	"idemwork/tui"
 	"idemwork/tui/shared"
 	"idemwork/views"
+	"idemwork/wire"
 )
 
 // tuiOptions are the bare command's own flags.
@@ -51,8 +52,8 @@ func runTUI(ctx context.Context, a *app, opts tuiOptions) error {
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
-		pctx, backend, err := a.openWorkbench(openCtx, owner, opts, styles)
-		done <- tui.BootResult{Ctx: pctx, Backend: backend, Err: err}
+		pctx, backend, notice, err := a.openWorkbench(openCtx, owner, opts, styles)
+		done <- tui.BootResult{Ctx: pctx, Backend: backend, Notice: notice, Err: err}
 	}()
 	boot := tui.NewBoot(styles, stage, done)
 	boot.Clipboard = os.Stderr
@@ -64,6 +65,10 @@ func runTUI(ctx context.Context, a *app, opts tuiOptions) error {
 	<-finished
 	if err := boot.Err(); err != nil {
 		return err
+	}
+	if n := boot.Notice(); n != "" {
+		// Shown in the workbench's status line, and said again where it stays.
+		fmt.Fprintf(a.stderr, "idemwork: %s\n", n)
 	}
 	if runErr != nil && ctx.Err() == nil {
 		return fmt.Errorf("the workbench stopped: %w", runErr)
@@ -87,16 +92,24 @@ func (a *app) bootStage() string {
 // openWorkbench opens the database (creating, starting and migrating it as needed), seeds the
 // demo data when asked, and builds the program context and the views' readers and writers over
 // the store, the kernel and a delivery worker of the workbench's own.
-func (a *app) openWorkbench(ctx context.Context, owner string, opts tuiOptions, styles shared.Styles) (*shared.ProgramContext, views.Backend, error) {
+// The notice is what the user should know that did not stop it (demo data left unseeded).
+func (a *app) openWorkbench(ctx context.Context, owner string, opts tuiOptions, styles shared.Styles) (*shared.ProgramContext, views.Backend, string, error) {
 	k, err := a.kernel(ctx)
 	if err != nil {
-		return nil, views.Backend{}, err
+		return nil, views.Backend{}, "", err
 	}
+	notice := ""
 	if opts.demo {
 		if err := a.db.WriteRefusal(); err != nil {
-			fmt.Fprintf(a.stderr, "idemwork: demo data is not seeded: %s\n", apperr.As(err).Message)
+			notice = "demo data is not seeded: " + apperr.As(err).Message
 		} else if _, err := k.SeedDemo(ctx); err != nil {
-			return nil, views.Backend{}, err
+			// The workbench is where a broken stored row is looked into: it opens anyway.
+			ae := wire.Coded(err)
+			if ae.Code == apperr.DatabaseUnavailable {
+				return nil, views.Backend{}, "", err
+			}
+			notice = fmt.Sprintf("demo data is not fully seeded: %s: %s (the workbench opens without it; "+
+				"idemwork verify --owner alice names what is wrong)", ae.Code, ae.Message)
 		}
 	}
 	clock := workbench.Clock(k)
@@ -119,5 +132,5 @@ func (a *app) openWorkbench(ctx context.Context, owner string, opts tuiOptions, 
 	}
 	backend := workbench.Backend(workbench.Sources{DB: a.db, Kernel: k, Outbox: worker, Provider: provider, Crash: crash,
 		Storm: a.stormRunner(k)})
-	return pctx, backend, nil
+	return pctx, backend, notice, nil
 }

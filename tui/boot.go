@@ -21,7 +21,10 @@ import (
 type BootResult struct {
 	Ctx     *shared.ProgramContext
 	Backend views.Backend
-	Err     error
+	// Notice is what the user should know that did not stop the opening (demo data left
+	// unseeded); the workbench opens with it in its status line.
+	Notice string
+	Err    error
 }
 
 // Boot is the program's first model. Creating or starting the embedded cluster takes seconds,
@@ -32,6 +35,7 @@ type Boot struct {
 	keys          shared.GlobalKeys // q and ctrl+c quit while the database is prepared
 	stage         string
 	done          <-chan BootResult
+	notice        string
 	started       time.Time
 	model         *Model
 	err           error
@@ -51,6 +55,9 @@ func NewBoot(styles shared.Styles, stage string, done <-chan BootResult) *Boot {
 
 // Err is why the database could not be opened (nil when it was, or when the user quit first).
 func (b *Boot) Err() error { return b.err }
+
+// Notice is the opening's notice (BootResult.Notice), "" when there was none.
+func (b *Boot) Notice() string { return b.notice }
 
 // Workbench is the workbench once it took over (nil before).
 func (b *Boot) Workbench() *Model { return b.model }
@@ -88,6 +95,10 @@ func (b *Boot) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		b.model = New(msg.Ctx, msg.Backend)
 		b.model.Clipboard = b.Clipboard
 		cmds := []tea.Cmd{b.model.Init()}
+		if b.notice = msg.Notice; b.notice != "" {
+			notice := shared.StatusMsg{Text: b.notice, Error: true}
+			cmds = append(cmds, func() tea.Msg { return notice })
+		}
 		if b.width > 0 {
 			_, cmd := b.model.Update(tea.WindowSizeMsg{Width: b.width, Height: b.height})
 			cmds = append(cmds, cmd)
