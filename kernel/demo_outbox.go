@@ -173,6 +173,19 @@ func (s noteState) xmin(table, what string) string {
 	return ""
 }
 
+// reread reads notification i's rows again, keeps its message as the notification's latest and
+// shows its execution and message on step.
+func (d *OutboxDemo) reread(ctx context.Context, step *DemoStep, i int) (noteState, store.Execution, store.OutboxMessage, error) {
+	st, err := d.read(ctx, d.notes[i].key)
+	if err != nil {
+		return st, store.Execution{}, store.OutboxMessage{}, err
+	}
+	e, m := st.exec(), st.msg()
+	d.notes[i].msg = m
+	step.Execution, step.Message = &e, &m
+	return st, e, m, nil
+}
+
 func (d *OutboxDemo) read(ctx context.Context, key string) (noteState, error) {
 	var s noteState
 	var err error
@@ -423,13 +436,10 @@ func (d *OutboxDemo) retry(ctx context.Context, step *DemoStep) error {
 	if _, err := d.pass(ctx, n.msg); err != nil {
 		return err
 	}
-	st, err := d.read(ctx, n.key)
+	st, e, m, err := d.reread(ctx, step, 1)
 	if err != nil {
 		return err
 	}
-	e, m := st.exec(), st.msg()
-	d.notes[1].msg = m
-	step.Execution, step.Message = &e, &m
 	delay := m.NextAttemptAt.Sub(m.UpdatedAt)
 	lo, hi := d.worker.BackoffRange(1)
 	step.Checks = append(step.Checks,
@@ -451,13 +461,10 @@ func (d *OutboxDemo) crashBeforeSettle(ctx context.Context, step *DemoStep) erro
 	if err != nil {
 		return err
 	}
-	st, err := d.read(ctx, n.key)
+	st, e, m, err := d.reread(ctx, step, 1)
 	if err != nil {
 		return err
 	}
-	e, m := st.exec(), st.msg()
-	d.notes[1].msg = m
-	step.Execution, step.Message = &e, &m
 	step.Notes = append(step.Notes, fmt.Sprintf("worker pass: %d claimed, %d abandoned between the provider call and the settle (a crash)", rep.Claimed, rep.Abandoned))
 	held := m.NextAttemptAt.Sub(m.UpdatedAt)
 	step.Checks = append(step.Checks,
@@ -477,13 +484,10 @@ func (d *OutboxDemo) redeliver(ctx context.Context, step *DemoStep) error {
 	if _, err := d.pass(ctx, n.msg); err != nil {
 		return err
 	}
-	st, err := d.read(ctx, n.key)
+	st, e, m, err := d.reread(ctx, step, 1)
 	if err != nil {
 		return err
 	}
-	e, m := st.exec(), st.msg()
-	d.notes[1].msg = m
-	step.Execution, step.Message = &e, &m
 	step.Checks = append(step.Checks,
 		check(d.provider.Calls(m.IdempotencyID) == 3 && m.IdempotencyID == e.ID, "the redelivery carries the same idempotency id", "%s", d.calls(m.IdempotencyID)),
 		check(d.provider.HasDelivered(m.IdempotencyID) && d.provider.Delivered() == effects, "the provider deduplicates by the id: one effect",
