@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,57 +17,15 @@ import (
 	"idemwork/store"
 )
 
-// sends records what a pool sends, one entry per round trip: a statement, or a batch as
-// "batch[a; b; …]".
-type sends struct {
-	mu  sync.Mutex
-	got []string
-}
-
-func (s *sends) add(v string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.got = append(s.got, v)
-}
-
-func (s *sends) take() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := s.got
-	s.got = nil
-	return out
-}
-
-func (s *sends) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	s.add(firstWords(d.SQL))
-	return ctx
-}
-func (s *sends) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-func (s *sends) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
-	parts := make([]string, 0, d.Batch.Len())
-	for _, q := range d.Batch.QueuedQueries {
-		parts = append(parts, firstWords(q.SQL))
-	}
-	s.add("batch[" + strings.Join(parts, "; ") + "]")
-	return ctx
-}
-func (s *sends) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
-func (s *sends) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
-
-// firstWords names a statement by its first three words, lower-cased.
-func firstWords(sql string) string {
-	f := strings.Fields(strings.ToLower(sql))
-	return strings.Join(f[:min(3, len(f))], " ")
-}
-
 // tracedDB opens a second pool on db's database whose round trips are recorded.
-func tracedDB(t *testing.T, db *testdb.DB) (*store.DB, *sends) {
+// Statements are named by their first three words ("insert into audit_event").
+func tracedDB(t *testing.T, db *testdb.DB) (*store.DB, *testdb.Trips) {
 	t.Helper()
-	tr := &sends{}
+	tr := &testdb.Trips{Words: 3}
 	tdb, err := store.Open(context.Background(), db.DSN, store.Options{MaxConns: 2, Tracer: tr})
 	require.NoError(t, err)
 	t.Cleanup(tdb.Close)
-	tr.take() // what Open sent
+	tr.Take() // what Open sent
 	return tdb, tr
 }
 
@@ -94,7 +51,7 @@ func TestQueuedWritesTravelWithBeginAndCommitInOneRoundTrip(t *testing.T) {
 		require.Equal(t, []string{"first", "second"}, b.Steps())
 		return nil
 	}))
-	require.Equal(t, []string{"batch[begin; insert into audit_event; insert into audit_event; commit]"}, tr.take())
+	require.Equal(t, []string{"batch[begin; insert into audit_event; insert into audit_event; commit]"}, tr.Take())
 	require.Equal(t, 2, countWhere(t, db, `SELECT count(*) FROM audit_event WHERE id IN ('a', 'b')`))
 }
 
@@ -111,7 +68,7 @@ func TestBeginTravelsWithTheFirstStatementAndTheBatchWithCommit(t *testing.T) {
 		b.InsertAudit("audit", event("c"))
 		return nil
 	}))
-	require.Equal(t, []string{"batch[begin; select 1]", "batch[insert into audit_event; commit]"}, tr.take())
+	require.Equal(t, []string{"batch[begin; select 1]", "batch[insert into audit_event; commit]"}, tr.Take())
 
 	// A statement that reads rows cannot share BEGIN's round trip: BEGIN goes first, alone.
 	require.NoError(t, tdb.Tx(ctx, func(ctx context.Context) error {
@@ -122,11 +79,11 @@ func TestBeginTravelsWithTheFirstStatementAndTheBatchWithCommit(t *testing.T) {
 		rows.Close()
 		return rows.Err()
 	}))
-	require.Equal(t, []string{"batch[begin]", "select id from", "batch[commit]"}, tr.take())
+	require.Equal(t, []string{"batch[begin]", "select id from", "batch[commit]"}, tr.Take())
 
 	// Nothing run and nothing queued: nothing is sent at all.
 	require.NoError(t, tdb.TxBatch(ctx, func(context.Context, *store.Batch) error { return nil }))
-	require.Empty(t, tr.take())
+	require.Empty(t, tr.Take())
 }
 
 func TestAQueuedWritesArgumentsAreTakenWhenItIsQueued(t *testing.T) {
@@ -168,7 +125,7 @@ func TestAnArgumentThatCannotBeEncodedFailsItsStepBeforeAnythingIsSent(t *testin
 	require.ErrorAs(t, err, &se)
 	require.Equal(t, "odd", se.Step)
 	require.Contains(t, err.Error(), "[]int cannot be queued")
-	require.Empty(t, tr.take(), "nothing reached the server")
+	require.Empty(t, tr.Take(), "nothing reached the server")
 	require.Zero(t, countWhere(t, db, `SELECT count(*) FROM audit_event WHERE id = 'fine'`))
 }
 
@@ -227,7 +184,7 @@ func TestAnErrorFromTheFunctionSendsNoneOfItsQueuedWrites(t *testing.T) {
 		return boom
 	})
 	require.ErrorIs(t, err, boom)
-	require.Empty(t, tr.take(), "no BEGIN, no write, no ROLLBACK: nothing had reached the server")
+	require.Empty(t, tr.Take(), "no BEGIN, no write, no ROLLBACK: nothing had reached the server")
 	require.Zero(t, countWhere(t, db, `SELECT count(*) FROM audit_event WHERE id = 'never'`))
 }
 
@@ -253,7 +210,7 @@ func TestANestedBatchIsSentWhenItsFunctionReturnsAndCommitsWithTheOuterTransacti
 		return boom
 	})
 	require.ErrorIs(t, err, boom)
-	require.Equal(t, []string{"batch[begin; insert into audit_event]", "select count(*) from", "rollback"}, tr.take())
+	require.Equal(t, []string{"batch[begin; insert into audit_event]", "select count(*) from", "rollback"}, tr.Take())
 	require.Zero(t, countWhere(t, db, `SELECT count(*) FROM audit_event WHERE id = 'nested'`), "the outer rollback undid the inner writes")
 
 	// A nested batch's failing write fails the inner call with its step.
