@@ -98,6 +98,23 @@ func TestTheQuotedAndTheBareKeyAreTheSameKey(t *testing.T) {
 	require.Equal(t, 2, b.records(t, "alice"))
 }
 
+// The header is an RFC 8941 Item: parameters after the string (which the draft does not define)
+// are ignored, so a client that adds one names the same key.
+func TestAQuotedKeysParametersAreIgnored(t *testing.T) {
+	t.Parallel()
+	b := setup(t, false)
+	status, h, raw := b.send(t, "POST", "/v1/modules/NOTE/records", `{"title":"t"}`, httpapi.HeaderIdempotencyKey, `"a1";x=1`)
+	require.Equal(t, http.StatusCreated, status, raw)
+	require.Equal(t, "EXECUTED", h.Get(httpapi.HeaderOutcome))
+	require.Contains(t, raw, `"key":"a1"`, "stored without the parameters")
+	for _, v := range []string{`"a1"`, `a1`, `"a1";trace=?0;n=2.5`, `"a1";v="x;y"`} {
+		status, h, raw = b.send(t, "POST", "/v1/modules/NOTE/records", `{"title":"t"}`, httpapi.HeaderIdempotencyKey, v)
+		require.Equal(t, http.StatusCreated, status, "%s: %s", v, raw)
+		require.Equal(t, "REPLAYED", h.Get(httpapi.HeaderOutcome), v)
+	}
+	require.Equal(t, 1, b.records(t, "alice"))
+}
+
 // Observation 2: a header the client sent is never dropped into an unkeyed write.
 func TestEmptyRepeatedAndUnparsableHeadersAre400AndWriteNothing(t *testing.T) {
 	t.Parallel()
@@ -111,7 +128,9 @@ func TestEmptyRepeatedAndUnparsableHeadersAre400AndWriteNothing(t *testing.T) {
 		{"empty sf-string", []string{httpapi.HeaderIdempotencyKey, `""`}},
 		{"unterminated sf-string", []string{httpapi.HeaderIdempotencyKey, `"abc`}},
 		{"bad escape", []string{httpapi.HeaderIdempotencyKey, `"a\b"`}},
-		{"parameters after the string", []string{httpapi.HeaderIdempotencyKey, `"a";x=1`}},
+		{"text after the string that is not parameters", []string{httpapi.HeaderIdempotencyKey, `"a" x`}},
+		{"a parameter name in capitals", []string{httpapi.HeaderIdempotencyKey, `"a";X=1`}},
+		{"a parameter without its value", []string{httpapi.HeaderIdempotencyKey, `"a";x=`}},
 		{"two keys", []string{httpapi.HeaderIdempotencyKey, "k1", httpapi.HeaderIdempotencyKey, "k1"}},
 		{"two Authorization headers", []string{"Authorization", "Bearer " + bobToken}},
 	} {

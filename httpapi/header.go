@@ -6,12 +6,15 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/dunglas/httpsfv"
+
 	"idemwork/apperr"
 )
 
 // ParseIdempotencyKey reads the Idempotency-Key header of draft-ietf-httpapi-idempotency-key-header:
 // an RFC 8941 sf-string ("8e03978e-…", with its escapes \" and \\) or the key bare
-// (8e03978e-…); both name the same key. present is false when the header is absent. An empty,
+// (8e03978e-…); both name the same key, and the quoted form's RFC 8941 parameters
+// ("…";name=value) are ignored. present is false when the header is absent. An empty,
 // whitespace-only, repeated or unparsable header is 400 BAD_REQUEST: a key the client meant to
 // send is never dropped into an unkeyed write. The key itself is checked by the runner (1-255
 // visible ASCII characters, else 422 VALIDATION_FAILED).
@@ -35,9 +38,19 @@ func ParseIdempotencyKey(h http.Header) (key string, present bool, err error) {
 		}
 		return v, true, nil
 	}
-	key, err = parseSFString(v)
+	key, params, err := parseSFString(v)
 	if err != nil {
 		return "", true, apperr.New(apperr.BadRequest, "%s is not an RFC 8941 string: %s", HeaderIdempotencyKey, err.Error())
+	}
+	if params != "" {
+		// The header is an RFC 8941 Item, and an Item may carry parameters (;name=value): the
+		// draft defines none, and RFC 8941 §3.1.2 asks fields not to refuse the ones they do
+		// not know, so they are ignored — once they parse as parameters.
+		item, err := httpsfv.UnmarshalItem([]string{v})
+		if s, ok := item.Value.(string); err != nil || !ok || s != key {
+			return "", true, apperr.New(apperr.BadRequest, "%s: %s after the closing quote is not RFC 8941 parameters (;name=value); send the quoted key alone",
+				HeaderIdempotencyKey, quoteShort(params))
+		}
 	}
 	if key == "" {
 		return "", true, apperr.New(apperr.BadRequest, "%s is an empty string; send a key (e.g. a UUID) or leave the header out", HeaderIdempotencyKey)
@@ -49,9 +62,10 @@ type sfError string
 
 func (e sfError) Error() string { return string(e) }
 
-// parseSFString parses an RFC 8941 §4.2.5 sf-string that is the whole value: DQUOTE, then
-// printable ASCII (0x20-0x7E) with \" and \\ as the only escapes, DQUOTE, nothing after it.
-func parseSFString(v string) (string, error) {
+// parseSFString parses the RFC 8941 §4.2.5 sf-string that starts the value: DQUOTE, then
+// printable ASCII (0x20-0x7E) with \" and \\ as the only escapes, DQUOTE. params is what
+// follows the closing quote (an Item's parameters, or garbage).
+func parseSFString(v string) (key, params string, err error) {
 	var b strings.Builder
 	for i := 1; i < len(v); i++ {
 		c := v[i]
@@ -59,21 +73,18 @@ func parseSFString(v string) (string, error) {
 		case c == '\\':
 			i++
 			if i == len(v) || (v[i] != '"' && v[i] != '\\') {
-				return "", sfError("a backslash must escape \" or \\")
+				return "", "", sfError("a backslash must escape \" or \\")
 			}
 			b.WriteByte(v[i])
 		case c == '"':
-			if rest := v[i+1:]; rest != "" {
-				return "", sfError("unexpected " + quoteShort(rest) + " after the closing quote")
-			}
-			return b.String(), nil
+			return b.String(), v[i+1:], nil
 		case c < 0x20 || c > 0x7e:
-			return "", sfError("only printable ASCII may appear between the quotes")
+			return "", "", sfError("only printable ASCII may appear between the quotes")
 		default:
 			b.WriteByte(c)
 		}
 	}
-	return "", sfError("the closing quote is missing")
+	return "", "", sfError("the closing quote is missing")
 }
 
 func quoteShort(s string) string {
