@@ -13,6 +13,7 @@ import (
 	"io/fs"
 	"path"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -67,6 +68,9 @@ type State struct {
 	Schema string `json:"schema"`
 	// HasTable says whether the version table exists there.
 	HasTable bool `json:"hasVersionTable"`
+	// Elsewhere are the other schemas holding a version table, when Schema holds none: the
+	// tables are most likely there and the session's schema setting is missing or wrong.
+	Elsewhere []string `json:"elsewhere,omitempty"`
 	// Applied are the versions the table records as applied (goose's own version 0 excluded).
 	Applied []int64 `json:"applied"`
 	// Pending are this binary's migrations the database lacks.
@@ -101,9 +105,16 @@ func (s State) Statuses() []Status {
 func (s State) Problem() string {
 	where := "schema " + quoteName(s.Schema)
 	switch {
+	case s.Schema == "" && len(s.Elsewhere) > 0:
+		return fmt.Sprintf("no schema on the session's search_path exists, but %s has idemwork's tables: set [database] schema = %s (or search_path=%s in the URL)",
+			schemaList(s.Elsewhere), strconv.Quote(s.Elsewhere[0]), s.Elsewhere[0])
 	case s.Schema == "":
 		return "no schema on the session's search_path exists, so there are no idemwork tables: " +
 			"create the schema (or fix [database] schema / search_path), then run 'idemwork migrate --allow-writes'"
+	case !s.HasTable && len(s.Elsewhere) > 0:
+		return fmt.Sprintf("%s has no idemwork tables, but %s has them: set [database] schema = %s (or search_path=%s in the URL); "+
+			"'idemwork migrate --allow-writes' would create a second, empty set in %s",
+			where, schemaList(s.Elsewhere), strconv.Quote(s.Elsewhere[0]), s.Elsewhere[0], where)
 	case !s.HasTable:
 		return fmt.Sprintf("the database is not migrated (%s has no %s table): run 'idemwork migrate --allow-writes' against it",
 			where, VersionTable)
@@ -122,6 +133,14 @@ func (s State) Problem() string {
 			where, behind, names(s.Pending))
 	}
 	return ""
+}
+
+func schemaList(names []string) string {
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = "schema " + quoteName(n)
+	}
+	return strings.Join(parts, " and ")
 }
 
 func quoteName(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
@@ -152,11 +171,18 @@ type Queryer interface {
 // compares it with this binary's migrations. It only reads: no table is created.
 func ReadState(ctx context.Context, q Queryer) (State, error) {
 	st := State{Known: Known(), Applied: []int64{}, Pending: []Migration{}, Unknown: []int64{}}
+	// pg_tables lists every schema's tables whatever the role may read, so the schemas that
+	// hold idemwork's tables are found in the same round trip.
 	err := q.QueryRow(ctx, `SELECT coalesce(current_schema(), ''),
-			EXISTS (SELECT 1 FROM pg_catalog.pg_tables WHERE schemaname = current_schema() AND tablename = $1)`,
-		VersionTable).Scan(&st.Schema, &st.HasTable)
+			EXISTS (SELECT 1 FROM pg_catalog.pg_tables WHERE schemaname = current_schema() AND tablename = $1),
+			coalesce((SELECT array_agg(schemaname::text ORDER BY schemaname) FROM pg_catalog.pg_tables
+				WHERE tablename = $1 AND schemaname IS DISTINCT FROM current_schema()), '{}')`,
+		VersionTable).Scan(&st.Schema, &st.HasTable, &st.Elsewhere)
 	if err != nil {
 		return st, fmt.Errorf("read the schema state: %w", err)
+	}
+	if st.HasTable {
+		st.Elsewhere = nil
 	}
 	applied := map[int64]bool{}
 	if st.HasTable {

@@ -210,7 +210,7 @@ func (db *DB) start(ctx context.Context, opts Options) error {
 		}
 		st = db.SchemaState()
 	default:
-		return db.schemaError(st)
+		return db.schemaError(ctx, st)
 	}
 	db.schema = st
 	return nil
@@ -223,11 +223,22 @@ func (db *DB) readOnly(why Access) {
 	db.ReadOnly, db.wrap = true, true
 }
 
-// schemaError is SCHEMA_NOT_READY for st, pointing a standby's user at the primary.
-func (db *DB) schemaError(st migrations.State) error {
+// schemaError is SCHEMA_NOT_READY for st, pointing a standby's user at the primary, and a role
+// that may not create tables (a support role, say) at someone who may: advice to run migrate
+// that can only end in PERMISSION_DENIED helps nobody.
+func (db *DB) schemaError(ctx context.Context, st migrations.State) error {
 	msg := st.Problem()
-	if db.conn.Standby {
+	switch {
+	case db.conn.Standby:
 		msg = strings.Replace(msg, "against it", "against the primary (this is a hot standby; it replays what the primary has)", 1)
+	case strings.Contains(msg, "run 'idemwork migrate") && st.Schema != "":
+		var user string
+		var canCreate bool
+		// Only on this error path: one more read, to give advice the reader can follow.
+		if err := db.Q(ctx).QueryRow(ctx, `SELECT current_user, coalesce(has_schema_privilege(current_schema(), 'CREATE'), false)`).
+			Scan(&user, &canCreate); err == nil && !canCreate {
+			msg += fmt.Sprintf(" — by a role that may create tables in schema %s (role %s may not: ask the database's owner)", ident(st.Schema), ident(user))
+		}
 	}
 	return apperr.New(apperr.SchemaNotReady, "%s", msg)
 }
