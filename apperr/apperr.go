@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 )
 
@@ -82,6 +83,17 @@ var statuses = map[Code]int{
 	Usage:               http.StatusBadRequest,
 	NotRunning:          http.StatusConflict,
 	PermissionDenied:    http.StatusForbidden,
+}
+
+// Codes lists every code of this package, in a stable order (by name): the catalog a client
+// can meet, which docs/errors.md documents and a test keeps in step with.
+func Codes() []Code {
+	out := make([]Code, 0, len(statuses))
+	for c := range statuses {
+		out = append(out, c)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Status is the HTTP status of a code (500 for an unknown one).
