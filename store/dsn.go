@@ -221,8 +221,8 @@ func connectHint(e *pgconn.PgError) string {
 	case e.Code == "53300":
 		return "the server has no free connection slots; lower [database] max_conns or ask for more"
 	case e.Code == "08P01" && strings.Contains(e.Message, "unsupported startup parameter"):
-		return "a connection pooler (pgbouncer) refuses a startup parameter in the URL; remove it: " +
-			"idemwork sets read-only and the schema per transaction, never at startup"
+		return "a connection pooler (pgbouncer) refuses a startup parameter: remove it from the URL, and declare the pooler " +
+			"(" + declarePooler + "): idemwork then sets read-only and the schema per transaction or session, never at startup"
 	}
 	return ""
 }

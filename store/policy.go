@@ -1,8 +1,10 @@
 package store
 
 import (
+	"errors"
 	"fmt"
 	"strings"
+	"unicode"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -51,13 +53,126 @@ type policy struct {
 	fromOpts [][2]string
 }
 
-// sessionSearchPath is the search_path to set once per connection: without a transaction
-// pooler the connection is the session. Behind one it is set per transaction instead.
-func (p policy) sessionSearchPath() string {
-	if p.pooler == PoolerTransaction {
-		return ""
+// How the schema's search_path reaches the server depends on what sits in front of it; a
+// session-level SET is used only where the session ends with the client.
+//
+//   - No declared pooler: a startup parameter (options=-c search_path=…). PostgreSQL applies it
+//     from the session's first statement (prepared ones included) with no SET at all, so nothing
+//     can outlive the session. A pooler nobody declared cannot pass it on to a shared server
+//     connection: pgbouncer refuses the connection (1.18: "unsupported startup parameter:
+//     options"; 1.20 and later refuse a -c of a parameter it does not track), or drops it when
+//     told to ignore it — Open checks that the path arrived and says to declare the pooler.
+//   - A session pooler: a SET once per connection. The client keeps its server connection for
+//     its whole life, and pgbouncer runs server_reset_query (DISCARD ALL) when it leaves, so the
+//     next client starts clean. (options would not get through pgbouncer 1.18 at all.)
+//   - A transaction pooler: set_config(…, true) in each transaction (queueBegin).
+
+// startupSearchPath is the search_path sent as a startup parameter: without a declared pooler.
+func (p policy) startupSearchPath() string {
+	if p.pooler == PoolerNone {
+		return p.searchPath
 	}
-	return p.searchPath
+	return ""
+}
+
+// sessionSearchPath is the search_path to SET once per connection: behind a session pooler.
+func (p policy) sessionSearchPath() string {
+	if p.pooler == PoolerSession {
+		return p.searchPath
+	}
+	return ""
+}
+
+// txSearchPath is the search_path set per transaction: behind a transaction pooler.
+func (p policy) txSearchPath() string {
+	if p.pooler == PoolerTransaction {
+		return p.searchPath
+	}
+	return ""
+}
+
+// startupOptions is the options startup parameter to send: the user's own (options= in the
+// URL, or PGOPTIONS), then the schema's search_path when it travels at startup.
+func (p policy) startupOptions(user string) string {
+	sp := p.startupSearchPath()
+	if sp == "" {
+		return user
+	}
+	opt := "-c search_path=" + escapeOption(sp)
+	if strings.TrimSpace(user) == "" {
+		return opt
+	}
+	return user + " " + opt
+}
+
+// escapeOption writes v as one word of the options startup parameter, as PostgreSQL splits it
+// (pg_split_opts, the same rule as libpq's PGOPTIONS): a backslash before each white-space
+// character and each backslash.
+func escapeOption(v string) string {
+	var b strings.Builder
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; c {
+		case '\\', ' ', '\t', '\n', '\v', '\f', '\r':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+// optionsSetSearchPath reports whether an options startup parameter sets search_path itself
+// (-c search_path=…, -csearch_path=…, --search_path=… or --search-path=…).
+func optionsSetSearchPath(options string) bool {
+	words := splitOptions(options)
+	for i, w := range words {
+		setting := ""
+		switch {
+		case w == "-c" && i+1 < len(words):
+			setting = words[i+1]
+		case strings.HasPrefix(w, "--"):
+			setting = w[2:]
+		case strings.HasPrefix(w, "-c"):
+			setting = w[2:]
+		}
+		name, _, ok := strings.Cut(setting, "=")
+		if ok && strings.ReplaceAll(strings.ToLower(name), "-", "_") == "search_path" {
+			return true
+		}
+	}
+	return false
+}
+
+// splitOptions splits an options startup parameter into words as PostgreSQL does: at
+// unescaped white space, a backslash escaping the next character.
+func splitOptions(options string) []string {
+	var words []string
+	var w strings.Builder
+	inWord, escaped := false, false
+	for i := 0; i < len(options); i++ {
+		c := options[i]
+		switch {
+		case escaped:
+			w.WriteByte(c)
+			escaped = false
+		case c == '\\':
+			escaped, inWord = true, true
+		case strings.IndexByte(" \t\n\v\f\r", c) >= 0:
+			if inWord {
+				words = append(words, w.String())
+				w.Reset()
+				inWord = false
+			}
+		default:
+			w.WriteByte(c)
+			inWord = true
+		}
+	}
+	if inWord {
+		words = append(words, w.String())
+	}
+	return words
 }
 
 // childDSN is dsn with the settings from Options folded in, so another process opening it
@@ -113,6 +228,10 @@ func resolvePolicy(dsn string, opts Options) (policy, error) {
 			p.fromOpts = append(p.fromOpts, [2]string{"search_path", sp})
 		}
 		p.searchPath = sp
+	}
+	if p.searchPath != "" && optionsSetSearchPath(rp["options"]) {
+		return p, apperr.New(apperr.Usage, "the schema is set twice: by idemwork (database.schema or search_path=) and by the URL's options "+
+			"(or PGOPTIONS) -c search_path: keep one (idemwork's schema setting works through poolers too)")
 	}
 
 	explicit := rp["default_query_exec_mode"]
@@ -196,4 +315,95 @@ func (db *DB) queueBegin(b *pgx.Batch, readOnly bool) int {
 	}
 	b.Queue("select pg_catalog.set_config('search_path', $1, true)", db.txSearchPath)
 	return 2
+}
+
+// declarePooler says how to tell idemwork which pooler it talks through.
+const declarePooler = `[database] pooler = "transaction" (or "session", as pgbouncer's pool_mode says; ` +
+	`IDEMWORK_POOLER=transaction, or pooler=transaction in the URL, do the same)`
+
+// startupRefused reports whether a server (a pooler) refused a startup parameter: pgbouncer ends
+// such a connection with 08P01 naming it.
+func startupRefused(e *pgconn.PgError) bool {
+	return e.Code == "08P01" && strings.Contains(e.Message, "startup parameter")
+}
+
+// refusedParam is the startup parameter a pooler's refusal names: pgbouncer 1.18 says
+// "unsupported startup parameter: options"; 1.20 and later refuse a setting inside options
+// ("unsupported startup parameter in options: search_path", "unsupported options startup
+// parameter: only …").
+func refusedParam(msg string) string {
+	if strings.Contains(msg, "in options") || strings.Contains(msg, "options startup parameter") {
+		return "options"
+	}
+	if _, after, ok := strings.Cut(msg, "startup parameter: "); ok {
+		return printable(strings.TrimSpace(after))
+	}
+	return ""
+}
+
+// openError words the failure of a session's first connection. A pooler's refusal of a startup
+// parameter is POOLER_MISCONFIGURED saying whose parameter it was — the schema's, sent because no
+// pooler was declared, or the URL's own — and what to do; the search_path check's refusal
+// (AfterConnect) is already coded; anything else is the ConnectError TranslateError codes.
+func (p policy) openError(dsn, userOptions string, err error) error {
+	ce := connectError(dsn, err)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && startupRefused(pgErr) {
+		return apperr.Wrap(apperr.PoolerMisconfigured, ce, "connect to %s: %s", RedactDSN(dsn), p.refusalAdvice(pgErr, userOptions))
+	}
+	var ae *apperr.Error
+	if errors.As(err, &ae) {
+		return apperr.Wrap(ae.Code, ce, "connect to %s: %s", RedactDSN(dsn), ae.Message)
+	}
+	return ce
+}
+
+// refusalAdvice says what to do about a pooler that refused a startup parameter.
+func (p policy) refusalAdvice(e *pgconn.PgError, userOptions string) string {
+	said := fmt.Sprintf("%s (SQLSTATE %s)", printable(e.Message), e.Code)
+	param := refusedParam(e.Message)
+	sentPath := p.startupSearchPath() != ""
+	switch {
+	case param == "options" && sentPath:
+		msg := "a connection pooler refused the schema's search_path, which idemwork sends as the connection opens " +
+			"(options=-c search_path=…) when it is told it talks to PostgreSQL directly; pgbouncer said: " + said +
+			". Declare the pooler: " + declarePooler + ", and restart; idemwork then sets the schema per transaction " +
+			"(per session behind a session pooler), where no other client of the pooler sees it"
+		if strings.TrimSpace(userOptions) != "" {
+			msg += "; and remove options= from the URL (or PGOPTIONS from the environment): pgbouncer refuses it too"
+		}
+		return msg
+	case param == "options":
+		msg := "a connection pooler refused the URL's options startup parameter (options= in the URL, or PGOPTIONS in the " +
+			"environment); pgbouncer said: " + said + ". Remove it (put the schema in [database] schema: idemwork sets it itself)"
+		if p.pooler == PoolerNone {
+			msg += ", and declare the pooler: " + declarePooler
+		}
+		return msg
+	}
+	msg := fmt.Sprintf("a connection pooler refused the URL's startup parameter %s; pgbouncer said: %s. Remove it from the URL "+
+		"(idemwork enforces read-only and sets the schema itself)", param, said)
+	if p.pooler == PoolerNone {
+		msg += ", and declare the pooler: " + declarePooler
+	}
+	return msg
+}
+
+// searchPathDropped is the refusal of a session whose startup search_path never arrived.
+func searchPathDropped(sent, got string) error {
+	return apperr.New(apperr.PoolerMisconfigured, "the schema's search_path, sent as the connection opened (options=-c search_path=%s), "+
+		"did not reach the session, which has search_path=%s: something between idemwork and PostgreSQL dropped the options "+
+		"startup parameter — the mark of a pgbouncer with ignore_startup_parameters = options that idemwork was not told about. "+
+		"Declare it: %s, and restart; idemwork then sets the schema per transaction (per session behind a session pooler). "+
+		"Nothing was read or written in another schema", printable(sent), printable(got), declarePooler)
+}
+
+// printable replaces control characters of a server's text with U+FFFD before a message shows it.
+func printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return '\uFFFD'
+		}
+		return r
+	}, s)
 }

@@ -337,6 +337,11 @@ func TestThePoolerDecidesTheExecMode(t *testing.T) {
 		{dsn: base + "?pooler=transaction&search_path=s&default_query_exec_mode=cache_describe", problem: "outside the transaction"},
 		{dsn: base + "?pooler=session", opts: store.Options{Pooler: store.PoolerTransaction}, problem: "keep one"},
 		{dsn: base + "?search_path=a", opts: store.Options{Schema: "b"}, problem: "keep one"},
+		{dsn: base + "?options=-c%20search_path%3Da", opts: store.Options{Schema: "b"}, problem: "keep one"},
+		{dsn: base + "?options=--search-path%3Da&search_path=b", problem: "keep one"},
+		{dsn: "host=h dbname=db options='-csearch_path=a'", opts: store.Options{Schema: "b"}, problem: "keep one"},
+		{dsn: base + "?options=-c%20statement_timeout%3D5s", opts: store.Options{Schema: "b"}, pooler: store.PoolerNone, mode: "cache_statement", path: `"b"`},
+		{dsn: base + "?options=-c%20search_path%3Da", pooler: store.PoolerNone, mode: "cache_statement"},
 		{dsn: base + "?pooler=statement", problem: "want none, session or transaction"},
 		{dsn: base + "?default_query_exec_mode=fast", problem: "want cache_statement"},
 	}

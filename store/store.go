@@ -126,6 +126,10 @@ func Open(ctx context.Context, dsn string, opts Options) (*DB, error) {
 	for _, k := range policyParams {
 		delete(cfg.ConnConfig.RuntimeParams, k)
 	}
+	userOptions := cfg.ConnConfig.RuntimeParams["options"]
+	if o := pol.startupOptions(userOptions); o != "" {
+		cfg.ConnConfig.RuntimeParams["options"] = o
+	}
 	cfg.ConnConfig.DefaultQueryExecMode = pol.mode
 	if opts.MaxConns > 0 {
 		cfg.MaxConns = opts.MaxConns
@@ -138,20 +142,31 @@ func Open(ctx context.Context, dsn string, opts Options) (*DB, error) {
 	if opts.Tracer != nil {
 		cfg.ConnConfig.Tracer = opts.Tracer
 	}
-	sp := pol.sessionSearchPath()
+	startupPath, sessionPath := pol.startupSearchPath(), pol.sessionSearchPath()
 	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
 		// Every time read back is in UTC, whatever the process's zone: pgx would return the
 		// local one, so a record (built in UTC) and the history event of the same instant would
 		// print one timestamp two ways in one JSON shape.
 		c.TypeMap().RegisterType(&pgtype.Type{Name: "timestamptz", OID: pgtype.TimestamptzOID,
 			Codec: &pgtype.TimestamptzCodec{ScanLocation: time.UTC}})
-		if sp == "" {
-			return nil
+		switch {
+		case startupPath != "":
+			// Sent at startup: a pooler told to ignore the options parameter drops it silently,
+			// and the session would look for the tables elsewhere (and migrate create them there).
+			var got string
+			if err := c.QueryRow(ctx, "SELECT pg_catalog.current_setting('search_path')", pgx.QueryExecModeSimpleProtocol).Scan(&got); err != nil {
+				return err
+			}
+			if got != startupPath {
+				return searchPathDropped(startupPath, got)
+			}
+		case sessionPath != "":
+			// Behind a session pooler a client connection keeps one server session for its whole
+			// life, and the pooler's DISCARD ALL resets the path when the client leaves.
+			_, err := c.Exec(ctx, "SELECT pg_catalog.set_config('search_path', $1, false)", sessionPath)
+			return err
 		}
-		// Without a transaction pooler a client connection is one server session, for its whole
-		// life: the path set once here holds for every statement, prepared ones included.
-		_, err := c.Exec(ctx, "SELECT pg_catalog.set_config('search_path', $1, false)", sp)
-		return err
+		return nil
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -159,7 +174,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*DB, error) {
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, connectError(dsn, err)
+		return nil, pol.openError(dsn, userOptions, err)
 	}
 	db := &DB{pool: pool, ReadOnly: opts.ReadOnly, wrap: opts.ReadOnly || pol.pooler == PoolerTransaction,
 		dsn: pol.childDSN(dsn), conn: Connection{Pooler: pol.pooler, ExecMode: execModeName(pol.mode), SearchPath: pol.searchPath}}
@@ -168,9 +183,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*DB, error) {
 	if opts.ReadOnly {
 		db.access = ReadOnlyAsked
 	}
-	if pol.pooler == PoolerTransaction {
-		db.txSearchPath = pol.searchPath
-	}
+	db.txSearchPath = pol.txSearchPath()
 	if err := db.start(ctx, opts); err != nil {
 		db.Close()
 		return nil, err
@@ -523,6 +536,9 @@ func TranslateError(err error) error {
 	isPg := errors.As(err, &pgErr)
 	var connect *ConnectError
 	if errors.As(err, &connect) {
+		if isPg && startupRefused(pgErr) {
+			return apperr.Wrap(apperr.PoolerMisconfigured, err, "%s", connect.Error())
+		}
 		// Open's own failure, already worded for users (the redacted URL, the cause, a hint): an
 		// unreachable server is DATABASE_UNAVAILABLE in those words; a refusal (authentication,
 		// no such database) is INTERNAL in them.

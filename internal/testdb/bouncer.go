@@ -59,7 +59,7 @@ func PgBouncer(t testing.TB, mode store.Pooler) *Bouncer {
 	if b := shared.bouncers[mode]; b != nil {
 		return b
 	}
-	b, err := startBouncer(mode)
+	b, err := startBouncer(mode, BouncerOptions{})
 	if err != nil {
 		t.Fatalf("testdb: pgbouncer (%s pooling): %v", mode, err)
 	}
@@ -67,6 +67,33 @@ func PgBouncer(t testing.TB, mode store.Pooler) *Bouncer {
 		shared.bouncers = map[store.Pooler]*Bouncer{}
 	}
 	shared.bouncers[mode] = b
+	return b
+}
+
+// BouncerOptions configure a test's own pgbouncer (NewBouncer).
+type BouncerOptions struct {
+	// PoolSize is default_pool_size; 0 takes the mode's shared size. A pool of 1 makes every
+	// client of a database meet the same server connection, so what one leaves there, the next
+	// one sees.
+	PoolSize int
+	// IgnoreStartupParameters is pgbouncer's ignore_startup_parameters: the startup parameters
+	// it drops silently instead of refusing the connection ("options", say).
+	IgnoreStartupParameters string
+}
+
+// NewBouncer starts a pgbouncer in mode for this test alone, configured by opts (a setting the
+// shared ones must not have, or a pool no other test disturbs), and stops it when the test ends.
+func NewBouncer(t testing.TB, mode store.Pooler, opts BouncerOptions) *Bouncer {
+	t.Helper()
+	shared.ensure(t)
+	b, err := startBouncer(mode, opts)
+	if err != nil {
+		t.Fatalf("testdb: pgbouncer (%s pooling, %+v): %v", mode, opts, err)
+	}
+	t.Cleanup(func() {
+		b.stop()
+		_ = os.RemoveAll(b.dir)
+	})
 	return b
 }
 
@@ -96,7 +123,7 @@ func findPgBouncer() (string, error) {
 	return "", errors.New("pgbouncer is not installed: install it (Debian/Ubuntu: apt-get install pgbouncer; .ci/run does)")
 }
 
-func startBouncer(mode store.Pooler) (*Bouncer, error) {
+func startBouncer(mode store.Pooler, opts BouncerOptions) (*Bouncer, error) {
 	bin, err := findPgBouncer()
 	if err != nil {
 		return nil, err
@@ -130,6 +157,13 @@ func startBouncer(mode store.Pooler) (*Bouncer, error) {
 	if mode == store.PoolerSession {
 		size = SessionBouncerPoolSize
 	}
+	if opts.PoolSize > 0 {
+		size = opts.PoolSize
+	}
+	var extra string
+	if opts.IgnoreStartupParameters != "" {
+		extra = "ignore_startup_parameters = " + opts.IgnoreStartupParameters + "\n"
+	}
 	b := &Bouncer{Mode: mode, PoolSize: size, user: admin.User, password: hex.EncodeToString(secret), dir: dir,
 		exited: make(chan struct{})}
 	for tries := 0; ; tries++ {
@@ -155,7 +189,7 @@ logfile = %s
 pidfile = %s
 log_connections = 0
 log_disconnections = 0
-`, server, b.Port, filepath.Join(dir, "userlist.txt"), mode, b.PoolSize, filepath.Join(dir, "pgbouncer.log"), filepath.Join(dir, "pgbouncer.pid"))
+%s`, server, b.Port, filepath.Join(dir, "userlist.txt"), mode, b.PoolSize, filepath.Join(dir, "pgbouncer.log"), filepath.Join(dir, "pgbouncer.pid"), extra)
 		if err := writeOwned(filepath.Join(dir, "pgbouncer.ini"), ini, cred); err != nil {
 			return nil, err
 		}
