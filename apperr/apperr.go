@@ -39,9 +39,10 @@ const (
 	// (statement_timeout, lock_timeout, a cancel request): nothing was committed, and the client
 	// retries after Retry-After. /readyz answers it too.
 	DatabaseUnavailable Code = "DATABASE_UNAVAILABLE"
-	// PoolerMisconfigured: the server mixed up or lost this session's prepared statements, the
-	// mark of a transaction-pooling pgbouncer the configuration does not declare; the message
-	// says to set [database] pooler = "transaction".
+	// PoolerMisconfigured: a pooler the configuration does not declare (or does not fit) is in
+	// the way — the server mixed up or lost this session's prepared statements, a pooler refused
+	// a startup parameter, or dropped the schema's search_path; the message says what to set
+	// ([database] pooler = "transaction") or remove.
 	PoolerMisconfigured Code = "POOLER_MISCONFIGURED"
 	// Internal: anything unexpected. Its message names the step that failed and the SQLSTATE
 	// (when the database answered with one), never the driver's text; the cause is kept in Err
