@@ -413,6 +413,39 @@ func TestAnUndeclaredTransactionPoolerSaysToDeclareItWhenTheConnectionOpens(t *t
 	require.NotContains(t, e["message"], "stmtcache_", "not the driver's text")
 }
 
+// TestAnUndeclaredPoolerRefusingTheSchemaSaysToDeclareIt: with [database] schema set and no
+// pooler declared, the schema travels as a startup parameter, which a transaction-pooling
+// pgbouncer refuses (exec mode, so no prepared statement gives it away first): every command —
+// migrate too — exits 4 with POOLER_MISCONFIGURED saying to declare the pooler, never
+// SCHEMA_NOT_READY's "run idemwork migrate". A URL's own options= that pgbouncer refuses is
+// POOLER_MISCONFIGURED saying to remove it, not a database to retry.
+func TestAnUndeclaredPoolerRefusingTheSchemaSaysToDeclareIt(t *testing.T) {
+	t.Parallel()
+	name := testdb.NewEmptyDatabase(t)
+	dsn := store.WithDSNParams(testdb.PgBouncer(t, store.PoolerTransaction).DSN(name), [][2]string{{"default_query_exec_mode", "exec"}})
+	p := prodDB{name: name, dsn: dsn, env: map[string]string{"IDEMWORK_SCHEMA": "app"}}
+	for _, args := range [][]string{{"keys", "--owner", "o"}, {"--allow-writes", "migrate"}} {
+		code, out, _ := p.run(t, append(args, "--json")...)
+		require.Equal(t, 4, code, "%v: %s", args, out)
+		e := errorOf(t, out)
+		require.Equal(t, "POOLER_MISCONFIGURED", e["code"], out)
+		msg := e["message"].(string)
+		require.Contains(t, msg, `Declare the pooler: [database] pooler = "transaction"`)
+		require.NotContains(t, msg, "idemwork migrate")
+	}
+	require.Zero(t, p.count(t, `SELECT count(*) FROM pg_tables WHERE schemaname NOT IN ('pg_catalog', 'information_schema')`),
+		"migrate created nothing")
+
+	own := prodDB{name: name, dsn: store.WithDSNParams(testdb.PgBouncer(t, store.PoolerTransaction).PoolerDSN(name),
+		[][2]string{{"options", "-c statement_timeout=5s"}})}
+	code, out, _ := own.run(t, "keys", "--owner", "o", "--json")
+	require.Equal(t, 4, code, out)
+	e := errorOf(t, out)
+	require.Equal(t, "POOLER_MISCONFIGURED", e["code"], out)
+	require.Contains(t, e["message"], "refused the URL's options startup parameter")
+	require.NotContains(t, e["message"], "retry")
+}
+
 // TestAStatementTimeoutSaysWhatHappenedAndWhatToDo: a write waiting behind a transaction that
 // holds its key, on a role whose statement_timeout is 300 ms (here in the DSN), exits 4 with
 // DATABASE_UNAVAILABLE naming statement_timeout — not INTERNAL with pgx's rendering of the
