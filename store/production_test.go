@@ -2,11 +2,9 @@ package store_test
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -284,24 +282,13 @@ func TestASchemaSettingPutsEveryTableInItAndHoldsThroughPoolers(t *testing.T) {
 		db := openVia(t, dsn, store.Options{Schema: schema, MaxConns: 3})
 		require.Equal(t, schema, db.Connection().Schema, route)
 		for i := range 3 {
-			id := route + "-" + string(rune('a'+i))
-			now := time.Now()
-			require.NoError(t, db.TxBatch(ctx, func(_ context.Context, b *store.Batch) error {
-				b.InsertRecord("record", store.Record{OwnerID: "alice", ID: id, ModuleCode: "NOTE", Revision: 1, Title: "t",
-					Payload: json.RawMessage(`{}`), CreatedAt: now, UpdatedAt: now})
-				return nil
-			}), route)
+			writeRecord(t, db, route+"-"+string(rune('a'+i)))
 		}
 		recs, _, err := db.RecordPage(ctx, "alice", "", 50, "")
 		require.NoError(t, err, route)
 		require.NotEmpty(t, recs, route)
 	}
-	conn, err := pgx.Connect(ctx, testdb.DSNOf(t, name))
-	require.NoError(t, err)
-	defer conn.Close(ctx)
-	var n int
-	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM `+pgx.Identifier{schema, "record"}.Sanitize()).Scan(&n))
-	require.Equal(t, 3*len(dsns), n, "every write landed in the schema")
+	require.Equal(t, 3*len(dsns), recordsIn(t, name, schema), "every write landed in the schema")
 
 	// Behind a transaction pooler the path is set per transaction: a plain session through the
 	// same pgbouncer afterwards sees the server's default on every server connection.
