@@ -216,6 +216,8 @@ func connectHint(e *pgconn.PgError) string {
 		return "check the user and password in the URL (a pooler checks them against its auth_file)"
 	case e.Code == "3D000":
 		return "check the database name in the URL"
+	case e.Code == "28000" && strings.Contains(e.Message, "does not exist"):
+		return "check the user in the URL"
 	case e.Code == "28000":
 		return "the server's pg_hba.conf has no entry for this user, database and address"
 	case e.Code == "53300":

@@ -541,7 +541,10 @@ func TranslateError(err error) error {
 		}
 		// Open's own failure, already worded for users (the redacted URL, the cause, a hint): an
 		// unreachable server is DATABASE_UNAVAILABLE in those words; a refusal (authentication,
-		// no such database) is INTERNAL in them.
+		// no such database) is INTERNAL in them — retrying would only be refused again.
+		if isPg && loginRefused(pgErr) {
+			return apperr.Wrap(apperr.Internal, err, "%s", connect.Error())
+		}
 		if !isPg || unavailableState(pgErr.Code) {
 			return apperr.Wrap(apperr.DatabaseUnavailable, err, "%s; retry in a moment, or check that the database is running and reachable", connect.Error())
 		}
@@ -602,6 +605,19 @@ func translatePgError(err error, pgErr *pgconn.PgError) error {
 			"(a write with the same Idempotency-Key is safe to retry)", pgErr.Code)
 	}
 	return err
+}
+
+// loginRefused reports whether the server (or a pooler in front of it) refused to log the session
+// in: a wrong password or user, no pg_hba.conf entry, no such database. pgbouncer reports its own
+// authentication failures as 08P01, a protocol violation, in the connection_exception class.
+func loginRefused(e *pgconn.PgError) bool {
+	switch e.Code {
+	case "28P01", "28000", "3D000":
+		return true
+	case "08P01":
+		return strings.Contains(e.Message, "authentication failed")
+	}
+	return false
 }
 
 // unavailableState reports whether a SQLSTATE says the server cannot serve the session now: it
