@@ -146,6 +146,10 @@ func newMigrateCmd(a *app) *cobra.Command {
 			list := st.Statuses()
 			if a.flags.json {
 				out := map[string]any{"migrations": list, "pending": len(st.Pending), "schema": st.Schema, "unknown": st.Unknown}
+				if len(st.Elsewhere) > 0 {
+					// The schemas holding idemwork's tables when this session's holds none.
+					out["elsewhere"] = st.Elsewhere
+				}
 				if !statusOnly {
 					out["applied"] = applied
 				}

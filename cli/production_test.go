@@ -514,3 +514,23 @@ func TestTheWorkbenchOpensWithDemoOverATamperedDemoKey(t *testing.T) {
 		"the screen:\n%s", screen())
 	require.Contains(t, screen(), "demo data is not fully seeded: SNAPSHOT_INTEGRITY_VIOLATION", "said once the workbench is closed")
 }
+
+// A URL without its schema setting, on a database migrated into another schema: every command
+// names the schema that holds the tables and the setting, and migrate --status lists it.
+func TestAForgottenSchemaSettingIsNamedNotMigratedOver(t *testing.T) {
+	t.Parallel()
+	name := testdb.NewEmptyDatabase(t)
+	withSchema := prodDB{name: name, dsn: store.WithDSNParams(testdb.DSNOf(t, name), [][2]string{{"search_path", "app"}})}
+	require.Positive(t, withSchema.ok(t, "--allow-writes", "migrate")["applied"])
+
+	p := prodDB{name: name, dsn: testdb.DSNOf(t, name)}
+	code, out, _ := p.run(t, "keys", "--owner", "o", "--json")
+	require.Equal(t, 4, code, out)
+	e := errorOf(t, out)
+	require.Equal(t, "SCHEMA_NOT_READY", e["code"])
+	require.Contains(t, e["message"], `but schema "app" has them: set [database] schema = "app"`)
+	st := p.ok(t, "migrate", "--status")
+	require.Equal(t, "public", st["schema"])
+	require.Equal(t, []any{"app"}, st["elsewhere"])
+	require.NotContains(t, withSchema.ok(t, "migrate", "--status"), "elsewhere")
+}
