@@ -60,16 +60,57 @@ func fmtOffset(d time.Duration) string {
 	return sign + d.Round(time.Second).String()
 }
 
-// statusLine is the frame's last line: the latest status message (an error in its style), or
-// "ready".
+// maxStatusLines bounds how far a long status message wraps up the frame.
+const maxStatusLines = 4
+
+// statusLine is the frame's last lines: the latest status message (an error in its style), or
+// "ready". A message longer than the line wraps onto more lines (up to maxStatusLines, the
+// body giving them up while it is shown) rather than being cut: an error's reason and what to
+// do are usually at its end. Only a message longer than that is cut, with "…".
 func (m *Model) statusLine() string {
 	s := m.ctx.Styles
+	lines := m.statusLines()
 	if m.statusText == "" {
-		return fit(s.Subtle.Render(" ready"), m.width, 1)
+		return fit(s.Subtle.Render(lines[0]), m.width, 1)
 	}
 	st := s.Status
 	if m.statusErr {
 		st = s.StatusError
 	}
-	return fit(" "+st.Render(termsafe.Line(m.statusText)), m.width, 1)
+	for i, l := range lines {
+		lines[i] = st.Render(l)
+	}
+	return fit(strings.Join(lines, "\n"), m.width, len(lines))
+}
+
+// statusLines is the status message wrapped to the terminal's width, unstyled, one space in.
+func (m *Model) statusLines() []string {
+	if m.statusText == "" || m.width <= 2 {
+		return []string{" ready"}
+	}
+	lines := strings.Split(ansi.Wrap(termsafe.Line(m.statusText), m.width-2, ""), "\n")
+	if len(lines) > maxStatusLines {
+		lines = lines[:maxStatusLines]
+		lines[maxStatusLines-1] = ansi.Truncate(lines[maxStatusLines-1]+" …", m.width-2, "…")
+	}
+	for i, l := range lines {
+		lines[i] = " " + l
+	}
+	return lines
+}
+
+// setStatus shows text in the status line ("" clears it); the body gives up or takes back the
+// lines a long message wraps over.
+func (m *Model) setStatus(text string, isErr bool) {
+	before := len(m.statusLines())
+	m.statusText, m.statusErr, m.statusAt = text, isErr, time.Now()
+	if len(m.statusLines()) != before {
+		m.resize()
+	}
+}
+
+// statusShownFor is how long the status message stays: 8 s, and 4 s more for each line it
+// wraps onto, so a long reason can be read to its end.
+func (m *Model) statusShownFor() time.Duration {
+	return 8*time.Second + time.Duration(len(m.statusLines())-1)*4*time.Second
 }

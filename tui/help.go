@@ -132,12 +132,44 @@ func (o *helpOverlay) flow(groups [][]key.Binding, w int) []string {
 }
 
 // footerKeys is the line above the status: the prompt when one is open, else the form's or the
-// focused view's keys and the keys used most.
+// focused view's keys and the keys used most, as many as fit.
 func (m *Model) footerKeys() string {
 	if m.prompt != nil {
 		return fit(" "+m.prompt.input.View(), m.width, 1)
 	}
-	return fit(" "+m.help.model.ShortHelpView(m.shortHelp()), m.width, 1)
+	// The keys that do not fit are left out and marked "…"; "? help", which shows them all, and
+	// "q quit" stay at the end of the line.
+	h := m.help.model
+	g := m.ctx.Keys.Global
+	var rest, last []key.Binding
+	for _, b := range m.shortHelp() {
+		if b.Help() == g.Help.Help() || b.Help() == g.Quit.Help() {
+			last = append(last, b)
+		} else if b.Enabled() {
+			rest = append(rest, b)
+		}
+	}
+	sep := h.Styles.ShortSeparator.Render(h.ShortSeparator)
+	tail := h.ShortHelpView(last)
+	avail := m.width - 1
+	if tail != "" {
+		avail -= lipgloss.Width(sep + tail)
+	}
+	line := h.ShortHelpView(rest)
+	if lipgloss.Width(line) > avail {
+		// As many as fit with the mark after them (bubbles/help's own cut can overflow by one).
+		ellipsis := " " + h.Styles.Ellipsis.Render("…")
+		n := 0
+		for n < len(rest) && lipgloss.Width(h.ShortHelpView(rest[:n+1])+ellipsis) <= avail {
+			n++
+		}
+		line = h.ShortHelpView(rest[:n]) + ellipsis
+	}
+	if line != "" && tail != "" {
+		line += sep
+	}
+	line += tail
+	return fit(" "+line, m.width, 1)
 }
 
 func (m *Model) shortHelp() []key.Binding {

@@ -96,7 +96,7 @@ func (m *Model) Active() views.View { return m.views[m.active] }
 
 func (m *Model) bodySize() (int, int) {
 	w := m.width - navWidth
-	h := m.height - 3 // header, footer help, footer status
+	h := m.height - 2 - len(m.statusLines()) // header, footer help, the status's lines
 	if w < 10 {
 		w = 10
 	}
@@ -151,12 +151,12 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.resize()
 		return m, nil
 	case tickMsg:
-		if m.statusText != "" && time.Since(m.statusAt) > 8*time.Second {
-			m.statusText = ""
+		if m.statusText != "" && time.Since(m.statusAt) > m.statusShownFor() {
+			m.setStatus("", false)
 		}
 		return m, tea.Batch(tick(), m.broadcast(views.TickMsg{}))
 	case shared.StatusMsg:
-		m.statusText, m.statusErr, m.statusAt = msg.Text, msg.Error, time.Now()
+		m.setStatus(msg.Text, msg.Error)
 		return m, nil
 	case shared.OwnerChangedMsg, shared.DataChangedMsg:
 		return m, m.broadcast(msg)
@@ -395,7 +395,8 @@ func padRight(s string, w int) string {
 }
 
 // fit pads or clips a block to exactly w×h so the frame never shifts. Each line passes
-// termsafe.Frame first: whatever a view let through, only styling reaches the terminal.
+// termsafe.Frame first: whatever a view let through, only styling reaches the terminal. A line
+// cut to the width ends in "…", so the reader knows text is missing.
 func fit(s string, w, h int) string {
 	lines := strings.Split(termsafe.Frame(s), "\n")
 	if len(lines) > h {
@@ -403,7 +404,7 @@ func fit(s string, w, h int) string {
 	}
 	for i, l := range lines {
 		if n := ansi.StringWidth(l); n > w {
-			lines[i] = ansi.Truncate(l, w, "")
+			lines[i] = ansi.Truncate(l, w, "…")
 		} else if n < w {
 			lines[i] = l + strings.Repeat(" ", w-n)
 		}
