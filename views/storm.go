@@ -14,6 +14,7 @@ import (
 	"github.com/charmbracelet/bubbles/progress"
 	tea "github.com/charmbracelet/bubbletea"
 
+	"idemwork/apperr"
 	"idemwork/model"
 	"idemwork/storm/stormtypes"
 	"idemwork/tui/shared"
@@ -54,12 +55,15 @@ type Storm struct {
 	sorted    []float64 // latencies sorted, rebuilt when events arrive (not on every redraw)
 	locks     stormtypes.LockSample
 	summary   *stormtypes.Summary
-	err       string
-	cancel    context.CancelFunc
-	events    chan stormtypes.Event
-	lockCh    chan stormtypes.LockSample
-	done      chan stormDone
-	bar       progress.Model
+	// notRun is why the last storm sent no request (its summary is empty): the verdict's place
+	// says so, with the code, instead of staying blank.
+	notRun string
+	err    string
+	cancel context.CancelFunc
+	events chan stormtypes.Event
+	lockCh chan stormtypes.LockSample
+	done   chan stormDone
+	bar    progress.Model
 }
 
 // StormDeps is what the Storm view fires storms with and reads its target through.
@@ -401,7 +405,7 @@ func (v *Storm) fire() tea.Cmd {
 	v.editing = false
 	v.focusField(v.focus)
 	v.run++
-	v.running, v.stopping, v.spec, v.started, v.lastEvent, v.err, v.summary = true, false, spec, time.Now(), time.Now(), "", nil
+	v.running, v.stopping, v.spec, v.started, v.lastEvent, v.err, v.summary, v.notRun = true, false, spec, time.Now(), time.Now(), "", nil, ""
 	v.outcomes, v.waited, v.latencies, v.sorted, v.locks, v.elapsed = map[string]int{}, 0, nil, nil, stormtypes.LockSample{}, 0
 	ctx, cancel := context.WithCancel(context.Background())
 	v.cancel = cancel
@@ -515,12 +519,23 @@ func (v *Storm) Update(msg tea.Msg) tea.Cmd {
 			// on the way, and requests never sent have none.
 			v.outcomes, v.waited = maps.Clone(s.Outcomes), s.Waited
 		}
-		if msg.err != nil && !errors.Is(msg.err, context.Canceled) { // a stop is reported by the verdict
-			v.err = errText(msg.err)
-		}
-		txt := "storm done"
-		if v.summary != nil {
+		var txt string
+		switch {
+		case v.summary != nil:
 			txt = "storm: " + v.summary.Verdict.Text
+			if msg.err != nil && !errors.Is(msg.err, context.Canceled) { // a stop is reported by the verdict
+				v.err = errText(msg.err)
+			}
+		case msg.err == nil || errors.Is(msg.err, context.Canceled):
+			v.notRun = "stopped before any request was sent"
+		case IsUnreachable(msg.err):
+			v.notRun = string(apperr.DatabaseUnavailable) + ": the database is not reachable (stopped, or the connection dropped): " +
+				"start it (idemwork db start) or restart the workbench, then f fires the storm again"
+		default:
+			v.notRun = errText(msg.err)
+		}
+		if v.notRun != "" {
+			txt = "storm did not run: " + v.notRun
 		}
 		isErr := v.summary == nil || v.summary.Verdict.Verdict != stormtypes.VerdictAgrees
 		return tea.Batch(status(txt, isErr), v.loadTarget(false), func() tea.Msg { return shared.DataChangedMsg{} })

@@ -50,12 +50,12 @@ func (v *Storm) View() string {
 	}
 	out = append(out, "")
 	if v.err != "" {
-		out = append(out, s.Danger.Render(cut(printable(v.err), v.w)))
+		out = append(out, wrapLines(s.Danger, printable(v.err), v.w, 3)...)
 	}
 	out = append(out, v.progressLines()...)
 	out = append(out, v.verdictLines()...)
-	if !v.running && !v.editing && v.summary == nil && len(v.latencies) == 0 {
-		out = append(out, s.Subtle.Render(cut("e: edit the settings and the body · f: fire · in Records, s on a record prepares a patch/action storm", v.w)))
+	if !v.running && !v.editing && v.summary == nil && v.notRun == "" && len(v.latencies) == 0 {
+		out = append(out, wrapLines(s.Subtle, "e: edit the settings and the body · f: fire · in Records, s on a record prepares a patch/action storm", v.w, 2)...)
 	}
 	return fitBlock(strings.Join(out, "\n"), v.w, v.h)
 }
@@ -230,10 +230,24 @@ func (v *Storm) progressLines() []string {
 // verdictLines are the verdict's three parts, each wrapped to at most three lines.
 func (v *Storm) verdictLines() []string {
 	sm := v.summary
-	if sm == nil {
-		return nil
-	}
 	s := v.ctx.Styles
+	if sm == nil {
+		if v.notRun == "" || v.running {
+			return nil
+		}
+		// No request was sent: no answers to count and nothing to read back, so the verdict's
+		// place says the storm did not run, and why.
+		label := "verdict  "
+		var out []string
+		for i, l := range wrapLines(s.Danger, "the storm did not run: "+printable(v.notRun), v.w-len(label)-2, 4) {
+			head := strings.Repeat(" ", len(label)+2)
+			if i == 0 {
+				head = s.Bold.Render(label) + s.Danger.Render("✗ ")
+			}
+			out = append(out, head+l)
+		}
+		return out
+	}
 	vd := sm.Verdict
 	mark := func(ok bool) lipgloss.Style {
 		if ok {

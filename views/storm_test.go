@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"idemwork/apperr"
 	"idemwork/internal/testdb"
 	"idemwork/internal/tuitest"
 	"idemwork/model"
@@ -375,4 +376,70 @@ func lineWith(screen, s string) string {
 		}
 	}
 	return ""
+}
+
+// statusRecorder keeps the status messages the program carried.
+type statusRecorder struct {
+	mu   sync.Mutex
+	msgs []shared.StatusMsg
+}
+
+func (r *statusRecorder) Update(msg tea.Msg) tea.Cmd {
+	if st, ok := msg.(shared.StatusMsg); ok {
+		r.mu.Lock()
+		r.msgs = append(r.msgs, st)
+		r.mu.Unlock()
+	}
+	return nil
+}
+
+func (r *statusRecorder) last() (shared.StatusMsg, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.msgs) == 0 {
+		return shared.StatusMsg{}, false
+	}
+	return r.msgs[len(r.msgs)-1], true
+}
+
+// A storm fired while the database is down sends no request (the engine cannot read the key
+// first) and has no summary: the verdict's place says it did not run, with the code and what
+// to do, at 80 columns, and the status line says it as an error — never a blank, never
+// "storm done". A storm stopped before it sent anything says that too.
+func TestAStormThatDidNotRunSaysSoWithItsCode(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"database down", views.Unreachable(apperr.New(apperr.DatabaseUnavailable, "the connection to the database was lost or could not be made")),
+			"verdict ✗ the storm did not run: DATABASE_UNAVAILABLE: the database is not reachable (stopped, or the connection dropped): " +
+				"start it (idemwork db start) or restart the workbench, then f fires the storm again"},
+		{"statement timeout", apperr.New(apperr.DatabaseUnavailable, "the database cancelled the statement when it reached statement_timeout"),
+			"verdict ✗ the storm did not run: DATABASE_UNAVAILABLE: the database cancelled the statement when it reached statement_timeout"},
+		{"stopped first", context.Canceled, "verdict ✗ the storm did not run: stopped before any request was sent"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			run := func(context.Context, stormtypes.Spec, chan<- stormtypes.Event, chan<- stormtypes.LockSample) (stormtypes.Summary, error) {
+				return stormtypes.Summary{}, c.err
+			}
+			v := views.NewStorm(plainCtx(), views.StormDeps{Run: run})
+			v.SetSize(63, 21) // the body at 80×24
+			rec := &statusRecorder{}
+			p := newProgram(t, v, rec)
+			p.send(press("f"))
+			p.until(func() bool { _, ok := rec.last(); return ok && !v.Running() }, "the storm's end")
+			screen := ansi.Strip(v.View())
+			for _, l := range strings.Split(screen, "\n") {
+				require.LessOrEqual(t, ansi.StringWidth(l), 63)
+			}
+			require.Contains(t, strings.Join(strings.Fields(screen), " "), c.want, "the whole reason, wrapped:\n%s", screen)
+			require.NotContains(t, screen, "…", "nothing of it cut:\n%s", screen)
+			st, _ := rec.last()
+			require.True(t, st.Error, "%+v", st)
+			require.Equal(t, "storm did not run: "+strings.TrimPrefix(c.want, "verdict ✗ the storm did not run: "), st.Text)
+		})
+	}
 }
