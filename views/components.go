@@ -22,6 +22,10 @@ type Column struct {
 	// Optional columns are left out, last first, when the table is too narrow for every column
 	// at its width: better a column missing than every column cut to nothing.
 	Optional bool
+	// Fit sizes the column to its widest loaded cell (at least Min): it is what the rows are
+	// read by (a key), so where the table is too narrow the other columns yield first, each
+	// down to its Min (4 without one), and only then is it cut (with "…").
+	Fit bool
 }
 
 // Row is one table row; Style (optional) colours it, e.g. BLOCKED executions.
@@ -54,6 +58,7 @@ type Table struct {
 	filter   string
 	text     []string // laid-out row text by row index, "" until drawn at the current widths
 	w        []int
+	fitW     []int // by column: the widest loaded cell of a Fit column
 }
 
 // SetRows replaces the rows, keeping the cursor in range.
@@ -65,7 +70,33 @@ func (t *Table) SetRows(rows []Row) {
 	}
 	t.rows = rows
 	t.text = make([]string, len(rows))
+	t.fitW = nil
+	t.measure(rows)
 	t.applyFilter()
+}
+
+// measure widens the Fit columns to rows' cells; a wider column lays every row out again.
+func (t *Table) measure(rows []Row) {
+	if t.fitW == nil {
+		t.fitW = make([]int, len(t.Columns))
+		t.w = nil
+	}
+	for j, c := range t.Columns {
+		if !c.Fit {
+			continue
+		}
+		widest := t.fitW[j]
+		for _, r := range rows {
+			if j < len(r.Cells) {
+				widest = max(widest, ansi.StringWidth(r.Cells[j]))
+			}
+		}
+		if widest != t.fitW[j] {
+			t.fitW[j] = widest
+			t.w = nil
+			clear(t.text)
+		}
+	}
 }
 
 // AppendRows adds rows after the loaded ones (the next keyset page): only the new rows are made
@@ -79,6 +110,7 @@ func (t *Table) AppendRows(rows []Row) {
 	first := len(t.rows)
 	t.rows = append(t.rows, rows...)
 	t.text = append(t.text, make([]string, len(rows))...)
+	t.measure(rows)
 	for i := first; i < len(t.rows); i++ {
 		if t.filter == "" || strings.Contains(strings.ToLower(strings.Join(t.rows[i].Cells, " ")), t.filter) {
 			t.visible = append(t.visible, i)
@@ -202,13 +234,14 @@ func (t *Table) widths() []int {
 	}
 	avail := t.width - gutter
 	w := make([]int, len(t.Columns))
+	fixed := func(c Column) bool { return c.Width != 0 || c.Fit }
 	need := func() int {
 		n := 0
 		for i, c := range t.Columns {
 			if w[i] < 0 {
 				continue
 			}
-			if c.Width == 0 {
+			if !fixed(c) {
 				n += c.Min + 1
 			} else {
 				n += w[i] + 1
@@ -218,19 +251,37 @@ func (t *Table) widths() []int {
 	}
 	for i, c := range t.Columns {
 		w[i] = c.Width
+		if c.Fit {
+			w[i] = max(c.Min, ansi.StringWidth(c.Title), 1)
+			if t.fitW != nil {
+				w[i] = max(w[i], t.fitW[i])
+			}
+		}
 	}
 	// Too narrow: leave out optional columns (last first), then shrink the widest fixed columns
-	// one cell at a time (cells truncate with an ellipsis) rather than let a row overflow.
+	// one cell at a time (cells truncate with an ellipsis) rather than let a row overflow: the
+	// others down to their floor first, a Fit column only after them.
 	for i := len(t.Columns) - 1; i >= 0 && need() > avail; i-- {
 		if t.Columns[i].Optional {
 			w[i] = -1
 		}
 	}
+	floor := func(c Column) int {
+		if c.Min > 0 {
+			return c.Min
+		}
+		return 4
+	}
 	for need() > avail {
 		widest := -1
-		for i, c := range t.Columns {
-			if c.Width != 0 && w[i] > 4 && (widest < 0 || w[i] > w[widest]) {
-				widest = i
+		for _, fits := range []bool{false, true} {
+			for i, c := range t.Columns {
+				if fixed(c) && c.Fit == fits && w[i] > floor(c) && (widest < 0 || w[i] > w[widest]) {
+					widest = i
+				}
+			}
+			if widest >= 0 {
+				break
 			}
 		}
 		if widest < 0 {
@@ -239,7 +290,7 @@ func (t *Table) widths() []int {
 		w[widest]--
 	}
 	for i, c := range t.Columns {
-		if c.Width == 0 {
+		if !fixed(c) {
 			w[i] = max(c.Min, avail-need()+c.Min)
 		}
 	}

@@ -183,6 +183,41 @@ func TestTheKeysListKeepsTheActionOfEveryOperationAt80Columns(t *testing.T) {
 	require.Contains(t, screen, "NOTE:record:create")
 }
 
+// At 80 columns a key is read whole: the KEY column takes the width its longest key needs and
+// the operation and the policy give way first (the operation keeps its end, ":patch"); a key
+// longer than what is left is cut with "…", never silently, and its row keeps its status and
+// expiry.
+func TestTheKeysListGivesTheKeyTheWidthItNeedsAt80Columns(t *testing.T) {
+	t.Parallel()
+	row := func(key, op string) model.KeyRow {
+		return model.KeyRow{OwnerID: "alice", Key: key, Operation: op, Fingerprint: strings.Repeat("a", 64), Status: "SUCCEEDED",
+			Response: envelope("record-snapshot-reference-v1", tuitest.NoteID, 1), CreatedAt: tuitest.Now.Add(-time.Hour), ExpiresAt: tuitest.Now.Add(time.Hour)}
+	}
+	long := "demo:alice:commitment-1:feature-F02:retry-2"
+	src := keys{rows: []model.KeyRow{
+		row("tui-01m8s0m6fa4sk294natkknd2p", "NOTE:record:"+tuitest.NoteID+":patch"),
+		row("demo:alice:note-1:patch-1", "NOTE:record:"+tuitest.NoteID+":patch"),
+		row("demo:alice:mem-1", "MEM-001:record:create")}}
+	v := views.NewKeys(plainCtx(), src)
+	v.SetSize(63, 21) // the body of an 80×24 terminal
+	settle(t, v.Update, v.Init())
+	lines := requireBlock(t, v.View(), 63, 21)
+	require.Contains(t, lines[2], "tui-01m8s0m6fa4sk294natkknd2p SUCCEEDED", "the whole key, then its status:\n%s", strings.Join(lines, "\n"))
+	require.Contains(t, lines[3], "demo:alice:note-1:patch-1 ")
+	require.Contains(t, lines[3], ":patch", "the operation keeps its end")
+	require.Contains(t, lines[3], "in 1h00m")
+
+	src.rows = append(src.rows, row(long, "COMMITMENT:record:create"))
+	v = views.NewKeys(plainCtx(), src)
+	v.SetSize(63, 21)
+	settle(t, v.Update, v.Init())
+	lines = requireBlock(t, v.View(), 63, 21)
+	last := ansi.Strip(lines[5])
+	require.NotContains(t, last, long)
+	require.Regexp(t, `demo:alice:commitment-1:featu… SUCCEEDED .* in 1h00m`, last, "cut with a mark, its row whole")
+	require.Contains(t, lines[2], "tui-01m8s0m6fa4sk294natkknd2p ", "the other keys still whole")
+}
+
 func TestStoredControlCharactersAreShownNotObeyed(t *testing.T) {
 	t.Parallel()
 	b := tuitest.New(t)

@@ -69,8 +69,10 @@ type keyDetail struct {
 // NewKeys returns the Keys view, reading through src.
 func NewKeys(ctx *shared.ProgramContext, src KeySource) *Keys {
 	v := &Keys{ctx: ctx, src: src}
-	v.list.table.Columns = []Column{{Title: "KEY", Min: 16}, {Title: "STATUS", Width: 10}, {Title: "POLICY", Width: 20, Optional: true},
-		{Title: "OPERATION", Width: 26, Tail: true}, {Title: "EXPIRES", Width: 9}}
+	// The key is what a row is read by: it takes the width its longest key needs, and the
+	// operation (cut from the left, keeping ":patch") and the policy yield first.
+	v.list.table.Columns = []Column{{Title: "KEY", Fit: true, Min: 16}, {Title: "STATUS", Width: 10, Min: 10}, {Title: "POLICY", Width: 20, Optional: true},
+		{Title: "OPERATION", Min: 8, Tail: true}, {Title: "EXPIRES", Width: 9, Min: 9}}
 	v.list.fetch = func(ctx context.Context, owner, query, cursor string) ([]model.KeyRow, string, error) {
 		_, prefix := searchField(query, "key", "key")
 		return src.Keys(ctx, model.KeyQuery{Owner: owner, Prefix: prefix, Limit: pageSize, Cursor: cursor})

@@ -10,6 +10,7 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/ansi"
 	"github.com/muesli/termenv"
 	"github.com/stretchr/testify/require"
 
@@ -332,4 +333,19 @@ func TestAReadersFailureIsWordedNeverShownRaw(t *testing.T) {
 		require.Contains(t, strings.Join(strings.Fields(screen), " "), c.want)
 		require.NotContains(t, screen, c.not)
 	}
+}
+
+// A Fit column widens when the next page brings a longer cell: every row is laid out again at
+// the new width, the other columns giving way (a flexible one down to its Min).
+func TestAFitColumnWidensForTheNextPagesLongerCells(t *testing.T) {
+	t.Parallel()
+	tb := &views.Table{Columns: []views.Column{{Title: "KEY", Fit: true, Min: 4}, {Title: "WHAT", Min: 6, Tail: true}, {Title: "AT", Width: 5}}}
+	tb.SetSize(40, 5)
+	tb.SetRows([]views.Row{{Cells: []string{"k1", "NOTE:record:create", "12:00"}}})
+	s := plainCtx().Styles
+	require.Contains(t, ansi.Strip(tb.View(s, true)), "> k1   NOTE:record:create")
+	tb.AppendRows([]views.Row{{Cells: []string{"tui-01m8s0m6fa4sk294natk", "NOTE:record:ID:patch", "12:01"}}})
+	screen := ansi.Strip(tb.View(s, true))
+	require.Contains(t, screen, "  tui-01m8s0m6fa4sk294natk …patch 12:01", screen)
+	require.Contains(t, screen, "> k1                       …reate 12:00", "the first row laid out again")
 }
