@@ -239,17 +239,32 @@ func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 	if m.prompt != nil {
 		return m.updatePrompt(msg)
 	}
+	// A digit switches views wherever no text field has the keys: over the help, and in a form or
+	// the storm's settings on a choice field (the form closes, as esc closes it).
+	digit, _ := shared.ViewIndex(msg.String())
+	isDigit := msg.Type == tea.KeyRunes && !msg.Paste && key.Matches(msg, g.Views) && digit < len(m.views)
 	if m.form != nil {
+		if isDigit && !m.form.TextFocused() {
+			m.form = nil
+			return m.switchTo(digit)
+		}
 		return m.form.Update(msg)
 	}
+	v := m.views[m.active]
 	if m.help.shown {
 		if key.Matches(msg, g.Help, m.ctx.Keys.Shell.HelpClose, g.Quit) {
 			m.help.shown = false
 		}
+		if isDigit && !ownsKey(v, msg) {
+			m.help.shown = false
+			return m.switchTo(digit)
+		}
 		return nil
 	}
-	v := m.views[m.active]
 	if v.Capturing() {
+		if isDigit && !textFocused(v) {
+			return m.switchTo(digit)
+		}
 		return v.Update(msg)
 	}
 	switch {
@@ -299,6 +314,15 @@ func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 		}
 	}
 	return v.Update(msg)
+}
+
+// textFocused reports whether a text field of v has the keys: a view that captures them says
+// so (views.TextFocuser), or has one.
+func textFocused(v views.View) bool {
+	if tf, ok := v.(views.TextFocuser); ok {
+		return tf.TextFocused()
+	}
+	return v.Capturing()
 }
 
 // ownsKey reports whether the view's footer (its keys for what it shows now) binds msg.

@@ -313,3 +313,44 @@ func TestInsideAnOpenRecordOneToThreeChoosePanesAndOtherDigitsSwitchViews(t *tes
 	m.Update(key("6"))
 	require.Equal(t, "Storm", m.ActiveTitle())
 }
+
+// Digits switch views wherever no text field has the keys: over the help, in the storm's
+// settings and in a write form on a choice field (the form closes as esc closes it). In a text
+// field they are typed.
+func TestDigitsSwitchViewsUnlessATextFieldHasTheKeys(t *testing.T) {
+	t.Parallel()
+	m, _ := newModel(t, 80, 24)
+
+	m.Update(key("?"))
+	m.Update(key("4"))
+	require.Equal(t, "Audit", m.ActiveTitle(), "over the help")
+	require.NotContains(t, m.View(), "In Audit", "the help closed")
+
+	m.Update(key("6"))
+	m.Update(key("e")) // the settings, on Operation (a choice)
+	require.True(t, m.Active().Capturing())
+	m.Update(key("7"))
+	require.Equal(t, "Locks", m.ActiveTitle(), "the storm's settings on a choice field")
+	m.Update(key("6"))
+	require.True(t, m.Active().Capturing(), "the settings are still open")
+	m.Update(key("tab"))                     // Idempotency-Key, a text field
+	m.Update(tea.KeyMsg{Type: tea.KeyCtrlU}) // empty it
+	m.Update(key("7"))
+	require.Equal(t, "Storm", m.ActiveTitle(), "a digit typed into the key")
+	require.Equal(t, "7", m.Active().Selection())
+	m.Update(key("esc"))
+
+	m.Update(key("1"))
+	m.Update(shared.OpenFormMsg{Kind: "create", Module: "NOTE"}) // on Module, a choice
+	require.Contains(t, m.View(), "Create a record")
+	m.Update(key("3"))
+	require.Equal(t, "Executions", m.ActiveTitle(), "a form on a choice field")
+	require.NotContains(t, m.View(), "Create a record", "the form closed")
+
+	m.Update(key("1"))
+	m.Update(shared.OpenFormMsg{Kind: "create", Module: "NOTE"})
+	m.Update(key("tab")) // Idempotency-Key
+	m.Update(key("3"))
+	require.Equal(t, "Records", m.ActiveTitle())
+	require.Contains(t, m.View(), "Create a record", "typed into the key, the form open")
+}

@@ -108,6 +108,10 @@ func (f *formField) value() string {
 	return f.input.Value()
 }
 
+// TextFocused reports whether a text field has the keys: a digit is typed there, while on a
+// choice (the module) it switches views like anywhere else.
+func (f *Form) TextFocused() bool { return f.focus < len(f.fields) && f.fields[f.focus].choices == nil }
+
 // FormClosedMsg tells the shell the form is done.
 type FormClosedMsg struct{}
 

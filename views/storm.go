@@ -351,6 +351,10 @@ func (v *Storm) moveFocus(d int) {
 // Capturing is true while settings are being edited.
 func (v *Storm) Capturing() bool { return v.editing }
 
+// TextFocused reports whether a text field of the settings has the keys: on a choice (the
+// operation, via) a digit switches views.
+func (v *Storm) TextFocused() bool { return v.editing && v.fields[v.focus].choices == nil }
+
 func (v *Storm) fire() tea.Cmd {
 	if v.running {
 		return nil

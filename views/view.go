@@ -37,6 +37,11 @@ type View interface {
 	Selection() string
 }
 
+// TextFocuser is a view (or the write form) that says whether the field with the keys is a
+// text field; a view that captures keys without it has one. Keys typed there are text (digits
+// too, and several runes in one read); on a choice field a digit still switches views.
+type TextFocuser interface{ TextFocused() bool }
+
 // Searcher is a view whose `/` searches the database, not the rows it has loaded (SPEC §10.4).
 type Searcher interface {
 	// Search shows the first page of the owner's rows matching q; "" shows every row again.
