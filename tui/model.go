@@ -215,17 +215,38 @@ func (m *Model) jump(msg shared.JumpMsg) tea.Cmd {
 	return nil
 }
 
-// keyMsg handles a key message. Several runes that arrived in one read ("jjj") are several
-// keypresses unless a text field takes them, where they are typed (or pasted) text.
+// keyMsg handles a key message. Several runes that arrived in one read (typed fast, or pasted
+// without bracketed paste) are text where a text field has the keys — a prompt, a form's or the
+// Storm's text field — and go to it whole, marked as pasted, so that no binding takes them (a
+// chunk "down" or "esc" would match one by its name, and a text input's own "home"/"left");
+// anywhere else they are several keypresses ("jjj").
 func (m *Model) keyMsg(msg tea.KeyMsg) tea.Cmd {
-	if msg.Type == tea.KeyRunes && len(msg.Runes) > 1 && !msg.Paste && m.prompt == nil && m.form == nil && !m.views[m.active].Capturing() {
-		cmds := make([]tea.Cmd, 0, len(msg.Runes))
-		for _, r := range msg.Runes {
-			cmds = append(cmds, m.key(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}, Alt: msg.Alt}))
-		}
-		return tea.Batch(cmds...)
+	if msg.Type != tea.KeyRunes || len(msg.Runes) < 2 || msg.Paste {
+		return m.key(msg)
 	}
-	return m.key(msg)
+	if m.textHasKeys() {
+		msg.Paste = true
+		return m.key(msg)
+	}
+	cmds := make([]tea.Cmd, 0, len(msg.Runes))
+	for _, r := range msg.Runes {
+		cmds = append(cmds, m.key(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}, Alt: msg.Alt}))
+	}
+	return tea.Batch(cmds...)
+}
+
+// textHasKeys reports whether the key goes to a text field: the prompt's, or the form's or the
+// focused view's when theirs has the focus.
+func (m *Model) textHasKeys() bool {
+	switch {
+	case m.prompt != nil:
+		return true
+	case m.form != nil:
+		return m.form.TextFocused()
+	case m.help.shown:
+		return false
+	}
+	return textFocused(m.views[m.active])
 }
 
 // key routes one key: ctrl+c quits from anywhere; an open prompt, form or help takes every

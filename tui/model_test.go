@@ -354,3 +354,44 @@ func TestDigitsSwitchViewsUnlessATextFieldHasTheKeys(t *testing.T) {
 	require.Equal(t, "Records", m.ActiveTitle())
 	require.Contains(t, m.View(), "Create a record", "typed into the key, the form open")
 }
+
+// chunk is runes that arrived in one read: typed fast, or pasted without bracketed paste.
+func chunk(s string) tea.KeyMsg { return tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(s)} }
+
+// Runes arriving in one read where a text field has the keys are text, whole: a chunk that
+// spells a key's name ("down", "esc", "enter", "home") triggers no binding of the shell, the
+// view, the form or the text input itself.
+func TestAChunkOfRunesIsTextInATextFieldNeverAKeyName(t *testing.T) {
+	t.Parallel()
+	m, _ := newModel(t, 80, 24)
+
+	m.Update(key("6"))
+	m.Update(key("e"))
+	m.Update(key("tab")) // Idempotency-Key
+	m.Update(tea.KeyMsg{Type: tea.KeyCtrlU})
+	for _, c := range []string{"down", "up", "esc", "left", "home", "enter"} {
+		settleModel(t, m, cmdOf(m.Update(chunk(c))))
+	}
+	require.Equal(t, "downupesclefthomeenter", m.Active().Selection(), "every chunk typed into the storm's key, in order")
+	require.True(t, m.Active().Capturing(), "the settings are still open: esc and enter were text")
+	m.Update(key("esc"))
+
+	m.Update(key(":"))
+	m.Update(chunk("esc"))
+	m.Update(chunk("enter"))
+	require.Contains(t, m.View(), ":escenter", "the prompt is still open, both chunks typed")
+	m.Update(key("esc"))
+
+	m.Update(key("1"))
+	m.Update(shared.OpenFormMsg{Kind: "create", Module: "NOTE"})
+	m.Update(key("tab")) // Idempotency-Key
+	m.Update(tea.KeyMsg{Type: tea.KeyCtrlU})
+	m.Update(chunk("tab"))
+	m.Update(chunk("end"))
+	m.Update(key("tab")) // Title
+	m.Update(chunk("esc"))
+	screen := ansi.Strip(m.View())
+	require.Contains(t, screen, "Create a record", "esc typed as text did not close the form")
+	require.Contains(t, screen, "tabend")
+	require.Regexp(t, `> Title\s+│ \n[^\n]*│ │   esc\s`, screen, "typed into the title")
+}

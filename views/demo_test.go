@@ -315,6 +315,17 @@ func TestTheOutboxViewDrivesAMessageToFailedWithinMaxAttempts(t *testing.T) {
 	require.False(t, v.Capturing())
 	require.Equal(t, 7, p.PendingFailures())
 	v.Update(runes("F"))
+	v.Update(tea.KeyMsg{Type: tea.KeyBackspace})
+	v.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("1x2"), Paste: true}) // pasted: its digits only
+	v.Update(tea.KeyMsg{Type: tea.KeyEnter})
+	require.Equal(t, 12, p.PendingFailures())
+	v.Update(runes("F"))
+	v.Update(tea.KeyMsg{Type: tea.KeyBackspace})
+	v.Update(tea.KeyMsg{Type: tea.KeyBackspace})
+	v.Update(runes("7"))
+	v.Update(tea.KeyMsg{Type: tea.KeyEnter})
+	require.Equal(t, 7, p.PendingFailures())
+	v.Update(runes("F"))
 	v.Update(tea.KeyMsg{Type: tea.KeyEnter}) // the prefill: max attempts
 	require.Equal(t, b.Outbox.MaxAttempts(), p.PendingFailures())
 

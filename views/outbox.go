@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -297,8 +298,14 @@ func (v *outboxView) typeCount(msg tea.KeyMsg) tea.Cmd {
 		v.tools.Provider.FailNext(n)
 		return status(v.failText(), false)
 	}
-	if s := msg.String(); len(s) == 1 && (s[0] < '0' || s[0] > '9') {
-		return nil // digits only
+	if msg.Type == tea.KeyRunes {
+		// Digits only, also out of runes typed fast or pasted in one piece.
+		msg.Runes = slices.DeleteFunc(slices.Clone(msg.Runes), func(r rune) bool { return r < '0' || r > '9' })
+		if len(msg.Runes) == 0 {
+			return nil
+		}
+	} else if s := msg.String(); len(s) == 1 && (s[0] < '0' || s[0] > '9') {
+		return nil
 	}
 	var cmd tea.Cmd
 	v.input, cmd = v.input.Update(msg)
