@@ -19,7 +19,7 @@ func TestVerifyCommandExits0CleanAnd4WithViolations(t *testing.T) {
 	require.Equal(t, []string{"batches", "checked", "invariants", "ok", "owner", "tookMs", "violations"}, sortedKeys(rep))
 	require.Equal(t, true, rep["ok"])
 	invs := rep["invariants"].([]any)
-	require.Len(t, invs, 11)
+	require.Len(t, invs, 12)
 	require.Equal(t, []string{"count", "description", "examples", "name"}, sortedKeys(obj(t, invs[0])))
 
 	_, err := c.db.Pool.Exec(t.Context(), `UPDATE record SET revision = 5 WHERE id = $1`, id)

@@ -58,7 +58,7 @@ func TestVerifyFindsNothingWrongWithWhatTheKernelWrites(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, rep.OK, "violations: %+v", rep.Failed())
 	require.Zero(t, rep.Violations)
-	require.Len(t, rep.Invariants, 11)
+	require.Len(t, rep.Invariants, 12)
 	for _, table := range []string{"keys", "records", "revisions", "executions", "outboxMessages", "auditEvents"} {
 		require.Positive(t, rep.Checked[table], table)
 	}
@@ -130,6 +130,18 @@ func TestVerifyFindsEveryKindOfPlantedViolation(t *testing.T) {
 	snap := b.createNote(t, "v-snap", "snap-key", "s")
 	b.exec(t, `UPDATE record_revision SET snapshot = jsonb_set(snapshot, '{ownerId}', '"mallory"') WHERE record_id = $1`, snap.Record.ID)
 	want["v-snap"] = []string{kernel.InvEnvelopeRestores, kernel.InvSnapshotConsistent}
+
+	// Control characters planted in a title and a summary, in the row and its snapshot alike (so
+	// the row is still its latest revision): writes refuse them, Verify names them. A summary's
+	// newline and tab, which writes allow, are not flagged.
+	ctrl := create(noKey("v-ctrl"))
+	b.exec(t, `UPDATE record SET title = E'a\x1b[2Jb' WHERE id = $1`, ctrl)
+	b.exec(t, `UPDATE record_revision SET snapshot = jsonb_set(snapshot, '{title}', to_jsonb(E'a\x1b[2Jb'::text)) WHERE record_id = $1`, ctrl)
+	bell := create(noKey("v-ctrl"))
+	b.exec(t, `UPDATE record SET summary = E'ring\x07' WHERE id = $1`, bell)
+	b.exec(t, `UPDATE record_revision SET snapshot = jsonb_set(snapshot, '{summary}', to_jsonb(E'ring\x07'::text)) WHERE record_id = $1`, bell)
+	create(kernel.CreateInput{Owner: "v-ctrl", Module: kernel.ModuleNote, Title: "lines", Summary: str("one\ntwo\tthree"), Payload: raw(map[string]any{})})
+	want["v-ctrl"] = []string{kernel.InvTextPrintable}
 
 	// A revision whose audit event is gone.
 	ra := create(noKey("v-revaudit"))
@@ -218,6 +230,14 @@ func TestVerifyFindsEveryKindOfPlantedViolation(t *testing.T) {
 			require.NotContains(t, ex.Detail, "hunter2", "a report never repeats the secret it found")
 			require.NotContains(t, ex.Detail, "eyJhbGciOiJIUzI1NiJ9")
 		}
+		printable := rep.Invariants[slices.IndexFunc(rep.Invariants, func(i kernel.Invariant) bool { return i.Name == kernel.InvTextPrintable })]
+		require.EqualValues(t, 4, printable.Count, "the title and the summary, each in the row and in the snapshot: %+v", printable.Examples)
+		var details []string
+		for _, ex := range printable.Examples {
+			details = append(details, ex.Detail)
+		}
+		require.Contains(t, details, "the row's title: holds the control character U+001B (character 2); a title holds no control character")
+		require.Contains(t, details, "the snapshot's summary: holds the control character U+0007 (character 5); a summary holds no control character but newline and tab")
 		if batch == 3 {
 			require.Greater(t, rep.Batches, int(rep.Checked["auditEvents"]/6), "small pages: the tables were read page by page")
 		}

@@ -119,6 +119,8 @@ func (db *DB) VerifyKeys(ctx context.Context, p VerifyPage) ([]VerifyKeyRow, err
 type VerifyRecordRow struct {
 	OwnerID, ID, ModuleCode string
 	Revision                int
+	// Title and Summary are the row's, as stored.
+	Title, Summary string
 	// Revisions counts its revision rows; MinRevision and MaxRevision are 0 without any.
 	Revisions, MinRevision, MaxRevision int
 	// LatestMatches: the revision numbered Revision exists and its snapshot's title, summary
@@ -132,7 +134,7 @@ func (r VerifyRecordRow) Cursor() VerifyCursor { return VerifyCursor{Owner: r.Ow
 // VerifyRecords reads a page of records in (owner_id, id) order.
 func (db *DB) VerifyRecords(ctx context.Context, p VerifyPage) ([]VerifyRecordRow, error) {
 	where, args := p.keyset("r", "id", "")
-	rows, err := p.query(ctx, db, `SELECT r.owner_id, r.id, r.module_code, r.revision, rv.n, rv.lo, rv.hi,
+	rows, err := p.query(ctx, db, `SELECT r.owner_id, r.id, r.module_code, r.revision, r.title, r.summary, rv.n, rv.lo, rv.hi,
 			COALESCE((SELECT v.snapshot->>'title' IS NOT DISTINCT FROM r.title AND v.snapshot->>'summary' IS NOT DISTINCT FROM r.summary
 					AND v.snapshot->'payload' IS NOT DISTINCT FROM r.payload
 				FROM record_revision v WHERE v.owner_id = r.owner_id AND v.record_id = r.id AND v.revision = r.revision), false)
@@ -145,7 +147,7 @@ func (db *DB) VerifyRecords(ctx context.Context, p VerifyPage) ([]VerifyRecordRo
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (VerifyRecordRow, error) {
 		var x VerifyRecordRow
-		err := r.Scan(&x.OwnerID, &x.ID, &x.ModuleCode, &x.Revision, &x.Revisions, &x.MinRevision, &x.MaxRevision, &x.LatestMatches)
+		err := r.Scan(&x.OwnerID, &x.ID, &x.ModuleCode, &x.Revision, &x.Title, &x.Summary, &x.Revisions, &x.MinRevision, &x.MaxRevision, &x.LatestMatches)
 		return x, err
 	})
 }

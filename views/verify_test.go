@@ -58,3 +58,21 @@ func TestTheVerifyViewShowsTheCurrentOwnersInvariantsAndEscapesStoredText(t *tes
 	v.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{'j'}})
 	require.NotEqual(t, first, v.View())
 }
+
+// A title planted with psql holding ESC [2J (shown escaped everywhere else) is a finding of
+// Verify, where support looks for damage: named by its control character, at 80 columns.
+func TestTheVerifyViewFlagsControlCharactersPlantedInATitle(t *testing.T) {
+	t.Parallel()
+	b := tuitest.New(t)
+	ctx := context.Background()
+	res, err := b.Kernel.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "v", Title: "fine"})
+	require.NoError(t, err)
+	plant(t, b, `UPDATE record SET title = E'a\x1b[2Jb' WHERE id = $1`, res.Record.ID)
+	v := views.NewVerify(b.Ctx, b.Backend.Verify)
+	v.SetSize(63, 21)
+	settle(t, v.Update, v.SetActive(true))
+	screen := strings.Join(requireBlock(t, v.View(), 63, 21), "\n")
+	require.Contains(t, screen, "✗ text_printable")
+	require.Contains(t, strings.Join(strings.Fields(screen), " "),
+		"record "+res.Record.ID+": the row's title: holds the control character U+001B (character 2)")
+}
