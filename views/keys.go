@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
@@ -53,6 +54,7 @@ type keyDetail struct {
 	req   int
 	key   string
 	view  *model.KeyView
+	at    time.Time // when view was read (the workbench clock)
 	err   string
 	panes [keyPanes]scrollPane
 	focus int
@@ -94,6 +96,7 @@ func (v *Keys) Init() tea.Cmd { return v.reload() }
 type keyDetailMsg struct {
 	req  int
 	view model.KeyView
+	at   time.Time
 	err  error
 }
 
@@ -111,14 +114,14 @@ func (v *Keys) open(k string, stored bool) tea.Cmd {
 func (v *Keys) loadDetail() tea.Cmd {
 	v.req++
 	v.detail.req = v.req
-	req, k, owner, name, stored := v.req, v.src, v.ctx.Owner, v.detail.key, v.detail.stored
+	req, k, owner, name, stored, at := v.req, v.src, v.ctx.Owner, v.detail.key, v.detail.stored, v.ctx.Now()
 	return query(func(ctx context.Context) tea.Msg {
 		inspect := k.InspectKey
 		if stored {
 			inspect = k.InspectStoredKey
 		}
 		view, err := inspect(ctx, owner, name)
-		return keyDetailMsg{req: req, view: view, err: err}
+		return keyDetailMsg{req: req, view: view, at: at, err: err}
 	})
 }
 
@@ -137,7 +140,7 @@ func (v *Keys) Update(msg tea.Msg) tea.Cmd {
 			return nil
 		}
 		v.detail.err = ""
-		v.detail.view = &msg.view
+		v.detail.view, v.detail.at = &msg.view, msg.at
 		v.fillDetail()
 	case TickMsg:
 		v.list.refill()
@@ -310,7 +313,7 @@ func (v *Keys) layoutHead() {
 	st := v.stateStyle(kv)
 	head := []string{
 		cut(s.Title.Render("key "+safe(kv.Key))+s.Subtle.Render(" · ")+st.Render(kv.State)+s.Subtle.Render(" · "+expiry), v.w),
-		cut(s.Subtle.Render("operation ")+safe(kv.Operation), v.w),
+		cut(s.Subtle.Render("operation ")+safe(kv.Operation)+s.Subtle.Render(" · "+asOf(d.at)+" (r reads again)"), v.w),
 	}
 	// A replayable key says how the replay relates to the record now; any other state says
 	// what the next request meets.

@@ -3,6 +3,7 @@ package views
 import (
 	"context"
 	"strconv"
+	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
 
@@ -32,6 +33,9 @@ type paged[T any] struct {
 	// query is the active search ("" none); describe says what it matches, for the title.
 	query    string
 	describe func(q string) string
+	// at is when the rows on screen were read (the first page's request, by the workbench
+	// clock): the list does not refresh itself, so its title says it, and r reads again.
+	at time.Time
 }
 
 // pageMsg carries one page back to Update. owner is the paged list it belongs to (several
@@ -42,6 +46,7 @@ type pageMsg[T any] struct {
 	rows   []T
 	next   string
 	append bool
+	at     time.Time
 	err    error
 }
 
@@ -60,11 +65,11 @@ func (p *paged[T]) search(ctx *shared.ProgramContext, q string) tea.Cmd {
 }
 
 func (p *paged[T]) load(ctx *shared.ProgramContext, cursor string, appendPage bool) tea.Cmd {
-	req, owner, fetch, q := p.req, ctx.Owner, p.fetch, p.query
+	req, owner, fetch, q, at := p.req, ctx.Owner, p.fetch, p.query, ctx.Now()
 	p.loading = true
 	return query(func(c context.Context) tea.Msg {
 		rows, next, err := fetch(c, owner, q, cursor)
-		return pageMsg[T]{list: p, req: req, rows: rows, next: next, append: appendPage, err: err}
+		return pageMsg[T]{list: p, req: req, rows: rows, next: next, append: appendPage, at: at, err: err}
 	})
 }
 
@@ -98,7 +103,7 @@ func (p *paged[T]) handle(msg tea.Msg) bool {
 		p.table.AppendRows(rows)
 		return true
 	}
-	p.rows = m.rows
+	p.rows, p.at = m.rows, m.at
 	p.refill()
 	return true
 }
@@ -143,9 +148,14 @@ func (p *paged[T]) mouse(ctx *shared.ProgramContext, msg tea.MouseMsg, y int) te
 	return p.more(ctx)
 }
 
-// summary is "N loaded · more below", or for a search what it matches and how many so far.
+// summary is "N loaded · more below · as of 15:04:05", or for a search how many match and
+// what, as of when.
 func (p *paged[T]) summary() string {
 	n := strconv.Itoa(len(p.rows))
+	after := ""
+	if !p.at.IsZero() {
+		after = " · " + asOf(p.at)
+	}
 	if p.query != "" {
 		// The count leads, so a narrow screen cuts the description, not the answer.
 		what := "search " + termsafe.Quote(p.query)
@@ -156,15 +166,19 @@ func (p *paged[T]) summary() string {
 		case p.loading && len(p.rows) == 0:
 			return "searching: " + what + "…"
 		case p.next != "":
-			return n + " matches so far (more below): " + what
+			return n + " matches so far (more below): " + what + after
 		case len(p.rows) == 1:
-			return "1 match: " + what
+			return "1 match: " + what + after
 		}
-		return n + " matches: " + what
+		return n + " matches: " + what + after
 	}
 	s := n + " loaded"
 	if p.next != "" {
 		s += " · more below"
 	}
-	return s
+	return s + after
 }
+
+// asOf says when what is shown was read: "as of 15:04:05", by the workbench clock (the
+// header's), for views that do not refresh themselves (r reads again).
+func asOf(t time.Time) string { return "as of " + t.Local().Format("15:04:05") }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
@@ -55,6 +56,7 @@ type recordDetail struct {
 	module string
 	id     string
 	data   *model.RecordOutline
+	at     time.Time // when data was read (the workbench clock)
 	err    string
 	revs   Table
 	mode   int
@@ -114,6 +116,7 @@ func (v *Records) Init() tea.Cmd { return v.reload() }
 type recordDetailMsg struct {
 	req  int
 	data model.RecordOutline
+	at   time.Time
 	err  error
 }
 
@@ -152,7 +155,7 @@ func (v *Records) loadDetail() tea.Cmd {
 	d := v.detail
 	v.req++
 	d.req = v.req
-	req, db, owner := d.req, v.src, v.ctx.Owner
+	req, db, owner, at := d.req, v.src, v.ctx.Owner, v.ctx.Now()
 	module, id := d.module, d.id
 	return query(func(ctx context.Context) tea.Msg {
 		if module == "" {
@@ -164,7 +167,7 @@ func (v *Records) loadDetail() tea.Cmd {
 			module = m
 		}
 		data, err := db.RecordOutline(ctx, owner, module, id)
-		return recordDetailMsg{req: req, data: data, err: err}
+		return recordDetailMsg{req: req, data: data, at: at, err: err}
 	})
 }
 
@@ -189,7 +192,7 @@ func (v *Records) Update(msg tea.Msg) tea.Cmd {
 			return nil
 		}
 		v.detail.err = ""
-		v.detail.data = &msg.data
+		v.detail.data, v.detail.at = &msg.data, msg.at
 		v.detail.module = msg.data.Record.ModuleCode
 		v.fillDetail()
 		return v.showSelection()
@@ -635,8 +638,8 @@ func (v *Records) viewDetail() string {
 	if len(d.data.Revisions) >= model.DetailCap {
 		capped = " (the newest)"
 	}
-	sub := s.Subtle.Render(fmt.Sprintf("%d revisions%s · %d executions · %d audit events · 1 snapshot 2 diff 3 history · ←/→ pane · space marks the diff base",
-		len(d.data.Revisions), capped, len(d.data.Executions), len(d.data.Audit)))
+	sub := s.Subtle.Render(fmt.Sprintf("%d revisions%s · %d executions · %d audit events %s · 1 snapshot 2 diff 3 history · ←/→ pane · space marks the diff base",
+		len(d.data.Revisions), capped, len(d.data.Executions), len(d.data.Audit), asOf(d.at)))
 	bodyH := v.h - 2
 	if d.mode == modeHistory {
 		body := paneFrame(s, s.PaneTitle.Render("▸ Executions and audit events of this record (enter/K: open its key)")+"\n"+d.history.View(s, true), v.w, bodyH, true)

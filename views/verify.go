@@ -29,6 +29,7 @@ type Verify struct {
 	req    int
 	owner  string
 	rep    *model.InvariantReport
+	at     time.Time // when the shown report's check began (the workbench clock)
 	err    string
 	lines  []string // the report, rendered once per result
 	offset int
@@ -37,6 +38,7 @@ type Verify struct {
 type verifyMsg struct {
 	req int
 	rep model.InvariantReport
+	at  time.Time
 	err error
 }
 
@@ -74,12 +76,12 @@ func (v *Verify) run() tea.Cmd {
 	}
 	v.busy, v.err = true, ""
 	v.req++
-	req, k, owner := v.req, v.src, v.ctx.Owner
+	req, k, owner, at := v.req, v.src, v.ctx.Owner, v.ctx.Now()
 	return func() tea.Msg {
 		c, cancel := context.WithTimeout(context.Background(), verifyTimeout)
 		defer cancel()
 		rep, err := k.VerifyInvariants(c, model.VerifyOptions{Owner: owner})
-		return verifyMsg{req: req, rep: rep, err: err}
+		return verifyMsg{req: req, rep: rep, at: at, err: err}
 	}
 }
 
@@ -95,7 +97,7 @@ func (v *Verify) Update(msg tea.Msg) tea.Cmd {
 			v.err, v.rep, v.lines = errText(msg.err), nil, nil
 			return nil
 		}
-		v.rep, v.owner = &msg.rep, msg.rep.Owner
+		v.rep, v.owner, v.at = &msg.rep, msg.rep.Owner, msg.at
 		v.lines = v.render(msg.rep)
 		v.offset = min(v.offset, max(len(v.lines)-1, 0))
 	case shared.OwnerChangedMsg:
@@ -150,9 +152,9 @@ func (v *Verify) render(rep model.InvariantReport) []string {
 	s := v.ctx.Styles
 	var out []string
 	if rep.OK {
-		out = append(out, s.Success.Render(fmt.Sprintf("✓ every invariant holds for %s", terminalSafe(rep.Owner))))
+		out = append(out, s.Success.Render(fmt.Sprintf("✓ every invariant holds for %s", terminalSafe(rep.Owner)))+s.Subtle.Render(" "+asOf(v.at)))
 	} else {
-		out = append(out, s.Danger.Render(fmt.Sprintf("✗ %d violation(s) for %s", rep.Violations, terminalSafe(rep.Owner))))
+		out = append(out, s.Danger.Render(fmt.Sprintf("✗ %d violation(s) for %s", rep.Violations, terminalSafe(rep.Owner)))+s.Subtle.Render(" "+asOf(v.at)))
 	}
 	out = append(out, s.Subtle.Render(fmt.Sprintf("read %d keys, %d records, %d revisions, %d executions, %d outbox messages, %d audit events in %d pages (%.0f ms)",
 		rep.Checked["keys"], rep.Checked["records"], rep.Checked["revisions"], rep.Checked["executions"], rep.Checked["outboxMessages"],
