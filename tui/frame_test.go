@@ -1,8 +1,10 @@
 package tui_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/charmbracelet/x/ansi"
 	"github.com/stretchr/testify/require"
@@ -76,4 +78,41 @@ func TestTheFooterMarksTheKeysItLeavesOutAndKeepsHelp(t *testing.T) {
 	footer = strings.TrimRight(screenLines(t, m2.View(), 200, 40)[38], " ")
 	require.NotContains(t, footer, "…")
 	require.Contains(t, footer, "q quit")
+}
+
+// The header keeps the connection, the owner and the mode at 80 columns whatever else it
+// shows: a moved clock's badge takes its short form and the MEM-001 limit gives way; it never
+// drops the connection (it did once the clock moved) nor cuts the time mid-way unmarked. A
+// minute of the clock ticking changes none of that.
+func TestTheHeaderKeepsTheConnectionWhenTheClockMoves(t *testing.T) {
+	t.Parallel()
+	m, b := newModel(t, 80, 24)
+	b.Ctx.Conn.Display = "embedded /var/lib/idemwork/pg"
+	sec := 0
+	b.Ctx.NowFunc = func() time.Time { return tuitest.Now.Add(b.Clock.Offset() + time.Duration(sec)*time.Second) }
+	head := func() string { return strings.TrimRight(screenLines(t, m.View(), 80, 24)[0], " ") }
+	require.Equal(t, " idemwork │ embedded /… │ owner alice │ read-write │ MEM-001 max 2000 │ 12:00:00", head())
+
+	for _, c := range []struct{ moves, want string }{
+		{"}", " idemwork │ embedded /… │ owner alice │ read-write │ clock +1h │ 13:00:"},
+		{strings.Repeat("}", 25), " idemwork │ embedded /… │ owner alice │ read-write │ clock +26h │ 14:00:"},
+		{"={", " idemwork │ embedded /… │ owner alice │ read-write │ clock -1h │ 11:00:"},
+	} {
+		for _, k := range c.moves {
+			m.Update(key(string(k)))
+		}
+		for sec = 0; sec < 60; sec++ {
+			require.Equal(t, fmt.Sprintf("%s%02d", c.want, sec), head(), "after %q, %d s on", c.moves, sec)
+		}
+		sec = 0
+	}
+
+	// A read-only session's reason and a long owner: the connection and the mode still stay.
+	b.Ctx.Conn.ReadOnly, b.Ctx.Conn.ReadOnlyReason = true, "hot standby"
+	b.Ctx.Owner = "an-owner-with-a-rather-long-identifier-0123456789"
+	got := head()
+	require.Contains(t, got, "embedded /…")
+	require.Contains(t, got, "READ-ONLY · hot standby")
+	require.Contains(t, got, "owner an-owne…", "a long owner is cut last, marked")
+	require.Contains(t, got, "clock -1h")
 }

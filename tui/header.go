@@ -14,42 +14,101 @@ import (
 
 // header is the frame's top line: where the workbench is connected, the owner, the mode
 // (read-write, or READ-ONLY with the session's reason), a moved clock, the MEM-001 limit and
-// the time. The connection gives way first on a narrow terminal: owner, mode and clock matter
-// more. cat says the live MEM-001 limit (nil: not shown).
+// the time. The connection, the owner and the mode always stay: on a narrow terminal the
+// moved clock's badge takes its short form first ("clock +1h"), the connection shortens down
+// to its kind ("embedded /…", the host), then the MEM-001 limit and the time go, and only then
+// a long owner is cut. A line still too long ends in "…". cat says the live MEM-001 limit
+// (nil: not shown).
 func header(ctx *shared.ProgramContext, cat views.Catalog, width int) string {
 	s := ctx.Styles
 	c := ctx.Conn
-	conn := c.Display
+	conn := termsafe.Line(c.Display)
 	if c.Database != "" {
-		conn += " · db " + c.Database
+		conn += " · db " + termsafe.Line(c.Database)
 	}
-	parts := []string{s.HeaderTitle.Render("idemwork"), s.Subtle.Render(termsafe.Line(conn)), "owner " + s.Bold.Render(termsafe.Line(ctx.Owner))}
+	owner := termsafe.Line(ctx.Owner)
+	mode := s.Badge.Render("read-write")
 	if ctx.ReadOnly() {
 		badge := "READ-ONLY"
 		if r := c.ReadOnlyReason; r != "" && r != "read-only session" {
-			badge += " · " + r
+			badge += " · " + termsafe.Line(r)
 		}
-		parts = append(parts, s.BadgeDanger.Render(badge))
-	} else {
-		parts = append(parts, s.Badge.Render("read-write"))
+		mode = s.BadgeDanger.Render(badge)
 	}
+	var clock, clockShort string
 	if ctx.Clock != nil && ctx.Clock.Offset() != 0 {
-		parts = append(parts, s.BadgeWarn.Render("clock "+fmtOffset(ctx.Clock.Offset())))
+		clock, clockShort = "clock "+fmtOffset(ctx.Clock.Offset()), "clock "+shortOffset(ctx.Clock.Offset())
 	}
+	mem := ""
 	if cat != nil {
-		parts = append(parts, s.Subtle.Render(fmt.Sprintf("MEM-001 max %d", cat.MemMaxContentLength())))
+		mem = fmt.Sprintf("MEM-001 max %d", cat.MemMaxContentLength())
 	}
-	parts = append(parts, s.Subtle.Render(ctx.Now().Local().Format("15:04:05")))
+	now := ctx.Now().Local().Format("15:04:05")
 	sep := s.Subtle.Render(" │ ")
-	if over := ansi.StringWidth(" "+strings.Join(parts, sep)) - width; over > 0 {
-		keep := ansi.StringWidth(conn) - over
-		if keep < 8 {
-			parts = append(parts[:1], parts[2:]...)
-		} else {
-			parts[1] = s.Subtle.Render(ansi.Truncate(conn, keep, "…"))
+
+	connW, ownerW := ansi.StringWidth(conn), ansi.StringWidth(owner)
+	render := func() string {
+		parts := []string{s.HeaderTitle.Render("idemwork"), s.Subtle.Render(cutTo(conn, connW)), "owner " + s.Bold.Render(cutTo(owner, ownerW)), mode}
+		if clock != "" {
+			parts = append(parts, s.BadgeWarn.Render(clock))
+		}
+		if mem != "" {
+			parts = append(parts, s.Subtle.Render(mem))
+		}
+		if now != "" {
+			parts = append(parts, s.Subtle.Render(now))
+		}
+		return " " + strings.Join(parts, sep)
+	}
+	over := func() int { return ansi.StringWidth(render()) - width }
+	shrink := func(w *int, floor int) {
+		if o := over(); o > 0 && *w > floor {
+			*w = max(floor, *w-o)
 		}
 	}
-	return fit(" "+strings.Join(parts, sep), width, 1)
+	for _, step := range []func(){
+		func() { clock = clockShort },
+		func() { shrink(&connW, connFloor(conn)) },
+		func() { mem = "" },
+		func() { now = "" },
+		func() { shrink(&ownerW, 8) },
+	} {
+		if over() <= 0 {
+			break
+		}
+		step()
+	}
+	return fit(render(), width, 1)
+}
+
+// connFloor is how short the connection may get: its first word (embedded, or the host) and a
+// little of what follows, marked cut.
+func connFloor(conn string) int {
+	first, _, more := strings.Cut(conn, " ")
+	if !more {
+		return ansi.StringWidth(first)
+	}
+	return min(ansi.StringWidth(first)+3, ansi.StringWidth(conn))
+}
+
+// cutTo cuts s to w cells, marking the cut with "…".
+func cutTo(s string, w int) string {
+	if ansi.StringWidth(s) <= w {
+		return s
+	}
+	return ansi.Truncate(s, w, "…")
+}
+
+// shortOffset is a moved clock's offset in the header's short form: "+1h", "-2h30m", "+1h0m5s".
+func shortOffset(d time.Duration) string {
+	o := fmtOffset(d)
+	if strings.HasSuffix(o, "m0s") {
+		o = strings.TrimSuffix(o, "0s")
+	}
+	if strings.HasSuffix(o, "h0m") {
+		o = strings.TrimSuffix(o, "0m")
+	}
+	return o
 }
 
 func fmtOffset(d time.Duration) string {
