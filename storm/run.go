@@ -119,12 +119,12 @@ func Run(ctx context.Context, env Env, spec Spec, events chan<- Event) (Summary,
 	}
 	sum.Verified = verify(vctx, home, spec, before, r.col.results, r.col.got, sum.Successes())
 	if settleErr != nil {
-		sum.Verified.AddProblem("could not check that the storm's sessions had ended: %v", settleErr)
+		unread(&sum.Verified, "check that the storm's sessions had ended", settleErr)
 	} else if open > 0 {
 		sum.Verified.Unsettled = open
 		sum.Verified.AddProblem("%d of the storm's sessions still had a transaction open %s after the last answer; the database was read anyway", open, settleTimeout+spec.Hold)
 	}
-	sum.Verified.Agrees = len(sum.Verified.Problems) == 0
+	sum.Verified.Agrees = len(sum.Verified.Problems) == 0 && sum.Verified.Unread == nil
 	sum.Verdict = judge(sum, spec, stopped)
 	return sum, err
 }

@@ -17,6 +17,7 @@ type (
 	ServerSummary  = stormtypes.ServerSummary
 	Verified       = stormtypes.Verified
 	Reference      = stormtypes.Reference
+	Unread         = stormtypes.Unread
 	Verdict        = stormtypes.Verdict
 	Part           = stormtypes.Part
 	LockSample     = stormtypes.LockSample

@@ -139,6 +139,8 @@ func judge(s Summary, spec Spec, stopped bool) Verdict {
 	d := s.Verified
 	v.Database.OK = d.Agrees
 	switch {
+	case d.Unread != nil:
+		v.Database.Text = "not verified: the database could not be read: " + d.Unread.Code + ": " + d.Unread.Message
 	case !d.Agrees:
 		v.Database.Text = fmt.Sprintf("key %s: %s", d.KeyStatus, strings.Join(d.Problems, "; "))
 	case nOK == 0 && d.KeyStatus == "ABSENT":
@@ -154,8 +156,19 @@ func judge(s Summary, spec Spec, stopped bool) Verdict {
 	case stopped:
 		v.Verdict, v.Code = VerdictStopped, string(CodeCancelled)
 		v.Text = fmt.Sprintf("stopped: %d answered, %d cancelled", s.Requests-nCancelled, nCancelled)
-		if !d.Agrees {
+		switch {
+		case d.Unread != nil:
+			v.Text += "; not verified: the database could not be read (" + d.Unread.Code + ")"
+		case !d.Agrees:
 			v.Text += "; the database disagrees with the answers"
+		}
+	case d.Unread != nil:
+		// Not read is not contradicted: the storm is unverified, which is a failure of the storm,
+		// never a success and never a disagreement the database did not express.
+		v.Verdict, v.Code = VerdictFailed, d.Unread.Code
+		v.Text = "not verified: the database could not be read to check the answers: " + d.Unread.Code + ": " + d.Unread.Message
+		if nFailed > 0 {
+			v.Text += fmt.Sprintf("; and %d of %d requests failed: %s", nFailed, s.Requests, times(failed))
 		}
 	case !d.Agrees:
 		v.Verdict, v.Code = VerdictDisagrees, string(CodeDisagrees)

@@ -6,10 +6,21 @@ import (
 	"fmt"
 	"time"
 
+	"idemwork/apperr"
 	"idemwork/idem"
 	"idemwork/kernel"
 	"idemwork/store"
 )
+
+// unread records that step could not read the database: the storm is not verified. The reason
+// is coded and worded as every answer is (store.TranslateError), never the driver's text.
+func unread(v *Verified, step string, err error) {
+	if v.Unread != nil {
+		return
+	}
+	ae := apperr.As(store.TranslateError(fmt.Errorf("%s: %w", step, err)))
+	v.Unread = &Unread{Code: string(ae.Code), Message: ae.Message}
+}
 
 // keyState is what the database holds for the key at one moment: its row and how many rows
 // of any life carry it.
@@ -52,7 +63,7 @@ func verify(ctx context.Context, db *store.DB, spec Spec, before keyState, resul
 	if successes == 0 {
 		after, err := readKeyState(ctx, db, spec)
 		if err != nil {
-			problem("reading the key failed: %v", err)
+			unread(&v, "read the key", err)
 			return v
 		}
 		v.KeyStatus, v.Operation = after.status, after.operation
@@ -70,7 +81,7 @@ func verify(ctx context.Context, db *store.DB, spec Spec, before keyState, resul
 	// every row counts (and the missing row is itself the problem reported below).
 	row, err := db.ReadKeyState(ctx, owner, key)
 	if err != nil {
-		problem("reading the key failed: %v", err)
+		unread(&v, "read the key", err)
 		return v
 	}
 	since, response := row.CreatedAt, row.Response
@@ -80,19 +91,19 @@ func verify(ctx context.Context, db *store.DB, spec Spec, before keyState, resul
 
 	revs, err := db.KeyRevisionsSince(ctx, owner, key, since)
 	if err != nil {
-		problem("reading revisions failed: %v", err)
+		unread(&v, "read the revisions", err)
 		return v
 	}
 	execs, err := db.KeyExecutionsSince(ctx, owner, key, since)
 	if err != nil {
-		problem("reading executions failed: %v", err)
+		unread(&v, "read the executions", err)
 		return v
 	}
 	// Only the audit events the storm's operation writes (the kernel names the operation in each
 	// one's detail): the outbox worker audits a delivery with the execution's key too, after the
 	// storm and by its own doing.
 	if v.AuditEvents, v.EarlierRows, err = db.KeyAuditSince(ctx, owner, key, spec.Operation(), since); err != nil {
-		problem("reading audit events failed: %v", err)
+		unread(&v, "read the audit events", err)
 		return v
 	}
 	v.Revisions, v.Executions = len(revs), len(execs)

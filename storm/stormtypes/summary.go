@@ -182,6 +182,16 @@ type Verified struct {
 	// the storm had ended when this was read.
 	Agrees   bool     `json:"agrees"`
 	Problems []string `json:"problems,omitempty"`
+	// Unread is set when the database could not be read to check the answers (it went down,
+	// ended the session, timed out): the storm is then neither agreeing nor disagreeing but not
+	// verified, and its verdict is failed with this code.
+	Unread *Unread `json:"unread,omitempty"`
+}
+
+// Unread is why the database could not be read: a code of docs/errors.md and its message.
+type Unread struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
 }
 
 // Reference is an envelope's result reference.
