@@ -385,6 +385,9 @@ func appendStringValue(dst, quoted []byte) ([]byte, error) {
 // any other character below U+0020 as \u00XX (lower-case hex), everything else as it is.
 // s must be valid UTF-8 without NUL.
 func AppendString[S string | []byte](dst []byte, s S) []byte {
+	// Room for the text and its quotes at once: appending from nil would otherwise grow dst
+	// several times over for one string (escapes, which are rare, may still grow it).
+	dst = slices.Grow(dst, len(s)+2)
 	dst = append(dst, '"')
 	last := 0
 	for i := 0; i < len(s); i++ {
@@ -542,6 +545,13 @@ func AppendObject(dst []byte, members ...Member) []byte {
 		}
 		return strings.Compare(a.Name, b.Name)
 	})
+	need := 2
+	for _, m := range members {
+		if m.Value != nil {
+			need += len(m.Name) + len(m.Value) + 6 // the quoted name, ": " and ", "
+		}
+	}
+	dst = slices.Grow(dst, need)
 	dst = append(dst, '{')
 	first := true
 	for _, m := range members {

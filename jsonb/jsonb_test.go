@@ -2,6 +2,7 @@ package jsonb_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -194,4 +195,28 @@ func TestReaderNamesSurviveLongValues(t *testing.T) {
 		return nil
 	}))
 	require.Equal(t, 300, i)
+}
+
+// AppendObject and AppendString write what Canonical makes of the same object, and they write
+// it into one allocation: the runner builds a body, an audit detail and an envelope with them
+// on every write.
+func TestAppendObjectIsCanonicalInOneAllocation(t *testing.T) {
+	// Not parallel: AllocsPerRun counts the whole process's allocations.
+	hostile := []string{"", "bench note", "tab\there", "quote \" and \\ back", "ctl \x01\x1f\x7f", "é😀 <&>", strings.Repeat("x", 300)}
+	for _, s := range hostile {
+		members := []jsonb.Member{{Name: "title", Value: jsonb.AppendString(nil, s)}, {Name: "summary", Value: nil},
+			{Name: "payload", Value: []byte(`{"a": 1}`)}, {Name: "aa", Value: jsonb.AppendString(nil, s+s)}}
+		got := jsonb.AppendObject(nil, members...)
+		ref, err := json.Marshal(map[string]any{"title": s, "payload": map[string]int{"a": 1}, "aa": s + s})
+		require.NoError(t, err)
+		want, err := jsonb.Canonical(ref, jsonb.Limits{})
+		require.NoError(t, err)
+		require.Equal(t, string(want), string(got), "%q", s)
+		require.Equal(t, string(want), string(jsonb.AppendObject([]byte("prefix"), members...)[len("prefix"):]))
+	}
+	members := []jsonb.Member{{Name: "policy", Value: []byte(`"feature-execution-reference-v1"`)},
+		{Name: "result", Value: []byte(`{"revision": 2, "recordId": "01JZ3W9Q8X4T6V2N1M0K7H5G3F", "executionId": "01JZ3W9Q8X4T6V2N1M0K7H5G3G"}`)},
+		{Name: "schemaVersion", Value: []byte(`1`)}}
+	require.Equal(t, 1.0, testing.AllocsPerRun(100, func() { _ = jsonb.AppendObject(nil, members...) }))
+	require.Equal(t, 1.0, testing.AllocsPerRun(100, func() { _ = jsonb.AppendString(nil, "call the plumber about the kitchen tap") }))
 }
