@@ -24,6 +24,55 @@ type Batch struct {
 	// err is the first write whose arguments could not be encoded: the batch fails with it
 	// when sent, before anything reaches the server.
 	err error
+	// own holds the copies of the JSON documents and pointed-to values the writes carry: a few
+	// allocations a batch rather than one (or two) a value.
+	own arena
+}
+
+// arena is where a batch copies what its writes carry. A slab that fills is replaced, never
+// grown in place, so a copy handed out stays where it is (and what it holds).
+type arena struct {
+	bytes []byte
+	strs  []string
+	ints  []int
+}
+
+// json is a copy of v (nil stays nil: NULL), its capacity its length, so nothing appended to it
+// reaches the arena.
+func (a *arena) json(v json.RawMessage) json.RawMessage {
+	if v == nil {
+		return nil
+	}
+	if cap(a.bytes)-len(a.bytes) < len(v) {
+		a.bytes = make([]byte, 0, max(1024, 2*cap(a.bytes), len(v)))
+	}
+	start := len(a.bytes)
+	a.bytes = append(a.bytes, v...)
+	return json.RawMessage(a.bytes[start:len(a.bytes):len(a.bytes)])
+}
+
+// str is a pointer to a copy of *p (nil for nil).
+func (a *arena) str(p *string) *string {
+	if p == nil {
+		return nil
+	}
+	if len(a.strs) == cap(a.strs) {
+		a.strs = make([]string, 0, max(8, 2*cap(a.strs)))
+	}
+	a.strs = append(a.strs, *p)
+	return &a.strs[len(a.strs)-1]
+}
+
+// int is a pointer to a copy of *p (nil for nil).
+func (a *arena) int(p *int) *int {
+	if p == nil {
+		return nil
+	}
+	if len(a.ints) == cap(a.ints) {
+		a.ints = make([]int, 0, max(4, 2*cap(a.ints)))
+	}
+	a.ints = append(a.ints, *p)
+	return &a.ints[len(a.ints)-1]
 }
 
 // queuedWrite is one write waiting in a batch.
@@ -59,11 +108,14 @@ func (b *Batch) Queue(step, what string, guard error, sql string, args ...any) {
 
 // queue is Queue for args the batch may keep and encode in place (the repositories' own lists).
 func (b *Batch) queue(step, what string, guard error, sql string, args []any) {
-	if err := encodeArgs(args); err != nil {
+	if err := b.own.encode(args); err != nil {
 		if b.err == nil {
 			b.err = &StepError{Step: step, Err: fmt.Errorf("%s: %w", what, err)}
 		}
 		return
+	}
+	if b.writes == nil {
+		b.writes = make([]queuedWrite, 0, 8) // a feature run's commit unit queues 5
 	}
 	b.writes = append(b.writes, queuedWrite{step: step, what: what, guard: guard, sql: sql, args: args})
 }
@@ -80,38 +132,28 @@ func (b *Batch) Steps() []string {
 	return out
 }
 
-// encodeArgs replaces each of args by a value that shares nothing with the caller's: a pointer
+// encode replaces each of args by a value that shares nothing with the caller's: a pointer
 // becomes a pointer to a copy of the value it points to now (or NULL), a JSON document a copy of
 // its bytes. A type outside this list is an error rather than a reference kept by accident.
-func encodeArgs(out []any) error {
-	for i, a := range out {
-		switch v := a.(type) {
+func (a *arena) encode(out []any) error {
+	for i, v := range out {
+		switch v := v.(type) {
 		case nil, string, bool, int, int32, int64, time.Time:
-			out[i] = v
 		case *string:
-			out[i] = copyOf(v)
+			out[i] = a.str(v)
 		case *int:
-			out[i] = copyOf(v)
+			out[i] = a.int(v)
 		case json.RawMessage:
 			// json.RawMessage, never []byte: pgx's exec and simple_protocol modes send a []byte as
 			// bytea, and a json column then refuses it.
 			if v != nil {
-				out[i] = json.RawMessage(append([]byte(nil), v...))
+				out[i] = a.json(v)
 			} else {
 				out[i] = nil
 			}
 		default:
-			return fmt.Errorf("argument %d: a %T cannot be queued (encode it as a plain value first)", i+1, a)
+			return fmt.Errorf("argument %d: a %T cannot be queued (encode it as a plain value first)", i+1, v)
 		}
 	}
 	return nil
-}
-
-// copyOf is a pointer to a copy of *p (nil for nil): NULL stays NULL, a value stays what it is now.
-func copyOf[T any](p *T) *T {
-	if p == nil {
-		return nil
-	}
-	v := *p
-	return &v
 }

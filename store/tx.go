@@ -61,20 +61,52 @@ func stmtError(what string, guard error, err error) error {
 	return fmt.Errorf("%s: %w", what, err)
 }
 
+// roundTripBatch is the pgx batch of one round trip, with room for BEGIN and its settings and
+// then n statements, whose queued entries it takes from one allocation instead of one each.
+type roundTripBatch struct {
+	pgx.Batch
+	qs []pgx.QueuedQuery
+}
+
+// maxBegin is how many statements queueBegin queues at most.
+const maxBegin = 2
+
+func newRoundTripBatch(n int) *roundTripBatch {
+	return &roundTripBatch{Batch: pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, maxBegin+n)}, qs: make([]pgx.QueuedQuery, 0, n)}
+}
+
+// add queues sql with args (kept as they are).
+func (pb *roundTripBatch) add(sql string, args []any) {
+	if len(pb.qs) == cap(pb.qs) {
+		pb.Queue(sql, args...)
+		return
+	}
+	pb.qs = append(pb.qs, pgx.QueuedQuery{SQL: sql, Arguments: args})
+	pb.QueuedQueries = append(pb.QueuedQueries, &pb.qs[len(pb.qs)-1])
+}
+
 // queueWrites puts BEGIN (with its transaction-local settings) if it was not sent yet, then the
 // batch's writes into pb, marks BEGIN sent, and returns how many results BEGIN takes.
-func (a *ambient) queueWrites(pb *pgx.Batch, b *Batch) int {
+func (a *ambient) queueWrites(pb *roundTripBatch, b *Batch) int {
 	began := 0
 	if !a.begun {
-		began = a.db.queueBegin(pb, false)
+		began = a.db.queueBegin(&pb.Batch, false)
 		a.begun = true
 	}
 	if b != nil {
 		for _, w := range b.writes {
-			pb.Queue(w.sql, w.args...)
+			pb.add(w.sql, w.args)
 		}
 	}
 	return began
+}
+
+// writes is how many statements b queues (b may be nil).
+func writes(b *Batch) int {
+	if b == nil {
+		return 0
+	}
+	return len(b.writes)
 }
 
 // readWrites reads the results of what queueWrites queued, in order: a write's failure is its
@@ -119,9 +151,9 @@ func (a *ambient) send(ctx context.Context, b *Batch) error {
 
 // roundTrip sends BEGIN (if not yet sent) and b's writes (b may be nil) as one batch.
 func (a *ambient) roundTrip(ctx context.Context, b *Batch) error {
-	var pb pgx.Batch
-	began := a.queueWrites(&pb, b)
-	br := a.conn.SendBatch(ctx, &pb)
+	pb := newRoundTripBatch(writes(b))
+	began := a.queueWrites(pb, b)
+	br := a.conn.SendBatch(ctx, &pb.Batch)
 	err := readWrites(br, began, b)
 	if cerr := br.Close(); err == nil {
 		err = cerr
@@ -134,10 +166,10 @@ func (a *ambient) Exec(ctx context.Context, sql string, args ...any) (pgconn.Com
 	if a.begun {
 		return a.conn.Exec(ctx, sql, args...)
 	}
-	var b pgx.Batch
-	began := a.queueWrites(&b, nil)
-	b.Queue(sql, args...)
-	br := a.conn.SendBatch(ctx, &b)
+	pb := newRoundTripBatch(1)
+	began := a.queueWrites(pb, nil)
+	pb.add(sql, args)
+	br := a.conn.SendBatch(ctx, &pb.Batch)
 	err := readWrites(br, began, nil)
 	var tag pgconn.CommandTag
 	if err == nil {
@@ -154,10 +186,10 @@ func (a *ambient) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 	if a.begun {
 		return a.conn.QueryRow(ctx, sql, args...)
 	}
-	var b pgx.Batch
-	began := a.queueWrites(&b, nil)
-	b.Queue(sql, args...)
-	br := a.conn.SendBatch(ctx, &b)
+	pb := newRoundTripBatch(1)
+	began := a.queueWrites(pb, nil)
+	pb.add(sql, args)
+	br := a.conn.SendBatch(ctx, &pb.Batch)
 	if err := readWrites(br, began, nil); err != nil {
 		_ = br.Close()
 		return errRow{err}
@@ -179,8 +211,12 @@ func (a *ambient) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults 
 	if a.begun {
 		return a.conn.SendBatch(ctx, b)
 	}
-	var pb pgx.Batch
-	began := a.queueWrites(&pb, nil)
+	pb := pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, maxBegin+len(b.QueuedQueries))}
+	began := 0
+	if !a.begun {
+		began = a.db.queueBegin(&pb, false)
+		a.begun = true
+	}
 	pb.QueuedQueries = append(pb.QueuedQueries, b.QueuedQueries...)
 	br := a.conn.SendBatch(ctx, &pb)
 	if err := readWrites(br, began, nil); err != nil {
@@ -199,10 +235,10 @@ func (a *ambient) commit(ctx context.Context, b *Batch) error {
 	if !a.begun && len(b.writes) == 0 {
 		return nil
 	}
-	var pb pgx.Batch
-	began := a.queueWrites(&pb, b)
-	pb.Queue("commit")
-	br := a.conn.SendBatch(ctx, &pb)
+	pb := newRoundTripBatch(len(b.writes) + 1)
+	began := a.queueWrites(pb, b)
+	pb.add("commit", nil)
+	br := a.conn.SendBatch(ctx, &pb.Batch)
 	err := readWrites(br, began, b)
 	if err == nil {
 		var tag pgconn.CommandTag

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -110,6 +111,50 @@ func TestAQueuedWritesArgumentsAreTakenWhenItIsQueued(t *testing.T) {
 	require.Equal(t, "first-key", key)
 	require.JSONEq(t, `{"n":1}`, detail)
 	require.Zero(t, countWhere(t, db, `SELECT count(*) FROM audit_event WHERE id = 'other'`))
+}
+
+// The batch keeps its copies in slabs of its own (a few allocations a batch): writes that fill
+// and replace the slabs, and a caller that reuses one buffer and one variable for all of them,
+// still send each write's arguments as they were when it was queued.
+func TestManyQueuedWritesEachKeepTheArgumentsTheyWereQueuedWith(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	ctx := context.Background()
+	const n = 40
+	detailOf := func(i int) string { return `{"n": ` + strconv.Itoa(i) + `, "pad": "` + strings.Repeat("x", i*37) + `"}` }
+	require.NoError(t, db.TxBatch(ctx, func(_ context.Context, b *store.Batch) error {
+		var buf []byte
+		var rev int
+		var key, rid string
+		for i := range n {
+			buf = append(buf[:0], detailOf(i)...)
+			rev, key, rid = i, "key-"+strconv.Itoa(i), "rec-"+strconv.Itoa(i)
+			e := event("many-" + strconv.Itoa(i))
+			e.Revision, e.IdempotencyKey, e.RecordID, e.Detail = &rev, &key, &rid, json.RawMessage(buf)
+			b.InsertAudit("audit", e)
+			b.Queue("raw", "insert raw", nil, `INSERT INTO data_migration_ledger (name, status) VALUES ($1, $2)`, &key, "passed")
+		}
+		copy(buf, strings.Repeat("!", len(buf)))
+		rev, key, rid = -1, "changed", "changed"
+		return nil
+	}))
+	rows, err := db.Pool.Query(ctx, `SELECT id, revision, idempotency_key, record_id, detail::text FROM audit_event WHERE id LIKE 'many-%'`)
+	require.NoError(t, err)
+	got := map[string][4]string{}
+	for rows.Next() {
+		var id, key, rid, detail string
+		var rev int
+		require.NoError(t, rows.Scan(&id, &rev, &key, &rid, &detail))
+		got[id] = [4]string{strconv.Itoa(rev), key, rid, detail}
+	}
+	require.NoError(t, rows.Err())
+	require.Len(t, got, n)
+	for i := range n {
+		g := got["many-"+strconv.Itoa(i)]
+		require.Equal(t, [3]string{strconv.Itoa(i), "key-" + strconv.Itoa(i), "rec-" + strconv.Itoa(i)}, [3]string{g[0], g[1], g[2]})
+		require.JSONEq(t, detailOf(i), g[3])
+		require.Equal(t, 1, countWhere(t, db, `SELECT count(*) FROM data_migration_ledger WHERE name = $1`, "key-"+strconv.Itoa(i)))
+	}
 }
 
 func TestAnArgumentThatCannotBeEncodedFailsItsStepBeforeAnythingIsSent(t *testing.T) {
