@@ -45,7 +45,7 @@ func (a *aheadOf) send(ctx context.Context, sql string, args []any) bool {
 	if a.br != nil {
 		return false
 	}
-	var b pgx.Batch
+	b := pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, 1+len(a.tail.QueuedQueries))}
 	b.Queue(sql, args...)
 	b.QueuedQueries = append(b.QueuedQueries, a.tail.QueuedQueries...)
 	a.br = a.q.SendBatch(ctx, &b)

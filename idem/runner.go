@@ -234,10 +234,13 @@ type keyedCall[T, P any] struct {
 	req Request
 	// fp is the request's fingerprint, computed when the call takes the database path (a
 	// follower that joins a flight never needs one).
-	fp      string
-	policy  ResultPolicy[T]
-	prepare func(ctx context.Context) (P, error)
-	work    func(ctx context.Context, p P, b *store.Batch) (T, error)
+	fp string
+	// owner and key are the request's, as statement arguments: put in an interface once for
+	// the statements that send them.
+	owner, key any
+	policy     ResultPolicy[T]
+	prepare    func(ctx context.Context) (P, error)
+	work       func(ctx context.Context, p P, b *store.Batch) (T, error)
 }
 
 // run is the database path: the key read, then reservation, prepare, work and SUCCEEDED in one
@@ -249,6 +252,7 @@ func (c *keyedCall[T, P]) run(ctx context.Context) (Result[T], error) {
 	var none Result[T]
 	r, req := c.r, c.req
 	c.fp = Fingerprint(req.Operation, req.Body)
+	c.owner, c.key = req.Owner, req.Key
 	inTx := store.InTx(ctx)
 	k := flightKey{req.Owner, req.Key}
 	if !inTx {
@@ -354,7 +358,7 @@ func (c *keyedCall[T, P]) run(ctx context.Context) (Result[T], error) {
 		b.Queue(StepSuccess, "record success", errReservationVanished,
 			`WITH u AS (UPDATE idempotency_record SET status = 'SUCCEEDED', response = $3, updated_at = $4
 				WHERE owner_id = $1 AND idempotency_key = $2 AND status = 'PROCESSING' RETURNING 1)
-			SELECT 1 / count(*) FROM u`, req.Owner, req.Key, env, r.clock.Now())
+			SELECT 1 / count(*) FROM u`, c.owner, c.key, env, r.clock.Now())
 		res = Result[T]{Value: v, Outcome: Executed, Envelope: env, Fingerprint: c.fp}
 		return nil
 	})
@@ -406,8 +410,8 @@ type reservation[T any] struct {
 // on the reservation.
 func (c *keyedCall[T, P]) reserve(ctx context.Context, q store.Querier, withRead bool, now, expires time.Time) (rv reservation[T], err error) {
 	req := c.req
-	var tail pgx.Batch
-	tail.Queue(reserveSQL, req.Owner, req.Key, req.Operation, c.fp, now, expires)
+	tail := pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, 1+len(req.Prefetch))}
+	tail.Queue(reserveSQL, c.owner, c.key, req.Operation, c.fp, now, expires)
 	for _, p := range req.Prefetch {
 		p.QueueHeld(&tail, req.Owner, req.Key)
 	}
