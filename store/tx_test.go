@@ -121,7 +121,9 @@ func TestManyQueuedWritesEachKeepTheArgumentsTheyWereQueuedWith(t *testing.T) {
 	db := testdb.New(t)
 	ctx := context.Background()
 	const n = 40
-	detailOf := func(i int) string { return `{"n": ` + strconv.Itoa(i) + `, "pad": "` + strings.Repeat("x", i*37) + `"}` }
+	detailOf := func(i int) string {
+		return `{"n": ` + strconv.Itoa(i) + `, "pad": "` + strings.Repeat("x", i*37) + `"}`
+	}
 	require.NoError(t, db.TxBatch(ctx, func(_ context.Context, b *store.Batch) error {
 		var buf []byte
 		var rev int
