@@ -11,11 +11,22 @@ import (
 
 // canonicalJSON renders a value the kernel itself built (a feature's output) canonically.
 func canonicalJSON(v any) (json.RawMessage, error) {
-	b, err := json.Marshal(v)
+	b, err := marshalValue(v, 128)
 	if err != nil {
 		return nil, err
 	}
 	return jsonb.Canonical(b, jsonb.Limits{})
+}
+
+// marshalValue is a JSON text of v (a feature's payload or output) on its way to the canonical
+// form: jsonb.AppendValue's, the same JSON value as json.Marshal's, for the values decoded
+// payloads and features are made of; json.Marshal's for anything else. size is the room to
+// start with (the text's likely length).
+func marshalValue(v any, size int) ([]byte, error) {
+	if b, ok := jsonb.AppendValue(make([]byte, 0, size), v); ok {
+		return b, nil
+	}
+	return json.Marshal(v)
 }
 
 // CheckTitle enforces a title: 1-200 characters of one line, no control character at all.

@@ -92,7 +92,7 @@ func (k *Kernel) RunFeature(ctx context.Context, in FeatureInput) (WriteResult, 
 					return preparedFeature{}, err
 				}
 			}
-			b, err := json.Marshal(next)
+			b, err := marshalValue(next, len(cur.Payload)+64)
 			if err != nil {
 				return preparedFeature{}, err
 			}

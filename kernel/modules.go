@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"idemwork/apperr"
+	"idemwork/jsonb"
 )
 
 // Module codes of SPEC §8.
@@ -260,6 +261,14 @@ func clone(m map[string]any) map[string]any {
 // Numbers stay json.Number: a float64 would silently round 12345678901234567890 or
 // 0.1000000000000000055 when a feature writes the payload back.
 func decodeObject(raw json.RawMessage) (map[string]any, error) {
+	// jsonb's pooled decoder first: where it reads an object, encoding/json reads the same one
+	// (jsonb.Decode), in a fraction of the allocations. What it refuses, encoding/json reads as
+	// it always did, to the same value or the same error.
+	if v, err := jsonb.Decode(raw); err == nil {
+		if m, ok := v.(map[string]any); ok {
+			return m, nil
+		}
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var m map[string]any

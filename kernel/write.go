@@ -152,12 +152,21 @@ func (k *Kernel) writeRecord(ctx context.Context, b *store.Batch, rec store.Reco
 // auditDetail is an audit event's detail: an object of the given name/value strings.
 func auditDetail(nameValues ...string) json.RawMessage {
 	var ms [4]jsonb.Member
+	// The members' quoted values share one buffer (a value that outgrows it keeps the bytes it
+	// was written in).
+	size := 0
+	for _, s := range nameValues {
+		size += len(s) + 2
+	}
+	vals := make([]byte, 0, size)
 	n := 0
 	for i := 0; i+1 < len(nameValues) && n < len(ms); i += 2 {
-		ms[n] = jsonb.Member{Name: nameValues[i], Value: jsonb.AppendString(nil, nameValues[i+1])}
+		start := len(vals)
+		vals = jsonb.AppendString(vals, nameValues[i+1])
+		ms[n] = jsonb.Member{Name: nameValues[i], Value: vals[start:len(vals):len(vals)]}
 		n++
 	}
-	return jsonb.AppendObject(nil, ms[:n]...)
+	return jsonb.AppendObject(make([]byte, 0, size+4*n), ms[:n]...)
 }
 
 func (k *Kernel) audit(ctx context.Context, b *store.Batch, owner, module, recordID, action string, revision *int, executionID *string, key string, d json.RawMessage) error {

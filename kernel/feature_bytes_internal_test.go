@@ -1,0 +1,111 @@
+package kernel
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"idemwork/jsonb"
+)
+
+// Before jsonb.Decode and jsonb.AppendValue, an internal feature decoded the payload and input
+// with encoding/json (UseNumber) and wrote its next payload and its output with json.Marshal on
+// the way to the canonical text. These are those steps as they were.
+func decodeObjectStd(raw []byte) (map[string]any, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var m map[string]any
+	err := dec.Decode(&m)
+	return m, err
+}
+
+func canonicalPayloadStd(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return CanonicalObject("payload", b)
+}
+
+func canonicalJSONStd(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return jsonb.Canonical(b, jsonb.Limits{})
+}
+
+// Every internal feature of every module writes, from hostile payloads and inputs, the same
+// next payload and the same output bytes through the new decoding and encoding as through
+// encoding/json: a stored revision or execution does not change by a byte.
+func TestInternalFeaturesWriteTheSameBytesAsThroughEncodingJSON(t *testing.T) {
+	t.Parallel()
+	payloads := []string{
+		`{"originalContent": "Remember   to water  the plants\ton Sunday", "currentContent": "Remember   to water  the plants\ton Sunday   morning"}`,
+		`{"currentContent": "  <&> \u2028 \u2029 é😀 \"q\" \\ \u0001\u001f\u007f  tail  ", "originalContent": ""}`,
+		`{"status": "OPEN", "due": "2026-01-02"}`, `{"status": "OPEN"}`,
+		`{"text": "call the plumber", "tags": ["home", "todo", [], {}], "priority": 2, "archived": false}`,
+		`{"n": 12345678901234567890123, "f": 0.1000000000000000055, "e": 1e400, "neg": -0.0, "nested": {"a": [1, {"b": null}]}}`,
+		`{"": "empty name", "a\"b": 1, "currentContent": "` + strings.Repeat("word   ", 500) + `"}`, `{}`,
+	}
+	inputs := []string{`{}`, `{"x": 1}`, `{"note": "<tag>", "list": [true, false, null]}`}
+	reg := NewRegistry(NewRules(1 << 20))
+	ran := 0
+	for _, code := range reg.Codes() {
+		mod, err := reg.Module(code)
+		require.NoError(t, err)
+		for _, feat := range mod.Features {
+			if feat.Mode != ModeInternal || feat.Apply == nil {
+				continue
+			}
+			for _, rawPayload := range payloads {
+				payload, err := CanonicalObject("payload", []byte(rawPayload))
+				require.NoError(t, err)
+				for _, rawInput := range inputs {
+					input, err := CanonicalObject("input", []byte(rawInput))
+					require.NoError(t, err)
+					stdP, err := decodeObjectStd(payload)
+					require.NoError(t, err)
+					stdIn, err := decodeObjectStd(input)
+					require.NoError(t, err)
+					newP, err := decodeObject(payload)
+					require.NoError(t, err)
+					newIn, err := decodeObject(input)
+					require.NoError(t, err)
+					require.Equal(t, stdP, newP, rawPayload)
+					require.Equal(t, stdIn, newIn, rawInput)
+
+					stdNext, stdOut, stdErr := feat.Apply(stdP, stdIn)
+					next, out, applyErr := feat.Apply(newP, newIn)
+					require.Equal(t, stdErr, applyErr)
+					if applyErr != nil {
+						continue
+					}
+					ran++
+					wantPayload, wantErr := canonicalPayloadStd(stdNext)
+					b, err := marshalValue(next, 16)
+					require.NoError(t, err)
+					gotPayload, gotErr := CanonicalObject("payload", b)
+					require.Equal(t, wantErr, gotErr)
+					require.Equal(t, string(wantPayload), string(gotPayload), "%s %s on %s", code, feat.ID, rawPayload)
+					wantOut, wantErr := canonicalJSONStd(stdOut)
+					gotOut, gotErr := canonicalJSON(out)
+					require.Equal(t, wantErr, gotErr)
+					require.Equal(t, string(wantOut), string(gotOut), "%s %s output on %s", code, feat.ID, rawPayload)
+				}
+			}
+		}
+	}
+	require.Greater(t, ran, 20, "the features ran on the corpus")
+	// What the fast reader refuses (null, a duplicate name, something after the object), the
+	// payload decoding answers as encoding/json always did.
+	for _, raw := range []string{`null`, `{"a": 1, "a": 2}`, `{"a": 1} {"b": 2}`, `[1]`} {
+		want, wantErr := decodeObjectStd([]byte(raw))
+		got, gotErr := decodeObject([]byte(raw))
+		require.Equal(t, want, got, raw)
+		require.Equal(t, wantErr == nil, gotErr == nil, raw)
+	}
+}
