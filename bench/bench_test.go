@@ -13,6 +13,7 @@ import (
 	"idemwork/idem"
 	"idemwork/internal/testdb"
 	"idemwork/kernel"
+	"idemwork/store"
 	"idemwork/storm"
 )
 
@@ -74,7 +75,11 @@ func runOp(b *testing.B, o op) {
 
 // runRatio alternates runner and raw ops (runner first on even iterations) and reports each
 // side's time per op and ratio = runner ops/s ÷ raw ops/s, the number `idemwork bench` reports.
-func runRatio(b *testing.B, runner, raw op) {
+func runRatio(b *testing.B, runner, raw op) { runAgainst(b, runner, raw, "raw", "ratio") }
+
+// runAgainst is runRatio against another side, named other, its quotient named quotient (the
+// limit's is the efficiency).
+func runAgainst(b *testing.B, runner, raw op, other, quotient string) {
 	ctx := context.Background()
 	wr := &worker{clients: 1, keyBuf: make([]byte, 0, 64)}
 	ww := &worker{clients: 1, keyBuf: make([]byte, 0, 64)}
@@ -110,9 +115,9 @@ func runRatio(b *testing.B, runner, raw op) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(tRunner.Nanoseconds())/float64(b.N), "runner-ns/op")
-	b.ReportMetric(float64(tRaw.Nanoseconds())/float64(b.N), "raw-ns/op")
+	b.ReportMetric(float64(tRaw.Nanoseconds())/float64(b.N), other+"-ns/op")
 	if tRunner > 0 {
-		b.ReportMetric(float64(tRaw)/float64(tRunner), "ratio")
+		b.ReportMetric(float64(tRaw)/float64(tRunner), quotient)
 	}
 }
 
@@ -136,6 +141,57 @@ func BenchmarkRawFeatureRun(b *testing.B) {
 func BenchmarkFeatureRunRatio(b *testing.B) {
 	t := benchTarget(b, b.N+warmOps)
 	runRatio(b, t.runnerFeatureRun, t.rawFeatureRun)
+}
+
+// limitTarget is benchTarget with the limit side's statements learned from a traced runner (as
+// `idemwork bench` learns them) and records records per side.
+func limitTarget(b *testing.B, records int) *target {
+	b.Helper()
+	db := testdb.New(b)
+	ctx := context.Background()
+	tr := &rtTracer{}
+	sdb, err := store.Open(ctx, db.DSN, store.Options{MaxConns: 1, Tracer: tr})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(sdb.Close)
+	fx := newFixtures()
+	learner, err := newTarget(sdb, db.Pool, fx, DefaultMemMaxContentLength)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := learner.learnPlans(ctx, tr); err != nil {
+		b.Fatal(err)
+	}
+	t, err := newTarget(db.DB, db.Pool, fx, DefaultMemMaxContentLength)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, side := range allSides {
+		if err := fx.records(side).ensure(ctx, t.pool, records); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return t
+}
+
+// The limit side (the runner's statements in one round trip, computed once where they do not
+// vary) and the runner against it: what the runner's Go work and its one round trip more cost.
+
+func BenchmarkLimitFreshKey(b *testing.B) { t := limitTarget(b, 0); runOp(b, t.limitFreshKey) }
+func BenchmarkFreshKeyEfficiency(b *testing.B) {
+	t := limitTarget(b, 0)
+	runAgainst(b, t.runnerFreshKey, t.limitFreshKey, "limit", "efficiency")
+}
+
+func BenchmarkLimitFeatureRun(b *testing.B) {
+	t := limitTarget(b, b.N+warmOps)
+	runOp(b, t.limitFeatureRun)
+}
+
+func BenchmarkFeatureRunEfficiency(b *testing.B) {
+	t := limitTarget(b, b.N+warmOps)
+	runAgainst(b, t.runnerFeatureRun, t.limitFeatureRun, "limit", "efficiency")
 }
 
 func BenchmarkRunnerReplayHit(b *testing.B) { t := benchTarget(b, 0); runOp(b, t.runnerReplayHit) }
