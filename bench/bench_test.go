@@ -7,6 +7,7 @@ package bench
 import (
 	"context"
 	"os"
+	"syscall"
 	"testing"
 	"time"
 
@@ -65,12 +66,26 @@ func runOp(b *testing.B, o op) {
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu0 := processCPU(b)
 	for range b.N {
 		if err := o(ctx, w); err != nil {
 			b.Fatal(err)
 		}
 		w.seq++
 	}
+	b.StopTimer()
+	b.ReportMetric(float64((processCPU(b)-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
+}
+
+// processCPU is the CPU time this process has used (user and system): around ops, the client's
+// own work per op — Go and the driver's system calls, not the server's — which a busy machine
+// disturbs far less than the wall clock.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // runRatio alternates runner and raw ops (runner first on even iterations) and reports each
@@ -93,29 +108,32 @@ func runAgainst(b *testing.B, runner, raw op, other, quotient string) {
 		wr.seq++
 		ww.seq++
 	}
-	var tRunner, tRaw time.Duration
-	timed := func(o op, w *worker, acc *time.Duration) {
-		t0 := time.Now()
+	var tRunner, tRaw, cpuRunner, cpuRaw time.Duration
+	timed := func(o op, w *worker, acc, cpu *time.Duration) {
+		c0, t0 := processCPU(b), time.Now()
 		if err := o(ctx, w); err != nil {
 			b.Fatal(err)
 		}
 		*acc += time.Since(t0)
+		*cpu += processCPU(b) - c0
 		w.seq++
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
 		if i%2 == 0 {
-			timed(runner, wr, &tRunner)
-			timed(raw, ww, &tRaw)
+			timed(runner, wr, &tRunner, &cpuRunner)
+			timed(raw, ww, &tRaw, &cpuRaw)
 		} else {
-			timed(raw, ww, &tRaw)
-			timed(runner, wr, &tRunner)
+			timed(raw, ww, &tRaw, &cpuRaw)
+			timed(runner, wr, &tRunner, &cpuRunner)
 		}
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(tRunner.Nanoseconds())/float64(b.N), "runner-ns/op")
 	b.ReportMetric(float64(tRaw.Nanoseconds())/float64(b.N), other+"-ns/op")
+	b.ReportMetric(float64(cpuRunner.Nanoseconds())/float64(b.N), "runner-cpu-ns/op")
+	b.ReportMetric(float64(cpuRaw.Nanoseconds())/float64(b.N), other+"-cpu-ns/op")
 	if tRunner > 0 {
 		b.ReportMetric(float64(tRaw)/float64(tRunner), quotient)
 	}
