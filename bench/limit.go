@@ -263,7 +263,7 @@ func (t *target) limitCreate(ctx context.Context, key string) error {
 	now := limitNow()
 	rec := store.Record{ID: t.ids.newID(now), OwnerID: Owner, ModuleCode: kernel.ModuleNote, Revision: 1, Title: noteTitle,
 		Payload: in.notePayload, CreatedAt: now, UpdatedAt: now}
-	snap, err := json.Marshal(rec)
+	snap, err := store.AppendSnapshot(nil, rec)
 	if err != nil {
 		return err
 	}
@@ -307,7 +307,7 @@ func (t *target) limitFeature(ctx context.Context, recordID, key string) error {
 	// The record as the locking read returns it, and its next revision as F01 writes it.
 	rec := store.Record{ID: recordID, OwnerID: Owner, ModuleCode: kernel.ModuleMem, Revision: 2, Title: memTitle,
 		Payload: in.memNewPayload, CreatedAt: recs.created, UpdatedAt: now}
-	snap, err := json.Marshal(rec)
+	snap, err := store.AppendSnapshot(nil, rec)
 	if err != nil {
 		return err
 	}

@@ -52,7 +52,7 @@ func (b *Batch) UpdateRecordGuarded(step string, r Record, fromRevision int, con
 
 // InsertRevision queues an immutable revision whose snapshot is r as it is now.
 func (b *Batch) InsertRevision(step string, r Record, key *string) {
-	snap, err := json.Marshal(r)
+	snap, err := AppendSnapshot(make([]byte, 0, snapshotSize(r)), r)
 	if err != nil {
 		if b.err == nil {
 			b.err = &StepError{Step: step, Err: fmt.Errorf("insert revision: %w", err)}
@@ -61,6 +61,11 @@ func (b *Batch) InsertRevision(step string, r Record, key *string) {
 	}
 	// json.RawMessage, not []byte: pgx's exec and simple_protocol modes send a []byte as bytea.
 	b.queue(step, "insert revision", nil, insertRevisionSQL, []any{r.OwnerID, r.ID, r.Revision, json.RawMessage(snap), key, r.UpdatedAt})
+}
+
+// snapshotSize is about the length of r's snapshot: the room to write it in at once.
+func snapshotSize(r Record) int {
+	return 192 + len(r.ID) + len(r.OwnerID) + len(r.ModuleCode) + len(r.Title) + len(r.Summary) + len(r.Payload)
 }
 
 // InsertExecution queues a feature execution.
