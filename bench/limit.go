@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -247,6 +248,17 @@ func auditDetail(nameValues ...string) json.RawMessage {
 	return jsonb.AppendObject(nil, ms...)
 }
 
+// refJSON is a result reference as the kernel's policies write it (executionID "": none): the
+// runner's Serialize, for the ids the limit makes.
+func refJSON(recordID string, revision int, executionID string) []byte {
+	b := append(make([]byte, 0, 64+len(recordID)+len(executionID)), `{"recordId":`...)
+	b = strconv.AppendInt(append(jsonb.AppendString(b, recordID), `,"revision":`...), int64(revision), 10)
+	if executionID != "" {
+		b = jsonb.AppendString(append(b, `,"executionId":`...), executionID)
+	}
+	return append(b, '}')
+}
+
 // limitNow is the runner's clock: UTC at PostgreSQL's precision.
 func limitNow() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
 
@@ -267,11 +279,7 @@ func (t *target) limitCreate(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	ref, err := json.Marshal(rawRecordRef{RecordID: rec.ID, Revision: rec.Revision})
-	if err != nil {
-		return err
-	}
-	env, err := idem.BuildEnvelope(kernel.PolicyRecordSnapshot, recordFields, ref)
+	env, err := idem.BuildEnvelope(kernel.PolicyRecordSnapshot, recordFields, refJSON(rec.ID, rec.Revision, ""))
 	if err != nil {
 		return err
 	}
@@ -315,11 +323,7 @@ func (t *target) limitFeature(ctx context.Context, recordID, key string) error {
 	exec := store.Execution{ID: t.ids.newID(now), OwnerID: Owner, ModuleCode: kernel.ModuleMem, RecordID: recordID, FeatureID: "F01",
 		Mode: "internal", Status: "SUCCEEDED", RecordRevision: rec.Revision, Input: in.featureInput, Output: in.memOutput,
 		IdempotencyKey: keyRef, CreatedAt: now, UpdatedAt: now}
-	ref, err := json.Marshal(rawExecutionRef{RecordID: recordID, Revision: rec.Revision, ExecutionID: exec.ID})
-	if err != nil {
-		return err
-	}
-	env, err := idem.BuildEnvelope(kernel.PolicyFeatureExecution, executionFields, ref)
+	env, err := idem.BuildEnvelope(kernel.PolicyFeatureExecution, executionFields, refJSON(recordID, rec.Revision, exec.ID))
 	if err != nil {
 		return err
 	}

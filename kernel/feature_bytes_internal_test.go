@@ -8,7 +8,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"idemwork/idem"
 	"idemwork/jsonb"
+	"idemwork/store"
 )
 
 // Before jsonb.Decode and jsonb.AppendValue, an internal feature decoded the payload and input
@@ -107,5 +109,40 @@ func TestInternalFeaturesWriteTheSameBytesAsThroughEncodingJSON(t *testing.T) {
 		got, gotErr := decodeObject([]byte(raw))
 		require.Equal(t, want, got, raw)
 		require.Equal(t, wantErr == nil, gotErr == nil, raw)
+	}
+}
+
+// The policies write a reference as json.Marshal of its ref struct writes it: the same bytes for
+// the ids the kernel makes and the same envelope, or the same refusal, for any other.
+func TestPoliciesSerializeReferencesAsJSONMarshalDoes(t *testing.T) {
+	t.Parallel()
+	ids := []string{"01JZ3W9Q8X4T6V2N1M0K7H5G3F", "rec-1:x.y_z", "", "a\"b", "<&>", "é", "\xff", "ctl\x01", strings.Repeat("7", 65)}
+	k := &Kernel{}
+	env := func(policy string, fields []string, b []byte, err error) string {
+		require.NoError(t, err)
+		e, err := idem.BuildEnvelope(policy, fields, b)
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		return string(e)
+	}
+	for _, id := range ids {
+		for _, rev := range []int{0, 1, 2, 1 << 31} {
+			rp := recordSnapshotPolicy{k}
+			got, err := rp.Serialize(RecordResult{Record: store.Record{ID: id, Revision: rev}})
+			want, wantErr := json.Marshal(recordRef{RecordID: id, Revision: rev})
+			require.Equal(t, env(rp.Name(), rp.Fields(), want, wantErr), env(rp.Name(), rp.Fields(), got, err), "%q", id)
+			fp := k.featurePolicyFor("F01")
+			got, err = fp.Serialize(FeatureResult{Record: store.Record{ID: id, Revision: rev}, Execution: store.Execution{ID: id + "e"}})
+			want, wantErr = json.Marshal(executionRef{RecordID: id, Revision: rev, ExecutionID: id + "e"})
+			require.Equal(t, env(fp.Name(), fp.Fields(), want, wantErr), env(fp.Name(), fp.Fields(), got, err), "%q", id)
+			if id == ids[0] || id == ids[1] {
+				require.Equal(t, string(want), string(got))
+			}
+		}
+		cp := commitmentReviewPolicy{k}
+		got, err := cp.Serialize(ReviewResult{Review: store.Review{RecordID: id, ID: "01JREV" + id}})
+		want, wantErr := json.Marshal(reviewRef{RecordID: id, ReviewID: "01JREV" + id})
+		require.Equal(t, env(cp.Name(), cp.Fields(), want, wantErr), env(cp.Name(), cp.Fields(), got, err), "%q", id)
 	}
 }

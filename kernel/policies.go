@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
+	"unicode/utf8"
 
 	"idemwork/apperr"
 	"idemwork/idem"
@@ -50,6 +52,10 @@ type reviewRef struct {
 	ReviewID string `json:"reviewId"`
 }
 
+// The policies' Serialize write a reference as json.Marshal of its ref struct writes it (the
+// envelope's guard then renders it canonically), without reflection; an id that is not valid
+// UTF-8, which json.Marshal would rewrite, goes through json.Marshal (and the guard refuses it).
+
 // recordSnapshotPolicy stores recordId + revision and restores that exact revision.
 type recordSnapshotPolicy struct{ k *Kernel }
 
@@ -57,7 +63,13 @@ func (recordSnapshotPolicy) Name() string     { return PolicyRecordSnapshot }
 func (recordSnapshotPolicy) Fields() []string { return []string{"recordId", "revision"} }
 
 func (recordSnapshotPolicy) Serialize(v RecordResult) (json.RawMessage, error) {
-	return json.Marshal(recordRef{RecordID: v.Record.ID, Revision: v.Record.Revision})
+	ref := recordRef{RecordID: v.Record.ID, Revision: v.Record.Revision}
+	if !utf8.ValidString(ref.RecordID) {
+		return json.Marshal(ref)
+	}
+	b := append(make([]byte, 0, 40+len(ref.RecordID)), `{"recordId":`...)
+	b = append(strconv.AppendInt(append(jsonb.AppendString(b, ref.RecordID), `,"revision":`...), int64(ref.Revision), 10), '}')
+	return b, nil
 }
 
 func (p recordSnapshotPolicy) Restore(ctx context.Context, owner, module string, result json.RawMessage) (RecordResult, error) {
@@ -91,7 +103,13 @@ func (featureExecutionPolicy) Fields() []string {
 }
 
 func (featureExecutionPolicy) Serialize(v FeatureResult) (json.RawMessage, error) {
-	return json.Marshal(executionRef{RecordID: v.Record.ID, Revision: v.Record.Revision, ExecutionID: v.Execution.ID})
+	ref := executionRef{RecordID: v.Record.ID, Revision: v.Record.Revision, ExecutionID: v.Execution.ID}
+	if !utf8.ValidString(ref.RecordID) || !utf8.ValidString(ref.ExecutionID) {
+		return json.Marshal(ref)
+	}
+	b := append(make([]byte, 0, 64+len(ref.RecordID)+len(ref.ExecutionID)), `{"recordId":`...)
+	b = strconv.AppendInt(append(jsonb.AppendString(b, ref.RecordID), `,"revision":`...), int64(ref.Revision), 10)
+	return append(jsonb.AppendString(append(b, `,"executionId":`...), ref.ExecutionID), '}'), nil
 }
 
 func (p featureExecutionPolicy) Restore(ctx context.Context, owner, module string, result json.RawMessage) (FeatureResult, error) {
@@ -138,7 +156,12 @@ func (commitmentReviewPolicy) Name() string     { return PolicyCommitmentReview 
 func (commitmentReviewPolicy) Fields() []string { return []string{"recordId", "reviewId"} }
 
 func (commitmentReviewPolicy) Serialize(v ReviewResult) (json.RawMessage, error) {
-	return json.Marshal(reviewRef{RecordID: v.Review.RecordID, ReviewID: v.Review.ID})
+	ref := reviewRef{RecordID: v.Review.RecordID, ReviewID: v.Review.ID}
+	if !utf8.ValidString(ref.RecordID) || !utf8.ValidString(ref.ReviewID) {
+		return json.Marshal(ref)
+	}
+	b := append(make([]byte, 0, 32+len(ref.RecordID)+len(ref.ReviewID)), `{"recordId":`...)
+	return append(jsonb.AppendString(append(jsonb.AppendString(b, ref.RecordID), `,"reviewId":`...), ref.ReviewID), '}'), nil
 }
 
 func (p commitmentReviewPolicy) Restore(ctx context.Context, owner, module string, result json.RawMessage) (ReviewResult, error) {
