@@ -106,7 +106,11 @@ func (b *Batch) InsertOutbox(step string, m OutboxMessage) {
 		[]any{m.OwnerID, m.ID, m.ExecutionID, m.Provider, m.PayloadRef, m.IdempotencyID, m.Status, m.NextAttemptAt, m.CreatedAt})
 }
 
-const recordColumns = `id, owner_id, module_code, revision, title, summary, payload, created_at, updated_at`
+const (
+	recordColumns     = `id, owner_id, module_code, revision, title, summary, payload, created_at, updated_at`
+	findRecordSQL     = `SELECT ` + recordColumns + ` FROM record WHERE owner_id = $1 AND module_code = $2 AND id = $3`
+	findRecordLockSQL = findRecordSQL + ` FOR NO KEY UPDATE`
+)
 
 func scanRecord(row pgx.Row) (Record, error) {
 	var r Record
@@ -120,9 +124,9 @@ func scanRecord(row pgx.Row) (Record, error) {
 // FindRecord reads the current record of owner and module; lock takes a row lock (FOR NO KEY
 // UPDATE) so concurrent features on one record serialise.
 func (db *DB) FindRecord(ctx context.Context, owner, module, id string, lock bool) (Record, error) {
-	q := `SELECT ` + recordColumns + ` FROM record WHERE owner_id = $1 AND module_code = $2 AND id = $3`
+	q := findRecordSQL
 	if lock {
-		q += ` FOR NO KEY UPDATE`
+		q = findRecordLockSQL
 	}
 	return scanRecord(db.Q(ctx).QueryRow(ctx, q, owner, module, id))
 }
@@ -217,11 +221,15 @@ const recordHeldSQL = `SELECT ` + recordColumns + ` FROM record WHERE owner_id =
 		AND EXISTS (SELECT 1 FROM idempotency_record WHERE owner_id = $5 AND idempotency_key = $4
 			AND reserved_xid = pg_current_xact_id_if_assigned())`
 
+// recordHeldLockSQL is recordHeldSQL taking the row lock (a constant: not a string built, and
+// hashed into the statement cache, anew on every feature run).
+const recordHeldLockSQL = recordHeldSQL + ` FOR NO KEY UPDATE`
+
 // QueueHeld queues the guarded read for the reservation of (owner, key) in b.
 func (r *RecordAhead) QueueHeld(b *pgx.Batch, owner, key string) {
 	sql := recordHeldSQL
 	if r.lock {
-		sql += ` FOR NO KEY UPDATE`
+		sql = recordHeldLockSQL
 	}
 	b.Queue(sql, r.owner, r.module, r.id, key, owner)
 }
