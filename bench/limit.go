@@ -283,16 +283,17 @@ func (t *target) limitCreate(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	keyRef, recordID, revision := &key, rec.ID, rec.Revision
+	// Pointers go as the values they point to, as the store's batch sends them.
+	recordID, revision := rec.ID, rec.Revision
 	var b pgx.Batch
 	b.Queue(p[roleBegin])
 	b.Queue(p[roleReadKey], Owner, key, kernel.ModuleNote)
 	b.Queue(p[roleReserve], Owner, key, in.createOp, in.createFingerprint, now, now.Add(idem.DefaultTTL))
 	b.Queue(p[roleInsertRecord], rec.OwnerID, rec.ID, rec.ModuleCode, rec.Revision, rec.Title, rec.Summary, rec.Payload,
 		rec.CreatedAt, rec.UpdatedAt)
-	b.Queue(p[roleInsertRevision], rec.OwnerID, rec.ID, rec.Revision, json.RawMessage(snap), keyRef, rec.UpdatedAt)
-	b.Queue(p[roleInsertAudit], Owner, t.ids.newID(now), kernel.ModuleNote, &recordID, "RECORD_CREATED", &revision,
-		(*string)(nil), keyRef, in.createAudit, now)
+	b.Queue(p[roleInsertRevision], rec.OwnerID, rec.ID, rec.Revision, json.RawMessage(snap), key, rec.UpdatedAt)
+	b.Queue(p[roleInsertAudit], Owner, t.ids.newID(now), kernel.ModuleNote, recordID, "RECORD_CREATED", revision,
+		nil, key, in.createAudit, now)
 	b.Queue(p[roleSucceeded], Owner, key, env, limitNow())
 	b.Queue(p[roleCommit])
 	return t.sendLimit(ctx, &b, writePaths[FreshKey], "")
@@ -319,10 +320,9 @@ func (t *target) limitFeature(ctx context.Context, recordID, key string) error {
 	if err != nil {
 		return err
 	}
-	keyRef := &key
 	exec := store.Execution{ID: t.ids.newID(now), OwnerID: Owner, ModuleCode: kernel.ModuleMem, RecordID: recordID, FeatureID: "F01",
 		Mode: "internal", Status: "SUCCEEDED", RecordRevision: rec.Revision, Input: in.featureInput, Output: in.memOutput,
-		IdempotencyKey: keyRef, CreatedAt: now, UpdatedAt: now}
+		IdempotencyKey: &key, CreatedAt: now, UpdatedAt: now}
 	env, err := idem.BuildEnvelope(kernel.PolicyFeatureExecution, executionFields, refJSON(recordID, rec.Revision, exec.ID))
 	if err != nil {
 		return err
@@ -335,10 +335,10 @@ func (t *target) limitFeature(ctx context.Context, recordID, key string) error {
 	b.Queue(p[roleLockRecord], Owner, kernel.ModuleMem, recordID, key, Owner)
 	b.Queue(p[roleUpdateRecord], rec.OwnerID, rec.ModuleCode, rec.ID, rec.Revision, rec.Title, rec.Summary, rec.Payload,
 		rec.UpdatedAt, 1)
-	b.Queue(p[roleInsertRevision], rec.OwnerID, rec.ID, rec.Revision, json.RawMessage(snap), keyRef, rec.UpdatedAt)
+	b.Queue(p[roleInsertRevision], rec.OwnerID, rec.ID, rec.Revision, json.RawMessage(snap), key, rec.UpdatedAt)
 	b.Queue(p[roleInsertExecution], exec.OwnerID, exec.ID, exec.ModuleCode, exec.RecordID, exec.FeatureID, exec.Mode, exec.Status,
-		exec.RecordRevision, exec.Input, exec.Output, exec.IdempotencyKey, exec.CreatedAt, exec.UpdatedAt)
-	b.Queue(p[roleInsertAudit], Owner, t.ids.newID(now), kernel.ModuleMem, &rid, "FEATURE_F01_EXECUTED", &revision, &execID, keyRef,
+		exec.RecordRevision, exec.Input, exec.Output, key, exec.CreatedAt, exec.UpdatedAt)
+	b.Queue(p[roleInsertAudit], Owner, t.ids.newID(now), kernel.ModuleMem, rid, "FEATURE_F01_EXECUTED", revision, execID, key,
 		auditDetail("operation", op, "featureId", "F01", "mode", exec.Mode, "status", exec.Status), now)
 	b.Queue(p[roleSucceeded], Owner, key, env, limitNow())
 	b.Queue(p[roleCommit])

@@ -24,55 +24,25 @@ type Batch struct {
 	// err is the first write whose arguments could not be encoded: the batch fails with it
 	// when sent, before anything reaches the server.
 	err error
-	// own holds the copies of the JSON documents and pointed-to values the writes carry: a few
-	// allocations a batch rather than one (or two) a value.
+	// own holds the copies of the JSON documents the writes carry: a few allocations a batch
+	// rather than two a document.
 	own arena
 }
 
-// arena is where a batch copies what its writes carry. A slab that fills is replaced, never
-// grown in place, so a copy handed out stays where it is (and what it holds).
+// arena is where a batch copies the JSON documents its writes carry. A slab that fills is
+// replaced, never grown in place, so a copy handed out stays where it is (and what it holds).
 type arena struct {
 	bytes []byte
-	strs  []string
-	ints  []int
 }
 
-// json is a copy of v (nil stays nil: NULL), its capacity its length, so nothing appended to it
-// reaches the arena.
+// json is a copy of v, its capacity its length, so nothing appended to it reaches the arena.
 func (a *arena) json(v json.RawMessage) json.RawMessage {
-	if v == nil {
-		return nil
-	}
 	if cap(a.bytes)-len(a.bytes) < len(v) {
 		a.bytes = make([]byte, 0, max(1024, 2*cap(a.bytes), len(v)))
 	}
 	start := len(a.bytes)
 	a.bytes = append(a.bytes, v...)
 	return json.RawMessage(a.bytes[start:len(a.bytes):len(a.bytes)])
-}
-
-// str is a pointer to a copy of *p (nil for nil).
-func (a *arena) str(p *string) *string {
-	if p == nil {
-		return nil
-	}
-	if len(a.strs) == cap(a.strs) {
-		a.strs = make([]string, 0, max(8, 2*cap(a.strs)))
-	}
-	a.strs = append(a.strs, *p)
-	return &a.strs[len(a.strs)-1]
-}
-
-// int is a pointer to a copy of *p (nil for nil).
-func (a *arena) int(p *int) *int {
-	if p == nil {
-		return nil
-	}
-	if len(a.ints) == cap(a.ints) {
-		a.ints = make([]int, 0, max(4, 2*cap(a.ints)))
-	}
-	a.ints = append(a.ints, *p)
-	return &a.ints[len(a.ints)-1]
 }
 
 // queuedWrite is one write waiting in a batch.
@@ -133,16 +103,17 @@ func (b *Batch) Steps() []string {
 }
 
 // encode replaces each of args by a value that shares nothing with the caller's: a pointer
-// becomes a pointer to a copy of the value it points to now (or NULL), a JSON document a copy of
-// its bytes. A type outside this list is an error rather than a reference kept by accident.
+// becomes the value it points to now (NULL for nil) — sent alike, and pgx no longer dereferences
+// it by reflection, allocating, on every send — a JSON document a copy of its bytes. A type
+// outside this list is an error rather than a reference kept by accident.
 func (a *arena) encode(out []any) error {
 	for i, v := range out {
 		switch v := v.(type) {
 		case nil, string, bool, int, int32, int64, time.Time:
 		case *string:
-			out[i] = a.str(v)
+			out[i] = valueOf(v)
 		case *int:
-			out[i] = a.int(v)
+			out[i] = valueOf(v)
 		case json.RawMessage:
 			// json.RawMessage, never []byte: pgx's exec and simple_protocol modes send a []byte as
 			// bytea, and a json column then refuses it.
@@ -156,4 +127,12 @@ func (a *arena) encode(out []any) error {
 		}
 	}
 	return nil
+}
+
+// valueOf is *p (nil for nil: NULL), in an interface.
+func valueOf[T any](p *T) any {
+	if p == nil {
+		return nil
+	}
+	return *p
 }
