@@ -131,7 +131,7 @@ func RunPrepared[T, P any](ctx context.Context, r *Runner, req Request, policy R
 		return Result[T]{}, err
 	}
 	call := &keyedCall[T, P]{r: r, req: req, policy: policy, prepare: prepare, work: work}
-	if !sharing(ctx, req) {
+	if !sharing(ctx, &req) {
 		return call.run(ctx)
 	}
 	k := flightKey{req.Owner, req.Key}
@@ -161,7 +161,7 @@ func RunPrepared[T, P any](ctx context.Context, r *Runner, req Request, policy R
 
 // sharing reports whether req may share an in-process flight: not when it asked not to, and
 // never inside an ambient transaction, whatever it asked.
-func sharing(ctx context.Context, req Request) bool {
+func sharing(ctx context.Context, req *Request) bool {
 	return (req.ShareInFlight == nil || *req.ShareInFlight) && !store.InTx(ctx)
 }
 
@@ -173,22 +173,47 @@ func sharing(ctx context.Context, req Request) bool {
 // Body nil it finds the flight by Raw (see Request.Raw). ok is
 // false when there is no such flight or sharing is off for req. A leader's failure is never
 // inherited: then ok is false and sharing is turned off in *req, so that RunPrepared takes the
-// database path for this request.
+// database path for this request. It is Await and FlightResult in one call.
 func JoinInFlight[T any](ctx context.Context, r *Runner, req *Request) (res Result[T], ok bool, err error) {
-	if req.Key == "" || !sharing(ctx, *req) {
-		return res, false, nil
+	j, ok, err := r.Await(ctx, req)
+	if !ok || err != nil {
+		return res, ok, err
+	}
+	return FlightResult[T](j), true, nil
+}
+
+// Flight is a finished in-process flight a follower joined (Await): its leader succeeded.
+type Flight struct{ f *flight }
+
+// Await is JoinInFlight without taking the value: it parks on the flight running for exactly req
+// until the leader finishes (or ctx ends) and reports ok when the leader succeeded; FlightResult
+// then takes the value. It is not generic and keeps no result on its stack, so that a follower
+// parks on a short stack: every frame a parked follower holds is stack its goroutine may have to
+// grow (copy) to, and a storm's followers are a thousand fresh goroutines.
+func (r *Runner) Await(ctx context.Context, req *Request) (Flight, bool, error) {
+	if req.Key == "" || !sharing(ctx, req) {
+		return Flight{}, false, nil
 	}
 	// A flight exists only for a validated owner and key, so finding one validates these.
 	f := r.flights.find(flightKey{req.Owner, req.Key}, req.Operation, req.Body, req.Raw)
 	if f == nil {
-		return res, false, nil
+		return Flight{}, false, nil
 	}
-	res, ok, err = follow[T](ctx, r, f)
-	if !ok && err == nil {
+	if err := r.flights.wait(ctx, f); err != nil {
+		return Flight{}, false, err
+	}
+	if f.err != nil {
 		noShare := false
 		req.ShareInFlight = &noShare
+		return Flight{}, false, nil
 	}
-	return res, ok, err
+	return Flight{f}, true, nil
+}
+
+// FlightResult is the leader's value of flight j, shared (JOINED).
+func FlightResult[T any](j Flight) Result[T] {
+	f := j.f
+	return Result[T]{Value: f.value.(T), Outcome: Joined, Envelope: f.envelope, Fingerprint: f.fingerprint}
 }
 
 // follow is the one way a call joins a flight (SPEC §4.3): it parks until the leader finishes
@@ -201,7 +226,7 @@ func follow[T any](ctx context.Context, r *Runner, f *flight) (Result[T], bool, 
 	if f.err != nil {
 		return Result[T]{}, false, nil
 	}
-	return Result[T]{Value: f.value.(T), Outcome: Joined, Envelope: f.envelope, Fingerprint: f.fingerprint}, true, nil
+	return FlightResult[T](Flight{f}), true, nil
 }
 
 // runUnkeyed runs prepare and work once in one transaction, without idempotency.

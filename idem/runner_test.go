@@ -497,6 +497,70 @@ func TestJoinInFlightNeverHandsOnALeadersFailureAndSendsTheRequestToTheDatabase(
 	require.Equal(t, idem.Executed, res.Outcome)
 }
 
+// A follower waits for its leader only as long as its own context lets it: cancelled while
+// parked, it returns the context's error and joins nothing, and the leader and the other
+// followers (with contexts of their own, as every caller's can be cancelled) are unaffected.
+func TestAParkedFollowerWhoseContextEndsLeavesAndTheOthersStillJoin(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	g := newGate(t)
+	leaderCtx := heldAtSucceeded(g, nil)
+	request := func() idem.Request {
+		return idem.Request{Owner: "alice", Key: "k", Module: "W", Operation: "W:widget:create", Body: []byte(`{"label":"v"}`)}
+	}
+	var leader idem.Result[widget]
+	var leaderErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		leader, leaderErr = b.run(leaderCtx, request(), "v")
+	}()
+	g.AwaitHeld(t)
+
+	type joinResult struct {
+		res idem.Result[widget]
+		ok  bool
+		err error
+	}
+	follow := func(ctx context.Context) chan joinResult {
+		c := make(chan joinResult, 1)
+		go func() {
+			req := request()
+			res, ok, err := idem.JoinInFlight[widget](ctx, b.runner, &req)
+			c <- joinResult{res, ok, err}
+		}()
+		return c
+	}
+	leaving, leave := context.WithCancel(context.Background())
+	defer leave()
+	staying, stay := context.WithCancel(context.Background())
+	defer stay()
+	left, joined := follow(leaving), follow(staying)
+	require.Eventually(t, func() bool { return b.runner.Waiting() == 2 }, 10*time.Second, time.Millisecond)
+
+	leave()
+	var l joinResult
+	select {
+	case l = <-left:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the follower whose context was cancelled is still waiting for the leader")
+	}
+	require.ErrorIs(t, l.err, context.Canceled)
+	require.False(t, l.ok)
+	require.Eventually(t, func() bool { return b.runner.Waiting() == 1 }, 10*time.Second, time.Millisecond,
+		"the other follower is still parked")
+
+	g.Open()
+	<-done
+	require.NoError(t, leaderErr)
+	j := <-joined
+	require.NoError(t, j.err)
+	require.True(t, j.ok)
+	require.Equal(t, idem.Joined, j.res.Outcome)
+	require.Equal(t, leader.Value, j.res.Value)
+	require.Equal(t, int32(1), b.works.Load(), "one execution")
+}
+
 // RunPrepared itself (a caller that does not try JoinInFlight first) joins a running leader for
 // the same request: its followers park on the flight, never on the database, and share the
 // leader's value.

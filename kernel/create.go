@@ -27,14 +27,15 @@ func (k *Kernel) Create(ctx context.Context, in CreateInput) (WriteResult, error
 	if w, ok, err := joinFlight(ctx, k, &req, recordWriteResult); ok || err != nil {
 		return w, err
 	}
-	return k.create(ctx, in, mod, req)
+	return k.create(ctx, &in, mod, &req)
 }
 
 // create is Create past the flight it did not find by the raw request: a function of its own, so
 // that a follower parks on a small stack.
 //
 //go:noinline
-func (k *Kernel) create(ctx context.Context, in CreateInput, mod *Module, req idem.Request) (WriteResult, error) {
+func (k *Kernel) create(ctx context.Context, pin *CreateInput, mod *Module, preq *idem.Request) (WriteResult, error) {
+	in, req := *pin, *preq
 	op := req.Operation
 	var err error
 	payload := json.RawMessage(`{}`)

@@ -41,14 +41,20 @@ func bodyV1(fields map[string]any) ([]byte, error) {
 
 // joinFlight is idem.JoinInFlight for a kernel write, its result converted by convert (called
 // with the request's key and operation). A write tries it before it builds its prepare and work,
-// so that a joining follower allocates neither.
+// so that a joining follower allocates neither. It parks in idem's Await and takes the result in
+// a function of its own, after: a parked follower holds no result on its stack.
 func joinFlight[T any](ctx context.Context, k *Kernel, req *idem.Request,
 	convert func(res idem.Result[T], key, op string) WriteResult) (WriteResult, bool, error) {
-	res, ok, err := idem.JoinInFlight[T](ctx, k.runner, req)
+	f, ok, err := k.runner.Await(ctx, req)
 	if !ok || err != nil {
 		return WriteResult{}, ok, err
 	}
-	return convert(res, req.Key, req.Operation), true, nil
+	return joinedWrite(f, req, convert), true, nil
+}
+
+//go:noinline
+func joinedWrite[T any](f idem.Flight, req *idem.Request, convert func(res idem.Result[T], key, op string) WriteResult) WriteResult {
+	return convert(idem.FlightResult[T](f), req.Key, req.Operation)
 }
 
 // rawRequest is a request's fields as the caller gave them, before any encoding, in one byte
