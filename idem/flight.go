@@ -22,6 +22,7 @@ type flights struct {
 type flightKey struct{ owner, key string }
 
 type flight struct {
+	key       string
 	operation string
 	body      []byte // the leader's body: a follower with the same bytes has the same fingerprint
 	raw       []byte // the leader's Request.Raw (nil: none): a follower with the same has the same body
@@ -80,7 +81,7 @@ func (g *flights) leadOrJoin(k flightKey, operation string, body, raw []byte) (*
 	if g.m == nil {
 		g.m = make(map[flightKey]*flight)
 	}
-	f := &flight{operation: operation, body: body, raw: raw, done: make(chan struct{})}
+	f := &flight{key: k.key, operation: operation, body: body, raw: raw, done: make(chan struct{})}
 	g.m[k] = f
 	return f, true
 }

@@ -210,6 +210,10 @@ func (r *Runner) Await(ctx context.Context, req *Request) (Flight, bool, error) 
 	return Flight{f}, true, nil
 }
 
+// Key and Operation are the flight's: the leader's, equal to those of every follower of it.
+func (j Flight) Key() string       { return j.f.key }
+func (j Flight) Operation() string { return j.f.operation }
+
 // FlightResult is the leader's value of flight j, shared (JOINED).
 func FlightResult[T any](j Flight) Result[T] {
 	f := j.f

@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 
@@ -22,21 +23,29 @@ func (k *Kernel) Create(ctx context.Context, in CreateInput) (WriteResult, error
 		return WriteResult{}, err
 	}
 	op := mod.createOperation()
+	// The raw request of a typical create fits on the stack: a follower's lookup allocates nothing.
+	var buf [128]byte
 	req := idem.Request{Owner: in.Owner, Key: in.Key, Operation: op, Module: mod.Code, ShareInFlight: in.ShareInFlight,
-		Raw: rawRequest(make([]byte, 0, 32+len(in.Title)+len(in.Payload))).text(in.Title).optText(in.Summary).json(in.Payload)}
+		Raw: rawRequest(buf[:0]).text(in.Title).optText(in.Summary).json(in.Payload)}
 	if w, ok, err := joinFlight(ctx, k, &req, recordWriteResult); ok || err != nil {
 		return w, err
 	}
-	return k.create(ctx, &in, mod, &req)
+	// Past a failed leader's flight (Await turned sharing off in req) the request shares nothing.
+	return k.create(ctx, &in, mod, req.Raw, req.ShareInFlight != nil && !*req.ShareInFlight)
 }
 
 // create is Create past the flight it did not find by the raw request: a function of its own, so
 // that a follower parks on a small stack.
 //
 //go:noinline
-func (k *Kernel) create(ctx context.Context, pin *CreateInput, mod *Module, preq *idem.Request) (WriteResult, error) {
-	in, req := *pin, *preq
-	op := req.Operation
+func (k *Kernel) create(ctx context.Context, pin *CreateInput, mod *Module, raw []byte, shareOff bool) (WriteResult, error) {
+	in, op := *pin, mod.createOperation()
+	// A leader's raw request stays in its flight: a copy, off the caller's stack.
+	req := idem.Request{Owner: in.Owner, Key: in.Key, Operation: op, Module: mod.Code, ShareInFlight: in.ShareInFlight, Raw: bytes.Clone(raw)}
+	if shareOff {
+		off := false
+		req.ShareInFlight = &off
+	}
 	var err error
 	payload := json.RawMessage(`{}`)
 	var given json.RawMessage // the payload member of the body: absent when not given

@@ -18,6 +18,14 @@ func keyPtr(key string) *string {
 	return &key
 }
 
+// keyIn is p, or nil when *p is no key (keyPtr for a key inside a result's one allocation).
+func keyIn(p *string) *string {
+	if *p == "" {
+		return nil
+	}
+	return p
+}
+
 // bodyV1 is the request body as fingerprint version 1 covered it: encoding/json's rendering of
 // the fields present (a raw payload as the client wrote it). It is computed only to compare a key
 // whose stored fingerprint is version 1; new keys use the canonical body (package jsonb).
@@ -49,12 +57,15 @@ func joinFlight[T any](ctx context.Context, k *Kernel, req *idem.Request,
 	if !ok || err != nil {
 		return WriteResult{}, ok, err
 	}
-	return joinedWrite(f, req, convert), true, nil
+	return joinedWrite(f, convert), true, nil
 }
 
+// joinedWrite is flight f's result for a follower: its key and operation are the leader's, the
+// same strings as the follower's own.
+//
 //go:noinline
-func joinedWrite[T any](f idem.Flight, req *idem.Request, convert func(res idem.Result[T], key, op string) WriteResult) WriteResult {
-	return convert(idem.FlightResult[T](f), req.Key, req.Operation)
+func joinedWrite[T any](f idem.Flight, convert func(res idem.Result[T], key, op string) WriteResult) WriteResult {
+	return convert(idem.FlightResult[T](f), f.Key(), f.Operation())
 }
 
 // rawRequest is a request's fields as the caller gave them, before any encoding, in one byte
@@ -86,15 +97,23 @@ func (r rawRequest) number(n int) rawRequest { return strconv.AppendInt(append(r
 
 // recordWriteResult is what a create or patch returns for the runner's result.
 func recordWriteResult(res idem.Result[RecordResult], key, op string) WriteResult {
-	rec := utcRecord(res.Value.Record)
-	return WriteResult{Outcome: res.Outcome, Waited: res.Waited, Key: keyPtr(key), Operation: op, Record: &rec, Envelope: res.Envelope}
+	// One allocation for what the result points to (a storm's followers each make one).
+	w := &struct {
+		rec store.Record
+		key string
+	}{utcRecord(res.Value.Record), key}
+	return WriteResult{Outcome: res.Outcome, Waited: res.Waited, Key: keyIn(&w.key), Operation: op, Record: &w.rec, Envelope: res.Envelope}
 }
 
 // featureWriteResult is what a feature run returns for the runner's result.
 func featureWriteResult(res idem.Result[FeatureResult], key, op string) WriteResult {
-	rec, exec := utcRecord(res.Value.Record), res.Value.Execution
-	exec.CreatedAt, exec.UpdatedAt = exec.CreatedAt.UTC(), exec.UpdatedAt.UTC()
-	return WriteResult{Outcome: res.Outcome, Waited: res.Waited, Key: keyPtr(key), Operation: op, Record: &rec, Execution: &exec, Envelope: res.Envelope}
+	w := &struct {
+		rec  store.Record
+		exec store.Execution
+		key  string
+	}{utcRecord(res.Value.Record), res.Value.Execution, key}
+	w.exec.CreatedAt, w.exec.UpdatedAt = w.exec.CreatedAt.UTC(), w.exec.UpdatedAt.UTC()
+	return WriteResult{Outcome: res.Outcome, Waited: res.Waited, Key: keyIn(&w.key), Operation: op, Record: &w.rec, Execution: &w.exec, Envelope: res.Envelope}
 }
 
 // utcRecord is rec with its times in UTC: a record read back from PostgreSQL carries the
