@@ -210,8 +210,10 @@ func (r *Runner) Await(ctx context.Context, req *Request) (Flight, bool, error) 
 	return Flight{f}, true, nil
 }
 
-// Key and Operation are the flight's: the leader's, equal to those of every follower of it.
-func (j Flight) Key() string       { return j.f.key }
+// Key is the flight's idempotency key: the leader's, equal to every follower's.
+func (j Flight) Key() string { return j.f.key }
+
+// Operation is the flight's operation: the leader's, equal to every follower's.
 func (j Flight) Operation() string { return j.f.operation }
 
 // FlightResult is the leader's value of flight j, shared (JOINED).
@@ -220,9 +222,9 @@ func FlightResult[T any](j Flight) Result[T] {
 	return Result[T]{Value: f.value.(T), Outcome: Joined, Envelope: f.envelope, Fingerprint: f.fingerprint}
 }
 
-// follow is the one way a call joins a flight (SPEC §4.3): it parks until the leader finishes
-// and shares its value (JOINED). ok is false when the leader failed: its error is never handed
-// on, and the caller takes the database path itself.
+// follow is how RunPrepared joins the flight it met (SPEC §4.3), as Await does for a caller that
+// looks first: it parks until the leader finishes and shares its value (JOINED). ok is false when
+// the leader failed: its error is never handed on, and the caller takes the database path itself.
 func follow[T any](ctx context.Context, r *Runner, f *flight) (Result[T], bool, error) {
 	if err := r.flights.wait(ctx, f); err != nil {
 		return Result[T]{}, false, err
