@@ -396,11 +396,29 @@ func TestTheOffsetClockMovesAndResets(t *testing.T) {
 	require.Zero(t, c.Offset())
 }
 
+// leadHeld starts a leader for req (a widget labelled "v") held at its SUCCEEDED step by g, and
+// returns once it is held; result waits for the leader's end (open g first).
+func leadHeld(t *testing.T, b *testBundle, g *gate, req idem.Request) (result func() (idem.Result[widget], error)) {
+	t.Helper()
+	ctx := heldAtSucceeded(g, nil)
+	var res idem.Result[widget]
+	var err error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		res, err = b.run(ctx, req, "v")
+	}()
+	g.AwaitHeld(t)
+	return func() (idem.Result[widget], error) {
+		<-done
+		return res, err
+	}
+}
+
 func TestJoinInFlightSharesARunningLeadersValueBeforeAnythingIsPrepared(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	g := newGate(t)
-	leaderCtx := heldAtSucceeded(g, nil)
 	body := []byte(`{"label":"v"}`)
 	request := func() idem.Request {
 		return idem.Request{Owner: "alice", Key: "k", Module: "W", Operation: "W:widget:create", Body: body}
@@ -412,14 +430,7 @@ func TestJoinInFlightSharesARunningLeadersValueBeforeAnythingIsPrepared(t *testi
 	require.False(t, ok)
 	require.Nil(t, req.ShareInFlight)
 
-	var leader idem.Result[widget]
-	var leaderErr error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		leader, leaderErr = b.run(leaderCtx, request(), "v")
-	}()
-	g.AwaitHeld(t)
+	leaderResult := leadHeld(t, b, g, request())
 
 	// Another body, sharing off, or an ambient transaction: never joined.
 	other := request()
@@ -449,8 +460,8 @@ func TestJoinInFlightSharesARunningLeadersValueBeforeAnythingIsPrepared(t *testi
 		joined <- res
 	}()
 	g.Open()
-	<-done
-	require.NoError(t, leaderErr)
+	leader, err := leaderResult()
+	require.NoError(t, err)
 	res := <-joined
 	require.Equal(t, idem.Joined, res.Outcome)
 	require.Equal(t, leader.Value, res.Value)
@@ -504,18 +515,10 @@ func TestAParkedFollowerWhoseContextEndsLeavesAndTheOthersStillJoin(t *testing.T
 	t.Parallel()
 	b := setup(t)
 	g := newGate(t)
-	leaderCtx := heldAtSucceeded(g, nil)
 	request := func() idem.Request {
 		return idem.Request{Owner: "alice", Key: "k", Module: "W", Operation: "W:widget:create", Body: []byte(`{"label":"v"}`)}
 	}
-	var leader idem.Result[widget]
-	var leaderErr error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		leader, leaderErr = b.run(leaderCtx, request(), "v")
-	}()
-	g.AwaitHeld(t)
+	leaderResult := leadHeld(t, b, g, request())
 
 	type joinResult struct {
 		res idem.Result[widget]
@@ -551,8 +554,8 @@ func TestAParkedFollowerWhoseContextEndsLeavesAndTheOthersStillJoin(t *testing.T
 		"the other follower is still parked")
 
 	g.Open()
-	<-done
-	require.NoError(t, leaderErr)
+	leader, err := leaderResult()
+	require.NoError(t, err)
 	j := <-joined
 	require.NoError(t, j.err)
 	require.True(t, j.ok)
