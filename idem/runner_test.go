@@ -459,6 +459,9 @@ func TestJoinInFlightSharesARunningLeadersValueBeforeAnythingIsPrepared(t *testi
 		}
 		joined <- res
 	}()
+	// The follower must be parked on the flight before the leader may finish: opened at once,
+	// a loaded machine could let the leader end first, and the follower would find no flight.
+	require.Eventually(t, func() bool { return b.runner.Waiting() == 1 }, 10*time.Second, time.Millisecond)
 	g.Open()
 	leader, err := leaderResult()
 	require.NoError(t, err)

@@ -129,7 +129,10 @@ func TestConcurrentConnectionsAreNotSerialised(t *testing.T) {
 		// leaves room for a loaded machine under -race (11.9 ms was seen at 5 ms).
 		require.Less(t, m, 4*rtt, "connection %d waited behind the others: median %v", i, m)
 	}
-	require.Less(t, wall, conns*rounds*rtt/4)
+	// Half the serialised 1.6 s: the medians above are the sharp check; the wall, which also
+	// holds the scheduler's delays of 16 goroutines under -race on a loaded machine (405 ms was
+	// seen against an ideal 100 ms), only has to rule out serialising.
+	require.Less(t, wall, conns*rounds*rtt/2)
 }
 
 // A bulk transfer is delayed once, not once per chunk: 4 MB in 16 KB reads through a 40 ms
