@@ -105,6 +105,16 @@ screen_attrs | grep "│" | grep -q $'\e\[[0-9;]*7[;m]' || fail "NO_COLOR: the s
 if screen_attrs | grep -qE $'\e\[[0-9;]*(3[0-7]|38|4[0-7]|48|9[0-7])[;m]'; then fail "NO_COLOR: colour on screen"; fi
 echo "tui-smoke: NO_COLOR: no colour; the selected row is marked and in reverse video"
 
+# NO_COLOR: a storm's progress bar, which paints its own gradient, draws none either.
+keys 6
+wait_for "Replay storm"
+keys f
+wait_for "50/50" 60
+wait_for "verdict  ✓ agrees" 30
+screen | grep -qF "███" || fail "NO_COLOR: the storm's progress bar is not drawn"
+if screen_attrs | grep -qE $'\e\[[0-9;]*(3[0-7]|38|4[0-7]|48|9[0-7])[;m]'; then fail "NO_COLOR: colour in the storm view (its progress bar?)"; fi
+echo "tui-smoke: NO_COLOR: a storm's progress bar and verdict without colour"
+
 # The Demo at 80x24: both walk-throughs to their end, every claim checked, then side by side.
 keys 9
 wait_for "next (n): step 1/3"

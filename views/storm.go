@@ -13,6 +13,7 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	"github.com/charmbracelet/bubbles/progress"
 	tea "github.com/charmbracelet/bubbletea"
+	"github.com/muesli/termenv"
 
 	"idemwork/apperr"
 	"idemwork/model"
@@ -142,7 +143,13 @@ const (
 
 // NewStorm returns the Storm view.
 func NewStorm(ctx *shared.ProgramContext, deps StormDeps) *Storm {
-	v := &Storm{ctx: ctx, deps: deps, outcomes: map[string]int{}, bar: progress.New(progress.WithDefaultGradient(), progress.WithoutPercentage())}
+	bar := progress.New(progress.WithDefaultGradient(), progress.WithoutPercentage())
+	if ctx.Styles.Mono {
+		// The bar paints its gradient itself, past lipgloss's profile: under NO_COLOR it draws
+		// with no colour (filled █, empty ░ still tell them apart).
+		bar = progress.New(progress.WithColorProfile(termenv.Ascii), progress.WithoutPercentage())
+	}
+	v := &Storm{ctx: ctx, deps: deps, outcomes: map[string]int{}, bar: bar}
 	v.setTarget("NOTE", "", 0)
 	return v
 }
