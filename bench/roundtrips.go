@@ -182,12 +182,6 @@ func (h *harness) countRoundTrips(ctx context.Context) ([]RoundTrips, error) {
 				}
 			}
 		}
-		type traced struct {
-			o     op
-			w     *worker
-			ops   [][]span
-			total time.Duration
-		}
 		sides := make([]*traced, len(allSides))
 		for i, side := range allSides {
 			sides[i] = &traced{o: wl.op(side), w: &worker{clients: 1}}
@@ -199,16 +193,8 @@ func (h *harness) countRoundTrips(ctx context.Context) ([]RoundTrips, error) {
 			// as the cells' runner does, keys it has answered.
 			first := &traced{o: wl.op(sideRunner), w: &worker{clients: 1}}
 			for j := range warm + measured {
-				tr.take()
-				t0 := time.Now()
-				if err := first.o(ctx, first.w); err != nil {
+				if err := first.once(ctx, tr, j >= warm); err != nil {
 					return nil, fmt.Errorf("bench: round trips of %s: %w", wl.name, err)
-				}
-				d := time.Since(t0)
-				first.w.seq++
-				if spans := tr.take(); j >= warm {
-					first.ops = append(first.ops, spans)
-					first.total += d
 				}
 			}
 			u := summarizeTrace(first.ops, first.total)
@@ -217,17 +203,8 @@ func (h *harness) countRoundTrips(ctx context.Context) ([]RoundTrips, error) {
 		// The sides alternate op by op, like the cells' slices, so drift hits all alike.
 		for j := range warm + measured {
 			for _, s := range rotation(sides, j) {
-				tr.take()
-				t0 := time.Now()
-				if err := s.o(ctx, s.w); err != nil {
+				if err := s.once(ctx, tr, j >= warm); err != nil {
 					return nil, fmt.Errorf("bench: round trips of %s: %w", wl.name, err)
-				}
-				d := time.Since(t0)
-				s.w.seq++
-				spans := tr.take()
-				if j >= warm {
-					s.ops = append(s.ops, spans)
-					s.total += d
 				}
 			}
 		}
@@ -241,6 +218,30 @@ func (h *harness) countRoundTrips(ctx context.Context) ([]RoundTrips, error) {
 			Raw: summarizeTrace(sides[sideRaw].ops, sides[sideRaw].total), Limit: summarizeTrace(limit.ops, limit.total), RunnerUnseen: unseen})
 	}
 	return out, nil
+}
+
+// traced is one side's op as the round-trip count runs it, and the spans of its measured ops.
+type traced struct {
+	o     op
+	w     *worker
+	ops   [][]span
+	total time.Duration
+}
+
+// once runs the op alone on the traced pools and, when measured, keeps its spans and time.
+func (s *traced) once(ctx context.Context, tr *rtTracer, measured bool) error {
+	tr.take() // whatever came before belongs to no op
+	t0 := time.Now()
+	if err := s.o(ctx, s.w); err != nil {
+		return err
+	}
+	d := time.Since(t0)
+	s.w.seq++
+	if spans := tr.take(); measured {
+		s.ops = append(s.ops, spans)
+		s.total += d
+	}
+	return nil
 }
 
 // summarizeTrace averages the ops' spans per position (the paths are deterministic; if the ops
