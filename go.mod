@@ -1,4 +1,4 @@
-module idemwork
+module github.com/idemwork/idemwork
 
 go 1.26.0
 

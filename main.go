@@ -4,7 +4,7 @@ package main
 import (
 	"os"
 
-	"idemwork/cli"
+	"github.com/idemwork/idemwork/cli"
 )
 
 func main() { os.Exit(cli.Main()) }

@@ -207,8 +207,11 @@ func ownWrapper(e error) bool {
 		t = t.Elem()
 	}
 	pkg := t.PkgPath()
-	return pkg == "fmt" || pkg == "idemwork" || strings.HasPrefix(pkg, "idemwork/")
+	return pkg == "fmt" || pkg == modulePath || strings.HasPrefix(pkg, modulePath+"/")
 }
+
+// modulePath is this module's import path: a type declared under it is one of this program's.
+const modulePath = "github.com/idemwork/idemwork"
 
 // Is reports whether err carries code.
 func Is(err error, code Code) bool { return CodeOf(err) == code }

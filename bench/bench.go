@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"idemwork/store"
+	"github.com/idemwork/idemwork/store"
 )
 
 // The workloads.

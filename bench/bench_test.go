@@ -11,11 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"idemwork/idem"
-	"idemwork/internal/testdb"
-	"idemwork/kernel"
-	"idemwork/store"
-	"idemwork/storm"
+	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/internal/testdb"
+	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/storm"
 )
 
 // TestMain serves the tests and benchmarks and, re-executed by the multi-process storm, the

@@ -13,10 +13,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"idemwork/idem"
-	"idemwork/jsonb"
-	"idemwork/kernel"
-	"idemwork/store"
+	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/jsonb"
+	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/store"
 )
 
 // The limit side is the physical limit of a write: the statements the runner's path sends for

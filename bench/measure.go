@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"idemwork/storm"
+	"github.com/idemwork/idemwork/storm"
 )
 
 // Side is what one side of a cell measured.

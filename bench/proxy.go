@@ -10,8 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"idemwork/internal/latencyproxy"
-	"idemwork/store"
+	"github.com/idemwork/idemwork/internal/latencyproxy"
+	"github.com/idemwork/idemwork/store"
 )
 
 // startProxy puts a latency proxy of rtt in front of dsn's server and returns the URL that goes

@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"idemwork/store"
+	"github.com/idemwork/idemwork/store"
 )
 
 // RoundTrips is what one op of a workload sends to the server, per side.

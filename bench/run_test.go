@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"idemwork/internal/testdb"
+	"github.com/idemwork/idemwork/internal/testdb"
 )
 
 // TestRunMeasuresEveryWorkloadStormAndGrowth runs the whole bench at toy sizes: every cell is

@@ -12,7 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"idemwork/store"
+	"github.com/idemwork/idemwork/store"
 )
 
 // Scratch is a database created for one bench run on the server of an admin DSN.

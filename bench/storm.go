@@ -8,11 +8,11 @@ import (
 	"sync"
 	"time"
 
-	"idemwork/apperr"
-	"idemwork/idem"
-	"idemwork/kernel"
-	"idemwork/store"
-	"idemwork/storm"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/storm"
 )
 
 // Storm sizes.

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"io"
 
-	"idemwork/apperr"
-	"idemwork/config"
-	"idemwork/embedded"
-	"idemwork/kernel"
-	"idemwork/store"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/config"
+	"github.com/idemwork/idemwork/embedded"
+	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/store"
 )
 
 // globalFlags are the flags every command accepts.

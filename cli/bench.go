@@ -10,9 +10,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"idemwork/bench"
-	"idemwork/embedded"
-	"idemwork/store"
+	"github.com/idemwork/idemwork/bench"
+	"github.com/idemwork/idemwork/embedded"
+	"github.com/idemwork/idemwork/store"
 )
 
 type benchFlags struct {

@@ -11,9 +11,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"idemwork/cli"
-	"idemwork/embedded"
-	"idemwork/internal/testdb"
+	"github.com/idemwork/idemwork/cli"
+	"github.com/idemwork/idemwork/embedded"
+	"github.com/idemwork/idemwork/internal/testdb"
 )
 
 // TestBenchCommandJSONShape runs `idemwork bench` at toy size: one JSON object with every

@@ -9,11 +9,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"idemwork/apperr"
-	"idemwork/idem"
-	"idemwork/internal/termsafe"
-	"idemwork/kernel"
-	"idemwork/store"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/internal/termsafe"
+	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/store"
 )
 
 // addCommands registers the kernel's commands.

@@ -8,8 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"idemwork/cli"
-	"idemwork/internal/faultproxy"
+	"github.com/idemwork/idemwork/cli"
+	"github.com/idemwork/idemwork/internal/faultproxy"
 )
 
 func TestACLIWriteWhoseCommitWasLostExits4WithCommitUnknown(t *testing.T) {

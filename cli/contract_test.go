@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"idemwork/cli"
+	"github.com/idemwork/idemwork/cli"
 )
 
 // SPEC §6 over the CLI: a replay prints the first call's object byte for byte, apart from

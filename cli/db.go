@@ -5,8 +5,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"idemwork/apperr"
-	"idemwork/embedded"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/embedded"
 )
 
 func newDBCmd(a *app) *cobra.Command {

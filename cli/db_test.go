@@ -13,8 +13,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"idemwork/cli"
-	"idemwork/embedded"
+	"github.com/idemwork/idemwork/cli"
+	"github.com/idemwork/idemwork/embedded"
 )
 
 // run executes one command line the way a user's shell would, with a private config home.

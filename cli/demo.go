@@ -10,9 +10,9 @@ import (
 	"github.com/oklog/ulid/v2"
 	"github.com/spf13/cobra"
 
-	"idemwork/apperr"
-	"idemwork/kernel"
-	"idemwork/outbox"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/outbox"
 )
 
 // outboxKeyPrefix is where `demo outbox` keeps its keys: the record's key is fixed, so a

@@ -7,7 +7,7 @@ import (
 	"io"
 	"strings"
 
-	"idemwork/kernel"
+	"github.com/idemwork/idemwork/kernel"
 )
 
 // printKeyView writes `idemwork key` for a person: the state and what the next request meets,

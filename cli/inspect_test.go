@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"idemwork/cli"
+	"github.com/idemwork/idemwork/cli"
 )
 
 // text runs a command without --json, as a person at a terminal would, and returns stdout.

@@ -12,8 +12,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"idemwork/cli"
-	"idemwork/internal/testdb"
+	"github.com/idemwork/idemwork/cli"
+	"github.com/idemwork/idemwork/internal/testdb"
 )
 
 // kernelCLI runs the kernel's commands in-process against one test database, as a script would:

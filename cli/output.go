@@ -10,8 +10,8 @@ import (
 	"os"
 	"strings"
 
-	"idemwork/apperr"
-	"idemwork/wire"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/wire"
 )
 
 // Exit codes of SPEC §10.2.

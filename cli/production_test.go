@@ -14,10 +14,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"idemwork/cli"
-	"idemwork/internal/testdb"
-	"idemwork/store"
-	"idemwork/storm"
+	"github.com/idemwork/idemwork/cli"
+	"github.com/idemwork/idemwork/internal/testdb"
+	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/storm"
 )
 
 // prodDB is a fresh migrated database reached as a user would reach production: through a

@@ -5,7 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"idemwork/internal/testdb"
+	"github.com/idemwork/idemwork/internal/testdb"
 )
 
 func TestAReadOnlySessionRefusesEveryWriteCommandEvenAReplay(t *testing.T) {

@@ -5,8 +5,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"idemwork/idem"
-	"idemwork/store"
+	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/store"
 )
 
 func newReapCmd(a *app) *cobra.Command {

@@ -11,8 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"idemwork/cli"
-	"idemwork/internal/testdb"
+	"github.com/idemwork/idemwork/cli"
+	"github.com/idemwork/idemwork/internal/testdb"
 )
 
 // plantExpired inserts n SUCCEEDED keys of owner that expired an hour ago and one valid key.

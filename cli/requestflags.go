@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"idemwork/kernel"
+	"github.com/idemwork/idemwork/kernel"
 )
 
 // The flags of one write request, bound once per kind and shared by the command itself

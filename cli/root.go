@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"idemwork/config"
+	"github.com/idemwork/idemwork/config"
 )
 
 // Main runs the command line with the process's arguments and returns the exit code.

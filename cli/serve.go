@@ -9,9 +9,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
-	"idemwork/apperr"
-	"idemwork/httpapi"
-	"idemwork/store"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/httpapi"
+	"github.com/idemwork/idemwork/store"
 )
 
 func newServeCmd(a *app) *cobra.Command {

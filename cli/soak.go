@@ -10,11 +10,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"idemwork/apperr"
-	"idemwork/bench"
-	"idemwork/embedded"
-	"idemwork/soak"
-	"idemwork/store"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/bench"
+	"github.com/idemwork/idemwork/embedded"
+	"github.com/idemwork/idemwork/soak"
+	"github.com/idemwork/idemwork/store"
 )
 
 // codeSoakFailed is the error of a soak that saw a duplicate execution or a violation.

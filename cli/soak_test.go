@@ -11,9 +11,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"idemwork/cli"
-	"idemwork/embedded"
-	"idemwork/internal/testdb"
+	"github.com/idemwork/idemwork/cli"
+	"github.com/idemwork/idemwork/embedded"
+	"github.com/idemwork/idemwork/internal/testdb"
 )
 
 // ownCluster is a data dir for an embedded cluster of this test alone: the restart fault

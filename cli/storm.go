@@ -13,9 +13,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"idemwork/apperr"
-	"idemwork/idem"
-	"idemwork/storm"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/storm"
 )
 
 // stormFlags are the flags of `storm` itself; its subcommands carry the request's flags.

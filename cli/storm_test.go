@@ -13,9 +13,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"idemwork/cli"
-	"idemwork/internal/testdb"
-	"idemwork/storm"
+	"github.com/idemwork/idemwork/cli"
+	"github.com/idemwork/idemwork/internal/testdb"
+	"github.com/idemwork/idemwork/storm"
 )
 
 // TestMain serves the package's tests and, re-executed by a multi-process storm (which runs

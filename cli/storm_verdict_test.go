@@ -13,9 +13,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"idemwork/cli"
-	"idemwork/internal/testdb"
-	"idemwork/storm"
+	"github.com/idemwork/idemwork/cli"
+	"github.com/idemwork/idemwork/internal/testdb"
+	"github.com/idemwork/idemwork/storm"
 )
 
 // writeConfig writes a config file for one test.

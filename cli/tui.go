@@ -9,15 +9,15 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/term"
 
-	"idemwork/apperr"
-	"idemwork/idem"
-	"idemwork/internal/workbench"
-	"idemwork/outbox"
-	"idemwork/store"
-	"idemwork/tui"
-	"idemwork/tui/shared"
-	"idemwork/views"
-	"idemwork/wire"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/internal/workbench"
+	"github.com/idemwork/idemwork/outbox"
+	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/tui"
+	"github.com/idemwork/idemwork/tui/shared"
+	"github.com/idemwork/idemwork/views"
+	"github.com/idemwork/idemwork/wire"
 )
 
 // tuiOptions are the bare command's own flags.

@@ -4,10 +4,10 @@ import (
 	"context"
 	"os"
 
-	"idemwork/internal/workbench"
-	"idemwork/kernel"
-	"idemwork/storm"
-	"idemwork/views"
+	"github.com/idemwork/idemwork/internal/workbench"
+	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/storm"
+	"github.com/idemwork/idemwork/views"
 )
 
 // stormRunner adapts the storm engine to the Storm view: same engine, same spec and summary

@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"idemwork/apperr"
-	"idemwork/kernel"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/kernel"
 )
 
 func newVerifyCmd(a *app) *cobra.Command {

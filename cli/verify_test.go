@@ -5,7 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"idemwork/cli"
+	"github.com/idemwork/idemwork/cli"
 )
 
 func TestVerifyCommandExits0CleanAnd4WithViolations(t *testing.T) {

@@ -9,11 +9,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
-	"idemwork/embedded"
-	"idemwork/httpapi"
-	"idemwork/kernel"
-	"idemwork/store"
-	"idemwork/storm"
+	"github.com/idemwork/idemwork/embedded"
+	"github.com/idemwork/idemwork/httpapi"
+	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/storm"
 )
 
 // newStormWorkerCmd is the hidden child side of `storm --processes P` and `--servers N`: it

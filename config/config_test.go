@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"idemwork/config"
+	"github.com/idemwork/idemwork/config"
 )
 
 func env(m map[string]string) config.Getenv { return func(k string) string { return m[k] } }

@@ -17,7 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"idemwork/embedded"
+	"github.com/idemwork/idemwork/embedded"
 )
 
 // tempDataDir returns a data dir the server user can reach (as root it runs as postgres).

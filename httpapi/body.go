@@ -5,8 +5,8 @@ import (
 	"io"
 	"net/http"
 
-	"idemwork/apperr"
-	"idemwork/jsonb"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/jsonb"
 )
 
 // readBody reads a capped request body: 413 PAYLOAD_TOO_LARGE above the cap.

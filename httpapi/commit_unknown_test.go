@@ -7,9 +7,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"idemwork/httpapi"
-	"idemwork/internal/faultproxy"
-	"idemwork/internal/testdb"
+	"github.com/idemwork/idemwork/httpapi"
+	"github.com/idemwork/idemwork/internal/faultproxy"
+	"github.com/idemwork/idemwork/internal/testdb"
 )
 
 // setupOverProxy serves the API with its database reached through a fault proxy.

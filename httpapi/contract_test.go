@@ -15,10 +15,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"idemwork/httpapi"
-	"idemwork/idem"
-	"idemwork/internal/testdb"
-	"idemwork/internal/testgate"
+	"github.com/idemwork/idemwork/httpapi"
+	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/internal/testdb"
+	"github.com/idemwork/idemwork/internal/testgate"
 )
 
 // outcomeFields matches the two members a replay may change.

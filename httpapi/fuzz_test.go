@@ -10,8 +10,8 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"idemwork/apperr"
-	"idemwork/jsonb"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/jsonb"
 )
 
 // FuzzDecodeBody: whatever a client sends, decoding a body either fills the request struct from

@@ -8,7 +8,7 @@ import (
 
 	"github.com/dunglas/httpsfv"
 
-	"idemwork/apperr"
+	"github.com/idemwork/idemwork/apperr"
 )
 
 // ParseIdempotencyKey reads the Idempotency-Key header of draft-ietf-httpapi-idempotency-key-header:

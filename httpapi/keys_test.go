@@ -8,8 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"idemwork/httpapi"
-	"idemwork/kernel"
+	"github.com/idemwork/idemwork/httpapi"
+	"github.com/idemwork/idemwork/kernel"
 )
 
 // GET /v1/keys/{key} shows a key in every state it can be in, 200 with the state and what the

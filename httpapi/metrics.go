@@ -11,9 +11,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"idemwork/apperr"
-	"idemwork/kernel"
-	"idemwork/wire"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/wire"
 )
 
 // metrics are the server's Prometheus metrics, on a registry of its own (no global state: two

@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"strconv"
 
-	"idemwork/apperr"
+	"github.com/idemwork/idemwork/apperr"
 )
 
 // net/http answers a few requests itself, before any handler runs, in plain text: a request it

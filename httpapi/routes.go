@@ -5,10 +5,10 @@ import (
 	"net/http"
 	"strings"
 
-	"idemwork/apperr"
-	"idemwork/kernel"
-	"idemwork/store"
-	"idemwork/wire"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/wire"
 )
 
 // Request bodies. Unknown fields are rejected (400), so an "owner" in a body never silently

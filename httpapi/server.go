@@ -9,7 +9,7 @@ import (
 	"net/http"
 	"time"
 
-	"idemwork/apperr"
+	"github.com/idemwork/idemwork/apperr"
 )
 
 // ShutdownGrace is how long in-flight requests get to finish after a shutdown signal.

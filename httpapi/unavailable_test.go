@@ -11,12 +11,12 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"idemwork/httpapi"
-	"idemwork/idem"
-	"idemwork/internal/faultproxy"
-	"idemwork/internal/testdb"
-	"idemwork/kernel"
-	"idemwork/store"
+	"github.com/idemwork/idemwork/httpapi"
+	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/internal/faultproxy"
+	"github.com/idemwork/idemwork/internal/testdb"
+	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/store"
 )
 
 // serveOver serves the API over db reached through dsn (a setting in it, a proxy in front).

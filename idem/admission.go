@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"idemwork/apperr"
+	"github.com/idemwork/idemwork/apperr"
 )
 
 // Limits bound what writes take from the database, so one key's queue, or one owner's, cannot

@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"idemwork/store"
+	"github.com/idemwork/idemwork/store"
 )
 
 // Prefetch is a read prepare needs whose statement does not depend on the reservation (the

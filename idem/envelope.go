@@ -9,9 +9,9 @@ import (
 	"strconv"
 	"strings"
 
-	"idemwork/apperr"
-	"idemwork/jsonb"
-	"idemwork/store"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/jsonb"
+	"github.com/idemwork/idemwork/store"
 )
 
 // ResultPolicy turns a business result into the minimal reference stored in an envelope and

@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"strings"
 
-	"idemwork/apperr"
+	"github.com/idemwork/idemwork/apperr"
 )
 
 // Fingerprints carry their version. Version 2, written by this runner, is "v2:" and the SHA-256

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"idemwork/apperr"
-	"idemwork/idem"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/idem"
 )
 
 // FuzzValidateKey: a key is accepted exactly when it is 1–255 bytes of 0x21–0x7E, and a refusal

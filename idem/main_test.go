@@ -11,11 +11,11 @@ import (
 	"github.com/oklog/ulid/v2"
 	"github.com/stretchr/testify/require"
 
-	"idemwork/apperr"
-	"idemwork/idem"
-	"idemwork/internal/testdb"
-	"idemwork/internal/testgate"
-	"idemwork/store"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/internal/testdb"
+	"github.com/idemwork/idemwork/internal/testgate"
+	"github.com/idemwork/idemwork/store"
 )
 
 func TestMain(m *testing.M) { testdb.Main(m) }

@@ -1,6 +1,6 @@
 package idem
 
-import "idemwork/model"
+import "github.com/idemwork/idemwork/model"
 
 // Outcome is what one call did (SPEC §4.4); an Envelope is a stored key's response. Both are
 // plain data of package model, shared with the views without the database.

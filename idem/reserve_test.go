@@ -7,8 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"idemwork/idem"
-	"idemwork/internal/testdb"
+	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/internal/testdb"
 )
 
 // The reservation of a key another transaction already committed forms no row at all: its

@@ -9,8 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"idemwork/apperr"
-	"idemwork/store"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/store"
 )
 
 // DefaultTTL is how long a key stays bound to its first result.

@@ -9,8 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"idemwork/internal/testdb"
-	"idemwork/jsonb"
+	"github.com/idemwork/idemwork/internal/testdb"
+	"github.com/idemwork/idemwork/jsonb"
 )
 
 // FuzzCanonical holds the rendering to PostgreSQL's: for every input jsonb accepts (and that has

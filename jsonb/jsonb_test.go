@@ -13,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
-	"idemwork/internal/testdb"
-	"idemwork/jsonb"
+	"github.com/idemwork/idemwork/internal/testdb"
+	"github.com/idemwork/idemwork/jsonb"
 )
 
 func TestMain(m *testing.M) { testdb.Main(m) }

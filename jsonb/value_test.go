@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"idemwork/jsonb"
+	"github.com/idemwork/idemwork/jsonb"
 )
 
 // stdDecode is encoding/json's reading of raw with UseNumber: what the kernel's features decoded

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"unicode"
 
-	"idemwork/apperr"
-	"idemwork/jsonb"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/jsonb"
 )
 
 // canonicalJSON renders a value the kernel itself built (a feature's output) canonically.

@@ -5,9 +5,9 @@ import (
 	"context"
 	"encoding/json"
 
-	"idemwork/idem"
-	"idemwork/jsonb"
-	"idemwork/store"
+	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/jsonb"
+	"github.com/idemwork/idemwork/store"
 )
 
 type preparedRecord struct {

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"strings"
 
-	"idemwork/idem"
-	"idemwork/store"
+	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/store"
 )
 
 // DemoOwners are the owners demo seed writes for.

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"strings"
 
-	"idemwork/apperr"
-	"idemwork/store"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/store"
 )
 
 // CompareModes reads the two requests of the walk-throughs — blockedKey a direct_external run,

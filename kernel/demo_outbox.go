@@ -9,10 +9,10 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
-	"idemwork/apperr"
-	"idemwork/idem"
-	"idemwork/outbox"
-	"idemwork/store"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/outbox"
+	"github.com/idemwork/idemwork/store"
 )
 
 // OutboxDemo walks through the replacement of a direct provider call (SPEC §7) on real rows,

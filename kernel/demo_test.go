@@ -7,11 +7,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"idemwork/apperr"
-	"idemwork/idem"
-	"idemwork/kernel"
-	"idemwork/outbox"
-	"idemwork/store"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/outbox"
+	"github.com/idemwork/idemwork/store"
 )
 
 // The guided walk-throughs (SPEC §7): each claim a step makes is asserted here again on the

@@ -8,9 +8,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"idemwork/idem"
-	"idemwork/jsonb"
-	"idemwork/store"
+	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/jsonb"
+	"github.com/idemwork/idemwork/store"
 )
 
 // Before jsonb.Decode and jsonb.AppendValue, an internal feature decoded the payload and input

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"idemwork/apperr"
-	"idemwork/idem"
-	"idemwork/kernel"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/kernel"
 )
 
 // FuzzCheckJSONObject: the boundary never panics, rejects only with a field-named

@@ -8,10 +8,10 @@ import (
 	"sort"
 	"time"
 
-	"idemwork/apperr"
-	"idemwork/idem"
-	"idemwork/store"
-	"idemwork/wire"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/wire"
 )
 
 func errorView(err error) *ErrorView {

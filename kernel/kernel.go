@@ -10,9 +10,9 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
-	"idemwork/apperr"
-	"idemwork/idem"
-	"idemwork/store"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/store"
 )
 
 // Kernel writes records, revisions, executions, reviews and audit events through the runner,

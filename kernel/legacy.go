@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"idemwork/apperr"
-	"idemwork/idem"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/idem"
 )
 
 // LegacyLedgerEntry is the ledger row that must be passed before legacy receipts are redacted.

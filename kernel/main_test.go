@@ -9,12 +9,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"idemwork/apperr"
-	"idemwork/idem"
-	"idemwork/internal/testdb"
-	"idemwork/internal/testgate"
-	"idemwork/kernel"
-	"idemwork/store"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/internal/testdb"
+	"github.com/idemwork/idemwork/internal/testgate"
+	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/store"
 )
 
 func TestMain(m *testing.M) { testdb.Main(m) }

@@ -3,9 +3,9 @@ package kernel
 import (
 	"encoding/json"
 
-	"idemwork/idem"
-	"idemwork/model"
-	"idemwork/store"
+	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/model"
+	"github.com/idemwork/idemwork/store"
 )
 
 // The kernel's requests, results, key views, reports and demo steps are plain data of package

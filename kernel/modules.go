@@ -10,8 +10,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"idemwork/apperr"
-	"idemwork/jsonb"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/jsonb"
 )
 
 // Module codes of SPEC §8.

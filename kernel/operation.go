@@ -3,7 +3,7 @@ package kernel
 import (
 	"strings"
 
-	"idemwork/apperr"
+	"github.com/idemwork/idemwork/apperr"
 )
 
 // OpKind is the kind of write an operation names.

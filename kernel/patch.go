@@ -6,10 +6,10 @@ import (
 	"errors"
 	"strconv"
 
-	"idemwork/apperr"
-	"idemwork/idem"
-	"idemwork/jsonb"
-	"idemwork/store"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/jsonb"
+	"github.com/idemwork/idemwork/store"
 )
 
 func revisionConflict(recordID string, expected int) error {

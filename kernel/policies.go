@@ -7,10 +7,10 @@ import (
 	"strconv"
 	"unicode/utf8"
 
-	"idemwork/apperr"
-	"idemwork/idem"
-	"idemwork/jsonb"
-	"idemwork/store"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/jsonb"
+	"github.com/idemwork/idemwork/store"
 )
 
 // Policy names (SPEC §5). A new name means new restore semantics.

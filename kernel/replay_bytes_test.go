@@ -8,9 +8,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"idemwork/apperr"
-	"idemwork/idem"
-	"idemwork/kernel"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/kernel"
 )
 
 // withoutOutcome is a write result's JSON with outcome and waited blanked: what must be byte for

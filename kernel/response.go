@@ -4,10 +4,10 @@ import (
 	"context"
 	"net/http"
 
-	"idemwork/apperr"
-	"idemwork/idem"
-	"idemwork/store"
-	"idemwork/wire"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/wire"
 )
 
 // WriteResponse is the answer a client receives for a write result (SPEC §10.3): 201 with the

@@ -5,9 +5,9 @@ import (
 	"context"
 	"io"
 
-	"idemwork/apperr"
-	"idemwork/idem"
-	"idemwork/store"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/store"
 )
 
 // RestoreKey restores the stored envelope of a key with the policy its operation uses today, as

@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 
-	"idemwork/apperr"
-	"idemwork/idem"
-	"idemwork/jsonb"
-	"idemwork/store"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/jsonb"
+	"github.com/idemwork/idemwork/store"
 )
 
 // ReviewInput is a commitment review request.

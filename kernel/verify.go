@@ -8,9 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"idemwork/apperr"
-	"idemwork/idem"
-	"idemwork/store"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/store"
 )
 
 // Invariants of the stored rows (SPEC §4, §6, §7), checked by `idemwork verify` and the TUI's

@@ -9,10 +9,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"idemwork/idem"
-	"idemwork/kernel"
-	"idemwork/outbox"
-	"idemwork/store"
+	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/outbox"
+	"github.com/idemwork/idemwork/store"
 )
 
 // realisticHistory writes a bit of everything through the kernel: the demo seed (legacy

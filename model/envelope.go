@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"strconv"
 
-	"idemwork/apperr"
-	"idemwork/jsonb"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/jsonb"
 )
 
 // SchemaVersion is the only envelope version this runner writes.

@@ -1,6 +1,6 @@
 package model
 
-import "idemwork/apperr"
+import "github.com/idemwork/idemwork/apperr"
 
 const (
 	maxKeyLen   = 255

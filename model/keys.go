@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
-	"idemwork/apperr"
+	"github.com/idemwork/idemwork/apperr"
 )
 
 // Key states, as the next request with the key would meet them (KeyView.State).

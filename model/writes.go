@@ -8,8 +8,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"idemwork/apperr"
-	"idemwork/jsonb"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/jsonb"
 )
 
 // Outcome is what one call did (SPEC §4.4).

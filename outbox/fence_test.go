@@ -10,8 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"idemwork/outbox"
-	"idemwork/store"
+	"github.com/idemwork/idemwork/outbox"
+	"github.com/idemwork/idemwork/store"
 )
 
 // slowProvider holds its first call until release is closed, then answers with firstErr; every

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"idemwork/store"
+	"github.com/idemwork/idemwork/store"
 )
 
 // ErrSimulatedFailure is what MemoryProvider answers to a call it was told to fail.

@@ -7,8 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"idemwork/kernel"
-	"idemwork/outbox"
+	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/outbox"
 )
 
 func notifyAs(t *testing.T, b bundle, owner, key string) string {

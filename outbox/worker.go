@@ -23,7 +23,7 @@ import (
 	"github.com/oklog/ulid/v2"
 	"github.com/sethvargo/go-retry"
 
-	"idemwork/store"
+	"github.com/idemwork/idemwork/store"
 )
 
 // Provider is a real external system. Deliver must be idempotent on msg.IdempotencyID: a

@@ -9,11 +9,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"idemwork/idem"
-	"idemwork/internal/testdb"
-	"idemwork/kernel"
-	"idemwork/outbox"
-	"idemwork/store"
+	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/internal/testdb"
+	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/outbox"
+	"github.com/idemwork/idemwork/store"
 )
 
 func TestMain(m *testing.M) { testdb.Main(m) }

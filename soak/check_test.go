@@ -6,8 +6,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"idemwork/kernel"
-	"idemwork/storm"
+	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/storm"
 )
 
 // The soak's accounting of one round, from a verdict the database gave.

@@ -17,12 +17,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"idemwork/apperr"
-	"idemwork/idem"
-	"idemwork/kernel"
-	"idemwork/outbox"
-	"idemwork/storm"
-	"idemwork/storm/stormtypes"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/outbox"
+	"github.com/idemwork/idemwork/storm"
+	"github.com/idemwork/idemwork/storm/stormtypes"
 )
 
 // Fault is a kind of fault the soak injects.

@@ -10,10 +10,10 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
-	"idemwork/idem"
-	"idemwork/internal/testdb"
-	"idemwork/kernel"
-	"idemwork/store"
+	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/internal/testdb"
+	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/store"
 )
 
 // The record read a keyed write sends ahead with its reservation reads and locks the record

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
-	"idemwork/store"
+	"github.com/idemwork/idemwork/store"
 )
 
 // leakyDSNs held passwords the old RedactDSN printed: in a query parameter, in a URL that does

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"idemwork/apperr"
+	"github.com/idemwork/idemwork/apperr"
 )
 
 // History returns one page of the owner's merged timeline (audit events, executions, keys and

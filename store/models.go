@@ -1,6 +1,6 @@
 package store
 
-import "idemwork/model"
+import "github.com/idemwork/idemwork/model"
 
 // The rows the store reads and writes and the queries that select them are plain data of
 // package model (views use them without importing the store); these names are the same types.

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"idemwork/apperr"
+	"github.com/idemwork/idemwork/apperr"
 )
 
 // Pooler says what sits between idemwork and PostgreSQL.

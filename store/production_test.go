@@ -10,10 +10,10 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
-	"idemwork/apperr"
-	"idemwork/internal/testdb"
-	"idemwork/migrations"
-	"idemwork/store"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/internal/testdb"
+	"github.com/idemwork/idemwork/migrations"
+	"github.com/idemwork/idemwork/store"
 )
 
 // poolers are the two pgbouncer pool modes production puts in front of PostgreSQL.

@@ -8,8 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"idemwork/internal/testdb"
-	"idemwork/store"
+	"github.com/idemwork/idemwork/internal/testdb"
+	"github.com/idemwork/idemwork/store"
 )
 
 // plantKeys inserts n idempotency rows of owner expiring at expires (SUCCEEDED, or PROCESSING

@@ -6,7 +6,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"idemwork/jsonb"
+	"github.com/idemwork/idemwork/jsonb"
 )
 
 // AppendSnapshot appends the revision snapshot of r to dst: the JSON value json.Marshal(r)

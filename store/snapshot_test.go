@@ -8,8 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"idemwork/jsonb"
-	"idemwork/store"
+	"github.com/idemwork/idemwork/jsonb"
+	"github.com/idemwork/idemwork/store"
 )
 
 // A revision's snapshot is the JSON value json.Marshal writes of the record (what it was written

@@ -15,8 +15,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
-	"idemwork/apperr"
-	"idemwork/migrations"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/migrations"
 )
 
 // Options configures Open.

@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
-	"idemwork/internal/testdb"
-	"idemwork/store"
+	"github.com/idemwork/idemwork/internal/testdb"
+	"github.com/idemwork/idemwork/store"
 )
 
 // keyRow writes an owner's SUCCEEDED idempotency row for key, reserved at.

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"idemwork/apperr"
+	"github.com/idemwork/idemwork/apperr"
 )
 
 // ambientKey is the context key of the ambient transaction. The value records which DB began

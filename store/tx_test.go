@@ -13,9 +13,9 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
-	"idemwork/apperr"
-	"idemwork/internal/testdb"
-	"idemwork/store"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/internal/testdb"
+	"github.com/idemwork/idemwork/store"
 )
 
 // tracedDB opens a second pool on db's database whose round trips are recorded.

@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 
-	"idemwork/idem"
-	"idemwork/internal/testdb"
-	"idemwork/kernel"
-	"idemwork/storm"
+	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/internal/testdb"
+	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/storm"
 )
 
 // A live display consumes events while the storm runs; the channel is the caller's, so it

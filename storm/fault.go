@@ -7,8 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"idemwork/apperr"
-	"idemwork/idem"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/idem"
 )
 
 // What a storm injects into the work of the requests that execute goes through idem's

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"idemwork/kernel"
+	"github.com/idemwork/idemwork/kernel"
 )
 
 // The storm is a client of the HTTP API's public contract (SPEC §10.3): the header names and

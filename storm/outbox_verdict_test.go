@@ -6,11 +6,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"idemwork/apperr"
-	"idemwork/internal/testdb"
-	"idemwork/kernel"
-	"idemwork/outbox"
-	"idemwork/storm"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/internal/testdb"
+	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/outbox"
+	"github.com/idemwork/idemwork/storm"
 )
 
 // The outbox worker settles the message of a COMMITMENT F02 storm and audits the delivery with

@@ -15,7 +15,7 @@ import (
 	"sync"
 	"time"
 
-	"idemwork/apperr"
+	"github.com/idemwork/idemwork/apperr"
 )
 
 // child is one worker process as the parent sees it.

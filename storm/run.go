@@ -10,8 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"idemwork/kernel"
-	"idemwork/store"
+	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/store"
 )
 
 // stormRun is one storm in progress.

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"idemwork/store"
+	"github.com/idemwork/idemwork/store"
 )
 
 // blockersEvery is how often a sample also says what the waiting sessions wait on (it calls

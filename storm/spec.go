@@ -7,8 +7,8 @@ import (
 	"net"
 	"time"
 
-	"idemwork/apperr"
-	"idemwork/kernel"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/kernel"
 )
 
 // Env is what the engine needs from its host.

@@ -14,11 +14,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"idemwork/httpapi"
-	"idemwork/idem"
-	"idemwork/internal/testdb"
-	"idemwork/kernel"
-	"idemwork/storm"
+	"github.com/idemwork/idemwork/httpapi"
+	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/internal/testdb"
+	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/storm"
 )
 
 // TestMain doubles as the storm's worker: children of multi-process storms re-execute this test

@@ -6,9 +6,9 @@ import (
 	"net/http"
 	"strings"
 
-	"idemwork/idem"
-	"idemwork/kernel"
-	"idemwork/wire"
+	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/wire"
 )
 
 // Target is where one process of a storm sends its requests: the kernel in this process

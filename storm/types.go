@@ -1,6 +1,6 @@
 package storm
 
-import "idemwork/storm/stormtypes"
+import "github.com/idemwork/idemwork/storm/stormtypes"
 
 // A storm's spec, events, lock samples and summary are plain data of package stormtypes (the
 // Storm view uses them without the database); these names are the same types.

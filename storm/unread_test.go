@@ -6,11 +6,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"idemwork/idem"
-	"idemwork/internal/faultproxy"
-	"idemwork/kernel"
-	"idemwork/store"
-	"idemwork/storm"
+	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/internal/faultproxy"
+	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/storm"
 )
 
 // A storm whose answers all arrived but whose database could not be read afterwards is not

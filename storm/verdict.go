@@ -5,8 +5,8 @@ import (
 	"sort"
 	"strings"
 
-	"idemwork/idem"
-	"idemwork/kernel"
+	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/kernel"
 )
 
 type answerKind int

@@ -16,11 +16,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"idemwork/apperr"
-	"idemwork/httpapi"
-	"idemwork/internal/testdb"
-	"idemwork/kernel"
-	"idemwork/storm"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/httpapi"
+	"github.com/idemwork/idemwork/internal/testdb"
+	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/storm"
 )
 
 // latestLocks keeps the storm's last lock sample (its OnLocks).

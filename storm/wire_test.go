@@ -8,9 +8,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"idemwork/apperr"
-	"idemwork/httpapi"
-	"idemwork/kernel"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/httpapi"
+	"github.com/idemwork/idemwork/kernel"
 )
 
 // The storm's HTTP target is a client of the API's public contract and carries its own copy of

@@ -11,11 +11,11 @@ import (
 	"syscall"
 	"time"
 
-	"idemwork/apperr"
-	"idemwork/idem"
-	"idemwork/kernel"
-	"idemwork/store"
-	"idemwork/wire"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/wire"
 )
 
 // The worker protocol between a storm and its child processes:

@@ -18,10 +18,10 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 
-	"idemwork/internal/testdb"
-	"idemwork/internal/tuitest"
-	"idemwork/tui"
-	"idemwork/tui/shared"
+	"github.com/idemwork/idemwork/internal/testdb"
+	"github.com/idemwork/idemwork/internal/tuitest"
+	"github.com/idemwork/idemwork/tui"
+	"github.com/idemwork/idemwork/tui/shared"
 )
 
 const benchOwner = "big"

@@ -11,9 +11,9 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
 
-	"idemwork/internal/termsafe"
-	"idemwork/tui/shared"
-	"idemwork/views"
+	"github.com/idemwork/idemwork/internal/termsafe"
+	"github.com/idemwork/idemwork/tui/shared"
+	"github.com/idemwork/idemwork/views"
 )
 
 // BootResult is what opening the database gave: the program context and the views' readers and

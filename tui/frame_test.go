@@ -9,8 +9,8 @@ import (
 	"github.com/charmbracelet/x/ansi"
 	"github.com/stretchr/testify/require"
 
-	"idemwork/internal/tuitest"
-	"idemwork/tui/shared"
+	"github.com/idemwork/idemwork/internal/tuitest"
+	"github.com/idemwork/idemwork/tui/shared"
 )
 
 // screenLines is the frame as plain text, one string a line.

@@ -9,8 +9,8 @@ import (
 	"github.com/charmbracelet/x/exp/golden"
 	"github.com/charmbracelet/x/exp/teatest"
 
-	"idemwork/internal/tuitest"
-	"idemwork/tui"
+	"github.com/idemwork/idemwork/internal/tuitest"
+	"github.com/idemwork/idemwork/tui"
 )
 
 // golden runs the real program at 120×40 on the fixed data set, sends keys, waits for want on

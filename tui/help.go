@@ -8,8 +8,8 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
 
-	"idemwork/tui/shared"
-	"idemwork/views"
+	"github.com/idemwork/idemwork/tui/shared"
+	"github.com/idemwork/idemwork/views"
 )
 
 // helpOverlay renders key bindings with bubbles/help: the footer's line (the focused view's

@@ -13,10 +13,10 @@ import (
 	"github.com/charmbracelet/x/ansi"
 	"github.com/stretchr/testify/require"
 
-	"idemwork/internal/tuitest"
-	"idemwork/tui"
-	"idemwork/tui/shared"
-	"idemwork/views"
+	"github.com/idemwork/idemwork/internal/tuitest"
+	"github.com/idemwork/idemwork/tui"
+	"github.com/idemwork/idemwork/tui/shared"
+	"github.com/idemwork/idemwork/views"
 )
 
 // keyState is a state of a view reached from the Records list by pressing keys (each settled),

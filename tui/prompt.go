@@ -9,9 +9,9 @@ import (
 	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
 
-	"idemwork/model"
-	"idemwork/tui/shared"
-	"idemwork/views"
+	"github.com/idemwork/idemwork/model"
+	"github.com/idemwork/idemwork/tui/shared"
+	"github.com/idemwork/idemwork/views"
 )
 
 // promptKind is what a prompt asks for.

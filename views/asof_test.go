@@ -10,9 +10,9 @@ import (
 	"github.com/charmbracelet/x/ansi"
 	"github.com/stretchr/testify/require"
 
-	"idemwork/internal/tuitest"
-	"idemwork/kernel"
-	"idemwork/views"
+	"github.com/idemwork/idemwork/internal/tuitest"
+	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/views"
 )
 
 // A view that does not refresh itself says when what it shows was read — "as of HH:MM:SS" by

@@ -8,9 +8,9 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
-	"idemwork/internal/termsafe"
-	"idemwork/model"
-	"idemwork/tui/shared"
+	"github.com/idemwork/idemwork/internal/termsafe"
+	"github.com/idemwork/idemwork/model"
+	"github.com/idemwork/idemwork/tui/shared"
 )
 
 // auditQuery reads an Audit search: an action prefix (actions are upper case), or "key:" and a

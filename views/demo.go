@@ -8,8 +8,8 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
-	"idemwork/model"
-	"idemwork/tui/shared"
+	"github.com/idemwork/idemwork/model"
+	"github.com/idemwork/idemwork/tui/shared"
 )
 
 // Demo tells the whole story of SPEC §7 in three parts: the blocked_external walk-through (a

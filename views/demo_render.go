@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"idemwork/model"
+	"github.com/idemwork/idemwork/model"
 
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"

@@ -9,7 +9,7 @@ import (
 
 	udiff "github.com/aymanbagabas/go-udiff"
 
-	"idemwork/internal/termsafe"
+	"github.com/idemwork/idemwork/internal/termsafe"
 )
 
 // Change kinds of a JSON diff.

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"idemwork/views"
+	"github.com/idemwork/idemwork/views"
 )
 
 func TestAJSONDiffNamesEachChangedPathNotEachLine(t *testing.T) {

@@ -1,6 +1,6 @@
 package views
 
-import "idemwork/model"
+import "github.com/idemwork/idemwork/model"
 
 // What the external tests read of the views' insides (compiled into the tests only).
 

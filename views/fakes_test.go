@@ -8,12 +8,12 @@ import (
 	"sync"
 	"time"
 
-	"idemwork/apperr"
-	"idemwork/internal/tuitest"
-	"idemwork/model"
-	"idemwork/storm/stormtypes"
-	"idemwork/tui/shared"
-	"idemwork/views"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/internal/tuitest"
+	"github.com/idemwork/idemwork/model"
+	"github.com/idemwork/idemwork/storm/stormtypes"
+	"github.com/idemwork/idemwork/tui/shared"
+	"github.com/idemwork/idemwork/views"
 )
 
 // Small in-memory readers and writers for the views' Update tests that need no database: they

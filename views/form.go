@@ -14,10 +14,10 @@ import (
 	"github.com/charmbracelet/x/ansi"
 	"github.com/oklog/ulid/v2"
 
-	"idemwork/apperr"
-	"idemwork/internal/termsafe"
-	"idemwork/model"
-	"idemwork/tui/shared"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/internal/termsafe"
+	"github.com/idemwork/idemwork/model"
+	"github.com/idemwork/idemwork/tui/shared"
 )
 
 // Form is the modal for a write: create, patch or run a feature, each with a chosen (or

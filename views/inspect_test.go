@@ -19,13 +19,13 @@ import (
 	"github.com/charmbracelet/x/ansi"
 	"github.com/stretchr/testify/require"
 
-	"idemwork/internal/tuitest"
-	"idemwork/internal/workbench"
-	"idemwork/kernel"
-	"idemwork/model"
-	"idemwork/store"
-	"idemwork/tui/shared"
-	"idemwork/views"
+	"github.com/idemwork/idemwork/internal/tuitest"
+	"github.com/idemwork/idemwork/internal/workbench"
+	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/model"
+	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/tui/shared"
+	"github.com/idemwork/idemwork/views"
 )
 
 // keyPress is press (storm_test.go) with the keys these tests also use.

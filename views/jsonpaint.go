@@ -9,8 +9,8 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
 
-	"idemwork/internal/termsafe"
-	"idemwork/tui/shared"
+	"github.com/idemwork/idemwork/internal/termsafe"
+	"github.com/idemwork/idemwork/tui/shared"
 )
 
 // paint is a style reduced to the bytes it puts around text, measured once, so a 60 KB

@@ -13,9 +13,9 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
 
-	"idemwork/internal/termsafe"
-	"idemwork/model"
-	"idemwork/tui/shared"
+	"github.com/idemwork/idemwork/internal/termsafe"
+	"github.com/idemwork/idemwork/model"
+	"github.com/idemwork/idemwork/tui/shared"
 )
 
 // Keys lists the owner's idempotency keys in every state; a selected key opens side by side:

@@ -4,7 +4,7 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
-	"idemwork/tui/shared"
+	"github.com/idemwork/idemwork/tui/shared"
 )
 
 // listView is a screen that is one keyset-paged table: Executions, Audit, Timeline, Outbox.

@@ -9,9 +9,9 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
-	"idemwork/model"
-	"idemwork/storm/stormtypes"
-	"idemwork/tui/shared"
+	"github.com/idemwork/idemwork/model"
+	"github.com/idemwork/idemwork/storm/stormtypes"
+	"github.com/idemwork/idemwork/tui/shared"
 )
 
 // lockRefresh is how often the Locks view polls while it is on screen.

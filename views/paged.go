@@ -7,8 +7,8 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 
-	"idemwork/internal/termsafe"
-	"idemwork/tui/shared"
+	"github.com/idemwork/idemwork/internal/termsafe"
+	"github.com/idemwork/idemwork/tui/shared"
 )
 
 // pageSize is how many rows one keyset page loads; the next page loads when the cursor nears

@@ -9,7 +9,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/ansi"
 
-	"idemwork/tui/shared"
+	"github.com/idemwork/idemwork/tui/shared"
 )
 
 // scrollPane is a titled, bordered pane of exactly its size whose content scrolls (a

@@ -7,13 +7,13 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/stretchr/testify/require"
 
-	"idemwork/internal/testdb"
-	"idemwork/internal/tuitest"
-	"idemwork/internal/workbench"
-	"idemwork/store"
-	"idemwork/storm/stormtypes"
-	"idemwork/tui/shared"
-	"idemwork/views"
+	"github.com/idemwork/idemwork/internal/testdb"
+	"github.com/idemwork/idemwork/internal/tuitest"
+	"github.com/idemwork/idemwork/internal/workbench"
+	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/storm/stormtypes"
+	"github.com/idemwork/idemwork/tui/shared"
+	"github.com/idemwork/idemwork/views"
 )
 
 // statusText runs a command that must answer a status line and returns its text.

@@ -11,9 +11,9 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
-	"idemwork/internal/termsafe"
-	"idemwork/model"
-	"idemwork/tui/shared"
+	"github.com/idemwork/idemwork/internal/termsafe"
+	"github.com/idemwork/idemwork/model"
+	"github.com/idemwork/idemwork/tui/shared"
 )
 
 // Records lists the owner's records (keyset pages, module filter, / searching titles and ids in

@@ -7,10 +7,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"idemwork/internal/tuitest"
-	"idemwork/kernel"
-	"idemwork/views"
-	"idemwork/wire"
+	"github.com/idemwork/idemwork/internal/tuitest"
+	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/views"
+	"github.com/idemwork/idemwork/wire"
 )
 
 // What the client got back: the key's replay pane shows, and y copies, the response a retry of

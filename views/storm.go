@@ -15,10 +15,10 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/muesli/termenv"
 
-	"idemwork/apperr"
-	"idemwork/model"
-	"idemwork/storm/stormtypes"
-	"idemwork/tui/shared"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/model"
+	"github.com/idemwork/idemwork/storm/stormtypes"
+	"github.com/idemwork/idemwork/tui/shared"
 )
 
 // Storm fires N concurrent requests of one operation on one key and shows, live, how each

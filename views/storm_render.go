@@ -7,7 +7,7 @@ import (
 	"time"
 	"unicode"
 
-	"idemwork/storm/stormtypes"
+	"github.com/idemwork/idemwork/storm/stormtypes"
 
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"

@@ -10,8 +10,8 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/ansi"
 
-	"idemwork/model"
-	"idemwork/tui/shared"
+	"github.com/idemwork/idemwork/model"
+	"github.com/idemwork/idemwork/tui/shared"
 )
 
 // verifyTimeout bounds one verify run: it reads all of an owner's rows, page by page.

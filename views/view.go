@@ -13,9 +13,9 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
-	"idemwork/apperr"
-	"idemwork/internal/termsafe"
-	"idemwork/tui/shared"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/internal/termsafe"
+	"github.com/idemwork/idemwork/tui/shared"
 )
 
 // View is one screen of the workbench.

@@ -14,14 +14,14 @@ import (
 	"github.com/muesli/termenv"
 	"github.com/stretchr/testify/require"
 
-	"idemwork/apperr"
-	"idemwork/internal/testdb"
-	"idemwork/internal/tuitest"
-	"idemwork/kernel"
-	"idemwork/model"
-	"idemwork/storm/stormtypes"
-	"idemwork/tui/shared"
-	"idemwork/views"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/internal/testdb"
+	"github.com/idemwork/idemwork/internal/tuitest"
+	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/model"
+	"github.com/idemwork/idemwork/storm/stormtypes"
+	"github.com/idemwork/idemwork/tui/shared"
+	"github.com/idemwork/idemwork/views"
 )
 
 func TestMain(m *testing.M) {

@@ -1,6 +1,6 @@
 package wire
 
-import "idemwork/model"
+import "github.com/idemwork/idemwork/model"
 
 // Response is one answer as a client receives it (model.Response: plain data the views show
 // without importing the wire format's builders).

@@ -6,9 +6,9 @@ import (
 	"net/http"
 	"net/url"
 
-	"idemwork/apperr"
-	"idemwork/idem"
-	"idemwork/store"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/store"
 )
 
 // Exit codes of SPEC §10.2.

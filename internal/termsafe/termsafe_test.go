@@ -9,7 +9,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 	"github.com/stretchr/testify/require"
 
-	"idemwork/internal/termsafe"
+	"github.com/idemwork/idemwork/internal/termsafe"
 )
 
 func TestControlCharactersAreShownNotObeyed(t *testing.T) {

@@ -20,8 +20,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"idemwork/embedded"
-	"idemwork/store"
+	"github.com/idemwork/idemwork/embedded"
+	"github.com/idemwork/idemwork/store"
 )
 
 // Bouncer is a real pgbouncer (the machine's, Debian's package) in front of the test server,

@@ -13,7 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"idemwork/embedded"
+	"github.com/idemwork/idemwork/embedded"
 )
 
 // Standby is a hot standby of the test server: a base backup taken with pg_basebackup -R,

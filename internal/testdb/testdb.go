@@ -25,8 +25,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"idemwork/embedded"
-	"idemwork/store"
+	"github.com/idemwork/idemwork/embedded"
+	"github.com/idemwork/idemwork/store"
 )
 
 // server is the one cluster of this test binary. Package state is unavoidable here: it is what

@@ -2,9 +2,9 @@ package tuitest_test
 
 import (
 	"context"
+	"github.com/idemwork/idemwork/internal/testdb"
+	"github.com/idemwork/idemwork/internal/tuitest"
 	"github.com/stretchr/testify/require"
-	"idemwork/internal/testdb"
-	"idemwork/internal/tuitest"
 	"testing"
 )
 

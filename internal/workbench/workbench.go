@@ -9,15 +9,15 @@ import (
 	"context"
 	"io"
 
-	"idemwork/apperr"
-	"idemwork/idem"
-	"idemwork/kernel"
-	"idemwork/model"
-	"idemwork/outbox"
-	"idemwork/store"
-	"idemwork/tui/shared"
-	"idemwork/views"
-	"idemwork/wire"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/model"
+	"github.com/idemwork/idemwork/outbox"
+	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/tui/shared"
+	"github.com/idemwork/idemwork/views"
+	"github.com/idemwork/idemwork/wire"
 )
 
 // Sources are the session's handles the views' readers and writers work over.

@@ -10,9 +10,9 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
-	"idemwork/apperr"
-	"idemwork/internal/workbench"
-	"idemwork/views"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/internal/workbench"
+	"github.com/idemwork/idemwork/views"
 )
 
 // The views show what Coded makes of a database's error: its code and what to do, an

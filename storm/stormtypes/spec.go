@@ -6,8 +6,8 @@ import (
 	"net/url"
 	"time"
 
-	"idemwork/apperr"
-	"idemwork/model"
+	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/model"
 )
 
 // Op names the operation a storm fires.

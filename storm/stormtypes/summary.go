@@ -5,7 +5,7 @@ import (
 	"math"
 	"sort"
 
-	"idemwork/model"
+	"github.com/idemwork/idemwork/model"
 )
 
 // Summary is a storm's result: SPEC §10.2's {"requests", "outcomes", "distinct", "latencyMs",

@@ -14,10 +14,10 @@ import (
 	"github.com/charmbracelet/x/ansi"
 	"github.com/stretchr/testify/require"
 
-	"idemwork/internal/testdb"
-	"idemwork/internal/tuitest"
-	"idemwork/tui"
-	"idemwork/tui/shared"
+	"github.com/idemwork/idemwork/internal/testdb"
+	"github.com/idemwork/idemwork/internal/tuitest"
+	"github.com/idemwork/idemwork/tui"
+	"github.com/idemwork/idemwork/tui/shared"
 )
 
 func TestMain(m *testing.M) {
