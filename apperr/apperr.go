@@ -58,6 +58,14 @@ const (
 	// PermissionDenied: the database role lacks a privilege; the message names the privilege,
 	// the object and the GRANT (or the schema of its own) that fixes it.
 	PermissionDenied Code = "PERMISSION_DENIED"
+	// AuthFailed: the database (or a pooler in front of it) refused the user or the password
+	// (28P01, 28000); the message says what to check and never shows the secret.
+	AuthFailed Code = "AUTH_FAILED"
+	// DatabaseNotFound: the URL names a database the server does not have (3D000).
+	DatabaseNotFound Code = "DATABASE_NOT_FOUND"
+	// ReplicationUnsafe: require_synchronous_replication is set and no synchronous standby
+	// confirms commits; writes are refused until one does.
+	ReplicationUnsafe Code = "REPLICATION_UNSAFE"
 )
 
 var statuses = map[Code]int{
@@ -84,6 +92,9 @@ var statuses = map[Code]int{
 	Usage:               http.StatusBadRequest,
 	NotRunning:          http.StatusConflict,
 	PermissionDenied:    http.StatusForbidden,
+	AuthFailed:          http.StatusUnauthorized,
+	DatabaseNotFound:    http.StatusServiceUnavailable,
+	ReplicationUnsafe:   http.StatusServiceUnavailable,
 }
 
 // Codes lists every code of this package, in a stable order (by name): the catalog a client

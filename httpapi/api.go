@@ -257,8 +257,23 @@ func (a *API) write(fn writeFunc) endpointFunc {
 		if !present && a.opts.RequireKey {
 			return wire.Response{}, apperr.New(apperr.BadRequest, "this server requires an %s header on every write (http.require_key = true)", HeaderIdempotencyKey)
 		}
-		return fn(r, owner, key)
+		rep, err := fn(r, owner, key)
+		return rep, wire.LostCommit(err, key, lookAfter(r))
 	}
+}
+
+// lookAfter says where a client sees whether a write it sent without a key committed.
+func lookAfter(r *http.Request) string {
+	module, id := r.PathValue("module"), r.PathValue("id")
+	switch {
+	case id == "":
+		return "look for a record created just now among the owner's records (idemwork history --owner <owner>, or the workbench's Records view)"
+	case r.PathValue("featureId") != "":
+		return fmt.Sprintf("read the record's executions (GET /v1/modules/%s/records/%s/executions)", module, id)
+	case strings.HasSuffix(r.URL.Path, "/reviews"):
+		return fmt.Sprintf("read the record's audit (GET /v1/modules/%s/records/%s/audit) for the review", module, id)
+	}
+	return fmt.Sprintf("read the record (GET /v1/modules/%s/records/%s): its revision says whether the patch applied", module, id)
 }
 
 // endpoint authenticates the owner, runs fn and serves its response or coded error (both built

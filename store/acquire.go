@@ -28,8 +28,8 @@ func (db *DB) acquire(ctx context.Context) (*pgxpool.Conn, error) {
 
 // Conn is one pooled connection taken within the acquire timeout (OVERLOADED past it), for a
 // caller that runs a few statements in a row on it (the runner's success-cache read). Its
-// statements follow the session's rules exactly as Q's do: each inside BEGIN READ ONLY on a
-// read-only session, inside a transaction of its own behind a transaction pooler.
+// statements follow the session's rules exactly as Q's do: each inside a transaction of its own
+// that sets the session's settings (READ ONLY on a read-only session).
 type Conn struct {
 	db *DB
 	c  *pgxpool.Conn
@@ -49,12 +49,7 @@ func (db *DB) Acquire(ctx context.Context) (*Conn, error) {
 // Release gives the connection back to the pool.
 func (c *Conn) Release() { c.c.Release() }
 
-func (c *Conn) q() Querier {
-	if c.db.wrap {
-		return singleTx{db: c.db, conn: c.c}
-	}
-	return c.c
-}
+func (c *Conn) q() Querier { return singleTx{db: c.db, conn: c.c} }
 
 func (c *Conn) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	return c.q().Exec(ctx, sql, args...)
@@ -77,3 +72,23 @@ func (db *DB) Ping(ctx context.Context) error { return db.pool.Ping(ctx) }
 
 // Stat is the pool's statistics (for /metrics).
 func (db *DB) Stat() *pgxpool.Stat { return db.pool.Stat() }
+
+// SendBatchAsIs sends b on a connection of the pool exactly as it is, outside any transaction
+// of store's: b begins and ends its own, and sets what its transaction needs itself (TxSettings).
+// It is for a caller that measures what the runner's statements cost on the wire (the bench's
+// limit side); everything else goes through Q.
+func (db *DB) SendBatchAsIs(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	return db.pool.SendBatch(ctx, b)
+}
+
+// QueryRowAsIs runs one statement on a connection of the pool exactly as it is, autocommit,
+// outside any transaction of store's (see SendBatchAsIs).
+func (db *DB) QueryRowAsIs(ctx context.Context, sql string, args ...any) pgx.Row {
+	return db.pool.QueryRow(ctx, sql, args...)
+}
+
+// TxSettings is the statement every transaction of this session sends after BEGIN, and its
+// arguments (settings.go).
+func (db *DB) TxSettings() (sql string, args []any) {
+	return db.settings.sql, append([]any(nil), db.settings.args...)
+}
