@@ -111,7 +111,7 @@ func (a *app) openDB(ctx context.Context, checkSchema bool) (*store.DB, error) {
 		return nil, err
 	}
 	opts := store.Options{MaxConns: int32(a.cfg.Database.MaxConns), Schema: a.cfg.Database.Schema, AnySchema: !checkSchema,
-		AcquireTimeout: a.cfg.Idempotency.AcquireTimeout.Duration}
+		AcquireTimeout: a.cfg.Idempotency.AcquireTimeout.Duration, RequireSynchronousReplication: a.cfg.Database.RequireSynchronousReplication}
 	if opts.MaxConns == 0 {
 		// Connections open lazily; the ceiling is what lets a storm of C concurrent requests
 		// really reach the database (and queue on its unique index) instead of on the pool.
@@ -158,6 +158,10 @@ func (a *app) openDB(ctx context.Context, checkSchema bool) (*store.DB, error) {
 	}
 	a.db = db
 	cn := db.Connection()
+	if !a.conn.Embedded {
+		// The node actually reached (after a multi-host URL's choice), not the URL's first host.
+		a.conn.Display = cn.Where()
+	}
 	a.conn.DSN, a.conn.ReadOnly, a.conn.ReadOnlyReason = db.DSN(), db.ReadOnly, db.ReadOnlyReason()
 	a.conn.Pooler, a.conn.ExecMode = cn.Pooler, cn.ExecMode
 	return db, nil

@@ -7,4 +7,5 @@ func addMoreCommands(root *cobra.Command, a *app) {
 	root.AddCommand(newStormCmd(a), newStormWorkerCmd(a), newServeCmd(a))
 	root.AddCommand(newBenchCmd(a))
 	root.AddCommand(newVerifyCmd(a), newReapCmd(a), newSoakCmd(a))
+	root.AddCommand(newDoctorCmd(a))
 }

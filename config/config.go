@@ -60,6 +60,9 @@ type Database struct {
 	Pooler string `toml:"pooler"`
 	// Schema puts idemwork's tables in this schema (search_path); "" keeps the server's default.
 	Schema string `toml:"schema"`
+	// RequireSynchronousReplication refuses every write with REPLICATION_UNSAFE while no
+	// synchronous standby confirms commits (IDEMWORK_REQUIRE_SYNC).
+	RequireSynchronousReplication bool `toml:"require_synchronous_replication"`
 }
 
 // Idempotency tunes the runner.
@@ -244,6 +247,13 @@ func (c *Config) applyEnv(getenv Getenv) error {
 	}
 	if v := getenv("IDEMWORK_SCHEMA"); v != "" {
 		c.Database.Schema = v
+	}
+	if v := getenv("IDEMWORK_REQUIRE_SYNC"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("IDEMWORK_REQUIRE_SYNC=%q: want true or false", v)
+		}
+		c.Database.RequireSynchronousReplication = b
 	}
 	return nil
 }

@@ -67,8 +67,19 @@ func (c *Conn) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	return c.q().SendBatch(ctx, b)
 }
 
-// Ping checks that the database answers (for /readyz).
-func (db *DB) Ping(ctx context.Context) error { return db.pool.Ping(ctx) }
+// Ping checks that the database answers (for /readyz); why not is coded and worded as Open's
+// failure to connect would be (nothing listening, a host name that does not resolve, …).
+func (db *DB) Ping(ctx context.Context) error {
+	err := db.pool.Ping(ctx)
+	if err == nil {
+		return nil
+	}
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) {
+		return TranslateError(connectError(db.dsn, err))
+	}
+	return TranslateError(err)
+}
 
 // Stat is the pool's statistics (for /metrics).
 func (db *DB) Stat() *pgxpool.Stat { return db.pool.Stat() }

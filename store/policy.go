@@ -3,7 +3,9 @@ package store
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/jackc/pgx/v5"
@@ -63,8 +65,26 @@ type policy struct {
 // next client. So the same URL works straight to PostgreSQL and through any pooler.
 
 // childDSN is dsn with the settings from Options folded in, so another process opening it
-// (a storm worker) talks to the database the same way.
-func (p policy) childDSN(dsn string) string { return WithDSNParams(dsn, p.fromOpts) }
+// (a storm worker) talks to the database the same way. Without a connect_timeout of the user's,
+// a child waits up to ChildConnectTimeout for its connections: its parent has just connected, so
+// the server is there, and the burst of connections a storm's processes open at once can keep a
+// busy server longer than the default that tells a user quickly that nothing answers.
+func (p policy) childDSN(dsn string) string {
+	return WithChildConnectTimeout(WithDSNParams(dsn, p.fromOpts))
+}
+
+// WithChildConnectTimeout is dsn for a process idemwork starts on a database it has just reached:
+// with connect_timeout = ChildConnectTimeout, unless dsn sets one.
+func WithChildConnectTimeout(dsn string) string {
+	if dsnSetsConnectTimeout(dsn) {
+		return dsn
+	}
+	return WithDSNParams(dsn, [][2]string{{"connect_timeout", strconv.Itoa(int(ChildConnectTimeout.Seconds()))}})
+}
+
+// ChildConnectTimeout is the connect timeout of the processes idemwork starts on a database it
+// has just reached (storm workers), unless the URL sets one.
+const ChildConnectTimeout = 60 * time.Second
 
 // resolvePolicy reads idemwork's own DSN parameters and opts. What the exec mode will be is
 // decided once the session knows whether a pooler answers (modeFor).

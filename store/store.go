@@ -490,6 +490,9 @@ func (db *DB) Migrate(ctx context.Context) (int, error) {
 	return n, nil
 }
 
+// Where names the node the session's first connection reached, for headers and messages.
+func (c Connection) Where() string { return c.where() }
+
 // where names the address the session connects to, for messages.
 func (c Connection) where() string {
 	if c.Port == 0 {
@@ -670,15 +673,21 @@ func (db *DB) checkPrivileges(ctx context.Context) error {
 }
 
 // Warm opens up to n connections of the pool before a burst, so the burst's requests meet on
-// the database instead of queueing for handshakes.
+// the database instead of queueing for handshakes. It opens a few at a time: the server starts a
+// process for each, one after another, and a burst of hundreds at once (a storm's processes
+// warming together) would make the last ones wait past the connect timeout on a busy server.
 func (db *DB) Warm(ctx context.Context, n int) error {
+	const atOnce = 8
 	n = min(n, int(db.pool.Config().MaxConns))
 	conns := make([]*pgxpool.Conn, 0, n)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	var firstErr error
+	slots := make(chan struct{}, atOnce)
 	for range n {
+		slots <- struct{}{}
 		wg.Go(func() {
+			defer func() { <-slots }()
 			c, err := db.pool.Acquire(ctx)
 			mu.Lock()
 			defer mu.Unlock()

@@ -13,7 +13,8 @@ import (
 )
 
 // header is the frame's top line: where the workbench is connected, the owner, the mode
-// (read-write, or READ-ONLY with the session's reason), a moved clock, the MEM-001 limit and
+// (read-write, or READ-ONLY with the session's reason), a warning while acknowledged keys can be
+// lost on failover (short form "ASYNC REPL" first when space is short), a moved clock, the MEM-001 limit and
 // the time. The connection, the owner and the mode always stay: on a narrow terminal the
 // moved clock's badge takes its short form first ("clock +1h"), the connection shortens down
 // to its kind ("embedded /…", the host), then the MEM-001 limit and the time go, and only then
@@ -35,6 +36,12 @@ func header(ctx *shared.ProgramContext, cat views.Catalog, width int) string {
 		}
 		mode = s.BadgeDanger.Render(badge)
 	}
+	// Writes accepted with only asynchronous standbys (or synchronous_commit off or local): a key
+	// acknowledged now can be lost on failover, and the header says so while it is true.
+	var repl, replShort string
+	if !ctx.ReadOnly() && ctx.Replication != nil && ctx.Replication.ReplicationRisk() != "" {
+		repl, replShort = "async replication: acked keys can be lost on failover", "ASYNC REPL"
+	}
 	var clock, clockShort string
 	if ctx.Clock != nil && ctx.Clock.Offset() != 0 {
 		clock, clockShort = "clock "+fmtOffset(ctx.Clock.Offset()), "clock "+shortOffset(ctx.Clock.Offset())
@@ -49,6 +56,9 @@ func header(ctx *shared.ProgramContext, cat views.Catalog, width int) string {
 	connW, ownerW := ansi.StringWidth(conn), ansi.StringWidth(owner)
 	render := func() string {
 		parts := []string{s.HeaderTitle.Render("idemwork"), s.Subtle.Render(cutTo(conn, connW)), "owner " + s.Bold.Render(cutTo(owner, ownerW)), mode}
+		if repl != "" {
+			parts = append(parts, s.BadgeDanger.Render(repl))
+		}
 		if clock != "" {
 			parts = append(parts, s.BadgeWarn.Render(clock))
 		}
@@ -67,6 +77,7 @@ func header(ctx *shared.ProgramContext, cat views.Catalog, width int) string {
 		}
 	}
 	for _, step := range []func(){
+		func() { repl = replShort },
 		func() { clock = clockShort },
 		func() { shrink(&connW, connFloor(conn)) },
 		func() { mem = "" },
