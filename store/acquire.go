@@ -75,6 +75,13 @@ func (db *DB) Ping(ctx context.Context) error {
 		return nil
 	}
 	var ce *pgconn.ConnectError
+	if !errors.As(err, &ce) && ctx.Err() == nil {
+		// An idle connection the server (or the network) had dropped: the pool throws it away,
+		// and a new one says whether the database answers now, and if not why.
+		if err = db.pool.Ping(ctx); err == nil {
+			return nil
+		}
+	}
 	if errors.As(err, &ce) {
 		return TranslateError(connectError(db.dsn, err))
 	}

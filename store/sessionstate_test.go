@@ -106,8 +106,8 @@ func TestWhatAnotherClientLeftOnAServerConnectionChangesNothing(t *testing.T) {
 			require.Len(t, recs, 2)
 			require.WithinDuration(t, time.Now(), recs[0].CreatedAt, time.Minute)
 
-			polluted, tempRows := testdb.StillPolluted(t, b, name, other, lb.TempTables)
-			require.Equal(t, 1, polluted, "the test ran against the polluted server connection")
+			paths, tempRows := testdb.ServerPaths(t, b, name, lb.TempTables)
+			require.Equal(t, []string{other}, paths, "the test ran against the polluted server connection, and left it as it was")
 			require.Zero(t, tempRows, "nothing was written into the temporary tables that shadow idemwork's")
 		})
 	}

@@ -854,7 +854,7 @@ func translateConnectError(err error, connect *ConnectError, pgErr *pgconn.PgErr
 		return apperr.Wrap(apperr.DatabaseUnavailable, err, "connect to %s: the host name %s does not resolve (%s): check the host in the URL",
 			connect.Where, printable(dns.Name), printable(dns.Err))
 	case errors.Is(err, syscall.ECONNREFUSED):
-		return apperr.Wrap(apperr.DatabaseUnavailable, err, "connect to %s: nothing accepts connections there (connection refused): check "+
+		return apperr.Wrap(apperr.DatabaseUnavailable, err, "connect to %s: nothing listens there (connection refused): check "+
 			"that PostgreSQL (or the pooler) runs and that the URL's host and port are right; retry once it does", connect.Where)
 	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
 		return apperr.Wrap(apperr.DatabaseUnavailable, err, "connect to %s: the server did not answer within the connect timeout (%s "+

@@ -42,6 +42,15 @@ const (
 	// holds the text given to ArmStatement: a connection lost in the middle of a request, with
 	// no COMMIT in flight.
 	BeforeStatement
+	// FatalAfterCommit forwards the COMMIT of a transaction that wrote and, instead of the
+	// server's acknowledgement, sends the client what a backend terminated in that instant sends
+	// (FATAL 57P01 "terminating connection due to administrator command"), then drops the
+	// connection: the transaction committed, and the client was told the session ended.
+	FatalAfterCommit
+	// CutAfterCommitTag forwards the acknowledgement of a writing transaction's COMMIT and drops
+	// the connection before the ReadyForQuery behind it: the client read the COMMIT tag, and
+	// draining the rest of its batch fails.
+	CutAfterCommitTag
 )
 
 // Proxy forwards loopback TCP connections to a PostgreSQL server.
@@ -283,6 +292,16 @@ func (p *Proxy) backend(ctx context.Context, from, to net.Conn, cut func()) {
 				cut()
 				return
 			}
+			if tag == "COMMIT" && wrote && p.fire(FatalAfterCommit) {
+				_, _ = to.Write(fatalTerminated)
+				cut()
+				return
+			}
+			if tag == "COMMIT" && wrote && p.fire(CutAfterCommitTag) {
+				_, _ = to.Write(msg)
+				cut()
+				return
+			}
 			if tag == "COMMIT" || tag == "ROLLBACK" {
 				wrote = false
 			}
@@ -294,6 +313,23 @@ func (p *Proxy) backend(ctx context.Context, from, to net.Conn, cut func()) {
 		}
 	}
 }
+
+// fatalTerminated is the ErrorResponse a backend sends when pg_terminate_backend ends it.
+var fatalTerminated = func() []byte {
+	var body bytes.Buffer
+	for _, f := range []struct {
+		code byte
+		v    string
+	}{{'S', "FATAL"}, {'V', "FATAL"}, {'C', "57P01"}, {'M', "terminating connection due to administrator command"}} {
+		body.WriteByte(f.code)
+		body.WriteString(f.v)
+		body.WriteByte(0)
+	}
+	body.WriteByte(0)
+	msg := []byte{'E', 0, 0, 0, 0}
+	binary.BigEndian.PutUint32(msg[1:], uint32(4+body.Len()))
+	return append(msg, body.Bytes()...)
+}()
 
 // readMessage reads one typed protocol message (type, int32 length, body) whole.
 func readMessage(r io.Reader) (byte, []byte, error) {

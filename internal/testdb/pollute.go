@@ -46,7 +46,6 @@ func EveryGUC(searchPath string) LeftBehind {
 			"synchronous_commit = off",
 			"session_replication_role = replica",
 			"exit_on_error = on",
-			"client_min_messages = debug5",
 			"row_security = off",
 		},
 		TempTables: []string{"idempotency_record", "record", "record_revision", "audit_event"},
@@ -111,10 +110,11 @@ func Pollute(t testing.TB, b *Bouncer, name string, lb LeftBehind) int {
 	return len(conns)
 }
 
-// StillPolluted checks, through b, that every server connection of its pool still carries the
-// search_path Pollute left (so a test ran against polluted connections, not fresh ones) and
-// counts the rows in the temporary tables left there: idemwork must never have written one.
-func StillPolluted(t testing.TB, b *Bouncer, name, searchPath string, tempTables []string) (polluted, tempRows int) {
+// ServerPaths reads, through b, the search_path every server connection of its pool carries
+// (what Pollute left, or a fresh connection's default where the pooler replaced one: a client
+// that went away mid-statement costs its server connection) and counts the rows in the
+// temporary tables left there: idemwork must never have written one.
+func ServerPaths(t testing.TB, b *Bouncer, name string, tempTables []string) (paths []string, tempRows int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -145,9 +145,7 @@ func StillPolluted(t testing.TB, b *Bouncer, name, searchPath string, tempTables
 		if err := c.QueryRow(ctx, "SHOW search_path").Scan(&path); err != nil {
 			t.Fatalf("testdb: %v", err)
 		}
-		if strings.TrimSpace(path) == strings.TrimSpace(searchPath) {
-			polluted++
-		}
+		paths = append(paths, strings.TrimSpace(path))
 		for _, tt := range tempTables {
 			var exists bool
 			if err := c.QueryRow(ctx, "SELECT to_regclass('pg_temp."+tt+"') IS NOT NULL").Scan(&exists); err != nil {
@@ -166,5 +164,5 @@ func StillPolluted(t testing.TB, b *Bouncer, name, searchPath string, tempTables
 	for _, c := range conns {
 		_, _ = c.Exec(ctx, "ROLLBACK")
 	}
-	return polluted, tempRows
+	return paths, tempRows
 }
