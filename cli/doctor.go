@@ -89,8 +89,11 @@ func printDoctor(w io.Writer, r doctor.Report) {
 	row("privileges", "%s", safe(r.Privileges.Summary()))
 	repl := r.Replication
 	kind := "asynchronous"
-	if repl.Synchronous {
+	switch {
+	case repl.Synchronous:
 		kind = "synchronous"
+	case repl.Standbys == 0:
+		kind = "no standby attached (nothing to fail over to)"
 	}
 	row("replication", "%s: %d standby(s) attached, %d confirming commits; synchronous_commit = %s, synchronous_standby_names = '%s'%s",
 		kind, repl.Standbys, repl.SyncStandbys, safe(repl.SynchronousCommit), safe(repl.SynchronousStandbyNames),

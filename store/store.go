@@ -777,9 +777,12 @@ func translatePgError(err error, pgErr *pgconn.PgError) error {
 	case pgErr.Code == "42P01" || pgErr.Code == "3F000": // undefined_table, invalid_schema_name
 		return apperr.Wrap(apperr.SchemaNotReady, err, "%s: the database is not migrated for this idemwork; run 'idemwork migrate --allow-writes' against it", pgErr.Message)
 	case (pgErr.Code == "42P05" || pgErr.Code == "26000") && strings.Contains(pgErr.Message, "stmtcache_"):
+		// idemwork prepares named statements only where no pooler answers or a session pooler is
+		// declared: this is a pooler that runs transactions, not sessions, declared as the other.
 		return apperr.Wrap(apperr.PoolerMisconfigured, err, "the database lost or mixed up this session's prepared statements (SQLSTATE %s), "+
-			"the mark of a transaction-pooling pgbouncer between idemwork and PostgreSQL: set [database] pooler = \"transaction\" in the "+
-			"config (or add pooler=transaction to the database URL) and restart; nothing was committed by the statement that failed", pgErr.Code)
+			"the mark of a transaction-pooling pgbouncer where a session pooler was declared: set [database] pooler = \"transaction\" "+
+			"(or pooler=transaction in the URL) and remove default_query_exec_mode=cache_statement, then restart; nothing was committed "+
+			"by the statement that failed", pgErr.Code)
 	case pgErr.Code == "57014" && strings.Contains(pgErr.Message, "statement timeout"): // query_canceled
 		return apperr.Wrap(apperr.DatabaseUnavailable, err, "the database cancelled the statement when it reached statement_timeout (SQLSTATE %s); "+
 			"the transaction rolled back: retry; if it keeps happening, look for a transaction holding the rows' locks (the Locks view) "+

@@ -7,6 +7,7 @@ import (
 
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/internal/termsafe"
 	"github.com/idemwork/idemwork/tui/shared"
 	"github.com/idemwork/idemwork/views"
@@ -33,6 +34,10 @@ func header(ctx *shared.ProgramContext, cat views.Catalog, width int) string {
 		badge := "READ-ONLY"
 		if r := c.ReadOnlyReason; r != "" && r != "read-only session" {
 			badge += " · " + termsafe.Line(r)
+		}
+		if !c.ReadOnly && ctx.Writes != nil && apperr.Is(ctx.Writes.WriteRefusal(), apperr.ReplicationUnsafe) {
+			// require_synchronous_replication, unmet: writes come back once a synchronous standby does.
+			badge = "WRITES REFUSED · no sync standby"
 		}
 		mode = s.BadgeDanger.Render(badge)
 	}
