@@ -90,8 +90,12 @@ func printDoctor(w io.Writer, r doctor.Report) {
 	repl := r.Replication
 	kind := "asynchronous"
 	switch {
+	case repl.InRecovery:
+		kind = "this is a hot standby (what commits wait for is the primary's to say)"
 	case repl.Synchronous:
 		kind = "synchronous"
+	case !repl.Visible && repl.Standbys > 0:
+		kind = "unknown (this role cannot read the standbys' sync_state)"
 	case repl.Standbys == 0:
 		kind = "no standby attached (nothing to fail over to)"
 	}

@@ -195,7 +195,14 @@ func (a *app) watchReplication(ctx context.Context, logf func(string, ...any)) {
 		case now.AtRisk() && (!old.AtRisk() || old.Risk != now.Risk):
 			logf("WARNING: acknowledged keys can be lost on failover: %s", now.Risk)
 		case !now.AtRisk() && old.AtRisk():
-			logf("replication on %s: %s", now.Where(), map[bool]string{true: "synchronous: a synchronous standby confirms every commit", false: "no standby at risk any more"}[now.Synchronous])
+			switch {
+			case now.Synchronous:
+				logf("replication on %s: synchronous: a synchronous standby confirms every commit", now.Where())
+			case now.Standbys == 0:
+				logf("replication on %s: no standby is attached (nothing to fail over to): acknowledged keys are as durable as this server's disk", now.Where())
+			default:
+				logf("replication on %s: acknowledged keys are no longer at risk on failover", now.Where())
+			}
 		}
 		if a.db.RequiresSynchronousReplication() && old.Synchronous != now.Synchronous {
 			if now.Synchronous {

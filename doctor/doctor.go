@@ -69,6 +69,8 @@ type Migrations struct {
 // Replication is how an acknowledged commit survives a failover (SPEC §10.2's synchronous,
 // standbys and risk, and what they were judged from).
 type Replication struct {
+	// InRecovery: the server is a hot standby (replication is the primary's to report).
+	InRecovery  bool `json:"inRecovery"`
 	Synchronous bool `json:"synchronous"`
 	// Standbys are the attached standbys; SyncStandbys those that confirm commits.
 	Standbys                int    `json:"standbys"`
@@ -116,7 +118,7 @@ func Examine(ctx context.Context, db *store.DB, database string, sections ...Sec
 		Pooler: Pooler{Declared: declared, Detected: cn.PoolerDetected, ExecMode: cn.ExecMode},
 		Schema: cn.Schema, SearchPath: cn.SearchPath, ReadOnly: db.ReadOnly,
 		Migrations: migrationsOf(st), Privileges: privs,
-		Replication: Replication{Synchronous: repl.Synchronous, Standbys: repl.Standbys, SyncStandbys: repl.SyncStandbys, Risk: repl.Risk,
+		Replication: Replication{InRecovery: repl.InRecovery, Synchronous: repl.Synchronous, Standbys: repl.Standbys, SyncStandbys: repl.SyncStandbys, Risk: repl.Risk,
 			SynchronousCommit: repl.SynchronousCommit, SynchronousStandbyNames: repl.SynchronousStandbyNames, Visible: repl.Visible,
 			Required: db.RequiresSynchronousReplication()},
 		Reasons: []string{}, Sections: map[string]any{},

@@ -315,10 +315,10 @@ func remoteOf(pc *pgconn.PgConn) (string, int) {
 
 // start learns the server's role (primary or standby), then checks schema and privileges.
 func (db *DB) start(ctx context.Context, opts Options) error {
-	var cols []any
+	// One statement: who the session is, where the tables are, and the replication state.
 	repl, err := scanReplication(func(dest ...any) error {
-		cols = dest
-		return db.Q(ctx).QueryRow(ctx, `SELECT current_user, coalesce(current_schema(), ''), r.* FROM (`+replicationSQL+`) r`).Scan(append([]any{&db.conn.User, &db.conn.Schema}, cols...)...)
+		row := db.Q(ctx).QueryRow(ctx, `SELECT current_user, coalesce(current_schema(), ''), r.* FROM (`+replicationSQL+`) r`)
+		return row.Scan(append([]any{&db.conn.User, &db.conn.Schema}, dest...)...)
 	})
 	if err != nil {
 		return TranslateError(fmt.Errorf("connect: read the server's state: %w", err))

@@ -142,12 +142,15 @@ func TestTheHeaderWarnsWhileAcknowledgedKeysCanBeLostOnFailover(t *testing.T) {
 	require.Contains(t, got, "owner alice")
 	require.Contains(t, got, "read-write")
 
-	m.Update(tea.WindowSizeMsg{Width: 160, Height: 40})
-	require.Contains(t, head(160, 40), "async replication: acked keys can be lost on failover")
+	m.Update(tea.WindowSizeMsg{Width: 120, Height: 40})
+	got = head(120, 40)
+	require.Contains(t, got, "async repl: failover can lose acked keys")
+	require.Contains(t, got, "db-a:5432")
+	require.NotContains(t, got, "MEM-001", "the limit gives way to the warning")
 
 	risk = ""
-	require.NotContains(t, head(160, 40), "async replication")
+	require.NotContains(t, head(120, 40), "async repl")
 	risk = "asynchronous"
 	b.Ctx.Conn.ReadOnly, b.Ctx.Conn.ReadOnlyReason = true, "read-only session"
-	require.NotContains(t, head(160, 40), "async replication", "a read-only session writes nothing a failover could lose")
+	require.NotContains(t, head(120, 40), "async repl", "a read-only session writes nothing a failover could lose")
 }

@@ -15,7 +15,8 @@ import (
 
 // header is the frame's top line: where the workbench is connected, the owner, the mode
 // (read-write, or READ-ONLY with the session's reason), a warning while acknowledged keys can be
-// lost on failover (short form "ASYNC REPL" first when space is short), a moved clock, the MEM-001 limit and
+// lost on failover (the MEM-001 limit gives way to it, then it takes its short form "ASYNC REPL"),
+// a moved clock, the MEM-001 limit and
 // the time. The connection, the owner and the mode always stay: on a narrow terminal the
 // moved clock's badge takes its short form first ("clock +1h"), the connection shortens down
 // to its kind ("embedded /…", the host), then the MEM-001 limit and the time go, and only then
@@ -45,7 +46,7 @@ func header(ctx *shared.ProgramContext, cat views.Catalog, width int) string {
 	// acknowledged now can be lost on failover, and the header says so while it is true.
 	var repl, replShort string
 	if !ctx.ReadOnly() && ctx.Replication != nil && ctx.Replication.ReplicationRisk() != "" {
-		repl, replShort = "async replication: acked keys can be lost on failover", "ASYNC REPL"
+		repl, replShort = "async repl: failover can lose acked keys", "ASYNC REPL"
 	}
 	var clock, clockShort string
 	if ctx.Clock != nil && ctx.Clock.Offset() != 0 {
@@ -82,8 +83,13 @@ func header(ctx *shared.ProgramContext, cat views.Catalog, width int) string {
 		}
 	}
 	for _, step := range []func(){
-		func() { repl = replShort },
 		func() { clock = clockShort },
+		func() {
+			if repl != "" {
+				mem = "" // the warning goes before the MEM-001 limit
+			}
+		},
+		func() { repl = replShort },
 		func() { shrink(&connW, connFloor(conn)) },
 		func() { mem = "" },
 		func() { now = "" },
