@@ -44,14 +44,14 @@ const (
 // DefaultMaxBodyBytes caps request bodies when Options.MaxBodyBytes is 0.
 const DefaultMaxBodyBytes = 256 << 10
 
-// Adapter-level codes without an entry in apperr.
+// Adapter-level codes (catalogued in apperr and docs/errors.md like every other refusal).
 const (
-	codeMethodNotAllowed apperr.Code = "METHOD_NOT_ALLOWED"
+	codeMethodNotAllowed = apperr.MethodNotAllowed
 	// codeClientClosed is logged (status 499, nginx's convention) for a request whose client went
 	// away before the answer: not a server error, and nobody reads the body.
-	codeClientClosed apperr.Code = "CLIENT_CLOSED_REQUEST"
+	codeClientClosed = apperr.ClientClosedRequest
 	// statusClientClosed is the status logged and counted for codeClientClosed.
-	statusClientClosed = 499
+	statusClientClosed = apperr.StatusClientClosedRequest
 )
 
 // Options configures the handler.
