@@ -7,7 +7,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -166,9 +168,20 @@ func DefaultPath() string {
 // Getenv is how Load reads the environment; tests pass a map's lookup.
 type Getenv func(string) string
 
+// LoadOptions tune Load.
+type LoadOptions struct {
+	// AllowInsecure accepts a file holding secrets (http.tokens, a password in database.url)
+	// that other users can read (--allow-insecure-config).
+	AllowInsecure bool
+}
+
 // Load reads path (explicit: it must exist), else IDEMWORK_CONFIG, else the default path when
-// present, over the defaults, then applies the environment.
-func Load(path string, getenv Getenv) (Config, error) {
+// present, over the defaults, then applies the environment. A file holding secrets must be
+// readable by its owner alone (LoadWith to allow otherwise).
+func Load(path string, getenv Getenv) (Config, error) { return LoadWith(path, getenv, LoadOptions{}) }
+
+// LoadWith is Load with options.
+func LoadWith(path string, getenv Getenv, opts LoadOptions) (Config, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
@@ -182,11 +195,15 @@ func Load(path string, getenv Getenv) (Config, error) {
 		}
 	}
 	if path != "" {
-		b, err := os.ReadFile(path)
+		b, mode, err := readFile(path)
 		switch {
 		case err == nil:
 			if err := Decode(b, &cfg); err != nil {
 				return Config{}, fmt.Errorf("config %s: %w", path, err)
+			}
+			if secrets := cfg.secrets(); len(secrets) > 0 && mode&0o044 != 0 && !opts.AllowInsecure {
+				return Config{}, fmt.Errorf("config %s holds %s but other users can read it (mode %04o): run chmod 600 %s (or pass --allow-insecure-config to use it anyway)",
+					path, strings.Join(secrets, " and "), mode.Perm(), path)
 			}
 			cfg.Source = path
 		case explicit || !errors.Is(err, os.ErrNotExist):
@@ -203,6 +220,47 @@ func Load(path string, getenv Getenv) (Config, error) {
 		return Config{}, fmt.Errorf("config: %w", err)
 	}
 	return cfg, nil
+}
+
+// readFile reads path and the permission bits of the very file it read.
+func readFile(path string) ([]byte, os.FileMode, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, 0, err
+	}
+	b, err := io.ReadAll(f)
+	return b, st.Mode().Perm(), err
+}
+
+// secrets names the secrets the settings hold (before the environment is applied: the file's).
+func (c *Config) secrets() []string {
+	var out []string
+	if len(c.HTTP.Tokens) > 0 {
+		out = append(out, "bearer tokens ([http.tokens])")
+	}
+	if DSNHasPassword(c.Database.URL) {
+		out = append(out, "a database password (database.url)")
+	}
+	return out
+}
+
+var kvPassword = regexp.MustCompile(`(?i)(^|\s)password\s*=\s*\S`)
+
+// DSNHasPassword reports whether a PostgreSQL URL or key=value connection string carries a
+// password.
+func DSNHasPassword(dsn string) bool {
+	if u, err := url.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		if _, set := u.User.Password(); set {
+			return true
+		}
+		return u.Query().Get("password") != ""
+	}
+	return kvPassword.MatchString(dsn)
 }
 
 // Decode parses TOML strictly into cfg (over whatever cfg already holds).

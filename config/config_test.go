@@ -208,3 +208,35 @@ func TestThePoolerAndSchemaKeysAreCheckedAndReadFromTheEnvironment(t *testing.T)
 	require.Equal(t, "session", cfg.Database.Pooler)
 	require.Equal(t, "s", cfg.Database.Schema)
 }
+
+// Issue 28: a config file holding bearer tokens or a database password that other users can
+// read is refused, naming chmod 600, unless the caller allows it (--allow-insecure-config).
+func TestAConfigHoldingSecretsThatOthersCanReadIsRefused(t *testing.T) {
+	t.Parallel()
+	withMode := func(body string, mode os.FileMode) string {
+		p := write(t, body)
+		require.NoError(t, os.Chmod(p, mode))
+		return p
+	}
+	tokens := "[http.tokens]\n\"token-of-ann-1\" = \"ann\"\n"
+	password := "[database]\nurl = \"postgres://ann:hunter2@db.internal/app\"\n"
+	kv := "[database]\nurl = \"host=db user=ann password=hunter2\"\n"
+	for _, body := range []string{tokens, password, kv} {
+		for _, mode := range []os.FileMode{0o644, 0o640, 0o604} {
+			p := withMode(body, mode)
+			_, err := config.Load(p, env(nil))
+			require.Error(t, err, "%04o %q", mode, body)
+			require.Contains(t, err.Error(), "chmod 600 "+p)
+			require.Contains(t, err.Error(), "--allow-insecure-config")
+			require.NotContains(t, err.Error(), "hunter2", "the message never shows the secret")
+			_, err = config.LoadWith(p, env(nil), config.LoadOptions{AllowInsecure: true})
+			require.NoError(t, err, "allowed on purpose")
+		}
+		_, err := config.Load(withMode(body, 0o600), env(nil))
+		require.NoError(t, err)
+	}
+	_, err := config.Load(withMode("[http]\naddr = \"127.0.0.1:9000\"\n[database]\nurl = \"postgres://ann@db/app\"\n", 0o644), env(nil))
+	require.NoError(t, err, "a readable file without secrets is fine")
+	require.True(t, config.DSNHasPassword("postgres://ann@db/app?password=x"))
+	require.False(t, config.DSNHasPassword("postgres://ann@db/app?sslmode=require"))
+}
