@@ -108,9 +108,9 @@ func New(k *kernel.Kernel, opts Options) *API {
 	m.HandleFunc("PATCH /v1/modules/{module}/records/{id}", a.endpoint(a.write(a.patchRecord)))
 	m.HandleFunc("POST /v1/modules/{module}/records/{id}/features/{featureId}", a.endpoint(a.write(a.runFeature)))
 	m.HandleFunc("POST /v1/modules/{module}/records/{id}/reviews", a.endpoint(a.write(a.createReview)))
-	m.HandleFunc("GET /v1/modules/{module}/records/{id}", a.endpoint(a.getRecord))
-	m.HandleFunc("GET /v1/modules/{module}/records/{id}/{part}", a.endpoint(a.getRecordPart))
-	m.HandleFunc("GET /v1/keys/{key...}", a.endpoint(a.getKey))
+	m.HandleFunc("GET /v1/modules/{module}/records/{id}", a.endpoint(a.read(a.getRecord)))
+	m.HandleFunc("GET /v1/modules/{module}/records/{id}/{part}", a.endpoint(a.read(a.getRecordPart)))
+	m.HandleFunc("GET /v1/keys/{key...}", a.endpoint(a.read(a.getKey)))
 	m.HandleFunc("GET /v1/whoami", a.endpoint(whoami))
 	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		wire.JSON(http.StatusOK, map[string]bool{"ok": true}).Serve(w)

@@ -123,6 +123,7 @@ func TestEveryRefusalServeMakesIsACataloguedCode(t *testing.T) {
 		{"a bad key header", "POST /v1/modules/NOTE/records HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + aliceToken + "\r\nIdempotency-Key: a b\r\nContent-Length: 2\r\n\r\n{}", 400},
 		{"a body too large", "POST /v1/modules/NOTE/records HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + aliceToken + "\r\nContent-Length: " + strconv.Itoa(maxBody+1) + "\r\n\r\n" + strings.Repeat(" ", maxBody+1), 413},
 		{"a bad title", "POST /v1/modules/NOTE/records HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + aliceToken + "\r\nContent-Length: 12\r\n\r\n{\"title\":\"\"}", 422},
+		{"a page limit of 0", "GET /v1/modules/NOTE/records/01J0000000000000000000000A/revisions?limit=0 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + aliceToken + "\r\n\r\n", 400},
 	} {
 		resp, body := rawExchange(t, b, c.raw)
 		require.Equal(t, c.status, resp.StatusCode, "%s: %s", c.what, body)
