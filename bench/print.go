@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"text/tabwriter"
 )
@@ -59,6 +60,18 @@ func Print(w io.Writer, r Report) {
 				outcomesLabel(run.Outcomes, run.Waited), verdict)
 		}
 		_ = tw.Flush()
+	}
+
+	if f := r.Fairness; f != nil {
+		verdict := "met"
+		if !f.Met {
+			verdict = "missed"
+		}
+		fmt.Fprintf(w, "\nfairness (issue 28): %d concurrent GETs of a %d-revision record (%d KB per answer) by one owner,\n"+
+			"another owner's GETs meanwhile; pool %d, owner share %d; flood %.0f ms, answers %s\n",
+			f.Flood, f.Revisions, f.FloodBytes>>10, f.PoolConns, f.OwnerShare, f.FloodMs, statusesLabel(f.FloodStatuses))
+		fmt.Fprintf(w, "  other owner's GET  alone p50 %.2f p99 %.2f ms   under the flood p50 %.2f p99 %.2f max %.2f ms (%d)   p99 ratio %.2f (want ≤ %.0f: %s)\n",
+			f.AloneP50Ms, f.AloneP99Ms, f.LoadedP50Ms, f.LoadedP99Ms, f.LoadedMaxMs, f.Samples, f.Ratio, f.Target, verdict)
 	}
 
 	if len(r.RoundTrips) > 0 {
@@ -184,4 +197,17 @@ func abbreviateOne(s string) string {
 		out += " (lock)"
 	}
 	return out
+}
+
+func statusesLabel(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s ×%d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
 }

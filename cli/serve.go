@@ -56,7 +56,8 @@ func newServeCmd(a *app) *cobra.Command {
 				extra = reaperMetrics(reaper)
 			}
 			api := httpapi.New(k, httpapi.Options{Tokens: a.cfg.HTTP.Tokens, MaxBodyBytes: a.cfg.HTTP.MaxBodyBytes,
-				DevAuth: devAuth, AccessLog: a.stderr, RequireKey: a.cfg.HTTP.RequireKey, Collectors: extra})
+				DevAuth: devAuth, AccessLog: a.stderr, RequireKey: a.cfg.HTTP.RequireKey, Collectors: extra,
+				OwnerMaxReads: a.cfg.HTTP.OwnerMaxReads, ReadWait: a.cfg.Idempotency.AcquireTimeout.Duration})
 			srv := httpapi.NewServer(api, log.New(a.stderr, "idemwork serve: ", 0))
 			url := "http://" + ln.Addr().String()
 			if a.flags.json {

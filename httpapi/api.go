@@ -72,6 +72,11 @@ type Options struct {
 	RequireKey bool
 	// Collectors are more metrics served on /metrics (serve's reaper counters).
 	Collectors []prometheus.Collector
+	// OwnerMaxReads bounds the reads one owner runs at once (config http.owner_max_reads; 0:
+	// DefaultOwnerMaxReads); a read beyond it waits up to ReadWait, then is 503 OVERLOADED.
+	OwnerMaxReads int
+	// ReadWait bounds that wait (0: idem.DefaultAcquireTimeout, as idempotency.acquire_timeout).
+	ReadWait time.Duration
 }
 
 // API is the HTTP handler over a kernel.
@@ -83,6 +88,7 @@ type API struct {
 	mux     *http.ServeMux
 	methods []string
 	metrics *metrics
+	reads   *readGate
 }
 
 type tokenEntry struct {
@@ -95,7 +101,10 @@ func New(k *kernel.Kernel, opts Options) *API {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	a := &API{k: k, opts: opts, mux: http.NewServeMux(), metrics: newMetrics(k, opts.Collectors...),
+	if opts.ReadWait <= 0 {
+		opts.ReadWait = idem.DefaultAcquireTimeout
+	}
+	a := &API{k: k, opts: opts, mux: http.NewServeMux(), metrics: newMetrics(k, opts.Collectors...), reads: newReadGate(opts.OwnerMaxReads, opts.ReadWait),
 		methods: []string{http.MethodGet, http.MethodPost, http.MethodPatch, http.MethodPut, http.MethodDelete}}
 	for tok, owner := range opts.Tokens {
 		a.tokens = append(a.tokens, tokenEntry{sum: sha256.Sum256([]byte(tok)), owner: owner})

@@ -134,30 +134,22 @@ func TestEachDetailRouteRunsItsOwnStatementOnly(t *testing.T) {
 	}
 }
 
-// Issue 28: reads take owner shares as writes do. Bob's 40 concurrent reads, each stuck on the
-// database (a lock held on record_revision), hold at most his share of the pool (3 of 10); the
-// rest wait in the process holding no connection, and alice's read answers meanwhile. Before,
-// bob's reads took every connection and alice waited for the pool's acquire timeout.
-func TestOneOwnersReadFloodHoldsAtMostItsShareOfThePool(t *testing.T) {
-	t.Parallel()
-	const share = 3
-	b := setupWith(t, serverOptions{db: testdb.Options{MaxConns: 10, AcquireTimeout: 2 * time.Second},
-		runner: idem.Options{Limits: idem.Limits{OwnerMaxConns: share, AcquireTimeout: time.Minute}}})
-	bobs := patchTimes(t, b, bobToken, 5, 10)
-	alices := patchTimes(t, b, aliceToken, 1, 10)
-
+// heldFlood fires n concurrent GETs of bob's record while a lock held on record_revision keeps
+// every one that reaches the database there. stuck counts those on the database; finish lets
+// them go and returns their statuses.
+func heldFlood(t *testing.T, b *testBundle, record string, n int) (stuck func() int, finish func() []int) {
+	t.Helper()
 	ctx := context.Background()
 	lock, err := b.db.Pool.Begin(ctx)
 	require.NoError(t, err)
-	defer func() { _ = lock.Rollback(ctx) }()
+	t.Cleanup(func() { _ = lock.Rollback(ctx) })
 	_, err = lock.Exec(ctx, `LOCK TABLE record_revision IN ACCESS EXCLUSIVE MODE`)
 	require.NoError(t, err)
-
 	var wg sync.WaitGroup
-	statuses := make(chan int, 40)
-	for range 40 {
+	statuses := make(chan int, n)
+	for range n {
 		wg.Go(func() {
-			req, _ := http.NewRequest("GET", b.url+"/v1/modules/NOTE/records/"+bobs+"/revisions", nil)
+			req, _ := http.NewRequest("GET", b.url+"/v1/modules/NOTE/records/"+record+"/revisions", nil)
 			req.Header.Set("Authorization", "Bearer "+bobToken)
 			resp, err := b.c.Do(req)
 			if err != nil {
@@ -168,12 +160,39 @@ func TestOneOwnersReadFloodHoldsAtMostItsShareOfThePool(t *testing.T) {
 			statuses <- resp.StatusCode
 		})
 	}
-	stuck := func() int {
+	stuck = func() int {
 		var n int
 		require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
 			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%record_revision%'`).Scan(&n))
 		return n
 	}
+	finish = func() []int {
+		require.NoError(t, lock.Rollback(ctx))
+		wg.Wait()
+		close(statuses)
+		var out []int
+		for s := range statuses {
+			out = append(out, s)
+		}
+		return out
+	}
+	return stuck, finish
+}
+
+// Issue 28: reads take owner shares as writes do. Bob's 40 concurrent reads, each stuck on the
+// database (a lock held on record_revision), hold at most his share of the pool (3 of 10); the
+// rest wait in the process holding no connection, and alice's read answers meanwhile. Before,
+// bob's reads took every connection and alice waited for the pool's acquire timeout.
+func TestOneOwnersReadFloodHoldsAtMostItsShareOfThePool(t *testing.T) {
+	t.Parallel()
+	const share = 3
+	b := setupWith(t, serverOptions{db: testdb.Options{MaxConns: 10, AcquireTimeout: 2 * time.Second},
+		runner: idem.Options{Limits: idem.Limits{OwnerMaxConns: share, AcquireTimeout: time.Minute}},
+		api:    func(o *httpapi.Options) { o.OwnerMaxReads, o.ReadWait = 100, time.Minute }}) // the pool's share is what bounds here
+	bobs := patchTimes(t, b, bobToken, 5, 10)
+	alices := patchTimes(t, b, aliceToken, 1, 10)
+
+	stuck, finish := heldFlood(t, b, bobs, 40)
 	require.Eventually(t, func() bool { return stuck() == share }, 30*time.Second, 10*time.Millisecond, "bob's share of reads reaches the database")
 	admission := b.k.Runner().Admission()
 	for range 20 { // and no more, however long they wait
@@ -188,10 +207,35 @@ func TestOneOwnersReadFloodHoldsAtMostItsShareOfThePool(t *testing.T) {
 	require.Equal(t, http.StatusOK, r.status, "alice's read while bob's flood waits: %s", r.raw)
 	require.Less(t, time.Since(start), 2*time.Second, "alice did not wait for the pool")
 
-	require.NoError(t, lock.Rollback(ctx))
-	wg.Wait()
-	close(statuses)
-	for s := range statuses {
+	for _, s := range finish() {
 		require.Equal(t, http.StatusOK, s, "each of bob's reads is answered in its turn")
 	}
+}
+
+// And fewer reads than that run at once: http.owner_max_reads (the CPUs by default) bounds an
+// owner's reads, since a read is mostly CPU; one that waits past the acquire timeout is 503
+// OVERLOADED with Retry-After.
+func TestAnOwnersReadsRunAtMostOwnerMaxReadsAtOnce(t *testing.T) {
+	t.Parallel()
+	b := setupWith(t, serverOptions{db: testdb.Options{MaxConns: 10},
+		runner: idem.Options{Limits: idem.Limits{OwnerMaxConns: 5, AcquireTimeout: time.Minute}},
+		api:    func(o *httpapi.Options) { o.OwnerMaxReads, o.ReadWait = 2, 3*time.Second }})
+	bobs := patchTimes(t, b, bobToken, 2, 10)
+	stuck, finish := heldFlood(t, b, bobs, 10)
+	require.Eventually(t, func() bool { return stuck() == 2 }, 30*time.Second, 10*time.Millisecond)
+	for range 20 {
+		require.LessOrEqual(t, stuck(), 2)
+		time.Sleep(10 * time.Millisecond)
+	}
+	over := b.as(t, bobToken, "GET", "/v1/modules/NOTE/records/"+bobs, "")
+	require.Equal(t, http.StatusServiceUnavailable, over.status, over.raw)
+	require.Equal(t, "OVERLOADED", over.code())
+	require.Equal(t, "1", over.header.Get("Retry-After"))
+	require.Contains(t, over.raw, "http.owner_max_reads")
+	counts := map[int]int{}
+	for _, s := range finish() {
+		counts[s]++
+	}
+	require.Equal(t, 2, counts[http.StatusOK], "the two on the database answer; %v", counts)
+	require.Equal(t, 8, counts[http.StatusServiceUnavailable], "the others waited past the acquire timeout; %v", counts)
 }

@@ -159,12 +159,19 @@ type AuditBody struct {
 	Next  *string            `json:"next"`
 }
 
-// read guards a read route: it holds one of the owner's shares of the pool (the one writes take,
-// idempotency.owner_max_conns) for its database work and the encoding of its answer, so one
-// owner's flood of reads holds at most its share and waits for it in this process, holding no
-// connection; past the acquire timeout it is 503 OVERLOADED with Retry-After.
+// read guards a read route: it takes one of the owner's read slots (http.owner_max_reads, the
+// CPUs by default), then one of the owner's shares of the pool (the one writes take,
+// idempotency.owner_max_conns), and holds both for its statements and the encoding of its
+// answer. So one owner's flood of reads runs a few reads at a time and holds at most its share
+// of the pool; the rest waits in this process holding nothing, and past the acquire timeout is
+// 503 OVERLOADED with Retry-After.
 func (a *API) read(fn endpointFunc) endpointFunc {
 	return func(r *http.Request, owner string) (wire.Response, error) {
+		leave, err := a.reads.enter(r.Context(), owner)
+		if err != nil {
+			return wire.Response{}, err
+		}
+		defer leave()
 		release, err := a.k.Runner().Admission().HoldOwner(r.Context(), owner)
 		if err != nil {
 			return wire.Response{}, err
