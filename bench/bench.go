@@ -124,6 +124,9 @@ type Env struct {
 	// Serve serves the HTTP API over a kernel, as `idemwork serve` does: the fairness cell
 	// measures through it (nil: the cell is skipped).
 	Serve storm.ServeFunc
+	// FloodArgs, when set, start the fairness cell's flood in a child process (Executable
+	// FloodArgs…, which runs FloodMain); nil fires it from this process.
+	FloodArgs []string
 	// Progress receives a line per finished step (nil: quiet).
 	Progress io.Writer
 	// MemMaxContentLength is MEM-001's rule (default 2000).
@@ -319,13 +322,15 @@ func Run(ctx context.Context, env Env, opts Options) (Report, error) {
 	}
 
 	if !opts.NoFairness && env.Serve != nil {
-		h.logf("  fairness: %d concurrent GETs of a %d-revision record by one owner, another owner's GETs meanwhile…\n", FairnessFlood, FairnessRevisions)
-		if rep.Fairness, err = h.runFairness(ctx, FairnessFlood); err != nil {
+		h.logf("  fairness: %d GETs of a %d-revision record by one owner (%v in flight), another owner's GETs meanwhile…\n", FairnessFlood, FairnessRevisions, FairnessInFlight)
+		if rep.Fairness, err = h.runFairness(ctx, FairnessFlood, FairnessInFlight); err != nil {
 			return rep, err
 		}
 		f := rep.Fairness
-		h.logf("  fairness: other owner's GET p99 %.2f ms alone, %.2f ms under the flood (p50 %.2f, max %.2f, %d samples): ratio %.2f (want ≤ %.0f)\n",
-			f.AloneP99Ms, f.LoadedP99Ms, f.LoadedP50Ms, f.LoadedMaxMs, f.Samples, f.Ratio, f.Target)
+		for _, fl := range f.Floods {
+			h.logf("  fairness: %d in flight: other owner's GET p99 %.2f ms alone, %.2f ms under the flood (p50 %.2f, max %.2f, %d samples): ratio %.2f (want ≤ %.0f)\n",
+				fl.InFlight, f.AloneP99Ms, fl.LoadedP99Ms, fl.LoadedP50Ms, fl.LoadedMaxMs, fl.Samples, fl.Ratio, f.Target)
+		}
 	}
 
 	grown := map[string]bool{FreshKey: true, ReplayHit: true}

@@ -59,6 +59,17 @@ func newBenchCmd(a *app) *cobra.Command {
 	return cmd
 }
 
+// newBenchFloodCmd is the hidden client side of bench's fairness cell: one owner's flood of GETs
+// from a process of its own, as a real client's is (bench.FloodMain; the job and its token come
+// on stdin).
+func newBenchFloodCmd(a *app) *cobra.Command {
+	return &cobra.Command{Use: "bench-flood", Hidden: true, Args: cobra.NoArgs,
+		Short: "Child process of idemwork bench's fairness cell (started by idemwork bench)",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return bench.FloodMain(cmd.Context(), cmd.InOrStdin(), a.stdout)
+		}}
+}
+
 func (a *app) runBench(cmd *cobra.Command, bf benchFlags) error {
 	ctx := cmd.Context()
 	clients, err := parseCounts("--clients", bf.clients)
@@ -134,6 +145,7 @@ func (a *app) runBench(cmd *cobra.Command, bf benchFlags) error {
 	// database (through the proxy under --rtt), which this session may write (it created it).
 	rep, err := bench.Run(ctx, bench.Env{DSN: measured(scratch), Display: display + " (scratch database " + scratch.Name + ")",
 		Executable: exe, WorkerArgs: []string{"storm-worker", "--allow-writes"}, WorkerDSNVar: "IDEMWORK_DSN", Serve: serveStorm,
+		FloodArgs: []string{"bench-flood"},
 		Progress: progress, MemMaxContentLength: a.cfg.Modules.MEM001.MaxContentLength}, opts)
 	if err != nil {
 		return err

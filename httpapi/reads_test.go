@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -137,7 +138,7 @@ func TestEachDetailRouteRunsItsOwnStatementOnly(t *testing.T) {
 // heldFlood fires n concurrent GETs of bob's record while a lock held on record_revision keeps
 // every one that reaches the database there. stuck counts those on the database; finish lets
 // them go and returns their statuses.
-func heldFlood(t *testing.T, b *testBundle, record string, n int) (stuck func() int, finish func() []int) {
+func heldFlood(t *testing.T, b *testBundle, record string, n int) (stuck func() int, finish func() []int, answered func() int) {
 	t.Helper()
 	ctx := context.Background()
 	lock, err := b.db.Pool.Begin(ctx)
@@ -146,9 +147,11 @@ func heldFlood(t *testing.T, b *testBundle, record string, n int) (stuck func() 
 	_, err = lock.Exec(ctx, `LOCK TABLE record_revision IN ACCESS EXCLUSIVE MODE`)
 	require.NoError(t, err)
 	var wg sync.WaitGroup
+	var got atomic.Int64
 	statuses := make(chan int, n)
 	for range n {
 		wg.Go(func() {
+			defer got.Add(1)
 			req, _ := http.NewRequest("GET", b.url+"/v1/modules/NOTE/records/"+record+"/revisions", nil)
 			req.Header.Set("Authorization", "Bearer "+bobToken)
 			resp, err := b.c.Do(req)
@@ -176,7 +179,7 @@ func heldFlood(t *testing.T, b *testBundle, record string, n int) (stuck func() 
 		}
 		return out
 	}
-	return stuck, finish
+	return stuck, finish, func() int { return int(got.Load()) }
 }
 
 // Issue 28: reads take owner shares as writes do. Bob's 40 concurrent reads, each stuck on the
@@ -192,7 +195,7 @@ func TestOneOwnersReadFloodHoldsAtMostItsShareOfThePool(t *testing.T) {
 	bobs := patchTimes(t, b, bobToken, 5, 10)
 	alices := patchTimes(t, b, aliceToken, 1, 10)
 
-	stuck, finish := heldFlood(t, b, bobs, 40)
+	stuck, finish, _ := heldFlood(t, b, bobs, 40)
 	require.Eventually(t, func() bool { return stuck() == share }, 30*time.Second, 10*time.Millisecond, "bob's share of reads reaches the database")
 	admission := b.k.Runner().Admission()
 	for range 20 { // and no more, however long they wait
@@ -221,7 +224,7 @@ func TestAnOwnersReadsRunAtMostOwnerMaxReadsAtOnce(t *testing.T) {
 		runner: idem.Options{Limits: idem.Limits{OwnerMaxConns: 5, AcquireTimeout: time.Minute}},
 		api:    func(o *httpapi.Options) { o.OwnerMaxReads, o.ReadWait = 2, 3*time.Second }})
 	bobs := patchTimes(t, b, bobToken, 2, 10)
-	stuck, finish := heldFlood(t, b, bobs, 10)
+	stuck, finish, _ := heldFlood(t, b, bobs, 10)
 	require.Eventually(t, func() bool { return stuck() == 2 }, 30*time.Second, 10*time.Millisecond)
 	for range 20 {
 		require.LessOrEqual(t, stuck(), 2)
@@ -238,4 +241,30 @@ func TestAnOwnersReadsRunAtMostOwnerMaxReadsAtOnce(t *testing.T) {
 	}
 	require.Equal(t, 2, counts[http.StatusOK], "the two on the database answer; %v", counts)
 	require.Equal(t, 8, counts[http.StatusServiceUnavailable], "the others waited past the acquire timeout; %v", counts)
+}
+
+// At most httpapi.ReadQueueFactor reads of one owner wait for each of its read slots: the rest of
+// a flood is refused at once (503 OVERLOADED), spread over its arrival, instead of all waking at
+// the end of their waits together.
+func TestAnOwnersReadsBeyondTheQueueAreRefusedAtOnce(t *testing.T) {
+	t.Parallel()
+	b := setupWith(t, serverOptions{db: testdb.Options{MaxConns: 10},
+		runner: idem.Options{Limits: idem.Limits{OwnerMaxConns: 5, AcquireTimeout: time.Minute}},
+		api:    func(o *httpapi.Options) { o.OwnerMaxReads, o.ReadWait = 1, time.Minute }})
+	bobs := patchTimes(t, b, bobToken, 2, 10)
+	const n = httpapi.ReadQueueFactor + 1 + 5 // one on the database, a queue's worth waiting, five more
+	start := time.Now()
+	stuck, finish, answered := heldFlood(t, b, bobs, n)
+	require.Eventually(t, func() bool { return stuck() == 1 && answered() == 5 }, 30*time.Second, 10*time.Millisecond,
+		"one read on the database, the queue full, five refused")
+	over := b.as(t, bobToken, "GET", "/v1/modules/NOTE/records/"+bobs, "")
+	require.Equal(t, http.StatusServiceUnavailable, over.status, over.raw)
+	require.Contains(t, over.raw, "more waiting")
+	require.Less(t, time.Since(start), 30*time.Second, "refused at once, not after the minute's wait")
+	counts := map[int]int{}
+	for _, s := range finish() {
+		counts[s]++
+	}
+	require.Equal(t, 5, counts[http.StatusServiceUnavailable], "%v", counts)
+	require.Equal(t, httpapi.ReadQueueFactor+1, counts[http.StatusOK], "%v", counts)
 }
