@@ -146,7 +146,7 @@ func (a *app) runBench(cmd *cobra.Command, bf benchFlags) error {
 	rep, err := bench.Run(ctx, bench.Env{DSN: measured(scratch), Display: display + " (scratch database " + scratch.Name + ")",
 		Executable: exe, WorkerArgs: []string{"storm-worker", "--allow-writes"}, WorkerDSNVar: "IDEMWORK_DSN", Serve: serveStorm,
 		FloodArgs: []string{"bench-flood"},
-		Progress: progress, MemMaxContentLength: a.cfg.Modules.MEM001.MaxContentLength}, opts)
+		Progress:  progress, MemMaxContentLength: a.cfg.Modules.MEM001.MaxContentLength}, opts)
 	if err != nil {
 		return err
 	}
