@@ -11,6 +11,8 @@ import (
 	"os/exec"
 	"sync"
 	"time"
+
+	"github.com/idemwork/idemwork/storm"
 )
 
 // A flood is the flooding owner's side of the fairness cell: N GETs of one URL, InFlight at a
@@ -128,6 +130,9 @@ func (f floodRunner) start(ctx context.Context, job FloodJob) (release func(), r
 		}
 	}
 	cmd := exec.CommandContext(ctx, exe, f.args...)
+	// Marked as a storm's child is: a test binary standing in for idemwork runs the command line
+	// it is given instead of its tests (the CLI's TestMain).
+	cmd.Env = append(os.Environ(), storm.WorkerEnvVar+"=1")
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, nil, err

@@ -205,10 +205,10 @@ func TestOneOwnersReadFloodHoldsAtMostItsShareOfThePool(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 
-	start := time.Now()
+	// With bob's reads holding every connection, alice's would wait the pool's acquire timeout
+	// and fail OVERLOADED.
 	r := b.as(t, aliceToken, "GET", "/v1/modules/NOTE/records/"+alices+"/executions", "")
 	require.Equal(t, http.StatusOK, r.status, "alice's read while bob's flood waits: %s", r.raw)
-	require.Less(t, time.Since(start), 2*time.Second, "alice did not wait for the pool")
 
 	for _, s := range finish() {
 		require.Equal(t, http.StatusOK, s, "each of bob's reads is answered in its turn")

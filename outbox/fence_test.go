@@ -214,8 +214,8 @@ func deliverAll(t *testing.T, b bundle, workers []*outbox.Worker, execs []string
 }
 
 // Issue 28: a provider that honours its context but is slow enough that one worker's whole
-// batch, called one after another, would outlive a batch-wide lease (12 × 250 ms against a
-// 2 s lease). Each message has a lease of its own, taken just before its call: 3 workers deliver
+// batch, called one after another, would outlive a batch-wide lease (12 × 600 ms against a
+// 4 s lease). Each message has a lease of its own, taken just before its call: 3 workers deliver
 // 12 messages with one call each, and no two calls of one message ever overlap.
 func TestASlowProviderThatHonoursItsContextIsCalledOncePerMessageAndNeverTwiceAtOnce(t *testing.T) {
 	t.Parallel()
@@ -225,8 +225,8 @@ func TestASlowProviderThatHonoursItsContextIsCalledOncePerMessageAndNeverTwiceAt
 		execs = append(execs, notify(t, b, fmt.Sprintf("slow-%02d", i)))
 	}
 	calls := newCallLog()
-	opts := outbox.Options{Providers: map[string]outbox.Provider{"notifier": slowHonest(calls, 250*time.Millisecond)}, Clock: b.clock,
-		Lease: 2 * time.Second, CallTimeout: 400 * time.Millisecond, Concurrency: 2, BaseBackoff: 50 * time.Millisecond}
+	opts := outbox.Options{Providers: map[string]outbox.Provider{"notifier": slowHonest(calls, 600*time.Millisecond)}, Clock: b.clock,
+		Lease: 4 * time.Second, CallTimeout: 1500 * time.Millisecond, Concurrency: 2, BaseBackoff: 50 * time.Millisecond}
 	workers := []*outbox.Worker{outbox.NewWorker(b.db.DB, opts), outbox.NewWorker(b.db.DB, opts), outbox.NewWorker(b.db.DB, opts)}
 
 	rep := deliverAll(t, b, workers, execs)
@@ -258,7 +258,7 @@ func TestAProviderSlowerThanTheCallTimeoutIsCalledAgainOnlyAfterEachFailedAttemp
 	}
 	calls := newCallLog()
 	opts := outbox.Options{Providers: map[string]outbox.Provider{"notifier": slowHonest(calls, 10*time.Second)}, Clock: b.clock,
-		Lease: 2 * time.Second, CallTimeout: 300 * time.Millisecond, Concurrency: 2, MaxAttempts: 2,
+		Lease: 4 * time.Second, CallTimeout: 500 * time.Millisecond, Concurrency: 2, MaxAttempts: 2,
 		BaseBackoff: 50 * time.Millisecond, MaxBackoff: 100 * time.Millisecond}
 	workers := []*outbox.Worker{outbox.NewWorker(b.db.DB, opts), outbox.NewWorker(b.db.DB, opts), outbox.NewWorker(b.db.DB, opts)}
 
@@ -299,7 +299,7 @@ func TestAProviderThatIgnoresItsContextIsCutOffCountedAndNeverSettlesTwice(t *te
 		return nil
 	})
 	w := outbox.NewWorker(b.db.DB, outbox.Options{Providers: map[string]outbox.Provider{"notifier": p}, Clock: b.clock,
-		Lease: 2 * time.Second, CallTimeout: 200 * time.Millisecond, BaseBackoff: 10 * time.Millisecond})
+		Lease: 5 * time.Second, CallTimeout: 200 * time.Millisecond, BaseBackoff: 10 * time.Millisecond})
 	ctx := context.Background()
 
 	claimedAt := b.clock.Now()
@@ -318,17 +318,17 @@ func TestAProviderThatIgnoresItsContextIsCutOffCountedAndNeverSettlesTwice(t *te
 		t.Fatal("the pass waits for a provider that ignores its context")
 	}
 	require.NoError(t, err)
-	require.Less(t, time.Since(start), 2*time.Second, "the worker stopped waiting for the deaf call before its lease ran out")
+	require.Less(t, time.Since(start), 5*time.Second, "the worker stopped waiting for the deaf call before its lease ran out")
 	require.Equal(t, outbox.Report{Claimed: 1, Retried: 1, CutOff: 1}, rep)
 	m, e, attempts := status(t, b, exec)
 	require.Equal(t, []string{"PENDING", "PENDING"}, []string{m, e})
 	require.Equal(t, 1, attempts)
-	require.False(t, nextDue(t, b, exec).Before(claimedAt.Add(2*time.Second)), "not due again before the cut-off call's lease would have run out")
+	require.False(t, nextDue(t, b, exec).Before(claimedAt.Add(5*time.Second)), "not due again before the cut-off call's lease would have run out")
 	var lastErr string
 	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT last_error FROM outbox_message WHERE execution_id = $1`, exec).Scan(&lastErr))
 	require.Contains(t, lastErr, "ignored its context")
 
-	b.clock.Advance(3 * time.Second)
+	b.clock.Advance(6 * time.Second)
 	rep, err = w.RunOnce(ctx, 10)
 	require.NoError(t, err)
 	require.Equal(t, outbox.Report{Claimed: 1, Delivered: 1}, rep)
