@@ -191,8 +191,8 @@ type Report struct {
 	// dropped.
 	CutOff int `json:"cutOff"`
 	// Unstarted counts claims that came back with no more of their lease left than CallTimeout
-	// (the claim itself was that slow): they were not called, and come due when the lease runs
-	// out.
+	// and the cut-off grace (the claim itself was that slow): they were not called, and come due
+	// when the lease runs out.
 	Unstarted int `json:"unstarted"`
 }
 
