@@ -66,7 +66,20 @@ const (
 	// ReplicationUnsafe: require_synchronous_replication is set and no synchronous standby
 	// confirms commits; writes are refused until one does.
 	ReplicationUnsafe Code = "REPLICATION_UNSAFE"
+	// The refusals of the HTTP server itself, before any route runs (net/http answers some of
+	// them; the listener rewrites those into the JSON error object), and the status logged for a
+	// client that left before its answer.
+	MethodNotAllowed        Code = "METHOD_NOT_ALLOWED"
+	ExpectationFailed       Code = "EXPECTATION_FAILED"
+	HeadersTooLarge         Code = "HEADERS_TOO_LARGE"
+	NotImplemented          Code = "NOT_IMPLEMENTED"
+	HTTPVersionNotSupported Code = "HTTP_VERSION_NOT_SUPPORTED"
+	ClientClosedRequest     Code = "CLIENT_CLOSED_REQUEST"
 )
+
+// StatusClientClosedRequest is the status logged and counted for ClientClosedRequest (nginx's
+// 499): nobody reads it.
+const StatusClientClosedRequest = 499
 
 var statuses = map[Code]int{
 	ScopeConflict:       http.StatusConflict,
@@ -95,6 +108,13 @@ var statuses = map[Code]int{
 	AuthFailed:          http.StatusUnauthorized,
 	DatabaseNotFound:    http.StatusServiceUnavailable,
 	ReplicationUnsafe:   http.StatusServiceUnavailable,
+
+	MethodNotAllowed:        http.StatusMethodNotAllowed,
+	ExpectationFailed:       http.StatusExpectationFailed,
+	HeadersTooLarge:         http.StatusRequestHeaderFieldsTooLarge,
+	NotImplemented:          http.StatusNotImplemented,
+	HTTPVersionNotSupported: http.StatusHTTPVersionNotSupported,
+	ClientClosedRequest:     StatusClientClosedRequest,
 }
 
 // Codes lists every code of this package, in a stable order (by name): the catalog a client

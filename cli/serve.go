@@ -91,7 +91,8 @@ func (a *app) serve(ctx context.Context, ln net.Listener, devAuth bool) error {
 		extra = reaperMetrics(reaper)
 	}
 	api := httpapi.New(k, httpapi.Options{Tokens: a.cfg.HTTP.Tokens, MaxBodyBytes: a.cfg.HTTP.MaxBodyBytes,
-		DevAuth: devAuth, AccessLog: a.stderr, RequireKey: a.cfg.HTTP.RequireKey, Collectors: extra})
+		DevAuth: devAuth, AccessLog: a.stderr, RequireKey: a.cfg.HTTP.RequireKey, Collectors: extra,
+		OwnerMaxReads: a.cfg.HTTP.OwnerMaxReads, ReadWait: a.cfg.Idempotency.AcquireTimeout.Duration})
 	starting.Ready(api)
 	a.printServeBanner(url, devAuth)
 	if len(a.cfg.HTTP.Tokens) == 0 && !devAuth {

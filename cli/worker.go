@@ -79,6 +79,9 @@ func (a *app) stormWorkerArgs() ([]string, []string) {
 	if a.flags.configPath != "" {
 		args = append(args, "--config", a.flags.configPath)
 	}
+	if a.flags.allowInsecureConfig {
+		args = append(args, "--allow-insecure-config")
+	}
 	if u := a.cfg.Database.URL; u != "" {
 		// Through the environment, not argv: a password in the URL stays out of ps. The URL is
 		// the session's own (a.conn.DSN): it carries the pooler and schema this process was told

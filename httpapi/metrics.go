@@ -105,11 +105,29 @@ func (m *metrics) observe(r *http.Request, status int, e *accessEntry, took time
 	if outcome == "" {
 		outcome = "OK"
 	}
-	m.requests.WithLabelValues(route, r.Method, strconv.Itoa(status), outcome).Inc()
+	m.requests.WithLabelValues(route, methodLabel(r.Method), strconv.Itoa(status), outcome).Inc()
 	m.latency.WithLabelValues(route, outcome).Observe(took.Seconds())
 	if e.waited {
 		m.waits.Inc()
 	}
+}
+
+// Methods are the values of the method label: the methods RFC 9110 defines and PATCH, each as
+// itself, and every other method as OTHER. A label takes its values from a fixed set, never from
+// the request: 300 requests with random 2,000-character methods once added 300 series.
+var Methods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+	http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace, MethodOther}
+
+// MethodOther is the method label of a method outside Methods.
+const MethodOther = "OTHER"
+
+func methodLabel(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace:
+		return m
+	}
+	return MethodOther
 }
 
 // readyz answers 200 when the database answers and its schema is the one this binary expects,
