@@ -6,7 +6,7 @@ BIN     := bin/idemwork
 # (golang/go#75804, fixed in go1.27). 20,000 runs take 1-8 s per target here.
 FUZZTIME ?= 20000x
 # Fuzz targets as package:Target, each run FUZZTIME times by `make test` and `make fuzz`.
-FUZZ_TARGETS := ./config:FuzzDecode ./idem:FuzzValidateKey ./idem:FuzzValidateOwner ./idem:FuzzParseEnvelope ./kernel:FuzzCheckJSONObject ./httpapi:FuzzDecodeBody ./httpapi:FuzzAuthenticate ./httpapi:FuzzParseIdempotencyKey ./jsonb:FuzzCanonical ./store:FuzzRedactDSN ./internal/termsafe:FuzzCell
+FUZZ_TARGETS := ./config:FuzzDecode ./idem/idemtype:FuzzValidateKey ./idem/idemtype:FuzzValidateOwner ./idem:FuzzParseEnvelope ./kernel:FuzzCheckJSONObject ./httpapi:FuzzDecodeBody ./httpapi:FuzzAuthenticate ./idem/idemhttp:FuzzParseKey ./jsonb:FuzzCanonical ./store:FuzzRedactDSN ./internal/termsafe:FuzzCell
 
 .PHONY: run build test test-go test-race test-fuzz test-tmux lint fuzz bench soak clean
 

@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/idemwork/idemwork/apperr"
-	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/storm"
 )
 
@@ -268,7 +268,7 @@ func printStorm(w io.Writer, s storm.Summary) {
 	fmt.Fprintf(w, "  %-28s %8s  %s\n", "OUTCOME", "COUNT", "SAMPLE (one request's message)")
 	for _, c := range storm.OrderedOutcomes(s.Outcomes) {
 		label := c
-		if es := s.Verified.ExecutionStatus; c == string(idem.Executed) && es != "" && es != "SUCCEEDED" {
+		if es := s.Verified.ExecutionStatus; c == string(idemtype.Executed) && es != "" && es != "SUCCEEDED" {
 			label = c + " (execution " + es + ")" // never a bare EXECUTED for a BLOCKED run
 		}
 		fmt.Fprintf(w, "  %-28s %8d", label, s.Outcomes[c])

@@ -10,7 +10,7 @@ import (
 	"github.com/charmbracelet/x/term"
 
 	"github.com/idemwork/idemwork/apperr"
-	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/internal/workbench"
 	"github.com/idemwork/idemwork/outbox"
 	"github.com/idemwork/idemwork/store"
@@ -41,7 +41,7 @@ func runTUI(ctx context.Context, a *app, opts tuiOptions) error {
 	if opts.owner != "" {
 		owner = opts.owner
 	}
-	if err := idem.ValidateOwner(owner); err != nil {
+	if err := idemtype.ValidateOwner(owner); err != nil {
 		return err
 	}
 	styles := shared.StylesForTerminal(os.Getenv("NO_COLOR") != "")

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/model"
 )
 
@@ -116,8 +117,8 @@ type Event struct {
 
 // Succeeded reports whether the request got a result (EXECUTED, REPLAYED or JOINED).
 func (e Event) Succeeded() bool {
-	switch model.Outcome(e.Outcome) {
-	case model.Executed, model.Replayed, model.Joined:
+	switch idemtype.Outcome(e.Outcome) {
+	case idemtype.Executed, idemtype.Replayed, idemtype.Joined:
 		return true
 	}
 	return false
@@ -267,13 +268,13 @@ func (s Spec) Normalized() (Spec, error) {
 	if err := checkID(s.ID); err != nil {
 		return s, err
 	}
-	if err := model.ValidateOwner(s.Owner()); err != nil {
+	if err := idemtype.ValidateOwner(s.Owner()); err != nil {
 		return s, err
 	}
 	if s.Key() == "" {
 		s.setKey("storm-" + RandomHex(8))
 	}
-	if err := model.ValidateKey(s.Key()); err != nil {
+	if err := idemtype.ValidateKey(s.Key()); err != nil {
 		return s, err
 	}
 	return s, nil

@@ -5,7 +5,7 @@ import (
 	"math"
 	"sort"
 
-	"github.com/idemwork/idemwork/model"
+	"github.com/idemwork/idemwork/idem/idemtype"
 )
 
 // Summary is a storm's result: SPEC §10.2's {"requests", "outcomes", "distinct", "latencyMs",
@@ -101,7 +101,7 @@ func OrderedOutcomes(counts map[string]int) []string {
 	for k := range counts {
 		keys = append(keys, k)
 	}
-	rank := map[string]int{string(model.Executed): 0, string(model.Replayed): 1, string(model.Joined): 2}
+	rank := map[string]int{string(idemtype.Executed): 0, string(idemtype.Replayed): 1, string(idemtype.Joined): 2}
 	sort.Slice(keys, func(i, j int) bool {
 		ri, oki := rank[keys[i]]
 		rj, okj := rank[keys[j]]
