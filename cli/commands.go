@@ -333,7 +333,13 @@ func newKeyCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			v, err := k.InspectKey(cmd.Context(), owner, key)
+			inspect := k.InspectKey
+			if svc, err := a.service(cmd.Context()); err != nil {
+				return err
+			} else if svc != nil {
+				inspect = svc.InspectKey // a service's key: restored through its plugin, else its reference
+			}
+			v, err := inspect(cmd.Context(), owner, key)
 			if err != nil {
 				return err
 			}
