@@ -130,7 +130,14 @@ func (a *app) openWorkbench(ctx context.Context, owner string, opts tuiOptions, 
 		Clock:  clock,
 		Owner:  owner,
 	}
-	backend := workbench.Backend(workbench.Sources{DB: a.db, Kernel: k, Outbox: worker, Provider: provider, Crash: crash,
-		Storm: a.stormRunner(k)})
-	return pctx, backend, notice, nil
+	sources := workbench.Sources{DB: a.db, Kernel: k, Outbox: worker, Provider: provider, Crash: crash, Storm: a.stormRunner(k)}
+	if a.db.Service() {
+		svc, err := a.service(ctx)
+		if err != nil {
+			return nil, views.Backend{}, "", err
+		}
+		sources.Service = svc
+		notice = "schema " + a.db.Connection().Schema + " holds a service's idempotency keys (the runner library's): they are in the Keys view"
+	}
+	return pctx, workbench.Backend(sources), notice, nil
 }
