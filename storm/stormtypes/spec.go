@@ -19,6 +19,8 @@ const (
 	OpCreate Op = "create"
 	OpPatch  Op = "patch"
 	OpAction Op = "action"
+	// OpService is a request to any HTTP service built on the runner library (RunService).
+	OpService Op = "service"
 )
 
 // How requests reach the kernel.
@@ -113,6 +115,9 @@ type Event struct {
 	// ExecutionStatus is the status of the returned feature execution (SUCCEEDED, BLOCKED,
 	// PENDING…), empty without one.
 	ExecutionStatus string `json:"executionStatus,omitempty"`
+	// BodySHA256 is the SHA-256 of a successful answer's body (a service storm: every answer
+	// must carry the same bytes).
+	BodySHA256 string `json:"bodySha256,omitempty"`
 }
 
 // Succeeded reports whether the request got a result (EXECUTED, REPLAYED or JOINED).
