@@ -39,7 +39,7 @@ func buildShop(t *testing.T) string {
 	bin := filepath.Join(t.TempDir(), "shop")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, ".")
+	cmd := exec.CommandContext(ctx, goTool(t), "build", "-o", bin, ".")
 	cmd.Dir = src
 	cmd.Env = append(os.Environ(), "GOPROXY=off", "GOWORK=off")
 	out, err := cmd.CombinedOutput()
@@ -253,4 +253,12 @@ func (p ticketPolicy) Restore(ctx context.Context, owner, _ string, result json.
 		return ticket{}, apperr.New(apperr.SnapshotIntegrity, "ticket %s is not the one first booked", tk.ID)
 	}
 	return tk, err
+}
+
+// goTool is the go command the tests run under (go test runs with it on PATH).
+func goTool(t *testing.T) string {
+	t.Helper()
+	path, err := exec.LookPath("go")
+	require.NoError(t, err, "the go command must be on PATH")
+	return path
 }

@@ -173,9 +173,6 @@ func requireCode(t *testing.T, err error, code apperr.Code) *apperr.Error {
 
 func boolp(v bool) *bool { return &v }
 
-// keys is the runner's table, for the tests' own reads.
-const keys = runnerSchema + ".idempotency_record"
-
 // gate holds a step of the commit unit open until the test opens it (see testgate).
 type gate = testgate.Gate
 

@@ -149,7 +149,7 @@ func TestAModuleOutsideTheRepositoryUsesTheRunnerAndTheMiddleware(t *testing.T) 
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(runtime.GOROOT(), "bin", "go"), "run", ".")
+	cmd := exec.CommandContext(ctx, goTool(t), "run", ".")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "OUTSIDE_DSN="+dsn, "GOFLAGS=-mod=mod", "GOPROXY=off", "GOSUMDB=off", "GOWORK=off")
 	out, err := cmd.CombinedOutput()
@@ -163,4 +163,12 @@ func TestAModuleOutsideTheRepositoryUsesTheRunnerAndTheMiddleware(t *testing.T) 
 		`http 422  {"error":{"code":"IDEMPOTENCY_KEY_REUSED","status":422,"message":"key \"via-http\" was first used with a different request body; a retry must send the same body, a new request needs a new key"}}`,
 		"notes 2 IDEMPOTENCY_KEY_REUSED",
 	}, "\n")+"\n", got)
+}
+
+// goTool is the go command the tests run under (go test runs with it on PATH).
+func goTool(t *testing.T) string {
+	t.Helper()
+	path, err := exec.LookPath("go")
+	require.NoError(t, err, "the go command must be on PATH")
+	return path
 }
