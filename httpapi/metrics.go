@@ -47,7 +47,7 @@ func newMetrics(k *kernel.Kernel, extra ...prometheus.Collector) *metrics {
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "idemwork_inflight_flights", Help: "In-process flights (one per key being executed) running now."},
 				func() float64 { return float64(r.Stats().InFlight) }),
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "idemwork_inflight_followers", Help: "Requests parked on an in-process flight, waiting for its leader."},
-				func() float64 { return float64(r.Stats().Followers) }),
+				func() float64 { return float64(k.Followers()) }),
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "idemwork_key_queue_waiting", Help: "Same-key requests waiting in-process for their key's turn at the database (beyond idempotency.key_max_conns)."},
 				func() float64 { return float64(r.Stats().KeyWaiting) }),
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "idemwork_owner_conns_in_use", Help: "Database connections held by keyed writes, summed over owners."},

@@ -117,7 +117,7 @@ func TestWithSharingOnFollowersJoinTheLeaderInsteadOfQueueingOnTheDatabase(t *te
 	}
 	// Every follower parks on the leader's flight; none went to the database, where it would
 	// show as a session waiting on a lock.
-	waitForFollowers(t, b.runner, followers)
+	waitForFollowers(t, b.k, followers)
 	n, err := waitingOnLocks(context.Background(), b.db.DB)
 	require.NoError(t, err)
 	require.Zero(t, n, "no follower queues on the unique index while it can join the leader")
@@ -156,7 +156,7 @@ func TestAFailedLeaderNeverHandsItsErrorToFollowers(t *testing.T) {
 		go func() { defer wg.Done(); got.add(faulted.Create(context.Background(), in)) }()
 	}
 	// The followers are parked on the flight before the leader fails.
-	waitForFollowers(t, b.runner, 4)
+	waitForFollowers(t, b.k, 4)
 	g.Open()
 	wg.Wait()
 

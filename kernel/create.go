@@ -21,8 +21,19 @@ func (k *Kernel) Create(ctx context.Context, in CreateInput) (WriteResult, error
 	if err != nil {
 		return WriteResult{}, err
 	}
-	op := mod.createOperation()
-	req := idem.Request{Owner: in.Owner, Key: in.Key, Operation: op, Module: mod.Code, ShareInFlight: in.ShareInFlight}
+	// The raw request of a typical create fits on the stack: a follower allocates nothing for it.
+	var buf [128]byte
+	raw := rawRequest(buf[:0]).text(in.Title).optText(in.Summary).json(in.Payload)
+	return k.share(ctx, in.Owner, in.Key, mod.createOperation(), in.ShareInFlight, raw, func(shareOff bool) (WriteResult, error) {
+		return k.create(ctx, &in, mod, shareOff)
+	})
+}
+
+// create is Create past the sharing of identical requests.
+func (k *Kernel) create(ctx context.Context, pin *CreateInput, mod *Module, shareOff bool) (WriteResult, error) {
+	in, op := *pin, mod.createOperation()
+	var err error
+	req := idem.Request{Owner: in.Owner, Key: in.Key, Operation: op, Module: mod.Code, ShareInFlight: shareIf(in.ShareInFlight, shareOff)}
 	payload := json.RawMessage(`{}`)
 	var given json.RawMessage // the payload member of the body: absent when not given
 	if in.Payload != nil {

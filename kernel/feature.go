@@ -34,7 +34,17 @@ func (k *Kernel) RunFeature(ctx context.Context, in FeatureInput) (WriteResult, 
 		return WriteResult{}, err
 	}
 	op := OpFeature(mod.Code, in.RecordID, feat.ID)
-	req := idem.Request{Owner: in.Owner, Key: in.Key, Operation: op, Module: mod.Code, ShareInFlight: in.ShareInFlight}
+	raw := rawRequest(make([]byte, 0, 16+len(in.Input))).json(in.Input)
+	return k.share(ctx, in.Owner, in.Key, op, in.ShareInFlight, raw, func(shareOff bool) (WriteResult, error) {
+		return k.runFeature(ctx, &in, mod, feat, op, shareOff)
+	})
+}
+
+// runFeature is RunFeature past the sharing of identical requests.
+func (k *Kernel) runFeature(ctx context.Context, pin *FeatureInput, mod *Module, feat Feature, op string, shareOff bool) (WriteResult, error) {
+	in := *pin
+	var err error
+	req := idem.Request{Owner: in.Owner, Key: in.Key, Operation: op, Module: mod.Code, ShareInFlight: shareIf(in.ShareInFlight, shareOff)}
 	input := json.RawMessage(`{}`)
 	var given json.RawMessage
 	if in.Input != nil {

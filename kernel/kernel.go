@@ -28,6 +28,8 @@ type Kernel struct {
 	observe      func(step string)
 	faults       FaultFunc
 	ids          *idSource
+	// sharing parks identical concurrent writes on one leader (share.go).
+	sharing *sharing
 }
 
 // Options configures a Kernel.
@@ -48,7 +50,7 @@ func New(db *store.DB, reg *Registry, opts Options) *Kernel {
 		ro.Schema = db.Connection().Schema
 	}
 	k := &Kernel{db: db, runner: idem.NewRunner(db, ro), Registry: reg, observe: opts.Observe,
-		ids: &idSource{entropy: ulid.Monotonic(rand.Reader, 0)}}
+		ids: &idSource{entropy: ulid.Monotonic(rand.Reader, 0)}, sharing: &sharing{}}
 	k.recordPolicy = recordSnapshotPolicy{k}
 	k.reviewPolicy = commitmentReviewPolicy{k}
 	return k

@@ -246,10 +246,10 @@ func waitForLockWaiters(t *testing.T, db *store.DB, n int) {
 
 func sleep(ms int) { time.Sleep(time.Duration(ms) * time.Millisecond) }
 
-// waitForFollowers polls until n followers are parked on in-process flights of r.
-func waitForFollowers(t *testing.T, r *idem.Runner, n int) {
+// waitForFollowers polls until n followers are parked on in-process leaders of k.
+func waitForFollowers(t *testing.T, k *kernel.Kernel, n int) {
 	t.Helper()
-	require.Eventually(t, func() bool { return r.Stats().Followers == n }, 15*time.Second, time.Millisecond,
+	require.Eventually(t, func() bool { return k.Followers() == n }, 15*time.Second, time.Millisecond,
 		"expected %d followers parked on the flight", n)
 }
 

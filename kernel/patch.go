@@ -30,7 +30,17 @@ func (k *Kernel) Patch(ctx context.Context, in PatchInput) (WriteResult, error) 
 		return WriteResult{}, apperr.New(apperr.ValidationFailed, "expectRevision: must be the record's current revision (>= 1)")
 	}
 	op := OpPatch(mod.Code, in.RecordID)
-	req := idem.Request{Owner: in.Owner, Key: in.Key, Operation: op, Module: mod.Code, ShareInFlight: in.ShareInFlight}
+	raw := rawRequest(make([]byte, 0, 32+len(in.Payload))).number(in.ExpectRevision).optText(in.Title).optText(in.Summary).json(in.Payload)
+	return k.share(ctx, in.Owner, in.Key, op, in.ShareInFlight, raw, func(shareOff bool) (WriteResult, error) {
+		return k.patch(ctx, &in, mod, op, shareOff)
+	})
+}
+
+// patch is Patch past the sharing of identical requests.
+func (k *Kernel) patch(ctx context.Context, pin *PatchInput, mod *Module, op string, shareOff bool) (WriteResult, error) {
+	in := *pin
+	var err error
+	req := idem.Request{Owner: in.Owner, Key: in.Key, Operation: op, Module: mod.Code, ShareInFlight: shareIf(in.ShareInFlight, shareOff)}
 	var payload json.RawMessage
 	if in.Payload != nil {
 		if payload, err = CanonicalObject("payload", in.Payload); err != nil {
