@@ -87,8 +87,8 @@ type Spec struct {
 	FailFirst bool
 	// Hold keeps the executing request's transaction open this long after its work, before
 	// SUCCEEDED and COMMIT, so the queue on the unique index stays there to see (at most
-	// MaxHold). Like FailFirst it goes through idem's checkpoints, so it needs the storm's own
-	// kernels (no URLs).
+	// MaxHold). Like FailFirst it goes through the kernel's checkpoints (kernel.WithFaults), so
+	// it needs the storm's own kernels (no URLs).
 	Hold time.Duration
 	// ID names the storm's own database sessions (application_name "idemwork storm <ID> p0",
 	// p1…pP for worker processes, s1…sN for servers); empty gets a generated one. 1-16 of
