@@ -216,6 +216,15 @@ func (t *lazyTx) abort(ctx context.Context) {
 	}
 }
 
+// endsSession reports whether a server error ended the session (FATAL, PANIC).
+func endsSession(e *pgconn.PgError) bool {
+	sev := e.SeverityUnlocalized
+	if sev == "" {
+		sev = e.Severity
+	}
+	return sev == "FATAL" || sev == "PANIC"
+}
+
 // QueueCommit queues COMMIT at the end of b, its result checked: a transaction the server had
 // already failed answers COMMIT with ROLLBACK, which is reported as pgx.ErrTxCommitRollback. A
 // Driver sends it behind the statements a call left in final.
@@ -238,9 +247,21 @@ func CommitError(err error) error {
 	}
 	var pgErr *pgconn.PgError
 	var coded *apperr.Error
-	if errors.As(err, &pgErr) || errors.As(err, &coded) || errors.Is(err, pgx.ErrTxCommitRollback) || pgconn.SafeToRetry(err) {
+	var unsent pgx.ErrPreprocessingBatch
+	switch {
+	case errors.As(err, &coded), errors.Is(err, pgx.ErrTxCommitRollback):
+		// A refusal made before sending, or the server's ROLLBACK for a failed transaction.
+		return err
+	case errors.As(err, &unsent), pgconn.SafeToRetry(err):
+		// The round trip never left: nothing reached the server.
+		return err
+	case errors.As(err, &pgErr) && !endsSession(pgErr):
+		// The server answered with an ERROR: a statement or COMMIT itself was refused, and the
+		// transaction rolled back.
 		return err
 	}
+	// A FATAL (an administrator's pg_terminate_backend, a shutdown) may stand in COMMIT's place
+	// after the commit was made durable; a lost connection says nothing either way.
 	return apperr.Wrap(apperr.CommitUnknown, err, "the connection to the database was lost while the write was committing, so it may or may not have "+
 		"committed; retry with the same Idempotency-Key to learn the outcome (the retry replays the first result if it committed and runs it once if it did not)")
 }
