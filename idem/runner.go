@@ -85,6 +85,10 @@ type Request struct {
 	// encoding of the same fields): a key whose stored fingerprint is version 1 is compared by
 	// that rule. Nil uses Body.
 	BodyV1 func() ([]byte, error)
+	// EarlierBody, when set, is the same request's body in the caller's earlier canonical
+	// encoding, where that differs from Body: a key whose stored version 2 fingerprint is of it
+	// is the same request (a retry across the caller's upgrade replays).
+	EarlierBody []byte
 	// ShareInFlight: nil or true shares in-process flights; false bypasses them. An ambient
 	// transaction in the context always bypasses them, whatever this says.
 	ShareInFlight *bool
