@@ -28,7 +28,7 @@ func (k *Kernel) explainReuse(ctx context.Context, r model.WriteRequest, err err
 	if xerr != nil {
 		return err
 	}
-	return apperr.Wrap(apperr.KeyReused, err, "%s: %s", ae.Message, rep.Text())
+	return apperr.Wrap(apperr.KeyReused, err, "%s; %s", ae.Message, rep.Text())
 }
 
 // ExplainKeyReuse compares r with the first request of its key, field by field: the fields the
