@@ -223,14 +223,14 @@ func TestTheStormFormShowsTheBodyAndFollowsTheRecordsRevision(t *testing.T) {
 	require.Regexp(t, `Expect revision\s+2`, screen)
 
 	p.send(press("esc"))
-	require.Contains(t, v.View(), `body: expectRevision 2 · title "Groceries (Saturday)" · payload {"items"`)
+	// The fields hold the record's values, as the patch form's do: left so, they are not sent.
+	require.Contains(t, v.View(), `body: expectRevision 2 · title (unchanged) · summary (unchanged) · payload (unchanged)`)
 	p.send(press("f"))
 	p.until(func() bool { return !v.Running() && strings.Contains(v.View(), "(revision 3)") }, "the revision after the storm")
 	require.Contains(t, v.View(), "body: expectRevision 3 ·", "the next storm patches from where this one left the record")
 	mu.Lock()
 	require.Equal(t, stormtypes.OpPatch, specs[0].Op)
-	require.NotNil(t, specs[0].Patch.Title)
-	require.Equal(t, "Groceries (Saturday)", *specs[0].Patch.Title, "no silent rename")
+	require.Nil(t, specs[0].Patch.Title, "no silent rename: the title is not sent, the record keeps it")
 	require.Equal(t, 2, specs[0].Patch.ExpectRevision)
 	require.Equal(t, tuitest.NoteID, specs[0].Patch.RecordID)
 	require.Equal(t, "alice", specs[0].Owner())
@@ -253,7 +253,7 @@ func TestTheStormFormShowsTheBodyAndFollowsTheRecordsRevision(t *testing.T) {
 	p2 := newProgram(t, v2)
 	p2.send(tea.KeyMsg{Type: tea.KeyLeft}) // patch → create
 	p2.send(press("esc"))
-	require.Contains(t, v2.View(), `body: title "storm" · payload {"originalContent"`)
+	require.Contains(t, v2.View(), `body: title "storm" · summary (none) · payload {"originalContent"`)
 	p2.send(press("f"))
 	p2.until(func() bool { return !v2.Running() && strings.Contains(v2.View(), "verdict") }, "the create storm")
 	mu.Lock()
@@ -415,7 +415,7 @@ func TestAStormThatDidNotRunSaysSoWithItsCode(t *testing.T) {
 	}{
 		{"database down", views.Unreachable(apperr.New(apperr.DatabaseUnavailable, "the connection to the database was lost or could not be made")),
 			"verdict ✗ the storm did not run: DATABASE_UNAVAILABLE: the database is not reachable (stopped, or the connection dropped): " +
-				"start it (idemwork db start) or restart the workbench, then f fires the storm again"},
+				"start it with idemwork --data-dir /srv/idemwork/pg db start, or restart the workbench; r refreshes every view · f fires the storm again"},
 		{"statement timeout", apperr.New(apperr.DatabaseUnavailable, "the database cancelled the statement when it reached statement_timeout"),
 			"verdict ✗ the storm did not run: DATABASE_UNAVAILABLE: the database cancelled the statement when it reached statement_timeout"},
 		{"stopped first", context.Canceled, "verdict ✗ the storm did not run: stopped before any request was sent"},
@@ -425,7 +425,9 @@ func TestAStormThatDidNotRunSaysSoWithItsCode(t *testing.T) {
 			run := func(context.Context, stormtypes.Spec, chan<- stormtypes.Event, chan<- stormtypes.LockSample) (stormtypes.Summary, error) {
 				return stormtypes.Summary{}, c.err
 			}
-			v := views.NewStorm(plainCtx(), views.StormDeps{Run: run})
+			ctx := plainCtx()
+			ctx.Conn.DataDir = "/srv/idemwork/pg" // the session's --data-dir, named in what to do
+			v := views.NewStorm(ctx, views.StormDeps{Run: run})
 			v.SetSize(63, 21) // the body at 80×24
 			rec := &statusRecorder{}
 			p := newProgram(t, v, rec)
@@ -439,7 +441,7 @@ func TestAStormThatDidNotRunSaysSoWithItsCode(t *testing.T) {
 			require.NotContains(t, screen, "…", "nothing of it cut:\n%s", screen)
 			st, _ := rec.last()
 			require.True(t, st.Error, "%+v", st)
-			require.Equal(t, "storm did not run: "+strings.TrimPrefix(c.want, "verdict ✗ the storm did not run: "), st.Text)
+			require.Equal(t, "storm #1 did not run: "+strings.TrimPrefix(c.want, "verdict ✗ the storm did not run: "), st.Text)
 		})
 	}
 }

@@ -320,7 +320,7 @@ func TestAReadersFailureIsWordedNeverShownRaw(t *testing.T) {
 		want, not string
 	}{
 		{views.Unreachable(apperr.New(apperr.DatabaseUnavailable, "the connection to the database was lost")),
-			"the database is not reachable (stopped, or the connection dropped): start it (idemwork db start) or restart the workbench; r retries", "DATABASE_UNAVAILABLE"},
+			"DATABASE_UNAVAILABLE: the database is not reachable (the status line says what to do)", "connection to the database was lost"},
 		{apperr.New(apperr.DatabaseUnavailable, "the database cancelled the statement when it reached statement_timeout"),
 			"DATABASE_UNAVAILABLE: the database cancelled the statement when it reached statement_timeout", "not reachable"},
 		{fmt.Errorf("read records: %w", errors.New("dial postgres://app:s3cret@db/app failed")),
