@@ -53,8 +53,9 @@ type Model struct {
 
 	width, height int
 	// dbDown is true while the session's database cannot be reached (shared.Health): the status
-	// line says so until it can, and r reads every view again.
-	dbDown bool
+	// line says so until it can, and r reads every view again (refreshedAt: when it last did).
+	dbDown      bool
+	refreshedAt time.Time
 	// Clipboard takes what y copies (nil: copying is not available in this session).
 	Clipboard Clipboard
 }
@@ -177,7 +178,11 @@ func (m *Model) watchHealth() tea.Cmd {
 	if down {
 		return nil
 	}
-	return tea.Batch(status("the database answers again: every view was read again", false), m.broadcast(shared.DataChangedMsg{}))
+	const said = "the database answers again: every view was read again"
+	if time.Since(m.refreshedAt) < 2*time.Second {
+		return status(said, false) // the r that found it back read every view already
+	}
+	return tea.Batch(status(said, false), m.broadcast(shared.DataChangedMsg{}))
 }
 
 func (m *Model) update(msg tea.Msg) (tea.Model, tea.Cmd) {
@@ -367,6 +372,7 @@ func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 	}
 	if m.dbDown && key.Matches(msg, m.ctx.Keys.List.Refresh) {
 		// One r reads every view again (each would otherwise need its own).
+		m.refreshedAt = time.Now()
 		return tea.Batch(status("reading every view again…", false), m.broadcast(shared.DataChangedMsg{}))
 	}
 	// Digits switch views directly (1-9, and 0 for the tenth), except a digit the focused view

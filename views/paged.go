@@ -262,7 +262,7 @@ func (p *paged[T]) heading(ctx *shared.ProgramContext, normal string, w int) str
 	}
 	text := "✗ " + p.err
 	if len(p.rows) > 0 {
-		text += " · the rows below were read " + asOf(p.at)
+		text += " · rows " + asOf(p.at)
 	}
 	return strings.Join(wrapLines(s.Danger, text, w, 2), "\n")
 }

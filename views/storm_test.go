@@ -445,3 +445,38 @@ func TestAStormThatDidNotRunSaysSoWithItsCode(t *testing.T) {
 		})
 	}
 }
+
+// explainer answers what a KEY_REUSED request differs in.
+type explainer struct{ got model.WriteRequest }
+
+func (e *explainer) ExplainKeyReuse(_ context.Context, r model.WriteRequest) (model.ReuseReport, error) {
+	e.got = r
+	return model.ReuseReport{Rebuilt: true, Fields: []model.FieldDiff{{Name: "title"}, {Name: "payload", Detail: "at payload.text"}}}, nil
+}
+
+// A storm answered IDEMPOTENCY_KEY_REUSED says which fields of its body differ from the key's
+// first request; a lock peak above "waited on the unique index" says why the two differ.
+func TestAStormSaysWhatItsBodyDiffersInAndWhyLocksExceedWaits(t *testing.T) {
+	t.Parallel()
+	run := func(_ context.Context, spec stormtypes.Spec, events chan<- stormtypes.Event, _ chan<- stormtypes.LockSample) (stormtypes.Summary, error) {
+		for i := range spec.N {
+			events <- stormtypes.Event{Index: i, Outcome: string(apperr.KeyReused), LatencyMs: 1}
+		}
+		s := summaryOf(spec, map[string]int{string(apperr.KeyReused): spec.N}, stormtypes.Verdict{Verdict: stormtypes.VerdictRejected, Text: "no request succeeded"})
+		s.Locks = stormtypes.LockStats{PeakWaiting: 14, Samples: 9}
+		return s, nil
+	}
+	ex := &explainer{}
+	v := views.NewStorm(plainCtx(), views.StormDeps{Run: run, Reuse: ex})
+	v.SetSize(120, 37)
+	p := newProgram(t, v)
+	p.send(press("f"))
+	p.until(func() bool { return !v.Running() && strings.Contains(v.View(), "differs from") }, "the explanation")
+	screen := strings.Join(strings.Fields(ansi.Strip(v.View())), " ")
+	require.Contains(t, screen, "IDEMPOTENCY_KEY_REUSED: this request differs from the key's first request in title, payload (at payload.text)")
+	require.Equal(t, model.KindCreate, ex.got.Kind, "the storm's own request is what is compared")
+	require.Equal(t, v.Selection(), ex.got.Key())
+	require.Contains(t, screen, "locks: peak 14 of the storm's sessions waiting (9 samples)")
+	require.Contains(t, screen, "why 14 ≠ 0: the peak counts the storm's sessions waiting on a lock at one moment")
+	require.Contains(t, screen, "\"waited on the unique index\" counts only the requests that queued behind the holder and then found its committed result")
+}
