@@ -154,6 +154,19 @@ func (t *Table) SelectRow(i, line int) bool {
 	return true
 }
 
+// SelectRowFrom puts the cursor on row i with the table scrolled to offset where the cursor
+// stays visible (new rows above it come into view, as a list's own new rows should); it reports
+// whether the row is shown.
+func (t *Table) SelectRowFrom(i, offset int) bool {
+	pos := slices.Index(t.visible, i)
+	if pos < 0 {
+		return false
+	}
+	t.Cursor, t.offset = pos, max(0, offset)
+	t.clampOffset()
+	return true
+}
+
 // SetFilter keeps the loaded rows containing s (case-insensitive) in any cell. Views whose rows
 // are stored data search the database instead (Searcher); this is for live lists.
 func (t *Table) SetFilter(s string) {

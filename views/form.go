@@ -210,7 +210,13 @@ func NewForm(ctx *shared.ProgramContext, deps FormDeps, m shared.OpenFormMsg) *F
 				}
 				return ""
 			}, hint: "the write is refused with REVISION_CONFLICT unless the record is still at this revision"},
-			{label: "Title", input: newInput("", 400), validate: textCheck("title", 1, model.MaxTitleChars)},
+			// Empty, a patch's title is not sent: the record keeps its own.
+			{label: "Title", input: newInput("", 400), validate: func(s string) string {
+				if s == "" {
+					return ""
+				}
+				return textCheck("title", 1, model.MaxTitleChars)(s)
+			}},
 			{label: "Summary", input: newInput("", 4000), validate: textCheck("summary", 0, model.MaxSummaryChar)},
 			{label: "Payload", input: newInput("", model.MaxJSONBytes+1), validate: jsonCheck("payload")}}
 	case "action":
@@ -576,7 +582,7 @@ func (f *Form) View() string {
 			f.ctx.Now().Local().Format("Jan 2 15:04")+" and its key expires by that clock", iw)))
 	}
 	for _, n := range f.notes {
-		b = append(b, s.Subtle.Render(cut(n, iw)))
+		b = append(b, wrapLines(s.Subtle, n, iw, 2)...)
 	}
 	for i, fl := range f.fields {
 		label, mark := s.InputLabel, "  "

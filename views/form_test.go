@@ -111,3 +111,29 @@ func TestSendingAgainWithoutAKeySaysItExecutesAgainAndAMovedClockIsFlagged(t *te
 	require.Equal(t, model.CreateInput{Owner: "alice", Module: "NOTE", Title: "unkeyed", Payload: []byte(`{}`)}, w.last(),
 		"no key: the write is sent without one (and an empty summary is none)")
 }
+
+// A stored title or summary a one-line field cannot hold (ESC, a newline, planted with psql) is
+// left empty with a note, and the patch leaves it as it is: the field is not sent and does not
+// block the submit.
+func TestAPatchLeavesAValueTheFormCannotHoldAsItIs(t *testing.T) {
+	t.Parallel()
+	const id = "01JPATCH000000000000000000"
+	latest := newLatest(model.Record{ID: id, OwnerID: "alice", ModuleCode: "NOTE", Revision: 1, Title: "\x1b[2J\x1b[31mCLEARED\ntwo",
+		Summary: "line one\nline two", Payload: []byte(`{"a": 1}`)})
+	w := &writer{answer: func(any) (model.WriteResult, error) {
+		return model.WriteResult{Outcome: model.Executed, Operation: model.OpPatch("NOTE", id)}, nil
+	}}
+	f := views.NewForm(plainCtx(), views.FormDeps{Writer: w, Records: latest}, shared.OpenFormMsg{Kind: "patch", Module: "NOTE", RecordID: id, Revision: 1})
+	f.SetSize(100, 30)
+	settle(t, f.Update, f.Init())
+	screen := strings.Join(strings.Fields(strings.ReplaceAll(f.View(), "│", "")), " ")
+	require.Contains(t, screen, "the stored title holds control characters or line breaks (␛[2J␛[31mCLEARED␊two): left empty, a patch keeps it")
+	require.Contains(t, screen, "(empty: unchanged)")
+	require.NotContains(t, screen, "must be 1-200 characters")
+	settle(t, f.Update, f.Update(tea.KeyMsg{Type: tea.KeyCtrlS}))
+	sent := w.last().(model.PatchInput)
+	require.Nil(t, sent.Title, "the title is not sent: the record keeps it")
+	require.Nil(t, sent.Summary)
+	require.Nil(t, sent.Payload)
+	require.Equal(t, 1, sent.ExpectRevision)
+}

@@ -53,10 +53,10 @@ type paged[T any] struct {
 	// at is when the rows on screen were read (the first page's request, by the workbench
 	// clock): the list does not refresh itself, so its title says it, and r reads again.
 	at time.Time
-	// keep is the row to select when the page asked for arrives ("" none), at keepLine on
-	// screen.
-	keep     string
-	keepLine int
+	// keep is the row to select when the page asked for arrives ("" none), the table scrolled
+	// as it was (keepOffset).
+	keep       string
+	keepOffset int
 }
 
 // pageMode is where a page goes.
@@ -94,9 +94,9 @@ func (p *paged[T]) reload(ctx *shared.ProgramContext) tea.Cmd {
 
 // remember notes the selected row, to select it again when the next page replaces the rows.
 func (p *paged[T]) remember() {
-	p.keep, p.keepLine = "", 0
+	p.keep, p.keepOffset = "", 0
 	if r := p.selected(); r != nil && p.id != nil {
-		p.keep, p.keepLine = p.id(*r), p.table.Cursor-p.table.Offset()
+		p.keep, p.keepOffset = p.id(*r), p.table.Offset()
 	}
 }
 
@@ -175,8 +175,8 @@ func (p *paged[T]) handle(msg tea.Msg) bool {
 	return true
 }
 
-// reselect selects the remembered row again, at the line it was on, and reports whether it is
-// still there.
+// reselect selects the remembered row again, the table scrolled as it was (rows new above it in
+// view when the top was), and reports whether it is still there.
 func (p *paged[T]) reselect() bool {
 	if p.keep == "" || p.id == nil {
 		return false
@@ -184,7 +184,7 @@ func (p *paged[T]) reselect() bool {
 	defer func() { p.keep = "" }()
 	for i, r := range p.rows {
 		if p.id(r) == p.keep {
-			return p.table.SelectRow(i, p.keepLine)
+			return p.table.SelectRowFrom(i, p.keepOffset)
 		}
 	}
 	return false

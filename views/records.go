@@ -634,13 +634,16 @@ func (v *Records) viewDetail() string {
 	}
 	r := d.data.Record
 	head := s.Title.Render(safe(r.ModuleCode)+" "+safe(r.ID)) + s.Subtle.Render(fmt.Sprintf(" · revision %d · ", r.Revision)) + termsafe.Quote(r.Title)
-	capped := ""
-	if len(d.data.Revisions) >= model.DetailCap {
-		capped = " (the newest)"
+	// A list at the detail's cap holds the newest only, and says so.
+	count := func(n int, one, many string) string {
+		if n >= model.DetailCap {
+			return plural(n, one, many) + " (the newest)"
+		}
+		return plural(n, one, many)
 	}
-	sub := s.Subtle.Render(fmt.Sprintf("%s%s · %s · %s %s · 1 snapshot 2 diff 3 history · ←/→ pane · space marks the diff base",
-		plural(len(d.data.Revisions), "revision", "revisions"), capped, plural(len(d.data.Executions), "execution", "executions"),
-		plural(len(d.data.Audit), "audit event", "audit events"), asOf(d.at)))
+	sub := s.Subtle.Render(fmt.Sprintf("%s · %s · %s %s · 1 snapshot 2 diff 3 history · ←/→ pane · space marks the diff base",
+		count(len(d.data.Revisions), "revision", "revisions"), count(len(d.data.Executions), "execution", "executions"),
+		count(len(d.data.Audit), "audit event", "audit events"), asOf(d.at)))
 	bodyH := v.h - 2
 	if d.mode == modeHistory {
 		body := paneFrame(s, s.PaneTitle.Render("▸ Executions and audit events of this record (enter/K: open its key)")+"\n"+d.history.View(s, true), v.w, bodyH, true)

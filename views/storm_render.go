@@ -152,7 +152,9 @@ func (v *Storm) formLines() []string {
 				out = append(out, indent+s.FieldError.Render("as typed: "+cutLeft(shownKey(f.value()), v.w-len(indent)-10)))
 			}
 		case i == v.focus && f.hint != "":
-			out = append(out, cut(indent+s.Subtle.Render(f.hint), v.w))
+			for _, l := range wrapLines(s.Subtle, f.hint, v.w-len(indent), 2) {
+				out = append(out, indent+l)
+			}
 		}
 	}
 	return out
