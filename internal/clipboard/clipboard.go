@@ -31,6 +31,9 @@ type Terminal struct {
 	Dir string
 	// Tmuxctl runs a tmux command and returns its output (nil: the tmux binary).
 	Tmuxctl func(ctx context.Context, stdin []byte, args ...string) ([]byte, error)
+	// ConfirmWithin bounds the wait for tmux to take the OSC 52 sequence in (0: 2 s). A copy
+	// tmux takes is confirmed as soon as it does; only one it never takes waits this long.
+	ConfirmWithin time.Duration
 }
 
 // New is the terminal on out, in the tmux of the environment if any, the fallback file under the
@@ -43,12 +46,9 @@ func New(out io.Writer) *Terminal {
 	return &Terminal{Out: out, Tmux: os.Getenv("TMUX"), Dir: filepath.Join(dir, "idemwork")}
 }
 
-// confirmWithin bounds the wait for tmux to take the OSC 52 sequence in.
-const confirmWithin = 500 * time.Millisecond
-
 // Copy sends text to the clipboard by OSC 52 and says where it went: the clipboard when that is
-// confirmed, else (too) the file it saved the text to. It blocks for up to half a second (tmux
-// reading the sequence); run it off the UI's goroutine.
+// confirmed, else (too) the file it saved the text to. It may block while tmux reads the sequence
+// (ConfirmWithin); run it off the UI's goroutine.
 func (t *Terminal) Copy(text string) (string, error) {
 	if t.Out != nil {
 		if _, err := osc52.New(text).WriteTo(t.Out); err != nil {
@@ -72,7 +72,11 @@ func (t *Terminal) Copy(text string) (string, error) {
 
 // confirmTmux reports whether tmux took the text in (its newest buffer holds it), or why not.
 func (t *Terminal) confirmTmux(text string) (bool, string) {
-	ctx, cancel := context.WithTimeout(context.Background(), confirmWithin)
+	within := t.ConfirmWithin
+	if within <= 0 {
+		within = 2 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
 	out, err := t.tmux(ctx, nil, "show-options", "-gv", "set-clipboard")
 	if err != nil {
@@ -89,7 +93,7 @@ func (t *Terminal) confirmTmux(text string) (bool, string) {
 		}
 		select {
 		case <-ctx.Done():
-			return false, "tmux did not take the OSC 52 sequence within " + confirmWithin.String()
+			return false, "tmux did not take the OSC 52 sequence within " + within.String()
 		case <-time.After(20 * time.Millisecond):
 		}
 	}

@@ -35,7 +35,8 @@ func inTmux(t *testing.T, mode string) (*clipboard.Terminal, string) {
 	out, err := os.OpenFile(fifo, os.O_WRONLY, 0)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = out.Close() })
-	return &clipboard.Terminal{Out: out, Tmux: sock, Dir: filepath.Join(dir, "cache"), Tmuxctl: ctl}, dir
+	// A loaded machine may take its time; a copy tmux takes is confirmed as soon as it does.
+	return &clipboard.Terminal{Out: out, Tmux: sock, Dir: filepath.Join(dir, "cache"), Tmuxctl: ctl, ConfirmWithin: 30 * time.Second}, dir
 }
 
 // Under tmux with set-clipboard on, tmux takes the OSC 52 sequence in: the copy is confirmed by
