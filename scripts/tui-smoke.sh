@@ -96,7 +96,7 @@ echo "tui-smoke: storm of 50: EXECUTED 1, verified by the database"
 
 # The form's create, stormed under its key with the form's fields: one request, one body.
 keys e
-keys Down C-u
+keys Down Down C-u   # past the Module (NOTE, as the form's)
 text "smoke-key-1"
 keys Down C-u
 text "smoke record"

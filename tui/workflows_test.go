@@ -135,7 +135,7 @@ func TestACreateMadeInTheFormStormsAndReplaysFromTheCLI(t *testing.T) {
 	require.Contains(t, screen, "EXECUTED NOTE:record:create")
 	require.Contains(t, flat(screen), "the same request from a shell: idemwork create --owner alice --module NOTE --key form-key-1 --title 'form record'")
 
-	press(t, m, "esc", "6", "e", "down", "ctrl+u")
+	press(t, m, "esc", "6", "e", "down", "down", "ctrl+u") // past the Module, NOTE as the form's
 	typeText(t, m, "form-key-1")
 	press(t, m, "down", "ctrl+u")
 	typeText(t, m, "form record")
@@ -236,7 +236,7 @@ func focusedField(screen string) string {
 		if !ok {
 			continue
 		}
-		for _, f := range []string{"Operation", "Feature", "Idempotency-Key", "Title", "Summary", "Payload", "Input", "Expect revision",
+		for _, f := range []string{"Operation", "Module", "Feature", "Idempotency-Key", "Title", "Summary", "Payload", "Input", "Expect revision",
 			"Requests (N)", "Concurrency", "Processes", "Via", "Servers", "In-process sharing", "Fail the first attempt", "Hold the winner"} {
 			if strings.HasPrefix(after, f) {
 				return f
@@ -272,6 +272,8 @@ func TestTheStormsKeysDoWhatItsFooterSays(t *testing.T) {
 			require.True(t, focused["Payload"] && focused["Summary"] && focused["Expect revision"], "patch: %v", focused)
 		case "action":
 			require.True(t, focused["Input"] && focused["Feature"], "action: %v", focused)
+		case "create":
+			require.True(t, focused["Module"] && focused["Title"] && focused["Summary"] && focused["Payload"], "create: %v", focused)
 		}
 		// The operation is the first field: → cycles it.
 		for focusedField(screenText(m)) != "Operation" {

@@ -177,6 +177,7 @@ const stallAfter = time.Second
 // Field labels.
 const (
 	fOperation   = "Operation"
+	fModule      = "Module"
 	fFeature     = "Feature"
 	fKey         = "Idempotency-Key"
 	fTitle       = "Title"
@@ -253,8 +254,13 @@ func (v *Storm) setTarget(module, record string, revision int) {
 	if record != "" {
 		title = "" // a patch leaves the title alone unless one is typed
 	}
+	// A create's module, as the create form offers it (a patch or a feature run is the record's).
+	mods := []string{"NOTE", "MEM-001", "COMMITMENT", "IDENTITY"}
+	modField := &formField{label: fModule, choices: mods}
+	modField.choice = max(0, slices.Index(mods, module))
 	v.fields = []*formField{
 		{label: fOperation, choices: ops},
+		modField,
 		{label: fFeature, choices: feats},
 		{label: fKey, input: newInput(FreshKey(), 255), validate: func(s string) string {
 			if s == "" {
@@ -316,6 +322,8 @@ func (v *Storm) value(label string) string {
 func (v *Storm) shown(f *formField) bool {
 	op := v.value(fOperation)
 	switch f.label {
+	case fModule:
+		return op == model.KindCreate
 	case fFeature, fInput:
 		return op == model.KindAction
 	case fTitle, fSummary, fPayload:
@@ -345,8 +353,11 @@ func (v *Storm) request() model.WriteRequest {
 	f := model.Fields{Kind: v.value(fOperation), Owner: v.ctx.Owner, Module: v.target.module, RecordID: v.target.record,
 		FeatureID: v.value(fFeature), Key: v.value(fKey), ExpectRevision: exp,
 		Title: text(fTitle), Summary: text(fSummary), Payload: text(fPayload), Input: text(fInput)}
-	if f.Kind == model.KindPatch {
+	switch f.Kind {
+	case model.KindPatch:
 		f.Base = v.target.base
+	case model.KindCreate:
+		f.Module = v.value(fModule)
 	}
 	return f.Request()
 }
@@ -483,7 +494,7 @@ func (v *Storm) firesAt() string {
 	owner := safe(v.ctx.Owner)
 	switch op := v.value(fOperation); {
 	case op == model.KindCreate:
-		return "create a " + safe(t.module) + " record for " + owner
+		return "create a " + safe(v.value(fModule)) + " record for " + owner
 	case t.record == "":
 		return "nothing: no record selected"
 	case t.refusal != "" && t.owner == v.ctx.Owner:
@@ -853,7 +864,13 @@ func (v *Storm) updateEditing(msg tea.KeyMsg) tea.Cmd {
 				t.input.SetValue("storm")
 			}
 			if pl := v.field(fPayload); pl.value() == "" {
-				pl.input.SetValue(defaultPayload(v.target.module))
+				pl.input.SetValue(defaultPayload(v.value(fModule)))
+			}
+		}
+		if f.label == fModule {
+			// As the create form does: the module's template, unless a payload was typed.
+			if pl := v.field(fPayload); !pl.edited {
+				pl.input.SetValue(defaultPayload(f.value()))
 			}
 		}
 		return nil

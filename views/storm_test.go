@@ -480,3 +480,39 @@ func TestAStormSaysWhatItsBodyDiffersInAndWhyLocksExceedWaits(t *testing.T) {
 	require.Contains(t, screen, "why 14 ≠ 0: the peak counts the storm's sessions waiting on a lock at one moment")
 	require.Contains(t, screen, "\"waited on the unique index\" counts only the requests that queued behind the holder and then found its committed result")
 }
+
+// The Storm offers what the create form offers: a create's module (its payload template with
+// it), and a summary.
+func TestAStormCreatesInTheModuleChosenWithTheFormsFields(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var got stormtypes.Spec
+	run := func(_ context.Context, spec stormtypes.Spec, _ chan<- stormtypes.Event, _ chan<- stormtypes.LockSample) (stormtypes.Summary, error) {
+		mu.Lock()
+		got = spec
+		mu.Unlock()
+		return summaryOf(spec, map[string]int{"EXECUTED": spec.N}, stormtypes.Verdict{Verdict: stormtypes.VerdictAgrees, Text: "agrees"}), nil
+	}
+	v := views.NewStorm(plainCtx(), views.StormDeps{Run: run})
+	v.SetSize(120, 37)
+	p := newProgram(t, v)
+	p.send(press("e"))
+	p.send(tea.KeyMsg{Type: tea.KeyDown})  // Module
+	p.send(tea.KeyMsg{Type: tea.KeyRight}) // MEM-001
+	p.send(tea.KeyMsg{Type: tea.KeyRight}) // COMMITMENT
+	for range 3 {
+		p.send(tea.KeyMsg{Type: tea.KeyDown}) // key, title, summary
+	}
+	for _, r := range "due soon" {
+		p.send(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}})
+	}
+	p.send(tea.KeyMsg{Type: tea.KeyCtrlS})
+	require.Contains(t, v.View(), "fires at create a COMMITMENT record for alice")
+	p.send(press("f"))
+	p.until(func() bool { return !v.Running() && strings.Contains(v.View(), "verdict") }, "the storm")
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, "COMMITMENT", got.Create.Module)
+	require.Equal(t, "due soon", *got.Create.Summary)
+	require.JSONEq(t, `{"status":"OPEN","due":"2026-12-31"}`, string(got.Create.Payload), "the module's template")
+}
