@@ -413,3 +413,19 @@ func TestDemoOutboxChecksEveryStepAndASecondRunSaysWhatItReused(t *testing.T) {
 	require.Equal(t, "BLOCKED (outcome EXECUTED)", steps[1]["result"])
 	require.NotContains(t, blocked, "reused")
 }
+
+// The CLI builds a write as the workbench's form does: `create` with or without --summary ""
+// and --payload '{}' is one request, so a create made in the form replays from the CLI with the
+// flags the form shows; a different body is IDEMPOTENCY_KEY_REUSED naming the fields that differ.
+func TestTheCLIsCreateWithTheFormsFlagsReplaysIt(t *testing.T) {
+	t.Parallel()
+	c := newKernelCLI(t)
+	first := c.ok("create", "--owner", "alice", "--module", "NOTE", "--key", "form-1", "--title", "form record", "--summary", "", "--payload", "{}")
+	require.Equal(t, "EXECUTED", first["outcome"])
+	again := c.ok("create", "--owner", "alice", "--module", "NOTE", "--key", "form-1", "--title", "form record")
+	require.Equal(t, "REPLAYED", again["outcome"])
+	require.Equal(t, obj(t, first["record"])["id"], obj(t, again["record"])["id"])
+	e := c.fails(3, "create", "--owner", "alice", "--module", "NOTE", "--key", "form-1", "--title", "other", "--payload", `{"a":1}`)
+	require.Equal(t, "IDEMPOTENCY_KEY_REUSED", e["code"])
+	require.Contains(t, e["message"], "this request differs from the key's first request in title, payload (at payload.a)")
+}

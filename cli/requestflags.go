@@ -8,11 +8,15 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/wire"
 )
 
 // The flags of one write request, bound once per kind and shared by the command itself
 // (create, patch, action) and its storm (storm create, …), so the two can never drift apart.
+// The request is built by model's builders, the ones the workbench and HTTP use: the same
+// fields through any door are one body and one fingerprint (a create's --summary "" and
+// --payload '{}' are its defaults, the same request given or not).
 
 type createFlags struct {
 	in      kernel.CreateInput
@@ -27,16 +31,14 @@ func bindCreate(cmd *cobra.Command, keyHelp string) *createFlags {
 	f.StringVar(&r.in.Module, "module", "", "module code: NOTE, MEM-001, COMMITMENT")
 	f.Var((*keyFlag)(&r.in.Key), "key", keyHelp)
 	f.StringVar(&r.in.Title, "title", "", "title (1-200 characters)")
-	f.StringVar(&r.summary, "summary", "", "summary (at most 2000 characters)")
-	f.Var(&r.payload, "payload", "payload, a JSON object (default {})")
+	f.StringVar(&r.summary, "summary", "", "summary (at most 2000 characters; \"\" is the same request as none)")
+	f.Var(&r.payload, "payload", "payload, a JSON object (default {}; --payload '{}' is the same request as none)")
 	required(cmd, "owner", "module", "title")
 	return r
 }
 
 func (r *createFlags) input(cmd *cobra.Command) kernel.CreateInput {
-	in := r.in
-	in.Summary, in.Payload = optString(cmd, "summary", r.summary), r.payload.value()
-	return in
+	return model.NewCreate(r.in.Owner, r.in.Module, r.in.Key, r.in.Title, optString(cmd, "summary", r.summary), r.payload.value())
 }
 
 type patchFlags struct {
@@ -62,8 +64,8 @@ func bindPatch(cmd *cobra.Command, keyHelp string) *patchFlags {
 
 func (r *patchFlags) input(cmd *cobra.Command) kernel.PatchInput {
 	in := r.in
-	in.Title, in.Summary, in.Payload = optString(cmd, "title", r.title), optString(cmd, "summary", r.summary), r.payload.value()
-	return in
+	return model.NewPatch(in.Owner, in.Module, in.RecordID, in.Key, in.ExpectRevision, optString(cmd, "title", r.title),
+		optString(cmd, "summary", r.summary), r.payload.value())
 }
 
 type actionFlags struct {
@@ -79,15 +81,14 @@ func bindAction(cmd *cobra.Command, keyHelp string) *actionFlags {
 	f.StringVar(&r.in.RecordID, "record", "", "record id")
 	f.StringVar(&r.in.FeatureID, "feature", "", "feature id, e.g. F01")
 	f.Var((*keyFlag)(&r.in.Key), "key", keyHelp)
-	f.Var(&r.input, "input", "feature input (a JSON object, default {})")
+	f.Var(&r.input, "input", "feature input (a JSON object, default {}; --input '{}' is the same request as none)")
 	required(cmd, "owner", "module", "record", "feature")
 	return r
 }
 
 func (r *actionFlags) request(cmd *cobra.Command) kernel.FeatureInput {
 	in := r.in
-	in.Input = r.input.value()
-	return in
+	return model.NewFeature(in.Owner, in.Module, in.RecordID, in.FeatureID, in.Key, r.input.value())
 }
 
 // runWrite runs one write command: the kernel (refused on a read-only session), the write, the

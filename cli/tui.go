@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/idem/idemtype"
+	"github.com/idemwork/idemwork/internal/clipboard"
 	"github.com/idemwork/idemwork/internal/workbench"
 	"github.com/idemwork/idemwork/outbox"
 	"github.com/idemwork/idemwork/store"
@@ -63,7 +64,7 @@ func runTUI(ctx context.Context, a *app, opts tuiOptions) error {
 		done <- tui.BootResult{Ctx: pctx, Backend: backend, Notice: notice, Err: err}
 	}()
 	boot := tui.NewBoot(styles, stage, done)
-	boot.Clipboard = os.Stderr
+	boot.Clipboard = clipboard.New(os.Stderr)
 	p := tea.NewProgram(boot, tea.WithAltScreen(), tea.WithMouseCellMotion(), tea.WithContext(ctx))
 	_, runErr := p.Run()
 	// A user who quit while the database was still opening: let the opening stop before the
@@ -129,17 +130,23 @@ func (a *app) openWorkbench(ctx context.Context, owner string, opts tuiOptions, 
 		settings.Clock = clock
 	}
 	worker := outbox.NewWorker(a.db, settings)
+	embeddedDir := ""
+	if a.conn.Embedded {
+		embeddedDir = a.dataDir()
+	}
+	health := &shared.Health{}
 	pctx := &shared.ProgramContext{
 		Styles: styles,
 		Keys:   shared.DefaultKeys(),
 		Conn: shared.Conn{Embedded: a.conn.Embedded, Display: a.conn.Display, Database: a.conn.Database, ReadOnly: a.conn.ReadOnly,
-			ReadOnlyReason: a.conn.ReadOnlyReason},
+			ReadOnlyReason: a.conn.ReadOnlyReason, DataDir: embeddedDir},
 		Writes:      workbench.Gate(a.db),
 		Clock:       clock,
 		Replication: workbench.Replication(a.db),
 		Owner:       owner,
+		Health:      health,
 	}
-	sources := workbench.Sources{DB: a.db, Kernel: k, Outbox: worker, Provider: provider, Crash: crash, Storm: a.stormRunner(k)}
+	sources := workbench.Sources{DB: a.db, Kernel: k, Outbox: worker, Provider: provider, Crash: crash, Storm: a.stormRunner(k), Health: health}
 	if a.db.Service() {
 		svc, err := a.service(ctx)
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 	"github.com/idemwork/idemwork/wire"
 )
@@ -53,22 +54,15 @@ func shareOf(r *http.Request) *bool {
 	return nil
 }
 
-// rawOrNil keeps an absent JSON field absent (nil) rather than a literal null.
-func rawOrNil(raw json.RawMessage) json.RawMessage {
-	if len(raw) == 0 {
-		return nil
-	}
-	return raw
-}
-
 func (a *API) createRecord(r *http.Request, owner, key string) (wire.Response, error) {
 	var b CreateBody
 	if err := a.decodeObject(r, false, b.read); err != nil {
 		return wire.Response{}, err
 	}
 	module := r.PathValue("module")
-	res, err := a.k.Create(r.Context(), kernel.CreateInput{Owner: owner, Module: module, Key: key,
-		Title: b.Title, Summary: b.Summary, Payload: rawOrNil(b.Payload), ShareInFlight: shareOf(r)})
+	in := model.NewCreate(owner, module, key, b.Title, b.Summary, b.Payload)
+	in.ShareInFlight = shareOf(r)
+	res, err := a.k.Create(r.Context(), in)
 	if err != nil {
 		return wire.Response{}, err
 	}
@@ -80,9 +74,9 @@ func (a *API) patchRecord(r *http.Request, owner, key string) (wire.Response, er
 	if err := a.decodeObject(r, false, b.read); err != nil {
 		return wire.Response{}, err
 	}
-	res, err := a.k.Patch(r.Context(), kernel.PatchInput{Owner: owner, Module: r.PathValue("module"), RecordID: r.PathValue("id"),
-		Key: key, ExpectRevision: b.ExpectRevision, Title: b.Title, Summary: b.Summary, Payload: rawOrNil(b.Payload),
-		ShareInFlight: shareOf(r)})
+	in := model.NewPatch(owner, r.PathValue("module"), r.PathValue("id"), key, b.ExpectRevision, b.Title, b.Summary, b.Payload)
+	in.ShareInFlight = shareOf(r)
+	res, err := a.k.Patch(r.Context(), in)
 	if err != nil {
 		return wire.Response{}, err
 	}
@@ -94,8 +88,9 @@ func (a *API) runFeature(r *http.Request, owner, key string) (wire.Response, err
 	if err := a.decodeObject(r, true, b.read); err != nil {
 		return wire.Response{}, err
 	}
-	res, err := a.k.RunFeature(r.Context(), kernel.FeatureInput{Owner: owner, Module: r.PathValue("module"), RecordID: r.PathValue("id"),
-		FeatureID: r.PathValue("featureId"), Key: key, Input: rawOrNil(b.Input), ShareInFlight: shareOf(r)})
+	in := model.NewFeature(owner, r.PathValue("module"), r.PathValue("id"), r.PathValue("featureId"), key, b.Input)
+	in.ShareInFlight = shareOf(r)
+	res, err := a.k.RunFeature(r.Context(), in)
 	if err != nil {
 		return wire.Response{}, err
 	}

@@ -58,7 +58,7 @@ func FingerprintVersion(stored string) int {
 func sameRequest(stored string, req Request, fp string) (bool, error) {
 	switch FingerprintVersion(stored) {
 	case 2:
-		return stored == fp, nil
+		return stored == fp || req.EarlierBody != nil && stored == Fingerprint(req.Operation, req.EarlierBody), nil
 	case 1:
 		body := req.Body
 		if req.BodyV1 != nil {

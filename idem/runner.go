@@ -114,6 +114,10 @@ type Request struct {
 	// BodyV1, when set, returns the body as fingerprint version 1 read it: a key whose stored
 	// fingerprint is version 1 is compared by that rule. Nil uses Body.
 	BodyV1 func() ([]byte, error)
+	// EarlierBody, when set, is the same request's body in the caller's earlier canonical
+	// encoding, where that differs from Body: a key whose stored version 2 fingerprint is of it
+	// is the same request (a retry across the caller's upgrade replays).
+	EarlierBody []byte
 	// ShareInFlight: nil or true shares in-process flights (SPEC §4.3); false bypasses them.
 	ShareInFlight *bool
 	// Prefetch are reads prepare needs that do not depend on the reservation: they travel in its

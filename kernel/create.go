@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 
 	"github.com/idemwork/idemwork/idem"
-	"github.com/idemwork/idemwork/jsonb"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 )
 
@@ -42,8 +42,8 @@ func (k *Kernel) create(ctx context.Context, pin *CreateInput, mod *Module, shar
 		}
 		given = payload
 	}
-	req.Body = jsonb.AppendObject(nil, jsonb.Member{Name: "title", Value: jsonb.AppendString(nil, in.Title)},
-		jsonb.Member{Name: "summary", Value: optText(in.Summary)}, jsonb.Member{Name: "payload", Value: given})
+	req.Body = model.CreateBody(in.Title, in.Summary, given)
+	req.EarlierBody = model.CreateBodyAsSent(in.Title, in.Summary, given)
 	req.BodyV1 = func() ([]byte, error) {
 		return bodyV1(map[string]any{"title": in.Title, "summary": in.Summary, "payload": in.Payload})
 	}
@@ -69,7 +69,7 @@ func (k *Kernel) create(ctx context.Context, pin *CreateInput, mod *Module, shar
 	}
 	res, err := runWrite(ctx, k, req, idem.ResultPolicy[RecordResult](k.recordPolicy), prepare, work)
 	if err != nil {
-		return WriteResult{}, err
+		return WriteResult{}, k.explainReuse(ctx, model.WriteRequest{Kind: model.KindCreate, Create: in}, err)
 	}
 	return recordWriteResult(res, in.Key, op), nil
 }

@@ -6,7 +6,7 @@ import (
 	"errors"
 
 	"github.com/idemwork/idemwork/idem"
-	"github.com/idemwork/idemwork/jsonb"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 )
 
@@ -53,8 +53,8 @@ func (k *Kernel) runFeature(ctx context.Context, pin *FeatureInput, mod *Module,
 		}
 		given = input
 	}
-	body := jsonb.AppendObject(nil, jsonb.Member{Name: "input", Value: given})
-	req.Body = body
+	req.Body = model.FeatureBody(given)
+	req.EarlierBody = model.FeatureBodyAsSent(given)
 	req.BodyV1 = func() ([]byte, error) {
 		if in.Input == nil {
 			return []byte(`{}`), nil
@@ -117,7 +117,7 @@ func (k *Kernel) runFeature(ctx context.Context, pin *FeatureInput, mod *Module,
 	}
 	res, err := runWrite(ctx, k, req, idem.ResultPolicy[FeatureResult](k.featurePolicyFor(feat.ID)), prepare, work)
 	if err != nil {
-		return WriteResult{}, err
+		return WriteResult{}, k.explainReuse(ctx, model.WriteRequest{Kind: model.KindAction, Feature: in}, err)
 	}
 	return featureWriteResult(res, in.Key, op), nil
 }

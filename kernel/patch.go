@@ -4,11 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"strconv"
 
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/idem"
-	"github.com/idemwork/idemwork/jsonb"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 )
 
@@ -47,10 +46,7 @@ func (k *Kernel) patch(ctx context.Context, pin *PatchInput, mod *Module, op str
 			return WriteResult{}, err
 		}
 	}
-	body := jsonb.AppendObject(nil, jsonb.Member{Name: "expectRevision", Value: strconv.AppendInt(nil, int64(in.ExpectRevision), 10)},
-		jsonb.Member{Name: "title", Value: optText(in.Title)}, jsonb.Member{Name: "summary", Value: optText(in.Summary)},
-		jsonb.Member{Name: "payload", Value: payload})
-	req.Body = body
+	req.Body = model.PatchBody(in.ExpectRevision, in.Title, in.Summary, payload)
 	req.BodyV1 = func() ([]byte, error) {
 		return bodyV1(map[string]any{"expectRevision": in.ExpectRevision, "title": in.Title, "summary": in.Summary, "payload": in.Payload})
 	}
@@ -96,7 +92,7 @@ func (k *Kernel) patch(ctx context.Context, pin *PatchInput, mod *Module, op str
 	}
 	res, err := runWrite(ctx, k, req, idem.ResultPolicy[RecordResult](k.recordPolicy), prepare, work)
 	if err != nil {
-		return WriteResult{}, err
+		return WriteResult{}, k.explainReuse(ctx, model.WriteRequest{Kind: model.KindPatch, Patch: in}, err)
 	}
 	return recordWriteResult(res, in.Key, op), nil
 }

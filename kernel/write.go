@@ -75,13 +75,6 @@ func utcRecord(rec store.Record) store.Record {
 }
 
 // optText is the canonical text of an optional string member (nil: absent).
-func optText(s *string) []byte {
-	if s == nil {
-		return nil
-	}
-	return jsonb.AppendString(nil, *s)
-}
-
 // checkRecordFields checks title and summary and applies the module's rules to the payload
 // (already through the JSON boundary, canonical).
 func (k *Kernel) checkRecordFields(mod *Module, title, summary string, payload json.RawMessage) error {

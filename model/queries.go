@@ -21,8 +21,12 @@ type KeyQuery struct {
 	// Prefix lists the keys starting with it in key order (byte order, A→Z), through the
 	// primary key; without it the page is newest first.
 	Prefix string
-	Limit  int
-	Cursor string
+	// Reverse lists the same rows from the other end (the oldest first; for a prefix, Z→A): a
+	// list's G reaches its last row in one page, not page by page. A cursor of a reversed page
+	// continues in reverse.
+	Reverse bool
+	Limit   int
+	Cursor  string
 }
 
 // ExecutionQuery selects an owner's feature executions.
@@ -45,8 +49,11 @@ type AuditQuery struct {
 	ActionPrefix string
 	// KeyPrefix lists the events whose key starts with it, in key order, then time.
 	KeyPrefix string
-	Limit     int
-	Cursor    string
+	// Reverse lists the same rows from the other end (the oldest first; by key, Z→A and each
+	// key's newest first); a cursor of a reversed page continues in reverse.
+	Reverse bool
+	Limit   int
+	Cursor  string
 }
 
 // DetailCap bounds each list of one record's detail (newest kept).

@@ -3,7 +3,8 @@
 # data dir (the first frame says the cluster is being created), create a record with a chosen
 # key, send it again (it must replay), plant hostile rows with psql (a title holding ESC [2J and a
 # newline, a committed PROCESSING key) and read them shown, not obeyed, fire a 50-request storm,
-# read "EXECUTED 1" and the verdict on screen, quit with q; start again under NO_COLOR at 80x24,
+# read "EXECUTED 1" and the verdict on screen, storm the form's key with the form's fields (it
+# replays, never KEY_REUSED), switch owners and see the storm refuse (0 requests), quit with q; start again under NO_COLOR at 80x24,
 # find the selected row in reverse video, run both demo walk-throughs to their end and open the
 # side-by-side comparison; check that no server process remains.
 set -euo pipefail
@@ -92,6 +93,40 @@ wait_for "50/50" 60
 wait_for "EXECUTED 1" 10
 wait_for "verdict  ✓ agrees" 30
 echo "tui-smoke: storm of 50: EXECUTED 1, verified by the database"
+
+# The form's create, stormed under its key with the form's fields: one request, one body.
+keys e
+keys Down Down C-u   # past the Module (NOTE, as the form's)
+text "smoke-key-1"
+keys Down C-u
+text "smoke record"
+keys Down Down Down C-u
+text "200"
+keys C-s
+wait_for "settings saved"
+screen | grep -qF "storm #2" && fail "ctrl+s fired the storm"
+keys f
+wait_for "storm #2 fired" 10
+wait_for "200/200" 60
+wait_for "verdict  ✓ agrees" 30
+screen | grep -qF "KEY_REUSED" && fail "a storm of the form's key and body was IDEMPOTENCY_KEY_REUSED"
+screen | grep -qE "(REPLAYED|JOINED) [0-9]+" || fail "the storm of the form's key did not replay"
+echo "tui-smoke: the form's create stormed ×200 under its key: replayed, never KEY_REUSED"
+
+# A record's storm after an owner switch fires nothing at the other owner's record.
+keys 1
+keys g
+keys s
+wait_for "fires at smoke's NOTE"
+keys Escape
+keys O C-u
+text "nobody"
+keys Enter
+wait_for "Replay storm · fires at nothing"
+keys f
+wait_for "not fired, 0 requests sent: RECORD_NOT_FOUND"
+screen | grep -qF "storm #3" && fail "a storm was fired at another owner's record"
+echo "tui-smoke: after an owner switch the storm refuses, RECORD_NOT_FOUND, 0 requests"
 
 keys q
 wait_for "IDEMWORK-EXITED-0" 30

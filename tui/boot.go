@@ -2,7 +2,6 @@ package tui
 
 import (
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
@@ -41,7 +40,7 @@ type Boot struct {
 	err           error
 	width, height int
 	// Clipboard is handed to the workbench (see Model.Clipboard).
-	Clipboard io.Writer
+	Clipboard Clipboard
 }
 
 type bootDoneMsg BootResult
@@ -116,14 +115,37 @@ func (b *Boot) View() string {
 	}
 	s := b.styles
 	elapsed := time.Since(b.started).Truncate(100 * time.Millisecond)
-	text := s.HeaderTitle.Render("idemwork") + " " + termsafe.Line(b.stage) + s.Subtle.Render(fmt.Sprintf(" (%s)", elapsed)) +
-		"\n" + s.Subtle.Render("q or ctrl+c gives up")
+	counter := fmt.Sprintf("(%s)", elapsed)
+	stage := "idemwork " + termsafe.Line(b.stage)
 	if b.width == 0 {
-		return text
+		return s.HeaderTitle.Render("idemwork") + stage[len("idemwork"):] + " " + s.Subtle.Render(counter) + "\n" + s.Subtle.Render("q or ctrl+c gives up")
 	}
-	lines := strings.Split(text, "\n")
+	// The stage wraps at its spaces (a long data dir at 80 columns) and the counter follows it,
+	// on the last line or a line of its own: it is how a person sees the start is not stuck.
+	w := max(b.width-2, 10)
+	var lines []string
+	line := ""
+	for _, word := range strings.Fields(stage) {
+		switch {
+		case line == "":
+			line = word
+		case ansi.StringWidth(line)+1+ansi.StringWidth(word) <= w:
+			line += " " + word
+		default:
+			lines, line = append(lines, line), word
+		}
+	}
+	if ansi.StringWidth(line)+1+len(counter) <= w {
+		lines = append(lines, line+" "+s.Subtle.Render(counter))
+	} else {
+		lines = append(lines, line, s.Subtle.Render(counter))
+	}
 	for i, l := range lines {
-		lines[i] = ansi.Truncate(l, b.width, "…")
+		if i == 0 {
+			l = s.HeaderTitle.Render("idemwork") + strings.TrimPrefix(l, "idemwork")
+		}
+		lines[i] = ansi.Truncate(l, w, "…")
 	}
+	lines = append(lines, s.Subtle.Render("q or ctrl+c gives up"))
 	return lipgloss.Place(b.width, b.height, lipgloss.Center, lipgloss.Center, strings.Join(lines, "\n"))
 }

@@ -151,11 +151,12 @@ const maxStatusLines = 4
 func (m *Model) statusLine() string {
 	s := m.ctx.Styles
 	lines := m.statusLines()
-	if m.statusText == "" {
+	text, isErr := m.shownStatus()
+	if text == "" {
 		return fit(s.Subtle.Render(lines[0]), m.width, 1)
 	}
 	st := s.Status
-	if m.statusErr {
+	if isErr {
 		st = s.StatusError
 	}
 	for i, l := range lines {
@@ -164,12 +165,37 @@ func (m *Model) statusLine() string {
 	return fit(strings.Join(lines, "\n"), m.width, len(lines))
 }
 
+// shownStatus is the status message on screen and whether it is an error: the latest message,
+// else while the database is down what to do about it (it stays until it answers), else "".
+func (m *Model) shownStatus() (string, bool) {
+	switch {
+	case m.statusText != "":
+		return m.statusText, m.statusErr
+	case m.dbDown:
+		return m.ctx.UnreachableText(), true
+	}
+	return "", false
+}
+
 // statusLines is the status message wrapped to the terminal's width, unstyled, one space in.
 func (m *Model) statusLines() []string {
-	if m.statusText == "" || m.width <= 2 {
+	text, _ := m.shownStatus()
+	if text == "" || m.width <= 2 {
 		return []string{" ready"}
 	}
-	lines := strings.Split(ansi.Wrap(termsafe.Line(m.statusText), m.width-2, ""), "\n")
+	// At spaces only: a path or a flag (--data-dir) is never split at its hyphens (ansi.Wrap
+	// breaks after each; a no-break hyphen stands in while it wraps).
+	text = termsafe.Line(text)
+	protect := !strings.Contains(text, "\u2011")
+	if protect {
+		text = strings.ReplaceAll(text, "-", "\u2011")
+	}
+	lines := strings.Split(ansi.Wrap(text, m.width-2, ""), "\n")
+	for i := range lines {
+		if protect {
+			lines[i] = strings.ReplaceAll(lines[i], "\u2011", "-")
+		}
+	}
 	if len(lines) > maxStatusLines {
 		lines = lines[:maxStatusLines]
 		lines[maxStatusLines-1] = ansi.Truncate(lines[maxStatusLines-1]+" …", m.width-2, "…")

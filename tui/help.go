@@ -177,5 +177,12 @@ func (m *Model) shortHelp() []key.Binding {
 		return m.form.ShortHelp()
 	}
 	g := m.ctx.Keys.Global
+	if m.nav.focused {
+		// The navigator has the keys: its own, not the view's (which it does not pass on).
+		k := m.ctx.Keys.Shell
+		back := key.NewBinding(key.WithKeys(g.NextFocus.Keys()...), key.WithHelp(g.NextFocus.Help().Key, "back to the view"))
+		digits := key.NewBinding(key.WithKeys(g.Views.Keys()...), key.WithHelp(g.Views.Help().Key, "switch"))
+		return []key.Binding{k.NavUp, k.NavDown, k.NavLeave, back, digits, g.Help, g.Quit}
+	}
 	return append(m.views[m.active].ShortHelp(), g.Filter, g.Jump, g.NextFocus, g.Help, g.Quit)
 }

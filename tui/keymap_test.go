@@ -40,6 +40,7 @@ func keyStates() []keyState {
 		keyState{"an open record's history", []string{"1", "enter", "3"}},
 		keyState{"an open key", []string{"2", "enter"}},
 		keyState{"Storm's settings", []string{"6", "e"}},
+		keyState{"a kept search", []string{"1", "/", "G", "enter"}},
 	)
 }
 
@@ -204,7 +205,8 @@ func TestEveryBindingOfTheKeyMapIsShownWhereItActs(t *testing.T) {
 	settleModel(t, m, cmdOf(m.Update(key("c"))))
 	require.Contains(t, m.View(), "Create a record")
 	shown = append(shown, m.FooterKeys()...)
-	shown = append(shown, km.Form.ToRecord, km.Form.Enter, km.Form.Prev)
+	// ctrl+r is on the form's footer once something was sent.
+	shown = append(shown, km.Form.ToRecord, km.Form.Enter, km.Form.Prev, km.Form.Resend)
 	shown = append(shown, km.Shell.NavUp, km.Shell.NavDown, km.Shell.NavLeave, km.Shell.PromptCancel, km.Shell.PromptEnter, km.Shell.HelpClose)
 	gv := reflect.ValueOf(km.Global)
 	for i := 0; i < gv.NumField(); i++ {

@@ -11,11 +11,9 @@ package tui
 
 import (
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
-	"github.com/aymanbagabas/go-osc52/v2"
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
@@ -54,8 +52,19 @@ type Model struct {
 	statusAt   time.Time
 
 	width, height int
-	// Clipboard receives OSC 52 copy sequences (the terminal); nil disables copying.
-	Clipboard io.Writer
+	// dbDown is true while the session's database cannot be reached (shared.Health): the status
+	// line says so until it can, and r reads every view again (refreshedAt: when it last did).
+	dbDown      bool
+	refreshedAt time.Time
+	// Clipboard takes what y copies (nil: copying is not available in this session).
+	Clipboard Clipboard
+}
+
+// Clipboard copies text where a person can paste it from and says where that is — the
+// terminal's clipboard when that is confirmed, else a file it names (internal/clipboard). It may
+// block briefly: the shell calls it off the update goroutine.
+type Clipboard interface {
+	Copy(text string) (string, error)
 }
 
 // tickMsg refreshes the clock and relative times once a second.
@@ -143,8 +152,40 @@ func (m *Model) indexOf(v views.View) int {
 	return 0
 }
 
-// Update routes messages.
+// Update routes messages, then follows the database's health: every message may be the answer
+// that found it gone, or back.
 func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	_, cmd := m.update(msg)
+	if c := m.watchHealth(); c != nil {
+		cmd = tea.Batch(cmd, c)
+	}
+	return m, cmd
+}
+
+// watchHealth notices the database going away or coming back. Gone, the status line says so
+// (with the session's --data-dir and what to do) until it answers again, and no view's rows are
+// dropped for it; back, every view reads again at once.
+func (m *Model) watchHealth() tea.Cmd {
+	down := m.ctx.Health.Down()
+	if down == m.dbDown {
+		return nil
+	}
+	before := len(m.statusLines())
+	m.dbDown = down
+	if len(m.statusLines()) != before {
+		m.resize()
+	}
+	if down {
+		return nil
+	}
+	const said = "the database answers again: every view was read again"
+	if time.Since(m.refreshedAt) < 2*time.Second {
+		return status(said, false) // the r that found it back read every view already
+	}
+	return tea.Batch(status(said, false), m.broadcast(shared.DataChangedMsg{}))
+}
+
+func (m *Model) update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	switch msg := msg.(type) {
 	case tea.WindowSizeMsg:
 		m.width, m.height = msg.Width, msg.Height
@@ -324,7 +365,15 @@ func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 		if i, ok := m.nav.key(m.ctx.Keys.Shell, msg, m.active, len(m.views)); ok {
 			return m.switchTo(i)
 		}
+		if i, ok := shared.ViewIndex(msg.String()); ok && key.Matches(msg, g.Views) && i < len(m.views) {
+			return m.switchTo(i)
+		}
 		return nil
+	}
+	if m.dbDown && key.Matches(msg, m.ctx.Keys.List.Refresh) {
+		// One r reads every view again (each would otherwise need its own).
+		m.refreshedAt = time.Now()
+		return tea.Batch(status("reading every view again…", false), m.broadcast(shared.DataChangedMsg{}))
 	}
 	// Digits switch views directly (1-9, and 0 for the tenth), except a digit the focused view
 	// has a key of its own for, shown in its footer: 1-3 inside an open record choose its pane,
@@ -365,16 +414,25 @@ func (m *Model) moveClock(d time.Duration) tea.Cmd {
 		m.broadcast(views.TickMsg{}))
 }
 
-// copySelection copies the focused view's selection to the terminal's clipboard (OSC 52).
+// copySelection copies the focused view's selection and says where it went: the clipboard only
+// when that was confirmed, else the file it was saved to.
 func (m *Model) copySelection() tea.Cmd {
 	sel := m.views[m.active].Selection()
 	if sel == "" {
 		return status("nothing selected to copy", true)
 	}
-	if m.Clipboard != nil {
-		_, _ = osc52.New(sel).WriteTo(m.Clipboard)
+	c := m.Clipboard
+	if c == nil {
+		return status("copying is not available in this session", true)
 	}
-	return status("copied "+cutText(sel, 60)+" (OSC 52)", false)
+	what := cutText(sel, 40)
+	return func() tea.Msg {
+		where, err := c.Copy(sel)
+		if err != nil {
+			return shared.StatusMsg{Text: "y: " + what + " was not copied: " + err.Error(), Error: true}
+		}
+		return shared.StatusMsg{Text: "y: " + what + ": " + where}
+	}
 }
 
 func cutText(s string, n int) string {

@@ -333,6 +333,7 @@ func TestDigitsSwitchViewsUnlessATextFieldHasTheKeys(t *testing.T) {
 	require.Equal(t, "Locks", m.ActiveTitle(), "the storm's settings on a choice field")
 	m.Update(key("6"))
 	require.True(t, m.Active().Capturing(), "the settings are still open")
+	m.Update(key("tab"))                     // Module, a choice (a create's)
 	m.Update(key("tab"))                     // Idempotency-Key, a text field
 	m.Update(tea.KeyMsg{Type: tea.KeyCtrlU}) // empty it
 	m.Update(key("7"))
@@ -367,6 +368,7 @@ func TestAChunkOfRunesIsTextInATextFieldNeverAKeyName(t *testing.T) {
 
 	m.Update(key("6"))
 	m.Update(key("e"))
+	m.Update(key("tab")) // Module
 	m.Update(key("tab")) // Idempotency-Key
 	m.Update(tea.KeyMsg{Type: tea.KeyCtrlU})
 	for _, c := range []string{"down", "up", "esc", "left", "home", "enter"} {

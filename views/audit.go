@@ -43,11 +43,13 @@ func NewAudit(ctx *shared.ProgramContext, src AuditReader) View {
 		hint: "action prefix (RECORD_P, FEATURE_), or key:PREFIX"}
 	v.list.table.Columns = []Column{{Title: "WHEN", Width: 14}, {Title: "ACTION", Width: 22}, {Title: "MODULE", Width: 10, Optional: true},
 		{Title: "RECORD", Width: 12, Optional: true}, {Title: "REV", Width: 4, Optional: true}, {Title: "KEY", Min: 16}}
-	v.list.fetch = func(ctx context.Context, owner, query, cursor string) ([]model.AuditEvent, string, error) {
+	v.list.fetch = func(ctx context.Context, owner, query, cursor string, reverse bool) ([]model.AuditEvent, string, error) {
 		q := auditQuery(query)
-		q.Owner, q.Limit, q.Cursor = owner, pageSize, cursor
+		q.Owner, q.Limit, q.Cursor, q.Reverse = owner, pageSize, cursor, reverse
 		return src.Audit(ctx, q)
 	}
+	v.list.reversible = true
+	v.list.id = func(a model.AuditEvent) string { return a.ID }
 	v.list.describe = describeAudit
 	v.list.toRow = func(a model.AuditEvent) Row {
 		r := Row{Cells: []string{stamp(a.At), a.Action, a.ModuleCode, shortID(deref(a.RecordID), 12), derefInt(a.Revision), deref(a.IdempotencyKey)}}
@@ -57,7 +59,7 @@ func NewAudit(ctx *shared.ProgramContext, src AuditReader) View {
 		return r
 	}
 	v.heading = func() string {
-		return ctx.Styles.Title.Render("Audit events") + ctx.Styles.Subtle.Render(fmt.Sprintf(" of %s · %s", safe(ctx.Owner), v.list.summary()))
+		return ctx.Styles.Title.Render("Audit events") + ctx.Styles.Subtle.Render(fmt.Sprintf(" of %s, newest first · %s", safe(ctx.Owner), v.list.summary()))
 	}
 	v.onKey = func(msg tea.KeyMsg, a *model.AuditEvent) tea.Cmd {
 		switch {

@@ -15,6 +15,7 @@ type Backend struct {
 	Latest     LatestReader
 	Catalog    Catalog
 	Storm      StormRunner
+	Reuse      ReuseExplainer
 	Demo       DemoRunner
 	Verify     InvariantChecker
 }
@@ -26,5 +27,5 @@ func (b Backend) Form() FormDeps {
 
 // StormDeps is what the Storm view fires storms with and reads its target through.
 func (b Backend) StormDeps() StormDeps {
-	return StormDeps{Run: b.Storm, Records: b.Latest, Catalog: b.Catalog}
+	return StormDeps{Run: b.Storm, Records: b.Latest, Catalog: b.Catalog, Reuse: b.Reuse}
 }

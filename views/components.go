@@ -2,6 +2,7 @@ package views
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -49,16 +50,19 @@ type Table struct {
 	Columns []Column
 	// NoCursor draws no cursor mark (a list that is only read).
 	NoCursor bool
-	rows     []Row
-	visible  []int // indexes into rows after filtering
-	Cursor   int   // index into visible
-	offset   int
-	width    int
-	height   int
-	filter   string
-	text     []string // laid-out row text by row index, "" until drawn at the current widths
-	w        []int
-	fitW     []int // by column: the widest loaded cell of a Fit column
+	// Empty is what an empty table says ("" is "(nothing here)"): "loading…" while its first
+	// page is read.
+	Empty   string
+	rows    []Row
+	visible []int // indexes into rows after filtering
+	Cursor  int   // index into visible
+	offset  int
+	width   int
+	height  int
+	filter  string
+	text    []string // laid-out row text by row index, "" until drawn at the current widths
+	w       []int
+	fitW    []int // by column: the widest loaded cell of a Fit column
 }
 
 // SetRows replaces the rows, keeping the cursor in range.
@@ -117,6 +121,50 @@ func (t *Table) AppendRows(rows []Row) {
 		}
 	}
 	t.clampOffset()
+}
+
+// PrependRows adds rows above the loaded ones (a page read from the other end): the selected row
+// stays selected, on the same screen line.
+func (t *Table) PrependRows(rows []Row) {
+	for i := range rows {
+		for j, c := range rows[i].Cells {
+			rows[i].Cells[j] = termsafe.Line(c)
+		}
+	}
+	sel, line := t.Selected(), t.Cursor-t.offset
+	t.rows = append(slices.Clone(rows), t.rows...)
+	t.text = append(make([]string, len(rows)), t.text...)
+	t.measure(rows)
+	t.applyFilter()
+	if sel >= 0 {
+		t.SelectRow(sel+len(rows), line)
+	}
+}
+
+// SelectRow puts the cursor on row i (an index into the unfiltered rows) at screen line line
+// where the rows allow; it reports whether the row is shown (a filter may hide it).
+func (t *Table) SelectRow(i, line int) bool {
+	pos := slices.Index(t.visible, i)
+	if pos < 0 {
+		return false
+	}
+	t.Cursor = pos
+	t.offset = pos - max(0, line)
+	t.clampOffset()
+	return true
+}
+
+// SelectRowFrom puts the cursor on row i with the table scrolled to offset where the cursor
+// stays visible (new rows above it come into view, as a list's own new rows should); it reports
+// whether the row is shown.
+func (t *Table) SelectRowFrom(i, offset int) bool {
+	pos := slices.Index(t.visible, i)
+	if pos < 0 {
+		return false
+	}
+	t.Cursor, t.offset = pos, max(0, offset)
+	t.clampOffset()
+	return true
 }
 
 // SetFilter keeps the loaded rows containing s (case-insensitive) in any cell. Views whose rows
@@ -208,6 +256,10 @@ func (t *Table) Click(y int) bool {
 // NearEnd reports whether the cursor is within a screen of the last loaded row (time to load
 // the next keyset page).
 func (t *Table) NearEnd() bool { return t.Cursor >= len(t.visible)-t.bodyHeight() }
+
+// NearStart reports whether the cursor is within a screen of the first loaded row (time to load
+// the page above a run read from the other end).
+func (t *Table) NearStart() bool { return t.Cursor < t.bodyHeight() }
 
 // Offset is the first visible row (for tests and scroll positions).
 func (t *Table) Offset() int { return t.offset }
@@ -346,7 +398,11 @@ func (t *Table) View(s shared.Styles, focused bool) string {
 		i := t.offset + line
 		if i >= len(t.visible) {
 			if len(t.visible) == 0 && line == 0 {
-				b.WriteString(s.Subtle.Render(pad("  (nothing here)", t.width)))
+				empty := t.Empty
+				if empty == "" {
+					empty = "(nothing here)"
+				}
+				b.WriteString(s.Subtle.Render(pad("  "+empty, t.width)))
 			} else {
 				b.WriteString(strings.Repeat(" ", t.width))
 			}

@@ -285,15 +285,23 @@ func (v *Demo) SetSize(w, h int) {
 	v.layout(false)
 }
 
-// ShortHelp is the footer help.
+// ShortHelp is the footer help: the walk-throughs write, so a read-only session has no next step.
 func (v *Demo) ShortHelp() []key.Binding {
-	return []key.Binding{v.ctx.Keys.Demo.Next, v.ctx.Keys.Demo.Blocked, v.ctx.Keys.Demo.Outbox, v.ctx.Keys.Demo.Compare, v.ctx.Keys.Demo.Reset}
+	k := v.ctx.Keys.Demo
+	if v.ctx.ReadOnly() {
+		return []key.Binding{k.Blocked, k.Outbox, k.Compare}
+	}
+	return []key.Binding{k.Next, k.Blocked, k.Outbox, k.Compare, k.Reset}
 }
 
 // FullHelp is the ? help.
 func (v *Demo) FullHelp() [][]key.Binding {
 	k := v.ctx.Keys
-	return [][]key.Binding{{k.Demo.Next, k.Demo.Reset}, {k.Demo.Blocked, k.Demo.Outbox, k.Demo.Compare, k.Demo.PrevPart, k.Demo.NextPart},
+	steps := []key.Binding{k.Demo.Next, k.Demo.Reset}
+	if v.ctx.ReadOnly() {
+		steps = nil
+	}
+	return [][]key.Binding{steps, {k.Demo.Blocked, k.Demo.Outbox, k.Demo.Compare, k.Demo.PrevPart, k.Demo.NextPart},
 		{k.List.Up, k.List.Down, k.List.PgUp, k.List.PgDown, k.List.Top, k.List.Bottom, k.Pane.Page}}
 }
 

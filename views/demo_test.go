@@ -369,7 +369,8 @@ func TestTheCrashSwitchRedeliversWithOneEffect(t *testing.T) {
 	drain(t, v.Update, v.Update(shared.DataChangedMsg{}))
 	screen := ansi.Strip(v.View())
 	require.Contains(t, screen, "claimed, not settled; the lease hides it")
-	require.Contains(t, screen, "1 call(s) with idempotency id "+id+", delivered")
+	require.Contains(t, squash(screen), squash("the row: 1 call to provider notifier with idempotency id "+id+" · not settled yet"))
+	require.Contains(t, squash(screen), squash("this session's simulated provider: 1 call for it, its one effect held"))
 	var status string
 	require.NoError(t, b.DB.Pool.QueryRow(ctx, `SELECT status FROM outbox_message WHERE execution_id = $1`, id).Scan(&status))
 	require.Equal(t, "PENDING", status, "the provider delivered; the rows do not know")
@@ -383,7 +384,8 @@ func TestTheCrashSwitchRedeliversWithOneEffect(t *testing.T) {
 	require.Equal(t, "DELIVERED", status)
 	require.Equal(t, 2, b.Provider.Calls(id))
 	require.Equal(t, 1, b.Provider.Delivered(), "redelivered under the same idempotency id: one effect")
-	require.Contains(t, squash(v.View()), squash("2 call(s) with idempotency id "+id+", delivered (one effect)"))
+	require.Contains(t, squash(v.View()), squash("the row: 2 calls to provider notifier with idempotency id "+id+" · DELIVERED"))
+	require.Contains(t, squash(v.View()), squash("this session's simulated provider: 2 calls for it, its one effect held"))
 }
 
 func blockedOf(v *views.Demo) []kernel.DemoStep { b, _ := v.Steps(); return b }

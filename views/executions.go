@@ -41,7 +41,8 @@ func NewExecutions(ctx *shared.ProgramContext, src ExecutionReader) View {
 		hint: "key prefix, or record:ID-PREFIX"}
 	v.list.table.Columns = []Column{{Title: "WHEN", Width: 14}, {Title: "MODULE", Width: 10, Optional: true}, {Title: "RECORD", Width: 12, Optional: true},
 		{Title: "FEAT", Width: 4}, {Title: "MODE", Width: 16}, {Title: "STATUS", Width: 9}, {Title: "KEY", Min: 6}}
-	v.list.fetch = func(ctx context.Context, owner, query, cursor string) ([]model.Execution, string, error) {
+	v.list.id = func(e model.Execution) string { return e.ID }
+	v.list.fetch = func(ctx context.Context, owner, query, cursor string, _ bool) ([]model.Execution, string, error) {
 		q := executionQuery(query)
 		q.Owner, q.Limit, q.Cursor = owner, pageSize, cursor
 		return src.Executions(ctx, q)

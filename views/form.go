@@ -2,7 +2,6 @@ package views
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -47,8 +46,12 @@ type Form struct {
 	// notes are what the form says about its prefill and its inputs (kept payloads, dropped
 	// control characters).
 	notes []string
-	// sentKey is the Idempotency-Key of the last write ("" none): what ctrl+r will do again.
-	sentKey string
+	// base is the record a patch's fields were prefilled from (nil until read): a field left
+	// at its value is not sent, as a CLI flag left out is not.
+	base *model.Record
+	// sent is the last request sent (nil none): what ctrl+r sends again, byte for byte, whatever
+	// the fields say since.
+	sent *model.WriteRequest
 }
 
 // FormDeps is what a form writes and reads through.
@@ -100,6 +103,10 @@ type formField struct {
 	// edited is true once the user typed into the field: a late prefill or a module switch
 	// never overwrites what they wrote.
 	edited bool
+	// unchanged marks a field left empty because the record's value cannot be typed into one
+	// line (control characters, line breaks): until typed into, it sends nothing (the record
+	// keeps its value).
+	unchanged bool
 }
 
 func (f *formField) value() string {
@@ -122,10 +129,12 @@ type formResultMsg struct {
 	err error
 }
 
+// formPrefillMsg is the record a patch form is filled from; after says why it was read again
+// ("" the first read).
 type formPrefillMsg struct {
-	title, summary, payload string
-	revision                int
-	err                     error
+	record model.Record
+	after  string
+	err    error
 }
 
 // FreshKey returns a new, readable Idempotency-Key.
@@ -202,7 +211,13 @@ func NewForm(ctx *shared.ProgramContext, deps FormDeps, m shared.OpenFormMsg) *F
 				}
 				return ""
 			}, hint: "the write is refused with REVISION_CONFLICT unless the record is still at this revision"},
-			{label: "Title", input: newInput("", 400), validate: textCheck("title", 1, model.MaxTitleChars)},
+			// Empty, a patch's title is not sent: the record keeps its own.
+			{label: "Title", input: newInput("", 400), validate: func(s string) string {
+				if s == "" {
+					return ""
+				}
+				return textCheck("title", 1, model.MaxTitleChars)(s)
+			}},
 			{label: "Summary", input: newInput("", 4000), validate: textCheck("summary", 0, model.MaxSummaryChar)},
 			{label: "Payload", input: newInput("", model.MaxJSONBytes+1), validate: jsonCheck("payload")}}
 	case "action":
@@ -253,14 +268,16 @@ func (f *Form) Init() tea.Cmd {
 	if f.kind != "patch" {
 		return textinput.Blink
 	}
+	return tea.Batch(textinput.Blink, f.loadLatest(""))
+}
+
+// loadLatest reads the record as it is now, to fill the patch form from it.
+func (f *Form) loadLatest(after string) tea.Cmd {
 	db, owner, module, id := f.deps.Records, f.ctx.Owner, f.module, f.record
-	return tea.Batch(textinput.Blink, query(func(ctx context.Context) tea.Msg {
+	return query(func(ctx context.Context) tea.Msg {
 		r, err := db.LatestRecord(ctx, owner, module, id)
-		if err != nil {
-			return formPrefillMsg{err: err}
-		}
-		return formPrefillMsg{title: r.Title, summary: r.Summary, payload: string(r.Payload), revision: r.Revision}
-	}))
+		return formPrefillMsg{record: r, after: after, err: err}
+	})
 }
 
 func (f *Form) focusField(i int) {
@@ -293,27 +310,7 @@ func (f *Form) field(label string) *formField {
 func (f *Form) Update(msg tea.Msg) tea.Cmd {
 	switch msg := msg.(type) {
 	case formPrefillMsg:
-		if msg.err != nil {
-			f.loadErr = errText(msg.err)
-			return nil
-		}
-		// The fields and the expected revision come from the same read, so a fresh title is never
-		// sent with a stale revision; what the user already typed stays.
-		for label, value := range map[string]string{"Title": msg.title, "Summary": msg.summary, "Payload": msg.payload,
-			"Expect revision": strconv.Itoa(msg.revision)} {
-			fl := f.field(label)
-			if fl == nil || fl.edited {
-				continue
-			}
-			fl.input.SetValue(value)
-			if label != "Expect revision" && !termsafe.Safe(value) {
-				f.notes = append(f.notes, fmt.Sprintf("the stored %s holds control characters (shown as %s); this field cannot hold them",
-					strings.ToLower(label), cut(termsafe.Line(value), 24)))
-			}
-		}
-		f.rev = msg.revision
-		f.notes = append(f.notes, fmt.Sprintf("prefilled from revision %d, the latest", msg.revision))
-		return nil
+		return f.prefill(msg)
 	case formResultMsg:
 		if msg.req != f.req {
 			return nil
@@ -322,8 +319,16 @@ func (f *Form) Update(msg tea.Msg) tea.Cmd {
 		if msg.err != nil {
 			e := apperr.As(msg.err)
 			f.errText, f.errField = termsafe.Line(fmt.Sprintf("%s (HTTP %d): %s", e.Code, e.Status(), e.Message)), ""
+			if IsUnreachable(msg.err) {
+				f.errText = f.ctx.UnreachableText()
+			}
 			f.result = nil
-			return status(termsafe.Line(string(e.Code)+": "+e.Message), true)
+			st := status(termsafe.Line(string(e.Code)+": "+e.Message), true)
+			if e.Code == apperr.RevisionConflict && f.kind == "patch" {
+				// Read the record again: the expected revision follows it, the edits stay.
+				return tea.Batch(st, f.loadLatest(string(e.Code)))
+			}
+			return st
 		}
 		f.result, f.errText, f.errField = &msg.res, "", ""
 		text := fmt.Sprintf("%s %s", model.OutcomeText(msg.res.Outcome, msg.res.Execution), msg.res.Operation)
@@ -331,6 +336,10 @@ func (f *Form) Update(msg tea.Msg) tea.Cmd {
 			text += " — written under the moved clock (" + off + ")"
 		}
 		cmds := []tea.Cmd{status(text, false), func() tea.Msg { return shared.DataChangedMsg{} }}
+		if f.kind == "patch" {
+			// The record moved on (or a replay says where it was): the form shows it as it is now.
+			cmds = append(cmds, f.loadLatest(string(msg.res.Outcome)))
+		}
 		if r := msg.res.Record; r != nil {
 			// Behind the form, the workbench opens the rows just written (or replayed); the form
 			// stays on top so the same request can be sent again.
@@ -341,7 +350,9 @@ func (f *Form) Update(msg tea.Msg) tea.Cmd {
 		switch {
 		case key.Matches(msg, f.ctx.Keys.Form.Cancel):
 			return func() tea.Msg { return FormClosedMsg{} }
-		case key.Matches(msg, f.ctx.Keys.Form.Submit), key.Matches(msg, f.ctx.Keys.Form.Resend):
+		case key.Matches(msg, f.ctx.Keys.Form.Resend) && f.sent != nil && f.kind != "rules":
+			return f.send(*f.sent)
+		case key.Matches(msg, f.ctx.Keys.Form.Submit), key.Matches(msg, f.ctx.Keys.Form.Resend) && f.kind != "rules":
 			return f.submit()
 		case key.Matches(msg, f.ctx.Keys.Form.Enter):
 			if f.focus == len(f.fields)-1 {
@@ -349,7 +360,7 @@ func (f *Form) Update(msg tea.Msg) tea.Cmd {
 			}
 			f.focusField(f.focus + 1)
 			return nil
-		case key.Matches(msg, f.ctx.Keys.Form.NewKey):
+		case key.Matches(msg, f.ctx.Keys.Form.NewKey) && f.kind != "rules":
 			if k := f.field("Idempotency-Key"); k != nil {
 				k.input.SetValue(FreshKey())
 			}
@@ -392,7 +403,7 @@ func (f *Form) Update(msg tea.Msg) tea.Cmd {
 		var cmd tea.Cmd
 		fl.input, cmd = fl.input.Update(msg)
 		if fl.input.Value() != old {
-			fl.edited = true
+			fl.edited, fl.unchanged = true, false
 			// A submit error about this field goes once the field is right.
 			if f.errField == fl.label && fl.validate != nil && fl.validate(fl.value()) == "" {
 				f.errText, f.errField = "", ""
@@ -427,49 +438,114 @@ func (f *Form) submit() tea.Cmd {
 		return tea.Batch(status(fmt.Sprintf("MEM-001 max_content_length is now %d (new writes only; replays ignore it)", n), false),
 			func() tea.Msg { return FormClosedMsg{} })
 	}
+	return f.send(f.request())
+}
+
+// request is the write the fields say, built as the Storm and the CLI build theirs
+// (model.Fields): the same fields through any door are one body and one fingerprint.
+func (f *Form) request() model.WriteRequest {
+	text := func(label string) *string {
+		fl := f.field(label)
+		if fl == nil || fl.unchanged {
+			return nil
+		}
+		s := fl.value()
+		return &s
+	}
+	val := func(label string) string { return deref(text(label)) }
+	exp, _ := strconv.Atoi(val("Expect revision"))
+	fields := model.Fields{Kind: f.kind, Owner: f.ctx.Owner, Module: f.module, RecordID: f.record, FeatureID: val("Feature"),
+		Key: val("Idempotency-Key"), ExpectRevision: exp, Title: text("Title"), Summary: text("Summary"), Payload: text("Payload"),
+		Input: text("Input"), Base: f.base}
+	if f.kind == "create" {
+		fields.Module = val("Module")
+	}
+	return fields.Request()
+}
+
+// send runs the write r off the Update goroutine; ctrl+r sends it again as it was.
+func (f *Form) send(r model.WriteRequest) tea.Cmd {
+	if f.busy {
+		return nil
+	}
 	if f.ctx.ReadOnly() {
 		f.errText = f.ctx.ReadOnlyMessage()
 		return nil
 	}
 	f.busy, f.errText, f.errField = true, "", ""
 	f.req++
-	req, k, owner := f.req, f.deps.Writer, f.ctx.Owner
-	val := func(label string) string {
-		if fl := f.field(label); fl != nil {
-			return fl.value()
+	f.sent = &r
+	req, k := f.req, f.deps.Writer
+	return query(func(ctx context.Context) tea.Msg {
+		var res model.WriteResult
+		var err error
+		switch r.Kind {
+		case model.KindPatch:
+			res, err = k.Patch(ctx, r.Patch)
+		case model.KindAction:
+			res, err = k.RunFeature(ctx, r.Feature)
+		default:
+			res, err = k.Create(ctx, r.Create)
 		}
-		return ""
-	}
-	raw := func(label string) json.RawMessage {
-		if s := strings.TrimSpace(val(label)); s != "" {
-			return json.RawMessage(s)
+		return formResultMsg{req: req, res: res, err: err}
+	})
+}
+
+// prefill fills a patch form from the record as it is now. The fields and the expected revision
+// come from the same read, so a fresh title is never sent with a stale revision. The first read
+// keeps what the user already typed; the read after the form's own patch takes the record as
+// the patch left it (the next patch starts there, under a fresh key: its body differs); after a
+// REVISION_CONFLICT the expected revision follows the record and the edits stay.
+func (f *Form) prefill(msg formPrefillMsg) tea.Cmd {
+	if msg.err != nil {
+		f.loadErr = errText(msg.err)
+		if IsUnreachable(msg.err) {
+			f.loadErr = f.ctx.UnreachableText()
 		}
 		return nil
 	}
-	str := func(label string) *string { s := val(label); return &s }
-	keyVal := val("Idempotency-Key")
-	f.sentKey = keyVal
-	switch f.kind {
-	case "create":
-		in := model.CreateInput{Owner: owner, Module: val("Module"), Key: keyVal, Title: val("Title"), Summary: str("Summary"), Payload: raw("Payload")}
-		return f.run(req, func(ctx context.Context) (model.WriteResult, error) { return k.Create(ctx, in) })
-	case "patch":
-		exp, _ := strconv.Atoi(val("Expect revision"))
-		in := model.PatchInput{Owner: owner, Module: f.module, RecordID: f.record, Key: keyVal, ExpectRevision: exp,
-			Title: str("Title"), Summary: str("Summary"), Payload: raw("Payload")}
-		return f.run(req, func(ctx context.Context) (model.WriteResult, error) { return k.Patch(ctx, in) })
-	case "action":
-		in := model.FeatureInput{Owner: owner, Module: f.module, RecordID: f.record, FeatureID: val("Feature"), Key: keyVal, Input: raw("Input")}
-		return f.run(req, func(ctx context.Context) (model.WriteResult, error) { return k.RunFeature(ctx, in) })
+	r := msg.record
+	f.loadErr = ""
+	after := msg.after != "" && msg.after != string(apperr.RevisionConflict)
+	moved := f.base != nil && r.Revision != f.base.Revision
+	rec := r
+	f.base, f.rev = &rec, r.Revision
+	f.notes = nil
+	for label, value := range map[string]string{"Title": r.Title, "Summary": r.Summary, "Payload": string(r.Payload),
+		"Expect revision": strconv.Itoa(r.Revision)} {
+		fl := f.field(label)
+		if fl == nil {
+			continue
+		}
+		if after {
+			fl.edited = false // the patch wrote what was typed: the record holds it now
+		}
+		if fl.edited && label != "Expect revision" {
+			continue
+		}
+		fl.unchanged = label != "Expect revision" && !representable(value)
+		if fl.unchanged {
+			// A one-line field cannot hold it as it is: left empty, the patch keeps it.
+			fl.input.SetValue("")
+			f.notes = append(f.notes, fmt.Sprintf("the stored %s holds control characters or line breaks (%s): left empty, a patch keeps it",
+				strings.ToLower(label), cut(termsafe.Line(value), 24)))
+			continue
+		}
+		fl.input.SetValue(value)
+	}
+	switch {
+	case after && moved:
+		if k := f.field("Idempotency-Key"); k != nil && f.sent != nil && k.value() == f.sent.Key() {
+			k.input.SetValue(FreshKey())
+			k.hint = "a fresh key: the next patch starts at revision " + strconv.Itoa(r.Revision) + " (another body); ctrl+r still replays the one sent"
+		}
+		f.notes = append(f.notes, fmt.Sprintf("prefilled from revision %d, the latest (your patch wrote it)", r.Revision))
+	case msg.after == string(apperr.RevisionConflict):
+		f.notes = append(f.notes, fmt.Sprintf("the record is at revision %d: Expect revision follows it, your edits stay; enter sends them", r.Revision))
+	default:
+		f.notes = append(f.notes, fmt.Sprintf("prefilled from revision %d, the latest", r.Revision))
 	}
 	return nil
-}
-
-func (f *Form) run(req int, fn func(ctx context.Context) (model.WriteResult, error)) tea.Cmd {
-	return query(func(ctx context.Context) tea.Msg {
-		res, err := fn(ctx)
-		return formResultMsg{req: req, res: res, err: err}
-	})
 }
 
 // SetSize sets the space the modal may use.
@@ -507,7 +583,7 @@ func (f *Form) View() string {
 			f.ctx.Now().Local().Format("Jan 2 15:04")+" and its key expires by that clock", iw)))
 	}
 	for _, n := range f.notes {
-		b = append(b, s.Subtle.Render(cut(n, iw)))
+		b = append(b, wrapLines(s.Subtle, n, iw, 2)...)
 	}
 	for i, fl := range f.fields {
 		label, mark := s.InputLabel, "  "
@@ -523,6 +599,11 @@ func (f *Form) View() string {
 		if fl.validate != nil {
 			if e := fl.validate(fl.value()); e != "" {
 				b = append(b, s.FieldError.Render(cut("  ✗ "+e, iw)))
+				if fl.label == "Idempotency-Key" && shownKey(fl.value()) != fl.value() {
+					b = append(b, s.FieldError.Render("    as typed: "+cutLeft(shownKey(fl.value()), iw-14)))
+				}
+			} else if fl.unchanged {
+				b = append(b, s.Subtle.Render("  (empty: unchanged)"))
 			} else if fl.label == "Payload" || fl.label == "Input" {
 				b = append(b, s.Success.Render("  ✓ a valid JSON object"))
 			}
@@ -536,7 +617,8 @@ func (f *Form) View() string {
 	case f.busy:
 		b = append(b, s.Subtle.Render("running…"))
 	case f.errText != "":
-		b = append(b, s.Danger.Render(cut(f.errText, iw)))
+		// Wrapped, not cut: what differs, and what to do, come at the end.
+		b = append(b, wrapLines(s.Danger, f.errText, iw, 5)...)
 	case f.result != nil:
 		r := f.result
 		// A run whose execution is BLOCKED (or only queued) leads with that, never with a bare
@@ -566,18 +648,11 @@ func (f *Form) View() string {
 			b = append(b, s.Subtle.Render(cut("envelope "+compactJSON(r.Envelope), iw)))
 		}
 	}
-	fk := f.ctx.Keys.Form
-	help := "enter/" + fk.Submit.Help().Key + " submit · " + fk.Resend.Help().Key + " send again · " + fk.NewKey.Help().Key + " fresh key · tab next · " + fk.Cancel.Help().Key + " close"
-	if f.result != nil {
-		again := fk.Resend.Help().Key + " send again (same key: replays)"
-		if f.sentKey == "" {
-			again = fk.Resend.Help().Key + " send again (no key: executes again)"
-		} else if k := f.field("Idempotency-Key"); k != nil && k.value() != f.sentKey {
-			again = fk.Resend.Help().Key + " send with the new key (executes)"
-		}
-		help = again + " · " + fk.ToRecord.Help().Key + " open the record · " + fk.NewKey.Help().Key + " fresh key · " + fk.Cancel.Help().Key + " close"
+	if f.sent != nil && !f.busy {
+		// The same request from a shell: the CLI builds the same body, so it replays this one.
+		b = append(b, wrapCommand(s.Subtle, "the same request from a shell: "+termsafe.Line(f.sent.CommandLine()), iw, 3)...)
 	}
-	b = append(b, wrapLines(s.Subtle, help, iw, 2)...)
+	b = append(b, wrapLines(s.Subtle, f.helpLine(), iw, 2)...)
 	body := strings.Join(b, "\n")
 	if f.h > 2 {
 		body = fitBlock(body, iw, min(strings.Count(body, "\n")+1, f.h-2))
@@ -626,7 +701,41 @@ func (f *Form) clockOffset() string {
 	return sign + d.Round(time.Second).String()
 }
 
-// ShortHelp is the footer help.
+// helpLine is the modal's own line of keys: what each does now (ctrl+r only once something was
+// sent, and then what it will do).
+func (f *Form) helpLine() string {
+	fk := f.ctx.Keys.Form
+	if f.kind == "rules" {
+		return "enter/" + fk.Submit.Help().Key + " set it · " + fk.Cancel.Help().Key + " close"
+	}
+	if f.sent == nil {
+		return "enter/" + fk.Submit.Help().Key + " submit · " + fk.NewKey.Help().Key + " fresh key · tab/↓ next field · " + fk.Cancel.Help().Key + " close"
+	}
+	again := fk.Resend.Help().Key + " send the same request again (same key: replays)"
+	if f.sent.Key() == "" {
+		again = fk.Resend.Help().Key + " send it again (no key: executes again)"
+	}
+	help := again + " · " + fk.Submit.Help().Key + " send what the fields say"
+	if f.result != nil && f.result.Record != nil {
+		help += " · " + fk.ToRecord.Help().Key + " open the record"
+	}
+	return help + " · " + fk.NewKey.Help().Key + " fresh key · " + fk.Cancel.Help().Key + " close"
+}
+
+// ShortHelp is the footer help: the keys that act in the form as it is (the rules form has one
+// field and no key; ctrl+r appears once something was sent).
 func (f *Form) ShortHelp() []key.Binding {
-	return []key.Binding{f.ctx.Keys.Form.Submit, f.ctx.Keys.Form.Resend, f.ctx.Keys.Form.NewKey, f.ctx.Keys.Form.Next, f.ctx.Keys.Form.ChoicePrev, f.ctx.Keys.Form.ChoiceNext, f.ctx.Keys.Form.Cancel}
+	k := f.ctx.Keys.Form
+	if f.kind == "rules" {
+		return []key.Binding{k.Submit, k.Cancel}
+	}
+	out := []key.Binding{k.Submit}
+	if f.sent != nil {
+		out = append(out, k.Resend)
+	}
+	out = append(out, k.NewKey, k.Next)
+	if f.kind != "patch" { // a patch form has no choice field
+		out = append(out, k.ChoicePrev, k.ChoiceNext)
+	}
+	return append(out, k.Cancel)
 }

@@ -51,7 +51,8 @@ func TestThePatchFormTakesItsExpectedRevisionFromTheSameReadAsItsFields(t *testi
 	require.Contains(t, f.View(), "EXECUTED", "not a REVISION_CONFLICT")
 	sent := w.last().(model.PatchInput)
 	require.Equal(t, 2, sent.ExpectRevision)
-	require.Equal(t, "v2", *sent.Title)
+	require.Nil(t, sent.Title, "a field left at the record's value is not sent, as a CLI flag left out is not")
+	require.Nil(t, sent.Payload)
 	require.Equal(t, id, sent.RecordID)
 }
 
@@ -106,8 +107,34 @@ func TestSendingAgainWithoutAKeySaysItExecutesAgainAndAMovedClockIsFlagged(t *te
 		return f.Update(m)
 	}, f.Update(tea.KeyMsg{Type: tea.KeyCtrlS}))
 	require.Contains(t, st.Text, "written under the moved clock (+1h0m0s)")
-	require.Contains(t, f.View(), "ctrl+r send again (no key: executes again)")
+	require.Contains(t, f.View(), "ctrl+r send it again (no key: executes again)")
 	require.NotContains(t, f.View(), "replays")
-	require.Equal(t, model.CreateInput{Owner: "alice", Module: "NOTE", Title: "unkeyed", Summary: new(string), Payload: []byte(`{}`)}, w.last(),
-		"no key: the write is sent without one")
+	require.Equal(t, model.CreateInput{Owner: "alice", Module: "NOTE", Title: "unkeyed", Payload: []byte(`{}`)}, w.last(),
+		"no key: the write is sent without one (and an empty summary is none)")
+}
+
+// A stored title or summary a one-line field cannot hold (ESC, a newline, planted with psql) is
+// left empty with a note, and the patch leaves it as it is: the field is not sent and does not
+// block the submit.
+func TestAPatchLeavesAValueTheFormCannotHoldAsItIs(t *testing.T) {
+	t.Parallel()
+	const id = "01JPATCH000000000000000000"
+	latest := newLatest(model.Record{ID: id, OwnerID: "alice", ModuleCode: "NOTE", Revision: 1, Title: "\x1b[2J\x1b[31mCLEARED\ntwo",
+		Summary: "line one\nline two", Payload: []byte(`{"a": 1}`)})
+	w := &writer{answer: func(any) (model.WriteResult, error) {
+		return model.WriteResult{Outcome: idemtype.Executed, Operation: model.OpPatch("NOTE", id)}, nil
+	}}
+	f := views.NewForm(plainCtx(), views.FormDeps{Writer: w, Records: latest}, shared.OpenFormMsg{Kind: "patch", Module: "NOTE", RecordID: id, Revision: 1})
+	f.SetSize(100, 30)
+	settle(t, f.Update, f.Init())
+	screen := strings.Join(strings.Fields(strings.ReplaceAll(f.View(), "│", "")), " ")
+	require.Contains(t, screen, "the stored title holds control characters or line breaks (␛[2J␛[31mCLEARED␊two): left empty, a patch keeps it")
+	require.Contains(t, screen, "(empty: unchanged)")
+	require.NotContains(t, screen, "must be 1-200 characters")
+	settle(t, f.Update, f.Update(tea.KeyMsg{Type: tea.KeyCtrlS}))
+	sent := w.last().(model.PatchInput)
+	require.Nil(t, sent.Title, "the title is not sent: the record keeps it")
+	require.Nil(t, sent.Summary)
+	require.Nil(t, sent.Payload)
+	require.Equal(t, 1, sent.ExpectRevision)
 }

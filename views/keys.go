@@ -76,10 +76,12 @@ func NewKeys(ctx *shared.ProgramContext, src KeySource) *Keys {
 	// operation (cut from the left, keeping ":patch") and the policy yield first.
 	v.list.table.Columns = []Column{{Title: "KEY", Fit: true, Min: 16}, {Title: "STATUS", Width: 10, Min: 10}, {Title: "POLICY", Width: 20, Optional: true},
 		{Title: "OPERATION", Min: 8, Tail: true}, {Title: "EXPIRES", Width: 9, Min: 9}}
-	v.list.fetch = func(ctx context.Context, owner, query, cursor string) ([]model.KeyRow, string, error) {
+	v.list.fetch = func(ctx context.Context, owner, query, cursor string, reverse bool) ([]model.KeyRow, string, error) {
 		_, prefix := searchField(query, "key", "key")
-		return src.Keys(ctx, model.KeyQuery{Owner: owner, Prefix: prefix, Limit: pageSize, Cursor: cursor})
+		return src.Keys(ctx, model.KeyQuery{Owner: owner, Prefix: prefix, Limit: pageSize, Cursor: cursor, Reverse: reverse})
 	}
+	v.list.reversible = true
+	v.list.id = func(r model.KeyRow) string { return r.Key }
 	v.list.describe = func(q string) string {
 		_, p := searchField(q, "key", "key")
 		return "keys starting with " + termsafe.Quote(p) + " (A→Z)"
@@ -151,7 +153,7 @@ func (v *Keys) Update(msg tea.Msg) tea.Cmd {
 	case shared.OwnerChangedMsg:
 		v.detail = nil
 		v.list.query = ""
-		return v.reload()
+		return v.list.restart(v.ctx)
 	case shared.DataChangedMsg:
 		cmds := []tea.Cmd{v.reload()}
 		if v.detail != nil {
@@ -177,6 +179,8 @@ func (v *Keys) Update(msg tea.Msg) tea.Cmd {
 			}
 		case key.Matches(msg, v.ctx.Keys.List.Refresh):
 			return v.reload()
+		case key.Matches(msg, v.ctx.Keys.List.ClearSearch) && v.list.query != "":
+			return v.list.search(v.ctx, "")
 		}
 	}
 	return nil
@@ -492,11 +496,8 @@ func (v *Keys) View() string {
 	if v.detail != nil {
 		return v.viewDetail()
 	}
-	head := s.Title.Render("Idempotency keys") + s.Subtle.Render(fmt.Sprintf(" of %s · %s", safe(v.ctx.Owner), v.list.summary()))
-	if v.list.err != "" {
-		head = s.Danger.Render(v.list.err)
-	}
-	return cut(head, v.w) + "\n" + v.list.table.View(s, true)
+	head := v.list.heading(v.ctx, s.Title.Render("Idempotency keys")+s.Subtle.Render(fmt.Sprintf(" of %s · %s", safe(v.ctx.Owner), v.list.summary())), v.w)
+	return fitBlock(head+"\n"+v.list.table.View(s, true), v.w, v.h)
 }
 
 func (v *Keys) viewDetail() string {
@@ -522,6 +523,9 @@ func (v *Keys) viewDetail() string {
 func (v *Keys) ShortHelp() []key.Binding {
 	if v.detail != nil {
 		return []key.Binding{v.ctx.Keys.List.Back, v.ctx.Keys.Pane.Left, v.ctx.Keys.Pane.Right, v.ctx.Keys.List.Open, v.ctx.Keys.Global.Copy}
+	}
+	if v.list.query != "" {
+		return []key.Binding{v.ctx.Keys.List.Open, v.ctx.Keys.List.ClearSearch, v.ctx.Keys.List.Refresh, v.ctx.Keys.Global.Copy}
 	}
 	return []key.Binding{v.ctx.Keys.List.Open, v.ctx.Keys.List.Refresh, v.ctx.Keys.Global.Copy}
 }

@@ -42,7 +42,7 @@ func (v *listView[T]) Update(msg tea.Msg) tea.Cmd {
 	switch msg := msg.(type) {
 	case shared.OwnerChangedMsg:
 		v.list.query = ""
-		return v.list.reload(v.ctx)
+		return v.list.restart(v.ctx)
 	case shared.DataChangedMsg:
 		return v.list.reload(v.ctx)
 	case TickMsg:
@@ -56,6 +56,9 @@ func (v *listView[T]) Update(msg tea.Msg) tea.Cmd {
 		if key.Matches(msg, v.ctx.Keys.List.Refresh) {
 			return v.list.reload(v.ctx)
 		}
+		if key.Matches(msg, v.ctx.Keys.List.ClearSearch) && v.list.query != "" {
+			return v.list.search(v.ctx, "")
+		}
 		if v.onKey != nil {
 			return v.onKey(msg, v.list.selected())
 		}
@@ -67,15 +70,16 @@ func (v *listView[T]) SetSize(w, h int) { v.w, v.h = w, h; v.list.table.SetSize(
 
 func (v *listView[T]) View() string {
 	s := v.ctx.Styles
-	head := v.heading()
-	if v.list.err != "" {
-		head = s.Danger.Render(v.list.err)
-	}
-	return cut(head, v.w) + "\n" + v.list.table.View(s, true)
+	head := v.list.heading(v.ctx, v.heading(), v.w)
+	return fitBlock(head+"\n"+v.list.table.View(s, true), v.w, v.h)
 }
 
 func (v *listView[T]) ShortHelp() []key.Binding {
-	return append(append([]key.Binding{}, v.keys...), v.ctx.Keys.List.Refresh, v.ctx.Keys.Global.Copy)
+	out := append([]key.Binding{}, v.keys...)
+	if v.list.query != "" {
+		out = append(out, v.ctx.Keys.List.ClearSearch)
+	}
+	return append(out, v.ctx.Keys.List.Refresh, v.ctx.Keys.Global.Copy)
 }
 
 func (v *listView[T]) FullHelp() [][]key.Binding {

@@ -77,7 +77,7 @@ type outboxRunMsg struct {
 }
 
 // outboxDetailLines is how many lines the selected message's detail takes below the table.
-const outboxDetailLines = 5
+const outboxDetailLines = 6
 
 // NewOutbox lists the owner's outbox messages — what the controlled outbox delivers instead of
 // a direct provider call — and is a demo tool for the delivery worker, which runs (outside any
@@ -92,7 +92,8 @@ func NewOutbox(ctx *shared.ProgramContext, tools OutboxTools) View {
 	ov := &outboxView{listView: v, tools: tools}
 	v.list.table.Columns = []Column{{Title: "STATUS", Width: 9}, {Title: "TRY", Width: 5}, {Title: "NEXT", Width: 9},
 		{Title: "EXECUTION", Width: 12}, {Title: "LAST ERROR", Min: 10}, {Title: "CREATED", Width: 8, Optional: true}}
-	v.list.fetch = func(ctx context.Context, owner, _, cursor string) ([]model.OutboxMessage, string, error) {
+	v.list.id = func(m model.OutboxMessage) string { return m.ID }
+	v.list.fetch = func(ctx context.Context, owner, _, cursor string, _ bool) ([]model.OutboxMessage, string, error) {
 		return tools.Messages.OutboxPage(ctx, owner, pageSize, cursor)
 	}
 	v.list.toRow = func(m model.OutboxMessage) Row {
@@ -384,13 +385,19 @@ func (v *outboxView) detailLines() []string {
 	} else {
 		out = append(out, s.Subtle.Render("last error: none"))
 	}
+	// What the provider was asked, from the row (the Demo's walk-through reads the same row):
+	// each attempt is one call with the message's idempotency id.
+	out = append(out, wrap(s.Subtle.Render(providerText(*m)), v.w, 2)...)
 	if p := v.tools.Provider; p != nil {
-		seen := "nothing delivered"
+		calls := p.Calls(m.IdempotencyID)
+		seen := "this session's simulated provider: " + plural(calls, "call", "calls") + " for it"
 		if p.HasDelivered(m.IdempotencyID) {
-			seen = "delivered (one effect)"
+			seen += ", its one effect held"
 		}
-		out = append(out, wrap(s.Subtle.Render(fmt.Sprintf("provider (this session's): %d call(s) with idempotency id %s, %s",
-			p.Calls(m.IdempotencyID), safe(m.IdempotencyID), seen)), v.w, 2)...)
+		if calls < m.Attempts {
+			seen += fmt.Sprintf(" (%d of the row's were another worker's: the Demo's walk-through, or idemwork outbox)", m.Attempts-calls)
+		}
+		out = append(out, wrap(s.Subtle.Render(seen), v.w, 2)...)
 	}
 	out = append(out, wrap(s.Subtle.Render(fmt.Sprintf("message %s · enter opens its record", safe(m.ID))), v.w, 2)...)
 	return out
@@ -399,11 +406,8 @@ func (v *outboxView) detailLines() []string {
 // View draws the heading, the tool line, the table and the selected message's detail.
 func (v *outboxView) View() string {
 	s := v.ctx.Styles
-	head := v.heading()
-	if v.list.err != "" {
-		head = s.Danger.Render(v.list.err)
-	}
-	lines := append([]string{cut(head, v.w)}, v.toolLines()...)
+	head := v.list.heading(v.ctx, v.heading(), v.w)
+	lines := append([]string{head}, v.toolLines()...)
 	lines = append(lines, v.list.table.View(s, true))
 	detail := v.detailLines()
 	if len(detail) > outboxDetailLines {
@@ -413,6 +417,27 @@ func (v *outboxView) View() string {
 	return fitBlock(strings.Join(lines, "\n"), v.w, v.h)
 }
 
+// ShortHelp is the footer: the worker's d only where it may write.
 func (v *outboxView) ShortHelp() []key.Binding {
-	return append(append([]key.Binding{}, v.keys...), v.ctx.Keys.List.Refresh, v.ctx.Keys.Global.Copy)
+	out := make([]key.Binding, 0, len(v.keys)+2)
+	for _, b := range v.keys {
+		if v.ctx.ReadOnly() && b.Help() == v.ctx.Keys.Outbox.Deliver.Help() {
+			continue
+		}
+		out = append(out, b)
+	}
+	return append(out, v.ctx.Keys.List.Refresh, v.ctx.Keys.Global.Copy)
+}
+
+// providerText is what the provider was asked about one message, as its row records it.
+func providerText(m model.OutboxMessage) string {
+	what := "not settled yet"
+	switch m.Status {
+	case "DELIVERED":
+		what = "DELIVERED"
+	case "FAILED":
+		what = "FAILED: the worker gave up"
+	}
+	return fmt.Sprintf("the row: %s to provider %s with idempotency id %s · %s", plural(m.Attempts, "call", "calls"),
+		safe(m.Provider), safe(m.IdempotencyID), what)
 }

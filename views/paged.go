@@ -2,9 +2,12 @@ package views
 
 import (
 	"context"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/idemwork/idemwork/internal/termsafe"
@@ -15,61 +18,112 @@ import (
 // the end, so an owner with a million events never loads more than they scroll through.
 const pageSize = 100
 
-// fetchFunc reads one keyset page of an owner's rows that match query ("" for all).
-type fetchFunc[T any] func(ctx context.Context, owner, query, cursor string) ([]T, string, error)
+// fetchFunc reads one keyset page of an owner's rows that match query ("" for all); reverse
+// reads the same listing from its other end (the last row first), a cursor of such a page
+// continuing the same way.
+type fetchFunc[T any] func(ctx context.Context, owner, query, cursor string, reverse bool) ([]T, string, error)
 
 // paged is a table fed by keyset pages, with request ids so stale pages are dropped. A search
 // is a query the database answers (fetch gets it), never a filter over the loaded rows, so the
-// rows on screen are always a prefix of the answer and the cursor's row is the row enter opens.
+// rows on screen are always a contiguous run of the answer and the cursor's row is the row
+// enter opens.
+//
+// The run is the top of the listing, read down page by page (next), or — after G on a list
+// that can read from its other end (reversible) — its bottom, read from the last row up page by
+// page (prev): the last row is one query away, however long the listing. The selection is an
+// item, not a position: a reload, new rows above it, keep the same row selected (by id).
 type paged[T any] struct {
-	table   Table
-	rows    []T
-	next    string
-	req     int
-	loading bool
-	err     string
-	fetch   fetchFunc[T]
-	toRow   func(T) Row
+	table Table
+	rows  []T
+	// next is the cursor of the rows below the run ("" none), prev of the rows above it ("" when
+	// the run starts at the top).
+	next, prev string
+	req        int
+	loading    bool
+	err        string
+	fetch      fetchFunc[T]
+	// reversible says fetch can read from the other end (G reaches the last row in one page).
+	reversible bool
+	toRow      func(T) Row
+	// id names a row, for the selection to follow it ("" never matches).
+	id func(T) string
 	// query is the active search ("" none); describe says what it matches, for the title.
 	query    string
 	describe func(q string) string
 	// at is when the rows on screen were read (the first page's request, by the workbench
 	// clock): the list does not refresh itself, so its title says it, and r reads again.
 	at time.Time
+	// keep is the row to select when the page asked for arrives ("" none), the table scrolled
+	// as it was (keepOffset).
+	keep       string
+	keepOffset int
 }
 
-// pageMsg carries one page back to Update. owner is the paged list it belongs to (several
+// pageMode is where a page goes.
+type pageMode int
+
+const (
+	pageReplace pageMode = iota // the top of the listing, instead of the rows
+	pageAppend                  // below the rows
+	pagePrepend                 // above the rows (read from the other end)
+	pageLast                    // the bottom of the listing, instead of the rows
+)
+
+// pageMsg carries one page back to Update. list is the paged list it belongs to (several
 // lists of the same row type may coexist).
 type pageMsg[T any] struct {
-	list   *paged[T]
-	req    int
-	rows   []T
-	next   string
-	append bool
-	at     time.Time
-	err    error
+	list *paged[T]
+	req  int
+	rows []T
+	next string
+	mode pageMode
+	at   time.Time
+	err  error
 }
 
+// reload reads the rows again where they are (the top, or the bottom after G), keeping the
+// selected row selected.
 func (p *paged[T]) reload(ctx *shared.ProgramContext) tea.Cmd {
 	p.req++
-	return p.load(ctx, "", false)
+	p.remember()
+	if p.prev != "" {
+		return p.load(ctx, "", pageLast)
+	}
+	return p.load(ctx, "", pageReplace)
+}
+
+// remember notes the selected row, to select it again when the next page replaces the rows.
+func (p *paged[T]) remember() {
+	p.keep, p.keepOffset = "", 0
+	if r := p.selected(); r != nil && p.id != nil {
+		p.keep, p.keepOffset = p.id(*r), p.table.Offset()
+	}
+}
+
+// restart shows the first page for another owner or search: nothing of the rows before stays on
+// screen, and the selection starts at the top.
+func (p *paged[T]) restart(ctx *shared.ProgramContext) tea.Cmd {
+	p.rows, p.next, p.prev, p.err, p.keep = nil, "", "", "", ""
+	p.table.SetRows(nil)
+	p.table.Top()
+	p.req++
+	return p.load(ctx, "", pageReplace)
 }
 
 // search replaces the rows with the first page of the owner's rows matching q.
 func (p *paged[T]) search(ctx *shared.ProgramContext, q string) tea.Cmd {
 	p.query = q
-	p.rows, p.next = nil, ""
-	p.table.SetRows(nil)
-	p.table.Top()
-	return p.reload(ctx)
+	return p.restart(ctx)
 }
 
-func (p *paged[T]) load(ctx *shared.ProgramContext, cursor string, appendPage bool) tea.Cmd {
+func (p *paged[T]) load(ctx *shared.ProgramContext, cursor string, mode pageMode) tea.Cmd {
 	req, owner, fetch, q, at := p.req, ctx.Owner, p.fetch, p.query, ctx.Now()
+	reverse := mode == pagePrepend || mode == pageLast
 	p.loading = true
+	p.table.Empty = "loading…"
 	return query(func(c context.Context) tea.Msg {
-		rows, next, err := fetch(c, owner, q, cursor)
-		return pageMsg[T]{list: p, req: req, rows: rows, next: next, append: appendPage, at: at, err: err}
+		rows, next, err := fetch(c, owner, q, cursor, reverse)
+		return pageMsg[T]{list: p, req: req, rows: rows, next: next, mode: mode, at: at, err: err}
 	})
 }
 
@@ -83,44 +137,81 @@ func (p *paged[T]) handle(msg tea.Msg) bool {
 		return true // stale: a newer request superseded it
 	}
 	p.loading = false
+	p.table.Empty = ""
 	if m.err != nil {
+		// What was read stays on screen, with the error and when it was read above it: a
+		// stopped database empties nothing.
 		p.err = errText(m.err)
-		if !m.append {
-			p.rows, p.next = nil, ""
-			p.refill()
-		}
 		return true
 	}
 	p.err = ""
-	p.next = m.next
-	if m.append {
+	switch m.mode {
+	case pageAppend:
+		p.next = m.next
 		// Only the new page is converted: a deep scroll costs a page per page, not the whole list.
 		p.rows = append(p.rows, m.rows...)
-		rows := make([]Row, len(m.rows))
-		for i, r := range m.rows {
-			rows[i] = p.toRow(r)
+		p.table.AppendRows(p.rowsOf(m.rows))
+		return true
+	case pagePrepend:
+		p.prev = m.next
+		page := slices.Clone(m.rows)
+		slices.Reverse(page)
+		p.rows = append(page, p.rows...)
+		p.table.PrependRows(p.rowsOf(page))
+		return true
+	case pageLast:
+		page := slices.Clone(m.rows)
+		slices.Reverse(page)
+		p.rows, p.next, p.prev, p.at = page, "", m.next, m.at
+		p.refill()
+		if !p.reselect() {
+			p.table.Bottom()
 		}
-		p.table.AppendRows(rows)
 		return true
 	}
-	p.rows, p.at = m.rows, m.at
+	p.rows, p.next, p.prev, p.at = m.rows, m.next, "", m.at
 	p.refill()
+	p.reselect()
 	return true
 }
 
-// refill rebuilds the table rows (e.g. after the clock moved).
-func (p *paged[T]) refill() {
-	rows := make([]Row, len(p.rows))
-	for i, r := range p.rows {
-		rows[i] = p.toRow(r)
+// reselect selects the remembered row again, the table scrolled as it was (rows new above it in
+// view when the top was), and reports whether it is still there.
+func (p *paged[T]) reselect() bool {
+	if p.keep == "" || p.id == nil {
+		return false
 	}
-	p.table.SetRows(rows)
+	defer func() { p.keep = "" }()
+	for i, r := range p.rows {
+		if p.id(r) == p.keep {
+			return p.table.SelectRowFrom(i, p.keepOffset)
+		}
+	}
+	return false
 }
 
-// more loads the next page when the cursor nears the end of what is loaded.
+func (p *paged[T]) rowsOf(page []T) []Row {
+	rows := make([]Row, len(page))
+	for i, r := range page {
+		rows[i] = p.toRow(r)
+	}
+	return rows
+}
+
+// refill rebuilds the table rows (e.g. after the clock moved), keeping the selected row.
+func (p *paged[T]) refill() {
+	p.table.SetRows(p.rowsOf(p.rows))
+}
+
+// more loads the page below when the cursor nears the end of what is loaded, or the page above
+// when it nears the start of a run that does not begin at the top.
 func (p *paged[T]) more(ctx *shared.ProgramContext) tea.Cmd {
-	if p.next != "" && !p.loading && p.table.NearEnd() {
-		return p.load(ctx, p.next, true)
+	switch {
+	case p.loading:
+	case p.next != "" && p.table.NearEnd():
+		return p.load(ctx, p.next, pageAppend)
+	case p.prev != "" && p.table.NearStart():
+		return p.load(ctx, p.prev, pagePrepend)
 	}
 	return nil
 }
@@ -134,9 +225,23 @@ func (p *paged[T]) selected() *T {
 	return &p.rows[i]
 }
 
-// keyNav applies navigation keys and loads more when needed.
+// keyNav applies navigation keys and loads more when needed. G on a reversible list whose
+// last row is not loaded reads the listing from its other end (one query); g on a run that
+// does not start at the top reads the top again.
 func (p *paged[T]) keyNav(ctx *shared.ProgramContext, msg tea.KeyMsg, page int) (bool, tea.Cmd) {
-	if moveTable(ctx.Keys.List, &p.table, msg, page) {
+	k := ctx.Keys.List
+	switch {
+	case key.Matches(msg, k.Bottom) && p.reversible && p.next != "":
+		p.req++
+		p.keep = ""
+		return true, p.load(ctx, "", pageLast)
+	case key.Matches(msg, k.Top) && p.prev != "":
+		p.req++
+		p.keep, p.prev = "", ""
+		p.table.Top()
+		return true, p.load(ctx, "", pageReplace)
+	}
+	if moveTable(k, &p.table, msg, page) {
 		return true, p.more(ctx)
 	}
 	return false, nil
@@ -148,8 +253,22 @@ func (p *paged[T]) mouse(ctx *shared.ProgramContext, msg tea.MouseMsg, y int) te
 	return p.more(ctx)
 }
 
+// heading is the line above a list, w cells wide: its title and summary, or what failed and
+// what is shown instead, wrapped over two lines (the table gives up its last line).
+func (p *paged[T]) heading(ctx *shared.ProgramContext, normal string, w int) string {
+	s := ctx.Styles
+	if p.err == "" {
+		return cut(normal, w)
+	}
+	text := "✗ " + p.err
+	if len(p.rows) > 0 {
+		text += " · rows " + asOf(p.at)
+	}
+	return strings.Join(wrapLines(s.Danger, text, w, 2), "\n")
+}
+
 // summary is "N loaded · more below · as of 15:04:05", or for a search how many match and
-// what, as of when.
+// what, as of when; after G, "the last N · more above".
 func (p *paged[T]) summary() string {
 	n := strconv.Itoa(len(p.rows))
 	after := ""
@@ -165,6 +284,8 @@ func (p *paged[T]) summary() string {
 		switch {
 		case p.loading && len(p.rows) == 0:
 			return "searching: " + what + "…"
+		case p.prev != "":
+			return "the last " + n + " matches (more above; g: the first): " + what + after
 		case p.next != "":
 			return n + " matches so far (more below): " + what + after
 		case len(p.rows) == 1:
@@ -172,9 +293,15 @@ func (p *paged[T]) summary() string {
 		}
 		return n + " matches: " + what + after
 	}
+	if p.prev != "" {
+		return "the last " + n + " · more above (g: the top)" + after
+	}
 	s := n + " loaded"
 	if p.next != "" {
 		s += " · more below"
+		if p.reversible {
+			s += " (G: the last)"
+		}
 	}
 	return s + after
 }

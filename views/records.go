@@ -103,6 +103,7 @@ func NewRecords(ctx *shared.ProgramContext, src RecordReader) *Records {
 		}
 		return "title contains " + termsafe.Quote(r.TitleContains)
 	}
+	v.list.id = func(r model.Record) string { return r.ID }
 	v.setModule("")
 	return v
 }
@@ -133,7 +134,7 @@ type snapshotsMsg struct {
 func (v *Records) setModule(module string) {
 	v.module = module
 	src := v.src
-	v.list.fetch = func(ctx context.Context, owner, query, cursor string) ([]model.Record, string, error) {
+	v.list.fetch = func(ctx context.Context, owner, query, cursor string, _ bool) ([]model.Record, string, error) {
 		q := recordQuery(module, query)
 		q.Owner, q.Limit, q.Cursor = owner, pageSize, cursor
 		return src.Records(ctx, q)
@@ -217,7 +218,7 @@ func (v *Records) Update(msg tea.Msg) tea.Cmd {
 	case shared.OwnerChangedMsg:
 		v.detail = nil
 		v.list.query = ""
-		return v.reload()
+		return v.list.restart(v.ctx)
 	case shared.DataChangedMsg:
 		cmds := []tea.Cmd{v.reload()}
 		if v.detail != nil {
@@ -267,6 +268,8 @@ func (v *Records) updateList(msg tea.KeyMsg) tea.Cmd {
 		return v.reload()
 	case key.Matches(msg, v.ctx.Keys.List.Refresh):
 		return v.reload()
+	case key.Matches(msg, v.ctx.Keys.List.ClearSearch) && v.list.query != "":
+		return v.list.search(v.ctx, "")
 	case key.Matches(msg, v.ctx.Keys.Records.Create):
 		module := v.module
 		if module == "" {
@@ -616,11 +619,8 @@ func (v *Records) View() string {
 	if mod == "" {
 		mod = "all modules"
 	}
-	head := s.Title.Render("Records") + s.Subtle.Render(fmt.Sprintf(" of %s · %s · %s · m: module", safe(v.ctx.Owner), mod, v.list.summary()))
-	if v.list.err != "" {
-		head = s.Danger.Render(v.list.err)
-	}
-	return cut(head, v.w) + "\n" + v.list.table.View(s, true)
+	head := v.list.heading(v.ctx, s.Title.Render("Records")+s.Subtle.Render(fmt.Sprintf(" of %s · %s · %s · m: module", safe(v.ctx.Owner), mod, v.list.summary())), v.w)
+	return fitBlock(head+"\n"+v.list.table.View(s, true), v.w, v.h)
 }
 
 func (v *Records) viewDetail() string {
@@ -634,12 +634,16 @@ func (v *Records) viewDetail() string {
 	}
 	r := d.data.Record
 	head := s.Title.Render(safe(r.ModuleCode)+" "+safe(r.ID)) + s.Subtle.Render(fmt.Sprintf(" · revision %d · ", r.Revision)) + termsafe.Quote(r.Title)
-	capped := ""
-	if len(d.data.Revisions) >= model.DetailCap {
-		capped = " (the newest)"
+	// A list at the detail's cap holds the newest only, and says so.
+	count := func(n int, one, many string) string {
+		if n >= model.DetailCap {
+			return plural(n, one, many) + " (the newest)"
+		}
+		return plural(n, one, many)
 	}
-	sub := s.Subtle.Render(fmt.Sprintf("%d revisions%s · %d executions · %d audit events %s · 1 snapshot 2 diff 3 history · ←/→ pane · space marks the diff base",
-		len(d.data.Revisions), capped, len(d.data.Executions), len(d.data.Audit), asOf(d.at)))
+	sub := s.Subtle.Render(fmt.Sprintf("%s · %s · %s %s · 1 snapshot 2 diff 3 history · ←/→ pane · space marks the diff base",
+		count(len(d.data.Revisions), "revision", "revisions"), count(len(d.data.Executions), "execution", "executions"),
+		count(len(d.data.Audit), "audit event", "audit events"), asOf(d.at)))
 	bodyH := v.h - 2
 	if d.mode == modeHistory {
 		body := paneFrame(s, s.PaneTitle.Render("▸ Executions and audit events of this record (enter/K: open its key)")+"\n"+d.history.View(s, true), v.w, bodyH, true)
@@ -658,12 +662,31 @@ func (v *Records) viewDetail() string {
 	return cut(head, v.w) + "\n" + cut(sub, v.w) + "\n" + joinH(left, right)
 }
 
+// writeKeys are the keys that write from Records: none on a read-only session, whose footer
+// and help do not offer what it refuses.
+func (v *Records) writeKeys(create bool) []key.Binding {
+	if v.ctx.ReadOnly() {
+		return nil
+	}
+	k := v.ctx.Keys.Records
+	if create {
+		return []key.Binding{k.Create, k.Patch, k.Action, k.Storm}
+	}
+	return []key.Binding{k.Patch, k.Action, k.Storm}
+}
+
 // ShortHelp is the footer help.
 func (v *Records) ShortHelp() []key.Binding {
+	k := v.ctx.Keys
 	if v.detail != nil {
-		return []key.Binding{v.ctx.Keys.List.Back, v.ctx.Keys.Records.Snapshot, v.ctx.Keys.Records.Diff, v.ctx.Keys.Records.History, v.ctx.Keys.Pane.Right, v.ctx.Keys.Records.Mark, v.ctx.Keys.Records.Patch, v.ctx.Keys.Records.Action, v.ctx.Keys.Records.Storm}
+		return append([]key.Binding{k.List.Back, k.Records.Snapshot, k.Records.Diff, k.Records.History, k.Pane.Right, k.Records.Mark}, v.writeKeys(false)...)
 	}
-	return []key.Binding{v.ctx.Keys.List.Open, v.ctx.Keys.Records.Module, v.ctx.Keys.Records.Create, v.ctx.Keys.Records.Patch, v.ctx.Keys.Records.Action, v.ctx.Keys.Records.Storm, v.ctx.Keys.List.Refresh}
+	out := []key.Binding{k.List.Open, k.Records.Module}
+	if v.list.query != "" {
+		out = append(out, k.List.ClearSearch)
+	}
+	out = append(out, v.writeKeys(true)...)
+	return append(out, k.List.Refresh)
 }
 
 // FullHelp is the ? help: every key that acts in what the view shows now.
@@ -672,8 +695,14 @@ func (v *Records) FullHelp() [][]key.Binding {
 	nav := []key.Binding{k.List.Up, k.List.Down, k.List.PgUp, k.List.PgDown, k.List.Top, k.List.Bottom}
 	d := v.detail
 	if d == nil {
-		return [][]key.Binding{nav, {k.List.Open, k.Records.Module, k.List.Refresh, k.Global.Copy},
-			{k.Records.Create, k.Records.Patch, k.Records.Action, k.Records.Storm}}
+		out := [][]key.Binding{nav, {k.List.Open, k.Records.Module, k.List.Refresh, k.Global.Copy}}
+		if v.list.query != "" {
+			out[1] = append(out[1], k.List.ClearSearch)
+		}
+		if w := v.writeKeys(true); w != nil {
+			out = append(out, w)
+		}
+		return out
 	}
 	// An open record: its panes, and the keys of the one that has the focus.
 	switch {
@@ -684,8 +713,11 @@ func (v *Records) FullHelp() [][]key.Binding {
 	default:
 		nav = append(nav, k.Records.Mark)
 	}
-	return [][]key.Binding{{k.List.Back, k.List.Refresh, k.Global.Copy, k.Records.Snapshot, k.Records.Diff, k.Records.History, k.Pane.Left, k.Pane.Right},
-		{k.Records.Patch, k.Records.Action, k.Records.Storm}, nav}
+	out := [][]key.Binding{{k.List.Back, k.List.Refresh, k.Global.Copy, k.Records.Snapshot, k.Records.Diff, k.Records.History, k.Pane.Left, k.Pane.Right}}
+	if w := v.writeKeys(false); w != nil {
+		out = append(out, w)
+	}
+	return append(out, nav)
 }
 
 // Capturing is false: this view has no text fields.

@@ -223,14 +223,14 @@ func TestTheStormFormShowsTheBodyAndFollowsTheRecordsRevision(t *testing.T) {
 	require.Regexp(t, `Expect revision\s+2`, screen)
 
 	p.send(press("esc"))
-	require.Contains(t, v.View(), `body: expectRevision 2 · title "Groceries (Saturday)" · payload {"items"`)
+	// The fields hold the record's values, as the patch form's do: left so, they are not sent.
+	require.Contains(t, v.View(), `body: expectRevision 2 · title (unchanged) · summary (unchanged) · payload (unchanged)`)
 	p.send(press("f"))
 	p.until(func() bool { return !v.Running() && strings.Contains(v.View(), "(revision 3)") }, "the revision after the storm")
 	require.Contains(t, v.View(), "body: expectRevision 3 ·", "the next storm patches from where this one left the record")
 	mu.Lock()
 	require.Equal(t, stormtypes.OpPatch, specs[0].Op)
-	require.NotNil(t, specs[0].Patch.Title)
-	require.Equal(t, "Groceries (Saturday)", *specs[0].Patch.Title, "no silent rename")
+	require.Nil(t, specs[0].Patch.Title, "no silent rename: the title is not sent, the record keeps it")
 	require.Equal(t, 2, specs[0].Patch.ExpectRevision)
 	require.Equal(t, tuitest.NoteID, specs[0].Patch.RecordID)
 	require.Equal(t, "alice", specs[0].Owner())
@@ -253,7 +253,7 @@ func TestTheStormFormShowsTheBodyAndFollowsTheRecordsRevision(t *testing.T) {
 	p2 := newProgram(t, v2)
 	p2.send(tea.KeyMsg{Type: tea.KeyLeft}) // patch → create
 	p2.send(press("esc"))
-	require.Contains(t, v2.View(), `body: title "storm" · payload {"originalContent"`)
+	require.Contains(t, v2.View(), `body: title "storm" · summary (none) · payload {"originalContent"`)
 	p2.send(press("f"))
 	p2.until(func() bool { return !v2.Running() && strings.Contains(v2.View(), "verdict") }, "the create storm")
 	mu.Lock()
@@ -415,7 +415,7 @@ func TestAStormThatDidNotRunSaysSoWithItsCode(t *testing.T) {
 	}{
 		{"database down", views.Unreachable(apperr.New(apperr.DatabaseUnavailable, "the connection to the database was lost or could not be made")),
 			"verdict ✗ the storm did not run: DATABASE_UNAVAILABLE: the database is not reachable (stopped, or the connection dropped): " +
-				"start it (idemwork db start) or restart the workbench, then f fires the storm again"},
+				"start it with idemwork --data-dir /srv/idemwork/pg db start, or restart the workbench; r refreshes every view · f fires the storm again"},
 		{"statement timeout", apperr.New(apperr.DatabaseUnavailable, "the database cancelled the statement when it reached statement_timeout"),
 			"verdict ✗ the storm did not run: DATABASE_UNAVAILABLE: the database cancelled the statement when it reached statement_timeout"},
 		{"stopped first", context.Canceled, "verdict ✗ the storm did not run: stopped before any request was sent"},
@@ -425,7 +425,9 @@ func TestAStormThatDidNotRunSaysSoWithItsCode(t *testing.T) {
 			run := func(context.Context, stormtypes.Spec, chan<- stormtypes.Event, chan<- stormtypes.LockSample) (stormtypes.Summary, error) {
 				return stormtypes.Summary{}, c.err
 			}
-			v := views.NewStorm(plainCtx(), views.StormDeps{Run: run})
+			ctx := plainCtx()
+			ctx.Conn.DataDir = "/srv/idemwork/pg" // the session's --data-dir, named in what to do
+			v := views.NewStorm(ctx, views.StormDeps{Run: run})
 			v.SetSize(63, 21) // the body at 80×24
 			rec := &statusRecorder{}
 			p := newProgram(t, v, rec)
@@ -439,7 +441,78 @@ func TestAStormThatDidNotRunSaysSoWithItsCode(t *testing.T) {
 			require.NotContains(t, screen, "…", "nothing of it cut:\n%s", screen)
 			st, _ := rec.last()
 			require.True(t, st.Error, "%+v", st)
-			require.Equal(t, "storm did not run: "+strings.TrimPrefix(c.want, "verdict ✗ the storm did not run: "), st.Text)
+			require.Equal(t, "storm #1 did not run: "+strings.TrimPrefix(c.want, "verdict ✗ the storm did not run: "), st.Text)
 		})
 	}
+}
+
+// explainer answers what a KEY_REUSED request differs in.
+type explainer struct{ got model.WriteRequest }
+
+func (e *explainer) ExplainKeyReuse(_ context.Context, r model.WriteRequest) (model.ReuseReport, error) {
+	e.got = r
+	return model.ReuseReport{Rebuilt: true, Fields: []model.FieldDiff{{Name: "title"}, {Name: "payload", Detail: "at payload.text"}}}, nil
+}
+
+// A storm answered IDEMPOTENCY_KEY_REUSED says which fields of its body differ from the key's
+// first request; a lock peak above "waited on the unique index" says why the two differ.
+func TestAStormSaysWhatItsBodyDiffersInAndWhyLocksExceedWaits(t *testing.T) {
+	t.Parallel()
+	run := func(_ context.Context, spec stormtypes.Spec, events chan<- stormtypes.Event, _ chan<- stormtypes.LockSample) (stormtypes.Summary, error) {
+		for i := range spec.N {
+			events <- stormtypes.Event{Index: i, Outcome: string(apperr.KeyReused), LatencyMs: 1}
+		}
+		s := summaryOf(spec, map[string]int{string(apperr.KeyReused): spec.N}, stormtypes.Verdict{Verdict: stormtypes.VerdictRejected, Text: "no request succeeded"})
+		s.Locks = stormtypes.LockStats{PeakWaiting: 14, Samples: 9}
+		return s, nil
+	}
+	ex := &explainer{}
+	v := views.NewStorm(plainCtx(), views.StormDeps{Run: run, Reuse: ex})
+	v.SetSize(120, 37)
+	p := newProgram(t, v)
+	p.send(press("f"))
+	p.until(func() bool { return !v.Running() && strings.Contains(v.View(), "differs from") }, "the explanation")
+	screen := strings.Join(strings.Fields(ansi.Strip(v.View())), " ")
+	require.Contains(t, screen, "IDEMPOTENCY_KEY_REUSED: this request differs from the key's first request in title, payload (at payload.text)")
+	require.Equal(t, model.KindCreate, ex.got.Kind, "the storm's own request is what is compared")
+	require.Equal(t, v.Selection(), ex.got.Key())
+	require.Contains(t, screen, "locks: peak 14 of the storm's sessions waiting (9 samples)")
+	require.Contains(t, screen, "why 14 ≠ 0: the peak counts the storm's sessions waiting on a lock at one moment")
+	require.Contains(t, screen, "\"waited on the unique index\" counts only the requests that queued behind the holder and then found its committed result")
+}
+
+// The Storm offers what the create form offers: a create's module (its payload template with
+// it), and a summary.
+func TestAStormCreatesInTheModuleChosenWithTheFormsFields(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var got stormtypes.Spec
+	run := func(_ context.Context, spec stormtypes.Spec, _ chan<- stormtypes.Event, _ chan<- stormtypes.LockSample) (stormtypes.Summary, error) {
+		mu.Lock()
+		got = spec
+		mu.Unlock()
+		return summaryOf(spec, map[string]int{"EXECUTED": spec.N}, stormtypes.Verdict{Verdict: stormtypes.VerdictAgrees, Text: "agrees"}), nil
+	}
+	v := views.NewStorm(plainCtx(), views.StormDeps{Run: run})
+	v.SetSize(120, 37)
+	p := newProgram(t, v)
+	p.send(press("e"))
+	p.send(tea.KeyMsg{Type: tea.KeyDown})  // Module
+	p.send(tea.KeyMsg{Type: tea.KeyRight}) // MEM-001
+	p.send(tea.KeyMsg{Type: tea.KeyRight}) // COMMITMENT
+	for range 3 {
+		p.send(tea.KeyMsg{Type: tea.KeyDown}) // key, title, summary
+	}
+	for _, r := range "due soon" {
+		p.send(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}})
+	}
+	p.send(tea.KeyMsg{Type: tea.KeyCtrlS})
+	require.Contains(t, v.View(), "fires at create a COMMITMENT record for alice")
+	p.send(press("f"))
+	p.until(func() bool { return !v.Running() && strings.Contains(v.View(), "verdict") }, "the storm")
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, "COMMITMENT", got.Create.Module)
+	require.Equal(t, "due soon", *got.Create.Summary)
+	require.JSONEq(t, `{"status":"OPEN","due":"2026-12-31"}`, string(got.Create.Payload), "the module's template")
 }

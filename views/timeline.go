@@ -96,14 +96,17 @@ func NewTimeline(ctx *shared.ProgramContext, src HistoryReader) View {
 	v := &listView[model.Event]{ctx: ctx, title: "Timeline", keys: []key.Binding{ctx.Keys.List.Open, ctx.Keys.List.ToKey, ctx.Keys.Timeline.Export},
 		hint: "key prefix (its whole story), or action:PREFIX"}
 	v.list.table.Columns = []Column{{Title: "WHEN", Width: 14}, {Title: "KIND", Width: 9}, {Title: "WHAT", Min: 16}, {Title: "RECORD", Width: 12, Optional: true}, {Title: "KEY", Width: 22}}
-	v.list.fetch = func(ctx context.Context, owner, query, cursor string) ([]model.Event, string, error) {
+	v.list.fetch = func(ctx context.Context, owner, query, cursor string, reverse bool) ([]model.Event, string, error) {
 		q := timelineQuery(query)
-		q.Owner, q.Limit, q.Cursor, q.Desc = owner, pageSize, cursor, true
+		q.Owner, q.Limit, q.Cursor, q.Desc = owner, pageSize, cursor, !reverse
 		if query == "" {
-			q = model.HistoryQuery{Owner: owner, Limit: pageSize, Cursor: cursor, Desc: true}
+			q = model.HistoryQuery{Owner: owner, Limit: pageSize, Cursor: cursor, Desc: !reverse}
 		}
 		return src.Timeline(ctx, q)
 	}
+	// G reads the oldest page with the same keyset, ascending: the owner's first event at once.
+	v.list.reversible = true
+	v.list.id = func(e model.Event) string { return e.Kind + ":" + e.ID }
 	v.list.describe = describeTimeline
 	v.list.toRow = func(e model.Event) Row {
 		var what []string

@@ -101,7 +101,9 @@ func (e unreachableError) Unwrap() error { return e.coded }
 // says so and what to do from here.
 func errText(err error) string {
 	if IsUnreachable(err) {
-		return "the database is not reachable (stopped, or the connection dropped): start it (idemwork db start) or restart the workbench; r retries"
+		// Short, for a view's heading: the status line says which database and what to do
+		// (ProgramContext.UnreachableText), wrapped, for as long as it stays unreachable.
+		return "DATABASE_UNAVAILABLE: the database is not reachable (the status line says what to do)"
 	}
 	e := apperr.As(err)
 	if e.Code == apperr.Internal {

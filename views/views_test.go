@@ -321,7 +321,7 @@ func TestAReadersFailureIsWordedNeverShownRaw(t *testing.T) {
 		want, not string
 	}{
 		{views.Unreachable(apperr.New(apperr.DatabaseUnavailable, "the connection to the database was lost")),
-			"the database is not reachable (stopped, or the connection dropped): start it (idemwork db start) or restart the workbench; r retries", "DATABASE_UNAVAILABLE"},
+			"DATABASE_UNAVAILABLE: the database is not reachable (the status line says what to do)", "connection to the database was lost"},
 		{apperr.New(apperr.DatabaseUnavailable, "the database cancelled the statement when it reached statement_timeout"),
 			"DATABASE_UNAVAILABLE: the database cancelled the statement when it reached statement_timeout", "not reachable"},
 		{fmt.Errorf("read records: %w", errors.New("dial postgres://app:s3cret@db/app failed")),
@@ -349,4 +349,26 @@ func TestAFitColumnWidensForTheNextPagesLongerCells(t *testing.T) {
 	screen := ansi.Strip(tb.View(s, true))
 	require.Contains(t, screen, "  tui-01m8s0m6fa4sk294natk …patch 12:01", screen)
 	require.Contains(t, screen, "> k1                       …reate 12:00", "the first row laid out again")
+}
+
+// A list's selection is an item, not a position: a reload that brings a newer row keeps the
+// selected record selected (one line down), with the new row in view above it.
+func TestAReloadKeepsTheSelectedRowAndShowsTheNewOneAbove(t *testing.T) {
+	t.Parallel()
+	src := &records{}
+	for i, title := range []string{"oldest", "middle", "newest"} {
+		src.add(model.Record{ID: fmt.Sprintf("01JREC%020d", i), OwnerID: "alice", ModuleCode: "NOTE", Revision: 1, Title: title})
+	}
+	v := views.NewRecords(plainCtx(), src)
+	v.SetSize(100, 20)
+	settle(t, v.Update, v.Init())
+	v.Update(press("j")) // "middle"
+	require.Equal(t, fmt.Sprintf("01JREC%020d", 1), v.Selection())
+	src.add(model.Record{ID: "01JREC99999999999999999999", OwnerID: "alice", ModuleCode: "NOTE", Revision: 1, Title: "brand new"})
+	settle(t, v.Update, v.Update(shared.DataChangedMsg{}))
+	require.Equal(t, fmt.Sprintf("01JREC%020d", 1), v.Selection(), "the same record stays selected")
+	lines := strings.Split(ansi.Strip(v.View()), "\n")
+	require.Contains(t, lines[2], "brand new", "the new row is in view, above")
+	require.Contains(t, lines[4], "> ", "the selection moved down with its row")
+	require.Contains(t, lines[4], "middle")
 }

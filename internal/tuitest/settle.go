@@ -12,8 +12,26 @@ import (
 // Settle runs cmd the way Bubble Tea would — batches fan out, sequences run in order, each
 // message goes back to update — but drops timer messages (ticks, cursor blinks) so the chain
 // ends. A search's typing pause
-// is not dropped: it runs at once.
+// is not dropped: it runs at once. A chain deeper than 12 messages is cut (see Drain).
 func Settle(t testing.TB, update func(tea.Msg) tea.Cmd, cmd tea.Cmd) {
+	t.Helper()
+	settle(t, update, cmd, 12)
+}
+
+// Drain is Settle to the end of every chain, however long — a storm's events, one message per
+// batch, until it is done — within a minute.
+func Drain(t testing.TB, update func(tea.Msg) tea.Cmd, cmd tea.Cmd) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	settle(t, func(msg tea.Msg) tea.Cmd {
+		if time.Now().After(deadline) {
+			t.Fatalf("the commands did not end within a minute (last message %T)", msg)
+		}
+		return update(msg)
+	}, cmd, -1)
+}
+
+func settle(t testing.TB, update func(tea.Msg) tea.Cmd, cmd tea.Cmd, depth int) {
 	t.Helper()
 	var run func(cmd tea.Cmd, depth int)
 	run = func(cmd tea.Cmd, depth int) {
@@ -50,7 +68,7 @@ func Settle(t testing.TB, update func(tea.Msg) tea.Cmd, cmd tea.Cmd) {
 		}
 		run(update(msg), depth-1)
 	}
-	run(cmd, 12)
+	run(cmd, depth)
 }
 
 // Updater adapts a tea.Model's Update to Settle.

@@ -16,6 +16,7 @@ import (
 	"github.com/idemwork/idemwork/internal/workbench"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/outbox"
+	"github.com/idemwork/idemwork/storm"
 	"github.com/idemwork/idemwork/tui/shared"
 	"github.com/idemwork/idemwork/views"
 )
@@ -50,16 +51,23 @@ func NewOver(db *testdb.DB) Bundle {
 	provider, crash := outbox.NewMemoryProvider(), &outbox.CrashSwitch{}
 	worker := outbox.NewWorker(db.DB, outbox.Options{Providers: map[string]outbox.Provider{"notifier": provider}, Clock: clock,
 		AfterCall: crash.AfterCall})
+	health := &shared.Health{}
 	ctx := &shared.ProgramContext{
 		Styles:  shared.NewStyles(shared.DefaultTheme()),
 		Keys:    shared.DefaultKeys(),
-		Conn:    shared.Conn{Embedded: true, Display: "embedded /test/pg", Database: "idemwork"},
+		Conn:    shared.Conn{Embedded: true, Display: "embedded /test/pg", Database: "idemwork", DataDir: "/test/pg"},
 		Writes:  workbench.Gate(db.DB),
 		Clock:   clock,
 		Owner:   "alice",
+		Health:  health,
 		NowFunc: func() time.Time { return Now },
 	}
-	backend := workbench.Backend(workbench.Sources{DB: db.DB, Kernel: k, Outbox: worker, Provider: provider, Crash: crash})
+	// Storms run in this process, as the workbench's do (no child processes, no HTTP servers).
+	run := func(ctx context.Context, spec storm.Spec, events chan<- storm.Event, _ chan<- storm.LockSample) (storm.Summary, error) {
+		sum, err := storm.Run(ctx, storm.Env{Kernel: k, DSN: db.DSN}, spec, events)
+		return sum, workbench.Coded(err)
+	}
+	backend := workbench.Backend(workbench.Sources{DB: db.DB, Kernel: k, Outbox: worker, Provider: provider, Crash: crash, Storm: run, Health: health})
 	return Bundle{DB: db, Kernel: k, Ctx: ctx, Backend: backend, Clock: clock, Outbox: worker, Provider: provider, Crash: crash}
 }
 

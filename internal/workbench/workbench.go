@@ -35,15 +35,18 @@ type Sources struct {
 	// Service, when set, reads a service's database (DB.Service): its keys are inspected and
 	// verified by it, and the views of idemwork's records find none.
 	Service *libinspect.Inspector
+	// Health hears every call's end: whether the database answered (nil: not tracked).
+	Health *shared.Health
 }
 
 // Backend is the views' readers and writers over s.
 func Backend(s Sources) views.Backend {
-	r := reads{db: s.DB}
-	k := writes{k: s.Kernel}
+	h := health{s.Health}
+	r := reads{db: s.DB, health: h}
+	k := writes{k: s.Kernel, health: h}
 	b := views.Backend{
 		Records: r, Keys: keySource{r, k}, Executions: r, Audit: r, History: r, Sessions: r, Latest: r,
-		Writer: k, Verify: k, Catalog: catalog{reg: s.Kernel.Registry}, Demo: demos{k: s.Kernel, worker: s.Outbox},
+		Writer: k, Verify: k, Reuse: k, Catalog: catalog{reg: s.Kernel.Registry}, Demo: demos{k: s.Kernel, worker: s.Outbox, health: h},
 		Storm:  s.Storm,
 		Outbox: views.OutboxTools{Messages: r},
 	}
@@ -56,7 +59,7 @@ func Backend(s Sources) views.Backend {
 	}
 	// Only a real handle goes into an interface: a nil pointer in one would read as present.
 	if s.Outbox != nil {
-		b.Outbox.Worker = worker{w: s.Outbox}
+		b.Outbox.Worker = worker{w: s.Outbox, health: h}
 	}
 	if s.Provider != nil {
 		b.Outbox.Provider = s.Provider
@@ -118,100 +121,119 @@ func Coded(err error) error {
 	return wire.Coded(err)
 }
 
+// health notes every call's end in the session's Health, and codes its error (Coded).
+type health struct{ h *shared.Health }
+
+func (h health) coded(err error) error {
+	h.h.Note(err != nil && store.Unreachable(err), err == nil)
+	return Coded(err)
+}
+
 // reads are the store's read models.
-type reads struct{ db *store.DB }
+type reads struct {
+	db *store.DB
+	health
+}
 
 func (r reads) Records(ctx context.Context, q model.RecordQuery) ([]model.Record, string, error) {
 	rows, next, err := r.db.Records(ctx, q)
-	return rows, next, Coded(err)
+	return rows, next, r.coded(err)
 }
 
 func (r reads) RecordModule(ctx context.Context, owner, id string) (string, error) {
 	m, err := r.db.RecordModule(ctx, owner, id)
-	return m, Coded(err)
+	return m, r.coded(err)
 }
 
 func (r reads) RecordOutline(ctx context.Context, owner, module, id string) (model.RecordOutline, error) {
 	o, err := r.db.RecordOutline(ctx, owner, module, id)
-	return o, Coded(err)
+	return o, r.coded(err)
 }
 
 func (r reads) GetRevision(ctx context.Context, owner, recordID string, revision int) (model.Revision, error) {
 	rev, err := r.db.GetRevision(ctx, owner, recordID, revision)
-	return rev, Coded(err)
+	return rev, r.coded(err)
 }
 
 func (r reads) LatestRecord(ctx context.Context, owner, module, id string) (model.Record, error) {
 	rec, err := r.db.LatestRecord(ctx, owner, module, id)
-	return rec, Coded(err)
+	return rec, r.coded(err)
 }
 
 func (r reads) Keys(ctx context.Context, q model.KeyQuery) ([]model.KeyRow, string, error) {
 	rows, next, err := r.db.Keys(ctx, q)
-	return rows, next, Coded(err)
+	return rows, next, r.coded(err)
 }
 
 func (r reads) Executions(ctx context.Context, q model.ExecutionQuery) ([]model.Execution, string, error) {
 	rows, next, err := r.db.Executions(ctx, q)
-	return rows, next, Coded(err)
+	return rows, next, r.coded(err)
 }
 
 func (r reads) Audit(ctx context.Context, q model.AuditQuery) ([]model.AuditEvent, string, error) {
 	rows, next, err := r.db.Audit(ctx, q)
-	return rows, next, Coded(err)
+	return rows, next, r.coded(err)
 }
 
 func (r reads) Timeline(ctx context.Context, q model.HistoryQuery) ([]model.Event, string, error) {
 	rows, next, err := r.db.Timeline(ctx, q)
-	return rows, next, Coded(err)
+	return rows, next, r.coded(err)
 }
 
 func (r reads) ExportHistory(ctx context.Context, q model.HistoryQuery, format model.ExportFormat, w io.Writer, max int, progress func(int)) (int, error) {
 	n, err := r.db.ExportHistory(ctx, q, format, w, max, progress)
-	return n, Coded(err)
+	return n, r.coded(err)
 }
 
 func (r reads) Sessions(ctx context.Context) ([]model.Session, error) {
 	s, err := r.db.Sessions(ctx)
-	return s, Coded(err)
+	return s, r.coded(err)
 }
 
 func (r reads) OutboxPage(ctx context.Context, owner string, limit int, cursor string) ([]model.OutboxMessage, string, error) {
 	rows, next, err := r.db.OutboxPage(ctx, owner, limit, cursor)
-	return rows, next, Coded(err)
+	return rows, next, r.coded(err)
 }
 
 // writes are the kernel's writes and reads of keys and invariants.
-type writes struct{ k *kernel.Kernel }
+type writes struct {
+	k *kernel.Kernel
+	health
+}
 
 func (w writes) Create(ctx context.Context, in model.CreateInput) (model.WriteResult, error) {
 	res, err := w.k.Create(ctx, in)
-	return res, Coded(err)
+	return res, w.coded(err)
 }
 
 func (w writes) Patch(ctx context.Context, in model.PatchInput) (model.WriteResult, error) {
 	res, err := w.k.Patch(ctx, in)
-	return res, Coded(err)
+	return res, w.coded(err)
 }
 
 func (w writes) RunFeature(ctx context.Context, in model.FeatureInput) (model.WriteResult, error) {
 	res, err := w.k.RunFeature(ctx, in)
-	return res, Coded(err)
+	return res, w.coded(err)
+}
+
+func (w writes) ExplainKeyReuse(ctx context.Context, r model.WriteRequest) (model.ReuseReport, error) {
+	rep, err := w.k.ExplainKeyReuse(ctx, r)
+	return rep, w.coded(err)
 }
 
 func (w writes) InspectKey(ctx context.Context, owner, key string) (model.KeyView, error) {
 	v, err := w.k.InspectKey(ctx, owner, key)
-	return v, Coded(err)
+	return v, w.coded(err)
 }
 
 func (w writes) InspectStoredKey(ctx context.Context, owner, key string) (model.KeyView, error) {
 	v, err := w.k.InspectStoredKey(ctx, owner, key)
-	return v, Coded(err)
+	return v, w.coded(err)
 }
 
 func (w writes) VerifyInvariants(ctx context.Context, opts model.VerifyOptions) (model.InvariantReport, error) {
 	rep, err := w.k.VerifyInvariants(ctx, opts)
-	return rep, Coded(err)
+	return rep, w.coded(err)
 }
 
 // keySource lists keys from the store and inspects them with the kernel.
@@ -239,12 +261,15 @@ func (c catalog) MemMaxContentLength() int     { return c.reg.Rules.Snapshot().M
 func (c catalog) SetMemMaxContentLength(n int) { c.reg.Rules.SetMemMaxContentLength(n) }
 
 // worker is the session's outbox worker.
-type worker struct{ w *outbox.Worker }
+type worker struct {
+	w *outbox.Worker
+	health
+}
 
 func (w worker) Deliver(ctx context.Context, owner string, limit int) (views.OutboxPass, error) {
 	rep, err := w.w.RunScoped(ctx, outbox.Scope{OwnerID: owner}, limit)
 	return views.OutboxPass{Claimed: rep.Claimed, Delivered: rep.Delivered, Retried: rep.Retried, Failed: rep.Failed,
-		Abandoned: rep.Abandoned, Lost: rep.Lost}, Coded(err)
+		Abandoned: rep.Abandoned, Lost: rep.Lost}, w.coded(err)
 }
 
 func (w worker) Settings() views.OutboxSettings {
@@ -256,10 +281,11 @@ func (w worker) Settings() views.OutboxSettings {
 type demos struct {
 	k      *kernel.Kernel
 	worker *outbox.Worker
+	health
 }
 
 func (d demos) NewBlockedExternalDemo(owner, keyPrefix string) views.BlockedWalk {
-	return blockedWalk{d.k.NewBlockedExternalDemo(owner, keyPrefix)}
+	return blockedWalk{d.k.NewBlockedExternalDemo(owner, keyPrefix), d.health}
 }
 
 func (d demos) NewOutboxDemo(owner, keyPrefix string) (views.OutboxWalk, error) {
@@ -269,28 +295,34 @@ func (d demos) NewOutboxDemo(owner, keyPrefix string) (views.OutboxWalk, error) 
 	}
 	w, err := d.k.NewOutboxDemo(owner, keyPrefix, settings)
 	if err != nil {
-		return nil, Coded(err)
+		return nil, d.coded(err)
 	}
-	return outboxWalk{w}, nil
+	return outboxWalk{w, d.health}, nil
 }
 
 func (d demos) CompareModes(ctx context.Context, owner, blockedKey, outboxKey string) (model.ModeComparison, error) {
 	c, err := d.k.CompareModes(ctx, owner, blockedKey, outboxKey)
-	return c, Coded(err)
+	return c, d.coded(err)
 }
 
-type blockedWalk struct{ *kernel.BlockedExternalDemo }
+type blockedWalk struct {
+	*kernel.BlockedExternalDemo
+	health
+}
 
 func (w blockedWalk) Next(ctx context.Context) (model.DemoStep, error) {
 	s, err := w.BlockedExternalDemo.Next(ctx)
-	return s, Coded(err)
+	return s, w.coded(err)
 }
 
-type outboxWalk struct{ *kernel.OutboxDemo }
+type outboxWalk struct {
+	*kernel.OutboxDemo
+	health
+}
 
 func (w outboxWalk) Next(ctx context.Context) (model.DemoStep, error) {
 	s, err := w.OutboxDemo.Next(ctx)
-	return s, Coded(err)
+	return s, w.coded(err)
 }
 
 // serviceReads are the reads of a service's database: its keys and timeline are the store's;

@@ -13,6 +13,9 @@ import (
 type Conn struct {
 	Embedded bool
 	Display  string // "embedded /var/lib/idemwork/pg" or a host; never a password
+	// DataDir is the embedded cluster's data directory, the session's --data-dir ("" for a
+	// database at a URL): what a stopped cluster is started with.
+	DataDir  string
 	Database string
 	ReadOnly bool
 	// ReadOnlyReason is why writes are refused ("hot standby", "read-only session", …).
@@ -58,6 +61,8 @@ type ProgramContext struct {
 	Replication ReplicationWatch
 
 	Owner string
+	// Health is whether the database answers (nil: not tracked).
+	Health *Health
 	// ExportDir is where Timeline's x writes its CSV ("" the working directory, else the
 	// temporary directory when that cannot be written).
 	ExportDir string
@@ -79,6 +84,21 @@ func (c *ProgramContext) ReadOnlyMessage() string {
 		}
 	}
 	return "READ_ONLY: this session is read-only; reconnect with --allow-writes to write"
+}
+
+// UnreachableText is what every view says when the database cannot be reached: the coded
+// fact, which database, and what to do — for the embedded cluster the command that starts the
+// one this session uses (its --data-dir: as root, a bare `idemwork db start` would start the
+// default cluster instead).
+func (c *ProgramContext) UnreachableText() string {
+	const fact = "DATABASE_UNAVAILABLE: the database is not reachable (stopped, or the connection dropped)"
+	switch {
+	case c.Conn.DataDir != "":
+		return fact + ": start it with idemwork --data-dir " + c.Conn.DataDir + " db start, or restart the workbench; r refreshes every view"
+	case c.Conn.Display != "":
+		return fact + " at " + c.Conn.Display + ": check that it is up; r refreshes every view"
+	}
+	return fact + ": start it, or restart the workbench; r refreshes every view"
 }
 
 // Now is the workbench clock (the runner's, possibly moved).

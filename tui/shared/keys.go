@@ -50,6 +50,8 @@ type ListKeys struct {
 	Open, Back, Refresh                 key.Binding
 	// ToKey opens the idempotency key of the selected row in Keys.
 	ToKey key.Binding
+	// ClearSearch leaves a kept search (the list shows every row again); shown while one is.
+	ClearSearch key.Binding
 }
 
 // PaneKeys move between side-by-side panes; Page pages down within one.
@@ -66,8 +68,9 @@ type RecordsKeys struct {
 // TimelineKeys are Timeline's own.
 type TimelineKeys struct{ Export key.Binding }
 
-// StormKeys are Storm's own (its settings are edited with FormKeys).
-type StormKeys struct{ Fire, Edit, Stop key.Binding }
+// StormKeys are Storm's own (its settings are edited with FormKeys, and saved with Save: only
+// Fire fires).
+type StormKeys struct{ Fire, Edit, Stop, Save key.Binding }
 
 // LocksKeys are Locks' own.
 type LocksKeys struct{ Pause, Idle key.Binding }
@@ -133,6 +136,8 @@ func DefaultKeys() KeyMap {
 			Back:    bind("esc", "back", "esc", "backspace"),
 			Refresh: bind("r", "refresh", "r"),
 			ToKey:   bind("K", "open its key", "K"),
+			// esc, as the search prompt's esc: the list shows every row again.
+			ClearSearch: bind("esc", "clear the search", "esc"),
 		},
 		Pane: PaneKeys{
 			Left:  bind("←/h", "pane left", "left", "h"),
@@ -152,9 +157,10 @@ func DefaultKeys() KeyMap {
 		},
 		Timeline: TimelineKeys{Export: bind("x", "export to a CSV file", "x")},
 		Storm: StormKeys{
-			Fire: bind("f", "fire", "f", "ctrl+s"),
+			Fire: bind("f", "fire", "f"),
 			Edit: bind("e", "edit settings and body", "e"),
 			Stop: bind("ctrl+x", "stop", "ctrl+x"),
+			Save: bind("ctrl+s", "save the settings (f fires)", "ctrl+s"),
 		},
 		Locks: LocksKeys{
 			Pause: bind("p", "pause/resume", "p"),
