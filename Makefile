@@ -8,7 +8,7 @@ FUZZTIME ?= 20000x
 # Fuzz targets as package:Target, each run FUZZTIME times by `make test` and `make fuzz`.
 FUZZ_TARGETS := ./config:FuzzDecode ./idem/idemtype:FuzzValidateKey ./idem/idemtype:FuzzValidateOwner ./idem:FuzzParseEnvelope ./kernel:FuzzCheckJSONObject ./httpapi:FuzzDecodeBody ./httpapi:FuzzAuthenticate ./idem/idemhttp:FuzzParseKey ./jsonb:FuzzCanonical ./store:FuzzRedactDSN ./internal/termsafe:FuzzCell
 
-.PHONY: run build example test test-go test-race test-fuzz test-tmux lint lint-example fuzz bench soak clean
+.PHONY: run build example test test-go test-norace test-race test-fuzz test-tmux lint lint-example fuzz bench soak clean
 
 ## run: build, start the embedded cluster, seed demo data (idempotent) and open the TUI
 run: build
@@ -22,11 +22,21 @@ build:
 example:
 	cd examples/shop && $(GO) build -o ../../bin/shop .
 
-## test: the whole suite against real PostgreSQL (the tests start their own cluster)
-test: lint test-tmux test-fuzz test-race test-go
+## test: the whole suite against real PostgreSQL (the tests start their own cluster): lint, the
+## real binary under tmux, fuzz, every package under the race detector, and the tests the race
+## detector changes (allocation counts) once more without it. The whole suite runs once, under
+## -race: a second plain run of every package doubled CI's time and checked nothing the race
+## run does not.
+test: lint test-tmux test-fuzz test-race test-norace
 
+## test-go: every package without the race detector (faster while iterating; not part of test)
 test-go:
 	$(GO) test -count=1 -timeout 15m ./...
+
+# The packages whose tests count allocations, which the race detector's instrumentation changes
+# (they skip those checks under -race).
+test-norace:
+	$(GO) test -count=1 ./jsonb/...
 
 # Every package under the race detector: the TUI's commands, the CLI and the bench run
 # goroutines too, and the whole run costs about a minute and a half here.
