@@ -81,7 +81,7 @@ func (k *Kernel) InspectStoredKey(ctx context.Context, owner, key string) (KeyVi
 		case v.RestoreError == nil && opErr != nil:
 			v.RestoreError = errorView(opErr)
 		case v.RestoreError == nil:
-			v.Restored.Record, v.Restored.Execution, v.Restored.Review, err = k.RestoreKey(ctx, owner, row.Operation, row.Response)
+			v.Restored.Record, v.Restored.Execution, v.Restored.Review, err = k.RestoreKey(ctx, owner, row.Key, row.ReservedXID, row.Operation, row.Response)
 			if err != nil {
 				v.Restored = RestoredView{}
 				v.RestoreError = errorView(err)

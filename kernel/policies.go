@@ -90,6 +90,10 @@ func (p recordSnapshotPolicy) Restore(ctx context.Context, owner, module string,
 type featureExecutionPolicy struct {
 	k       *Kernel
 	feature string
+	// by, when set, is the key whose result this restores: the execution must have been written
+	// under it (a replay checks this in its own statement, ReadReplay; inspection and verify
+	// restore through a policy bound to the key).
+	by *writer
 }
 
 // featurePolicyFor is the feature policy of an operation on featureID.
@@ -121,17 +125,32 @@ func (p featureExecutionPolicy) Restore(ctx context.Context, owner, module strin
 	if err != nil {
 		return FeatureResult{}, err
 	}
-	exec, err := p.k.db.FindExecution(ctx, owner, module, ref.RecordID, ref.ExecutionID)
+	exec, a, err := p.k.db.FindExecutionAttested(ctx, owner, module, ref.RecordID, ref.ExecutionID)
 	if errors.Is(err, store.ErrNotFound) {
 		return FeatureResult{}, apperr.New(apperr.SnapshotIntegrity, "the stored result references execution %s of record %s, which does not exist for this owner and module %s", ref.ExecutionID, ref.RecordID, module)
 	}
 	if err != nil {
 		return FeatureResult{}, err
 	}
-	if err := p.checkExecution(exec, ref); err != nil {
+	if err := p.checkAttestedExecution(exec, a, ref); err != nil {
 		return FeatureResult{}, err
 	}
 	return FeatureResult{Record: rec, Execution: exec}, nil
+}
+
+// checkAttestedExecution is checkExecution, then the execution's digest, then (for a policy
+// bound to a key) who wrote it.
+func (p featureExecutionPolicy) checkAttestedExecution(e store.Execution, a store.Attestation, ref executionRef) error {
+	if err := p.checkExecution(e, ref); err != nil {
+		return err
+	}
+	if err := checkExecutionDigest(e, a); err != nil {
+		return err
+	}
+	if p.by != nil {
+		return p.by.writtenBy("execution "+e.ID+" of record "+e.RecordID, e.IdempotencyKey, a.XID)
+	}
+	return nil
 }
 
 // checkExecution fails closed unless the execution belongs to the envelope's record and
@@ -164,6 +183,24 @@ func (commitmentReviewPolicy) Serialize(v ReviewResult) (json.RawMessage, error)
 	return append(jsonb.AppendString(append(jsonb.AppendString(b, ref.RecordID), `,"reviewId":`...), ref.ReviewID), '}'), nil
 }
 
+// boundReviewPolicy is commitmentReviewPolicy bound to the key whose result it restores: the
+// review must have been written under it.
+type boundReviewPolicy struct {
+	commitmentReviewPolicy
+	by writer
+}
+
+func (p boundReviewPolicy) Restore(ctx context.Context, owner, module string, result json.RawMessage) (ReviewResult, error) {
+	v, err := p.commitmentReviewPolicy.Restore(ctx, owner, module, result)
+	if err != nil {
+		return v, err
+	}
+	if err := p.by.writtenBy("review "+v.Review.ID+" of record "+v.Review.RecordID, v.Review.IdempotencyKey, nil); err != nil {
+		return ReviewResult{}, err
+	}
+	return v, nil
+}
+
 func (p commitmentReviewPolicy) Restore(ctx context.Context, owner, module string, result json.RawMessage) (ReviewResult, error) {
 	var ref reviewRef
 	if err := decodeReviewRef(result, &ref); err != nil {
@@ -179,28 +216,83 @@ func (p commitmentReviewPolicy) Restore(ctx context.Context, owner, module strin
 	return ReviewResult{Review: rv}, nil
 }
 
+// boundRecordPolicy is recordSnapshotPolicy bound to the key whose result it restores: the
+// revision must have been written under that key, by the transaction that reserved it.
+// Inspection and verify restore through it; a replay checks the same in ReadReplay.
+type boundRecordPolicy struct {
+	recordSnapshotPolicy
+	by writer
+}
+
+func (p boundRecordPolicy) Restore(ctx context.Context, owner, module string, result json.RawMessage) (RecordResult, error) {
+	var ref recordRef
+	if err := decodeRecordRef(result, &ref); err != nil {
+		return RecordResult{}, apperr.New(apperr.SnapshotIntegrity, "stored result is not a record reference")
+	}
+	row, rec, err := p.k.restoreRevisionRow(ctx, owner, module, ref.RecordID, ref.Revision)
+	if err != nil {
+		return RecordResult{}, err
+	}
+	if err := p.by.writtenBy(revisionName(row), row.IdempotencyKey, row.Attest.XID); err != nil {
+		return RecordResult{}, err
+	}
+	return RecordResult{Record: rec}, nil
+}
+
+// revisionName names a revision in a message: "revision 3 of record R".
+func revisionName(row store.RevisionWithParent) string {
+	return "revision " + strconv.Itoa(row.Revision.Revision) + " of record " + row.RecordID
+}
+
 // restoreRevision reads the exact referenced revision; a reference that does not resolve inside
 // this owner and module fails closed.
 func (k *Kernel) restoreRevision(ctx context.Context, owner, module, recordID string, revision int) (store.Record, error) {
-	rec, err := k.FindRevision(ctx, owner, module, recordID, revision)
-	if apperr.Is(err, apperr.RecordNotFound) {
-		return store.Record{}, apperr.New(apperr.SnapshotIntegrity, "the stored result references revision %d of record %s, which does not exist for this owner and module %s", revision, recordID, module)
-	}
+	_, rec, err := k.restoreRevisionRow(ctx, owner, module, recordID, revision)
 	return rec, err
+}
+
+// restoreRevisionRow is restoreRevision with the row read.
+func (k *Kernel) restoreRevisionRow(ctx context.Context, owner, module, recordID string, revision int) (store.RevisionWithParent, store.Record, error) {
+	row, rec, err := k.findRevision(ctx, owner, module, recordID, revision)
+	if apperr.Is(err, apperr.RecordNotFound) {
+		return row, store.Record{}, apperr.New(apperr.SnapshotIntegrity, "the stored result references revision %d of record %s, which does not exist for this owner and module %s", revision, recordID, module)
+	}
+	return row, rec, err
 }
 
 // FindRevision reads revision of a record of owner and module and checks its integrity (SPEC
 // §6): the row matches the query, the snapshot matches the row and its parent, and the payload
 // passes the JSON boundary. Any mismatch fails closed with SNAPSHOT_INTEGRITY_VIOLATION.
+//
+// The revision must also be the one its digest chain says was written (issue 22): a snapshot,
+// key or time changed after the write fails closed too, naming the revision.
 func (k *Kernel) FindRevision(ctx context.Context, owner, module, recordID string, revision int) (store.Record, error) {
+	_, rec, err := k.findRevision(ctx, owner, module, recordID, revision)
+	return rec, err
+}
+
+func (k *Kernel) findRevision(ctx context.Context, owner, module, recordID string, revision int) (store.RevisionWithParent, store.Record, error) {
 	row, err := k.db.FindRevision(ctx, owner, module, recordID, revision)
 	if errors.Is(err, store.ErrNotFound) {
-		return store.Record{}, apperr.New(apperr.RecordNotFound, "record %s has no revision %d for owner %s in module %s", recordID, revision, owner, module)
+		return row, store.Record{}, apperr.New(apperr.RecordNotFound, "record %s has no revision %d for owner %s in module %s", recordID, revision, owner, module)
 	}
 	if err != nil {
+		return row, store.Record{}, err
+	}
+	rec, err := checkAttestedSnapshot(row, owner, module, recordID, revision)
+	return row, rec, err
+}
+
+// checkAttestedSnapshot is checkSnapshot, then the revision's digest chain.
+func checkAttestedSnapshot(row store.RevisionWithParent, owner, module, recordID string, revision int) (store.Record, error) {
+	rec, err := checkSnapshot(row, owner, module, recordID, revision)
+	if err != nil {
+		return rec, err
+	}
+	if err := checkRevisionChain(row); err != nil {
 		return store.Record{}, err
 	}
-	return checkSnapshot(row, owner, module, recordID, revision)
+	return rec, nil
 }
 
 func checkSnapshot(row store.RevisionWithParent, owner, module, recordID string, revision int) (store.Record, error) {
@@ -230,9 +322,11 @@ func checkSnapshot(row store.RevisionWithParent, owner, module, recordID string,
 
 // Replays (idem.Replayer): a replay reads the key row, the referenced revision with its parent
 // and (for features) the execution in one statement (store.ReadRevisionReplay,
-// ReadExecutionReplay). Every check stays here: the revision read goes through checkSnapshot
-// exactly as FindRevision's does, and anything absent or not matching the stored reference falls
-// back to Restore, which fails closed as ever.
+// ReadExecutionReplay). Every check stays here: the revision read goes through checkSnapshot and
+// its digest chain exactly as FindRevision's does, the execution through its digest, and what the
+// result references must have been written under the replayed key by the transaction that
+// reserved it (the key row's reserved_xid, read in the same statement). Anything absent or not
+// matching the stored reference falls back to Restore, which fails closed as ever.
 
 func (recordSnapshotPolicy) ReadReplay(ctx context.Context, q store.Querier, p store.ReplayParams) (idem.Replay[RecordResult], error) {
 	r, found, err := store.ReadRevisionReplay(ctx, q, p)
@@ -247,6 +341,9 @@ func (recordSnapshotPolicy) ReadReplay(ctx context.Context, q store.Querier, p s
 		rec, ok, err := replayedRevision(r.Revision, p, ref.RecordID, ref.Revision)
 		if err != nil || !ok {
 			return RecordResult{}, ok, err
+		}
+		if err := (writer{key: p.Key, xid: r.KeyXID}).writtenBy(revisionName(*r.Revision), r.Revision.IdempotencyKey, r.Revision.Attest.XID); err != nil {
+			return RecordResult{}, false, err
 		}
 		return RecordResult{Record: rec}, true, nil
 	}}, nil
@@ -271,7 +368,9 @@ func (pol featureExecutionPolicy) ReadReplay(ctx context.Context, q store.Querie
 			// Not exactly the one FindExecution would return: Restore reads it and judges.
 			return FeatureResult{}, false, nil
 		}
-		if err := pol.checkExecution(*e, ref); err != nil {
+		bound := pol
+		bound.by = &writer{key: p.Key, xid: r.KeyXID}
+		if err := bound.checkAttestedExecution(*e, r.ExecutionAttest, ref); err != nil {
 			return FeatureResult{}, false, err
 		}
 		return FeatureResult{Record: rec, Execution: *e}, true, nil
@@ -284,7 +383,7 @@ func replayedRevision(row *store.RevisionWithParent, p store.ReplayParams, recor
 	if row == nil {
 		return store.Record{}, false, nil
 	}
-	rec, err := checkSnapshot(*row, p.Owner, p.Module, recordID, revision)
+	rec, err := checkAttestedSnapshot(*row, p.Owner, p.Module, recordID, revision)
 	if err != nil {
 		return store.Record{}, false, err
 	}

@@ -204,7 +204,7 @@ func (v *verifier) keys(ctx context.Context) error {
 				return // a legacy receipt is readable only; it is never restored
 			}
 			if err == nil {
-				_, _, _, err = v.k.RestoreKey(ctx, r.OwnerID, r.Operation, r.Response)
+				_, _, _, err = v.k.RestoreKey(ctx, r.OwnerID, r.Key, nil, r.Operation, r.Response)
 			}
 			if err != nil {
 				ex.Detail = fmt.Sprintf("%s: %s", apperr.As(err).Code, apperr.As(err).Message)

@@ -83,12 +83,14 @@ type OutboxMessage struct {
 	Provider      string          `json:"provider" db:"provider"`
 	PayloadRef    json.RawMessage `json:"payloadRef" db:"payload_ref"`
 	IdempotencyID string          `json:"idempotencyId" db:"idempotency_id"`
-	Status        string          `json:"status" db:"status"`
-	Attempts      int             `json:"attempts" db:"attempts"`
-	NextAttemptAt time.Time       `json:"nextAttemptAt" db:"next_attempt_at"`
-	LastError     *string         `json:"lastError" db:"last_error"`
-	CreatedAt     time.Time       `json:"createdAt" db:"created_at"`
-	UpdatedAt     time.Time       `json:"updatedAt" db:"updated_at"`
+	// IdempotencyKey is the key of the request that queued the message (its execution's).
+	IdempotencyKey *string   `json:"key,omitempty" db:"idempotency_key"`
+	Status         string    `json:"status" db:"status"`
+	Attempts       int       `json:"attempts" db:"attempts"`
+	NextAttemptAt  time.Time `json:"nextAttemptAt" db:"next_attempt_at"`
+	LastError      *string   `json:"lastError" db:"last_error"`
+	CreatedAt      time.Time `json:"createdAt" db:"created_at"`
+	UpdatedAt      time.Time `json:"updatedAt" db:"updated_at"`
 }
 
 // KeyRow is an idempotency_record row as read models show it.
@@ -102,6 +104,9 @@ type KeyRow struct {
 	CreatedAt   time.Time       `json:"createdAt" db:"created_at"`
 	ExpiresAt   time.Time       `json:"expiresAt" db:"expires_at"`
 	UpdatedAt   time.Time       `json:"updatedAt" db:"updated_at"`
+	// ReservedXID is the transaction that reserved the key (reserved_xid): the one that wrote
+	// the rows of its current life.
+	ReservedXID *string `json:"-" db:"reserved_xid"`
 }
 
 // Event is one entry of an owner's merged timeline.
