@@ -17,12 +17,18 @@ import (
 // text runs a command without --json, as a person at a terminal would, and returns stdout.
 func (c *kernelCLI) text(args ...string) string {
 	c.t.Helper()
+	return c.textExit(0, args...)
+}
+
+// textExit is text for a command that must exit with exit.
+func (c *kernelCLI) textExit(exit int, args ...string) string {
+	c.t.Helper()
 	var out, errb bytes.Buffer
 	env := map[string]string{"XDG_CONFIG_HOME": c.t.TempDir()}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	code := cli.Run(ctx, append([]string{"--dsn", c.db.DSN, "--allow-writes"}, args...), &out, &errb, func(k string) string { return env[k] })
-	require.Equal(c.t, 0, code, "args %v: stdout %s stderr %s", args, out.String(), errb.String())
+	require.Equal(c.t, exit, code, "args %v: stdout %s stderr %s", args, out.String(), errb.String())
 	return out.String()
 }
 

@@ -76,15 +76,21 @@ func (w writer) writtenBy(what string, rowKey, rowXID *string) error {
 		if rowKey != nil {
 			by = "by key " + quoteKey(*rowKey)
 		}
-		return apperr.New(apperr.SnapshotIntegrity, "the stored result points at %s, written %s, not by key %s: the envelope was moved to rows it did not write",
-			what, by, quoteKey(w.key))
+		return foreignRows{apperr.New(apperr.SnapshotIntegrity, "the stored result points at %s, written %s, not by key %s: the envelope was moved to rows it did not write",
+			what, by, quoteKey(w.key))}
 	}
 	if w.xid != nil && rowXID != nil && *w.xid != *rowXID {
-		return apperr.New(apperr.SnapshotIntegrity, "the stored result points at %s, written by transaction %s, but key %s was reserved by transaction %s: "+
-			"the envelope points at rows another request wrote", what, *rowXID, quoteKey(w.key), *w.xid)
+		return foreignRows{apperr.New(apperr.SnapshotIntegrity, "the stored result points at %s, written by transaction %s, but key %s was reserved by transaction %s: "+
+			"the envelope points at rows another request wrote", what, *rowXID, quoteKey(w.key), *w.xid)}
 	}
 	return nil
 }
+
+// foreignRows is the refusal of a result that references rows its key did not write (verify
+// counts it as envelope_own_rows rather than envelope_restores).
+type foreignRows struct{ error }
+
+func (e foreignRows) Unwrap() error { return e.error }
 
 // quoteKey shows a key in a message ("k7"), quoted with Go's rules (a planted key may hold
 // anything).

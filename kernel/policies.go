@@ -94,6 +94,8 @@ type featureExecutionPolicy struct {
 	// under it (a replay checks this in its own statement, ReadReplay; inspection and verify
 	// restore through a policy bound to the key).
 	by *writer
+	// pre, when set, are the rows read ahead with the key (verify).
+	pre *prefetched
 }
 
 // featurePolicyFor is the feature policy of an operation on featureID.
@@ -121,11 +123,17 @@ func (p featureExecutionPolicy) Restore(ctx context.Context, owner, module strin
 	if err := decodeExecutionRef(result, &ref); err != nil {
 		return FeatureResult{}, apperr.New(apperr.SnapshotIntegrity, "stored result is not an execution reference")
 	}
-	rec, err := p.k.restoreRevision(ctx, owner, module, ref.RecordID, ref.Revision)
+	_, rec, err := p.k.revisionFor(ctx, p.pre, owner, module, ref.RecordID, ref.Revision)
 	if err != nil {
 		return FeatureResult{}, err
 	}
-	exec, a, err := p.k.db.FindExecutionAttested(ctx, owner, module, ref.RecordID, ref.ExecutionID)
+	var exec store.Execution
+	var a store.Attestation
+	if e := p.pre.execution(owner, module, ref.RecordID, ref.ExecutionID); e != nil {
+		exec, a = *e, p.pre.execAttest
+	} else {
+		exec, a, err = p.k.db.FindExecutionAttested(ctx, owner, module, ref.RecordID, ref.ExecutionID)
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		return FeatureResult{}, apperr.New(apperr.SnapshotIntegrity, "the stored result references execution %s of record %s, which does not exist for this owner and module %s", ref.ExecutionID, ref.RecordID, module)
 	}
@@ -187,11 +195,12 @@ func (commitmentReviewPolicy) Serialize(v ReviewResult) (json.RawMessage, error)
 // review must have been written under it.
 type boundReviewPolicy struct {
 	commitmentReviewPolicy
-	by writer
+	by  writer
+	pre *prefetched
 }
 
 func (p boundReviewPolicy) Restore(ctx context.Context, owner, module string, result json.RawMessage) (ReviewResult, error) {
-	v, err := p.commitmentReviewPolicy.Restore(ctx, owner, module, result)
+	v, err := p.restore(ctx, owner, module, result, p.pre)
 	if err != nil {
 		return v, err
 	}
@@ -202,11 +211,21 @@ func (p boundReviewPolicy) Restore(ctx context.Context, owner, module string, re
 }
 
 func (p commitmentReviewPolicy) Restore(ctx context.Context, owner, module string, result json.RawMessage) (ReviewResult, error) {
+	return p.restore(ctx, owner, module, result, nil)
+}
+
+func (p commitmentReviewPolicy) restore(ctx context.Context, owner, module string, result json.RawMessage, pre *prefetched) (ReviewResult, error) {
 	var ref reviewRef
 	if err := decodeReviewRef(result, &ref); err != nil {
 		return ReviewResult{}, apperr.New(apperr.SnapshotIntegrity, "stored result is not a review reference")
 	}
-	rv, err := p.k.db.FindReview(ctx, owner, ref.RecordID, ref.ReviewID)
+	var rv store.Review
+	var err error
+	if r := pre.reviewOf(owner, ref.RecordID, ref.ReviewID); r != nil {
+		rv = *r
+	} else {
+		rv, err = p.k.db.FindReview(ctx, owner, ref.RecordID, ref.ReviewID)
+	}
 	if errors.Is(err, store.ErrNotFound) || (err == nil && rv.ModuleCode != module) {
 		return ReviewResult{}, apperr.New(apperr.SnapshotIntegrity, "the stored result references review %s of record %s, which does not exist for this owner", ref.ReviewID, ref.RecordID)
 	}
@@ -221,7 +240,8 @@ func (p commitmentReviewPolicy) Restore(ctx context.Context, owner, module strin
 // Inspection and verify restore through it; a replay checks the same in ReadReplay.
 type boundRecordPolicy struct {
 	recordSnapshotPolicy
-	by writer
+	by  writer
+	pre *prefetched
 }
 
 func (p boundRecordPolicy) Restore(ctx context.Context, owner, module string, result json.RawMessage) (RecordResult, error) {
@@ -229,7 +249,7 @@ func (p boundRecordPolicy) Restore(ctx context.Context, owner, module string, re
 	if err := decodeRecordRef(result, &ref); err != nil {
 		return RecordResult{}, apperr.New(apperr.SnapshotIntegrity, "stored result is not a record reference")
 	}
-	row, rec, err := p.k.restoreRevisionRow(ctx, owner, module, ref.RecordID, ref.Revision)
+	row, rec, err := p.k.revisionFor(ctx, p.pre, owner, module, ref.RecordID, ref.Revision)
 	if err != nil {
 		return RecordResult{}, err
 	}
@@ -242,6 +262,63 @@ func (p boundRecordPolicy) Restore(ctx context.Context, owner, module string, re
 // revisionName names a revision in a message: "revision 3 of record R".
 func revisionName(row store.RevisionWithParent) string {
 	return "revision " + strconv.Itoa(row.Revision.Revision) + " of record " + row.RecordID
+}
+
+// prefetched are the rows a key's result references, read ahead with the key row (verify reads
+// a page of keys with them in one statement): a restore judges them instead of reading them
+// again when they are exactly the rows it would read, and reads them itself otherwise.
+type prefetched struct {
+	rev        *store.RevisionWithParent
+	exec       *store.Execution
+	execAttest store.Attestation
+	review     *store.Review
+}
+
+// revision is the prefetched revision if it is the one FindRevision(owner, module, recordID,
+// revision) would read (nil otherwise).
+func (p *prefetched) revision(owner, module, recordID string, revision int) *store.RevisionWithParent {
+	if p == nil || p.rev == nil {
+		return nil
+	}
+	r := p.rev
+	if r.OwnerID != owner || r.RecordID != recordID || r.Revision.Revision != revision || r.ParentOwner != owner || r.ParentID != recordID ||
+		r.ParentModule != module {
+		return nil
+	}
+	return r
+}
+
+// execution is the prefetched execution if it is the one FindExecution would read.
+func (p *prefetched) execution(owner, module, recordID, id string) *store.Execution {
+	if p == nil || p.exec == nil {
+		return nil
+	}
+	e := p.exec
+	if e.ID != id || e.OwnerID != owner || e.ModuleCode != module || e.RecordID != recordID {
+		return nil
+	}
+	return e
+}
+
+// reviewOf is the prefetched review if it is the one FindReview would read.
+func (p *prefetched) reviewOf(owner, recordID, id string) *store.Review {
+	if p == nil || p.review == nil {
+		return nil
+	}
+	r := p.review
+	if r.ID != id || r.OwnerID != owner || r.RecordID != recordID {
+		return nil
+	}
+	return r
+}
+
+// revisionFor is restoreRevisionRow, judging the prefetched revision when it is the one to read.
+func (k *Kernel) revisionFor(ctx context.Context, pre *prefetched, owner, module, recordID string, revision int) (store.RevisionWithParent, store.Record, error) {
+	if r := pre.revision(owner, module, recordID, revision); r != nil {
+		rec, err := checkAttestedSnapshot(*r, owner, module, recordID, revision)
+		return *r, rec, err
+	}
+	return k.restoreRevisionRow(ctx, owner, module, recordID, revision)
 }
 
 // restoreRevision reads the exact referenced revision; a reference that does not resolve inside

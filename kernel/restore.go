@@ -15,6 +15,11 @@ import (
 // reads and who wrote it included. It returns the record and (for features) the execution, or
 // the review.
 func (k *Kernel) RestoreKey(ctx context.Context, owner, key string, keyXID *string, operation string, response []byte) (*store.Record, *store.Execution, *store.Review, error) {
+	return k.restoreKey(ctx, owner, key, keyXID, operation, response, nil)
+}
+
+// restoreKey is RestoreKey judging the rows read ahead in pre where they are the ones to read.
+func (k *Kernel) restoreKey(ctx context.Context, owner, key string, keyXID *string, operation string, response []byte, pre *prefetched) (*store.Record, *store.Execution, *store.Review, error) {
 	op, err := ParseOperation(operation)
 	if err != nil {
 		return nil, nil, nil, err
@@ -22,23 +27,26 @@ func (k *Kernel) RestoreKey(ctx context.Context, owner, key string, keyXID *stri
 	by := writer{key: key, xid: keyXID}
 	switch op.Kind {
 	case OpKindCreate, OpKindPatch:
-		v, err := idem.RestoreEnvelope(ctx, k.boundRecordPolicy(by), owner, op.Module, response)
+		v, err := idem.RestoreEnvelope(ctx, idem.ResultPolicy[RecordResult](boundRecordPolicy{recordSnapshotPolicy: k.recordPolicy, by: by, pre: pre}), owner, op.Module, response)
 		if err != nil {
 			return nil, nil, nil, err
 		}
 		if op.Kind == OpKindCreate && v.Record.Revision != 1 {
-			return nil, nil, nil, apperr.New(apperr.SnapshotIntegrity, "the stored result of a create points at revision %d of record %s; a create writes revision 1",
-				v.Record.Revision, v.Record.ID)
+			return nil, nil, nil, foreignRows{apperr.New(apperr.SnapshotIntegrity, "the stored result of a create points at revision %d of record %s; a create writes revision 1",
+				v.Record.Revision, v.Record.ID)}
 		}
 		return &v.Record, nil, nil, nil
 	case OpKindFeature:
-		v, err := idem.RestoreEnvelope(ctx, k.boundFeaturePolicy(op.FeatureID, by), owner, op.Module, response)
+		pol := k.featurePolicyFor(op.FeatureID)
+		pol.by, pol.pre = &by, pre
+		v, err := idem.RestoreEnvelope(ctx, idem.ResultPolicy[FeatureResult](pol), owner, op.Module, response)
 		if err != nil {
 			return nil, nil, nil, err
 		}
 		return &v.Record, &v.Execution, nil, nil
 	case OpKindReview:
-		v, err := idem.RestoreEnvelope(ctx, k.boundReviewPolicy(by), owner, op.Module, response)
+		v, err := idem.RestoreEnvelope(ctx, idem.ResultPolicy[ReviewResult](boundReviewPolicy{commitmentReviewPolicy: k.reviewPolicy, by: by, pre: pre}),
+			owner, op.Module, response)
 		if err != nil {
 			return nil, nil, nil, err
 		}

@@ -124,6 +124,12 @@ type Event struct {
 	Operation   *string   `json:"operation,omitempty" db:"operation"`
 	FeatureID   *string   `json:"featureId,omitempty" db:"feature_id"`
 	Mode        *string   `json:"mode,omitempty" db:"mode"`
+	// XID is the transaction that wrote the row (for a key, the one that reserved it); absent
+	// for a row written before migration 0004.
+	XID *string `json:"xid,omitempty" db:"xid"`
+	// KeyExpiresAt is, for a key, its expiry; for an audit event, the key's expiry as the
+	// transaction that wrote it saw it (what proves a later life of the key came after it).
+	KeyExpiresAt *time.Time `json:"keyExpiresAt,omitempty" db:"key_expires_at"`
 }
 
 // Summary is the entry's substance in a few words: its action, operation, feature, mode or

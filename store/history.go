@@ -60,13 +60,14 @@ type timelineSource struct {
 
 var timelineSources = []timelineSource{
 	{"audit", "audit_event", "at", "id",
-		`module_code, record_id, revision, execution_id, action, idempotency_key, NULL::text AS status, NULL::text AS operation, NULL::text AS feature_id, NULL::text AS mode`},
+		`module_code, record_id, revision, execution_id, action, idempotency_key, NULL::text AS status, NULL::text AS operation, NULL::text AS feature_id, NULL::text AS mode,
+		written_xid::text AS xid, key_expires_at`},
 	{"execution", "feature_execution", "created_at", "id",
-		`module_code, record_id, record_revision, id, NULL, idempotency_key, status, NULL, feature_id, mode`},
+		`module_code, record_id, record_revision, id, NULL, idempotency_key, status, NULL, feature_id, mode, written_xid::text, NULL`},
 	{"key", "idempotency_record", "created_at", "idempotency_key",
-		`NULL, NULL, NULL, NULL, NULL, idempotency_key, status, operation, NULL, NULL`},
+		`NULL, NULL, NULL, NULL, NULL, idempotency_key, status, operation, NULL, NULL, reserved_xid::text, expires_at`},
 	{"revision", "record_revision", "created_at", `record_id || ':' || lpad(revision::text, 10, '0')`,
-		`snapshot->>'moduleCode', record_id, revision, NULL, NULL, idempotency_key, NULL, NULL, NULL, NULL`},
+		`snapshot->>'moduleCode', record_id, revision, NULL, NULL, idempotency_key, NULL, NULL, NULL, NULL, written_xid::text, NULL`},
 }
 
 // timelineSQL builds the merged timeline query: one index-ordered, limited subquery per source,
@@ -93,7 +94,7 @@ func timelineSQL(q HistoryQuery, limit int, c *Cursor) (string, []any, error) {
 		}
 		lo, hi := prefixRange(q.ActionPrefix)
 		cols := `e.at AS at, 'audit' AS kind, e.id AS id, e.module_code, e.record_id, e.revision, e.execution_id, e.action, e.idempotency_key,
-			NULL::text AS status, NULL::text AS operation, NULL::text AS feature_id, NULL::text AS mode`
+			NULL::text AS status, NULL::text AS operation, NULL::text AS feature_id, NULL::text AS mode, e.written_xid::text AS xid, e.key_expires_at`
 		return actionPageSQL(cols, arg(lo), arg(hi), c, q.Desc, limit, arg), args, nil
 	}
 

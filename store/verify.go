@@ -2,7 +2,9 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -60,11 +62,31 @@ type VerifyCursor struct {
 	Rev   int
 }
 
-// VerifyPage selects one page: Owner limits it to one owner ("" for every owner).
+// VerifyPage selects one page: Owner limits it to one owner ("" for every owner); Since, when
+// set, only the rows written or changed since then.
 type VerifyPage struct {
 	Owner string
 	After VerifyCursor
 	Limit int
+	Since time.Time
+}
+
+// since is the page's --since condition on a time column ("" without one), its argument appended
+// to args.
+func (p VerifyPage) since(col string, args []any) (string, []any) {
+	if p.Since.IsZero() {
+		return "", args
+	}
+	args = append(args, p.Since)
+	return fmt.Sprintf(` AND %s >= $%d`, col, len(args)), args
+}
+
+// where is the page's keyset condition and its --since condition on timeCol, with their
+// arguments.
+func (p VerifyPage) where(alias, idCol, revCol, timeCol string) (string, []any) {
+	w, args := p.keyset(alias, idCol, revCol)
+	s, args := p.since(alias+"."+timeCol, args)
+	return w + s, args
 }
 
 // keyset returns the WHERE clause of a page over (owner_id, idCol[, revCol]) aliased alias,
@@ -86,33 +108,95 @@ func (p VerifyPage) query(ctx context.Context, db *DB, sql string, args []any) (
 	return db.Q(ctx).Query(ctx, sql, append(args, p.Limit)...)
 }
 
-// VerifyKeyRow is an idempotency row as verify reads it.
+// VerifyKeyRow is an idempotency row as verify reads it, with the rows its stored result
+// references, read in the same statement (nil where there is none, or it cannot be read whole):
+// verify judges them as a replay would, without a statement per key.
 type VerifyKeyRow struct {
 	OwnerID, Key, Operation, Status string
 	Response                        []byte // nil while PROCESSING
 	ExpiresAt                       time.Time
+	ReservedXID                     *string
+	Revision                        *RevisionWithParent
+	Execution                       *Execution
+	ExecutionAttest                 Attestation
+	Review                          *Review
 }
 
 // Cursor is where the page after this row starts.
 func (r VerifyKeyRow) Cursor() VerifyCursor { return VerifyCursor{Owner: r.OwnerID, ID: r.Key} }
 
+// verifyKeysSQL reads a page of key rows with what their results reference, each through a
+// LATERAL subquery bound by a unique key (as the replay statement reads them, but in any
+// module: the module check is the caller's).
+const verifyKeysSQL = `SELECT k.owner_id, k.idempotency_key, k.operation, k.status, k.response::text, k.expires_at, k.reserved_xid::text,
+		` + replayRevisionColumns + `, ` + replayExecutionColumns + `,
+		pf_r.id, pf_r.owner_id, pf_r.module_code, pf_r.record_id, pf_r.record_revision, pf_r.verdict, pf_r.comment, pf_r.idempotency_key, pf_r.created_at
+	FROM idempotency_record k
+	LEFT JOIN LATERAL (SELECT rv.owner_id, rv.record_id, rv.revision, rv.snapshot, rv.idempotency_key, rv.created_at,
+			p.owner_id AS parent_owner, p.id AS parent_id, p.module_code AS parent_module,
+			rv.written_xid::text AS xid, rv.digest, (SELECT q.digest FROM record_revision q
+				WHERE q.owner_id = rv.owner_id AND q.record_id = rv.record_id AND q.revision = rv.revision - 1) AS prev_digest
+		FROM record_revision rv JOIN record p ON p.owner_id = rv.owner_id AND p.id = rv.record_id
+		WHERE rv.owner_id = k.owner_id AND rv.record_id = k.response->'result'->>'recordId' AND rv.revision = ` + replayRevision + `
+		OFFSET 0) pf_rv ON true
+	LEFT JOIN LATERAL (SELECT e.id, e.owner_id, e.module_code, e.record_id, e.feature_id, e.mode, e.status,
+			e.record_revision, e.input, e.output, e.idempotency_key, e.created_at, e.updated_at,
+			e.written_xid::text AS xid, e.digest, (SELECT v.digest FROM record_revision v
+				WHERE v.owner_id = e.owner_id AND v.record_id = e.record_id AND v.revision = e.record_revision) AS revision_digest
+		FROM feature_execution e
+		WHERE e.owner_id = k.owner_id AND e.id = k.response->'result'->>'executionId' AND e.record_id = k.response->'result'->>'recordId'
+		OFFSET 0) pf_e ON true
+	LEFT JOIN LATERAL (SELECT r.id, r.owner_id, r.module_code, r.record_id, r.record_revision, r.verdict, r.comment, r.idempotency_key, r.created_at
+		FROM commitment_review r
+		WHERE r.owner_id = k.owner_id AND r.record_id = k.response->'result'->>'recordId' AND r.id = k.response->'result'->>'reviewId'
+		OFFSET 0) pf_r ON true
+	WHERE `
+
 // VerifyKeys reads a page of idempotency rows in (owner_id, idempotency_key) order.
 func (db *DB) VerifyKeys(ctx context.Context, p VerifyPage) ([]VerifyKeyRow, error) {
-	where, args := p.keyset("k", "idempotency_key", "")
-	rows, err := p.query(ctx, db, `SELECT k.owner_id, k.idempotency_key, k.operation, k.status, k.response::text, k.expires_at
-		FROM idempotency_record k WHERE `+where+fmt.Sprintf(` ORDER BY k.owner_id, k.idempotency_key LIMIT $%d`, len(args)+1), args)
+	where, args := p.where("k", "idempotency_key", "", "updated_at")
+	rows, err := p.query(ctx, db, verifyKeysSQL+where+fmt.Sprintf(` ORDER BY k.owner_id, k.idempotency_key LIMIT $%d`, len(args)+1), args)
 	if err != nil {
 		return nil, fmt.Errorf("verify keys: %w", err)
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (VerifyKeyRow, error) {
 		var x VerifyKeyRow
-		var resp pgtype.Text
-		err := r.Scan(&x.OwnerID, &x.Key, &x.Operation, &x.Status, &resp, &x.ExpiresAt)
+		var resp, xid pgtype.Text
+		var rv replayRevisionRow
+		var e replayExecutionRow
+		var rw reviewRow
+		dest := append(append([]any{&x.OwnerID, &x.Key, &x.Operation, &x.Status, &resp, &x.ExpiresAt, &xid}, rv.dest()...), e.dest()...)
+		err := r.Scan(append(dest, rw.dest()...)...)
 		if resp.Valid {
 			x.Response = []byte(resp.String)
 		}
+		x.ReservedXID = textPtr(xid)
+		x.Revision, x.Execution, x.Review = rv.revision(), e.execution(), rw.review()
+		x.ExecutionAttest = Attestation{XID: textPtr(e.xid), Digest: e.digest, Prev: e.revisionDigest}
 		return x, err
 	})
+}
+
+// reviewRow receives a review (all NULL when the join found none).
+type reviewRow struct {
+	id, ownerID, module, recordID pgtype.Text
+	revision                      pgtype.Int4
+	verdict, comment, key         pgtype.Text
+	createdAt                     pgtype.Timestamptz
+}
+
+func (r *reviewRow) dest() []any {
+	return []any{&r.id, &r.ownerID, &r.module, &r.recordID, &r.revision, &r.verdict, &r.comment, &r.key, &r.createdAt}
+}
+
+func (r *reviewRow) review() *Review {
+	if !r.id.Valid || !r.ownerID.Valid || !r.module.Valid || !r.recordID.Valid || !r.revision.Valid || !r.createdAt.Valid ||
+		r.createdAt.InfinityModifier != pgtype.Finite {
+		return nil
+	}
+	return &Review{ID: r.id.String, OwnerID: r.ownerID.String, ModuleCode: r.module.String, RecordID: r.recordID.String,
+		RecordRevision: int(r.revision.Int32), Verdict: r.verdict.String, Comment: r.comment.String, IdempotencyKey: textPtr(r.key),
+		CreatedAt: r.createdAt.Time}
 }
 
 // VerifyRecordRow is a record with what its revisions say about it.
@@ -133,7 +217,7 @@ func (r VerifyRecordRow) Cursor() VerifyCursor { return VerifyCursor{Owner: r.Ow
 
 // VerifyRecords reads a page of records in (owner_id, id) order.
 func (db *DB) VerifyRecords(ctx context.Context, p VerifyPage) ([]VerifyRecordRow, error) {
-	where, args := p.keyset("r", "id", "")
+	where, args := p.where("r", "id", "", "updated_at")
 	rows, err := p.query(ctx, db, `SELECT r.owner_id, r.id, r.module_code, r.revision, r.title, r.summary, rv.n, rv.lo, rv.hi,
 			COALESCE((SELECT v.snapshot->>'title' IS NOT DISTINCT FROM r.title AND v.snapshot->>'summary' IS NOT DISTINCT FROM r.summary
 					AND v.snapshot->'payload' IS NOT DISTINCT FROM r.payload
@@ -152,12 +236,14 @@ func (db *DB) VerifyRecords(ctx context.Context, p VerifyPage) ([]VerifyRecordRo
 	})
 }
 
-// VerifyRevisionRow is a revision with its parent (HasParent false: no such record) and
-// whether an audit event names it.
+// VerifyRevisionRow is a revision with its parent (HasParent false: no such record), its
+// attestation, and how many audit events of a write name it.
 type VerifyRevisionRow struct {
 	RevisionWithParent
 	HasParent bool
-	Audited   bool
+	// WriteAudits counts the audit events of the write that wrote it (RECORD_CREATED,
+	// RECORD_PATCHED or FEATURE_<id>_EXECUTED naming this record and revision): one.
+	WriteAudits int
 }
 
 // Cursor is where the page after this row starts.
@@ -167,10 +253,11 @@ func (r VerifyRevisionRow) Cursor() VerifyCursor {
 
 // VerifyRevisions reads a page of revisions in (owner_id, record_id, revision) order.
 func (db *DB) VerifyRevisions(ctx context.Context, p VerifyPage) ([]VerifyRevisionRow, error) {
-	where, args := p.keyset("rv", "record_id", "revision")
+	where, args := p.where("rv", "record_id", "revision", "created_at")
 	rows, err := p.query(ctx, db, `SELECT rv.owner_id, rv.record_id, rv.revision, rv.snapshot, rv.idempotency_key, rv.created_at,
-			p.owner_id, p.id, p.module_code,
-			EXISTS (SELECT 1 FROM audit_event a WHERE a.owner_id = rv.owner_id AND a.record_id = rv.record_id AND a.revision = rv.revision)
+			p.owner_id, p.id, p.module_code, `+revisionAttestColumns+`,
+			(SELECT count(*)::int FROM audit_event a WHERE a.owner_id = rv.owner_id AND a.record_id = rv.record_id AND a.revision = rv.revision
+				AND `+revisionWriteActionSQL("a.action")+`)
 		FROM record_revision rv LEFT JOIN record p ON p.owner_id = rv.owner_id AND p.id = rv.record_id
 		WHERE `+where+fmt.Sprintf(` ORDER BY rv.owner_id, rv.record_id, rv.revision LIMIT $%d`, len(args)+1), args)
 	if err != nil {
@@ -179,17 +266,19 @@ func (db *DB) VerifyRevisions(ctx context.Context, p VerifyPage) ([]VerifyRevisi
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (VerifyRevisionRow, error) {
 		var x VerifyRevisionRow
 		var po, pid, pm pgtype.Text
-		err := r.Scan(&x.OwnerID, &x.RecordID, &x.Revision.Revision, &x.Snapshot, &x.IdempotencyKey, &x.CreatedAt, &po, &pid, &pm, &x.Audited)
+		dest := x.Attest.dest([]any{&x.OwnerID, &x.RecordID, &x.Revision.Revision, &x.Snapshot, &x.IdempotencyKey, &x.CreatedAt, &po, &pid, &pm})
+		err := r.Scan(append(dest, &x.WriteAudits)...)
 		x.HasParent = po.Valid
 		x.ParentOwner, x.ParentID, x.ParentModule = po.String, pid.String, pm.String
 		return x, err
 	})
 }
 
-// VerifyExecutionRow is an execution with its record, audit events and outbox messages.
+// VerifyExecutionRow is an execution with its attestation, record, audit events and outbox
+// messages.
 type VerifyExecutionRow struct {
-	OwnerID, ID, ModuleCode, RecordID, FeatureID, Mode, Status string
-	RecordRevision                                             int
+	Execution
+	Attest Attestation
 	// HasRecord: its record exists in its module; AtRevision: that record has the revision the
 	// execution was recorded at.
 	HasRecord, AtRevision bool
@@ -213,8 +302,8 @@ var (
 
 // VerifyExecutions reads a page of feature executions in (owner_id, id) order.
 func (db *DB) VerifyExecutions(ctx context.Context, p VerifyPage) ([]VerifyExecutionRow, error) {
-	where, args := p.keyset("e", "id", "")
-	rows, err := p.query(ctx, db, `SELECT e.owner_id, e.id, e.module_code, e.record_id, e.feature_id, e.mode, e.status, e.record_revision,
+	where, args := p.where("e", "id", "", "updated_at")
+	rows, err := p.query(ctx, db, `SELECT `+prefixed("e.", executionColumns)+`, `+executionAttestColumns+`,
 			EXISTS (SELECT 1 FROM record p WHERE p.owner_id = e.owner_id AND p.module_code = e.module_code AND p.id = e.record_id),
 			EXISTS (SELECT 1 FROM record_revision v WHERE v.owner_id = e.owner_id AND v.record_id = e.record_id AND v.revision = e.record_revision),
 			au.runs, au.settles, COALESCE(au.settled_as, ''),
@@ -231,8 +320,9 @@ func (db *DB) VerifyExecutions(ctx context.Context, p VerifyPage) ([]VerifyExecu
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (VerifyExecutionRow, error) {
 		var x VerifyExecutionRow
-		err := r.Scan(&x.OwnerID, &x.ID, &x.ModuleCode, &x.RecordID, &x.FeatureID, &x.Mode, &x.Status, &x.RecordRevision,
-			&x.HasRecord, &x.AtRevision, &x.RunAudits, &x.SettleAudits, &x.SettledAs, &x.Messages)
+		dest := x.Attest.dest([]any{&x.ID, &x.OwnerID, &x.ModuleCode, &x.RecordID, &x.FeatureID, &x.Mode, &x.Status, &x.RecordRevision,
+			&x.Input, &x.Output, &x.IdempotencyKey, &x.CreatedAt, &x.UpdatedAt})
+		err := r.Scan(append(dest, &x.HasRecord, &x.AtRevision, &x.RunAudits, &x.SettleAudits, &x.SettledAs, &x.Messages)...)
 		return x, err
 	})
 }
@@ -242,6 +332,10 @@ type VerifyOutboxRow struct {
 	OwnerID, ID, ExecutionID, Status string
 	HasExecution                     bool
 	ExecutionMode, ExecutionStatus   string
+	// Key is the message's idempotency key, ExecutionKey its execution's.
+	Key, ExecutionKey *string
+	// PayloadRef is the reference idemwork wrote for the provider, as text.
+	PayloadRef string
 }
 
 // Cursor is where the page after this row starts.
@@ -249,8 +343,9 @@ func (r VerifyOutboxRow) Cursor() VerifyCursor { return VerifyCursor{Owner: r.Ow
 
 // VerifyOutbox reads a page of outbox messages in (owner_id, id) order.
 func (db *DB) VerifyOutbox(ctx context.Context, p VerifyPage) ([]VerifyOutboxRow, error) {
-	where, args := p.keyset("m", "id", "")
-	rows, err := p.query(ctx, db, `SELECT m.owner_id, m.id, m.execution_id, m.status, e.id IS NOT NULL, COALESCE(e.mode, ''), COALESCE(e.status, '')
+	where, args := p.where("m", "id", "", "updated_at")
+	rows, err := p.query(ctx, db, `SELECT m.owner_id, m.id, m.execution_id, m.status, e.id IS NOT NULL, COALESCE(e.mode, ''), COALESCE(e.status, ''),
+			m.idempotency_key, e.idempotency_key, m.payload_ref::text
 		FROM outbox_message m LEFT JOIN feature_execution e ON e.owner_id = m.owner_id AND e.id = m.execution_id
 		WHERE `+where+fmt.Sprintf(` ORDER BY m.owner_id, m.id LIMIT $%d`, len(args)+1), args)
 	if err != nil {
@@ -258,7 +353,7 @@ func (db *DB) VerifyOutbox(ctx context.Context, p VerifyPage) ([]VerifyOutboxRow
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (VerifyOutboxRow, error) {
 		var x VerifyOutboxRow
-		err := r.Scan(&x.OwnerID, &x.ID, &x.ExecutionID, &x.Status, &x.HasExecution, &x.ExecutionMode, &x.ExecutionStatus)
+		err := r.Scan(&x.OwnerID, &x.ID, &x.ExecutionID, &x.Status, &x.HasExecution, &x.ExecutionMode, &x.ExecutionStatus, &x.Key, &x.ExecutionKey, &x.PayloadRef)
 		return x, err
 	})
 }
@@ -277,7 +372,7 @@ func (r VerifyAuditRow) Cursor() VerifyCursor { return VerifyCursor{Owner: r.Own
 
 // VerifyAudit reads a page of audit events in (owner_id, id) order.
 func (db *DB) VerifyAudit(ctx context.Context, p VerifyPage) ([]VerifyAuditRow, error) {
-	where, args := p.keyset("a", "id", "")
+	where, args := p.where("a", "id", "", "at")
 	rows, err := p.query(ctx, db, `SELECT a.owner_id, a.id, a.module_code, a.action, a.record_id, a.detail::text,
 			r.payload->>'originalContent', r.payload->>'currentContent'
 		FROM audit_event a LEFT JOIN record r ON a.module_code = 'MEM-001' AND r.owner_id = a.owner_id AND r.id = a.record_id
@@ -296,4 +391,188 @@ func (db *DB) VerifyAudit(ctx context.Context, p VerifyPage) ([]VerifyAuditRow, 
 		}
 		return x, err
 	})
+}
+
+// VerifyLife is what one transaction wrote under one key: a life of the key. Its rows are the
+// request's own — revisions, executions, reviews, outbox messages and audit events — not the
+// outbox worker's settle events, which carry the key but are written later by the worker.
+type VerifyLife struct {
+	// XID is the transaction (nil: rows that do not record one, written before migration 0004).
+	XID                                      *string
+	Revisions, Executions, Reviews, Messages int
+	RunAudits                                int
+	// Actions are the distinct actions of its audit events, sorted.
+	Actions []string
+	// First and Last are its earliest and latest row times.
+	First, Last time.Time
+	// KeyExpiresAt is the key's expiry as the transaction saw it (its audit event recorded it;
+	// nil when none did).
+	KeyExpiresAt *time.Time
+}
+
+// VerifyKeyRowFacts is a key row as the lives check needs it.
+type VerifyKeyRowFacts struct {
+	Status, Operation    string
+	ReservedXID          *string
+	CreatedAt, ExpiresAt time.Time
+}
+
+// VerifyKeyLives is one key of an owner with its row (nil: none, e.g. reaped after it expired)
+// and its lives, oldest first.
+type VerifyKeyLives struct {
+	OwnerID, Key string
+	Row          *VerifyKeyRowFacts
+	Lives        []VerifyLife
+}
+
+// verifyLivesTables are the tables whose rows a request writes under its key, as verifyLivesSQL
+// unions them: (table, time column, which count a row adds to).
+var verifyLivesTables = []struct{ table, at, counts string }{
+	{"record_revision", "created_at", "1, 0, 0, 0"},
+	{"feature_execution", "created_at", "0, 1, 0, 0"},
+	{"commitment_review", "created_at", "0, 0, 1, 0"},
+	{"outbox_message", "created_at", "0, 0, 0, 1"},
+}
+
+// verifyLivesSQL groups the rows of the keys in the range (($1, $2), ($3, $4)] by key and
+// transaction. Each table is read through its (owner_id, idempotency_key) index range.
+var verifyLivesSQL = func() string {
+	const rng = `(owner_id, idempotency_key) > ($1, $2) AND (owner_id, idempotency_key) <= ($3, $4) AND idempotency_key IS NOT NULL`
+	var parts []string
+	for _, t := range verifyLivesTables {
+		parts = append(parts, `SELECT owner_id, idempotency_key, written_xid, `+t.counts+`, NULL::text AS action, `+t.at+` AS at, NULL::timestamptz AS kx
+			FROM `+t.table+` WHERE `+rng)
+	}
+	parts = append(parts, `SELECT owner_id, idempotency_key, written_xid, 0, 0, 0, 0, action, at, key_expires_at
+			FROM audit_event WHERE `+rng+` AND action !~ '`+settleActionPattern+`'`)
+	return `SELECT owner_id, idempotency_key, written_xid::text, sum(rv)::int, sum(ex)::int, sum(re)::int, sum(ms)::int, count(action)::int,
+			coalesce(array_agg(DISTINCT action) FILTER (WHERE action IS NOT NULL), '{}'), min(at), max(at), max(kx)
+		FROM (` + strings.Join(parts, "\n\t\tUNION ALL ") + `) AS r (owner_id, idempotency_key, written_xid, rv, ex, re, ms, action, at, kx)
+		GROUP BY owner_id, idempotency_key, written_xid
+		ORDER BY owner_id, idempotency_key, min(at)`
+}()
+
+// VerifyKeyLives reads the lives of the next keys after p.After (Owner and ID are the key's
+// owner and key): the keys of about p.Limit keyed audit events — a key's rows are never split
+// between pages — and their key rows. With p.Since, the page's keys are those with an audit
+// event since then (their older lives are read too, to judge them). next is where the page
+// after starts; more is false on the last page. read counts the audit events the page spans.
+func (db *DB) VerifyKeyLives(ctx context.Context, p VerifyPage) (out []VerifyKeyLives, next VerifyCursor, more bool, read int, err error) {
+	where, args := p.keyset("a", "idempotency_key", "")
+	since, args := p.since("a.at", args)
+	args = append(args, p.Limit)
+	var hiOwner, hiKey string
+	var n int
+	err = db.Q(ctx).QueryRow(ctx, `SELECT owner_id, idempotency_key, count(*) OVER ()::int
+		FROM (SELECT a.owner_id, a.idempotency_key FROM audit_event a WHERE a.idempotency_key IS NOT NULL AND `+where+since+
+		fmt.Sprintf(` ORDER BY a.owner_id, a.idempotency_key LIMIT $%d) s ORDER BY owner_id DESC, idempotency_key DESC LIMIT 1`, len(args)), args...).
+		Scan(&hiOwner, &hiKey, &n)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, next, false, 0, nil
+	}
+	if err != nil {
+		return nil, next, false, 0, fmt.Errorf("verify key lives: %w", err)
+	}
+	loOwner := p.After.Owner
+	if p.Owner != "" {
+		loOwner = p.Owner
+	}
+	rng := []any{loOwner, p.After.ID, hiOwner, hiKey}
+	rows, err := db.Q(ctx).Query(ctx, verifyLivesSQL, rng...)
+	if err != nil {
+		return nil, next, false, 0, fmt.Errorf("verify key lives: %w", err)
+	}
+	for rows.Next() {
+		var owner, key string
+		var l VerifyLife
+		var xid pgtype.Text
+		var kx pgtype.Timestamptz
+		if err := rows.Scan(&owner, &key, &xid, &l.Revisions, &l.Executions, &l.Reviews, &l.Messages, &l.RunAudits, &l.Actions,
+			&l.First, &l.Last, &kx); err != nil {
+			rows.Close()
+			return nil, next, false, 0, fmt.Errorf("verify key lives: %w", err)
+		}
+		l.XID = textPtr(xid)
+		if kx.Valid && kx.InfinityModifier == pgtype.Finite {
+			t := kx.Time
+			l.KeyExpiresAt = &t
+		}
+		if len(out) == 0 || out[len(out)-1].OwnerID != owner || out[len(out)-1].Key != key {
+			out = append(out, VerifyKeyLives{OwnerID: owner, Key: key})
+		}
+		k := &out[len(out)-1]
+		k.Lives = append(k.Lives, l)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, next, false, 0, fmt.Errorf("verify key lives: %w", err)
+	}
+	keyRows, err := db.Q(ctx).Query(ctx, `SELECT owner_id, idempotency_key, status, operation, reserved_xid::text, created_at, expires_at
+		FROM idempotency_record WHERE (owner_id, idempotency_key) > ($1, $2) AND (owner_id, idempotency_key) <= ($3, $4)`, rng...)
+	if err != nil {
+		return nil, next, false, 0, fmt.Errorf("verify key lives: %w", err)
+	}
+	facts := map[[2]string]*VerifyKeyRowFacts{}
+	for keyRows.Next() {
+		var owner, key string
+		var f VerifyKeyRowFacts
+		var xid pgtype.Text
+		if err := keyRows.Scan(&owner, &key, &f.Status, &f.Operation, &xid, &f.CreatedAt, &f.ExpiresAt); err != nil {
+			keyRows.Close()
+			return nil, next, false, 0, fmt.Errorf("verify key lives: %w", err)
+		}
+		f.ReservedXID = textPtr(xid)
+		facts[[2]string{owner, key}] = &f
+	}
+	keyRows.Close()
+	if err := keyRows.Err(); err != nil {
+		return nil, next, false, 0, fmt.Errorf("verify key lives: %w", err)
+	}
+	for i := range out {
+		out[i].Row = facts[[2]string{out[i].OwnerID, out[i].Key}]
+	}
+	return out, VerifyCursor{Owner: hiOwner, ID: hiKey}, n >= p.Limit, n, nil
+}
+
+// VerifyEstimate is about how many rows of each table a verify of owner ("" every owner) since
+// since (zero: all) reads: counted through the owner's indexes for one owner, the planner's
+// estimate (pg_class.reltuples) for every owner.
+func (db *DB) VerifyEstimate(ctx context.Context, owner string, since time.Time) (map[string]int64, error) {
+	type table struct{ name, table, at string }
+	tables := []table{{"keys", "idempotency_record", "updated_at"}, {"records", "record", "updated_at"},
+		{"revisions", "record_revision", "created_at"}, {"executions", "feature_execution", "updated_at"},
+		{"outboxMessages", "outbox_message", "updated_at"}, {"auditEvents", "audit_event", "at"}}
+	out := map[string]int64{}
+	var parts []string
+	var args []any
+	if owner != "" {
+		args = append(args, owner)
+	}
+	for _, t := range tables {
+		switch {
+		case owner != "" && since.IsZero():
+			parts = append(parts, `(SELECT count(*) FROM `+t.table+` WHERE owner_id = $1)`)
+		case owner != "":
+			parts = append(parts, `(SELECT count(*) FROM `+t.table+` WHERE owner_id = $1 AND `+t.at+` >= $2)`)
+		default:
+			// reltuples is -1 before the table was first analysed (a young, small table): count it.
+			parts = append(parts, `(SELECT CASE WHEN c.reltuples >= 0 THEN c.reltuples::bigint ELSE (SELECT count(*) FROM `+t.table+`) END
+				FROM pg_catalog.pg_class c WHERE c.oid = '`+t.table+`'::regclass)`)
+		}
+	}
+	if owner != "" && !since.IsZero() {
+		args = append(args, since)
+	}
+	vals := make([]int64, len(tables))
+	dest := make([]any, len(tables))
+	for i := range vals {
+		dest[i] = &vals[i]
+	}
+	if err := db.Q(ctx).QueryRow(ctx, `SELECT `+strings.Join(parts, ", "), args...).Scan(dest...); err != nil {
+		return nil, fmt.Errorf("estimate the rows to verify: %w", err)
+	}
+	for i, t := range tables {
+		out[t.name] = vals[i]
+	}
+	return out, nil
 }
