@@ -76,9 +76,9 @@ func flagged(t *testing.T, rep map[string]any) map[string][]string {
 func TestVerifyExits4NamingTheInvariantAndTheKeyForEachClassOfTampering(t *testing.T) {
 	t.Parallel()
 	type history struct {
-		c        *kernelCLI
-		note     string // a NOTE created under c1, patched under p2, p3, p4
-		mem      string // a MEM-001 record created under m1, rewritten (F01) under r1
+		c       *kernelCLI
+		note    string // a NOTE created under c1, patched under p2, p3, p4
+		mem     string // a MEM-001 record created under m1, rewritten (F01) under r1
 		rewrite string // r1's execution
 	}
 	setupHistory := func(t *testing.T) history {

@@ -19,10 +19,10 @@ import (
 type life struct {
 	// xid is the transaction ("" for rows that do not record one: written before migration
 	// 0004, judged by nothing here).
-	xid                                     string
-	first, last                             time.Time
+	xid                                      string
+	first, last                              time.Time
 	revisions, executions, reviews, messages int
-	runAudits                               int
+	runAudits                                int
 	// actions are the distinct actions of its audit events.
 	actions []string
 	// keyExpiresAt is the key's expiry as this transaction recorded it (nil: not recorded).
@@ -43,7 +43,7 @@ type lifeProblem struct {
 
 // The write a run audit action stands for, and the rows it writes.
 type runShape struct {
-	what                                    string
+	what                                     string
 	revisions, executions, reviews, messages int
 }
 
