@@ -76,12 +76,12 @@ func (w writer) writtenBy(what string, rowKey, rowXID *string) error {
 		if rowKey != nil {
 			by = "by key " + quoteKey(*rowKey)
 		}
-		return foreignRows{apperr.New(apperr.SnapshotIntegrity, "the stored result points at %s, written %s, not by key %s: the envelope was moved to rows it did not write",
+		return foreignRows{apperr.New(apperr.SnapshotIntegrity, "the envelope points at %s, written %s, not by key %s: it was moved to rows this key did not write",
 			what, by, quoteKey(w.key))}
 	}
 	if w.xid != nil && rowXID != nil && *w.xid != *rowXID {
-		return foreignRows{apperr.New(apperr.SnapshotIntegrity, "the stored result points at %s, written by transaction %s, but key %s was reserved by transaction %s: "+
-			"the envelope points at rows another request wrote", what, *rowXID, quoteKey(w.key), *w.xid)}
+		return foreignRows{apperr.New(apperr.SnapshotIntegrity, "the envelope points at %s, written by transaction %s, but key %s was reserved by transaction %s: "+
+			"it points at rows another request wrote", what, *rowXID, quoteKey(w.key), *w.xid)}
 	}
 	return nil
 }

@@ -38,7 +38,9 @@ type keyRowFacts = store.VerifyKeyRowFacts
 type lifeProblem struct {
 	invariant string
 	xid       string
-	detail    string
+	// other is the transaction the life of xid ran twice with ("" for other problems).
+	other  string
+	detail string
 }
 
 // The write a run audit action stands for, and the rows it writes.
@@ -82,8 +84,9 @@ func plural(n int, one string) string {
 // it expired, by the expiry the earlier transaction recorded (key_runs_once).
 func judgeLives(key string, row *keyRowFacts, lives []life) []lifeProblem {
 	var out []lifeProblem
-	add := func(inv, xid, format string, args ...any) {
+	add := func(inv, xid, format string, args ...any) *lifeProblem {
 		out = append(out, lifeProblem{invariant: inv, xid: xid, detail: fmt.Sprintf(format, args...)})
+		return &out[len(out)-1]
 	}
 	var attributed []life
 	for _, l := range lives {
@@ -132,8 +135,8 @@ func judgeLives(key string, row *keyRowFacts, lives []life) []lifeProblem {
 	}
 	for i, l := range attributed {
 		if row != nil && l.xid != reserved && l.first.After(row.CreatedAt) {
-			add(InvKeyRunsOnce, l.xid, "key %s ran again at %s (transaction %s) while its row, reserved at %s by transaction %s, held it: it ran twice",
-				quoteKey(key), stamp(l.first), l.xid, stamp(row.CreatedAt), reserved)
+			add(InvKeyRunsOnce, l.xid, "transaction %s ran under key %s at %s while the key's row, reserved at %s by transaction %s, held it",
+				l.xid, quoteKey(key), stamp(l.first), stamp(row.CreatedAt), reserved).other = reserved
 			continue
 		}
 		if i == 0 {
@@ -150,8 +153,8 @@ func judgeLives(key string, row *keyRowFacts, lives []life) []lifeProblem {
 		if prev.keyExpiresAt != nil {
 			why = "the first recorded the key as valid until " + stamp(*prev.keyExpiresAt)
 		}
-		add(InvKeyRunsOnce, l.xid, "key %s ran twice: transaction %s at %s and transaction %s at %s, and %s", quoteKey(key),
-			prev.xid, stamp(prev.first), l.xid, stamp(l.first), why)
+		add(InvKeyRunsOnce, l.xid, "transaction %s at %s and transaction %s at %s both ran under key %s, and %s",
+			prev.xid, stamp(prev.first), l.xid, stamp(l.first), quoteKey(key), why).other = prev.xid
 	}
 	return out
 }

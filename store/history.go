@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/internal/termsafe"
 )
 
 // History returns one page of the owner's merged timeline (audit events, executions, keys and
@@ -177,7 +178,7 @@ func ParseExportFormat(s string) (ExportFormat, error) {
 }
 
 // ExportColumns are the CSV columns, in order.
-var ExportColumns = []string{"at", "kind", "id", "moduleCode", "recordId", "revision", "executionId", "action", "key", "status", "operation", "featureId", "mode"}
+var ExportColumns = []string{"at", "kind", "id", "moduleCode", "recordId", "revision", "executionId", "action", "key", "status", "operation", "featureId", "mode", "xid"}
 
 // ExportHistory writes the timeline entries q selects — the whole owner when q names no cursor —
 // to w, reading keyset pages of MaxPage and writing each before the next is read, so memory stays
@@ -262,11 +263,18 @@ func (db *DB) ExportHistory(ctx context.Context, q HistoryQuery, format ExportFo
 	return n, nil
 }
 
+// csvRecord is e as a CSV row. Every stored string passes through termsafe.CSVCell: no control
+// byte leaves raw (a ticket attachment someone cats cannot run a terminal sequence or split a
+// row) and no cell reads as a spreadsheet formula.
 func csvRecord(e Event) []string {
 	rev := ""
 	if e.Revision != nil {
 		rev = strconv.Itoa(*e.Revision)
 	}
-	return []string{e.At.UTC().Format(time.RFC3339Nano), e.Kind, e.ID, deref(e.ModuleCode), deref(e.RecordID), rev, deref(e.ExecutionID),
-		deref(e.Action), deref(e.Key), deref(e.Status), deref(e.Operation), deref(e.FeatureID), deref(e.Mode)}
+	row := []string{e.At.UTC().Format(time.RFC3339Nano), e.Kind, e.ID, deref(e.ModuleCode), deref(e.RecordID), rev, deref(e.ExecutionID),
+		deref(e.Action), deref(e.Key), deref(e.Status), deref(e.Operation), deref(e.FeatureID), deref(e.Mode), deref(e.XID)}
+	for i, c := range row {
+		row[i] = termsafe.CSVCell(c)
+	}
+	return row
 }

@@ -576,3 +576,26 @@ func (db *DB) VerifyEstimate(ctx context.Context, owner string, since time.Time)
 	}
 	return out, nil
 }
+
+// OutboxTallyRow is what became of the outbox messages of some owners.
+type OutboxTallyRow struct {
+	Queued, Delivered, Failed, Pending int
+	// FailedIDs and PendingIDs name up to a given number of them.
+	FailedIDs, PendingIDs []string
+}
+
+// OutboxTally counts the outbox messages of owners by status, naming up to name of the failed and
+// of the pending ones (a soak reconciles what it queued with this).
+func (db *DB) OutboxTally(ctx context.Context, owners []string, name int) (OutboxTallyRow, error) {
+	var t OutboxTallyRow
+	err := db.Q(ctx).QueryRow(ctx, `SELECT count(*)::int, (count(*) FILTER (WHERE status = 'DELIVERED'))::int,
+			(count(*) FILTER (WHERE status = 'FAILED'))::int, (count(*) FILTER (WHERE status = 'PENDING'))::int,
+			coalesce((array_agg(id ORDER BY id) FILTER (WHERE status = 'FAILED'))[1:$2], '{}'),
+			coalesce((array_agg(id ORDER BY id) FILTER (WHERE status = 'PENDING'))[1:$2], '{}')
+		FROM outbox_message WHERE owner_id = ANY($1)`, owners, name).
+		Scan(&t.Queued, &t.Delivered, &t.Failed, &t.Pending, &t.FailedIDs, &t.PendingIDs)
+	if err != nil {
+		return t, fmt.Errorf("tally the outbox: %w", err)
+	}
+	return t, nil
+}

@@ -63,6 +63,40 @@ func NewOver(db *testdb.DB) Bundle {
 	return Bundle{DB: db, Kernel: k, Ctx: ctx, Backend: backend, Clock: clock, Outbox: worker, Provider: provider, Crash: crash}
 }
 
+// xidSQL gives each request of SeedFixed a transaction of its own, as the kernel's would have
+// (fixed numbers, so screens showing them are the same on every run): 7001 the create, 7002 the
+// patch, 7003 the publish, 7000 the unkeyed MEM-001 create.
+const xidSQL = `
+UPDATE idempotency_record SET reserved_xid = (CASE idempotency_key WHEN 'fixed-create' THEN '7001' WHEN 'fixed-patch' THEN '7002' ELSE '7003' END)::xid8;
+UPDATE record_revision SET written_xid = (CASE idempotency_key WHEN 'fixed-create' THEN '7001' WHEN 'fixed-patch' THEN '7002' ELSE '7000' END)::xid8;
+UPDATE audit_event SET written_xid = (CASE idempotency_key WHEN 'fixed-create' THEN '7001' WHEN 'fixed-patch' THEN '7002' ELSE '7003' END)::xid8;
+UPDATE feature_execution SET written_xid = '7003'::xid8;
+`
+
+// attestSQL gives the rows SeedFixed wrote the digests the kernel's INSERTs compute (package
+// attest; migration 0004 computes the same for rows written before it): revisions 1, then 2, then
+// the execution. The script runs as one transaction, which wrote every row and reserved every
+// key; xidSQL then gives each request its own.
+const attestSQL = `
+UPDATE record_revision rv SET digest = sha256(coalesce((SELECT p.digest FROM record_revision p
+		WHERE p.owner_id = rv.owner_id AND p.record_id = rv.record_id AND p.revision = rv.revision - 1), ''::bytea)
+	|| convert_to(jsonb_build_object('at', (extract(epoch FROM rv.created_at) * 1000000)::bigint, 'key', rv.idempotency_key,
+		'xid', rv.written_xid::text, 'snapshot', rv.snapshot)::text, 'UTF8'))
+	WHERE rv.revision = 1;
+UPDATE record_revision rv SET digest = sha256(coalesce((SELECT p.digest FROM record_revision p
+		WHERE p.owner_id = rv.owner_id AND p.record_id = rv.record_id AND p.revision = rv.revision - 1), ''::bytea)
+	|| convert_to(jsonb_build_object('at', (extract(epoch FROM rv.created_at) * 1000000)::bigint, 'key', rv.idempotency_key,
+		'xid', rv.written_xid::text, 'snapshot', rv.snapshot)::text, 'UTF8'))
+	WHERE rv.revision = 2;
+UPDATE feature_execution e SET digest = sha256(coalesce((SELECT v.digest FROM record_revision v
+		WHERE v.owner_id = e.owner_id AND v.record_id = e.record_id AND v.revision = e.record_revision), ''::bytea)
+	|| convert_to(jsonb_build_object('at', (extract(epoch FROM e.created_at) * 1000000)::bigint, 'key', e.idempotency_key,
+		'xid', e.written_xid::text, 'execution', jsonb_build_object('id', e.id, 'ownerId', e.owner_id, 'moduleCode', e.module_code,
+			'recordId', e.record_id, 'featureId', e.feature_id, 'mode', e.mode,
+			'status', CASE WHEN e.mode = 'outbox' THEN 'PENDING' ELSE e.status END,
+			'recordRevision', e.record_revision, 'input', e.input, 'output', e.output))::text, 'UTF8'));
+`
+
 // Fixed record ids of SeedFixed.
 const (
 	NoteID = "01JDEMONOTE000000000000001"
@@ -106,7 +140,8 @@ INSERT INTO idempotency_record (owner_id, idempotency_key, operation, fingerprin
  ('alice', 'fixed-publish', 'MEM-001:record:' || $2 || ':feature:F02', repeat('c', 64), 'SUCCEEDED',
    jsonb_build_object('schemaVersion', 1, 'policy', 'feature-execution-reference-v1', 'result', jsonb_build_object('recordId', $2::text, 'revision', 1, 'executionId', '01JDEMOEXEC000000000000001')),
    $3 + interval '11 minutes', $4 + interval '11 minutes', $3 + interval '11 minutes');
-`)
+UPDATE audit_event a SET key_expires_at = k.expires_at FROM idempotency_record k WHERE k.owner_id = a.owner_id AND k.idempotency_key = a.idempotency_key;
+` + xidSQL + attestSQL)
 	_, err := b.DB.Pool.Exec(ctx, script)
 	require.NoError(t, err)
 }
