@@ -18,7 +18,7 @@ func TestVerifyCommandExits0CleanAnd4WithViolations(t *testing.T) {
 	c.ok("action", "--owner", "alice", "--module", "NOTE", "--record", id, "--feature", "F01", "--key", "v2")
 
 	rep := c.ok("verify", "--all")
-	require.Equal(t, []string{"batches", "checked", "invariants", "ok", "owner", "tookMs", "unattributed", "violations"}, sortedKeys(rep))
+	require.Equal(t, []string{"batches", "checked", "invariants", "ok", "owner", "passMs", "tookMs", "unattributed", "violations"}, sortedKeys(rep))
 	require.Equal(t, true, rep["ok"])
 	invs := rep["invariants"].([]any)
 	require.Len(t, invs, 17)

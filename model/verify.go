@@ -94,6 +94,8 @@ type InvariantReport struct {
 	TookMs  float64          `json:"tookMs"`
 	// Since is the --since the run was limited to (absent: every row).
 	Since *time.Time `json:"since,omitempty"`
+	// PassMs is how long each pass took (the table it read, as in Checked), in milliseconds.
+	PassMs map[string]float64 `json:"passMs"`
 	// Unattributed counts, per table, the rows a key's request wrote that do not record the
 	// transaction that wrote them: rows written before migration 0004, which cannot tell. They
 	// are judged by their key alone and are not violations.

@@ -14,6 +14,21 @@ func microsSQL(ts string) string {
 	return `CASE WHEN isfinite(` + ts + `) THEN (extract(epoch FROM ` + ts + `) * 1000000)::bigint END`
 }
 
+// RevisionDigestSQL is attest.Revision as an SQL expression over the values of a revision being
+// written, each given as an SQL expression (owner, record and revision find its predecessor's
+// digest). The kernel's INSERT is built with it; so is any bulk load that writes revisions as
+// the kernel would (the bench's seeds, test fixtures), with xid "pg_current_xact_id()::text".
+func RevisionDigestSQL(owner, record, revision, at, key, xid, snapshot string) string {
+	return revisionDigestSQL(owner, record, revision, at, key, xid, snapshot)
+}
+
+// ExecutionDigestSQL is attest.OfExecution as an SQL expression over the values of an execution
+// being written (see RevisionDigestSQL).
+func ExecutionDigestSQL(id, owner, module, record, feature, mode, status, revision, input, output, key, at, xid string) string {
+	return executionDigestSQL(executionExprs{id: id, owner: owner, module: module, record: record, feature: feature, mode: mode,
+		status: status, revision: revision, input: input, output: output, key: key, at: at, xid: xid})
+}
+
 // revisionDigestSQL is attest.Revision over the revision (owner, record, revision) being written.
 func revisionDigestSQL(owner, record, revision, at, key, xid, snapshot string) string {
 	return `sha256(coalesce((SELECT p.digest FROM record_revision p WHERE p.owner_id = ` + owner + ` AND p.record_id = ` + record +

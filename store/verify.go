@@ -29,7 +29,10 @@ func (db *DB) ReadSnapshot(ctx context.Context, fn func(ctx context.Context) err
 	defer conn.Release()
 	var b pgx.Batch
 	b.Queue("begin isolation level repeatable read read only")
-	results := 1
+	// Its page reads are many small index lookups whose generic plans the planner may cost high
+	// enough to JIT-compile on every page: compiling costs far more than running them.
+	b.Queue("select pg_catalog.set_config('jit', 'off', true)")
+	results := 2
 	if db.txSearchPath != "" { // the session's schema, per transaction as every transaction sets it
 		b.Queue("select pg_catalog.set_config('search_path', $1, true)", db.txSearchPath)
 		results++
@@ -127,22 +130,31 @@ func (r VerifyKeyRow) Cursor() VerifyCursor { return VerifyCursor{Owner: r.Owner
 
 // verifyKeysSQL reads a page of key rows with what their results reference, each through a
 // LATERAL subquery bound by a unique key (as the replay statement reads them, but in any
-// module: the module check is the caller's).
-const verifyKeysSQL = `SELECT k.owner_id, k.idempotency_key, k.operation, k.status, k.response::text, k.expires_at, k.reserved_xid::text,
+// module: the module check is the caller's). light leaves out what only a check of the rows'
+// content needs — snapshot, input, output and digests — for a caller that judged every revision
+// and execution on its own (their columns are NULL then).
+func verifyKeysSQL(light bool) string {
+	snapshot, digests, input := `rv.snapshot`, `rv.digest, (SELECT q.digest FROM record_revision q
+				WHERE q.owner_id = rv.owner_id AND q.record_id = rv.record_id AND q.revision = rv.revision - 1) AS prev_digest`, `e.input, e.output`
+	execDigests := `e.digest, (SELECT v.digest FROM record_revision v
+				WHERE v.owner_id = e.owner_id AND v.record_id = e.record_id AND v.revision = e.record_revision) AS revision_digest`
+	if light {
+		snapshot, digests, input = `NULL::jsonb AS snapshot`, `NULL::bytea AS digest, NULL::bytea AS prev_digest`, `NULL::jsonb AS input, NULL::jsonb AS output`
+		execDigests = `NULL::bytea AS digest, NULL::bytea AS revision_digest`
+	}
+	return `SELECT k.owner_id, k.idempotency_key, k.operation, k.status, k.response::text, k.expires_at, k.reserved_xid::text,
 		` + replayRevisionColumns + `, ` + replayExecutionColumns + `,
 		pf_r.id, pf_r.owner_id, pf_r.module_code, pf_r.record_id, pf_r.record_revision, pf_r.verdict, pf_r.comment, pf_r.idempotency_key, pf_r.created_at
 	FROM idempotency_record k
-	LEFT JOIN LATERAL (SELECT rv.owner_id, rv.record_id, rv.revision, rv.snapshot, rv.idempotency_key, rv.created_at,
+	LEFT JOIN LATERAL (SELECT rv.owner_id, rv.record_id, rv.revision, ` + snapshot + `, rv.idempotency_key, rv.created_at,
 			p.owner_id AS parent_owner, p.id AS parent_id, p.module_code AS parent_module,
-			rv.written_xid::text AS xid, rv.digest, (SELECT q.digest FROM record_revision q
-				WHERE q.owner_id = rv.owner_id AND q.record_id = rv.record_id AND q.revision = rv.revision - 1) AS prev_digest
+			rv.written_xid::text AS xid, ` + digests + `
 		FROM record_revision rv JOIN record p ON p.owner_id = rv.owner_id AND p.id = rv.record_id
 		WHERE rv.owner_id = k.owner_id AND rv.record_id = k.response->'result'->>'recordId' AND rv.revision = ` + replayRevision + `
 		OFFSET 0) pf_rv ON true
 	LEFT JOIN LATERAL (SELECT e.id, e.owner_id, e.module_code, e.record_id, e.feature_id, e.mode, e.status,
-			e.record_revision, e.input, e.output, e.idempotency_key, e.created_at, e.updated_at,
-			e.written_xid::text AS xid, e.digest, (SELECT v.digest FROM record_revision v
-				WHERE v.owner_id = e.owner_id AND v.record_id = e.record_id AND v.revision = e.record_revision) AS revision_digest
+			e.record_revision, ` + input + `, e.idempotency_key, e.created_at, e.updated_at,
+			e.written_xid::text AS xid, ` + execDigests + `
 		FROM feature_execution e
 		WHERE e.owner_id = k.owner_id AND e.id = k.response->'result'->>'executionId' AND e.record_id = k.response->'result'->>'recordId'
 		OFFSET 0) pf_e ON true
@@ -151,11 +163,22 @@ const verifyKeysSQL = `SELECT k.owner_id, k.idempotency_key, k.operation, k.stat
 		WHERE r.owner_id = k.owner_id AND r.record_id = k.response->'result'->>'recordId' AND r.id = k.response->'result'->>'reviewId'
 		OFFSET 0) pf_r ON true
 	WHERE `
+}
 
-// VerifyKeys reads a page of idempotency rows in (owner_id, idempotency_key) order.
-func (db *DB) VerifyKeys(ctx context.Context, p VerifyPage) ([]VerifyKeyRow, error) {
+var (
+	verifyKeysFullSQL  = verifyKeysSQL(false)
+	verifyKeysLightSQL = verifyKeysSQL(true)
+)
+
+// VerifyKeys reads a page of idempotency rows in (owner_id, idempotency_key) order, with the
+// rows their results reference — without those rows' content when light.
+func (db *DB) VerifyKeys(ctx context.Context, p VerifyPage, light bool) ([]VerifyKeyRow, error) {
 	where, args := p.where("k", "idempotency_key", "", "updated_at")
-	rows, err := p.query(ctx, db, verifyKeysSQL+where+fmt.Sprintf(` ORDER BY k.owner_id, k.idempotency_key LIMIT $%d`, len(args)+1), args)
+	q := verifyKeysFullSQL
+	if light {
+		q = verifyKeysLightSQL
+	}
+	rows, err := p.query(ctx, db, q+where+fmt.Sprintf(` ORDER BY k.owner_id, k.idempotency_key LIMIT $%d`, len(args)+1), args)
 	if err != nil {
 		return nil, fmt.Errorf("verify keys: %w", err)
 	}
@@ -303,12 +326,15 @@ var (
 // VerifyExecutions reads a page of feature executions in (owner_id, id) order.
 func (db *DB) VerifyExecutions(ctx context.Context, p VerifyPage) ([]VerifyExecutionRow, error) {
 	where, args := p.where("e", "id", "", "updated_at")
-	rows, err := p.query(ctx, db, `SELECT `+prefixed("e.", executionColumns)+`, `+executionAttestColumns+`,
-			EXISTS (SELECT 1 FROM record p WHERE p.owner_id = e.owner_id AND p.module_code = e.module_code AND p.id = e.record_id),
-			EXISTS (SELECT 1 FROM record_revision v WHERE v.owner_id = e.owner_id AND v.record_id = e.record_id AND v.revision = e.record_revision),
+	// The record and the revision are joined, not looked up with EXISTS: a generic plan turns an
+	// uncorrelated-looking EXISTS into a hashed subplan, a scan of every record on each page.
+	rows, err := p.query(ctx, db, `SELECT `+prefixed("e.", executionColumns)+`, e.written_xid::text, e.digest, v.digest,
+			p.id IS NOT NULL, v.revision IS NOT NULL,
 			au.runs, au.settles, COALESCE(au.settled_as, ''),
 			(SELECT count(*)::int FROM outbox_message m WHERE m.owner_id = e.owner_id AND m.execution_id = e.id)
 		FROM feature_execution e
+		LEFT JOIN record p ON p.owner_id = e.owner_id AND p.module_code = e.module_code AND p.id = e.record_id
+		LEFT JOIN record_revision v ON v.owner_id = e.owner_id AND v.record_id = e.record_id AND v.revision = e.record_revision
 		CROSS JOIN LATERAL (SELECT
 				count(*) FILTER (WHERE a.action IN (`+runActionsSQL+`))::int AS runs,
 				count(*) FILTER (WHERE a.action IN (`+settleActionsSQL+`))::int AS settles,
@@ -434,10 +460,11 @@ var verifyLivesTables = []struct{ table, at, counts string }{
 	{"outbox_message", "created_at", "0, 0, 0, 1"},
 }
 
-// verifyLivesSQL groups the rows of the keys in the range (($1, $2), ($3, $4)] by key and
-// transaction. Each table is read through its (owner_id, idempotency_key) index range.
+// verifyLivesSQL groups by key and transaction the rows of owner $1's keys in ($2, $3]. Each
+// table is read through its (owner_id, idempotency_key) index range. (A page never spans owners:
+// a row comparison over (owner_id, idempotency_key) is not an index range to the planner here.)
 var verifyLivesSQL = func() string {
-	const rng = `(owner_id, idempotency_key) > ($1, $2) AND (owner_id, idempotency_key) <= ($3, $4) AND idempotency_key IS NOT NULL`
+	const rng = `owner_id = $1 AND idempotency_key > $2 AND idempotency_key <= $3 AND idempotency_key IS NOT NULL`
 	var parts []string
 	for _, t := range verifyLivesTables {
 		parts = append(parts, `SELECT owner_id, idempotency_key, written_xid, `+t.counts+`, NULL::text AS action, `+t.at+` AS at, NULL::timestamptz AS kx
@@ -453,85 +480,124 @@ var verifyLivesSQL = func() string {
 }()
 
 // VerifyKeyLives reads the lives of the next keys after p.After (Owner and ID are the key's
-// owner and key): the keys of about p.Limit keyed audit events — a key's rows are never split
-// between pages — and their key rows. With p.Since, the page's keys are those with an audit
-// event since then (their older lives are read too, to judge them). next is where the page
-// after starts; more is false on the last page. read counts the audit events the page spans.
+// owner and key; an empty Owner starts at the first owner): the keys of about p.Limit keyed audit
+// events of one owner — a key's rows are never split between pages — and their key rows. With
+// p.Since, the page's keys are those with an audit event since then (their older lives are read
+// too, to judge them). next is where the page after starts; more is false on the last page. read
+// counts the audit events the page spans.
 func (db *DB) VerifyKeyLives(ctx context.Context, p VerifyPage) (out []VerifyKeyLives, next VerifyCursor, more bool, read int, err error) {
-	where, args := p.keyset("a", "idempotency_key", "")
-	since, args := p.since("a.at", args)
-	args = append(args, p.Limit)
-	var hiOwner, hiKey string
+	owner, after := p.Owner, p.After.ID
+	if owner == "" {
+		owner = p.After.Owner
+	}
+	sinceArg := func(args []any, col string) (string, []any) { return p.since(col, args) }
+	// The next owner with keyed audit events, from owner on (strictly after it when past is set).
+	nextOwner := func(from string, past bool) (string, bool, error) {
+		cmp := ">="
+		if past {
+			cmp = ">"
+		}
+		since, args := sinceArg([]any{from}, "at")
+		var o *string
+		err := db.Q(ctx).QueryRow(ctx, `SELECT min(owner_id) FROM audit_event WHERE idempotency_key IS NOT NULL AND owner_id `+cmp+` $1`+since, args...).Scan(&o)
+		if err != nil || o == nil {
+			return "", false, err
+		}
+		return *o, true, nil
+	}
+	if owner == "" {
+		o, ok, err := nextOwner("", false)
+		if err != nil || !ok {
+			return nil, next, false, 0, wrapLives(err)
+		}
+		owner = o
+	}
+	var hiKey string
 	var n int
-	err = db.Q(ctx).QueryRow(ctx, `SELECT owner_id, idempotency_key, count(*) OVER ()::int
-		FROM (SELECT a.owner_id, a.idempotency_key FROM audit_event a WHERE a.idempotency_key IS NOT NULL AND `+where+since+
-		fmt.Sprintf(` ORDER BY a.owner_id, a.idempotency_key LIMIT $%d) s ORDER BY owner_id DESC, idempotency_key DESC LIMIT 1`, len(args)), args...).
-		Scan(&hiOwner, &hiKey, &n)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, next, false, 0, nil
+	for {
+		since, args := sinceArg([]any{owner, after}, "a.at")
+		args = append(args, p.Limit)
+		err = db.Q(ctx).QueryRow(ctx, `SELECT idempotency_key, count(*) OVER ()::int
+			FROM (SELECT a.idempotency_key FROM audit_event a WHERE a.owner_id = $1 AND a.idempotency_key > $2 AND a.idempotency_key IS NOT NULL`+since+
+			fmt.Sprintf(` ORDER BY a.idempotency_key LIMIT $%d) s ORDER BY idempotency_key DESC LIMIT 1`, len(args)), args...).Scan(&hiKey, &n)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return nil, next, false, 0, wrapLives(err)
+		}
+		if p.Owner != "" {
+			return nil, next, false, 0, nil // the owner's keys are done
+		}
+		o, ok, err := nextOwner(owner, true)
+		if err != nil || !ok {
+			return nil, next, false, 0, wrapLives(err)
+		}
+		owner, after = o, ""
 	}
-	if err != nil {
-		return nil, next, false, 0, fmt.Errorf("verify key lives: %w", err)
-	}
-	loOwner := p.After.Owner
-	if p.Owner != "" {
-		loOwner = p.Owner
-	}
-	rng := []any{loOwner, p.After.ID, hiOwner, hiKey}
+	rng := []any{owner, after, hiKey}
 	rows, err := db.Q(ctx).Query(ctx, verifyLivesSQL, rng...)
 	if err != nil {
-		return nil, next, false, 0, fmt.Errorf("verify key lives: %w", err)
+		return nil, next, false, 0, wrapLives(err)
 	}
 	for rows.Next() {
-		var owner, key string
+		var o, key string
 		var l VerifyLife
 		var xid pgtype.Text
 		var kx pgtype.Timestamptz
-		if err := rows.Scan(&owner, &key, &xid, &l.Revisions, &l.Executions, &l.Reviews, &l.Messages, &l.RunAudits, &l.Actions,
+		if err := rows.Scan(&o, &key, &xid, &l.Revisions, &l.Executions, &l.Reviews, &l.Messages, &l.RunAudits, &l.Actions,
 			&l.First, &l.Last, &kx); err != nil {
 			rows.Close()
-			return nil, next, false, 0, fmt.Errorf("verify key lives: %w", err)
+			return nil, next, false, 0, wrapLives(err)
 		}
 		l.XID = textPtr(xid)
 		if kx.Valid && kx.InfinityModifier == pgtype.Finite {
 			t := kx.Time
 			l.KeyExpiresAt = &t
 		}
-		if len(out) == 0 || out[len(out)-1].OwnerID != owner || out[len(out)-1].Key != key {
-			out = append(out, VerifyKeyLives{OwnerID: owner, Key: key})
+		if len(out) == 0 || out[len(out)-1].Key != key {
+			out = append(out, VerifyKeyLives{OwnerID: o, Key: key})
 		}
 		k := &out[len(out)-1]
 		k.Lives = append(k.Lives, l)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, next, false, 0, fmt.Errorf("verify key lives: %w", err)
+		return nil, next, false, 0, wrapLives(err)
 	}
-	keyRows, err := db.Q(ctx).Query(ctx, `SELECT owner_id, idempotency_key, status, operation, reserved_xid::text, created_at, expires_at
-		FROM idempotency_record WHERE (owner_id, idempotency_key) > ($1, $2) AND (owner_id, idempotency_key) <= ($3, $4)`, rng...)
+	keyRows, err := db.Q(ctx).Query(ctx, `SELECT idempotency_key, status, operation, reserved_xid::text, created_at, expires_at
+		FROM idempotency_record WHERE owner_id = $1 AND idempotency_key > $2 AND idempotency_key <= $3`, rng...)
 	if err != nil {
-		return nil, next, false, 0, fmt.Errorf("verify key lives: %w", err)
+		return nil, next, false, 0, wrapLives(err)
 	}
-	facts := map[[2]string]*VerifyKeyRowFacts{}
+	facts := map[string]*VerifyKeyRowFacts{}
 	for keyRows.Next() {
-		var owner, key string
+		var key string
 		var f VerifyKeyRowFacts
 		var xid pgtype.Text
-		if err := keyRows.Scan(&owner, &key, &f.Status, &f.Operation, &xid, &f.CreatedAt, &f.ExpiresAt); err != nil {
+		if err := keyRows.Scan(&key, &f.Status, &f.Operation, &xid, &f.CreatedAt, &f.ExpiresAt); err != nil {
 			keyRows.Close()
-			return nil, next, false, 0, fmt.Errorf("verify key lives: %w", err)
+			return nil, next, false, 0, wrapLives(err)
 		}
 		f.ReservedXID = textPtr(xid)
-		facts[[2]string{owner, key}] = &f
+		facts[key] = &f
 	}
 	keyRows.Close()
 	if err := keyRows.Err(); err != nil {
-		return nil, next, false, 0, fmt.Errorf("verify key lives: %w", err)
+		return nil, next, false, 0, wrapLives(err)
 	}
 	for i := range out {
-		out[i].Row = facts[[2]string{out[i].OwnerID, out[i].Key}]
+		out[i].Row = facts[out[i].Key]
 	}
-	return out, VerifyCursor{Owner: hiOwner, ID: hiKey}, n >= p.Limit, n, nil
+	more = p.Owner == "" || n >= p.Limit
+	return out, VerifyCursor{Owner: owner, ID: hiKey}, more, n, nil
+}
+
+func wrapLives(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("verify key lives: %w", err)
 }
 
 // VerifyEstimate is about how many rows of each table a verify of owner ("" every owner) since

@@ -16,6 +16,7 @@ import (
 	"github.com/idemwork/idemwork/internal/workbench"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/outbox"
+	"github.com/idemwork/idemwork/store"
 	"github.com/idemwork/idemwork/tui/shared"
 	"github.com/idemwork/idemwork/views"
 )
@@ -73,29 +74,18 @@ UPDATE audit_event SET written_xid = (CASE idempotency_key WHEN 'fixed-create' T
 UPDATE feature_execution SET written_xid = '7003'::xid8;
 `
 
-// attestSQL gives the rows SeedFixed wrote the digests the kernel's INSERTs compute (package
-// attest; migration 0004 computes the same for rows written before it): revisions 1, then 2, then
-// the execution. The script runs as one transaction, which wrote every row and reserved every
-// key; xidSQL then gives each request its own.
-const attestSQL = `
-UPDATE record_revision rv SET digest = sha256(coalesce((SELECT p.digest FROM record_revision p
-		WHERE p.owner_id = rv.owner_id AND p.record_id = rv.record_id AND p.revision = rv.revision - 1), ''::bytea)
-	|| convert_to(jsonb_build_object('at', (extract(epoch FROM rv.created_at) * 1000000)::bigint, 'key', rv.idempotency_key,
-		'xid', rv.written_xid::text, 'snapshot', rv.snapshot)::text, 'UTF8'))
-	WHERE rv.revision = 1;
-UPDATE record_revision rv SET digest = sha256(coalesce((SELECT p.digest FROM record_revision p
-		WHERE p.owner_id = rv.owner_id AND p.record_id = rv.record_id AND p.revision = rv.revision - 1), ''::bytea)
-	|| convert_to(jsonb_build_object('at', (extract(epoch FROM rv.created_at) * 1000000)::bigint, 'key', rv.idempotency_key,
-		'xid', rv.written_xid::text, 'snapshot', rv.snapshot)::text, 'UTF8'))
-	WHERE rv.revision = 2;
-UPDATE feature_execution e SET digest = sha256(coalesce((SELECT v.digest FROM record_revision v
-		WHERE v.owner_id = e.owner_id AND v.record_id = e.record_id AND v.revision = e.record_revision), ''::bytea)
-	|| convert_to(jsonb_build_object('at', (extract(epoch FROM e.created_at) * 1000000)::bigint, 'key', e.idempotency_key,
-		'xid', e.written_xid::text, 'execution', jsonb_build_object('id', e.id, 'ownerId', e.owner_id, 'moduleCode', e.module_code,
-			'recordId', e.record_id, 'featureId', e.feature_id, 'mode', e.mode,
-			'status', CASE WHEN e.mode = 'outbox' THEN 'PENDING' ELSE e.status END,
-			'recordRevision', e.record_revision, 'input', e.input, 'output', e.output))::text, 'UTF8'));
-`
+// attestSQL gives the rows SeedFixed wrote the digests the kernel's INSERTs compute (the same
+// expressions, store.RevisionDigestSQL and ExecutionDigestSQL): revisions 1, then 2, then the
+// execution. The script runs as one transaction, which wrote every row and reserved every key;
+// xidSQL then gives each request its own.
+var attestSQL = func() string {
+	rev := store.RevisionDigestSQL("rv.owner_id", "rv.record_id", "rv.revision", "rv.created_at", "rv.idempotency_key", "rv.written_xid::text", "rv.snapshot")
+	exec := store.ExecutionDigestSQL("e.id", "e.owner_id", "e.module_code", "e.record_id", "e.feature_id", "e.mode", "e.status", "e.record_revision",
+		"e.input", "e.output", "e.idempotency_key", "e.created_at", "e.written_xid::text")
+	return "\nUPDATE record_revision rv SET digest = " + rev + " WHERE rv.revision = 1;" +
+		"\nUPDATE record_revision rv SET digest = " + rev + " WHERE rv.revision = 2;" +
+		"\nUPDATE feature_execution e SET digest = " + exec + ";\n"
+}()
 
 // Fixed record ids of SeedFixed.
 const (
