@@ -279,7 +279,7 @@ func (v *Verify) View() string {
 		if p.Table != "" {
 			done += " · reading " + p.Table
 		}
-		body = []string{s.Bold.Render(done), s.Subtle.Render("(every row of the owner in keyset pages, inside one read-only snapshot; no time limit) · ctrl+x cancels")}
+		body = []string{s.Bold.Render(done), s.Subtle.Render("ctrl+x cancels · every row of the owner, in keyset pages, in one read-only snapshot, with no time limit")}
 	case v.err != "":
 		body = []string{s.Danger.Render(v.err)}
 	case v.rep == nil:
