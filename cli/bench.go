@@ -21,6 +21,7 @@ type benchFlags struct {
 	clients, rows   string
 	noStorm         bool
 	quiet           bool
+	verifyEvents    string
 }
 
 func newBenchCmd(a *app) *cobra.Command {
@@ -35,7 +36,9 @@ func newBenchCmd(a *app) *cobra.Command {
 			"hits all; compare the ratio (runner ops/s ÷ raw ops/s) and the efficiency (runner ÷ limit), not\n" +
 			"absolute numbers. Then storms of same-key requests (1,000 in process with and without sharing,\n" +
 			"4 processes × 100) against one lone request, and growth: the fresh-key and replay workloads again\n" +
-			"after bulk-loading each further --rows level of other owners' rows.\n\n" +
+			"after bulk-loading each further --rows level of other owners' rows. With --verify-events N, last,\n" +
+			"an owner with N audit events (keys, records, revisions with their digest chain, executions) is loaded\n" +
+			"and `idemwork verify --owner` of it is timed.\n\n" +
 			"--rtt puts every connection of the run (all sides, the storms and their worker processes) behind a\n" +
 			"loopback proxy that delays each direction by half the round trip, as a network between the\n" +
 			"application and PostgreSQL does; the embedded cluster is then reached over loopback TCP.\n\n" +
@@ -52,6 +55,7 @@ func newBenchCmd(a *app) *cobra.Command {
 	f.DurationVar(&bf.rtt, "rtt", 0, "round trip a loopback proxy adds to every connection, e.g. 500us (0: none, the server's own endpoint)")
 	f.BoolVar(&bf.noStorm, "no-storm", false, "skip the storms")
 	f.BoolVar(&bf.quiet, "quiet", false, "no progress lines on stderr")
+	f.StringVar(&bf.verifyEvents, "verify-events", "0", "the verify cell: load an owner with this many audit events and time verify --owner of it (issue 22's goal: 1M in 60 s); 0 skips it")
 	return cmd
 }
 
@@ -65,8 +69,15 @@ func (a *app) runBench(cmd *cobra.Command, bf benchFlags) error {
 	if err != nil {
 		return err
 	}
+	events, err := parseCounts("--verify-events", bf.verifyEvents)
+	if err != nil {
+		return err
+	}
+	if len(events) != 1 {
+		return usagef("--verify-events wants one count, got %q", bf.verifyEvents)
+	}
 	opts, err := bench.Options{Duration: bf.duration, Slice: bf.slice, Clients: clients, Rows: rows, NoStorm: bf.noStorm,
-		RTT: bf.rtt}.Normalized()
+		RTT: bf.rtt, VerifyEvents: events[0]}.Normalized()
 	if err != nil {
 		return usagef("%s", strings.TrimPrefix(err.Error(), "bench: "))
 	}
