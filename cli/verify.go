@@ -101,7 +101,7 @@ func newVerifyCmd(a *app) *cobra.Command {
 				}
 				fmt.Fprintf(a.stdout, "%s %-26s %6d  %s\n", mark, inv.Name, inv.Count, inv.Description)
 				for _, ex := range inv.Examples {
-					fmt.Fprintf(a.stdout, "    %s\n", escaped(ex.String()))
+					fmt.Fprintf(a.stdout, "    %s\n", safe(ex.String()))
 				}
 			}
 			if n := unattributed(rep.Unattributed); n != "" {
@@ -206,10 +206,4 @@ func unattributed(m map[string]int64) string {
 		}
 	}
 	return strings.Join(parts, ", ")
-}
-
-// escaped quotes control characters, so stored text cannot move the terminal's cursor.
-func escaped(s string) string {
-	q := strconv.Quote(s)
-	return q[1 : len(q)-1]
 }

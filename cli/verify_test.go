@@ -164,6 +164,7 @@ func TestVerifyExits4NamingTheInvariantAndTheKeyForEachClassOfTampering(t *testi
 			text := h.c.textExit(cli.ExitInternal, "verify", "--owner", "alice")
 			require.Contains(t, text, "✗ "+tc.invariant)
 			require.Contains(t, text, "key "+tc.key)
+			require.NotContains(t, text, `\"`, "a detail's quotes are shown as typed, not escaped")
 		})
 	}
 }
