@@ -61,6 +61,9 @@ type Options struct {
 	// worker processes) behind a loopback proxy that delays each direction by RTT/2: the round
 	// trip of a network between the application and PostgreSQL.
 	RTT time.Duration
+	// VerifyEvents, when positive, adds the verify cell: an owner with about that many audit
+	// events is loaded, then verified (issue 22's goal: a million in 60 s).
+	VerifyEvents int
 }
 
 // Normalized fills the defaults and checks o.
@@ -95,6 +98,9 @@ func (o Options) Normalized() (Options, error) {
 		if r < 0 || r > 100_000_000 {
 			return o, fmt.Errorf("bench: --rows wants filler levels of 0-100000000, got %d", r)
 		}
+	}
+	if o.VerifyEvents < 0 || o.VerifyEvents > 100_000_000 {
+		return o, fmt.Errorf("bench: --verify-events wants 0 (none) to 100000000 audit events, got %d", o.VerifyEvents)
 	}
 	o.Clients = slices.Clone(o.Clients)
 	o.Rows = slices.Clone(o.Rows)
@@ -142,7 +148,9 @@ type Report struct {
 	Storm      *StormReport `json:"storm"`
 	// Fairness is issue 28's cell: another owner's read p99 under one owner's read flood.
 	Fairness *FairnessReport `json:"fairness"`
-	// Targets are issue 16's goals this run has cells for, met or not.
+	// Verify is the verify cell (null without --verify-events).
+	Verify *VerifyCell `json:"verify"`
+	// Targets are issue 16's (and 22's) goals this run has cells for, met or not.
 	Targets []Target `json:"targets"`
 }
 
@@ -350,6 +358,14 @@ func Run(ctx context.Context, env Env, opts Options) (Report, error) {
 		}
 	}
 	rep.Growth = growth(rep.Workloads, opts.Rows)
+	if opts.VerifyEvents > 0 {
+		h.logf("  verify of an owner with %d audit events…\n", opts.VerifyEvents)
+		if rep.Verify, err = h.measureVerify(ctx, opts.VerifyEvents); err != nil {
+			return rep, err
+		}
+		h.logf("  verify --owner %s: %d audit events (%.0f rows/s) in %.1fs, ok %v\n", rep.Verify.Owner, rep.Verify.AuditEvents,
+			rep.Verify.RowsPerSecond, rep.Verify.Seconds, rep.Verify.OK)
+	}
 	rep.Targets = targets(rep)
 	rep.Setup.ElapsedSeconds = time.Since(started).Seconds()
 	return rep, nil

@@ -98,8 +98,17 @@ func Print(w io.Writer, r Report) {
 			}
 		}
 	}
+	if v := r.Verify; v != nil {
+		fmt.Fprintf(w, "\nverify --owner %s: %d audit events, %d keys, %d records, %d revisions, %d executions (%d keys' lives) in %.1f s, %.0f rows/s, ok %v (loaded in %.0f s)\n",
+			v.Owner, v.AuditEvents, v.Checked["keys"], v.Checked["records"], v.Checked["revisions"], v.Checked["executions"], v.Checked["keyLives"],
+			v.Seconds, v.RowsPerSecond, v.OK, v.LoadSeconds)
+	}
 	if len(r.Targets) > 0 {
-		fmt.Fprintln(w, "\ntargets (issue 16)")
+		issues := "issue 16"
+		if r.Verify != nil {
+			issues = "issues 16, 22"
+		}
+		fmt.Fprintf(w, "\ntargets (%s)\n", issues)
 		for _, t := range r.Targets {
 			verdict := "missed"
 			if t.Met {

@@ -261,3 +261,28 @@ func TestAMissedTargetSaysByHowMuchAndWhatBoundsIt(t *testing.T) {
 	require.False(t, near.Met)
 	require.Contains(t, near.Note, "missed by 0.005 (0.6% short); the runner makes 4 round trips per op, the limit 1 round trip")
 }
+
+// The verify cell (issue 22) loads an owner as the kernel writes one — every create, patch and
+// feature run with its key, transaction and digest chain — and times verify --owner of it: the
+// loaded rows verify clean, every table of them is read, and the cell is among the targets.
+func TestTheVerifyCellLoadsACleanOwnerAndTimesItsVerify(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	var progress bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, Env{DSN: db.DSN, Display: "test", Progress: &progress},
+		Options{Duration: 60 * time.Millisecond, Slice: 20 * time.Millisecond, Clients: []int{1}, Rows: []int{0}, NoStorm: true, VerifyEvents: 3000})
+	require.NoError(t, err, progress.String())
+	v := rep.Verify
+	require.NotNil(t, v)
+	require.True(t, v.OK, "the loaded rows verify clean: %s", progress.String())
+	require.EqualValues(t, 3000, v.AuditEvents)
+	for table, want := range map[string]int64{"keys": 3000, "records": 2000, "revisions": 3000, "executions": 500, "keyLives": 3000} {
+		require.Equal(t, want, v.Checked[table], table)
+	}
+	require.Positive(t, v.Seconds)
+	require.Positive(t, v.RowsPerSecond)
+	require.InDelta(t, 0.18, v.GoalSeconds, 1e-9)
+	require.Contains(t, rep.Targets[len(rep.Targets)-1].Goal, "verify --owner of 3k audit events")
+}

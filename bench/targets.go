@@ -136,6 +136,16 @@ func targets(r Report) []Target {
 			out = append(out, t)
 		}
 	}
+	if v := r.Verify; v != nil {
+		t := Target{Goal: fmt.Sprintf("verify --owner of %s audit events in ≤ %.0f s (60 s per million), clean", rowsLabel(int(v.AuditEvents)), v.GoalSeconds),
+			Measured: v.Seconds, Met: v.Met, Want: v.GoalSeconds}
+		if !v.OK {
+			t.Note = fmt.Sprintf("the loaded rows did not verify clean: %d violation(s)", v.Violations)
+		} else if !v.Met {
+			t.Note = fmt.Sprintf("missed by %.1f s (%.0f rows/s)", v.Seconds-v.GoalSeconds, v.RowsPerSecond)
+		}
+		out = append(out, t)
+	}
 	return out
 }
 

@@ -22,6 +22,7 @@ type benchFlags struct {
 	noStorm         bool
 	noFairness      bool
 	quiet           bool
+	verifyEvents    string
 }
 
 func newBenchCmd(a *app) *cobra.Command {
@@ -36,9 +37,11 @@ func newBenchCmd(a *app) *cobra.Command {
 			"hits all; compare the ratio (runner ops/s ÷ raw ops/s) and the efficiency (runner ÷ limit), not\n" +
 			"absolute numbers. Then storms of same-key requests (1,000 in process with and without sharing,\n" +
 			"4 processes × 100) against one lone request, and growth: the fresh-key and replay workloads again\n" +
-			"after bulk-loading each further --rows level of other owners' rows. Last, fairness (issue 28): one\n" +
+			"after bulk-loading each further --rows level of other owners' rows. Then fairness (issue 28): one\n" +
 			"owner's 2,000 concurrent GETs of a 60-revision record through the HTTP API serve runs, against\n" +
-			"another owner's GETs meanwhile: that owner's p99 under the flood ÷ its p99 alone (--no-fairness skips it).\n\n" +
+			"another owner's GETs meanwhile: that owner's p99 under the flood ÷ its p99 alone (--no-fairness skips it).\n" +
+			"With --verify-events N, last, an owner with N audit events (keys, records, revisions with their digest\n" +
+			"chain, executions) is loaded and `idemwork verify --owner` of it is timed.\n\n" +
 			"--rtt puts every connection of the run (all sides, the storms and their worker processes) behind a\n" +
 			"loopback proxy that delays each direction by half the round trip, as a network between the\n" +
 			"application and PostgreSQL does; the embedded cluster is then reached over loopback TCP.\n\n" +
@@ -56,6 +59,7 @@ func newBenchCmd(a *app) *cobra.Command {
 	f.BoolVar(&bf.noStorm, "no-storm", false, "skip the storms")
 	f.BoolVar(&bf.noFairness, "no-fairness", false, "skip the fairness cell (one owner's 2,000 concurrent GETs against another owner's)")
 	f.BoolVar(&bf.quiet, "quiet", false, "no progress lines on stderr")
+	f.StringVar(&bf.verifyEvents, "verify-events", "0", "the verify cell: load an owner with this many audit events and time verify --owner of it (issue 22's goal: 1M in 60 s); 0 skips it")
 	return cmd
 }
 
@@ -80,8 +84,15 @@ func (a *app) runBench(cmd *cobra.Command, bf benchFlags) error {
 	if err != nil {
 		return err
 	}
+	events, err := parseCounts("--verify-events", bf.verifyEvents)
+	if err != nil {
+		return err
+	}
+	if len(events) != 1 {
+		return usagef("--verify-events wants one count, got %q", bf.verifyEvents)
+	}
 	opts, err := bench.Options{Duration: bf.duration, Slice: bf.slice, Clients: clients, Rows: rows, NoStorm: bf.noStorm,
-		NoFairness: bf.noFairness, RTT: bf.rtt}.Normalized()
+		NoFairness: bf.noFairness, RTT: bf.rtt, VerifyEvents: events[0]}.Normalized()
 	if err != nil {
 		return usagef("%s", strings.TrimPrefix(err.Error(), "bench: "))
 	}

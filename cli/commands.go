@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/idemwork/idemwork/idem"
 	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/internal/termsafe"
+	"github.com/idemwork/idemwork/internal/ticket"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/store"
 )
@@ -341,9 +343,20 @@ func checkLimit(limit int, page bool) error {
 }
 
 func newKeyCmd(a *app) *cobra.Command {
-	var owner, key string
-	cmd := &cobra.Command{Use: "key", Short: "Show one key: envelope, restored result and latest record", Args: cobra.NoArgs,
+	var owner, key, format string
+	cmd := &cobra.Command{Use: "key", Short: "Show one key: its verdict, envelope, the response a retry gets, and its rows",
+		Long: "key shows one idempotency key: first the verdict its rows give (executed once, ran again after it\n" +
+			"expired, ran twice, tampered, PROCESSING, expired), then the stored envelope, the restored result and the\n" +
+			"latest record, the response a retry gets now, and the key's rows life by life (one transaction each).\n" +
+			"--format md writes all of it as Markdown for a support ticket, --format json as --json prints it.",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if format != "" && format != ticket.FormatMarkdown && format != ticket.FormatJSON {
+				return usagef("--format: want md or json, got %q", format)
+			}
+			if format == ticket.FormatMarkdown && a.flags.json {
+				return usagef("--format md and --json: choose one")
+			}
 			k, err := a.kernel(cmd.Context())
 			if err != nil {
 				return err
@@ -358,7 +371,10 @@ func newKeyCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if a.flags.json {
+			switch {
+			case format == ticket.FormatMarkdown:
+				return ticket.Markdown(a.stdout, v, ticket.Meta{Owner: owner, Database: a.conn.Display + "/" + a.conn.Database, At: time.Now()})
+			case a.flags.json || format == ticket.FormatJSON:
 				writeJSON(a.stdout, v)
 				return nil
 			}
@@ -368,6 +384,7 @@ func newKeyCmd(a *app) *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&owner, "owner", "", "owner id")
 	f.StringVar(&key, "key", "", "Idempotency-Key")
+	f.StringVar(&format, "format", "", "md: a Markdown export for a support ticket; json: as --json")
 	required(cmd, "owner", "key")
 	return cmd
 }

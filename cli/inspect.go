@@ -15,6 +15,8 @@ import (
 // the stored envelope beside the restore's outcome, the drift to the latest record, and the
 // key's rows life by life. Every stored string is terminal-safe.
 func printKeyView(w io.Writer, v kernel.KeyView) {
+	// The verdict first: what the key's rows say happened, and what a retry gets.
+	fmt.Fprintln(w, safe(v.Verdict))
 	fmt.Fprintf(w, "key %s  %s  %s\n", safe(v.Key), v.State, safe(v.Operation))
 	fmt.Fprintf(w, "fingerprint %s\n", safe(v.Fingerprint))
 	expiry := "expires " + v.ExpiresAt.Format(timeJSON)
@@ -22,7 +24,10 @@ func printKeyView(w io.Writer, v kernel.KeyView) {
 		expiry = "EXPIRED at " + v.ExpiresAt.Format(timeJSON)
 	}
 	fmt.Fprintf(w, "created %s · %s\n", v.CreatedAt.Format(timeJSON), expiry)
-	fmt.Fprintln(w, safe(v.Verdict))
+	fmt.Fprintln(w, "next request: "+safe(v.Next))
+	for _, p := range v.Problems {
+		fmt.Fprintln(w, "wrong: "+safe(p))
+	}
 	if v.Envelope == nil {
 		fmt.Fprintln(w, "envelope NULL (a PROCESSING row holds no result)")
 	} else {

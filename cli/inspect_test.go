@@ -17,12 +17,18 @@ import (
 // text runs a command without --json, as a person at a terminal would, and returns stdout.
 func (c *kernelCLI) text(args ...string) string {
 	c.t.Helper()
+	return c.textExit(0, args...)
+}
+
+// textExit is text for a command that must exit with exit.
+func (c *kernelCLI) textExit(exit int, args ...string) string {
+	c.t.Helper()
 	var out, errb bytes.Buffer
 	env := map[string]string{"XDG_CONFIG_HOME": c.t.TempDir()}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	code := cli.Run(ctx, append([]string{"--dsn", c.db.DSN, "--allow-writes"}, args...), &out, &errb, func(k string) string { return env[k] })
-	require.Equal(c.t, 0, code, "args %v: stdout %s stderr %s", args, out.String(), errb.String())
+	require.Equal(c.t, exit, code, "args %v: stdout %s stderr %s", args, out.String(), errb.String())
 	return out.String()
 }
 
@@ -84,12 +90,15 @@ func TestKeyAndKeysShowEveryKeyState(t *testing.T) {
 	require.Contains(t, out, "key stuck  PROCESSING")
 	require.Contains(t, out, "envelope NULL")
 	require.Contains(t, out, "409 IDEMPOTENCY_IN_PROGRESS")
+	require.True(t, strings.HasPrefix(out, "abnormal: reserved at "), "the verdict first:\n%s", out)
 	out = c.text("key", "--owner", "alice", "--key", "tampered")
+	require.True(t, strings.HasPrefix(out, `tampered: stored envelope carries an unknown field "title"; a retry gets 500 SNAPSHOT_INTEGRITY_VIOLATION`+"\n"), "the verdict first:\n%s", out)
 	require.Contains(t, out, "a replay fails closed: 500 SNAPSHOT_INTEGRITY_VIOLATION")
 	require.Contains(t, out, `"title":"smuggled"`)
 	out = c.text("key", "--owner", "alice", "--key", "ok-1")
+	require.Regexp(t, `^executed once at .* \(transaction \d+\); a retry gets 201 with record \w+, revision 1\n`, out)
 	require.Contains(t, out, "a replay returns revision 1")
-	require.Contains(t, out, "current life (reserved")
+	require.Contains(t, out, "current life: transaction ")
 	out = c.text("keys", "--owner", "alice")
 	require.Contains(t, out, "PROCESSING")
 	require.Contains(t, out, "SUCCEEDED (expired)")
@@ -188,10 +197,43 @@ func TestTextCommandsShowHostileStoredStringsTerminalSafe(t *testing.T) {
 	requireTerminalSafe(t, out)
 	require.Contains(t, out, `"\u001b[31mRED\u001b[0m \u001b[2J\nsecond\tline"`)
 	require.Contains(t, out, "RECORD_␛[2JCREATED")
-	for _, args := range [][]string{{"keys", "--owner", "alice"}, {"key", "--owner", "alice", "--key", "hostile"}, {"history", "--owner", "alice"}} {
+	for _, args := range [][]string{{"keys", "--owner", "alice"}, {"key", "--owner", "alice", "--key", "hostile"}, {"history", "--owner", "alice"},
+		{"key", "--owner", "alice", "--key", "hostile", "--format", "md"}} {
 		out := c.text(args...)
 		requireTerminalSafe(t, out)
 		require.Contains(t, out, "␛]52;c;aGk=␇", "%v", args)
+	}
+}
+
+// Issue 22, item 5: the CSV export (the Timeline view's x streams the same) passes every stored
+// string through the terminal-safe renderer — no ESC, OSC or BEL leaves raw, no row splits — and
+// a cell a spreadsheet would run as a formula (=, +, -, @) is made text with a leading quote.
+func TestTheCSVExportIsTerminalSafeAndRunsNoFormula(t *testing.T) {
+	t.Parallel()
+	c := newKernelCLI(t)
+	c.ok("create", "--owner", "alice", "--module", "NOTE", "--key", "=HYPERLINK(\"http://evil\")", "--title", "t")
+	c.ok("create", "--owner", "alice", "--module", "NOTE", "--key", "@SUM(A1)", "--title", "t")
+	c.ok("create", "--owner", "alice", "--module", "NOTE", "--key=-2+3", "--title", "t")
+	c.ok("create", "--owner", "alice", "--module", "NOTE", "--key", "plain-key", "--title", "t")
+	c.sql(`UPDATE idempotency_record SET operation = E'NOTE:record:create\x1b]52;c;aGk=\x07\nsecond line' WHERE idempotency_key = 'plain-key'`)
+	c.sql(`UPDATE audit_event SET action = E'+RECORD_\x1b[2JCREATED' WHERE idempotency_key = 'plain-key'`)
+
+	out := c.text("history", "--owner", "alice", "--format", "csv")
+	requireTerminalSafe(t, out)
+	rows, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+	require.NoError(t, err)
+	require.Len(t, rows, 1+4*3, "a header, then one row per entry: nothing split a row")
+	cells := map[string]bool{}
+	for _, r := range rows[1:] {
+		for _, cell := range r {
+			cells[cell] = true
+			if cell != "" {
+				require.NotContains(t, "=+-@", cell[:1], "no cell starts a formula: %q", cell)
+			}
+		}
+	}
+	for _, want := range []string{`'=HYPERLINK("http://evil")`, "'@SUM(A1)", "'-2+3", "plain-key", "NOTE:record:create␛]52;c;aGk=␇␊second line", "'+RECORD_␛[2JCREATED"} {
+		require.True(t, cells[want], "cell %q in %v", want, rows)
 	}
 }
 

@@ -203,7 +203,8 @@ func TestRecordKeysKeyAndHistoryPrintTheirShapes(t *testing.T) {
 	require.Len(t, empty["keys"], 0)
 
 	key := c.ok("key", "--owner", "alice", "--key", "k1")
-	require.Equal(t, []string{"createdAt", "envelope", "expired", "expiresAt", "fingerprint", "key", "latest", "legacy", "lives", "operation", "replay", "restored", "state", "status", "verdict"}, sortedKeys(key))
+	require.Equal(t, []string{"createdAt", "envelope", "expired", "expiresAt", "fingerprint", "key", "latest", "legacy", "lives", "next", "operation",
+		"problems", "replay", "restored", "state", "status", "verdict", "verdictKind"}, sortedKeys(key))
 	require.Equal(t, false, key["legacy"])
 	restored := obj(t, key["restored"])
 	require.Equal(t, []string{"execution", "record"}, sortedKeys(restored))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"syscall"
 	"time"
 
@@ -126,7 +127,30 @@ func printSoak(a *app, res soak.Result, database string) {
 	for _, k := range kinds {
 		fmt.Fprintf(a.stdout, "  fault %-12s %d\n", k, res.Faults[k])
 	}
-	fmt.Fprintf(a.stdout, "  executions %d, duplicates %d, violations %d\n", res.Executions, res.Duplicates, res.Violations)
+	fmt.Fprintf(a.stdout, "  executions %d, duplicates %d, violations %d (of the soak's own rows)\n", res.Executions, res.Duplicates, res.Violations)
+	failed := func(s soak.VerifySummary) string {
+		if len(s.Failed) == 0 {
+			return "none"
+		}
+		var parts []string
+		for _, inv := range s.Failed {
+			parts = append(parts, fmt.Sprintf("%s %d", inv.Name, inv.Count))
+		}
+		return strings.Join(parts, ", ")
+	}
+	fmt.Fprintf(a.stdout, "  verify before (every owner, not the soak's): %d violation(s): %s\n", res.PreExisting.Violations, failed(res.PreExisting))
+	fmt.Fprintf(a.stdout, "  verify after, the soak's own owners:        %d violation(s): %s\n", res.Verify.Violations, failed(res.Verify))
+	fmt.Fprintf(a.stdout, "  verify after, every owner:                  %d violation(s): %s\n", res.AfterAll.Violations, failed(res.AfterAll))
+	o, t := res.Outbox, res.OutboxMessages
+	fmt.Fprintf(a.stdout, "  outbox: %d queued = %d delivered + %d failed + %d pending (%s); the worker claimed %d times: %d delivered, %d retried, %d failed, %d lost leases\n",
+		t.Queued, t.Delivered, t.Failed, t.Pending, map[bool]string{true: "balanced", false: "NOT BALANCED"}[t.Balanced],
+		o.Claimed, o.Delivered, o.Retried, o.Failed, o.Lost)
+	if len(t.PendingIDs) > 0 {
+		fmt.Fprintf(a.stdout, "    pending: %s\n", strings.Join(t.PendingIDs, ", "))
+	}
+	if len(t.FailedIDs) > 0 {
+		fmt.Fprintf(a.stdout, "    failed: %s\n", strings.Join(t.FailedIDs, ", "))
+	}
 	for _, p := range res.Problems {
 		fmt.Fprintf(a.stdout, "  ✗ %s\n", p)
 	}

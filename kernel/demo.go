@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/store"
 )
@@ -266,12 +267,24 @@ func (d *BlockedExternalDemo) Next(ctx context.Context) (DemoStep, error) {
 	default:
 		publish.RecordID = d.record.ID
 		res, err := d.k.RunFeature(ctx, publish)
-		if err != nil {
+		if err != nil && !failsClosed(err) {
 			return step, err
 		}
-		execs, err := d.k.db.ExecutionsForKey(ctx, d.owner, publish.Key)
+		execs, xerr := d.k.db.ExecutionsForKey(ctx, d.owner, publish.Key)
+		if xerr != nil {
+			return step, xerr
+		}
 		if err != nil {
-			return step, err
+			// The stored rows were changed behind the demo's back: the replay refuses them, and
+			// the walk-through says so instead of stopping.
+			ae := apperr.As(err)
+			step.Result = "fails closed: " + string(ae.Code)
+			step.Notes = append(step.Notes, "the replay fails closed: "+ae.Message)
+			step.Checks = append(step.Checks,
+				check(false, "a replay returns the stored result", "the replay fails closed: %s %s", ae.Code, ae.Message),
+				check(false, "the same BLOCKED execution, not a new attempt", "nothing was returned"),
+				check(len(execs) == 1, "the replay wrote nothing", "feature_execution rows for this key in the database: %d", len(execs)))
+			break
 		}
 		step.Outcome, step.Result, step.Record, step.Execution = res.Outcome, OutcomeText(res.Outcome, res.Execution), res.Record, res.Execution
 		step.Notes = append(step.Notes, fmt.Sprintf("%s: the client gets the same execution %s again — BLOCKED for good, nothing will ever deliver it", step.Result, res.Execution.ID))

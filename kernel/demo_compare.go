@@ -97,7 +97,7 @@ func (k *Kernel) modeSide(ctx context.Context, owner, key string) (ModeSide, err
 
 	side.Client = fmt.Sprintf("%s: {record %s@%d, execution %s %s}", OutcomeText("EXECUTED", &store.Execution{Status: committed}), e.RecordID, e.RecordRevision, e.ID, committed)
 
-	_, restored, _, err := k.RestoreKey(ctx, owner, row.Operation, row.Response)
+	_, restored, _, err := k.RestoreKey(ctx, owner, row.Key, row.ReservedXID, row.Operation, row.Response)
 	switch {
 	case err != nil:
 		side.Replay = "fails closed: " + apperr.As(err).Message

@@ -135,7 +135,9 @@ func TestABlockedWalkThroughReportsAClaimTheRowsDoNotBearOut(t *testing.T) {
 	b.exec(t, `UPDATE feature_execution SET status = 'SUCCEEDED' WHERE idempotency_key = 'demo-tampered:publish'`)
 	replay, err := d.Next(ctx)
 	require.NoError(t, err)
-	require.Equal(t, 1, replay.Failed(), "the replay now returns a SUCCEEDED execution, and the check says so: %+v", replay.Checks)
+	require.Equal(t, 2, replay.Failed(), "the execution no longer matches its digest: the replay fails closed, and the checks say so: %+v", replay.Checks)
+	require.Equal(t, "fails closed: SNAPSHOT_INTEGRITY_VIOLATION", replay.Result)
+	require.True(t, replay.Checks[2].OK, "the replay wrote nothing")
 }
 
 // outboxSettings are the workbench defaults.

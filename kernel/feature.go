@@ -152,7 +152,8 @@ func (k *Kernel) runFeatureWork(ctx context.Context, b *store.Batch, in FeatureI
 	if feat.Mode == ModeOutbox {
 		ref, _ := json.Marshal(map[string]any{"recordId": rec.ID, "revision": rec.Revision, "executionId": exec.ID})
 		b.InsertOutbox(StepExecution, store.OutboxMessage{ID: k.newID(now), OwnerID: in.Owner, ExecutionID: exec.ID,
-			Provider: feat.Provider, PayloadRef: ref, IdempotencyID: exec.ID, Status: "PENDING", NextAttemptAt: now, CreatedAt: now})
+			Provider: feat.Provider, PayloadRef: ref, IdempotencyID: exec.ID, IdempotencyKey: keyPtr(in.Key), Status: "PENDING",
+			NextAttemptAt: now, CreatedAt: now})
 	}
 	if err := k.checkpoint(ctx, StepExecution); err != nil {
 		return FeatureResult{}, err

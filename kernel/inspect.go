@@ -81,7 +81,7 @@ func (k *Kernel) InspectStoredKey(ctx context.Context, owner, key string) (KeyVi
 		case v.RestoreError == nil && opErr != nil:
 			v.RestoreError = errorView(opErr)
 		case v.RestoreError == nil:
-			v.Restored.Record, v.Restored.Execution, v.Restored.Review, err = k.RestoreKey(ctx, owner, row.Operation, row.Response)
+			v.Restored.Record, v.Restored.Execution, v.Restored.Review, err = k.RestoreKey(ctx, owner, row.Key, row.ReservedXID, row.Operation, row.Response)
 			if err != nil {
 				v.Restored = RestoredView{}
 				v.RestoreError = errorView(err)
@@ -115,12 +115,23 @@ func (k *Kernel) InspectStoredKey(ctx context.Context, owner, key string) (KeyVi
 		}
 	}
 	v.Replay = k.replayResponse(ctx, owner, row, v.Expired)
-	v.State, v.Verdict = keyVerdict(v, op, opErr == nil, now)
+	v.State, v.Next = keyVerdict(v, op, opErr == nil, now)
 	var cur *resultRef
 	if refOK {
 		cur = &ref
 	}
-	v.Lives = groupLives(history, cur, row.CreatedAt)
+	facts := &keyRowFacts{Status: row.Status, Operation: row.Operation, ReservedXID: row.ReservedXID, CreatedAt: row.CreatedAt, ExpiresAt: row.ExpiresAt}
+	lives := livesOf(history)
+	problems := judgeLives(row.Key, facts, lives)
+	v.Problems = []string{}
+	if v.RestoreError != nil && v.RestoreError.Code == apperr.SnapshotIntegrity {
+		v.Problems = append(v.Problems, v.RestoreError.Message)
+	}
+	for _, p := range problems {
+		v.Problems = append(v.Problems, p.detail)
+	}
+	v.Lives = groupLives(history, cur, facts, problems)
+	v.VerdictKind, v.Verdict = keyStory(v, facts, v.Lives, problems)
 	return v, nil
 }
 
@@ -154,12 +165,124 @@ func keyVerdict(v KeyView, op Operation, opOK bool, now time.Time) (string, stri
 	return KeySucceeded, "a replay returns the first result"
 }
 
-// groupLives splits a key's rows by the reservation that wrote them. Rows that reference one
-// another (an audit event names its revision and its execution) form one life. The current life
-// is the key row and the life holding what the envelope references; without a readable
-// envelope (PROCESSING, tampered) it is the lives written since the row was reserved. Every
-// other life is earlier: the key expired and a request executed with it anew.
-func groupLives(events []store.Event, ref *resultRef, reservedAt time.Time) []KeyLife {
+// Life kinds (KeyLife.Kind).
+const (
+	lifeCurrent      = "current"
+	lifeEarlier      = "earlier"
+	lifeTwice        = "twice"
+	lifeUnattributed = "unattributed"
+)
+
+// groupLives splits a key's rows by the transaction that wrote them: each transaction is one
+// life (issue 22: never by falling back to the reservation's time). The current life is the one
+// of the transaction that reserved the key row. Another is "earlier" when the expiry it recorded
+// came before the next life began, else it ran while the key was still valid ("twice"). The
+// outbox worker's settle events, written later in its own transaction, go with the execution
+// they settle. Rows that record no transaction (written before migration 0004) are grouped by
+// what they reference (an audit event names its revision and its execution); such a group is the
+// current life only when it holds what the envelope references.
+func groupLives(events []store.Event, ref *resultRef, row *keyRowFacts, problems []lifeProblem) []KeyLife {
+	reserved := ""
+	if row != nil && row.ReservedXID != nil {
+		reserved = *row.ReservedXID
+	}
+	twice := map[string]bool{}
+	for _, p := range problems {
+		if p.invariant == InvKeyRunsOnce {
+			twice[p.xid], twice[p.other] = true, true
+		}
+	}
+	// The life of each execution, for the settle events that name it.
+	execLife := map[string]string{}
+	for _, e := range events {
+		if e.Kind == "execution" && e.XID != nil {
+			execLife[e.ID] = *e.XID
+		}
+	}
+	byXID := map[string]*KeyLife{}
+	var order []string
+	var old []store.Event // rows that record no transaction
+	var keyRows []store.Event
+	for _, e := range events {
+		if e.Kind == "key" {
+			keyRows = append(keyRows, e)
+			continue
+		}
+		xid := ""
+		if e.XID != nil {
+			xid = *e.XID
+		}
+		if e.Kind == "audit" && e.Action != nil && isSettleAction(*e.Action) && e.ExecutionID != nil {
+			if x, ok := execLife[*e.ExecutionID]; ok {
+				xid = x
+			}
+		}
+		if xid == "" {
+			old = append(old, e)
+			continue
+		}
+		l, ok := byXID[xid]
+		if !ok {
+			l = &KeyLife{XID: xid, Events: []store.Event{}}
+			byXID[xid] = l
+			order = append(order, xid)
+		}
+		l.Events = append(l.Events, e)
+	}
+	var lives []KeyLife
+	var current *KeyLife
+	for _, x := range order {
+		l := byXID[x]
+		sort.SliceStable(l.Events, func(i, j int) bool { return l.Events[i].At.Before(l.Events[j].At) })
+		first := stamp(l.Events[0].At)
+		switch {
+		case x == reserved:
+			l.Current, l.Kind = true, lifeCurrent
+			l.Label = fmt.Sprintf("current life: transaction %s, from %s", x, first)
+			current = l
+			continue
+		case twice[x]:
+			l.Kind = lifeTwice
+			l.Label = fmt.Sprintf("another run: transaction %s at %s, while the key was still valid (ran twice)", x, first)
+		default:
+			l.Kind = lifeEarlier
+			l.Label = fmt.Sprintf("earlier life: transaction %s at %s; the key expired before the next ran", x, first)
+			for _, e := range l.Events {
+				if e.Kind == "audit" && e.KeyExpiresAt != nil {
+					l.Label = fmt.Sprintf("earlier life: transaction %s at %s; the key expired at %s, before the next ran", x, first, stamp(*e.KeyExpiresAt))
+					break
+				}
+			}
+		}
+		lives = append(lives, *l)
+	}
+	for _, g := range unattributedLives(old, ref, current == nil) {
+		if g.Current {
+			current = &g
+			continue
+		}
+		lives = append(lives, g)
+	}
+	if current == nil {
+		label := "current life: the key row only (its transaction wrote no row of this key)"
+		if reserved != "" {
+			label = fmt.Sprintf("current life: transaction %s, which wrote no row of this key", reserved)
+		}
+		current = &KeyLife{Current: true, Kind: lifeCurrent, XID: reserved, Label: label, Events: []store.Event{}}
+	}
+	current.Events = append(current.Events, keyRows...)
+	sort.SliceStable(current.Events, func(i, j int) bool { return current.Events[i].At.Before(current.Events[j].At) })
+	// The current life first, then the others newest first.
+	sort.SliceStable(lives, func(i, j int) bool { return lives[i].Events[0].At.After(lives[j].Events[0].At) })
+	return append([]KeyLife{*current}, lives...)
+}
+
+// unattributedLives groups rows that record no transaction by what they reference; the group
+// holding what the envelope references is the current life when mayBeCurrent.
+func unattributedLives(events []store.Event, ref *resultRef, mayBeCurrent bool) []KeyLife {
+	if len(events) == 0 {
+		return nil
+	}
 	anchors := func(e store.Event) []string {
 		var a []string
 		switch {
@@ -191,72 +314,44 @@ func groupLives(events []store.Event, ref *resultRef, reservedAt time.Time) []Ke
 		return r
 	}
 	for _, e := range events {
-		if e.Kind == "key" {
-			continue
-		}
 		a := anchors(e)
 		root := find(a[0])
 		for _, x := range a[1:] {
 			parent[find(x)] = root
 		}
 	}
-	var refAnchors []string
-	if ref != nil {
+	currentRoot := ""
+	if ref != nil && mayBeCurrent {
+		anchor := ""
 		if ref.ExecutionID != "" {
-			refAnchors = append(refAnchors, "x:"+ref.ExecutionID)
+			anchor = "x:" + ref.ExecutionID
 		} else if ref.RecordID != "" && ref.Revision > 0 {
-			refAnchors = append(refAnchors, fmt.Sprintf("r:%s:%d", ref.RecordID, ref.Revision))
+			anchor = fmt.Sprintf("r:%s:%d", ref.RecordID, ref.Revision)
 		}
-	}
-	currentRoot := map[string]bool{}
-	for _, a := range refAnchors {
-		if _, seen := parent[a]; seen {
-			currentRoot[find(a)] = true
+		if _, seen := parent[anchor]; anchor != "" && seen {
+			currentRoot = find(anchor)
 		}
 	}
 	groups := map[string]*KeyLife{}
 	var order []string
-	now := KeyLife{Current: true, Label: "current life (reserved " + reservedAt.UTC().Format("2006-01-02 15:04:05.000Z") + ")", Events: []store.Event{}}
-	var last = map[string]time.Time{}
 	for _, e := range events {
-		if e.Kind == "key" {
-			continue
-		}
 		root := find(anchors(e)[0])
 		if _, ok := groups[root]; !ok {
-			groups[root] = &KeyLife{}
+			groups[root] = &KeyLife{Kind: lifeUnattributed, Events: []store.Event{}}
 			order = append(order, root)
 		}
 		groups[root].Events = append(groups[root].Events, e)
-		if e.At.After(last[root]) {
-			last[root] = e.At
-		}
 	}
-	var earlier []*KeyLife
+	out := make([]KeyLife, 0, len(order))
 	for _, root := range order {
 		g := groups[root]
-		current := currentRoot[root]
-		if len(refAnchors) == 0 {
-			current = !last[root].Before(reservedAt)
+		first := stamp(g.Events[0].At)
+		g.Label = fmt.Sprintf("rows from %s written before migration 0004: their transaction is not recorded", first)
+		if root == currentRoot {
+			g.Current, g.Kind = true, lifeCurrent
+			g.Label = fmt.Sprintf("current life: rows from %s written before migration 0004 (transaction not recorded)", first)
 		}
-		if current {
-			now.Events = append(now.Events, g.Events...)
-		} else {
-			earlier = append(earlier, g)
-		}
+		out = append(out, *g)
 	}
-	for _, e := range events {
-		if e.Kind == "key" {
-			now.Events = append(now.Events, e)
-		}
-	}
-	sort.SliceStable(now.Events, func(i, j int) bool { return now.Events[i].At.Before(now.Events[j].At) })
-	lives := []KeyLife{now}
-	// Earlier lives, newest first, numbered from the oldest.
-	sort.SliceStable(earlier, func(i, j int) bool { return earlier[i].Events[0].At.After(earlier[j].Events[0].At) })
-	for i, g := range earlier {
-		g.Label = fmt.Sprintf("earlier life %d (from %s; the key expired and ran again after it)", len(earlier)-i, g.Events[0].At.UTC().Format("2006-01-02 15:04:05.000Z"))
-		lives = append(lives, *g)
-	}
-	return lives
+	return out
 }

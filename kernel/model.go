@@ -21,6 +21,7 @@ type (
 	LatestView      = model.LatestView
 	ErrorView       = model.ErrorView
 	VerifyOptions   = model.VerifyOptions
+	VerifyProgress  = model.VerifyProgress
 	Violation       = model.Violation
 	Invariant       = model.Invariant
 	InvariantReport = model.InvariantReport

@@ -90,6 +90,12 @@ func (p recordSnapshotPolicy) Restore(ctx context.Context, owner, module string,
 type featureExecutionPolicy struct {
 	k       *Kernel
 	feature string
+	// by, when set, is the key whose result this restores: the execution must have been written
+	// under it (a replay checks this in its own statement, ReadReplay; inspection and verify
+	// restore through a policy bound to the key).
+	by *writer
+	// pre, when set, are the rows read ahead with the key (verify).
+	pre *prefetched
 }
 
 // featurePolicyFor is the feature policy of an operation on featureID.
@@ -117,21 +123,56 @@ func (p featureExecutionPolicy) Restore(ctx context.Context, owner, module strin
 	if err := decodeExecutionRef(result, &ref); err != nil {
 		return FeatureResult{}, apperr.New(apperr.SnapshotIntegrity, "stored result is not an execution reference")
 	}
-	rec, err := p.k.restoreRevision(ctx, owner, module, ref.RecordID, ref.Revision)
+	_, rec, err := p.k.revisionFor(ctx, p.pre, owner, module, ref.RecordID, ref.Revision)
 	if err != nil {
 		return FeatureResult{}, err
 	}
-	exec, err := p.k.db.FindExecution(ctx, owner, module, ref.RecordID, ref.ExecutionID)
+	var exec store.Execution
+	var a store.Attestation
+	if e := p.pre.execution(owner, module, ref.RecordID, ref.ExecutionID); e != nil && p.pre.judged != nil {
+		// Verify judged every execution's digest already: the envelope's is judged by that.
+		if err := p.checkExecution(*e, ref); err != nil {
+			return FeatureResult{}, err
+		}
+		if err := p.pre.judged.executions[owner+"\x00"+e.ID]; err != nil {
+			return FeatureResult{}, err
+		}
+		if p.by != nil {
+			if err := p.by.writtenBy("execution "+e.ID+" of record "+e.RecordID, e.IdempotencyKey, p.pre.execAttest.XID); err != nil {
+				return FeatureResult{}, err
+			}
+		}
+		return FeatureResult{Record: rec, Execution: *e}, nil
+	} else if e != nil {
+		exec, a = *e, p.pre.execAttest
+	} else {
+		exec, a, err = p.k.db.FindExecutionAttested(ctx, owner, module, ref.RecordID, ref.ExecutionID)
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		return FeatureResult{}, apperr.New(apperr.SnapshotIntegrity, "the stored result references execution %s of record %s, which does not exist for this owner and module %s", ref.ExecutionID, ref.RecordID, module)
 	}
 	if err != nil {
 		return FeatureResult{}, err
 	}
-	if err := p.checkExecution(exec, ref); err != nil {
+	if err := p.checkAttestedExecution(exec, a, ref); err != nil {
 		return FeatureResult{}, err
 	}
 	return FeatureResult{Record: rec, Execution: exec}, nil
+}
+
+// checkAttestedExecution is checkExecution, then the execution's digest, then (for a policy
+// bound to a key) who wrote it.
+func (p featureExecutionPolicy) checkAttestedExecution(e store.Execution, a store.Attestation, ref executionRef) error {
+	if err := p.checkExecution(e, ref); err != nil {
+		return err
+	}
+	if err := checkExecutionDigest(e, a); err != nil {
+		return err
+	}
+	if p.by != nil {
+		return p.by.writtenBy("execution "+e.ID+" of record "+e.RecordID, e.IdempotencyKey, a.XID)
+	}
+	return nil
 }
 
 // checkExecution fails closed unless the execution belongs to the envelope's record and
@@ -164,12 +205,41 @@ func (commitmentReviewPolicy) Serialize(v ReviewResult) (json.RawMessage, error)
 	return append(jsonb.AppendString(append(jsonb.AppendString(b, ref.RecordID), `,"reviewId":`...), ref.ReviewID), '}'), nil
 }
 
+// boundReviewPolicy is commitmentReviewPolicy bound to the key whose result it restores: the
+// review must have been written under it.
+type boundReviewPolicy struct {
+	commitmentReviewPolicy
+	by  writer
+	pre *prefetched
+}
+
+func (p boundReviewPolicy) Restore(ctx context.Context, owner, module string, result json.RawMessage) (ReviewResult, error) {
+	v, err := p.restore(ctx, owner, module, result, p.pre)
+	if err != nil {
+		return v, err
+	}
+	if err := p.by.writtenBy("review "+v.Review.ID+" of record "+v.Review.RecordID, v.Review.IdempotencyKey, nil); err != nil {
+		return ReviewResult{}, err
+	}
+	return v, nil
+}
+
 func (p commitmentReviewPolicy) Restore(ctx context.Context, owner, module string, result json.RawMessage) (ReviewResult, error) {
+	return p.restore(ctx, owner, module, result, nil)
+}
+
+func (p commitmentReviewPolicy) restore(ctx context.Context, owner, module string, result json.RawMessage, pre *prefetched) (ReviewResult, error) {
 	var ref reviewRef
 	if err := decodeReviewRef(result, &ref); err != nil {
 		return ReviewResult{}, apperr.New(apperr.SnapshotIntegrity, "stored result is not a review reference")
 	}
-	rv, err := p.k.db.FindReview(ctx, owner, ref.RecordID, ref.ReviewID)
+	var rv store.Review
+	var err error
+	if r := pre.reviewOf(owner, ref.RecordID, ref.ReviewID); r != nil {
+		rv = *r
+	} else {
+		rv, err = p.k.db.FindReview(ctx, owner, ref.RecordID, ref.ReviewID)
+	}
 	if errors.Is(err, store.ErrNotFound) || (err == nil && rv.ModuleCode != module) {
 		return ReviewResult{}, apperr.New(apperr.SnapshotIntegrity, "the stored result references review %s of record %s, which does not exist for this owner", ref.ReviewID, ref.RecordID)
 	}
@@ -179,29 +249,222 @@ func (p commitmentReviewPolicy) Restore(ctx context.Context, owner, module strin
 	return ReviewResult{Review: rv}, nil
 }
 
+// boundRecordPolicy is recordSnapshotPolicy bound to the key whose result it restores: the
+// revision must have been written under that key, by the transaction that reserved it.
+// Inspection and verify restore through it; a replay checks the same in ReadReplay.
+type boundRecordPolicy struct {
+	recordSnapshotPolicy
+	by  writer
+	pre *prefetched
+}
+
+func (p boundRecordPolicy) Restore(ctx context.Context, owner, module string, result json.RawMessage) (RecordResult, error) {
+	var ref recordRef
+	if err := decodeRecordRef(result, &ref); err != nil {
+		return RecordResult{}, apperr.New(apperr.SnapshotIntegrity, "stored result is not a record reference")
+	}
+	row, rec, err := p.k.revisionFor(ctx, p.pre, owner, module, ref.RecordID, ref.Revision)
+	if err != nil {
+		return RecordResult{}, err
+	}
+	if err := p.by.writtenBy(revisionName(row), row.IdempotencyKey, row.Attest.XID); err != nil {
+		return RecordResult{}, err
+	}
+	return RecordResult{Record: rec}, nil
+}
+
+// revisionName names a revision in a message: "revision 3 of record R".
+func revisionName(row store.RevisionWithParent) string {
+	return "revision " + strconv.Itoa(row.Revision.Revision) + " of record " + row.RecordID
+}
+
+// prefetched are the rows a key's result references, read ahead with the key row (verify reads
+// a page of keys with them in one statement): a restore judges them instead of reading them
+// again when they are exactly the rows it would read, and reads them itself otherwise.
+type prefetched struct {
+	rev        *store.RevisionWithParent
+	exec       *store.Execution
+	execAttest store.Attestation
+	review     *store.Review
+	// judged, when set, is what verify found wrong with every revision and execution in its
+	// scope, checked once each: the rows above carry their identity and who wrote them only
+	// (no snapshot, input, output or digest), and their content is judged by it.
+	judged *judgement
+}
+
+// judgement is what verify's passes over revisions and executions found wrong with them: the
+// error a read of each would fail closed with (none listed: it holds).
+type judgement struct {
+	revisions  map[revisionKey]error
+	executions map[string]error // owner "\x00" execution id
+}
+
+type revisionKey struct {
+	owner, record string
+	revision      int
+}
+
+// revision is the prefetched revision if it is the one FindRevision(owner, module, recordID,
+// revision) would read (nil otherwise).
+func (p *prefetched) revision(owner, module, recordID string, revision int) *store.RevisionWithParent {
+	if p == nil || p.rev == nil {
+		return nil
+	}
+	r := p.rev
+	if r.OwnerID != owner || r.RecordID != recordID || r.Revision.Revision != revision || r.ParentOwner != owner || r.ParentID != recordID ||
+		r.ParentModule != module {
+		return nil
+	}
+	return r
+}
+
+// execution is the prefetched execution if it is the one FindExecution would read.
+func (p *prefetched) execution(owner, module, recordID, id string) *store.Execution {
+	if p == nil || p.exec == nil {
+		return nil
+	}
+	e := p.exec
+	if e.ID != id || e.OwnerID != owner || e.ModuleCode != module || e.RecordID != recordID {
+		return nil
+	}
+	return e
+}
+
+// reviewOf is the prefetched review if it is the one FindReview would read.
+func (p *prefetched) reviewOf(owner, recordID, id string) *store.Review {
+	if p == nil || p.review == nil {
+		return nil
+	}
+	r := p.review
+	if r.ID != id || r.OwnerID != owner || r.RecordID != recordID {
+		return nil
+	}
+	return r
+}
+
+// revisionFor is restoreRevisionRow, judging the prefetched revision when it is the one to read.
+func (k *Kernel) revisionFor(ctx context.Context, pre *prefetched, owner, module, recordID string, revision int) (store.RevisionWithParent, store.Record, error) {
+	if r := pre.revision(owner, module, recordID, revision); r != nil && pre.judged != nil {
+		if err := pre.judged.revisions[revisionKey{owner, recordID, revision}]; err != nil {
+			return *r, store.Record{}, err
+		}
+		return *r, store.Record{ID: recordID, OwnerID: owner, ModuleCode: module, Revision: revision}, nil
+	}
+	if r := pre.revision(owner, module, recordID, revision); r != nil {
+		rec, err := checkAttestedSnapshot(*r, owner, module, recordID, revision)
+		return *r, rec, err
+	}
+	return k.restoreRevisionRow(ctx, owner, module, recordID, revision)
+}
+
 // restoreRevision reads the exact referenced revision; a reference that does not resolve inside
 // this owner and module fails closed.
 func (k *Kernel) restoreRevision(ctx context.Context, owner, module, recordID string, revision int) (store.Record, error) {
-	rec, err := k.FindRevision(ctx, owner, module, recordID, revision)
-	if apperr.Is(err, apperr.RecordNotFound) {
-		return store.Record{}, apperr.New(apperr.SnapshotIntegrity, "the stored result references revision %d of record %s, which does not exist for this owner and module %s", revision, recordID, module)
-	}
+	_, rec, err := k.restoreRevisionRow(ctx, owner, module, recordID, revision)
 	return rec, err
+}
+
+// restoreRevisionRow is restoreRevision with the row read.
+func (k *Kernel) restoreRevisionRow(ctx context.Context, owner, module, recordID string, revision int) (store.RevisionWithParent, store.Record, error) {
+	row, rec, err := k.findRevision(ctx, owner, module, recordID, revision)
+	if apperr.Is(err, apperr.RecordNotFound) {
+		return row, store.Record{}, apperr.New(apperr.SnapshotIntegrity, "the stored result references revision %d of record %s, which does not exist for this owner and module %s", revision, recordID, module)
+	}
+	return row, rec, err
 }
 
 // FindRevision reads revision of a record of owner and module and checks its integrity (SPEC
 // §6): the row matches the query, the snapshot matches the row and its parent, and the payload
 // passes the JSON boundary. Any mismatch fails closed with SNAPSHOT_INTEGRITY_VIOLATION.
+//
+// The revision must also be the one its digest chain says was written (issue 22): a snapshot,
+// key or time changed after the write fails closed too, naming the revision.
 func (k *Kernel) FindRevision(ctx context.Context, owner, module, recordID string, revision int) (store.Record, error) {
+	_, rec, err := k.findRevision(ctx, owner, module, recordID, revision)
+	return rec, err
+}
+
+func (k *Kernel) findRevision(ctx context.Context, owner, module, recordID string, revision int) (store.RevisionWithParent, store.Record, error) {
 	row, err := k.db.FindRevision(ctx, owner, module, recordID, revision)
 	if errors.Is(err, store.ErrNotFound) {
-		return store.Record{}, apperr.New(apperr.RecordNotFound, "record %s has no revision %d for owner %s in module %s", recordID, revision, owner, module)
+		return row, store.Record{}, apperr.New(apperr.RecordNotFound, "record %s has no revision %d for owner %s in module %s", recordID, revision, owner, module)
 	}
 	if err != nil {
+		return row, store.Record{}, err
+	}
+	rec, err := checkAttestedSnapshot(row, owner, module, recordID, revision)
+	return row, rec, err
+}
+
+// checkAttestedSnapshot is checkSnapshot, then the revision's digest chain.
+func checkAttestedSnapshot(row store.RevisionWithParent, owner, module, recordID string, revision int) (store.Record, error) {
+	rec, err := checkSnapshot(row, owner, module, recordID, revision)
+	if err != nil {
+		return rec, err
+	}
+	if err := checkRevisionChain(row); err != nil {
 		return store.Record{}, err
 	}
-	return checkSnapshot(row, owner, module, recordID, revision)
+	return rec, nil
 }
+
+// decodeSnapshot reads a snapshot as the kernel writes it — each member of a record once, by its
+// exact name, of its type — with the JSON boundary's reader, a few times faster than
+// encoding/json. Anything else reports false, and checkSnapshot decodes it with encoding/json as
+// it always has: where this succeeds, encoding/json gives the same record (the same unescaping,
+// the payload's bytes, time.Time's own parsing).
+func decodeSnapshot(raw []byte) (store.Record, bool) {
+	var rec store.Record
+	r := jsonb.NewReader(raw)
+	defer r.Close()
+	var seen uint16
+	err := r.Object(func(name []byte) (err error) {
+		var bit uint16
+		switch string(name) {
+		case "id":
+			bit = 1
+			rec.ID, err = r.String()
+		case "ownerId":
+			bit = 2
+			rec.OwnerID, err = r.String()
+		case "moduleCode":
+			bit = 4
+			rec.ModuleCode, err = r.String()
+		case "revision":
+			bit = 8
+			rec.Revision, err = r.Int()
+		case "title":
+			bit = 16
+			rec.Title, err = r.String()
+		case "summary":
+			bit = 32
+			rec.Summary, err = r.String()
+		case "payload":
+			bit = 64
+			rec.Payload, err = r.Raw()
+		case "createdAt", "updatedAt":
+			bit = 128
+			t := &rec.CreatedAt
+			if name[0] == 'u' {
+				bit, t = 256, &rec.UpdatedAt
+			}
+			var v []byte
+			if v, err = r.RawView(); err == nil {
+				err = t.UnmarshalJSON(v)
+			}
+		default:
+			return errUnknownMember
+		}
+		if seen&bit != 0 {
+			return errUnknownMember
+		}
+		seen |= bit
+		return err
+	})
+	return rec, err == nil
+}
+
+var errUnknownMember = errors.New("not a member of a record snapshot")
 
 func checkSnapshot(row store.RevisionWithParent, owner, module, recordID string, revision int) (store.Record, error) {
 	fail := func(what string) (store.Record, error) {
@@ -213,11 +476,13 @@ func checkSnapshot(row store.RevisionWithParent, owner, module, recordID string,
 	if row.ParentOwner != owner || row.ParentID != recordID || row.ParentModule != module {
 		return fail("the parent record does not match")
 	}
-	var snap store.Record
-	dec := json.NewDecoder(bytesReader(row.Snapshot))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&snap); err != nil {
-		return fail("the snapshot is not a record snapshot")
+	snap, ok := decodeSnapshot(row.Snapshot)
+	if !ok {
+		dec := json.NewDecoder(bytesReader(row.Snapshot))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&snap); err != nil {
+			return fail("the snapshot is not a record snapshot")
+		}
 	}
 	if snap.OwnerID != owner || snap.ModuleCode != module || snap.ID != recordID || snap.Revision != revision {
 		return fail("the snapshot's ownerId/moduleCode/id/revision do not match the row and its parent")
@@ -230,9 +495,11 @@ func checkSnapshot(row store.RevisionWithParent, owner, module, recordID string,
 
 // Replays (idem.Replayer): a replay reads the key row, the referenced revision with its parent
 // and (for features) the execution in one statement (store.ReadRevisionReplay,
-// ReadExecutionReplay). Every check stays here: the revision read goes through checkSnapshot
-// exactly as FindRevision's does, and anything absent or not matching the stored reference falls
-// back to Restore, which fails closed as ever.
+// ReadExecutionReplay). Every check stays here: the revision read goes through checkSnapshot and
+// its digest chain exactly as FindRevision's does, the execution through its digest, and what the
+// result references must have been written under the replayed key by the transaction that
+// reserved it (the key row's reserved_xid, read in the same statement). Anything absent or not
+// matching the stored reference falls back to Restore, which fails closed as ever.
 
 func (recordSnapshotPolicy) ReadReplay(ctx context.Context, q idem.Querier, p idem.ReplayParams) (idem.Replay[RecordResult], error) {
 	r, found, err := store.ReadRevisionReplay(ctx, q, p)
@@ -247,6 +514,9 @@ func (recordSnapshotPolicy) ReadReplay(ctx context.Context, q idem.Querier, p id
 		rec, ok, err := replayedRevision(r.Revision, p, ref.RecordID, ref.Revision)
 		if err != nil || !ok {
 			return RecordResult{}, ok, err
+		}
+		if err := (writer{key: p.Key, xid: r.KeyXID}).writtenBy(revisionName(*r.Revision), r.Revision.IdempotencyKey, r.Revision.Attest.XID); err != nil {
+			return RecordResult{}, false, err
 		}
 		return RecordResult{Record: rec}, true, nil
 	}}, nil
@@ -271,7 +541,9 @@ func (pol featureExecutionPolicy) ReadReplay(ctx context.Context, q idem.Querier
 			// Not exactly the one FindExecution would return: Restore reads it and judges.
 			return FeatureResult{}, false, nil
 		}
-		if err := pol.checkExecution(*e, ref); err != nil {
+		bound := pol
+		bound.by = &writer{key: p.Key, xid: r.KeyXID}
+		if err := bound.checkAttestedExecution(*e, r.ExecutionAttest, ref); err != nil {
 			return FeatureResult{}, false, err
 		}
 		return FeatureResult{Record: rec, Execution: *e}, true, nil
@@ -284,7 +556,7 @@ func replayedRevision(row *store.RevisionWithParent, p idem.ReplayParams, record
 	if row == nil {
 		return store.Record{}, false, nil
 	}
-	rec, err := checkSnapshot(*row, p.Owner, p.Module, recordID, revision)
+	rec, err := checkAttestedSnapshot(*row, p.Owner, p.Module, recordID, revision)
 	if err != nil {
 		return store.Record{}, false, err
 	}

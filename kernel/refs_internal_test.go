@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/idemwork/idemwork/store"
 )
 
 // The former allocation-free reference scanner (refscan.go) is gone; its differential test
@@ -37,4 +39,54 @@ func TestAuditDetailsAreCanonical(t *testing.T) {
 	require.Equal(t, `{"operation": "NOTE:record:create"}`, string(auditDetail("operation", "NOTE:record:create")))
 	require.Equal(t, `{"mode": "internal", "status": "SUCCEEDED", "featureId": "F01", "operation": "NOTE:record:R:feature:F01"}`,
 		string(auditDetail("operation", "NOTE:record:R:feature:F01", "featureId", "F01", "mode", "internal", "status", "SUCCEEDED")))
+}
+
+func TestTheSecretPrefilterLetsThroughEveryTextAPatternMatches(t *testing.T) {
+	v := &verifier{}
+	for _, text := range []string{`{"h":"Authorization: BEARER abcdefghijkl"}`, `{"dsn":"PostgreSQL://u:p@h/d"}`, `{"c":"host=x PassWord = y"}`,
+		`{"c":"sslpassword=y"}`, `{"c":"passfile=/x"}`, `{"c":"paſſword=y"}`} {
+		if v.secretIn(text, false, nil) == "" {
+			t.Errorf("%s: no secret found", text)
+		}
+	}
+	for _, text := range []string{`{"policy":"record-snapshot-reference-v1","result":{"recordId":"01J","revision":1}}`, `{"operation":"NOTE:record:create"}`} {
+		if got := v.secretIn(text, true, nil); got != "" {
+			t.Errorf("%s: %s", text, got)
+		}
+	}
+	if !containsFoldASCII("xxBeArErx", "bearer") || containsFoldASCII("beare", "bearer") || containsFoldASCII("", "pass") {
+		t.Error("containsFoldASCII")
+	}
+}
+
+// decodeSnapshot agrees with encoding/json (DisallowUnknownFields) wherever it decodes, and
+// declines (so checkSnapshot falls back to encoding/json) wherever they could differ.
+func TestTheFastSnapshotDecoderAgreesWithEncodingJSON(t *testing.T) {
+	for _, raw := range []string{
+		`{"id": "R", "ownerId": "o", "moduleCode": "NOTE", "revision": 2, "title": "t", "summary": "", "payload": {"a": [1, 2.50, null, "x"]}, "createdAt": "2026-01-02T03:04:05.123456Z", "updatedAt": "2026-01-02T03:04:05Z"}`,
+		`{"id": "R\u00e9\ud834\udd1e\"\\", "ownerId": "o", "moduleCode": "MEM-001", "revision": 1, "title": "\u2028 \t", "summary": "a\nb", "payload": {}, "createdAt": "2026-01-02T03:04:05+02:00", "updatedAt": null}`,
+		`{"id": "R", "payload": null}`,
+		`{"ID": "R"}`,
+		`{"id": null}`,
+		`{"id": "R", "extra": 1}`,
+		`{"id": "R", "id": "S"}`,
+		`{"revision": 1.5}`,
+		`{"revision": 1e2}`,
+		`{"createdAt": "not a time"}`,
+		`{"createdAt": "2026-13-02T03:04:05Z"}`,
+		`[]`,
+		`{"id": "R"} {}`,
+	} {
+		fast, ok := decodeSnapshot([]byte(raw))
+		var slow store.Record
+		dec := json.NewDecoder(bytesReader([]byte(raw)))
+		dec.DisallowUnknownFields()
+		err := dec.Decode(&slow)
+		if ok {
+			require.NoError(t, err, raw)
+			require.Equal(t, slow, fast, raw)
+		}
+	}
+	_, ok := decodeSnapshot([]byte(`{"id": "R", "ownerId": "o", "moduleCode": "NOTE", "revision": 2, "title": "t", "summary": "", "payload": {}, "createdAt": "2026-01-02T03:04:05Z", "updatedAt": "2026-01-02T03:04:05Z"}`))
+	require.True(t, ok, "the kernel's own snapshots take the fast path")
 }

@@ -33,7 +33,7 @@ func TestAStoredSnapshotPayloadOverTheSizeLimitFailsClosed(t *testing.T) {
 	require.Contains(t, ae.Message, "exceeds")
 	_, err := b.k.FindRevision(ctx, "alice", kernel.ModuleNote, rec.Record.ID, 1)
 	requireCode(t, err, apperr.SnapshotIntegrity)
-	_, _, _, err = b.k.RestoreKey(ctx, "alice", kernel.OpCreate(kernel.ModuleNote), []byte(fmt.Sprintf(
+	_, _, _, err = b.k.RestoreKey(ctx, "alice", "b", nil, kernel.OpCreate(kernel.ModuleNote), []byte(fmt.Sprintf(
 		`{"schemaVersion":1,"policy":%q,"result":{"recordId":%q,"revision":1}}`, kernel.PolicyRecordSnapshot, rec.Record.ID)))
 	requireCode(t, err, apperr.SnapshotIntegrity)
 }
@@ -63,7 +63,7 @@ func TestAnEnvelopeMovedToAnotherRevisionThanItsExecutionFailsClosed(t *testing.
 
 	var response []byte
 	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT response FROM idempotency_record WHERE idempotency_key = 'moved'`).Scan(&response))
-	_, _, _, err = b.k.RestoreKey(ctx, "alice", kernel.OpFeature(kernel.ModuleNote, recordID, "F01"), response)
+	_, _, _, err = b.k.RestoreKey(ctx, "alice", "moved", nil, kernel.OpFeature(kernel.ModuleNote, recordID, "F01"), response)
 	requireCode(t, err, apperr.SnapshotIntegrity)
 }
 
@@ -83,7 +83,7 @@ func TestAnExecutionOfAnotherFeatureIsNeverReplayedForThisFeature(t *testing.T) 
 
 	var response []byte
 	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT response FROM idempotency_record WHERE idempotency_key = 'rewrite'`).Scan(&response))
-	_, _, _, err = b.k.RestoreKey(ctx, "alice", kernel.OpFeature(kernel.ModuleMem, mem.Record.ID, "F01"), response)
+	_, _, _, err = b.k.RestoreKey(ctx, "alice", "rewrite", nil, kernel.OpFeature(kernel.ModuleMem, mem.Record.ID, "F01"), response)
 	requireCode(t, err, apperr.SnapshotIntegrity)
 	// Untampered, the same replay restores the first result.
 	require.EqualValues(t, 1, b.exec(t, `UPDATE feature_execution SET feature_id = 'F01' WHERE id = $1`, res.Execution.ID))

@@ -66,6 +66,7 @@ func (k *Kernel) replayResponse(ctx context.Context, owner string, row store.Key
 		return nil
 	}
 	answer := func(r wire.Response) *wire.Response { return &r }
+	by := writer{key: row.Key, xid: row.ReservedXID}
 	mod, err := k.writableModule(op.Module)
 	if err != nil {
 		return answer(wire.Error(err))
@@ -77,7 +78,7 @@ func (k *Kernel) replayResponse(ctx context.Context, owner string, row store.Key
 	}
 	switch op.Kind {
 	case OpKindCreate, OpKindPatch:
-		res, err := idem.ReplayStored(ctx, idem.ResultPolicy[RecordResult](k.recordPolicy), owner, row.Key, mod.Code, row.Status, row.Response)
+		res, err := idem.ReplayStored(ctx, k.boundRecordPolicy(by), owner, row.Key, mod.Code, row.Status, row.Response)
 		if err != nil {
 			return answer(wire.Error(err))
 		}
@@ -87,13 +88,13 @@ func (k *Kernel) replayResponse(ctx context.Context, owner string, row store.Key
 		if err != nil {
 			return answer(wire.Error(err))
 		}
-		res, err := idem.ReplayStored(ctx, idem.ResultPolicy[FeatureResult](k.featurePolicyFor(feat.ID)), owner, row.Key, mod.Code, row.Status, row.Response)
+		res, err := idem.ReplayStored(ctx, k.boundFeaturePolicy(feat.ID, by), owner, row.Key, mod.Code, row.Status, row.Response)
 		if err != nil {
 			return answer(wire.Error(err))
 		}
 		return answer(WriteResponse(featureWriteResult(res, row.Key, row.Operation)))
 	case OpKindReview:
-		res, err := idem.ReplayStored(ctx, idem.ResultPolicy[ReviewResult](k.reviewPolicy), owner, row.Key, mod.Code, row.Status, row.Response)
+		res, err := idem.ReplayStored(ctx, k.boundReviewPolicy(by), owner, row.Key, mod.Code, row.Status, row.Response)
 		if err != nil {
 			return answer(wire.Error(err))
 		}

@@ -49,17 +49,37 @@ func (b *testBundle) realisticHistory(t *testing.T) {
 	require.NoError(t, err)
 }
 
+// Verify never fails on what the kernel writes — content the API accepted included: a payload
+// holding a connection string, a summary holding a bearer header, a title naming a configured
+// token are the owner's content, not something idemwork wrote (no_secrets judges envelopes, audit
+// details and outbox references only).
 func TestVerifyFindsNothingWrongWithWhatTheKernelWrites(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
+	ctx := context.Background()
 	b.realisticHistory(t)
-	rep, err := b.k.VerifyInvariants(context.Background(), kernel.VerifyOptions{})
-	require.NoError(t, err)
-	require.True(t, rep.OK, "violations: %+v", rep.Failed())
-	require.Zero(t, rep.Violations)
-	require.Len(t, rep.Invariants, 12)
-	for _, table := range []string{"keys", "records", "revisions", "executions", "outboxMessages", "auditEvents"} {
-		require.Positive(t, rep.Checked[table], table)
+	b.writeEveryKindOfRow(t, "dave")
+	for i, in := range []kernel.CreateInput{
+		{Owner: "carol", Module: kernel.ModuleNote, Key: "paste-dsn", Title: "dsn", Payload: raw(map[string]any{"url": "postgres://user:pass@db.example/app"})},
+		{Owner: "carol", Module: kernel.ModuleNote, Key: "paste-bearer", Title: "header", Summary: str("Authorization: Bearer abcdef123456")},
+		{Owner: "carol", Module: kernel.ModuleNote, Title: "uses config-token-0042", Payload: raw(map[string]any{"password": "x", "conn": "host=db password=hunter2"})},
+	} {
+		res, err := b.k.Create(ctx, in)
+		require.NoError(t, err, "content %d is accepted", i)
+		_, err = b.k.RunFeature(ctx, kernel.FeatureInput{Owner: "carol", Module: kernel.ModuleNote, RecordID: res.Record.ID, FeatureID: "F01",
+			Input: raw(map[string]any{"why": "Bearer abcdefghijk postgres://u:p@h/d"})})
+		require.NoError(t, err)
+	}
+	for _, owner := range []string{"", "carol"} {
+		rep, err := b.k.VerifyInvariants(ctx, kernel.VerifyOptions{Owner: owner, Secrets: []string{"config-token-0042"}})
+		require.NoError(t, err)
+		require.True(t, rep.OK, "violations: %+v", rep.Failed())
+		require.Zero(t, rep.Violations)
+		require.Len(t, rep.Invariants, 17)
+		require.Empty(t, rep.Unattributed, "every row was written after migration 0004 and names its transaction")
+		for _, table := range []string{"keys", "records", "revisions", "executions", "outboxMessages", "auditEvents", "keyLives"} {
+			require.Positive(t, rep.Checked[table], "%s of %q", table, owner)
+		}
 	}
 }
 
@@ -125,10 +145,11 @@ func TestVerifyFindsEveryKindOfPlantedViolation(t *testing.T) {
 	b.exec(t, `UPDATE record SET title = 'edited in place' WHERE id = $1`, latest)
 	want["v-latest"] = []string{kernel.InvRecordIsLatest}
 
-	// A snapshot claiming another owner (its key's envelope then fails to restore too).
+	// A snapshot claiming another owner (its key's envelope then fails to restore too, and the
+	// revision no longer matches its digest).
 	snap := b.createNote(t, "v-snap", "snap-key", "s")
 	b.exec(t, `UPDATE record_revision SET snapshot = jsonb_set(snapshot, '{ownerId}', '"mallory"') WHERE record_id = $1`, snap.Record.ID)
-	want["v-snap"] = []string{kernel.InvEnvelopeRestores, kernel.InvSnapshotConsistent}
+	want["v-snap"] = []string{kernel.InvEnvelopeRestores, kernel.InvRevisionChain, kernel.InvSnapshotConsistent}
 
 	// Control characters planted in a title and a summary, in the row and its snapshot alike (so
 	// the row is still its latest revision): writes refuse them, Verify names them. A summary's
@@ -140,7 +161,7 @@ func TestVerifyFindsEveryKindOfPlantedViolation(t *testing.T) {
 	b.exec(t, `UPDATE record SET summary = E'ring\x07' WHERE id = $1`, bell)
 	b.exec(t, `UPDATE record_revision SET snapshot = jsonb_set(snapshot, '{summary}', to_jsonb(E'ring\x07'::text)) WHERE record_id = $1`, bell)
 	create(kernel.CreateInput{Owner: "v-ctrl", Module: kernel.ModuleNote, Title: "lines", Summary: str("one\ntwo\tthree"), Payload: raw(map[string]any{})})
-	want["v-ctrl"] = []string{kernel.InvTextPrintable}
+	want["v-ctrl"] = []string{kernel.InvRevisionChain, kernel.InvTextPrintable}
 
 	// A revision whose audit event is gone.
 	ra := create(noKey("v-revaudit"))
@@ -155,13 +176,13 @@ func TestVerifyFindsEveryKindOfPlantedViolation(t *testing.T) {
 			VALUES ('v-exec', 'EXEC-ORPHAN', 'NOTE', 'NO-SUCH-RECORD', 'F01', 'internal', 'SUCCEEDED', 1, now(), now())`,
 		`INSERT INTO audit_event (owner_id, id, module_code, record_id, action, revision, execution_id, at)
 			VALUES ('v-exec', 'AUDIT-ORPHAN', 'NOTE', 'NO-SUCH-RECORD', 'FEATURE_F01_EXECUTED', 1, 'EXEC-ORPHAN', now())`)
-	want["v-exec"] = []string{kernel.InvExecutionHasRecord}
+	want["v-exec"] = []string{kernel.InvExecutionAttested, kernel.InvExecutionHasRecord}
 
 	// An execution recorded at a revision its record does not have.
 	er := memOf("v-execrev")
 	erx := feature("v-execrev", kernel.ModuleMem, er, "F02")
 	b.exec(t, `UPDATE feature_execution SET record_revision = 9 WHERE id = $1`, erx)
-	want["v-execrev"] = []string{kernel.InvExecutionHasRecord}
+	want["v-execrev"] = []string{kernel.InvExecutionAttested, kernel.InvExecutionHasRecord}
 
 	// An execution whose audit event is gone.
 	ea := memOf("v-execaudit")
@@ -187,7 +208,8 @@ func TestVerifyFindsEveryKindOfPlantedViolation(t *testing.T) {
 		WHERE execution_id = $1 AND action = 'FEATURE_F02_DELIVERED'`, twx)
 	want["v-twice"] = []string{kernel.InvOutboxSettledOnce}
 
-	// Secrets: a bearer token and a configured token in a snapshot, a DSN in an audit detail.
+	// Secrets in what idemwork writes: a DSN in an audit detail (planted), beside a bearer token
+	// and a configured token in content the API accepted (the owner's, not judged).
 	create(kernel.CreateInput{Owner: "v-secret", Module: kernel.ModuleNote, Title: "paste", Payload: raw(map[string]any{"header": "Authorization: Bearer eyJhbGciOiJIUzI1NiJ9"})})
 	create(kernel.CreateInput{Owner: "v-secret", Module: kernel.ModuleNote, Title: "uses config-token-0042", Payload: raw(map[string]any{})})
 	leak := create(noKey("v-secret"))
@@ -224,7 +246,7 @@ func TestVerifyFindsEveryKindOfPlantedViolation(t *testing.T) {
 		}
 		require.Equal(t, want, got, "batch %d: each planted violation is found, and nothing else", batch)
 		secrets := rep.Invariants[slices.IndexFunc(rep.Invariants, func(i kernel.Invariant) bool { return i.Name == kernel.InvNoSecrets })]
-		require.EqualValues(t, 5, secrets.Count, "bearer token, configured token, DSN, MEM-001 content by value and by name: %+v", secrets.Examples)
+		require.EqualValues(t, 3, secrets.Count, "the DSN, MEM-001 content by value and by name (the content the API accepted is not judged): %+v", secrets.Examples)
 		for _, ex := range secrets.Examples {
 			require.NotContains(t, ex.Detail, "hunter2", "a report never repeats the secret it found")
 			require.NotContains(t, ex.Detail, "eyJhbGciOiJIUzI1NiJ9")

@@ -69,7 +69,7 @@ func (in *Inspector) VerifyInvariants(ctx context.Context, opts model.VerifyOpti
 	err := in.db.ReadSnapshot(ctx, func(ctx context.Context) error {
 		p := store.VerifyPage{Owner: opts.Owner, Limit: opts.Batch}
 		for {
-			rows, err := in.db.VerifyKeys(ctx, p)
+			rows, err := in.db.VerifyServiceKeys(ctx, p)
 			if err != nil {
 				return err
 			}

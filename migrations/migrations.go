@@ -233,6 +233,12 @@ func ReadState(ctx context.Context, q Queryer) (State, error) {
 // Up applies every pending migration and returns how many ran. It runs DDL: call it only on a
 // writable session of a role that may create tables.
 func Up(ctx context.Context, db *sql.DB) (int, error) {
+	return UpTo(ctx, db, Known()[len(Known())-1].Version)
+}
+
+// UpTo applies the pending migrations up to and including version, and returns how many ran: a
+// database can be brought to an older schema (to test a migration on the data it found).
+func UpTo(ctx context.Context, db *sql.DB, version int64) (int, error) {
 	locker, err := lock.NewPostgresSessionLocker()
 	if err != nil {
 		return 0, fmt.Errorf("migrations: %w", err)
@@ -241,7 +247,7 @@ func Up(ctx context.Context, db *sql.DB) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("migrations: %w", err)
 	}
-	res, err := p.Up(ctx)
+	res, err := p.UpTo(ctx, version)
 	if err != nil {
 		return len(res), fmt.Errorf("migrations: %w", err)
 	}

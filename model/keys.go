@@ -24,6 +24,31 @@ const (
 	KeyLegacy = "LEGACY"
 )
 
+// What a key's rows say happened (KeyView.VerdictKind), read from the rows: their key, the
+// transaction that wrote each, their times and digests.
+const (
+	// VerdictExecutedOnce: one transaction ran under the key, and its rows are as written.
+	VerdictExecutedOnce = "EXECUTED_ONCE"
+	// VerdictRanAgainAfterExpiry: the key expired (by the expiry its earlier transaction
+	// recorded) and a later request ran anew — each run proved to come after the expiry before.
+	VerdictRanAgainAfterExpiry = "EXPIRED_AND_RAN_AGAIN"
+	// VerdictRanTwice: two transactions ran under the key with nothing showing it expired
+	// between them.
+	VerdictRanTwice = "RAN_TWICE"
+	// VerdictTampered: a row the key's result references was changed, moved or copied after it
+	// was written (a digest, key or transaction that does not match), or the key's rows are not
+	// what one request writes.
+	VerdictTampered = "TAMPERED"
+	// VerdictProcessing: committed PROCESSING without a result: nothing ran.
+	VerdictProcessing = "PROCESSING"
+	// VerdictExpired: the key expired; a retry executes anew.
+	VerdictExpired = "EXPIRED"
+	// VerdictFailsClosed: a replay is refused for another reason (a policy that changed).
+	VerdictFailsClosed = "FAILS_CLOSED"
+	// VerdictLegacy: a raw-json-v1 receipt.
+	VerdictLegacy = "LEGACY"
+)
+
 // KeyView is one idempotency key seen side by side (SPEC §10.2 `key`): the raw envelope, the
 // exact result a replay restores, and the latest record, so drift is visible; what the next
 // request with the key meets (state and verdict); and the key's rows grouped by life.
@@ -44,8 +69,18 @@ type KeyView struct {
 	State string `json:"state"`
 	// Expired is true once expires_at has passed (by the runner's clock).
 	Expired bool `json:"expired"`
-	// Verdict says State in a sentence for people.
+	// Verdict is what the key's rows say happened, in one sentence for people, and what a retry
+	// gets now: "executed once at … (transaction …); a retry gets 201 with record …, revision 1",
+	// "tampered: …", "ran twice: …", "expired at … and ran again at …" (only when the expiry the
+	// earlier transaction recorded proves it). It is the first line the key view shows.
 	Verdict string `json:"verdict"`
+	// VerdictKind is Verdict as one of the Verdict* constants.
+	VerdictKind string `json:"verdictKind"`
+	// Next says State in a sentence: what the next request with the key meets.
+	Next string `json:"next"`
+	// Problems are what is wrong with the key's rows, each in a sentence (the verify invariants
+	// envelope_own_rows, key_rows_once and key_runs_once judge the same).
+	Problems []string `json:"problems"`
 	// Replay is what a client gets back now for a retry of the key's first request, over HTTP
 	// and from the CLI: the status, the headers and the exact body bytes, built by the code that
 	// serves a write (and the CLI's exit code for it) — a 200/201 restoring the first result, 409
@@ -59,11 +94,17 @@ type KeyView struct {
 	Lives []KeyLife `json:"lives"`
 }
 
-// KeyLife is the rows one reservation of a key wrote.
+// KeyLife is the rows one reservation of a key wrote: one transaction.
 type KeyLife struct {
-	Current bool    `json:"current"`
-	Label   string  `json:"label"`
-	Events  []Event `json:"events"`
+	Current bool   `json:"current"`
+	Label   string `json:"label"`
+	// XID is the transaction that wrote the life's rows ("" when they do not record one).
+	XID string `json:"xid,omitempty"`
+	// Kind is "current", "earlier" (it expired before the next ran, as it recorded), "twice"
+	// (it ran while the key was still valid: ran twice) or "unattributed" (rows written before
+	// migration 0004).
+	Kind   string  `json:"kind"`
+	Events []Event `json:"events"`
 }
 
 // RestoredView is what a replay returns.

@@ -83,12 +83,14 @@ type OutboxMessage struct {
 	Provider      string          `json:"provider" db:"provider"`
 	PayloadRef    json.RawMessage `json:"payloadRef" db:"payload_ref"`
 	IdempotencyID string          `json:"idempotencyId" db:"idempotency_id"`
-	Status        string          `json:"status" db:"status"`
-	Attempts      int             `json:"attempts" db:"attempts"`
-	NextAttemptAt time.Time       `json:"nextAttemptAt" db:"next_attempt_at"`
-	LastError     *string         `json:"lastError" db:"last_error"`
-	CreatedAt     time.Time       `json:"createdAt" db:"created_at"`
-	UpdatedAt     time.Time       `json:"updatedAt" db:"updated_at"`
+	// IdempotencyKey is the key of the request that queued the message (its execution's).
+	IdempotencyKey *string   `json:"key,omitempty" db:"idempotency_key"`
+	Status         string    `json:"status" db:"status"`
+	Attempts       int       `json:"attempts" db:"attempts"`
+	NextAttemptAt  time.Time `json:"nextAttemptAt" db:"next_attempt_at"`
+	LastError      *string   `json:"lastError" db:"last_error"`
+	CreatedAt      time.Time `json:"createdAt" db:"created_at"`
+	UpdatedAt      time.Time `json:"updatedAt" db:"updated_at"`
 }
 
 // KeyRow is an idempotency_record row as read models show it.
@@ -102,6 +104,9 @@ type KeyRow struct {
 	CreatedAt   time.Time       `json:"createdAt" db:"created_at"`
 	ExpiresAt   time.Time       `json:"expiresAt" db:"expires_at"`
 	UpdatedAt   time.Time       `json:"updatedAt" db:"updated_at"`
+	// ReservedXID is the transaction that reserved the key (reserved_xid): the one that wrote
+	// the rows of its current life.
+	ReservedXID *string `json:"-" db:"reserved_xid"`
 }
 
 // Event is one entry of an owner's merged timeline.
@@ -119,6 +124,12 @@ type Event struct {
 	Operation   *string   `json:"operation,omitempty" db:"operation"`
 	FeatureID   *string   `json:"featureId,omitempty" db:"feature_id"`
 	Mode        *string   `json:"mode,omitempty" db:"mode"`
+	// XID is the transaction that wrote the row (for a key, the one that reserved it); absent
+	// for a row written before migration 0004.
+	XID *string `json:"xid,omitempty" db:"xid"`
+	// KeyExpiresAt is, for a key, its expiry; for an audit event, the key's expiry as the
+	// transaction that wrote it saw it (what proves a later life of the key came after it).
+	KeyExpiresAt *time.Time `json:"keyExpiresAt,omitempty" db:"key_expires_at"`
 }
 
 // Summary is the entry's substance in a few words: its action, operation, feature, mode or

@@ -116,19 +116,50 @@ type Result struct {
 	// Paths and Ops count the rounds by how requests travelled and what they wrote.
 	Paths map[string]int `json:"paths"`
 	Ops   map[string]int `json:"ops"`
-	// Outbox is what the delivery worker did meanwhile.
+	// Outbox is what the delivery worker did meanwhile (and in the drain after the last round).
 	Outbox outbox.Report `json:"outbox"`
-	// Verify is the final check's report summary: rows read and invariants broken.
+	// OutboxMessages reconciles the messages the rounds queued with what became of them.
+	OutboxMessages OutboxTally `json:"outboxMessages"`
+	// Verify is the check of the soak's own rows (its owners), after the last round: its
+	// violations are the soak's and count in Violations.
 	Verify VerifySummary `json:"verify"`
+	// PreExisting is verify --all before the first round: what the database held already, never
+	// counted against the soak. AfterAll is verify --all after the last round, for comparison.
+	PreExisting VerifySummary `json:"preExisting"`
+	AfterAll    VerifySummary `json:"afterAll"`
 	// Problems are up to 10 examples of what went wrong.
 	Problems []string `json:"problems"`
 }
 
-// VerifySummary is the part of the final verify a soak reports.
+// VerifySummary is the part of a verify a soak reports.
 type VerifySummary struct {
-	Checked map[string]int64   `json:"checked"`
-	Failed  []kernel.Invariant `json:"failed"`
-	TookMs  float64            `json:"tookMs"`
+	Checked    map[string]int64   `json:"checked"`
+	Violations int64              `json:"violations"`
+	Failed     []kernel.Invariant `json:"failed"`
+	TookMs     float64            `json:"tookMs"`
+}
+
+func summary(rep kernel.InvariantReport) VerifySummary {
+	s := VerifySummary{Checked: rep.Checked, Violations: rep.Violations, Failed: rep.Failed(), TookMs: rep.TookMs}
+	if s.Failed == nil {
+		s.Failed = []kernel.Invariant{}
+	}
+	return s
+}
+
+// OutboxTally is what became of the outbox messages the rounds queued, read from the database
+// after the worker drained them: Queued = Delivered + Failed + Pending, each named where not
+// delivered.
+type OutboxTally struct {
+	Queued    int `json:"queued"`
+	Delivered int `json:"delivered"`
+	Failed    int `json:"failed"`
+	Pending   int `json:"pending"`
+	// FailedIDs and PendingIDs name the messages (at most 20 each).
+	FailedIDs  []string `json:"failedIds"`
+	PendingIDs []string `json:"pendingIds"`
+	// Balanced is Queued = Delivered + Failed + Pending.
+	Balanced bool `json:"balanced"`
 }
 
 // OK reports whether the soak passed: no duplicate and no violation.
@@ -227,6 +258,13 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	e.dir = dir
 	defer os.RemoveAll(dir)
 
+	// What the database held before: reported apart, never the soak's.
+	pre, err := e.retryVerify(ctx, "")
+	if err != nil {
+		return Result{}, fmt.Errorf("soak: the verify before the first round failed: %w", err)
+	}
+	e.res.PreExisting = summary(pre)
+
 	if err := e.setUp(ctx); err != nil {
 		e.tearDown()
 		return Result{}, err
@@ -250,22 +288,31 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	if ctx.Err() != nil {
 		return e.res, ctx.Err()
 	}
+	// The last rounds' messages are delivered before the tally: claims whose lease a fault cut
+	// short come due again within a lease and a backoff.
+	if err := e.drainOutbox(ctx, 30*time.Second); err != nil {
+		return e.res, err
+	}
 
-	// Then every invariant of the stored rows (verify --all), after the last fault.
-	vctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
-	defer cancel()
-	rep, err := e.retryVerify(vctx)
+	// Then every invariant of the soak's own rows, after the last fault: each owner's.
+	own := kernel.InvariantReport{Checked: map[string]int64{}}
+	for _, o := range e.owners {
+		rep, err := e.retryVerify(ctx, o.id)
+		if err != nil {
+			return e.res, fmt.Errorf("soak: the final verify failed: %w", err)
+		}
+		own = merge(own, rep)
+	}
+	e.res.Verify = summary(own)
+	e.res.Violations += own.Violations
+	for _, inv := range own.Failed() {
+		e.problem("verify: %s: %d violation(s), e.g. %+v", inv.Name, inv.Count, inv.Examples[0])
+	}
+	after, err := e.retryVerify(ctx, "")
 	if err != nil {
 		return e.res, fmt.Errorf("soak: the final verify failed: %w", err)
 	}
-	e.res.Verify = VerifySummary{Checked: rep.Checked, Failed: rep.Failed(), TookMs: rep.TookMs}
-	if e.res.Verify.Failed == nil {
-		e.res.Verify.Failed = []kernel.Invariant{}
-	}
-	e.res.Violations += rep.Violations
-	for _, inv := range rep.Failed() {
-		e.problem("verify: %s: %d violation(s), e.g. %+v", inv.Name, inv.Count, inv.Examples[0])
-	}
+	e.res.AfterAll = summary(after)
 	e.res.TookMs = float64(time.Since(start).Milliseconds())
 	return e.res, nil
 }
@@ -370,14 +417,18 @@ func (e *engine) deliver(ctx context.Context) {
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
 	for {
-		rep, _ := w.RunOnce(ctx, 50) // a failed pass (a terminated session) is retried at the next tick
-		e.mu.Lock()
-		e.res.Outbox.Claimed += rep.Claimed
-		e.res.Outbox.Delivered += rep.Delivered
-		e.res.Outbox.Retried += rep.Retried
-		e.res.Outbox.Failed += rep.Failed
-		e.res.Outbox.Lost += rep.Lost
-		e.mu.Unlock()
+		for _, o := range e.owners {
+			// Only the soak's own messages; a failed pass (a terminated session) is retried at the
+			// next tick.
+			rep, _ := w.RunScoped(ctx, outbox.Scope{OwnerID: o.id}, 50)
+			e.mu.Lock()
+			e.res.Outbox.Claimed += rep.Claimed
+			e.res.Outbox.Delivered += rep.Delivered
+			e.res.Outbox.Retried += rep.Retried
+			e.res.Outbox.Failed += rep.Failed
+			e.res.Outbox.Lost += rep.Lost
+			e.mu.Unlock()
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -662,13 +713,85 @@ func (e *engine) onlySettled(ctx context.Context, spec storm.Spec, v storm.Verif
 	return err == nil && settles > 0 && v.AuditEvents == 1+settles
 }
 
-// retryVerify runs the final verify, retrying while the server is still coming back.
-func (e *engine) retryVerify(ctx context.Context) (kernel.InvariantReport, error) {
+// retryVerify runs a verify of owner ("" every owner), retrying while the server is still coming
+// back.
+func (e *engine) retryVerify(ctx context.Context, owner string) (kernel.InvariantReport, error) {
 	for {
-		rep, err := e.k.VerifyInvariants(ctx, kernel.VerifyOptions{})
+		rep, err := e.k.VerifyInvariants(ctx, kernel.VerifyOptions{Owner: owner})
 		if err == nil || ctx.Err() != nil || apperr.CodeOf(err) != apperr.Internal {
 			return rep, err
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// merge adds b's counts and examples to a.
+func merge(a, b kernel.InvariantReport) kernel.InvariantReport {
+	if a.Invariants == nil {
+		a.Invariants = make([]kernel.Invariant, len(b.Invariants))
+		for i, inv := range b.Invariants {
+			a.Invariants[i] = kernel.Invariant{Name: inv.Name, Description: inv.Description, Examples: []kernel.Violation{}}
+		}
+	}
+	for i, inv := range b.Invariants {
+		a.Invariants[i].Count += inv.Count
+		for _, ex := range inv.Examples {
+			if len(a.Invariants[i].Examples) < kernel.MaxExamples {
+				a.Invariants[i].Examples = append(a.Invariants[i].Examples, ex)
+			}
+		}
+	}
+	for t, n := range b.Checked {
+		a.Checked[t] += n
+	}
+	a.Violations += b.Violations
+	a.Batches += b.Batches
+	a.TookMs += b.TookMs
+	return a
+}
+
+// drainOutbox runs the delivery worker (faults over) until none of the soak's messages is
+// PENDING or limit passes, then tallies them.
+func (e *engine) drainOutbox(ctx context.Context, limit time.Duration) error {
+	owners := make([]string, len(e.owners))
+	for i, o := range e.owners {
+		owners[i] = o.id
+	}
+	w := outbox.NewWorker(e.k.DB(), outbox.Options{Providers: map[string]outbox.Provider{"notifier": e.provider},
+		Lease: 3 * time.Second, CallTimeout: time.Second, BaseBackoff: 100 * time.Millisecond, MaxBackoff: 2 * time.Second})
+	deadline := time.Now().Add(limit)
+	for {
+		t, err := e.k.DB().OutboxTally(ctx, owners, 20)
+		if err != nil {
+			return fmt.Errorf("soak: tally the outbox: %w", err)
+		}
+		e.res.OutboxMessages = OutboxTally{Queued: t.Queued, Delivered: t.Delivered, Failed: t.Failed, Pending: t.Pending,
+			FailedIDs: nonNil(t.FailedIDs), PendingIDs: nonNil(t.PendingIDs), Balanced: t.Queued == t.Delivered+t.Failed+t.Pending}
+		if t.Pending == 0 || time.Now().After(deadline) {
+			if !e.res.OutboxMessages.Balanced {
+				e.problem("outbox: %d message(s) queued but %d delivered + %d failed + %d pending", t.Queued, t.Delivered, t.Failed, t.Pending)
+			}
+			return nil
+		}
+		for _, o := range owners {
+			rep, _ := w.RunScoped(ctx, outbox.Scope{OwnerID: o}, 50) // only the soak's own messages
+			e.res.Outbox.Claimed += rep.Claimed
+			e.res.Outbox.Delivered += rep.Delivered
+			e.res.Outbox.Retried += rep.Retried
+			e.res.Outbox.Failed += rep.Failed
+			e.res.Outbox.Lost += rep.Lost
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }

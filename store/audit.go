@@ -17,6 +17,19 @@ const (
 
 const featureActionPrefix = "FEATURE_"
 
+// The audit actions of the other writes of a request.
+const (
+	ActionRecordCreated = "RECORD_CREATED"
+	ActionRecordPatched = "RECORD_PATCHED"
+	ActionReviewCreated = "REVIEW_CREATED"
+)
+
+// revisionWriteActionSQL matches the audit action of a write that wrote a revision (a create,
+// a patch, an internal feature's run), over the column act.
+func revisionWriteActionSQL(act string) string {
+	return `(` + act + ` IN ('` + ActionRecordCreated + `', '` + ActionRecordPatched + `') OR ` + act + ` ~ '^` + featureActionPrefix + `.+_` + FeatureExecuted + `$')`
+}
+
 // FeatureAction is the audit action of feature featureID's outcome: FEATURE_<id>_<outcome>
 // (FEATURE_F02_QUEUED, FEATURE_F02_DELIVERED).
 func FeatureAction(featureID, outcome string) string {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/internal/termsafe"
 )
 
 // History returns one page of the owner's merged timeline (audit events, executions, keys and
@@ -69,13 +70,14 @@ type timelineSource struct {
 
 var timelineSources = []timelineSource{
 	{"audit", "audit_event", "at", "id",
-		`module_code, record_id, revision, execution_id, action, idempotency_key, NULL::text AS status, NULL::text AS operation, NULL::text AS feature_id, NULL::text AS mode`},
+		`module_code, record_id, revision, execution_id, action, idempotency_key, NULL::text AS status, NULL::text AS operation, NULL::text AS feature_id, NULL::text AS mode,
+		written_xid::text AS xid, key_expires_at`},
 	{"execution", "feature_execution", "created_at", "id",
-		`module_code, record_id, record_revision, id, NULL, idempotency_key, status, NULL, feature_id, mode`},
+		`module_code, record_id, record_revision, id, NULL, idempotency_key, status, NULL, feature_id, mode, written_xid::text, NULL`},
 	{"key", "idempotency_record", "created_at", "idempotency_key",
-		`NULL, NULL, NULL, NULL, NULL, idempotency_key, status, operation, NULL, NULL`},
+		`NULL, NULL, NULL, NULL, NULL, idempotency_key, status, operation, NULL, NULL, reserved_xid::text, expires_at`},
 	{"revision", "record_revision", "created_at", `record_id || ':' || lpad(revision::text, 10, '0')`,
-		`snapshot->>'moduleCode', record_id, revision, NULL, NULL, idempotency_key, NULL, NULL, NULL, NULL`},
+		`snapshot->>'moduleCode', record_id, revision, NULL, NULL, idempotency_key, NULL, NULL, NULL, NULL, written_xid::text, NULL`},
 }
 
 // keySources is the timeline of a service's database: its keys alone.
@@ -110,7 +112,7 @@ func timelineSQLOf(q HistoryQuery, limit int, c *Cursor, sources []timelineSourc
 		}
 		lo, hi := prefixRange(q.ActionPrefix)
 		cols := `e.at AS at, 'audit' AS kind, e.id AS id, e.module_code, e.record_id, e.revision, e.execution_id, e.action, e.idempotency_key,
-			NULL::text AS status, NULL::text AS operation, NULL::text AS feature_id, NULL::text AS mode`
+			NULL::text AS status, NULL::text AS operation, NULL::text AS feature_id, NULL::text AS mode, e.written_xid::text AS xid, e.key_expires_at`
 		return actionPageSQL(cols, arg(lo), arg(hi), c, q.Desc, limit, arg), args, nil
 	}
 
@@ -199,7 +201,7 @@ func ParseExportFormat(s string) (ExportFormat, error) {
 }
 
 // ExportColumns are the CSV columns, in order.
-var ExportColumns = []string{"at", "kind", "id", "moduleCode", "recordId", "revision", "executionId", "action", "key", "status", "operation", "featureId", "mode"}
+var ExportColumns = []string{"at", "kind", "id", "moduleCode", "recordId", "revision", "executionId", "action", "key", "status", "operation", "featureId", "mode", "xid"}
 
 // ExportHistory writes the timeline entries q selects — the whole owner when q names no cursor —
 // to w, reading keyset pages of MaxPage and writing each before the next is read, so memory stays
@@ -284,11 +286,18 @@ func (db *DB) ExportHistory(ctx context.Context, q HistoryQuery, format ExportFo
 	return n, nil
 }
 
+// csvRecord is e as a CSV row. Every stored string passes through termsafe.CSVCell: no control
+// byte leaves raw (a ticket attachment someone cats cannot run a terminal sequence or split a
+// row) and no cell reads as a spreadsheet formula.
 func csvRecord(e Event) []string {
 	rev := ""
 	if e.Revision != nil {
 		rev = strconv.Itoa(*e.Revision)
 	}
-	return []string{e.At.UTC().Format(time.RFC3339Nano), e.Kind, e.ID, deref(e.ModuleCode), deref(e.RecordID), rev, deref(e.ExecutionID),
-		deref(e.Action), deref(e.Key), deref(e.Status), deref(e.Operation), deref(e.FeatureID), deref(e.Mode)}
+	row := []string{e.At.UTC().Format(time.RFC3339Nano), e.Kind, e.ID, deref(e.ModuleCode), deref(e.RecordID), rev, deref(e.ExecutionID),
+		deref(e.Action), deref(e.Key), deref(e.Status), deref(e.Operation), deref(e.FeatureID), deref(e.Mode), deref(e.XID)}
+	for i, c := range row {
+		row[i] = termsafe.CSVCell(c)
+	}
+	return row
 }

@@ -282,7 +282,7 @@ func (db *DB) RecordModule(ctx context.Context, owner, id string) (string, error
 
 const auditColumns = `id, owner_id, module_code, record_id, action, revision, execution_id, idempotency_key, detail, at`
 
-const keyColumns = `owner_id, idempotency_key, operation, fingerprint, status, response, created_at, expires_at, updated_at`
+const keyColumns = `owner_id, idempotency_key, operation, fingerprint, status, response, created_at, expires_at, updated_at, reserved_xid::text AS reserved_xid`
 
 // KeyPage lists an owner's idempotency rows, newest first.
 func (db *DB) KeyPage(ctx context.Context, owner string, limit int, cursor string) ([]KeyRow, string, error) {

@@ -24,19 +24,9 @@ const (
 			UPDATE record SET revision = $4, title = $5, summary = $6, payload = $7, updated_at = $8
 			WHERE owner_id = $1 AND module_code = $2 AND id = $3 AND revision = $9 RETURNING 1)
 		SELECT 1 / count(*) FROM u`
-	insertRevisionSQL = `INSERT INTO record_revision (owner_id, record_id, revision, snapshot, idempotency_key, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6)`
-	insertExecutionSQL = `INSERT INTO feature_execution (owner_id, id, module_code, record_id, feature_id, mode, status,
-			record_revision, input, output, idempotency_key, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`
-	insertAuditSQL = `INSERT INTO audit_event (owner_id, id, module_code, record_id, action, revision, execution_id, idempotency_key, detail, at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`
-	insertReviewSQL = `INSERT INTO commitment_review (owner_id, id, module_code, record_id, record_revision, verdict, comment, idempotency_key, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`
-	insertOutboxSQL = `INSERT INTO outbox_message (owner_id, id, execution_id, provider, payload_ref, idempotency_id, status,
-			attempts, next_attempt_at, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8, $9, $9)`
 )
+
+// The INSERTs of the rows a keyed request writes are in attest.go, with the digests they compute.
 
 // InsertRecord queues a new record row.
 func (b *Batch) InsertRecord(step string, r Record) {
@@ -105,7 +95,7 @@ func (b *Batch) InsertReview(step string, r Review) {
 // InsertOutbox queues a message for the delivery worker.
 func (b *Batch) InsertOutbox(step string, m OutboxMessage) {
 	b.queue(step, "insert outbox message", nil, insertOutboxSQL,
-		[]any{m.OwnerID, m.ID, m.ExecutionID, m.Provider, m.PayloadRef, m.IdempotencyID, m.Status, m.NextAttemptAt, m.CreatedAt})
+		[]any{m.OwnerID, m.ID, m.ExecutionID, m.Provider, m.PayloadRef, m.IdempotencyID, m.Status, m.NextAttemptAt, m.CreatedAt, m.IdempotencyKey})
 }
 
 const (
@@ -133,24 +123,48 @@ func (db *DB) FindRecord(ctx context.Context, owner, module, id string, lock boo
 	return scanRecord(db.Q(ctx).QueryRow(ctx, q, owner, module, id))
 }
 
-// RevisionWithParent is a revision row joined with its parent record's module.
+// RevisionWithParent is a revision row joined with its parent record's module, with what its
+// digest check needs (Attest).
 type RevisionWithParent struct {
 	Revision
 	ParentModule string
 	ParentID     string
 	ParentOwner  string
+	Attest       Attestation
 }
 
+// Attestation is what checking a row's digest (package attest) and its transaction needs beside
+// the row itself.
+type Attestation struct {
+	// XID is the row's written_xid as text (nil: not recorded, a row older than migration 0004).
+	XID *string
+	// Digest is the row's digest (nil: it has none).
+	Digest []byte
+	// Prev is the digest the row's chains on: revision n-1's for revision n, its revision's for
+	// an execution (nil: there is none, or that row has no digest).
+	Prev []byte
+}
+
+// revisionAttestColumns are a revision rv's Attestation columns.
+const revisionAttestColumns = `rv.written_xid::text, rv.digest,
+	(SELECT q.digest FROM record_revision q WHERE q.owner_id = rv.owner_id AND q.record_id = rv.record_id AND q.revision = rv.revision - 1)`
+
+// executionAttestColumns are an execution e's Attestation columns.
+const executionAttestColumns = `e.written_xid::text, e.digest,
+	(SELECT v.digest FROM record_revision v WHERE v.owner_id = e.owner_id AND v.record_id = e.record_id AND v.revision = e.record_revision)`
+
+func (a *Attestation) dest(d []any) []any { return append(d, &a.XID, &a.Digest, &a.Prev) }
+
 // FindRevision reads one revision of a record of owner and module (joined to the parent, so
-// another module's record is not found).
+// another module's record is not found), with its attestation.
 func (db *DB) FindRevision(ctx context.Context, owner, module, recordID string, revision int) (RevisionWithParent, error) {
 	var r RevisionWithParent
 	err := db.Q(ctx).QueryRow(ctx, `SELECT rv.owner_id, rv.record_id, rv.revision, rv.snapshot, rv.idempotency_key, rv.created_at,
-			p.owner_id, p.id, p.module_code
+			p.owner_id, p.id, p.module_code, `+revisionAttestColumns+`
 		FROM record_revision rv JOIN record p ON p.owner_id = rv.owner_id AND p.id = rv.record_id
 		WHERE rv.owner_id = $1 AND rv.record_id = $2 AND rv.revision = $3 AND p.module_code = $4`,
 		owner, recordID, revision, module).
-		Scan(&r.OwnerID, &r.RecordID, &r.Revision.Revision, &r.Snapshot, &r.IdempotencyKey, &r.CreatedAt, &r.ParentOwner, &r.ParentID, &r.ParentModule)
+		Scan(r.Attest.dest([]any{&r.OwnerID, &r.RecordID, &r.Revision.Revision, &r.Snapshot, &r.IdempotencyKey, &r.CreatedAt, &r.ParentOwner, &r.ParentID, &r.ParentModule})...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, ErrNotFound
 	}
@@ -176,6 +190,23 @@ func scanExecution(row pgx.Row) (Execution, error) {
 func (db *DB) FindExecution(ctx context.Context, owner, module, recordID, id string) (Execution, error) {
 	return scanExecution(db.Q(ctx).QueryRow(ctx, `SELECT `+executionColumns+` FROM feature_execution
 		WHERE owner_id = $1 AND module_code = $2 AND record_id = $3 AND id = $4`, owner, module, recordID, id))
+}
+
+// FindExecutionAttested is FindExecution with the execution's attestation.
+func (db *DB) FindExecutionAttested(ctx context.Context, owner, module, recordID, id string) (Execution, Attestation, error) {
+	var e Execution
+	var a Attestation
+	err := db.Q(ctx).QueryRow(ctx, `SELECT `+prefixed("e.", executionColumns)+`, `+executionAttestColumns+` FROM feature_execution e
+		WHERE e.owner_id = $1 AND e.module_code = $2 AND e.record_id = $3 AND e.id = $4`, owner, module, recordID, id).
+		Scan(a.dest([]any{&e.ID, &e.OwnerID, &e.ModuleCode, &e.RecordID, &e.FeatureID, &e.Mode, &e.Status, &e.RecordRevision,
+			&e.Input, &e.Output, &e.IdempotencyKey, &e.CreatedAt, &e.UpdatedAt})...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return e, a, ErrNotFound
+	}
+	if err != nil {
+		return e, a, fmt.Errorf("find execution: %w", err)
+	}
+	return e, a, nil
 }
 
 // FindReview reads one review of owner by record and id.

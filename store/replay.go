@@ -20,6 +20,9 @@ import (
 // revision's parent record.
 type RevisionReplay struct {
 	Key idem.StoredKey
+	// KeyXID is the transaction that reserved the key (reserved_xid as text): the rows the key's
+	// result references were written by it, where they record their transaction.
+	KeyXID *string
 	// Revision is nil when the statement found none it could read whole (none, or a column a
 	// Go value cannot hold, like an infinite timestamp): the policy then reads it on its own and
 	// judges it there.
@@ -31,6 +34,8 @@ type ExecutionReplay struct {
 	RevisionReplay
 	// Execution is nil as Revision is.
 	Execution *Execution
+	// ExecutionAttest is the execution's attestation (when Execution is not nil).
+	ExecutionAttest Attestation
 }
 
 // replayRevision is safe on any stored result: a revision that is not a small non-negative
@@ -46,18 +51,23 @@ const replayRevision = `(CASE WHEN k.response->'result'->>'revision' ~ '^[0-9]{1
 // one record's executions at worst.) The joins never fail on a malformed stored result: they
 // simply find nothing.
 const (
-	replayKeyColumns      = `k.operation, k.fingerprint, k.status, k.response, k.expires_at`
+	replayKeyColumns      = `k.operation, k.fingerprint, k.status, k.response, k.expires_at, k.reserved_xid::text`
 	replayRevisionColumns = `pf_rv.owner_id, pf_rv.record_id, pf_rv.revision, pf_rv.snapshot, pf_rv.idempotency_key, pf_rv.created_at,
-		pf_rv.parent_owner, pf_rv.parent_id, pf_rv.parent_module`
+		pf_rv.parent_owner, pf_rv.parent_id, pf_rv.parent_module, pf_rv.xid, pf_rv.digest, pf_rv.prev_digest`
 	replayRevisionJoin = ` LEFT JOIN LATERAL (SELECT rv.owner_id, rv.record_id, rv.revision, rv.snapshot, rv.idempotency_key, rv.created_at,
-				p.owner_id AS parent_owner, p.id AS parent_id, p.module_code AS parent_module
+				p.owner_id AS parent_owner, p.id AS parent_id, p.module_code AS parent_module,
+				rv.written_xid::text AS xid, rv.digest, (SELECT q.digest FROM record_revision q
+					WHERE q.owner_id = rv.owner_id AND q.record_id = rv.record_id AND q.revision = rv.revision - 1) AS prev_digest
 			FROM record_revision rv JOIN record p ON p.owner_id = rv.owner_id AND p.id = rv.record_id AND p.module_code = $3
 			WHERE rv.owner_id = k.owner_id AND rv.record_id = k.response->'result'->>'recordId' AND rv.revision = ` + replayRevision + `
 			OFFSET 0) pf_rv ON true`
 	replayExecutionColumns = `pf_e.id, pf_e.owner_id, pf_e.module_code, pf_e.record_id, pf_e.feature_id, pf_e.mode, pf_e.status,
-		pf_e.record_revision, pf_e.input, pf_e.output, pf_e.idempotency_key, pf_e.created_at, pf_e.updated_at`
+		pf_e.record_revision, pf_e.input, pf_e.output, pf_e.idempotency_key, pf_e.created_at, pf_e.updated_at,
+		pf_e.xid, pf_e.digest, pf_e.revision_digest`
 	replayExecutionJoin = ` LEFT JOIN LATERAL (SELECT e.id, e.owner_id, e.module_code, e.record_id, e.feature_id, e.mode, e.status,
-				e.record_revision, e.input, e.output, e.idempotency_key, e.created_at, e.updated_at
+				e.record_revision, e.input, e.output, e.idempotency_key, e.created_at, e.updated_at,
+				e.written_xid::text AS xid, e.digest, (SELECT v.digest FROM record_revision v
+					WHERE v.owner_id = e.owner_id AND v.record_id = e.record_id AND v.revision = e.record_revision) AS revision_digest
 			FROM feature_execution e
 			WHERE e.owner_id = k.owner_id AND e.id = k.response->'result'->>'executionId' AND e.module_code = $3
 				AND e.record_id = k.response->'result'->>'recordId'
@@ -75,12 +85,13 @@ func replayArgs(p idem.ReplayParams) []any { return []any{p.Owner, p.Key, p.Modu
 // runner's connection or transaction). found is false when the key has no row.
 func ReadRevisionReplay(ctx context.Context, q Querier, p idem.ReplayParams) (r RevisionReplay, found bool, err error) {
 	var rv replayRevisionRow
-	dest := make([]any, 0, 5+9)
-	dest = append(keyDest(&r.Key, dest), rv.dest()...)
+	var keyXID pgtype.Text
+	dest := make([]any, 0, 6+12)
+	dest = append(append(keyDest(&r.Key, dest), &keyXID), rv.dest()...)
 	if err := q.QueryRow(ctx, revisionReplaySQL, replayArgs(p)...).Scan(dest...); err != nil {
 		return r, false, replayError(err)
 	}
-	r.Revision = rv.revision()
+	r.Revision, r.KeyXID = rv.revision(), textPtr(keyXID)
 	return r, true, nil
 }
 
@@ -89,12 +100,14 @@ func ReadRevisionReplay(ctx context.Context, q Querier, p idem.ReplayParams) (r 
 func ReadExecutionReplay(ctx context.Context, q Querier, p idem.ReplayParams) (r ExecutionReplay, found bool, err error) {
 	var rv replayRevisionRow
 	var e replayExecutionRow
-	dest := make([]any, 0, 5+9+13)
-	dest = append(append(keyDest(&r.Key, dest), rv.dest()...), e.dest()...)
+	var keyXID pgtype.Text
+	dest := make([]any, 0, 6+12+16)
+	dest = append(append(append(keyDest(&r.Key, dest), &keyXID), rv.dest()...), e.dest()...)
 	if err := q.QueryRow(ctx, executionReplaySQL, replayArgs(p)...).Scan(dest...); err != nil {
 		return r, false, replayError(err)
 	}
-	r.Revision, r.Execution = rv.revision(), e.execution()
+	r.Revision, r.Execution, r.KeyXID = rv.revision(), e.execution(), textPtr(keyXID)
+	r.ExecutionAttest = Attestation{XID: textPtr(e.xid), Digest: e.digest, Prev: e.revisionDigest}
 	return r, true, nil
 }
 
@@ -118,10 +131,13 @@ type replayRevisionRow struct {
 	key                         pgtype.Text
 	createdAt                   pgtype.Timestamptz
 	parentOwner, parentID, pMod pgtype.Text
+	xid                         pgtype.Text
+	digest, prevDigest          []byte
 }
 
 func (r *replayRevisionRow) dest() []any {
-	return []any{&r.ownerID, &r.recordID, &r.revisionNo, &r.snapshot, &r.key, &r.createdAt, &r.parentOwner, &r.parentID, &r.pMod}
+	return []any{&r.ownerID, &r.recordID, &r.revisionNo, &r.snapshot, &r.key, &r.createdAt, &r.parentOwner, &r.parentID, &r.pMod,
+		&r.xid, &r.digest, &r.prevDigest}
 }
 
 // revision is the row read, or nil when there is none whole.
@@ -133,7 +149,8 @@ func (r *replayRevisionRow) revision() *RevisionWithParent {
 	return &RevisionWithParent{
 		Revision: Revision{OwnerID: r.ownerID.String, RecordID: r.recordID.String, Revision: int(r.revisionNo.Int32), Snapshot: r.snapshot,
 			IdempotencyKey: textPtr(r.key), CreatedAt: r.createdAt.Time},
-		ParentOwner: r.parentOwner.String, ParentID: r.parentID.String, ParentModule: r.pMod.String}
+		ParentOwner: r.parentOwner.String, ParentID: r.parentID.String, ParentModule: r.pMod.String,
+		Attest: Attestation{XID: textPtr(r.xid), Digest: r.digest, Prev: r.prevDigest}}
 }
 
 type replayExecutionRow struct {
@@ -142,11 +159,13 @@ type replayExecutionRow struct {
 	input, output                                          []byte
 	key                                                    pgtype.Text
 	createdAt, updatedAt                                   pgtype.Timestamptz
+	xid                                                    pgtype.Text
+	digest, revisionDigest                                 []byte
 }
 
 func (e *replayExecutionRow) dest() []any {
 	return []any{&e.id, &e.ownerID, &e.module, &e.recordID, &e.featureID, &e.mode, &e.status, &e.recordRevision,
-		&e.input, &e.output, &e.key, &e.createdAt, &e.updatedAt}
+		&e.input, &e.output, &e.key, &e.createdAt, &e.updatedAt, &e.xid, &e.digest, &e.revisionDigest}
 }
 
 // execution is the row read, or nil when there is none whole.

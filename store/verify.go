@@ -2,7 +2,9 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -26,6 +28,11 @@ func (db *DB) ReadSnapshot(ctx context.Context, fn func(ctx context.Context) err
 	}
 	defer conn.Release()
 	err = db.sendBegin(ctx, conn, beginSnapshot)
+	if err == nil {
+		// Its page reads are many small index lookups whose generic plans the planner may cost
+		// high enough to JIT-compile on every page: compiling costs far more than running them.
+		_, err = conn.Exec(ctx, "select pg_catalog.set_config('jit', 'off', true)")
+	}
 	a := &ambient{db: db, conn: conn, begun: true}
 	if err != nil {
 		a.rollback(context.WithoutCancel(ctx))
@@ -45,11 +52,31 @@ type VerifyCursor struct {
 	Rev   int
 }
 
-// VerifyPage selects one page: Owner limits it to one owner ("" for every owner).
+// VerifyPage selects one page: Owner limits it to one owner ("" for every owner); Since, when
+// set, only the rows written or changed since then.
 type VerifyPage struct {
 	Owner string
 	After VerifyCursor
 	Limit int
+	Since time.Time
+}
+
+// since is the page's --since condition on a time column ("" without one), its argument appended
+// to args.
+func (p VerifyPage) since(col string, args []any) (string, []any) {
+	if p.Since.IsZero() {
+		return "", args
+	}
+	args = append(args, p.Since)
+	return fmt.Sprintf(` AND %s >= $%d`, col, len(args)), args
+}
+
+// where is the page's keyset condition and its --since condition on timeCol, with their
+// arguments.
+func (p VerifyPage) where(alias, idCol, revCol, timeCol string) (string, []any) {
+	w, args := p.keyset(alias, idCol, revCol)
+	s, args := p.since(alias+"."+timeCol, args)
+	return w + s, args
 }
 
 // keyset returns the WHERE clause of a page over (owner_id, idCol[, revCol]) aliased alias,
@@ -71,19 +98,100 @@ func (p VerifyPage) query(ctx context.Context, db *DB, sql string, args []any) (
 	return db.Q(ctx).Query(ctx, sql, append(args, p.Limit)...)
 }
 
-// VerifyKeyRow is an idempotency row as verify reads it.
+// VerifyKeyRow is an idempotency row as verify reads it, with the rows its stored result
+// references, read in the same statement (nil where there is none, or it cannot be read whole):
+// verify judges them as a replay would, without a statement per key.
 type VerifyKeyRow struct {
 	OwnerID, Key, Operation, Status string
 	Response                        []byte // nil while PROCESSING
 	ExpiresAt                       time.Time
+	ReservedXID                     *string
+	Revision                        *RevisionWithParent
+	Execution                       *Execution
+	ExecutionAttest                 Attestation
+	Review                          *Review
 }
 
 // Cursor is where the page after this row starts.
 func (r VerifyKeyRow) Cursor() VerifyCursor { return VerifyCursor{Owner: r.OwnerID, ID: r.Key} }
 
-// VerifyKeys reads a page of idempotency rows in (owner_id, idempotency_key) order.
-func (db *DB) VerifyKeys(ctx context.Context, p VerifyPage) ([]VerifyKeyRow, error) {
-	where, args := p.keyset("k", "idempotency_key", "")
+// verifyKeysSQL reads a page of key rows with what their results reference, each through a
+// LATERAL subquery bound by a unique key (as the replay statement reads them, but in any
+// module: the module check is the caller's). light leaves out what only a check of the rows'
+// content needs — snapshot, input, output and digests — for a caller that judged every revision
+// and execution on its own (their columns are NULL then).
+func verifyKeysSQL(light bool) string {
+	snapshot, digests, input := `rv.snapshot`, `rv.digest, (SELECT q.digest FROM record_revision q
+				WHERE q.owner_id = rv.owner_id AND q.record_id = rv.record_id AND q.revision = rv.revision - 1) AS prev_digest`, `e.input, e.output`
+	execDigests := `e.digest, (SELECT v.digest FROM record_revision v
+				WHERE v.owner_id = e.owner_id AND v.record_id = e.record_id AND v.revision = e.record_revision) AS revision_digest`
+	if light {
+		snapshot, digests, input = `NULL::jsonb AS snapshot`, `NULL::bytea AS digest, NULL::bytea AS prev_digest`, `NULL::jsonb AS input, NULL::jsonb AS output`
+		execDigests = `NULL::bytea AS digest, NULL::bytea AS revision_digest`
+	}
+	return `SELECT k.owner_id, k.idempotency_key, k.operation, k.status, k.response::text, k.expires_at, k.reserved_xid::text,
+		` + replayRevisionColumns + `, ` + replayExecutionColumns + `,
+		pf_r.id, pf_r.owner_id, pf_r.module_code, pf_r.record_id, pf_r.record_revision, pf_r.verdict, pf_r.comment, pf_r.idempotency_key, pf_r.created_at
+	FROM idempotency_record k
+	LEFT JOIN LATERAL (SELECT rv.owner_id, rv.record_id, rv.revision, ` + snapshot + `, rv.idempotency_key, rv.created_at,
+			p.owner_id AS parent_owner, p.id AS parent_id, p.module_code AS parent_module,
+			rv.written_xid::text AS xid, ` + digests + `
+		FROM record_revision rv JOIN record p ON p.owner_id = rv.owner_id AND p.id = rv.record_id
+		WHERE rv.owner_id = k.owner_id AND rv.record_id = k.response->'result'->>'recordId' AND rv.revision = ` + replayRevision + `
+		OFFSET 0) pf_rv ON true
+	LEFT JOIN LATERAL (SELECT e.id, e.owner_id, e.module_code, e.record_id, e.feature_id, e.mode, e.status,
+			e.record_revision, ` + input + `, e.idempotency_key, e.created_at, e.updated_at,
+			e.written_xid::text AS xid, ` + execDigests + `
+		FROM feature_execution e
+		WHERE e.owner_id = k.owner_id AND e.id = k.response->'result'->>'executionId' AND e.record_id = k.response->'result'->>'recordId'
+		OFFSET 0) pf_e ON true
+	LEFT JOIN LATERAL (SELECT r.id, r.owner_id, r.module_code, r.record_id, r.record_revision, r.verdict, r.comment, r.idempotency_key, r.created_at
+		FROM commitment_review r
+		WHERE r.owner_id = k.owner_id AND r.record_id = k.response->'result'->>'recordId' AND r.id = k.response->'result'->>'reviewId'
+		OFFSET 0) pf_r ON true
+	WHERE `
+}
+
+var (
+	verifyKeysFullSQL  = verifyKeysSQL(false)
+	verifyKeysLightSQL = verifyKeysSQL(true)
+)
+
+// VerifyKeys reads a page of idempotency rows in (owner_id, idempotency_key) order, with the
+// rows their results reference — without those rows' content when light.
+func (db *DB) VerifyKeys(ctx context.Context, p VerifyPage, light bool) ([]VerifyKeyRow, error) {
+	where, args := p.where("k", "idempotency_key", "", "updated_at")
+	q := verifyKeysFullSQL
+	if light {
+		q = verifyKeysLightSQL
+	}
+	rows, err := p.query(ctx, db, q+where+fmt.Sprintf(` ORDER BY k.owner_id, k.idempotency_key LIMIT $%d`, len(args)+1), args)
+	if err != nil {
+		return nil, fmt.Errorf("verify keys: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (VerifyKeyRow, error) {
+		var x VerifyKeyRow
+		var resp, xid pgtype.Text
+		var rv replayRevisionRow
+		var e replayExecutionRow
+		var rw reviewRow
+		dest := append(append([]any{&x.OwnerID, &x.Key, &x.Operation, &x.Status, &resp, &x.ExpiresAt, &xid}, rv.dest()...), e.dest()...)
+		err := r.Scan(append(dest, rw.dest()...)...)
+		if resp.Valid {
+			x.Response = []byte(resp.String)
+		}
+		x.ReservedXID = textPtr(xid)
+		x.Revision, x.Execution, x.Review = rv.revision(), e.execution(), rw.review()
+		x.ExecutionAttest = Attestation{XID: textPtr(e.xid), Digest: e.digest, Prev: e.revisionDigest}
+		return x, err
+	})
+}
+
+// VerifyServiceKeys reads a page of a service's idempotency rows (the runner library's table
+// alone: a service's database holds none of idemwork's records), in (owner_id, idempotency_key)
+// order; what their results reference is the service's policy to read.
+func (db *DB) VerifyServiceKeys(ctx context.Context, p VerifyPage) ([]VerifyKeyRow, error) {
+	where, args := p.where("k", "idempotency_key", "", "updated_at")
 	rows, err := p.query(ctx, db, `SELECT k.owner_id, k.idempotency_key, k.operation, k.status, k.response::text, k.expires_at
 		FROM idempotency_record k WHERE `+where+fmt.Sprintf(` ORDER BY k.owner_id, k.idempotency_key LIMIT $%d`, len(args)+1), args)
 	if err != nil {
@@ -98,6 +206,28 @@ func (db *DB) VerifyKeys(ctx context.Context, p VerifyPage) ([]VerifyKeyRow, err
 		}
 		return x, err
 	})
+}
+
+// reviewRow receives a review (all NULL when the join found none).
+type reviewRow struct {
+	id, ownerID, module, recordID pgtype.Text
+	revision                      pgtype.Int4
+	verdict, comment, key         pgtype.Text
+	createdAt                     pgtype.Timestamptz
+}
+
+func (r *reviewRow) dest() []any {
+	return []any{&r.id, &r.ownerID, &r.module, &r.recordID, &r.revision, &r.verdict, &r.comment, &r.key, &r.createdAt}
+}
+
+func (r *reviewRow) review() *Review {
+	if !r.id.Valid || !r.ownerID.Valid || !r.module.Valid || !r.recordID.Valid || !r.revision.Valid || !r.createdAt.Valid ||
+		r.createdAt.InfinityModifier != pgtype.Finite {
+		return nil
+	}
+	return &Review{ID: r.id.String, OwnerID: r.ownerID.String, ModuleCode: r.module.String, RecordID: r.recordID.String,
+		RecordRevision: int(r.revision.Int32), Verdict: r.verdict.String, Comment: r.comment.String, IdempotencyKey: textPtr(r.key),
+		CreatedAt: r.createdAt.Time}
 }
 
 // VerifyRecordRow is a record with what its revisions say about it.
@@ -118,7 +248,7 @@ func (r VerifyRecordRow) Cursor() VerifyCursor { return VerifyCursor{Owner: r.Ow
 
 // VerifyRecords reads a page of records in (owner_id, id) order.
 func (db *DB) VerifyRecords(ctx context.Context, p VerifyPage) ([]VerifyRecordRow, error) {
-	where, args := p.keyset("r", "id", "")
+	where, args := p.where("r", "id", "", "updated_at")
 	rows, err := p.query(ctx, db, `SELECT r.owner_id, r.id, r.module_code, r.revision, r.title, r.summary, rv.n, rv.lo, rv.hi,
 			COALESCE((SELECT v.snapshot->>'title' IS NOT DISTINCT FROM r.title AND v.snapshot->>'summary' IS NOT DISTINCT FROM r.summary
 					AND v.snapshot->'payload' IS NOT DISTINCT FROM r.payload
@@ -137,12 +267,14 @@ func (db *DB) VerifyRecords(ctx context.Context, p VerifyPage) ([]VerifyRecordRo
 	})
 }
 
-// VerifyRevisionRow is a revision with its parent (HasParent false: no such record) and
-// whether an audit event names it.
+// VerifyRevisionRow is a revision with its parent (HasParent false: no such record), its
+// attestation, and how many audit events of a write name it.
 type VerifyRevisionRow struct {
 	RevisionWithParent
 	HasParent bool
-	Audited   bool
+	// WriteAudits counts the audit events of the write that wrote it (RECORD_CREATED,
+	// RECORD_PATCHED or FEATURE_<id>_EXECUTED naming this record and revision): one.
+	WriteAudits int
 }
 
 // Cursor is where the page after this row starts.
@@ -152,10 +284,11 @@ func (r VerifyRevisionRow) Cursor() VerifyCursor {
 
 // VerifyRevisions reads a page of revisions in (owner_id, record_id, revision) order.
 func (db *DB) VerifyRevisions(ctx context.Context, p VerifyPage) ([]VerifyRevisionRow, error) {
-	where, args := p.keyset("rv", "record_id", "revision")
+	where, args := p.where("rv", "record_id", "revision", "created_at")
 	rows, err := p.query(ctx, db, `SELECT rv.owner_id, rv.record_id, rv.revision, rv.snapshot, rv.idempotency_key, rv.created_at,
-			p.owner_id, p.id, p.module_code,
-			EXISTS (SELECT 1 FROM audit_event a WHERE a.owner_id = rv.owner_id AND a.record_id = rv.record_id AND a.revision = rv.revision)
+			p.owner_id, p.id, p.module_code, `+revisionAttestColumns+`,
+			(SELECT count(*)::int FROM audit_event a WHERE a.owner_id = rv.owner_id AND a.record_id = rv.record_id AND a.revision = rv.revision
+				AND `+revisionWriteActionSQL("a.action")+`)
 		FROM record_revision rv LEFT JOIN record p ON p.owner_id = rv.owner_id AND p.id = rv.record_id
 		WHERE `+where+fmt.Sprintf(` ORDER BY rv.owner_id, rv.record_id, rv.revision LIMIT $%d`, len(args)+1), args)
 	if err != nil {
@@ -164,17 +297,19 @@ func (db *DB) VerifyRevisions(ctx context.Context, p VerifyPage) ([]VerifyRevisi
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (VerifyRevisionRow, error) {
 		var x VerifyRevisionRow
 		var po, pid, pm pgtype.Text
-		err := r.Scan(&x.OwnerID, &x.RecordID, &x.Revision.Revision, &x.Snapshot, &x.IdempotencyKey, &x.CreatedAt, &po, &pid, &pm, &x.Audited)
+		dest := x.Attest.dest([]any{&x.OwnerID, &x.RecordID, &x.Revision.Revision, &x.Snapshot, &x.IdempotencyKey, &x.CreatedAt, &po, &pid, &pm})
+		err := r.Scan(append(dest, &x.WriteAudits)...)
 		x.HasParent = po.Valid
 		x.ParentOwner, x.ParentID, x.ParentModule = po.String, pid.String, pm.String
 		return x, err
 	})
 }
 
-// VerifyExecutionRow is an execution with its record, audit events and outbox messages.
+// VerifyExecutionRow is an execution with its attestation, record, audit events and outbox
+// messages.
 type VerifyExecutionRow struct {
-	OwnerID, ID, ModuleCode, RecordID, FeatureID, Mode, Status string
-	RecordRevision                                             int
+	Execution
+	Attest Attestation
 	// HasRecord: its record exists in its module; AtRevision: that record has the revision the
 	// execution was recorded at.
 	HasRecord, AtRevision bool
@@ -198,13 +333,16 @@ var (
 
 // VerifyExecutions reads a page of feature executions in (owner_id, id) order.
 func (db *DB) VerifyExecutions(ctx context.Context, p VerifyPage) ([]VerifyExecutionRow, error) {
-	where, args := p.keyset("e", "id", "")
-	rows, err := p.query(ctx, db, `SELECT e.owner_id, e.id, e.module_code, e.record_id, e.feature_id, e.mode, e.status, e.record_revision,
-			EXISTS (SELECT 1 FROM record p WHERE p.owner_id = e.owner_id AND p.module_code = e.module_code AND p.id = e.record_id),
-			EXISTS (SELECT 1 FROM record_revision v WHERE v.owner_id = e.owner_id AND v.record_id = e.record_id AND v.revision = e.record_revision),
+	where, args := p.where("e", "id", "", "updated_at")
+	// The record and the revision are joined, not looked up with EXISTS: a generic plan turns an
+	// uncorrelated-looking EXISTS into a hashed subplan, a scan of every record on each page.
+	rows, err := p.query(ctx, db, `SELECT `+prefixed("e.", executionColumns)+`, e.written_xid::text, e.digest, v.digest,
+			p.id IS NOT NULL, v.revision IS NOT NULL,
 			au.runs, au.settles, COALESCE(au.settled_as, ''),
 			(SELECT count(*)::int FROM outbox_message m WHERE m.owner_id = e.owner_id AND m.execution_id = e.id)
 		FROM feature_execution e
+		LEFT JOIN record p ON p.owner_id = e.owner_id AND p.module_code = e.module_code AND p.id = e.record_id
+		LEFT JOIN record_revision v ON v.owner_id = e.owner_id AND v.record_id = e.record_id AND v.revision = e.record_revision
 		CROSS JOIN LATERAL (SELECT
 				count(*) FILTER (WHERE a.action IN (`+runActionsSQL+`))::int AS runs,
 				count(*) FILTER (WHERE a.action IN (`+settleActionsSQL+`))::int AS settles,
@@ -216,8 +354,9 @@ func (db *DB) VerifyExecutions(ctx context.Context, p VerifyPage) ([]VerifyExecu
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (VerifyExecutionRow, error) {
 		var x VerifyExecutionRow
-		err := r.Scan(&x.OwnerID, &x.ID, &x.ModuleCode, &x.RecordID, &x.FeatureID, &x.Mode, &x.Status, &x.RecordRevision,
-			&x.HasRecord, &x.AtRevision, &x.RunAudits, &x.SettleAudits, &x.SettledAs, &x.Messages)
+		dest := x.Attest.dest([]any{&x.ID, &x.OwnerID, &x.ModuleCode, &x.RecordID, &x.FeatureID, &x.Mode, &x.Status, &x.RecordRevision,
+			&x.Input, &x.Output, &x.IdempotencyKey, &x.CreatedAt, &x.UpdatedAt})
+		err := r.Scan(append(dest, &x.HasRecord, &x.AtRevision, &x.RunAudits, &x.SettleAudits, &x.SettledAs, &x.Messages)...)
 		return x, err
 	})
 }
@@ -227,6 +366,10 @@ type VerifyOutboxRow struct {
 	OwnerID, ID, ExecutionID, Status string
 	HasExecution                     bool
 	ExecutionMode, ExecutionStatus   string
+	// Key is the message's idempotency key, ExecutionKey its execution's.
+	Key, ExecutionKey *string
+	// PayloadRef is the reference idemwork wrote for the provider, as text.
+	PayloadRef string
 }
 
 // Cursor is where the page after this row starts.
@@ -234,8 +377,9 @@ func (r VerifyOutboxRow) Cursor() VerifyCursor { return VerifyCursor{Owner: r.Ow
 
 // VerifyOutbox reads a page of outbox messages in (owner_id, id) order.
 func (db *DB) VerifyOutbox(ctx context.Context, p VerifyPage) ([]VerifyOutboxRow, error) {
-	where, args := p.keyset("m", "id", "")
-	rows, err := p.query(ctx, db, `SELECT m.owner_id, m.id, m.execution_id, m.status, e.id IS NOT NULL, COALESCE(e.mode, ''), COALESCE(e.status, '')
+	where, args := p.where("m", "id", "", "updated_at")
+	rows, err := p.query(ctx, db, `SELECT m.owner_id, m.id, m.execution_id, m.status, e.id IS NOT NULL, COALESCE(e.mode, ''), COALESCE(e.status, ''),
+			m.idempotency_key, e.idempotency_key, m.payload_ref::text
 		FROM outbox_message m LEFT JOIN feature_execution e ON e.owner_id = m.owner_id AND e.id = m.execution_id
 		WHERE `+where+fmt.Sprintf(` ORDER BY m.owner_id, m.id LIMIT $%d`, len(args)+1), args)
 	if err != nil {
@@ -243,7 +387,7 @@ func (db *DB) VerifyOutbox(ctx context.Context, p VerifyPage) ([]VerifyOutboxRow
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (VerifyOutboxRow, error) {
 		var x VerifyOutboxRow
-		err := r.Scan(&x.OwnerID, &x.ID, &x.ExecutionID, &x.Status, &x.HasExecution, &x.ExecutionMode, &x.ExecutionStatus)
+		err := r.Scan(&x.OwnerID, &x.ID, &x.ExecutionID, &x.Status, &x.HasExecution, &x.ExecutionMode, &x.ExecutionStatus, &x.Key, &x.ExecutionKey, &x.PayloadRef)
 		return x, err
 	})
 }
@@ -262,7 +406,7 @@ func (r VerifyAuditRow) Cursor() VerifyCursor { return VerifyCursor{Owner: r.Own
 
 // VerifyAudit reads a page of audit events in (owner_id, id) order.
 func (db *DB) VerifyAudit(ctx context.Context, p VerifyPage) ([]VerifyAuditRow, error) {
-	where, args := p.keyset("a", "id", "")
+	where, args := p.where("a", "id", "", "at")
 	rows, err := p.query(ctx, db, `SELECT a.owner_id, a.id, a.module_code, a.action, a.record_id, a.detail::text,
 			r.payload->>'originalContent', r.payload->>'currentContent'
 		FROM audit_event a LEFT JOIN record r ON a.module_code = 'MEM-001' AND r.owner_id = a.owner_id AND r.id = a.record_id
@@ -281,4 +425,251 @@ func (db *DB) VerifyAudit(ctx context.Context, p VerifyPage) ([]VerifyAuditRow, 
 		}
 		return x, err
 	})
+}
+
+// VerifyLife is what one transaction wrote under one key: a life of the key. Its rows are the
+// request's own — revisions, executions, reviews, outbox messages and audit events — not the
+// outbox worker's settle events, which carry the key but are written later by the worker.
+type VerifyLife struct {
+	// XID is the transaction (nil: rows that do not record one, written before migration 0004).
+	XID                                      *string
+	Revisions, Executions, Reviews, Messages int
+	RunAudits                                int
+	// Actions are the distinct actions of its audit events, sorted.
+	Actions []string
+	// First and Last are its earliest and latest row times.
+	First, Last time.Time
+	// KeyExpiresAt is the key's expiry as the transaction saw it (its audit event recorded it;
+	// nil when none did).
+	KeyExpiresAt *time.Time
+}
+
+// VerifyKeyRowFacts is a key row as the lives check needs it.
+type VerifyKeyRowFacts struct {
+	Status, Operation    string
+	ReservedXID          *string
+	CreatedAt, ExpiresAt time.Time
+}
+
+// VerifyKeyLives is one key of an owner with its row (nil: none, e.g. reaped after it expired)
+// and its lives, oldest first.
+type VerifyKeyLives struct {
+	OwnerID, Key string
+	Row          *VerifyKeyRowFacts
+	Lives        []VerifyLife
+}
+
+// verifyLivesTables are the tables whose rows a request writes under its key, as verifyLivesSQL
+// unions them: (table, time column, which count a row adds to).
+var verifyLivesTables = []struct{ table, at, counts string }{
+	{"record_revision", "created_at", "1, 0, 0, 0"},
+	{"feature_execution", "created_at", "0, 1, 0, 0"},
+	{"commitment_review", "created_at", "0, 0, 1, 0"},
+	{"outbox_message", "created_at", "0, 0, 0, 1"},
+}
+
+// verifyLivesSQL groups by key and transaction the rows of owner $1's keys in ($2, $3]. Each
+// table is read through its (owner_id, idempotency_key) index range. (A page never spans owners:
+// a row comparison over (owner_id, idempotency_key) is not an index range to the planner here.)
+var verifyLivesSQL = func() string {
+	const rng = `owner_id = $1 AND idempotency_key > $2 AND idempotency_key <= $3 AND idempotency_key IS NOT NULL`
+	var parts []string
+	for _, t := range verifyLivesTables {
+		parts = append(parts, `SELECT owner_id, idempotency_key, written_xid, `+t.counts+`, NULL::text AS action, `+t.at+` AS at, NULL::timestamptz AS kx
+			FROM `+t.table+` WHERE `+rng)
+	}
+	parts = append(parts, `SELECT owner_id, idempotency_key, written_xid, 0, 0, 0, 0, action, at, key_expires_at
+			FROM audit_event WHERE `+rng+` AND action !~ '`+settleActionPattern+`'`)
+	return `SELECT owner_id, idempotency_key, written_xid::text, sum(rv)::int, sum(ex)::int, sum(re)::int, sum(ms)::int, count(action)::int,
+			coalesce(array_agg(DISTINCT action) FILTER (WHERE action IS NOT NULL), '{}'), min(at), max(at), max(kx)
+		FROM (` + strings.Join(parts, "\n\t\tUNION ALL ") + `) AS r (owner_id, idempotency_key, written_xid, rv, ex, re, ms, action, at, kx)
+		GROUP BY owner_id, idempotency_key, written_xid
+		ORDER BY owner_id, idempotency_key, min(at)`
+}()
+
+// VerifyKeyLives reads the lives of the next keys after p.After (Owner and ID are the key's
+// owner and key; an empty Owner starts at the first owner): the keys of about p.Limit keyed audit
+// events of one owner — a key's rows are never split between pages — and their key rows. With
+// p.Since, the page's keys are those with an audit event since then (their older lives are read
+// too, to judge them). next is where the page after starts; more is false on the last page. read
+// counts the audit events the page spans.
+func (db *DB) VerifyKeyLives(ctx context.Context, p VerifyPage) (out []VerifyKeyLives, next VerifyCursor, more bool, read int, err error) {
+	owner, after := p.Owner, p.After.ID
+	if owner == "" {
+		owner = p.After.Owner
+	}
+	sinceArg := func(args []any, col string) (string, []any) { return p.since(col, args) }
+	// The next owner with keyed audit events, from owner on (strictly after it when past is set).
+	nextOwner := func(from string, past bool) (string, bool, error) {
+		cmp := ">="
+		if past {
+			cmp = ">"
+		}
+		since, args := sinceArg([]any{from}, "at")
+		var o *string
+		err := db.Q(ctx).QueryRow(ctx, `SELECT min(owner_id) FROM audit_event WHERE idempotency_key IS NOT NULL AND owner_id `+cmp+` $1`+since, args...).Scan(&o)
+		if err != nil || o == nil {
+			return "", false, err
+		}
+		return *o, true, nil
+	}
+	if owner == "" {
+		o, ok, err := nextOwner("", false)
+		if err != nil || !ok {
+			return nil, next, false, 0, wrapLives(err)
+		}
+		owner = o
+	}
+	var hiKey string
+	var n int
+	for {
+		since, args := sinceArg([]any{owner, after}, "a.at")
+		args = append(args, p.Limit)
+		err = db.Q(ctx).QueryRow(ctx, `SELECT idempotency_key, count(*) OVER ()::int
+			FROM (SELECT a.idempotency_key FROM audit_event a WHERE a.owner_id = $1 AND a.idempotency_key > $2 AND a.idempotency_key IS NOT NULL`+since+
+			fmt.Sprintf(` ORDER BY a.idempotency_key LIMIT $%d) s ORDER BY idempotency_key DESC LIMIT 1`, len(args)), args...).Scan(&hiKey, &n)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return nil, next, false, 0, wrapLives(err)
+		}
+		if p.Owner != "" {
+			return nil, next, false, 0, nil // the owner's keys are done
+		}
+		o, ok, err := nextOwner(owner, true)
+		if err != nil || !ok {
+			return nil, next, false, 0, wrapLives(err)
+		}
+		owner, after = o, ""
+	}
+	rng := []any{owner, after, hiKey}
+	rows, err := db.Q(ctx).Query(ctx, verifyLivesSQL, rng...)
+	if err != nil {
+		return nil, next, false, 0, wrapLives(err)
+	}
+	for rows.Next() {
+		var o, key string
+		var l VerifyLife
+		var xid pgtype.Text
+		var kx pgtype.Timestamptz
+		if err := rows.Scan(&o, &key, &xid, &l.Revisions, &l.Executions, &l.Reviews, &l.Messages, &l.RunAudits, &l.Actions,
+			&l.First, &l.Last, &kx); err != nil {
+			rows.Close()
+			return nil, next, false, 0, wrapLives(err)
+		}
+		l.XID = textPtr(xid)
+		if kx.Valid && kx.InfinityModifier == pgtype.Finite {
+			t := kx.Time
+			l.KeyExpiresAt = &t
+		}
+		if len(out) == 0 || out[len(out)-1].Key != key {
+			out = append(out, VerifyKeyLives{OwnerID: o, Key: key})
+		}
+		k := &out[len(out)-1]
+		k.Lives = append(k.Lives, l)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, next, false, 0, wrapLives(err)
+	}
+	keyRows, err := db.Q(ctx).Query(ctx, `SELECT idempotency_key, status, operation, reserved_xid::text, created_at, expires_at
+		FROM idempotency_record WHERE owner_id = $1 AND idempotency_key > $2 AND idempotency_key <= $3`, rng...)
+	if err != nil {
+		return nil, next, false, 0, wrapLives(err)
+	}
+	facts := map[string]*VerifyKeyRowFacts{}
+	for keyRows.Next() {
+		var key string
+		var f VerifyKeyRowFacts
+		var xid pgtype.Text
+		if err := keyRows.Scan(&key, &f.Status, &f.Operation, &xid, &f.CreatedAt, &f.ExpiresAt); err != nil {
+			keyRows.Close()
+			return nil, next, false, 0, wrapLives(err)
+		}
+		f.ReservedXID = textPtr(xid)
+		facts[key] = &f
+	}
+	keyRows.Close()
+	if err := keyRows.Err(); err != nil {
+		return nil, next, false, 0, wrapLives(err)
+	}
+	for i := range out {
+		out[i].Row = facts[out[i].Key]
+	}
+	more = p.Owner == "" || n >= p.Limit
+	return out, VerifyCursor{Owner: owner, ID: hiKey}, more, n, nil
+}
+
+func wrapLives(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("verify key lives: %w", err)
+}
+
+// VerifyEstimate is about how many rows of each table a verify of owner ("" every owner) since
+// since (zero: all) reads: counted through the owner's indexes for one owner, the planner's
+// estimate (pg_class.reltuples) for every owner.
+func (db *DB) VerifyEstimate(ctx context.Context, owner string, since time.Time) (map[string]int64, error) {
+	type table struct{ name, table, at string }
+	tables := []table{{"keys", "idempotency_record", "updated_at"}, {"records", "record", "updated_at"},
+		{"revisions", "record_revision", "created_at"}, {"executions", "feature_execution", "updated_at"},
+		{"outboxMessages", "outbox_message", "updated_at"}, {"auditEvents", "audit_event", "at"}}
+	out := map[string]int64{}
+	var parts []string
+	var args []any
+	if owner != "" {
+		args = append(args, owner)
+	}
+	for _, t := range tables {
+		switch {
+		case owner != "" && since.IsZero():
+			parts = append(parts, `(SELECT count(*) FROM `+t.table+` WHERE owner_id = $1)`)
+		case owner != "":
+			parts = append(parts, `(SELECT count(*) FROM `+t.table+` WHERE owner_id = $1 AND `+t.at+` >= $2)`)
+		default:
+			// reltuples is -1 before the table was first analysed (a young, small table): count it.
+			parts = append(parts, `(SELECT CASE WHEN c.reltuples >= 0 THEN c.reltuples::bigint ELSE (SELECT count(*) FROM `+t.table+`) END
+				FROM pg_catalog.pg_class c WHERE c.oid = '`+t.table+`'::regclass)`)
+		}
+	}
+	if owner != "" && !since.IsZero() {
+		args = append(args, since)
+	}
+	vals := make([]int64, len(tables))
+	dest := make([]any, len(tables))
+	for i := range vals {
+		dest[i] = &vals[i]
+	}
+	if err := db.Q(ctx).QueryRow(ctx, `SELECT `+strings.Join(parts, ", "), args...).Scan(dest...); err != nil {
+		return nil, fmt.Errorf("estimate the rows to verify: %w", err)
+	}
+	for i, t := range tables {
+		out[t.name] = vals[i]
+	}
+	return out, nil
+}
+
+// OutboxTallyRow is what became of the outbox messages of some owners.
+type OutboxTallyRow struct {
+	Queued, Delivered, Failed, Pending int
+	// FailedIDs and PendingIDs name up to a given number of them.
+	FailedIDs, PendingIDs []string
+}
+
+// OutboxTally counts the outbox messages of owners by status, naming up to name of the failed and
+// of the pending ones (a soak reconciles what it queued with this).
+func (db *DB) OutboxTally(ctx context.Context, owners []string, name int) (OutboxTallyRow, error) {
+	var t OutboxTallyRow
+	err := db.Q(ctx).QueryRow(ctx, `SELECT count(*)::int, (count(*) FILTER (WHERE status = 'DELIVERED'))::int,
+			(count(*) FILTER (WHERE status = 'FAILED'))::int, (count(*) FILTER (WHERE status = 'PENDING'))::int,
+			coalesce((array_agg(id ORDER BY id) FILTER (WHERE status = 'FAILED'))[1:$2], '{}'),
+			coalesce((array_agg(id ORDER BY id) FILTER (WHERE status = 'PENDING'))[1:$2], '{}')
+		FROM outbox_message WHERE owner_id = ANY($1)`, owners, name).
+		Scan(&t.Queued, &t.Delivered, &t.Failed, &t.Pending, &t.FailedIDs, &t.PendingIDs)
+	if err != nil {
+		return t, fmt.Errorf("tally the outbox: %w", err)
+	}
+	return t, nil
 }

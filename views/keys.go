@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 
 	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/internal/termsafe"
+	"github.com/idemwork/idemwork/internal/ticket"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/tui/shared"
 )
@@ -134,6 +136,11 @@ func (v *Keys) Update(msg tea.Msg) tea.Cmd {
 		return nil
 	}
 	switch msg := msg.(type) {
+	case keyExportMsg:
+		if msg.err != nil {
+			return status("export failed: "+errText(msg.err), true)
+		}
+		return status("exported key "+safe(msg.key)+" (verdict, envelope, what a retry gets, its rows; Markdown) to "+safe(msg.path), false)
 	case keyDetailMsg:
 		if v.detail == nil || msg.req != v.detail.req {
 			return nil
@@ -204,6 +211,11 @@ func (v *Keys) updateDetail(msg tea.KeyMsg) tea.Cmd {
 			}
 			return status("this key names no record that exists", true)
 		}
+	case key.Matches(msg, v.ctx.Keys.Keys.Export):
+		if kv := d.view; kv != nil {
+			return exportKey(*kv, ticket.Meta{Owner: v.ctx.Owner, Database: v.ctx.Conn.Display + "/" + v.ctx.Conn.Database, At: d.at},
+				v.ctx.ExportDir, v.ctx.Now())
+		}
 	default:
 		d.panes[d.focus].Scroll(&v.ctx.Keys, msg)
 	}
@@ -269,6 +281,10 @@ func (v *Keys) SetSize(w, h int) {
 func Drift(kv *model.KeyView) string {
 	r, l := kv.Restored.Record, kv.Latest.Record
 	switch {
+	case kv.Expired && r != nil:
+		return fmt.Sprintf("EXPIRED: nothing is replayed (its result was rev %d); a retry executes anew", r.Revision)
+	case kv.Expired:
+		return "EXPIRED: nothing is replayed; a retry executes anew"
 	case kv.Legacy:
 		return "legacy raw-json-v1 receipt: readable only, never replayed"
 	case kv.RestoreError != nil:
@@ -303,8 +319,21 @@ func (v *Keys) stateStyle(kv *model.KeyView) lipgloss.Style {
 	return s.Success
 }
 
-// layoutHead lays out the lines above the panes: the key, its state and expiry, the operation,
-// and the verdict (what the next request meets), wrapped to at most three lines.
+// verdictStyle colours a key's verdict by what its rows say happened.
+func (v *Keys) verdictStyle(kv *model.KeyView) lipgloss.Style {
+	s := v.ctx.Styles
+	switch kv.VerdictKind {
+	case model.VerdictExecutedOnce:
+		return s.Success
+	case model.VerdictExpired, model.VerdictRanAgainAfterExpiry, model.VerdictLegacy:
+		return s.Warning
+	}
+	return s.Danger
+}
+
+// layoutHead lays out the lines above the panes: first the verdict — what the key's rows say
+// happened and what a retry gets (issue 22) — wrapped to at most three lines, then the key, its
+// state and expiry, and the operation.
 func (v *Keys) layoutHead() {
 	s := v.ctx.Styles
 	d := v.detail
@@ -313,25 +342,28 @@ func (v *Keys) layoutHead() {
 	expiry := "expires " + ago(now, kv.ExpiresAt) + " (" + kv.ExpiresAt.Local().Format("2006-01-02 15:04:05") + ")"
 	if kv.Expired {
 		// Expiry is the runner's verdict, by its clock: the same one a request meets.
-		expiry = "EXPIRED at " + kv.ExpiresAt.Local().Format("2006-01-02 15:04:05") + ": the next request with this key executes again"
+		expiry = "EXPIRED at " + kv.ExpiresAt.Local().Format("2006-01-02 15:04:05") + ": a retry executes anew"
 	}
-	st := v.stateStyle(kv)
-	head := []string{
-		cut(s.Title.Render("key "+safe(kv.Key))+s.Subtle.Render(" · ")+st.Render(kv.State)+s.Subtle.Render(" · "+expiry), v.w),
-		cut(s.Subtle.Render("operation ")+safe(kv.Operation)+s.Subtle.Render(" · "+asOf(d.at)+" (r reads again)"), v.w),
+	vs := v.verdictStyle(kv)
+	var head []string
+	// At most three lines (four on a narrow screen, where a sentence needs more of them).
+	most := 3
+	if v.w < 96 {
+		most = 4
 	}
-	// A replayable key says how the replay relates to the record now; any other state says
-	// what the next request meets.
+	verdict := strings.Split(ansi.Wrap(safe(kv.Verdict), v.w, " "), "\n")
+	if len(verdict) > most {
+		verdict = append(verdict[:most-1], cut(strings.Join(verdict[most-1:], " "), v.w))
+	}
+	for _, l := range verdict {
+		head = append(head, vs.Render(l))
+	}
+	head = append(head,
+		cut(s.Title.Render("key "+safe(kv.Key))+s.Subtle.Render(" · ")+v.stateStyle(kv).Render(kv.State)+s.Subtle.Render(" · "+expiry), v.w),
+		cut(s.Subtle.Render("operation ")+safe(kv.Operation)+s.Subtle.Render(" · "+asOf(d.at)+" (r reads again · x exports)"), v.w))
+	// A replayable key says how the replay relates to the record now.
 	if kv.State == model.KeySucceeded {
-		head = append(head, st.Render(cut(Drift(kv), v.w)))
-	} else {
-		verdict := strings.Split(ansi.Wrap(safe(kv.Verdict), v.w, " "), "\n")
-		if len(verdict) > 3 {
-			verdict = append(verdict[:2], cut(strings.Join(verdict[2:], " "), v.w))
-		}
-		for _, l := range verdict {
-			head = append(head, st.Render(l))
-		}
+		head = append(head, v.stateStyle(kv).Render(cut(Drift(kv), v.w)))
 	}
 	d.head = head
 }
@@ -438,10 +470,9 @@ func (v *Keys) fillDetail() {
 			n++
 		}
 	}
-	earlier := len(kv.Lives) - 1
-	title = fmt.Sprintf("Rows of this key by life: %d row(s), current life", n)
-	if earlier > 0 {
-		title += fmt.Sprintf(" + %d earlier", earlier)
+	title = fmt.Sprintf("Rows of this key by transaction: %d row(s), current life", n)
+	if others := len(kv.Lives) - 1; others > 0 {
+		title += fmt.Sprintf(" + %d other", others)
 	}
 	d.panes[paneHistory].SetContent(title, hist, copyText.String())
 	v.sizePanes()
@@ -458,7 +489,7 @@ func (v *Keys) replayPane(kv *model.KeyView) (string, []string, string) {
 		if kv.State == model.KeyExpired {
 			title = "EXPIRED · no replay"
 		}
-		return title, []string{safe(kv.Verdict)}, kv.Verdict
+		return title, []string{safe(kv.Next)}, kv.Next
 	}
 	title := fmt.Sprintf("Replay → %d", r.Status)
 	st := s.Success
@@ -522,7 +553,7 @@ func (v *Keys) viewDetail() string {
 // ShortHelp is the footer help.
 func (v *Keys) ShortHelp() []key.Binding {
 	if v.detail != nil {
-		return []key.Binding{v.ctx.Keys.List.Back, v.ctx.Keys.Pane.Left, v.ctx.Keys.Pane.Right, v.ctx.Keys.List.Open, v.ctx.Keys.Global.Copy}
+		return []key.Binding{v.ctx.Keys.List.Back, v.ctx.Keys.Pane.Left, v.ctx.Keys.Pane.Right, v.ctx.Keys.List.Open, v.ctx.Keys.Keys.Export, v.ctx.Keys.Global.Copy}
 	}
 	if v.list.query != "" {
 		return []key.Binding{v.ctx.Keys.List.Open, v.ctx.Keys.List.ClearSearch, v.ctx.Keys.List.Refresh, v.ctx.Keys.Global.Copy}
@@ -535,7 +566,7 @@ func (v *Keys) FullHelp() [][]key.Binding {
 	k := v.ctx.Keys
 	nav := []key.Binding{k.List.Up, k.List.Down, k.List.PgUp, k.List.PgDown, k.List.Top, k.List.Bottom}
 	if v.detail != nil {
-		return [][]key.Binding{{k.List.Back, k.List.Refresh, k.List.Open, k.Global.Copy, k.Pane.Left, k.Pane.Right}, append(nav, k.Pane.Page)}
+		return [][]key.Binding{{k.List.Back, k.List.Refresh, k.List.Open, k.Keys.Export, k.Global.Copy, k.Pane.Left, k.Pane.Right}, append(nav, k.Pane.Page)}
 	}
 	return [][]key.Binding{nav, {k.List.Open, k.List.Refresh, k.Global.Copy}}
 }
@@ -575,4 +606,43 @@ func (v *Keys) FocusedPane() string {
 		return ""
 	}
 	return v.detail.panes[v.detail.focus].title
+}
+
+// keyExportMsg reports where a key's export went.
+type keyExportMsg struct {
+	key, path string
+	err       error
+}
+
+// exportKey writes an open key's story (internal/ticket: the verdict, the envelope, what a retry
+// gets, the key's rows) as Markdown to a new file in dir, off the Update goroutine.
+func exportKey(kv model.KeyView, meta ticket.Meta, dir string, now time.Time) tea.Cmd {
+	return func() tea.Msg {
+		base := fmt.Sprintf("idemwork-key-%s-%s-%s", fileSafe(meta.Owner), fileSafe(kv.Key), now.Format("20060102-150405"))
+		f, err := exportFile(dir, base, "md")
+		if err != nil {
+			return keyExportMsg{key: kv.Key, err: fmt.Errorf("create the export file: %w", err)}
+		}
+		path, _ := filepath.Abs(f.Name())
+		err = ticket.Markdown(f, kv, meta)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return keyExportMsg{key: kv.Key, path: path, err: err}
+	}
+}
+
+// fileSafe is s as part of a file name: letters, digits, '.', '_' and '-' kept, anything else
+// '_', at most 48 bytes.
+func fileSafe(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			b[i] = '_'
+		}
+	}
+	if len(b) > 48 {
+		b = b[:48]
+	}
+	return strings.TrimLeft(string(b), ".")
 }

@@ -55,19 +55,18 @@ func waitExport(ch <-chan exportMsg) tea.Cmd {
 	}
 }
 
-// exportFile picks where an export goes: dir (the working directory when ""), else the
-// temporary directory.
-func exportFile(dir, owner string, now time.Time) (*os.File, error) {
-	base := fmt.Sprintf("idemwork-history-%s-%s", owner, now.Format("20060102-150405"))
+// exportFile picks where an export named base.ext goes: dir (the working directory when ""),
+// else the temporary directory; a name taken gets a number.
+func exportFile(dir, base, ext string) (*os.File, error) {
 	if dir == "" {
 		dir = "."
 	}
 	var err error
 	for _, d := range []string{dir, os.TempDir()} {
 		for n := 1; n <= 100; n++ {
-			name := base + ".csv"
+			name := base + "." + ext
 			if n > 1 {
-				name = fmt.Sprintf("%s-%d.csv", base, n)
+				name = fmt.Sprintf("%s-%d.%s", base, n, ext)
 			}
 			var f *os.File
 			f, err = os.OpenFile(filepath.Join(d, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
@@ -174,7 +173,7 @@ func startExport(db HistoryReader, q model.HistoryQuery, dir string, now time.Ti
 	ch := make(chan exportMsg, 4)
 	go func() {
 		defer close(ch)
-		f, err := exportFile(dir, q.Owner, now)
+		f, err := exportFile(dir, fmt.Sprintf("idemwork-history-%s-%s", q.Owner, now.Format("20060102-150405")), "csv")
 		if err != nil {
 			ch <- exportMsg{done: true, err: fmt.Errorf("create the export file: %w", err)}
 			return

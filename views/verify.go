@@ -2,6 +2,7 @@ package views
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -14,12 +15,11 @@ import (
 	"github.com/idemwork/idemwork/tui/shared"
 )
 
-// verifyTimeout bounds one verify run: it reads all of an owner's rows, page by page.
-const verifyTimeout = 2 * time.Minute
-
 // Verify shows `idemwork verify --owner <current owner>`: every invariant of the stored rows with
 // its count and examples. It runs when the view is opened, on r, and when the owner or the data
-// changes while it is open; it only reads (one read-only snapshot), so it runs read-only too.
+// changes while it is open; it only reads (one read-only snapshot), so it runs read-only too. A
+// run has no deadline of its own (an owner with a million audit events takes a while): it shows
+// its progress — rows checked of an estimate — and ctrl+x cancels it.
 type Verify struct {
 	ctx    *shared.ProgramContext
 	src    InvariantChecker
@@ -33,6 +33,9 @@ type Verify struct {
 	err    string
 	lines  []string // the report, rendered once per result
 	offset int
+	// cancel stops the running check; progress is how far it is.
+	cancel   context.CancelFunc
+	progress model.VerifyProgress
 }
 
 type verifyMsg struct {
@@ -40,6 +43,28 @@ type verifyMsg struct {
 	rep model.InvariantReport
 	at  time.Time
 	err error
+}
+
+// verifyProgressMsg is how far a running check is; ch brings the next one.
+type verifyProgressMsg struct {
+	req int
+	p   model.VerifyProgress
+	ch  <-chan tea.Msg
+}
+
+// listen waits for the running check's next message (progress, or its end).
+func listen(ch <-chan tea.Msg) tea.Cmd {
+	return func() tea.Msg {
+		m, ok := <-ch
+		if !ok {
+			return nil
+		}
+		if p, isProgress := m.(verifyProgressMsg); isProgress {
+			p.ch = ch
+			return p
+		}
+		return m
+	}
 }
 
 // NewVerify returns the Verify view.
@@ -74,25 +99,48 @@ func (v *Verify) run() tea.Cmd {
 		v.err = "verify needs a database"
 		return nil
 	}
-	v.busy, v.err = true, ""
+	if v.cancel != nil {
+		v.cancel() // a run for an older owner or state: its result would be dropped anyway
+	}
+	v.busy, v.err, v.progress = true, "", model.VerifyProgress{}
 	v.req++
 	req, k, owner, at := v.req, v.src, v.ctx.Owner, v.ctx.Now()
-	return func() tea.Msg {
-		c, cancel := context.WithTimeout(context.Background(), verifyTimeout)
+	c, cancel := context.WithCancel(context.Background())
+	v.cancel = cancel
+	// The check pushes its progress here without waiting: a screen behind skips a count. Its
+	// result always gets through (the channel is drained by listen until it closes).
+	ch := make(chan tea.Msg, 1)
+	go func() {
+		defer close(ch)
 		defer cancel()
-		rep, err := k.VerifyInvariants(c, model.VerifyOptions{Owner: owner})
-		return verifyMsg{req: req, rep: rep, at: at, err: err}
-	}
+		rep, err := k.VerifyInvariants(c, model.VerifyOptions{Owner: owner, Progress: func(p model.VerifyProgress) {
+			select {
+			case ch <- verifyProgressMsg{req: req, p: p}:
+			default:
+			}
+		}})
+		ch <- verifyMsg{req: req, rep: rep, at: at, err: err}
+	}()
+	return listen(ch)
 }
 
 // Update handles messages.
 func (v *Verify) Update(msg tea.Msg) tea.Cmd {
 	switch msg := msg.(type) {
+	case verifyProgressMsg:
+		if msg.req == v.req && v.busy {
+			v.progress = msg.p
+		}
+		return listen(msg.ch)
 	case verifyMsg:
 		if msg.req != v.req {
 			return nil // an older run, or one for another owner
 		}
-		v.busy = false
+		v.busy, v.cancel = false, nil
+		if errors.Is(msg.err, context.Canceled) {
+			v.err, v.rep, v.lines = fmt.Sprintf("cancelled after %s rows (reading %s): no verdict · r runs it again", count(v.progress.Checked), v.progress.Table), nil, nil
+			return nil
+		}
 		if msg.err != nil {
 			v.err, v.rep, v.lines = errText(msg.err), nil, nil
 			return nil
@@ -112,6 +160,11 @@ func (v *Verify) Update(msg tea.Msg) tea.Cmd {
 		v.rep = nil // stale: run again when opened
 	case tea.KeyMsg:
 		switch {
+		case key.Matches(msg, v.ctx.Keys.Verify.Cancel):
+			if v.busy && v.cancel != nil {
+				v.cancel()
+				return status("cancelling the check…", false)
+			}
 		case key.Matches(msg, v.ctx.Keys.List.Refresh):
 			if !v.busy {
 				return v.run()
@@ -156,9 +209,12 @@ func (v *Verify) render(rep model.InvariantReport) []string {
 	} else {
 		out = append(out, s.Danger.Render(fmt.Sprintf("✗ %d violation(s) for %s", rep.Violations, terminalSafe(rep.Owner)))+s.Subtle.Render(" "+asOf(v.at)))
 	}
-	out = append(out, s.Subtle.Render(fmt.Sprintf("read %d keys, %d records, %d revisions, %d executions, %d outbox messages, %d audit events in %d pages (%.0f ms)",
+	out = append(out, s.Subtle.Render(fmt.Sprintf("read %d keys, %d records, %d revisions, %d executions, %d outbox messages, %d audit events, %d keys' lives in %d pages (%.0f ms)",
 		rep.Checked["keys"], rep.Checked["records"], rep.Checked["revisions"], rep.Checked["executions"], rep.Checked["outboxMessages"],
-		rep.Checked["auditEvents"], rep.Batches, rep.TookMs)), "")
+		rep.Checked["auditEvents"], rep.Checked["keyLives"], rep.Batches, rep.TookMs)), "")
+	if n := rep.Unattributed["revisions"] + rep.Unattributed["executions"] + rep.Unattributed["auditEvents"] + rep.Unattributed["outboxMessages"] + rep.Unattributed["reviews"]; n > 0 {
+		out = append(out, s.Subtle.Render(fmt.Sprintf("%d rows written before migration 0004 record no transaction: judged by their key alone (not violations)", n)), "")
+	}
 	for _, inv := range rep.Invariants {
 		mark, st := "✓", s.Success
 		if inv.Count > 0 {
@@ -215,7 +271,15 @@ func (v *Verify) View() string {
 	var body []string
 	switch {
 	case v.busy:
-		body = []string{s.Subtle.Render("verifying… (reads every row of the owner in pages, inside one read-only snapshot)")}
+		p := v.progress
+		done := "verifying… " + count(p.Checked) + " rows checked"
+		if pct := p.Percent(); pct >= 0 {
+			done = fmt.Sprintf("verifying… %s of ~%s rows checked (%d%%)", count(p.Checked), count(p.Estimate), pct)
+		}
+		if p.Table != "" {
+			done += " · reading " + p.Table
+		}
+		body = []string{s.Bold.Render(done), s.Subtle.Render("ctrl+x cancels · every row of the owner, in keyset pages, in one read-only snapshot, with no time limit")}
 	case v.err != "":
 		body = []string{s.Danger.Render(v.err)}
 	case v.rep == nil:
@@ -229,12 +293,24 @@ func (v *Verify) View() string {
 
 // ShortHelp is the footer help.
 func (v *Verify) ShortHelp() []key.Binding {
+	if v.busy {
+		return []key.Binding{v.ctx.Keys.Verify.Cancel}
+	}
 	return []key.Binding{v.ctx.Keys.List.Refresh, v.ctx.Keys.List.Down, v.ctx.Keys.List.Up}
 }
 
 // FullHelp is the ? help.
 func (v *Verify) FullHelp() [][]key.Binding {
-	return [][]key.Binding{{v.ctx.Keys.List.Refresh}, {v.ctx.Keys.List.Up, v.ctx.Keys.List.Down, v.ctx.Keys.List.PgUp, v.ctx.Keys.List.PgDown, v.ctx.Keys.List.Top, v.ctx.Keys.List.Bottom}}
+	return [][]key.Binding{{v.ctx.Keys.List.Refresh, v.ctx.Keys.Verify.Cancel}, {v.ctx.Keys.List.Up, v.ctx.Keys.List.Down, v.ctx.Keys.List.PgUp, v.ctx.Keys.List.PgDown, v.ctx.Keys.List.Top, v.ctx.Keys.List.Bottom}}
+}
+
+// count writes n with thousands separators.
+func count(n int64) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
 
 // Capturing is false: the view has no text field.

@@ -4,13 +4,16 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/ansi"
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemwork/idemwork/internal/tuitest"
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/tui/shared"
 	"github.com/idemwork/idemwork/views"
 )
@@ -75,4 +78,51 @@ func TestTheVerifyViewFlagsControlCharactersPlantedInATitle(t *testing.T) {
 	require.Contains(t, screen, "✗ text_printable")
 	require.Contains(t, strings.Join(strings.Fields(screen), " "),
 		"record "+res.Record.ID+": the row's title: holds the control character U+001B (character 2)")
+}
+
+// blockingChecker reports some progress, then runs until its context ends, as a verify of an
+// owner with a million audit events does.
+type blockingChecker struct{}
+
+func (blockingChecker) VerifyInvariants(ctx context.Context, opts model.VerifyOptions) (model.InvariantReport, error) {
+	opts.Progress(model.VerifyProgress{Table: "auditEvents", Checked: 123_456, Estimate: 1_000_000})
+	<-ctx.Done()
+	return model.InvariantReport{}, ctx.Err()
+}
+
+// Issue 22, item 6: a long verify shows how far it is — rows checked of an estimate — has no
+// deadline of its own, and ctrl+x cancels it, which says so (never "the database did not answer").
+func TestTheVerifyViewShowsProgressAndCtrlXCancels(t *testing.T) {
+	t.Parallel()
+	b := tuitest.New(t)
+	v := views.NewVerify(b.Ctx, blockingChecker{})
+	v.SetSize(80, 20)
+	listen := v.SetActive(true)
+	next := v.Update(listen())
+	screen := ansi.Strip(v.View())
+	require.Contains(t, screen, "verifying… 123,456 of ~1,000,000 rows checked (12%) · reading auditEvents")
+	require.Contains(t, screen, "ctrl+x cancels")
+	require.Contains(t, helpKeys(v.ShortHelp()), "ctrl+x")
+
+	v.Update(tea.KeyMsg{Type: tea.KeyCtrlX})
+	done := make(chan tea.Msg, 1)
+	go func() { done <- next() }()
+	select {
+	case msg := <-done:
+		v.Update(msg)
+	case <-time.After(10 * time.Second):
+		t.Fatal("ctrl+x did not end the check")
+	}
+	screen = ansi.Strip(v.View())
+	require.Contains(t, screen, "cancelled after 123,456 rows (reading auditEvents): no verdict · r runs it again")
+	require.NotContains(t, screen, "DATABASE_UNAVAILABLE")
+	require.NotContains(t, helpKeys(v.ShortHelp()), "ctrl+x")
+}
+
+func helpKeys(bs []key.Binding) string {
+	var out []string
+	for _, b := range bs {
+		out = append(out, b.Help().Key)
+	}
+	return strings.Join(out, " ")
 }

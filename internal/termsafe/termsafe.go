@@ -277,3 +277,17 @@ func sgrLen(s string) int {
 	}
 	return 0
 }
+
+// CSVCell returns s as a cell of a CSV file someone will `cat` or open in a spreadsheet: one
+// terminal-safe line (Line: no control byte leaves raw, so the file cannot move a terminal's
+// cursor or split a row), and, per OWASP's CSV-injection advice, a cell a spreadsheet would read
+// as a formula — one starting with =, +, -, @ (after any spaces; tab and carriage return are
+// already stand-ins here) — is prefixed with a single quote, which makes it text. The CSV writer
+// quotes the cell and doubles its quotes.
+func CSVCell(s string) string {
+	s = Line(s)
+	if t := strings.TrimLeft(s, " "); t != "" && strings.ContainsRune("=+-@", rune(t[0])) {
+		return "'" + s
+	}
+	return s
+}

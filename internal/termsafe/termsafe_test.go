@@ -112,3 +112,32 @@ func TestAFrameKeepsItsStylingAndShowsEverythingElse(t *testing.T) {
 	require.Equal(t, "\x1b[1mA\x1b[0m ␛[2J ␛]52;c;x␇ tab␉ \\u202e",
 		termsafe.Frame("\x1b[1mA\x1b[0m \x1b[2J \x1b]52;c;x\a tab\t \u202e"))
 }
+
+func TestACSVCellIsOneSafeLineAndNeverAFormula(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain":                    "plain",
+		"2026-01-02T03:04:05Z":     "2026-01-02T03:04:05Z",
+		"=HYPERLINK(\"http://x\")": "'=HYPERLINK(\"http://x\")",
+		"+1+2":                     "'+1+2",
+		"-2+3":                     "'-2+3",
+		"@SUM(A1)":                 "'@SUM(A1)",
+		"  =1+1":                   "'  =1+1",
+		"\t=1+1":                   "␉=1+1",
+		"\r=1+1":                   "␍=1+1",
+		"a\x1b]52;c;SGVsbG8=\x07b": "a␛]52;c;SGVsbG8=␇b",
+		"two\nlines":               "two␊lines",
+		"\x1b[2J=cmd":              "␛[2J=cmd",
+		"key-with-dash-inside":     "key-with-dash-inside",
+		"\u202eevil":               `\u202eevil`,
+	} {
+		got := termsafe.CSVCell(in)
+		if got != want {
+			t.Errorf("CSVCell(%q) = %q, want %q", in, got, want)
+		}
+		for _, r := range got {
+			if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+				t.Errorf("CSVCell(%q) holds control %U", in, r)
+			}
+		}
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/idemwork/idemwork/internal/workbench"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/outbox"
+	"github.com/idemwork/idemwork/store"
 	"github.com/idemwork/idemwork/storm"
 	"github.com/idemwork/idemwork/tui/shared"
 	"github.com/idemwork/idemwork/views"
@@ -71,6 +72,29 @@ func NewOver(db *testdb.DB) Bundle {
 	return Bundle{DB: db, Kernel: k, Ctx: ctx, Backend: backend, Clock: clock, Outbox: worker, Provider: provider, Crash: crash}
 }
 
+// xidSQL gives each request of SeedFixed a transaction of its own, as the kernel's would have
+// (fixed numbers, so screens showing them are the same on every run): 7001 the create, 7002 the
+// patch, 7003 the publish, 7000 the unkeyed MEM-001 create.
+const xidSQL = `
+UPDATE idempotency_record SET reserved_xid = (CASE idempotency_key WHEN 'fixed-create' THEN '7001' WHEN 'fixed-patch' THEN '7002' ELSE '7003' END)::xid8;
+UPDATE record_revision SET written_xid = (CASE idempotency_key WHEN 'fixed-create' THEN '7001' WHEN 'fixed-patch' THEN '7002' ELSE '7000' END)::xid8;
+UPDATE audit_event SET written_xid = (CASE idempotency_key WHEN 'fixed-create' THEN '7001' WHEN 'fixed-patch' THEN '7002' ELSE '7003' END)::xid8;
+UPDATE feature_execution SET written_xid = '7003'::xid8;
+`
+
+// attestSQL gives the rows SeedFixed wrote the digests the kernel's INSERTs compute (the same
+// expressions, store.RevisionDigestSQL and ExecutionDigestSQL): revisions 1, then 2, then the
+// execution. The script runs as one transaction, which wrote every row and reserved every key;
+// xidSQL then gives each request its own.
+var attestSQL = func() string {
+	rev := store.RevisionDigestSQL("rv.owner_id", "rv.record_id", "rv.revision", "rv.created_at", "rv.idempotency_key", "rv.written_xid::text", "rv.snapshot")
+	exec := store.ExecutionDigestSQL("e.id", "e.owner_id", "e.module_code", "e.record_id", "e.feature_id", "e.mode", "e.status", "e.record_revision",
+		"e.input", "e.output", "e.idempotency_key", "e.created_at", "e.written_xid::text")
+	return "\nUPDATE record_revision rv SET digest = " + rev + " WHERE rv.revision = 1;" +
+		"\nUPDATE record_revision rv SET digest = " + rev + " WHERE rv.revision = 2;" +
+		"\nUPDATE feature_execution e SET digest = " + exec + ";\n"
+}()
+
 // Fixed record ids of SeedFixed.
 const (
 	NoteID = "01JDEMONOTE000000000000001"
@@ -114,7 +138,8 @@ INSERT INTO idempotency_record (owner_id, idempotency_key, operation, fingerprin
  ('alice', 'fixed-publish', 'MEM-001:record:' || $2 || ':feature:F02', repeat('c', 64), 'SUCCEEDED',
    jsonb_build_object('schemaVersion', 1, 'policy', 'feature-execution-reference-v1', 'result', jsonb_build_object('recordId', $2::text, 'revision', 1, 'executionId', '01JDEMOEXEC000000000000001')),
    $3 + interval '11 minutes', $4 + interval '11 minutes', $3 + interval '11 minutes');
-`)
+UPDATE audit_event a SET key_expires_at = k.expires_at FROM idempotency_record k WHERE k.owner_id = a.owner_id AND k.idempotency_key = a.idempotency_key;
+` + xidSQL + attestSQL)
 	_, err := b.DB.Pool.Exec(ctx, script)
 	require.NoError(t, err)
 }

@@ -13,7 +13,9 @@ type KeyMap struct {
 	Pane   PaneKeys
 
 	Records  RecordsKeys
+	Keys     KeysKeys
 	Timeline TimelineKeys
+	Verify   VerifyKeys
 	Storm    StormKeys
 	Locks    LocksKeys
 	Outbox   OutboxKeys
@@ -65,8 +67,14 @@ type RecordsKeys struct {
 	Snapshot, Diff, History, Mark        key.Binding
 }
 
+// KeysKeys are Keys' own: an open key's export for a support ticket.
+type KeysKeys struct{ Export key.Binding }
+
 // TimelineKeys are Timeline's own.
 type TimelineKeys struct{ Export key.Binding }
+
+// VerifyKeys are Verify's own: a running check is cancelled.
+type VerifyKeys struct{ Cancel key.Binding }
 
 // StormKeys are Storm's own (its settings are edited with FormKeys, and saved with Save: only
 // Fire fires).
@@ -155,7 +163,9 @@ func DefaultKeys() KeyMap {
 			History:  bind("3", "executions+audit", "3"),
 			Mark:     bind("space", "mark diff base", " "),
 		},
+		Keys:     KeysKeys{Export: bind("x", "export for a ticket (Markdown)", "x")},
 		Timeline: TimelineKeys{Export: bind("x", "export to a CSV file", "x")},
+		Verify:   VerifyKeys{Cancel: bind("ctrl+x", "cancel the check", "ctrl+x")},
 		Storm: StormKeys{
 			Fire: bind("f", "fire", "f"),
 			Edit: bind("e", "edit settings and body", "e"),
