@@ -38,7 +38,7 @@ HA_FILES := $(shell find . -name '*_ha_test.go' -not -path './examples/*')
 HA_PACKAGES := $(sort $(patsubst %/,%,$(dir $(HA_FILES))))
 HA_TESTS := $(shell sed -n 's/^func \(Test[A-Za-z0-9_]*\)(t \*testing\.T).*/\1/p' $(HA_FILES) | paste -sd'|')
 test-ha: build
-	$(GO) test -count=1 -tags ha -timeout 14m -run '^($(HA_TESTS))$$' $(HA_PACKAGES)
+	$(GO) test -count=1 -p 1 -tags ha -timeout 14m -run '^($(HA_TESTS))$$' $(HA_PACKAGES)
 
 # Each fuzz target for a few seconds' worth of runs: enough to catch a regression in a parser.
 test-fuzz:

@@ -35,7 +35,7 @@ type Options struct {
 	// about 2 s, not 30–50 s): an unplanned failover then takes seconds, as a test needs. A
 	// production formation keeps pg_auto_failover's defaults, which ride out a slow network.
 	Fast bool
-	// StartTimeout bounds Start (default 3 minutes).
+	// StartTimeout bounds Start (default 5 minutes: a loaded machine takes a minute for an initdb).
 	StartTimeout time.Duration
 }
 
@@ -76,7 +76,7 @@ var ErrNoAutoctl = errors.New("pg_autoctl (pg_auto_failover) is not installed")
 // replicates synchronously. On error everything it started is stopped.
 func Start(ctx context.Context, opts Options) (*Formation, error) {
 	if opts.StartTimeout <= 0 {
-		opts.StartTimeout = 3 * time.Minute
+		opts.StartTimeout = 5 * time.Minute
 	}
 	ctx, cancel := context.WithTimeout(ctx, opts.StartTimeout)
 	defer cancel()
@@ -249,7 +249,9 @@ func (f *Formation) PerformFailover(ctx context.Context) (*Node, error) {
 		return nil, err
 	}
 	old, _ := before.Primary()
-	if out, err := f.autoctlRun(ctx, "perform", "failover", "--pgdata", f.monitorData, "--wait", "120"); err != nil {
+	// --wait 0: the command only asks; the wait is ours, bounded by ctx, not by its 60 s (a
+	// loaded machine can take longer to bring the old primary back as the secondary).
+	if out, err := f.autoctlRun(ctx, "perform", "failover", "--pgdata", f.monitorData, "--wait", "0"); err != nil {
 		return nil, fmt.Errorf("pg_autoctl perform failover: %v: %s", err, tailString(out, 1500))
 	}
 	st, err := f.WaitNewPrimary(ctx, old.Name, State.Synchronous)
@@ -440,14 +442,16 @@ func (f *Formation) waitMonitor(ctx context.Context) error {
 }
 
 // fastSettings make the monitor notice a dead node within about 2 s and promote its secondary
-// without waiting the default 30 s for the old primary to demote itself (it is dead).
+// after 10 s instead of the default 30 s it gives the old primary to demote itself. (Shorter
+// than that, a planned failover on a loaded machine times out the draining primary, which then
+// has to be rewound or copied anew before it is a secondary again.)
 var fastSettings = [][2]string{
 	{"pgautofailover.health_check_period", "1000"},
 	{"pgautofailover.health_check_timeout", "1000"},
 	{"pgautofailover.health_check_retry_delay", "200"},
 	{"pgautofailover.health_check_max_retries", "1"},
 	{"pgautofailover.node_considered_unhealthy_timeout", "2000"},
-	{"pgautofailover.primary_demote_timeout", "2000"},
+	{"pgautofailover.primary_demote_timeout", "10000"},
 }
 
 func (f *Formation) tuneMonitor(ctx context.Context) error {

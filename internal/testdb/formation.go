@@ -22,7 +22,7 @@ type Formation struct {
 }
 
 // FormationTimeout bounds each wait of the formation helpers: start-up, a failover, a rejoin.
-const FormationTimeout = 3 * time.Minute
+const FormationTimeout = 5 * time.Minute
 
 // NewFormation starts a formation and returns once its secondary replicates synchronously.
 func NewFormation(t testing.TB) *Formation {
@@ -173,6 +173,9 @@ func (f *Formation) RejoinNode(n *autofailover.Node) {
 // KillPrimaryNode does, and returns the node promoted in its place.
 func (f *Formation) StallAndKill(n *autofailover.Node, d time.Duration) *autofailover.Node {
 	f.t.Helper()
+	if p := f.WaitSynchronous(); p != n {
+		f.t.Fatalf("testdb: %s is not the primary (%s is)", n.Name, p.Name)
+	}
 	StallWALSenders(f.t, f.NodeDSN(n, "postgres"))
 	time.Sleep(d) // the stall is the fault: it lasts d
 	ctx, cancel := f.ctx()
