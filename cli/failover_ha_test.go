@@ -16,11 +16,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemwork/idemwork/cli"
 	"github.com/idemwork/idemwork/internal/failover"
 	"github.com/idemwork/idemwork/internal/testdb"
+	"github.com/idemwork/idemwork/internal/workbench"
+	"github.com/idemwork/idemwork/store"
 	"github.com/idemwork/idemwork/storm"
 )
 
@@ -35,14 +38,28 @@ const stallFor = 1500 * time.Millisecond
 // same load against a plain async standby promoted after its primary was killed shows what the
 // engine buys: acknowledged keys lost, and executed a second time by their retries.
 func TestExactlyOnceAcrossFailover(t *testing.T) {
+	t.Parallel()
+	var formationDir string
+	t.Cleanup(func() {
+		// The formation was stopped with its subtest: nothing of it may be left.
+		require.NotEmpty(t, formationDir, "the formation started")
+		require.Empty(t, processesNaming(formationDir), "every pg_autoctl and postgres process of the formation is gone")
+		_, err := os.Stat(formationDir)
+		require.True(t, os.IsNotExist(err), "the formation's directory is removed")
+	})
 	t.Run("pg_auto_failover", func(t *testing.T) {
 		t.Parallel()
 		f := testdb.NewFormation(t)
+		formationDir = f.Dir()
+		first := f.WaitSynchronous()
+		requireSynchronous(t, f.URI("postgres"), first.Port)
 		uri := f.NewDatabase("idemwork")
+		requireClusterView(t, uri, first.Name, first.Addr())
 		urls := startServers(t, uri, 2)
 		rep := runScenario(t, uri, urls, []failover.Fault{
 			{Name: "pg_autoctl perform failover", Failover: true, Inject: func(context.Context) error {
-				f.PerformFailover()
+				second := f.PerformFailover()
+				requireClusterView(t, uri, second.Name, second.Addr())
 				return nil
 			}},
 			{Name: "replication stalled 1.5 s, then the primary's node killed", Failover: true, Inject: func(ctx context.Context) error {
@@ -91,6 +108,48 @@ func TestExactlyOnceAcrossFailover(t *testing.T) {
 		require.Positive(t, rep.Lost, "acknowledged keys were lost with the async standby: %+v", rep)
 		require.Positive(t, rep.ExecutedTwice, "and their retries executed them again: %+v", rep)
 	})
+}
+
+// requireSynchronous checks, on the node the formation URI reaches, that it is the primary
+// named and that it waits for a synchronous standby.
+func requireSynchronous(t *testing.T, uri string, port int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, uri)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	var at int
+	var recovering bool
+	var names, syncState string
+	require.NoError(t, conn.QueryRow(ctx, `SELECT inet_server_port(), pg_is_in_recovery(), current_setting('synchronous_standby_names'),
+		coalesce((SELECT string_agg(sync_state, ',') FROM pg_stat_replication), '')`).Scan(&at, &recovering, &names, &syncState))
+	require.Equal(t, port, at, "the formation URI reaches the primary")
+	require.False(t, recovering)
+	require.NotEmpty(t, names, "the primary names its standby as synchronous")
+	require.Contains(t, []string{"sync", "quorum"}, syncState, "the standby replicates synchronously")
+}
+
+// requireClusterView checks what the workbench's Cluster view reads of the formation through
+// its URI: the monitor's view (found from the local keeper of the node it reached), the
+// primary named, synchronous, and this session on the primary.
+func requireClusterView(t *testing.T, uri, primary, addr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db, err := store.Open(ctx, uri, store.Options{ReadOnly: true})
+	require.NoError(t, err)
+	defer db.Close()
+	st, err := workbench.Cluster(db, "").Cluster(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "monitor", st.Source, "the monitor is found from the node's keeper: %v", st.Notes)
+	p, ok := st.Primary()
+	require.True(t, ok, "%+v", st.Nodes)
+	require.Equal(t, primary, p.Name)
+	require.True(t, p.Connected, "the session is on the primary")
+	require.Equal(t, addr, st.Connected)
+	require.True(t, st.Synchronous, "%+v", st)
+	require.Len(t, st.Nodes, 2)
 }
 
 func runScenario(t *testing.T, uri string, urls []string, faults []failover.Fault) failover.Report {

@@ -132,5 +132,8 @@ func (a *app) openWorkbench(ctx context.Context, owner string, opts tuiOptions, 
 	}
 	backend := workbench.Backend(workbench.Sources{DB: a.db, Kernel: k, Outbox: worker, Provider: provider, Crash: crash,
 		Storm: a.stormRunner(k)})
+	// The Cluster view: the monitor of a pg_auto_failover formation from IDEMWORK_MONITOR, else
+	// found from the connected node's keeper when it runs on this machine.
+	backend.Cluster = workbench.Cluster(a.db, a.getenv("IDEMWORK_MONITOR"))
 	return pctx, backend, notice, nil
 }

@@ -104,6 +104,9 @@ type stormDoneMsg struct {
 	events  []stormtypes.Event
 	summary stormtypes.Summary
 	err     error
+	// spec is the storm that ran: the Cluster view retries the failed requests of one that ran
+	// into a failover with it.
+	spec stormtypes.Spec
 }
 
 type stormTickMsg struct{ run int }
@@ -434,7 +437,7 @@ func (v *Storm) fire() tea.Cmd {
 // listen waits for the next events (draining what is buffered), a lock sample or the end; it
 // is re-armed after every message so the UI never blocks on the stormtypes.
 func (v *Storm) listen() tea.Cmd {
-	run, id, key, events, locks, done := v.run, v.spec.ID, v.spec.Key(), v.events, v.lockCh, v.done
+	run, id, key, events, locks, done, spec := v.run, v.spec.ID, v.spec.Key(), v.events, v.lockCh, v.done, v.spec
 	return func() tea.Msg {
 		select {
 		case e := <-events:
@@ -457,7 +460,7 @@ func (v *Storm) listen() tea.Cmd {
 				case e := <-events:
 					rest = append(rest, e)
 				default:
-					return stormDoneMsg{run: run, events: rest, summary: d.summary, err: d.err}
+					return stormDoneMsg{run: run, events: rest, summary: d.summary, err: d.err, spec: spec}
 				}
 			}
 		}
