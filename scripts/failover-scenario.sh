@@ -53,10 +53,21 @@ spawn() {
 	as_pg setsid sh -c 'echo $$ >"$0"; exec "$@"' "$DIR/$name.pid" "$@" >>"$DIR/$name.log" 2>&1 &
 	wait_for 30 "$name to start" test -s "$DIR/$name.pid"
 }
-kill_tree() { # NAME: SIGKILL to NAME's process group (the machine died)
+descendants() { # PID: every descendant of PID
+	local c
+	for c in $(ps -o pid= --ppid "$1"); do
+		echo "$c"
+		descendants "$c"
+	done
+}
+# kill_tree NAME: SIGKILL to NAME's process group and every descendant (the machine died): a
+# PostgreSQL backend leads a process group of its own, which a group kill does not reach — a
+# stopped WAL sender would hold the dead server's shared memory forever.
+kill_tree() {
 	local pgid
 	pgid=$(cat "$DIR/$1.pid" 2>/dev/null) || return 0
-	kill -KILL -- "-$pgid" 2>/dev/null || true
+	# shellcheck disable=SC2046
+	kill -KILL -- "-$pgid" $(descendants "$pgid") 2>/dev/null || true
 }
 sql() { psql -X -qAt -v ON_ERROR_STOP=1 "$@"; }
 wait_for() { # SECONDS WHAT CMD...: poll CMD until it succeeds
@@ -70,7 +81,8 @@ wait_for() { # SECONDS WHAT CMD...: poll CMD until it succeeds
 
 monitor_sql() { sql "postgres://autoctl_node@127.0.0.1:$BASE/pg_auto_failover?sslmode=disable" -c "$1"; }
 # primary_port: the settled primary's port, from the monitor
-primary_port() { monitor_sql "SELECT nodeport FROM pgautofailover.node WHERE reportedstate = goalstate AND reportedstate IN ('primary', 'wait_primary') LIMIT 1"; }
+primary_port() { monitor_sql "SELECT nodeport FROM pgautofailover.node WHERE reportedstate = goalstate AND reportedstate IN ('primary', 'wait_primary', 'single') LIMIT 1"; }
+is_primary() { [ "$(primary_port 2>/dev/null)" = "$1" ]; } # PORT: the settled primary listens on PORT
 in_sync() { [ "$(monitor_sql "SELECT count(*) FROM pgautofailover.node WHERE reportedstate = goalstate AND reportedstate IN ('primary', 'secondary') AND health = 1")" = 2 ]; }
 stall_walsenders() { # PORT: SIGSTOP the WAL senders of the server on PORT
 	local pids
@@ -95,7 +107,7 @@ if [ "$engine" = fault ]; then
 		stall_walsenders "$p"
 		sleep 1.5 # the stall is the fault: it lasts 1.5 s
 		kill_tree "node$((p - BASE))"
-		wait_for 300 "the promotion" test "$(primary_port 2>/dev/null)" = $((2 * BASE + 3 - p))
+		wait_for 300 "the promotion" is_primary $((2 * BASE + 3 - p))
 		;;
 	rejoin)
 		for n in node1 node2; do
@@ -157,7 +169,7 @@ if [ "$engine" = pgaf ]; then
 	sql "postgres://127.0.0.1:$BASE/postgres?sslmode=disable" -c "SELECT pg_reload_conf()" >/dev/null
 	monitor_uri="postgres://autoctl_node@127.0.0.1:$BASE/pg_auto_failover?sslmode=disable"
 	spawn node1 pg_autoctl create postgres --pgdata "$DIR/node1" --pgport $((BASE + 1)) --listen 127.0.0.1 --name node1 --monitor "$monitor_uri" "${common[@]}"
-	wait_for 180 "node1 as the primary" test "$(primary_port 2>/dev/null)" = $((BASE + 1))
+	wait_for 180 "node1 as the primary" is_primary $((BASE + 1))
 	spawn node2 pg_autoctl create postgres --pgdata "$DIR/node2" --pgport $((BASE + 2)) --listen 127.0.0.1 --name node2 --monitor "$monitor_uri" "${common[@]}"
 	wait_for 300 "node2 as the synchronous secondary" in_sync
 	uri=$(as_pg pg_autoctl show uri --pgdata "$DIR/monitor" --formation default)

@@ -103,9 +103,32 @@ type clusterRetryMsg struct {
 // that ran into a failover.
 func NewCluster(ctx *shared.ProgramContext, src ClusterReader, run StormRunner) *Cluster {
 	v := &Cluster{ctx: ctx, src: src, run: run}
-	v.table.Columns = []Column{{Title: "NODE", Width: 12}, {Title: "ADDRESS", Width: 21}, {Title: "ROLE", Width: 10},
-		{Title: "STATE", Width: 24}, {Title: "SYNC", Width: 8}, {Title: "LAG", Width: 14}, {Title: "HEALTH", Min: 6}}
+	v.setColumns(120)
 	return v
+}
+
+// clusterColumns are the node table's columns by pane width: every one when it is wide; else
+// the address goes (the name says which node) and the state narrows.
+var clusterColumns = []struct {
+	minWidth int
+	cols     []Column
+}{
+	{100, []Column{{Title: "NODE", Width: 12}, {Title: "ADDRESS", Width: 21}, {Title: "ROLE", Width: 9},
+		{Title: "STATE", Width: 24}, {Title: "SYNC", Width: 7}, {Title: "LAG", Width: 13}, {Title: "HEALTH", Min: 7}}},
+	{0, []Column{{Title: "NODE", Width: 9}, {Title: "ROLE", Width: 9}, {Title: "STATE", Width: 18},
+		{Title: "SYNC", Width: 7}, {Title: "LAG", Width: 9}, {Title: "HEALTH", Min: 7}}},
+}
+
+func (v *Cluster) setColumns(w int) {
+	for _, c := range clusterColumns {
+		if w >= c.minWidth {
+			if len(v.table.Columns) != len(c.cols) {
+				v.table.Columns = c.cols
+				v.fill()
+			}
+			return
+		}
+	}
 }
 
 // Title names the view.
@@ -205,11 +228,15 @@ func (v *Cluster) event(at time.Time, warn bool, text string) {
 	}
 }
 
-// attachMove gives a primary move to the storms that ended just before it was seen (it is seen
-// up to a refresh late) and have none yet.
+// moveWindow is how long after a storm ended a primary move is still its failover: the monitor
+// settles the new primary (and this view sees it) seconds after the old one stopped answering.
+const moveWindow = time.Minute
+
+// attachMove gives a primary move to the storms without one that ended at most moveWindow
+// before it was seen.
 func (v *Cluster) attachMove(mv primaryMove) {
 	for _, s := range v.storms {
-		if s.move == nil && !s.ended.Before(mv.at.Add(-2*clusterRefresh)) {
+		if s.move == nil && mv.at.After(s.started.Add(-2*clusterRefresh)) && mv.at.Before(s.ended.Add(moveWindow)) {
 			m := mv
 			s.move = &m
 		}
@@ -318,9 +345,9 @@ func (v *Cluster) retried(msg clusterRetryMsg) {
 		case msg.outcomes["UNANSWERED"] > 0:
 			s.after = fmt.Sprintf("%d request(s) still unanswered after %s", msg.outcomes["UNANSWERED"], clusterRetryFor)
 		case units == 1 && ver.KeyStatus == "SUCCEEDED":
-			s.after, s.afterOK = fmt.Sprintf("key %s executed once: 1 %s in the database, the key SUCCEEDED", printable(s.key), what), true
+			s.after, s.afterOK = fmt.Sprintf("executed once: 1 %s in the database, the key SUCCEEDED", what), true
 		default:
-			s.after = fmt.Sprintf("key %s: %d %s(s) in the database, the key %s — %s", printable(s.key), units, what, ver.KeyStatus, msg.summary.Verdict.Text)
+			s.after = fmt.Sprintf("%d %s(s) in the database, the key %s — %s", units, what, ver.KeyStatus, msg.summary.Verdict.Text)
 		}
 		if msg.err != nil {
 			s.after += " (" + firstLineOf(errText(msg.err)) + ")"
@@ -350,7 +377,12 @@ func (v *Cluster) fill() {
 		if sync == "" {
 			sync = "—"
 		}
-		r := Row{Cells: []string{printable(name), printable(n.Addr), n.Role, printable(n.State), sync, lag, health}}
+		cells := map[string]string{"NODE": printable(name), "ADDRESS": printable(n.Addr), "ROLE": n.Role, "STATE": printable(n.State),
+			"SYNC": sync, "LAG": lag, "HEALTH": health}
+		r := Row{Cells: make([]string, len(v.table.Columns))}
+		for j, c := range v.table.Columns {
+			r.Cells[j] = cells[c.Title]
+		}
 		if n.Healthy != nil && !*n.Healthy {
 			r.Style = &v.ctx.Styles.Danger
 		}
@@ -372,6 +404,7 @@ func bytesText(n int64) string {
 // SetSize sets the drawing area.
 func (v *Cluster) SetSize(w, h int) {
 	v.w, v.h = w, h
+	v.setColumns(w)
 	v.table.SetSize(w, min(len(v.state.Nodes)+2, max(3, h/3)))
 }
 
@@ -435,12 +468,12 @@ func (v *Cluster) history() []string {
 		out = append(out, line{e.at, cut(st.Render(e.at.Local().Format("15:04:05.000")+"  "+printable(e.text)), v.w)})
 	}
 	for _, x := range v.storms {
-		moment := "  no move of the primary seen around it"
+		moment := "  key " + printable(x.key) + " · no move of the primary seen (yet)"
 		if x.move != nil {
-			moment = fmt.Sprintf("  the primary moved at %s (%s → %s)", x.move.at.Local().Format("15:04:05.000"), x.move.from, x.move.to)
+			moment = fmt.Sprintf("  key %s · the primary moved at %s (%s → %s)", printable(x.key), x.move.at.Local().Format("15:04:05.000"), x.move.from, x.move.to)
 		}
-		head := fmt.Sprintf("%s  storm %s on key %s: %d requests, %d DATABASE_UNAVAILABLE, %d COMMIT_UNKNOWN, %d other failures",
-			x.ended.Local().Format("15:04:05.000"), x.id, printable(x.key), x.requests, x.unavailable, x.unknown, x.bad)
+		head := fmt.Sprintf("%s  storm %s: %d requests, %d DATABASE_UNAVAILABLE, %d COMMIT_UNKNOWN, %d other failures",
+			x.ended.Local().Format("15:04:05.000"), x.id, x.requests, x.unavailable, x.unknown, x.bad)
 		after := "  after their retries: "
 		switch {
 		case x.retrying:

@@ -46,11 +46,7 @@ func FindLocalKeeper(port int) (*LocalKeeper, error) {
 		// Up from the postmaster to the last pg_autoctl ancestor: the supervisor `pg_autoctl
 		// run` (or `create … --run`) started.
 		keeper := 0
-		for p := parentOf(pid); p > 1; p = parentOf(p) {
-			a := cmdline(p)
-			if len(a) == 0 || !strings.HasPrefix(filepath.Base(a[0]), "pg_autoctl") {
-				break
-			}
+		for p := parentOf(pid); p > 1 && isAutoctl(p); p = parentOf(p) {
 			keeper = p
 		}
 		if keeper == 0 {
@@ -136,6 +132,17 @@ func (k *LocalKeeper) Restart(logPath string) error {
 	return nil
 }
 
+// isAutoctl reports whether pid runs pg_autoctl: its executable, or (where that cannot be read)
+// its command line — which pg_autoctl's services rewrite to "pg_autoctl: start/stop postgres" and
+// the like, a title whose base name would be "postgres".
+func isAutoctl(pid int) bool {
+	if exe, err := os.Readlink(filepath.Join("/proc", strconv.Itoa(pid), "exe")); err == nil {
+		return filepath.Base(exe) == "pg_autoctl"
+	}
+	a := cmdline(pid)
+	return len(a) > 0 && strings.HasPrefix(a[0], "pg_autoctl")
+}
+
 func cmdline(pid int) []string {
 	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
 	if err != nil || len(b) == 0 {
@@ -210,3 +217,33 @@ func LocalMonitorURL(port int) (string, error) {
 	}
 	return "", fmt.Errorf("%s names no monitor", path)
 }
+
+// KillProcessTree sends SIGKILL to pid and to every descendant it has now — listed first: a
+// PostgreSQL backend leads a process group of its own, so killing a postmaster's group leaves
+// its backends running (a stopped one forever, holding the server's shared memory) — and waits
+// until they are gone.
+func KillProcessTree(pid int) error {
+	start, ok := startTime(pid)
+	if !ok {
+		return nil
+	}
+	tree := append([]procID{{pid: pid, start: start}}, descendants(pid)...)
+	for _, p := range tree {
+		p.kill()
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for _, p := range tree {
+		for p.alive() {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("pid %d survived SIGKILL for 30 s", p.pid)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// StartTime identifies the process pid now is (its start time since boot, in clock ticks), so a
+// signal meant for it later is never sent to another process the system gave its pid; ok is
+// false when it is gone.
+func StartTime(pid int) (string, bool) { return startTime(pid) }

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idemwork/idemwork/embedded"
+	"github.com/idemwork/idemwork/internal/autofailover"
 	"github.com/idemwork/idemwork/store"
 )
 
@@ -131,18 +132,12 @@ func (p *AsyncPair) NewDatabase(name string) string {
 	return p.URI(name)
 }
 
-// KillPrimary sends SIGKILL to the primary's postmaster and every backend at once (its
-// process group: the machine died) and waits until they are gone.
+// KillPrimary sends SIGKILL to the primary's postmaster and every backend at once (the machine
+// died) and waits until they are gone.
 func (p *AsyncPair) KillPrimary() {
 	p.t.Helper()
-	pid := p.Primary.PID
-	_ = syscall.Kill(-pid, syscall.SIGKILL)
-	deadline := time.Now().Add(30 * time.Second)
-	for syscall.Kill(pid, 0) == nil {
-		if time.Now().After(deadline) {
-			p.t.Fatalf("testdb: the primary (pid %d) did not die", pid)
-		}
-		time.Sleep(5 * time.Millisecond)
+	if err := autofailover.KillProcessTree(p.Primary.PID); err != nil {
+		p.t.Fatalf("testdb: kill the primary: %v", err)
 	}
 }
 
@@ -199,12 +194,22 @@ func StallWALSenders(t testing.TB, dsn string) (resume func()) {
 	if len(pids) == 0 {
 		t.Fatalf("testdb: %s has no WAL sender to stall", store.RedactDSN(dsn))
 	}
+	starts := map[int32]string{}
 	for _, pid := range pids {
-		_ = syscall.Kill(int(pid), syscall.SIGSTOP)
-	}
-	return func() {
-		for _, pid := range pids {
-			_ = syscall.Kill(int(pid), syscall.SIGCONT)
+		if st, ok := autofailover.StartTime(int(pid)); ok {
+			starts[pid] = st
+			_ = syscall.Kill(int(pid), syscall.SIGSTOP)
 		}
 	}
+	resume = func() {
+		for pid, st := range starts {
+			if now, ok := autofailover.StartTime(int(pid)); ok && now == st {
+				_ = syscall.Kill(int(pid), syscall.SIGCONT)
+			}
+		}
+	}
+	// A stopped WAL sender outlives a server killed without it and holds its shared memory:
+	// whatever the test does, none is left stopped.
+	t.Cleanup(resume)
+	return resume
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/idemwork/idemwork/internal/autofailover"
 	"github.com/idemwork/idemwork/model"
@@ -19,18 +20,23 @@ import (
 // Cluster reads the Cluster view's state over db: the connected node's own view of its
 // replication, and — when the database is a pg_auto_failover node — the monitor's view of the
 // formation. monitorURL is the monitor to read ("": found from the connected node's keeper when
-// it runs on this machine, looked for once).
+// it runs on this machine, looked for again every lookAgain until found).
 func Cluster(db *store.DB, monitorURL string) views.ClusterReader {
-	return &clusterReader{db: db, monitor: monitorURL, looked: monitorURL != ""}
+	return &clusterReader{db: db, monitor: monitorURL, fixed: monitorURL != ""}
 }
+
+// lookAgain is how often the local keeper is looked for while no monitor is known (a node
+// restarting during a failover has none for a moment).
+const lookAgain = 30 * time.Second
 
 type clusterReader struct {
 	db *store.DB
 
-	mu      sync.Mutex
-	monitor string
-	looked  bool
-	why     string // why no monitor is read
+	mu       sync.Mutex
+	monitor  string
+	fixed    bool
+	lookedAt time.Time
+	why      string // why no monitor is read
 }
 
 func (c *clusterReader) Cluster(ctx context.Context) (model.Cluster, error) {
@@ -72,10 +78,10 @@ func (c *clusterReader) Cluster(ctx context.Context) (model.Cluster, error) {
 func (c *clusterReader) monitorURL(node store.NodeReplication) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.looked {
+	if c.fixed || c.monitor != "" || (!c.lookedAt.IsZero() && time.Since(c.lookedAt) < lookAgain) {
 		return c.monitor
 	}
-	c.looked = true
+	c.lookedAt = time.Now()
 	c.why = "no pg_auto_failover monitor known: this is the connected node's view (IDEMWORK_MONITOR names a formation's monitor)"
 	if ip := net.ParseIP(node.Host); ip == nil || !ip.IsLoopback() {
 		return ""
