@@ -58,7 +58,28 @@ const (
 	// PermissionDenied: the database role lacks a privilege; the message names the privilege,
 	// the object and the GRANT (or the schema of its own) that fixes it.
 	PermissionDenied Code = "PERMISSION_DENIED"
+	// AuthFailed: the database (or a pooler in front of it) refused the user or the password
+	// (28P01, 28000); the message says what to check and never shows the secret.
+	AuthFailed Code = "AUTH_FAILED"
+	// DatabaseNotFound: the URL names a database the server does not have (3D000).
+	DatabaseNotFound Code = "DATABASE_NOT_FOUND"
+	// ReplicationUnsafe: require_synchronous_replication is set and no synchronous standby
+	// confirms commits; writes are refused until one does.
+	ReplicationUnsafe Code = "REPLICATION_UNSAFE"
+	// The refusals of the HTTP server itself, before any route runs (net/http answers some of
+	// them; the listener rewrites those into the JSON error object), and the status logged for a
+	// client that left before its answer.
+	MethodNotAllowed        Code = "METHOD_NOT_ALLOWED"
+	ExpectationFailed       Code = "EXPECTATION_FAILED"
+	HeadersTooLarge         Code = "HEADERS_TOO_LARGE"
+	NotImplemented          Code = "NOT_IMPLEMENTED"
+	HTTPVersionNotSupported Code = "HTTP_VERSION_NOT_SUPPORTED"
+	ClientClosedRequest     Code = "CLIENT_CLOSED_REQUEST"
 )
+
+// StatusClientClosedRequest is the status logged and counted for ClientClosedRequest (nginx's
+// 499): nobody reads it.
+const StatusClientClosedRequest = 499
 
 var statuses = map[Code]int{
 	ScopeConflict:       http.StatusConflict,
@@ -84,6 +105,16 @@ var statuses = map[Code]int{
 	Usage:               http.StatusBadRequest,
 	NotRunning:          http.StatusConflict,
 	PermissionDenied:    http.StatusForbidden,
+	AuthFailed:          http.StatusUnauthorized,
+	DatabaseNotFound:    http.StatusServiceUnavailable,
+	ReplicationUnsafe:   http.StatusServiceUnavailable,
+
+	MethodNotAllowed:        http.StatusMethodNotAllowed,
+	ExpectationFailed:       http.StatusExpectationFailed,
+	HeadersTooLarge:         http.StatusRequestHeaderFieldsTooLarge,
+	NotImplemented:          http.StatusNotImplemented,
+	HTTPVersionNotSupported: http.StatusHTTPVersionNotSupported,
+	ClientClosedRequest:     StatusClientClosedRequest,
 }
 
 // Codes lists every code of this package, in a stable order (by name): the catalog a client

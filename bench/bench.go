@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/storm"
 )
 
 // The workloads.
@@ -54,6 +55,8 @@ type Options struct {
 	// NoStorm skips the storms; StormRounds repeats them (default 3, the median is reported).
 	NoStorm     bool
 	StormRounds int
+	// NoFairness skips the fairness cell (one owner's read flood against another's reads).
+	NoFairness bool
 	// RTT, when positive, puts every connection of the run (all sides, the storms and their
 	// worker processes) behind a loopback proxy that delays each direction by RTT/2: the round
 	// trip of a network between the application and PostgreSQL.
@@ -118,6 +121,12 @@ type Env struct {
 	WorkerArgs   []string
 	WorkerEnv    []string
 	WorkerDSNVar string
+	// Serve serves the HTTP API over a kernel, as `idemwork serve` does: the fairness cell
+	// measures through it (nil: the cell is skipped).
+	Serve storm.ServeFunc
+	// FloodArgs, when set, start the fairness cell's flood in a child process (Executable
+	// FloodArgs…, which runs FloodMain); nil fires it from this process.
+	FloodArgs []string
 	// Progress receives a line per finished step (nil: quiet).
 	Progress io.Writer
 	// MemMaxContentLength is MEM-001's rule (default 2000).
@@ -131,6 +140,8 @@ type Report struct {
 	Growth     []Growth     `json:"growth"`
 	RoundTrips []RoundTrips `json:"roundTrips"`
 	Storm      *StormReport `json:"storm"`
+	// Fairness is issue 28's cell: another owner's read p99 under one owner's read flood.
+	Fairness *FairnessReport `json:"fairness"`
 	// Targets are issue 16's goals this run has cells for, met or not.
 	Targets []Target `json:"targets"`
 }
@@ -307,6 +318,18 @@ func Run(ctx context.Context, env Env, opts Options) (Report, error) {
 		h.logf("  storms (%d rounds)…\n", opts.StormRounds)
 		if rep.Storm, err = h.runStorms(ctx, opts.StormRounds); err != nil {
 			return rep, err
+		}
+	}
+
+	if !opts.NoFairness && env.Serve != nil {
+		h.logf("  fairness: %d GETs of a %d-revision record by one owner (%v in flight), another owner's GETs meanwhile…\n", FairnessFlood, FairnessRevisions, FairnessInFlight)
+		if rep.Fairness, err = h.runFairness(ctx, FairnessFlood, FairnessInFlight); err != nil {
+			return rep, err
+		}
+		f := rep.Fairness
+		for _, fl := range f.Floods {
+			h.logf("  fairness: %d in flight: other owner's GET p99 %.2f ms alone, %.2f ms under the flood (p50 %.2f, max %.2f, %d samples): ratio %.2f (want ≤ %.0f)\n",
+				fl.InFlight, f.AloneP99Ms, fl.LoadedP99Ms, fl.LoadedP50Ms, fl.LoadedMaxMs, fl.Samples, fl.Ratio, f.Target)
 		}
 	}
 

@@ -20,7 +20,8 @@ import (
 )
 
 // The limit side is the physical limit of a write: the statements the runner's path sends for
-// it, with the runner's arguments, all in one pipelined round trip (BEGIN, the key read, the
+// it, with the runner's arguments, all in one pipelined round trip (BEGIN, the transaction's
+// settings (store's settings.go), the key read, the
 // reservation, for a feature the record's locking read (guarded on the reservation), the work's writes, SUCCEEDED, COMMIT),
 // on the runner's own pool. Nothing in it waits for an earlier result: a fresh key is known to
 // miss and a supply record's state is known (revision 1 of a fixed payload), so the new revision
@@ -38,6 +39,7 @@ type role string
 const (
 	roleReadKey         role = "read key"
 	roleBegin           role = "begin"
+	roleSettings        role = "settings"
 	roleReserve         role = "reserve key"
 	roleLockRecord      role = "lock record"
 	roleInsertRecord    role = "insert record"
@@ -52,8 +54,9 @@ const (
 // writePaths are the statements, in order, the limit side knows how to send for each write
 // workload: the runner's path as SPEC §4.2 lays it out.
 var writePaths = map[string][]role{
-	FreshKey: {roleBegin, roleReadKey, roleReserve, roleInsertRecord, roleInsertRevision, roleInsertAudit, roleSucceeded, roleCommit},
-	FeatureRun: {roleBegin, roleReadKey, roleReserve, roleLockRecord, roleUpdateRecord, roleInsertRevision, roleInsertExecution,
+	FreshKey: {roleBegin, roleSettings, roleReadKey, roleReserve, roleInsertRecord, roleInsertRevision, roleInsertAudit, roleSucceeded,
+		roleCommit},
+	FeatureRun: {roleBegin, roleSettings, roleReadKey, roleReserve, roleLockRecord, roleUpdateRecord, roleInsertRevision, roleInsertExecution,
 		roleInsertAudit, roleSucceeded, roleCommit},
 }
 
@@ -64,8 +67,10 @@ func classify(sql string) role {
 	u := strings.ToUpper(s)
 	has := func(sub string) bool { return strings.Contains(u, sub) }
 	switch {
-	case u == "BEGIN":
+	case u == "BEGIN" || strings.HasPrefix(u, "BEGIN ISOLATION LEVEL"):
 		return roleBegin
+	case strings.HasPrefix(u, "SELECT PG_CATALOG.SET_CONFIG('SEARCH_PATH'"):
+		return roleSettings
 	case u == "COMMIT":
 		return roleCommit
 	case has("INSERT INTO IDEMPOTENCY_RECORD"):
@@ -287,6 +292,8 @@ func (t *target) limitCreate(ctx context.Context, key string) error {
 	recordID, revision := rec.ID, rec.Revision
 	var b pgx.Batch
 	b.Queue(p[roleBegin])
+	_, settings := t.db.TxSettings()
+	b.Queue(p[roleSettings], settings...)
 	b.Queue(p[roleReadKey], Owner, key, kernel.ModuleNote)
 	b.Queue(p[roleReserve], Owner, key, in.createOp, in.createFingerprint, now, now.Add(idem.DefaultTTL))
 	b.Queue(p[roleInsertRecord], rec.OwnerID, rec.ID, rec.ModuleCode, rec.Revision, rec.Title, rec.Summary, rec.Payload,
@@ -330,6 +337,8 @@ func (t *target) limitFeature(ctx context.Context, recordID, key string) error {
 	rid, revision, execID := recordID, rec.Revision, exec.ID
 	var b pgx.Batch
 	b.Queue(p[roleBegin])
+	_, settings := t.db.TxSettings()
+	b.Queue(p[roleSettings], settings...)
 	b.Queue(p[roleReadKey], Owner, key, kernel.ModuleMem)
 	b.Queue(p[roleReserve], Owner, key, op, idem.Fingerprint(op, in.featureBody), now, now.Add(idem.DefaultTTL))
 	b.Queue(p[roleLockRecord], Owner, kernel.ModuleMem, recordID, key, Owner)
@@ -350,7 +359,7 @@ func (t *target) limitFeature(ctx context.Context, recordID, key string) error {
 // revision 1, every write succeeds (the guarded ones fail on the server otherwise), COMMIT
 // commits.
 func (t *target) sendLimit(ctx context.Context, b *pgx.Batch, path []role, recordID string) (err error) {
-	br := t.db.Q(ctx).SendBatch(ctx, b)
+	br := t.db.SendBatchAsIs(ctx, b)
 	defer func() {
 		if cerr := br.Close(); err == nil {
 			err = cerr
@@ -413,7 +422,7 @@ func (t *target) limitReplayHit(ctx context.Context, w *worker) error {
 	var op, fp, status string
 	var resp []byte
 	var exp time.Time
-	if err := t.db.Q(ctx).QueryRow(ctx, rawReadKey, Owner, key).Scan(&op, &fp, &status, &resp, &exp); err != nil {
+	if err := t.db.QueryRowAsIs(ctx, rawReadKey, Owner, key).Scan(&op, &fp, &status, &resp, &exp); err != nil {
 		return err
 	}
 	if status != "SUCCEEDED" || len(resp) == 0 {

@@ -60,7 +60,8 @@ func TestTheLimitSendsTheRunnersStatementsInOneRoundTrip(t *testing.T) {
 		require.Len(t, limit, 1, "%s: the limit is one round trip: %v", wl.name, limit)
 		require.Greater(t, len(runner), 1, "%s: the runner takes more than the limit's one round trip (it waits for the reservation)", wl.name)
 		stmts := flatten(limit)
-		require.Equal(t, "begin", stmts[0].sql, wl.name)
+		require.Equal(t, roleBegin, classify(stmts[0].sql), wl.name)
+		require.Equal(t, roleSettings, classify(stmts[1].sql), wl.name)
 		require.Equal(t, "commit", stmts[len(stmts)-1].sql, wl.name)
 	}
 }
@@ -117,12 +118,12 @@ func TestADriftedRunnerPathIsRefused(t *testing.T) {
 	_, err := newLimitPlan(FeatureRun, runner)
 	require.NoError(t, err)
 
-	withoutLock := append(append([]tracedStmt{}, runner[:3]...), runner[4:]...)
+	withoutLock := append(append([]tracedStmt{}, runner[:4]...), runner[5:]...)
 	_, err = newLimitPlan(FeatureRun, withoutLock)
 	require.ErrorContains(t, err, "teach it the new path")
-	require.ErrorContains(t, err, "[begin, read key, reserve key, update record")
+	require.ErrorContains(t, err, "[begin, settings, read key, reserve key, update record")
 
-	extra := append(append([]tracedStmt{}, runner[:4]...), append([]tracedStmt{{sql: "SELECT pg_sleep(0)"}}, runner[4:]...)...)
+	extra := append(append([]tracedStmt{}, runner[:5]...), append([]tracedStmt{{sql: "SELECT pg_sleep(0)"}}, runner[5:]...)...)
 	_, err = newLimitPlan(FeatureRun, extra)
 	require.ErrorContains(t, err, "(SELECT pg_sleep(0))")
 
@@ -131,7 +132,7 @@ func TestADriftedRunnerPathIsRefused(t *testing.T) {
 	changed := append([]tracedStmt{}, limit...)
 	changed[4] = tracedStmt{sql: changed[4].sql, argTypes: append([]string{"[]uint8"}, changed[4].argTypes[1:]...)}
 	require.ErrorContains(t, sameStatements(FeatureRun, runner, changed), "has arguments")
-	require.ErrorContains(t, sameStatements(FeatureRun, runner, limit[:len(limit)-1]), "sent 9 statements, the runner 10")
+	require.ErrorContains(t, sameStatements(FeatureRun, runner, limit[:len(limit)-1]), "sent 10 statements, the runner 11")
 }
 
 // The replay limit is one primary-key SELECT of the key row, in one round trip.

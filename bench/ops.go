@@ -373,7 +373,7 @@ func (t *target) rawFreshKey(ctx context.Context, w *worker) error {
 	if err != nil {
 		return err
 	}
-	if _, err := tx.Exec(ctx, rawInsertRevision, Owner, rec.ID, 1, snap, key, now); err != nil {
+	if _, err := tx.Exec(ctx, rawInsertRevision, Owner, rec.ID, 1, json.RawMessage(snap), key, now); err != nil {
 		return err
 	}
 	detail, err := json.Marshal(map[string]any{"operation": operation})
@@ -381,14 +381,14 @@ func (t *target) rawFreshKey(ctx context.Context, w *worker) error {
 		return err
 	}
 	if _, err := tx.Exec(ctx, rawInsertAudit, Owner, t.ids.newID(now), kernel.ModuleNote, rec.ID, "RECORD_CREATED", 1, nil, key,
-		detail, now); err != nil {
+		json.RawMessage(detail), now); err != nil {
 		return err
 	}
 	env, err := json.Marshal(rawEnvelope{SchemaVersion: 1, Policy: kernel.PolicyRecordSnapshot, Result: rawRecordRef{RecordID: rec.ID, Revision: 1}})
 	if err != nil {
 		return err
 	}
-	if _, err := tx.Exec(ctx, rawSucceeded, Owner, key, env, time.Now()); err != nil {
+	if _, err := tx.Exec(ctx, rawSucceeded, Owner, key, json.RawMessage(env), time.Now()); err != nil {
 		return err
 	}
 	return tx.Commit(ctx)
@@ -443,12 +443,12 @@ func (t *target) rawFeature(ctx context.Context, recordID, key string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := tx.Exec(ctx, rawInsertRevision, Owner, recordID, rec.Revision, snap, key, now); err != nil {
+	if _, err := tx.Exec(ctx, rawInsertRevision, Owner, recordID, rec.Revision, json.RawMessage(snap), key, now); err != nil {
 		return err
 	}
 	execID := t.ids.newID(now)
 	if _, err := tx.Exec(ctx, rawInsertExecution, Owner, execID, kernel.ModuleMem, recordID, "F01", "internal", "SUCCEEDED",
-		rec.Revision, body, output, key, now, now); err != nil {
+		rec.Revision, json.RawMessage(body), json.RawMessage(output), key, now, now); err != nil {
 		return err
 	}
 	detail, err := json.Marshal(map[string]any{"operation": operation, "featureId": "F01", "mode": "internal", "status": "SUCCEEDED"})
@@ -456,7 +456,7 @@ func (t *target) rawFeature(ctx context.Context, recordID, key string) error {
 		return err
 	}
 	if _, err := tx.Exec(ctx, rawInsertAudit, Owner, t.ids.newID(now), kernel.ModuleMem, recordID, "FEATURE_F01_EXECUTED",
-		rec.Revision, execID, key, detail, now); err != nil {
+		rec.Revision, execID, key, json.RawMessage(detail), now); err != nil {
 		return err
 	}
 	env, err := json.Marshal(rawEnvelope{SchemaVersion: 1, Policy: kernel.PolicyFeatureExecution,
@@ -464,7 +464,7 @@ func (t *target) rawFeature(ctx context.Context, recordID, key string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := tx.Exec(ctx, rawSucceeded, Owner, key, env, time.Now()); err != nil {
+	if _, err := tx.Exec(ctx, rawSucceeded, Owner, key, json.RawMessage(env), time.Now()); err != nil {
 		return err
 	}
 	return tx.Commit(ctx)

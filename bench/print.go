@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"text/tabwriter"
 )
@@ -57,6 +58,29 @@ func Print(w io.Writer, r Report) {
 			fmt.Fprintf(tw, "%s\t%d\t%d×%d\t%v\t%.1f %s\t%.1f\t%.1f/%.1f\t%s\t%s\n", run.Name, run.Requests, run.Processes,
 				run.Concurrency, run.Share, run.WallMs, wallsLabel(run.WallsMs), run.VsLone, run.P50Ms, run.P99Ms,
 				outcomesLabel(run.Outcomes, run.Waited), verdict)
+		}
+		_ = tw.Flush()
+	}
+
+	if f := r.Fairness; f != nil {
+		fmt.Fprintf(w, "\nfairness (issue 28): one owner's GETs of a %d-revision record (%d KB per answer; the flood's client in %s process),\n"+
+			"another owner's GETs one after another meanwhile; pool %d, owner share %d; alone p50 %.2f p99 %.2f ms\n",
+			f.Revisions, f.FloodBytes>>10, map[string]string{"child": "a", "this": "this"}[f.FloodProcess], f.PoolConns, f.OwnerShare, f.AloneP50Ms, f.AloneP99Ms)
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "flood of\tGETs\tin flight\tflood ms\tanswers\tother p50 ms\tother p99 ms\tmax ms\tsamples\tp99 ÷ alone\t")
+		row := func(fl FairnessFloodReport, verdict string) {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%s\t%.2f\t%.2f\t%.2f\t%d\t%.2f%s\t\n", fl.Path, fl.Requests, fl.InFlight, fl.FloodMs, statusesLabel(fl.Statuses),
+				fl.LoadedP50Ms, fl.LoadedP99Ms, fl.LoadedMaxMs, fl.Samples, fl.Ratio, verdict)
+		}
+		for _, fl := range f.Floods {
+			verdict := fmt.Sprintf(" (want ≤ %.0f: met)", f.Target)
+			if !fl.Met {
+				verdict = fmt.Sprintf(" (want ≤ %.0f: missed)", f.Target)
+			}
+			row(fl, verdict)
+		}
+		if f.Floor != nil {
+			row(*f.Floor, " (the floor: the burst of connections alone)")
 		}
 		_ = tw.Flush()
 	}
@@ -184,4 +208,17 @@ func abbreviateOne(s string) string {
 		out += " (lock)"
 	}
 	return out
+}
+
+func statusesLabel(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s ×%d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
 }

@@ -20,6 +20,8 @@ type globalFlags struct {
 	dataDir     string
 	json        bool
 	allowWrites bool
+	// allowInsecureConfig accepts a config file holding secrets that other users can read.
+	allowInsecureConfig bool
 }
 
 // app is one invocation: its settings and the database it opened. Nothing here is global;
@@ -35,6 +37,8 @@ type app struct {
 	db      *store.DB
 	conn    ConnInfo
 	k       *kernel.Kernel
+	// warnedDSN: the warning about a password on the command line was given.
+	warnedDSN bool
 }
 
 // ConnInfo describes the database an app is connected to, for headers and messages.
@@ -61,7 +65,7 @@ const (
 const embeddedDatabase = "idemwork"
 
 func (a *app) loadConfig() error {
-	cfg, err := config.Load(a.flags.configPath, a.getenv)
+	cfg, err := config.LoadWith(a.flags.configPath, a.getenv, config.LoadOptions{AllowInsecure: a.flags.allowInsecureConfig})
 	if err != nil {
 		// A bad file, key, value or environment variable is the user's to fix (the message
 		// names it): USAGE, exit 2.
@@ -69,6 +73,10 @@ func (a *app) loadConfig() error {
 	}
 	if a.flags.dsn != "" {
 		cfg.Database.URL = a.flags.dsn
+		if config.DSNHasPassword(a.flags.dsn) && !a.warnedDSN {
+			a.warnedDSN = true
+			fmt.Fprintln(a.stderr, "idemwork: --dsn carries a password other local users can read (ps, /proc, shell history); idemwork hides it from its own process list at once, but set IDEMWORK_DSN or keep the password in ~/.pgpass (PGPASSFILE) instead")
+		}
 	}
 	if a.flags.dataDir != "" {
 		cfg.Database.DataDir = a.flags.dataDir
@@ -111,7 +119,7 @@ func (a *app) openDB(ctx context.Context, checkSchema bool) (*store.DB, error) {
 		return nil, err
 	}
 	opts := store.Options{MaxConns: int32(a.cfg.Database.MaxConns), Schema: a.cfg.Database.Schema, AnySchema: !checkSchema,
-		AcquireTimeout: a.cfg.Idempotency.AcquireTimeout.Duration}
+		AcquireTimeout: a.cfg.Idempotency.AcquireTimeout.Duration, RequireSynchronousReplication: a.cfg.Database.RequireSynchronousReplication}
 	if opts.MaxConns == 0 {
 		// Connections open lazily; the ceiling is what lets a storm of C concurrent requests
 		// really reach the database (and queue on its unique index) instead of on the pool.
@@ -158,6 +166,10 @@ func (a *app) openDB(ctx context.Context, checkSchema bool) (*store.DB, error) {
 	}
 	a.db = db
 	cn := db.Connection()
+	if !a.conn.Embedded {
+		// The node actually reached (after a multi-host URL's choice), not the URL's first host.
+		a.conn.Display = cn.Where()
+	}
 	a.conn.DSN, a.conn.ReadOnly, a.conn.ReadOnlyReason = db.DSN(), db.ReadOnly, db.ReadOnlyReason()
 	a.conn.Pooler, a.conn.ExecMode = cn.Pooler, cn.ExecMode
 	return db, nil

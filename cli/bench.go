@@ -20,6 +20,7 @@ type benchFlags struct {
 	rtt             time.Duration
 	clients, rows   string
 	noStorm         bool
+	noFairness      bool
 	quiet           bool
 }
 
@@ -35,7 +36,9 @@ func newBenchCmd(a *app) *cobra.Command {
 			"hits all; compare the ratio (runner ops/s ÷ raw ops/s) and the efficiency (runner ÷ limit), not\n" +
 			"absolute numbers. Then storms of same-key requests (1,000 in process with and without sharing,\n" +
 			"4 processes × 100) against one lone request, and growth: the fresh-key and replay workloads again\n" +
-			"after bulk-loading each further --rows level of other owners' rows.\n\n" +
+			"after bulk-loading each further --rows level of other owners' rows. Last, fairness (issue 28): one\n" +
+			"owner's 2,000 concurrent GETs of a 60-revision record through the HTTP API serve runs, against\n" +
+			"another owner's GETs meanwhile: that owner's p99 under the flood ÷ its p99 alone (--no-fairness skips it).\n\n" +
 			"--rtt puts every connection of the run (all sides, the storms and their worker processes) behind a\n" +
 			"loopback proxy that delays each direction by half the round trip, as a network between the\n" +
 			"application and PostgreSQL does; the embedded cluster is then reached over loopback TCP.\n\n" +
@@ -51,8 +54,20 @@ func newBenchCmd(a *app) *cobra.Command {
 	f.StringVar(&bf.rows, "rows", joinInts(bench.DefaultRows), "filler levels (rows of other owners per table), comma-separated; k and M suffixes allowed")
 	f.DurationVar(&bf.rtt, "rtt", 0, "round trip a loopback proxy adds to every connection, e.g. 500us (0: none, the server's own endpoint)")
 	f.BoolVar(&bf.noStorm, "no-storm", false, "skip the storms")
+	f.BoolVar(&bf.noFairness, "no-fairness", false, "skip the fairness cell (one owner's 2,000 concurrent GETs against another owner's)")
 	f.BoolVar(&bf.quiet, "quiet", false, "no progress lines on stderr")
 	return cmd
+}
+
+// newBenchFloodCmd is the hidden client side of bench's fairness cell: one owner's flood of GETs
+// from a process of its own, as a real client's is (bench.FloodMain; the job and its token come
+// on stdin).
+func newBenchFloodCmd(a *app) *cobra.Command {
+	return &cobra.Command{Use: "bench-flood", Hidden: true, Args: cobra.NoArgs,
+		Short: "Child process of idemwork bench's fairness cell (started by idemwork bench)",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return bench.FloodMain(cmd.Context(), cmd.InOrStdin(), a.stdout)
+		}}
 }
 
 func (a *app) runBench(cmd *cobra.Command, bf benchFlags) error {
@@ -66,7 +81,7 @@ func (a *app) runBench(cmd *cobra.Command, bf benchFlags) error {
 		return err
 	}
 	opts, err := bench.Options{Duration: bf.duration, Slice: bf.slice, Clients: clients, Rows: rows, NoStorm: bf.noStorm,
-		RTT: bf.rtt}.Normalized()
+		NoFairness: bf.noFairness, RTT: bf.rtt}.Normalized()
 	if err != nil {
 		return usagef("%s", strings.TrimPrefix(err.Error(), "bench: "))
 	}
@@ -129,8 +144,9 @@ func (a *app) runBench(cmd *cobra.Command, bf benchFlags) error {
 	// The storm's worker processes take their session from their own command line: the scratch
 	// database (through the proxy under --rtt), which this session may write (it created it).
 	rep, err := bench.Run(ctx, bench.Env{DSN: measured(scratch), Display: display + " (scratch database " + scratch.Name + ")",
-		Executable: exe, WorkerArgs: []string{"storm-worker", "--allow-writes"}, WorkerDSNVar: "IDEMWORK_DSN",
-		Progress: progress, MemMaxContentLength: a.cfg.Modules.MEM001.MaxContentLength}, opts)
+		Executable: exe, WorkerArgs: []string{"storm-worker", "--allow-writes"}, WorkerDSNVar: "IDEMWORK_DSN", Serve: serveStorm,
+		FloodArgs: []string{"bench-flood"},
+		Progress:  progress, MemMaxContentLength: a.cfg.Modules.MEM001.MaxContentLength}, opts)
 	if err != nil {
 		return err
 	}

@@ -3,7 +3,10 @@ package cli_test
 import (
 	"bytes"
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -22,7 +25,7 @@ import (
 func TestBenchCommandJSONShape(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t)
-	code, out, errOut := runCLI(t, db, "bench", "--duration", "200ms", "--clients", "1", "--rows", "0", "--json")
+	code, out, errOut := runCLI(t, db, "bench", "--duration", "200ms", "--clients", "1", "--rows", "0", "--no-fairness", "--json")
 	require.Equal(t, 0, code, "stderr: %s\nstdout: %s", errOut, out)
 	rep := jsonObject(t, out)
 
@@ -95,7 +98,7 @@ func TestBenchThroughTheLatencyProxyOnTheEmbeddedCluster(t *testing.T) {
 	dir := clusterDir(t)
 	t.Cleanup(func() { _, _ = embedded.StopDataDir(context.Background(), dir) })
 	code, out, errOut := run(t, nil, "--data-dir", dir, "bench", "--rtt", "2ms", "--duration", "150ms", "--slice", "50ms",
-		"--clients", "1", "--rows", "0", "--json")
+		"--clients", "1", "--rows", "0", "--no-fairness", "--json")
 	require.Equal(t, 0, code, "stderr: %s\nstdout: %s", errOut, out)
 	rep := decode(t, out)
 	setup := rep["setup"].(map[string]any)
@@ -122,4 +125,27 @@ func TestBenchThroughTheLatencyProxyOnTheEmbeddedCluster(t *testing.T) {
 	st, err := embedded.Inspect(dir)
 	require.NoError(t, err)
 	require.False(t, st.Running, "the bench stops the cluster it started")
+}
+
+// The fairness cell's flood runs in a child process of the binary (the hidden bench-flood): it
+// takes its job and token on stdin, parks, fires on the release line and reports.
+func TestBenchFloodIsTheFairnessCellsChild(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(r.Header.Get("Authorization")))
+	}))
+	defer srv.Close()
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	cmd := exec.Command(exe, "bench-flood")
+	cmd.Env = append(os.Environ(), mainEnvVar+"=1", "XDG_CONFIG_HOME="+t.TempDir())
+	cmd.Stdin = strings.NewReader(`{"url":"` + srv.URL + `","token":"tok-flood","n":12,"inFlight":4}` + "\ngo\n")
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	require.NoError(t, cmd.Run(), errb.String())
+	require.NotContains(t, strings.Join(cmd.Args, " "), "tok-flood", "the token travels on stdin")
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	require.Len(t, lines, 2, out.String())
+	require.JSONEq(t, `{"ready":true}`, lines[0])
+	require.Contains(t, lines[1], `"statuses":{"200":12}`)
 }

@@ -268,6 +268,9 @@ func newKeysCmd(a *app) *cobra.Command {
 			if err := idem.ValidateOwner(owner); err != nil {
 				return err
 			}
+			if err := checkLimit(limit, true); err != nil {
+				return err
+			}
 			k, err := a.kernel(cmd.Context())
 			if err != nil {
 				return err
@@ -324,6 +327,18 @@ func newKeysCmd(a *app) *cobra.Command {
 
 const timeJSON = "2006-01-02T15:04:05.999999Z07:00"
 
+// checkLimit refuses a --limit outside 1–store.MaxPage for a page (or below 1 for an export,
+// which has no ceiling): 0 and -1 once returned everything with exit 0.
+func checkLimit(limit int, page bool) error {
+	switch {
+	case page && (limit < 1 || limit > store.MaxPage):
+		return usagef("--limit: want a page of 1-%d entries, got %d (--cursor continues with the next page)", store.MaxPage, limit)
+	case limit < 1:
+		return usagef("--limit: want at least 1 entry to export, got %d (leave it out to export everything)", limit)
+	}
+	return nil
+}
+
 func newKeyCmd(a *app) *cobra.Command {
 	var owner, key string
 	cmd := &cobra.Command{Use: "key", Short: "Show one key: envelope, restored result and latest record", Args: cobra.NoArgs,
@@ -366,6 +381,9 @@ func newHistoryCmd(a *app) *cobra.Command {
 				if err := idem.ValidateKey(q.Key); err != nil {
 					return err
 				}
+			}
+			if err := checkLimit(q.Limit, format == ""); err != nil {
+				return err
 			}
 			var exportFormat store.ExportFormat
 			if format != "" {

@@ -156,6 +156,7 @@ func TestDBURLOverTCPCarriesTheClustersPassword(t *testing.T) {
 	require.Equal(t, 0, code, "%s %s", out, errOut)
 	noPassword := regexp.MustCompile(`//postgres:[A-Za-z0-9_-]+@`).ReplaceAllString(tcpURL, "//postgres@")
 	code, out, _ = run(t, nil, "--dsn", noPassword, "--json", "keys", "--owner", "o")
-	require.Equal(t, 4, code)
+	require.Equal(t, 3, code, "a refused login is AUTH_FAILED, exit 3: retrying does not cure it")
+	require.Equal(t, "AUTH_FAILED", decode(t, out)["error"].(map[string]any)["code"])
 	require.Contains(t, decode(t, out)["error"].(map[string]any)["message"], "password")
 }

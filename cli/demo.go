@@ -137,7 +137,7 @@ func (a *app) printDemo(steps []kernel.DemoStep, reused []string, tail func(io.W
 func (a *app) outboxSettings() outbox.Options {
 	o := a.cfg.Outbox
 	return outbox.Options{MaxAttempts: o.MaxAttempts, BaseBackoff: o.BaseBackoff.Duration, MaxBackoff: o.MaxBackoff.Duration,
-		Lease: o.Lease.Duration, CallTimeout: o.CallTimeout.Duration}
+		Lease: o.Lease.Duration, CallTimeout: o.CallTimeout.Duration, Concurrency: o.Concurrency}
 }
 
 // outcomeList says counts by outcome as "EXECUTED 16, REPLAYED 2", in name order.

@@ -152,6 +152,28 @@ func TestHistoryExportsTheWholeOwnerAsCSVOrOneJSONObject(t *testing.T) {
 	require.Equal(t, "USAGE", e["code"])
 }
 
+// Issue 28: a --limit outside 1–500 (a page) is USAGE, never "everything" with exit 0; an export
+// takes any positive limit.
+func TestALimitOutsideItsRangeIsUsage(t *testing.T) {
+	t.Parallel()
+	c := newKernelCLI(t)
+	c.ok("create", "--owner", "alice", "--module", "NOTE", "--title", "t")
+	for _, args := range [][]string{
+		{"history", "--owner", "alice", "--limit", "-1"},
+		{"history", "--owner", "alice", "--limit", "0"},
+		{"history", "--owner", "alice", "--limit", "501"},
+		{"history", "--owner", "alice", "--format", "json", "--limit", "0"},
+		{"keys", "--owner", "alice", "--limit", "0"},
+		{"keys", "--owner", "alice", "--limit", "501"},
+	} {
+		e := c.fails(2, args...)
+		require.Equal(t, "USAGE", e["code"], "%v", args)
+		require.Contains(t, e["message"], "--limit", "%v", args)
+	}
+	require.Len(t, c.ok("history", "--owner", "alice", "--limit", "1")["events"], 1)
+	require.Len(t, c.ok("history", "--owner", "alice", "--format", "json", "--limit", "1000")["events"], 2)
+}
+
 func TestTextCommandsShowHostileStoredStringsTerminalSafe(t *testing.T) {
 	t.Parallel()
 	c := newKernelCLI(t)

@@ -52,7 +52,8 @@ func classify(err error) (apperr.Code, int, string, int) {
 		return ce.Coded()
 	}
 	var ue *usageError
-	if errors.As(err, &ue) || isCobraUsage(err) {
+	var coded *apperr.Error
+	if errors.As(err, &ue) || (!errors.As(err, &coded) && isCobraUsage(err)) {
 		return apperr.Usage, http.StatusBadRequest, err.Error(), ExitUsage
 	}
 	var ae *apperr.Error

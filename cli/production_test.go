@@ -369,78 +369,46 @@ func TestTheWorkbenchOpensReadOnlyThroughPgBouncerAndOnAStandby(t *testing.T) {
 	}
 }
 
-// TestAnUndeclaredTransactionPoolerSaysToDeclareIt: through a transaction-pooling pgbouncer with
-// [database] pooler unset, pgx's named prepared statements meet server connections an earlier
-// client used (42P05 "prepared statement stmtcache_… already exists", or 26000); the command
-// fails with POOLER_MISCONFIGURED telling to set pooler = "transaction" — never INTERNAL with
-// the driver's text — and exits 4.
-func TestAnUndeclaredTransactionPoolerSaysToDeclareIt(t *testing.T) {
-	t.Parallel()
-	name := testdb.NewDatabase(t)
-	p := prodDB{name: name, dsn: testdb.PgBouncer(t, store.PoolerTransaction).DSN(name)}
-	var code int
-	var out string
-	for i := 0; i < 8 && code == 0; i++ {
-		code, out, _ = p.run(t, "--allow-writes", "create", "--owner", "o", "--module", "NOTE", "--key", fmt.Sprintf("k%d", i), "--title", "t", "--json")
-	}
-	require.Equal(t, 4, code, out)
-	e := errorOf(t, out)
-	require.Equal(t, "POOLER_MISCONFIGURED", e["code"], out)
-	require.Equal(t, float64(500), e["status"])
-	msg := e["message"].(string)
-	require.Contains(t, msg, `set [database] pooler = "transaction"`)
-	require.NotContains(t, msg, "stmtcache_", "not the driver's text")
-	require.NotContains(t, msg, "ERROR:")
-}
-
-// The same through read commands, whose first statements run while the connection opens (the
-// schema check): the error is Open's, and still POOLER_MISCONFIGURED, not INTERNAL with the
-// driver's text (seen: "INTERNAL: connect to …: prepared statement "stmtcache_…" already exists").
-func TestAnUndeclaredTransactionPoolerSaysToDeclareItWhenTheConnectionOpens(t *testing.T) {
-	t.Parallel()
-	name := testdb.NewDatabase(t)
-	migrated := prodDB{name: name, dsn: testdb.DSNOf(t, name)}
-	code, out, _ := migrated.run(t, "--allow-writes", "migrate")
-	require.Equal(t, 0, code, out)
-	p := prodDB{name: name, dsn: testdb.PgBouncer(t, store.PoolerTransaction).DSN(name)}
-	for i := 0; i < 12 && code == 0; i++ {
-		code, out, _ = p.run(t, "keys", "--owner", "o", "--json")
-	}
-	require.Equal(t, 4, code, out)
-	e := errorOf(t, out)
-	require.Equal(t, "POOLER_MISCONFIGURED", e["code"], out)
-	require.Contains(t, e["message"], `set [database] pooler = "transaction"`)
-	require.NotContains(t, e["message"], "stmtcache_", "not the driver's text")
-}
-
-// TestAnUndeclaredPoolerRefusingTheSchemaSaysToDeclareIt: with [database] schema set and no
-// pooler declared, the schema travels as a startup parameter, which a transaction-pooling
-// pgbouncer refuses (exec mode, so no prepared statement gives it away first): every command —
-// migrate too — exits 4 with POOLER_MISCONFIGURED saying to declare the pooler, never
-// SCHEMA_NOT_READY's "run idemwork migrate". A URL's own options= that pgbouncer refuses is
-// POOLER_MISCONFIGURED saying to remove it, not a database to retry.
-func TestAnUndeclaredPoolerRefusingTheSchemaSaysToDeclareIt(t *testing.T) {
+// TestTheURLAUserPastesWorksThroughAnUndeclaredPooler: support staff paste the production URL,
+// and production is behind a transaction-pooling pgbouncer nobody told idemwork about; command
+// after command — each a new client of the pooler meeting server connections earlier ones used,
+// reads while the connection opens, writes, a schema given only in the environment — works:
+// idemwork sees the pooler (its backend key is not the server's pid) and uses exec.
+func TestTheURLAUserPastesWorksThroughAnUndeclaredPooler(t *testing.T) {
 	t.Parallel()
 	name := testdb.NewEmptyDatabase(t)
-	dsn := store.WithDSNParams(testdb.PgBouncer(t, store.PoolerTransaction).DSN(name), [][2]string{{"default_query_exec_mode", "exec"}})
-	p := prodDB{name: name, dsn: dsn, env: map[string]string{"IDEMWORK_SCHEMA": "app"}}
-	for _, args := range [][]string{{"keys", "--owner", "o"}, {"--allow-writes", "migrate"}} {
-		code, out, _ := p.run(t, append(args, "--json")...)
-		require.Equal(t, 4, code, "%v: %s", args, out)
-		e := errorOf(t, out)
-		require.Equal(t, "POOLER_MISCONFIGURED", e["code"], out)
-		msg := e["message"].(string)
-		require.Contains(t, msg, `Declare the pooler: [database] pooler = "transaction"`)
-		require.NotContains(t, msg, "idemwork migrate")
+	direct := prodDB{name: name, dsn: testdb.DSNOf(t, name), env: map[string]string{"IDEMWORK_SCHEMA": "app"}}
+	direct.ok(t, "--allow-writes", "migrate")
+	p := prodDB{name: name, dsn: testdb.PgBouncer(t, store.PoolerTransaction).DSN(name), env: map[string]string{"IDEMWORK_SCHEMA": "app"}}
+	for i := range 6 {
+		created := p.ok(t, "--allow-writes", "create", "--owner", "o", "--module", "NOTE", "--key", fmt.Sprintf("k%d", i), "--title", "t")
+		require.Equal(t, "EXECUTED", created["outcome"])
+		require.Len(t, p.ok(t, "keys", "--owner", "o")["keys"], i+1)
 	}
-	require.Zero(t, p.count(t, `SELECT count(*) FROM pg_tables WHERE schemaname NOT IN ('pg_catalog', 'information_schema')`),
-		"migrate created nothing")
+	require.Equal(t, 6, p.count(t, `SELECT count(*) FROM app.record`))
+	require.Zero(t, p.count(t, `SELECT count(*) FROM pg_tables WHERE schemaname = 'public'`), "nothing anywhere else")
 
-	own := prodDB{name: name, dsn: store.WithDSNParams(testdb.PgBouncer(t, store.PoolerTransaction).PoolerDSN(name),
-		[][2]string{{"options", "-c statement_timeout=5s"}})}
-	code, out, _ := own.run(t, "keys", "--owner", "o", "--json")
+	// A forced exec mode that cannot work there is refused before anything is written, with the
+	// sentence that fixes it.
+	forced := prodDB{name: name, dsn: store.WithDSNParams(p.dsn, [][2]string{{"default_query_exec_mode", "cache_statement"}}), env: p.env}
+	code, out, _ := forced.run(t, "--allow-writes", "create", "--owner", "o", "--module", "NOTE", "--key", "forced", "--title", "t", "--json")
 	require.Equal(t, 4, code, out)
 	e := errorOf(t, out)
+	require.Equal(t, "POOLER_MISCONFIGURED", e["code"])
+	require.Contains(t, e["message"], "remove default_query_exec_mode from the URL")
+	require.Equal(t, 6, p.count(t, `SELECT count(*) FROM app.record`))
+
+	// migrate through the pooler is refused with the reason, and creates nothing.
+	code, out, _ = p.run(t, "--allow-writes", "migrate", "--json")
+	require.Equal(t, 2, code, out)
+	require.Contains(t, errorOf(t, out)["message"], "reaches PostgreSQL directly")
+
+	// A URL's own options= that pgbouncer refuses is POOLER_MISCONFIGURED saying to remove it, not
+	// a database to retry.
+	own := prodDB{name: name, dsn: store.WithDSNParams(p.dsn, [][2]string{{"options", "-c statement_timeout=5s"}})}
+	code, out, _ = own.run(t, "keys", "--owner", "o", "--json")
+	require.Equal(t, 4, code, out)
+	e = errorOf(t, out)
 	require.Equal(t, "POOLER_MISCONFIGURED", e["code"], out)
 	require.Contains(t, e["message"], "refused the URL's options startup parameter")
 	require.NotContains(t, e["message"], "retry")

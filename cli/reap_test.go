@@ -58,7 +58,7 @@ func TestServeReapsExpiredKeysEveryReapInterval(t *testing.T) {
 	db := testdb.New(t)
 	plantExpired(t, db, "alice", 30)
 	cfgPath := filepath.Join(t.TempDir(), "config.toml")
-	require.NoError(t, os.WriteFile(cfgPath, []byte("[idempotency]\nreap_interval = \"100ms\"\n"), 0o600))
+	require.NoError(t, os.WriteFile(cfgPath, []byte("[idempotency]\nreap_interval = \"1s\"\n"), 0o600))
 
 	url, stop := startServe(t, db, cfgPath)
 	require.Eventually(t, func() bool {

@@ -3,10 +3,12 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/spf13/cobra"
 
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/wire"
 )
 
 // The flags of one write request, bound once per kind and shared by the command itself
@@ -97,10 +99,32 @@ func (a *app) runWrite(cmd *cobra.Command, write func(ctx context.Context, k *ke
 	}
 	res, err := write(cmd.Context(), k)
 	if err != nil {
-		return err
+		return wire.LostCommit(err, flagValue(cmd, "key"), lookAfter(cmd))
 	}
 	a.printWrite(res)
 	return nil
+}
+
+// flagValue is a flag's value as given ("" when absent).
+func flagValue(cmd *cobra.Command, name string) string {
+	if f := cmd.Flags().Lookup(name); f != nil && f.Changed {
+		return f.Value.String()
+	}
+	return ""
+}
+
+// lookAfter says how to see whether a write sent without a key committed.
+func lookAfter(cmd *cobra.Command) string {
+	owner, record := flagValue(cmd, "owner"), flagValue(cmd, "record")
+	if record == "" {
+		return fmt.Sprintf("look for a record created just now in the owner's history (idemwork history --owner %s)", owner)
+	}
+	module := flagValue(cmd, "module")
+	if module == "" {
+		module = kernel.ModuleCommitment // review names no module: reviews are COMMITMENT's
+	}
+	return fmt.Sprintf("look at the record's revisions, executions and audit (idemwork record --owner %s --module %s --record %s)",
+		owner, module, record)
 }
 
 // keyFlag is an --key flag: given, it must not be empty. An explicit --key "" would otherwise

@@ -16,7 +16,9 @@ import (
 func Main() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return Run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
+	// A secret on the command line is hidden from ps at once; the command warns about it.
+	args := hideSecretArgs(os.Args)
+	return Run(ctx, args[1:], os.Stdout, os.Stderr, os.Getenv)
 }
 
 // Run executes one command line. It is what tests call: nothing is global.
@@ -70,6 +72,7 @@ func newRoot(a *app) *cobra.Command {
 	pf.StringVar(&a.flags.dataDir, "data-dir", "", "embedded cluster directory (default: "+"$XDG_DATA_HOME/idemwork/pg; /var/lib/idemwork/pg as root)")
 	pf.BoolVar(&a.flags.json, "json", false, "print exactly one JSON object on stdout")
 	pf.BoolVar(&a.flags.allowWrites, "allow-writes", false, "allow writes to a database given by URL (read-only otherwise)")
+	pf.BoolVar(&a.flags.allowInsecureConfig, "allow-insecure-config", false, "use a config file holding tokens or a database password although other users can read it (chmod 600 it instead)")
 
 	root.AddCommand(newDBCmd(a), newMigrateCmd(a))
 	addCommands(root, a)

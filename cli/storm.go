@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -21,7 +22,7 @@ import (
 // stormFlags are the flags of `storm` itself; its subcommands carry the request's flags.
 type stormFlags struct {
 	n, concurrency, processes, servers int
-	via, token                         string
+	via, token, tokenFile              string
 	urls                               []string
 	noShare, failFirst                 bool
 	hold                               time.Duration
@@ -51,7 +52,8 @@ func newStormCmd(a *app) *cobra.Command {
 	pf.StringVar(&sf.via, "via", storm.ViaInproc, "inproc (the kernel directly) or http")
 	pf.StringArrayVar(&sf.urls, "url", nil, "with --via http: a running 'idemwork serve'; repeat it for several (round-robin; default: start one on 127.0.0.1)")
 	pf.IntVar(&sf.servers, "servers", 0, fmt.Sprintf("with --via http: start this many server processes on loopback over the one database, round-robin (at most %d)", storm.MaxServers))
-	pf.StringVar(&sf.token, "token", "", "with --url: bearer token (prefer IDEMWORK_TOKEN; default: config http.tokens for the owner)")
+	pf.StringVar(&sf.token, "token", "", "with --url: bearer token — other users can read a command line: prefer IDEMWORK_TOKEN or --token-file (default: config http.tokens for the owner)")
+	pf.StringVar(&sf.tokenFile, "token-file", "", "with --url: read the bearer token from this file (mode 0600)")
 	pf.BoolVar(&sf.noShare, "no-share", false, "no in-process sharing: every request goes to the database")
 	pf.BoolVar(&sf.failFirst, "fail-first", false, "inject a failure into the first attempt's work (once): another request must execute")
 	pf.DurationVar(&sf.hold, "hold", 0, fmt.Sprintf("the executing request keeps its transaction open this long after its work, before SUCCEEDED and COMMIT, so the queue on the unique index can be watched (at most %s)", storm.MaxHold))
@@ -105,8 +107,22 @@ func (a *app) runStorm(cmd *cobra.Command, sf *stormFlags, spec storm.Spec) erro
 	if err := a.loadConfig(); err != nil {
 		return err
 	}
+	if cmd.Flags().Changed("token") {
+		fmt.Fprintln(a.stderr, "idemwork storm: --token on the command line can be read by other local users (ps, /proc, shell history); idemwork hides it from its own process list at once, but set IDEMWORK_TOKEN or use --token-file FILE (mode 0600) instead")
+	}
 	if len(spec.URLs) > 0 {
-		token, err := a.stormToken(sf.token, spec.Owner())
+		flagToken := sf.token
+		if sf.tokenFile != "" {
+			if flagToken != "" {
+				return usagef("--token and --token-file: give one")
+			}
+			t, err := readSecretFile("--token-file", sf.tokenFile, a.flags.allowInsecureConfig)
+			if err != nil {
+				return err
+			}
+			flagToken = t
+		}
+		token, err := a.stormToken(flagToken, spec.Owner())
 		if err != nil {
 			return err
 		}
@@ -216,6 +232,31 @@ func stormUsage(err error) error {
 		return usagef("%s", ae.Message)
 	}
 	return err
+}
+
+// readSecretFile reads a secret (its first line, trimmed) from a file only its owner may read.
+func readSecretFile(flag, path string, allowInsecure bool) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", usagef("%s: %v", flag, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return "", usagef("%s: %v", flag, err)
+	}
+	if st.Mode().Perm()&0o044 != 0 && !allowInsecure {
+		return "", usagef("%s %s: other users can read it (mode %04o): run chmod 600 %s (or pass --allow-insecure-config)", flag, path, st.Mode().Perm(), path)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, 64<<10))
+	if err != nil {
+		return "", usagef("%s: %v", flag, err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	if line = strings.TrimSpace(line); line == "" {
+		return "", usagef("%s %s is empty", flag, path)
+	}
+	return line, nil
 }
 
 // stormToken picks the bearer token for --url: the flag, IDEMWORK_TOKEN, else the first (by

@@ -24,6 +24,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(storm.WorkerEnvVar) == "1" {
 		os.Exit(cli.Run(context.Background(), os.Args[1:], os.Stdout, os.Stderr, os.Getenv))
 	}
+	if os.Getenv(mainEnvVar) == "1" { // the whole binary, as main runs it (secrets_test.go)
+		os.Exit(cli.Main())
+	}
 	testdb.Main(m)
 }
 

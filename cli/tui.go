@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/term"
@@ -50,9 +51,15 @@ func runTUI(ctx context.Context, a *app, opts tuiOptions) error {
 	openCtx, cancel := context.WithCancel(ctx)
 	done := make(chan tui.BootResult, 1)
 	finished := make(chan struct{})
+	var watch sync.WaitGroup
 	go func() {
 		defer close(finished)
 		pctx, backend, notice, err := a.openWorkbench(openCtx, owner, opts, styles)
+		if err == nil {
+			// The header's replication warning follows the database while the workbench runs.
+			db := a.db
+			watch.Go(func() { db.WatchReplication(openCtx, replicationCheck, nil, nil) })
+		}
 		done <- tui.BootResult{Ctx: pctx, Backend: backend, Notice: notice, Err: err}
 	}()
 	boot := tui.NewBoot(styles, stage, done)
@@ -63,6 +70,7 @@ func runTUI(ctx context.Context, a *app, opts tuiOptions) error {
 	// caller stops the cluster it may have started.
 	cancel()
 	<-finished
+	watch.Wait()
 	if err := boot.Err(); err != nil {
 		return err
 	}
@@ -126,9 +134,10 @@ func (a *app) openWorkbench(ctx context.Context, owner string, opts tuiOptions, 
 		Keys:   shared.DefaultKeys(),
 		Conn: shared.Conn{Embedded: a.conn.Embedded, Display: a.conn.Display, Database: a.conn.Database, ReadOnly: a.conn.ReadOnly,
 			ReadOnlyReason: a.conn.ReadOnlyReason},
-		Writes: workbench.Gate(a.db),
-		Clock:  clock,
-		Owner:  owner,
+		Writes:      workbench.Gate(a.db),
+		Clock:       clock,
+		Replication: workbench.Replication(a.db),
+		Owner:       owner,
 	}
 	backend := workbench.Backend(workbench.Sources{DB: a.db, Kernel: k, Outbox: worker, Provider: provider, Crash: crash,
 		Storm: a.stormRunner(k)})

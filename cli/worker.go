@@ -46,7 +46,9 @@ func (a *app) workerSession() (storm.WorkerSession, error) {
 		return storm.WorkerSession{}, err
 	}
 	if u := a.cfg.Database.URL; u != "" {
-		return storm.WorkerSession{DSN: u, ReadOnly: !a.cfg.Database.AllowWrites, Serve: serveStorm}, nil
+		// The parent reached this database a moment ago: a worker waits longer for its connections
+		// than a user's first command would (store.WithChildConnectTimeout).
+		return storm.WorkerSession{DSN: store.WithChildConnectTimeout(u), ReadOnly: !a.cfg.Database.AllowWrites, Serve: serveStorm}, nil
 	}
 	c, err := embedded.Attach(a.dataDir())
 	if err != nil {
@@ -59,7 +61,7 @@ func (a *app) workerSession() (storm.WorkerSession, error) {
 	if s := a.cfg.Database.Schema; s != "" {
 		dsn = store.WithDSNParams(dsn, [][2]string{{"search_path", pgx.Identifier{s}.Sanitize()}})
 	}
-	return storm.WorkerSession{DSN: dsn, Serve: serveStorm}, nil
+	return storm.WorkerSession{DSN: store.WithChildConnectTimeout(dsn), Serve: serveStorm}, nil
 }
 
 // serveStorm is how a storm serves the HTTP API it fires at (its own server, or a serving
@@ -76,6 +78,9 @@ func (a *app) stormWorkerArgs() ([]string, []string) {
 	var env []string
 	if a.flags.configPath != "" {
 		args = append(args, "--config", a.flags.configPath)
+	}
+	if a.flags.allowInsecureConfig {
+		args = append(args, "--allow-insecure-config")
 	}
 	if u := a.cfg.Database.URL; u != "" {
 		// Through the environment, not argv: a password in the URL stays out of ps. The URL is

@@ -7,7 +7,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -60,6 +62,9 @@ type Database struct {
 	Pooler string `toml:"pooler"`
 	// Schema puts idemwork's tables in this schema (search_path); "" keeps the server's default.
 	Schema string `toml:"schema"`
+	// RequireSynchronousReplication refuses every write with REPLICATION_UNSAFE while no
+	// synchronous standby confirms commits (IDEMWORK_REQUIRE_SYNC).
+	RequireSynchronousReplication bool `toml:"require_synchronous_replication"`
 }
 
 // Idempotency tunes the runner.
@@ -101,6 +106,8 @@ type HTTP struct {
 	Tokens       map[string]string `toml:"tokens"`
 	// RequireKey makes a write without an Idempotency-Key 400 BAD_REQUEST.
 	RequireKey bool `toml:"require_key"`
+	// OwnerMaxReads bounds the reads one owner runs at once; 0 is this process's CPUs (at least 2).
+	OwnerMaxReads int `toml:"owner_max_reads"`
 }
 
 // TUI configures the workbench.
@@ -118,7 +125,25 @@ type Outbox struct {
 	Lease Duration `toml:"lease"`
 	// CallTimeout bounds one provider call; it must be below Lease.
 	CallTimeout Duration `toml:"call_timeout"`
+	// Concurrency is how many provider calls one delivery pass runs at once.
+	Concurrency int `toml:"concurrency"`
 }
+
+// Floors and ceilings of the durations (config.example.toml documents each): below a floor a
+// setting turns into a busy loop or a lease nothing fits in (a reap_interval of 1ns ran 50,174
+// DELETEs in 5 s), above a ceiling into something that never happens.
+const (
+	MinAcquireTimeout = 10 * time.Millisecond
+	MaxAcquireTimeout = 5 * time.Minute
+	MinReapInterval   = time.Second
+	MaxReapInterval   = 24 * time.Hour
+	MinBackoff        = 10 * time.Millisecond
+	MaxBackoff        = 24 * time.Hour
+	MinLease          = time.Second
+	MaxLease          = time.Hour
+	MinCallTimeout    = 10 * time.Millisecond
+	MaxConcurrency    = 64
+)
 
 // Default returns the built-in settings.
 func Default() Config {
@@ -129,7 +154,7 @@ func Default() Config {
 		HTTP:    HTTP{Addr: "127.0.0.1:8787", MaxBodyBytes: 256 << 10, Tokens: map[string]string{}},
 		TUI:     TUI{Owner: "alice"},
 		Outbox: Outbox{MaxAttempts: 5, BaseBackoff: Duration{500 * time.Millisecond}, MaxBackoff: Duration{5 * time.Minute},
-			Lease: Duration{30 * time.Second}, CallTimeout: Duration{10 * time.Second}},
+			Lease: Duration{30 * time.Second}, CallTimeout: Duration{10 * time.Second}, Concurrency: 4},
 	}
 }
 
@@ -148,9 +173,20 @@ func DefaultPath() string {
 // Getenv is how Load reads the environment; tests pass a map's lookup.
 type Getenv func(string) string
 
+// LoadOptions tune Load.
+type LoadOptions struct {
+	// AllowInsecure accepts a file holding secrets (http.tokens, a password in database.url)
+	// that other users can read (--allow-insecure-config).
+	AllowInsecure bool
+}
+
 // Load reads path (explicit: it must exist), else IDEMWORK_CONFIG, else the default path when
-// present, over the defaults, then applies the environment.
-func Load(path string, getenv Getenv) (Config, error) {
+// present, over the defaults, then applies the environment. A file holding secrets must be
+// readable by its owner alone (LoadWith to allow otherwise).
+func Load(path string, getenv Getenv) (Config, error) { return LoadWith(path, getenv, LoadOptions{}) }
+
+// LoadWith is Load with options.
+func LoadWith(path string, getenv Getenv, opts LoadOptions) (Config, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
@@ -164,11 +200,15 @@ func Load(path string, getenv Getenv) (Config, error) {
 		}
 	}
 	if path != "" {
-		b, err := os.ReadFile(path)
+		b, mode, err := readFile(path)
 		switch {
 		case err == nil:
 			if err := Decode(b, &cfg); err != nil {
 				return Config{}, fmt.Errorf("config %s: %w", path, err)
+			}
+			if secrets := cfg.secrets(); len(secrets) > 0 && mode&0o044 != 0 && !opts.AllowInsecure {
+				return Config{}, fmt.Errorf("config %s holds %s but other users can read it (mode %04o): run chmod 600 %s (or pass --allow-insecure-config to use it anyway)",
+					path, strings.Join(secrets, " and "), mode.Perm(), path)
 			}
 			cfg.Source = path
 		case explicit || !errors.Is(err, os.ErrNotExist):
@@ -185,6 +225,47 @@ func Load(path string, getenv Getenv) (Config, error) {
 		return Config{}, fmt.Errorf("config: %w", err)
 	}
 	return cfg, nil
+}
+
+// readFile reads path and the permission bits of the very file it read.
+func readFile(path string) ([]byte, os.FileMode, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, 0, err
+	}
+	b, err := io.ReadAll(f)
+	return b, st.Mode().Perm(), err
+}
+
+// secrets names the secrets the settings hold (before the environment is applied: the file's).
+func (c *Config) secrets() []string {
+	var out []string
+	if len(c.HTTP.Tokens) > 0 {
+		out = append(out, "bearer tokens ([http.tokens])")
+	}
+	if DSNHasPassword(c.Database.URL) {
+		out = append(out, "a database password (database.url)")
+	}
+	return out
+}
+
+var kvPassword = regexp.MustCompile(`(?i)(^|\s)password\s*=\s*\S`)
+
+// DSNHasPassword reports whether a PostgreSQL URL or key=value connection string carries a
+// password.
+func DSNHasPassword(dsn string) bool {
+	if u, err := url.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		if _, set := u.User.Password(); set {
+			return true
+		}
+		return u.Query().Get("password") != ""
+	}
+	return kvPassword.MatchString(dsn)
 }
 
 // Decode parses TOML strictly into cfg (over whatever cfg already holds).
@@ -245,8 +326,18 @@ func (c *Config) applyEnv(getenv Getenv) error {
 	if v := getenv("IDEMWORK_SCHEMA"); v != "" {
 		c.Database.Schema = v
 	}
+	if v := getenv("IDEMWORK_REQUIRE_SYNC"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("IDEMWORK_REQUIRE_SYNC=%q: want true or false", v)
+		}
+		c.Database.RequireSynchronousReplication = b
+	}
 	return nil
 }
+
+// outside reports whether d lies outside [lo, hi].
+func outside(d Duration, lo, hi time.Duration) bool { return d.Duration < lo || d.Duration > hi }
 
 var ownerRE = regexp.MustCompile(`^[A-Za-z0-9._:@-]{1,128}$`)
 
@@ -255,8 +346,8 @@ func (c *Config) Validate() error {
 	switch {
 	case c.Idempotency.TTL.Duration < MinTTL || c.Idempotency.TTL.Duration > MaxTTL:
 		return fmt.Errorf("idempotency.ttl must be between %s and %s (720h), got %s", MinTTL, MaxTTL, c.Idempotency.TTL)
-	case c.Idempotency.AcquireTimeout.Duration < 10*time.Millisecond || c.Idempotency.AcquireTimeout.Duration > 5*time.Minute:
-		return fmt.Errorf("idempotency.acquire_timeout must be between 10ms and 5m, got %s", c.Idempotency.AcquireTimeout)
+	case outside(c.Idempotency.AcquireTimeout, MinAcquireTimeout, MaxAcquireTimeout):
+		return fmt.Errorf("idempotency.acquire_timeout must be between %s and %s, got %s", MinAcquireTimeout, MaxAcquireTimeout, c.Idempotency.AcquireTimeout)
 	case c.Idempotency.OwnerMaxConns < 0 || c.Idempotency.OwnerMaxConns > 1000:
 		return fmt.Errorf("idempotency.owner_max_conns must be 0 (half the pool) to 1000, got %d", c.Idempotency.OwnerMaxConns)
 	case c.Idempotency.KeyMaxConns < 1 || c.Idempotency.KeyMaxConns > 1000:
@@ -271,20 +362,24 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("database.pooler must be \"none\", \"session\" or \"transaction\", got %q", c.Database.Pooler)
 	case len(c.Database.Schema) > 63 || strings.ContainsRune(c.Database.Schema, 0):
 		return fmt.Errorf("database.schema %q is not a schema name (at most 63 bytes, no NUL)", c.Database.Schema)
+	case c.HTTP.OwnerMaxReads < 0 || c.HTTP.OwnerMaxReads > 1000:
+		return fmt.Errorf("http.owner_max_reads must be 0 (this process's CPUs) to 1000, got %d", c.HTTP.OwnerMaxReads)
 	case c.HTTP.MaxBodyBytes <= 0:
 		return fmt.Errorf("http.max_body_bytes must be positive, got %d", c.HTTP.MaxBodyBytes)
 	case c.Outbox.MaxAttempts <= 0:
 		return fmt.Errorf("outbox.max_attempts must be positive, got %d", c.Outbox.MaxAttempts)
-	case c.Outbox.BaseBackoff.Duration <= 0:
-		return fmt.Errorf("outbox.base_backoff must be positive, got %s", c.Outbox.BaseBackoff)
-	case c.Outbox.MaxBackoff.Duration < c.Outbox.BaseBackoff.Duration:
-		return fmt.Errorf("outbox.max_backoff must be at least outbox.base_backoff (%s), got %s", c.Outbox.BaseBackoff, c.Outbox.MaxBackoff)
-	case c.Outbox.Lease.Duration <= 0:
-		return fmt.Errorf("outbox.lease must be positive, got %s", c.Outbox.Lease)
-	case c.Outbox.CallTimeout.Duration <= 0 || c.Outbox.CallTimeout.Duration >= c.Outbox.Lease.Duration:
-		return fmt.Errorf("outbox.call_timeout must be positive and below outbox.lease (%s), got %s: a provider call that outlives its lease lets another worker deliver the message too", c.Outbox.Lease, c.Outbox.CallTimeout)
-	case c.Idempotency.ReapInterval.Duration < 0:
-		return fmt.Errorf("idempotency.reap_interval must be 0 (no reaper) or positive, got %s", c.Idempotency.ReapInterval)
+	case outside(c.Outbox.BaseBackoff, MinBackoff, MaxBackoff):
+		return fmt.Errorf("outbox.base_backoff must be between %s and %s, got %s", MinBackoff, MaxBackoff, c.Outbox.BaseBackoff)
+	case outside(c.Outbox.MaxBackoff, c.Outbox.BaseBackoff.Duration, MaxBackoff):
+		return fmt.Errorf("outbox.max_backoff must be between outbox.base_backoff (%s) and %s, got %s", c.Outbox.BaseBackoff, MaxBackoff, c.Outbox.MaxBackoff)
+	case outside(c.Outbox.Lease, MinLease, MaxLease):
+		return fmt.Errorf("outbox.lease must be between %s and %s, got %s", MinLease, MaxLease, c.Outbox.Lease)
+	case c.Outbox.CallTimeout.Duration < MinCallTimeout || c.Outbox.CallTimeout.Duration >= c.Outbox.Lease.Duration:
+		return fmt.Errorf("outbox.call_timeout must be at least %s and below outbox.lease (%s), got %s: a provider call that outlives its lease lets another worker deliver the message too", MinCallTimeout, c.Outbox.Lease, c.Outbox.CallTimeout)
+	case c.Outbox.Concurrency < 1 || c.Outbox.Concurrency > MaxConcurrency:
+		return fmt.Errorf("outbox.concurrency must be 1 to %d, got %d", MaxConcurrency, c.Outbox.Concurrency)
+	case c.Idempotency.ReapInterval.Duration != 0 && outside(c.Idempotency.ReapInterval, MinReapInterval, MaxReapInterval):
+		return fmt.Errorf("idempotency.reap_interval must be 0 (no reaper) or between %s and %s, got %s", MinReapInterval, MaxReapInterval, c.Idempotency.ReapInterval)
 	case !ownerRE.MatchString(c.TUI.Owner):
 		return fmt.Errorf("tui.owner %q is not an owner id (1-128 of A-Z a-z 0-9 . _ : @ -)", c.TUI.Owner)
 	}

@@ -111,9 +111,11 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if opts.DataDir == "" {
 		opts.DataDir = DefaultDataDir()
 	}
-	dataDir, err := filepath.Abs(opts.DataDir)
+	// Resolved before anything: the lock, the comparison with a running server's directory and
+	// the server's -D all use the one real path, whatever symlink or ".." reached it.
+	dataDir, err := ResolveDataDir(opts.DataDir)
 	if err != nil {
-		return nil, fmt.Errorf("data dir %q: %w", opts.DataDir, err)
+		return nil, err
 	}
 	opts.DataDir = dataDir
 	if opts.StartTimeout == 0 {

@@ -302,3 +302,75 @@ func TestLoopbackTCPAsksForThePasswordAndOtherOSUsersAreRefused(t *testing.T) {
 		require.Equal(t, "1\n", out)
 	})
 }
+
+// Issue 28: a data dir reached through a symlink or ".." is the same cluster. Before, `db status`
+// through a symlink to a running cluster's directory compared /proc/PID/cwd (the real path) with
+// the unresolved one, called the server's postmaster.pid stale and deleted it — and PostgreSQL
+// shut down a minute later ("data directory lock file is invalid").
+func TestADataDirReachedThroughASymlinkOrDotDotIsTheSameRunningCluster(t *testing.T) {
+	t.Parallel()
+	dir := tempDataDir(t)
+	c, err := embedded.Start(context.Background(), embedded.Options{DataDir: dir, Detached: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = embedded.StopDataDir(context.Background(), dir) })
+	pidFile := filepath.Join(dir, "postmaster.pid")
+	before, err := os.ReadFile(pidFile)
+	require.NoError(t, err)
+
+	link := filepath.Join(filepath.Dir(dir), "link-to-pg")
+	require.NoError(t, os.Symlink(dir, link))
+	dotdot := filepath.Join(filepath.Dir(dir), "pg", "..", "link-to-pg", ".")
+	real, err := filepath.EvalSymlinks(dir)
+	require.NoError(t, err)
+	for _, path := range []string{link, dotdot} {
+		st, err := embedded.Inspect(path)
+		require.NoError(t, err)
+		require.True(t, st.Running, "%s reaches the running cluster", path)
+		require.Equal(t, c.PID, st.PID)
+		require.Equal(t, real, st.DataDir, "the status names the real directory")
+
+		again, err := embedded.Start(context.Background(), embedded.Options{DataDir: path})
+		require.NoError(t, err)
+		require.False(t, again.Owned, "a start through %s reuses the server, never starts a second one", path)
+		require.Equal(t, c.PID, again.PID)
+
+		attached, err := embedded.Attach(path)
+		require.NoError(t, err)
+		require.NotNil(t, attached)
+		require.Equal(t, c.PID, attached.PID)
+	}
+	after, err := os.ReadFile(pidFile)
+	require.NoError(t, err, "the server's postmaster.pid is still there")
+	require.Equal(t, before, after)
+	ping(t, c.DSN("postgres"))
+
+	was, err := embedded.StopDataDir(context.Background(), link)
+	require.NoError(t, err)
+	require.True(t, was, "db stop through the symlink stops the server")
+	require.True(t, processGone(c.PID, 10*time.Second))
+}
+
+// The pid file of a live postgres is never removed, whatever it says: one naming a running
+// server of another directory refuses the start and names the file, and that server keeps
+// running.
+func TestAPidFileNamingAnotherLiveServerIsNeverRemoved(t *testing.T) {
+	t.Parallel()
+	a := start(t, embedded.Options{DataDir: tempDataDir(t)})
+	dir := tempDataDir(t)
+	require.NoError(t, os.MkdirAll(dir, 0o700))
+	planted := fmt.Sprintf("%d\n%s\n0\n5432\n/tmp\n\n0 0\nready\n", a.PID, dir)
+	pidFile := filepath.Join(dir, "postmaster.pid")
+	require.NoError(t, os.WriteFile(pidFile, []byte(planted), 0o600))
+
+	st, err := embedded.Inspect(dir)
+	require.Error(t, err)
+	require.False(t, st.Running)
+	require.Contains(t, err.Error(), pidFile)
+	require.Contains(t, err.Error(), "another directory")
+	_, err = embedded.Start(context.Background(), embedded.Options{DataDir: dir})
+	require.Error(t, err)
+	got, err := os.ReadFile(pidFile)
+	require.NoError(t, err, "not removed")
+	require.Equal(t, planted, string(got))
+	ping(t, a.DSN("postgres"))
+}

@@ -59,27 +59,103 @@ func alive(pid int) bool {
 	return true
 }
 
-// isOurServer reports whether pid is a postgres whose working directory is dataDir (the
-// postmaster chdirs into its data dir), so a recycled pid is never mistaken for our server.
-func isOurServer(pid int, dataDir string) bool {
-	if !alive(pid) {
-		return false
+// ResolveDataDir is dir as the kernel names it: absolute, with "..", "." and every symbolic link
+// resolved (of the part of the path that exists; the rest, not created yet, is kept as given).
+// Every comparison and every file idemwork derives from a data dir (its lock, its socket dir)
+// uses this path, so two paths reaching one directory are one cluster.
+func ResolveDataDir(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("data dir %q: %w", dir, err)
 	}
-	if cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid)); err == nil {
-		return filepath.Clean(cwd) == filepath.Clean(dataDir)
+	var rest []string
+	for p := abs; ; {
+		real, err := filepath.EvalSymlinks(p)
+		if err == nil {
+			return filepath.Join(append([]string{real}, rest...)...), nil
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			return "", fmt.Errorf("data dir %q: resolve %s: %w", dir, p, err)
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return abs, nil
+		}
+		rest = append([]string{filepath.Base(p)}, rest...)
+		p = parent
 	}
-	cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	return err == nil && strings.Contains(string(cmd), "postgres")
 }
 
-// running returns the server already serving dataDir, or nil. A postmaster.pid whose process is
-// gone (a SIGKILLed run) is removed so the next start is not refused.
+// serverState is what a live pid named by postmaster.pid is to a data dir.
+type serverState int
+
+const (
+	// notAServer: the pid is gone, a zombie, or a process that is not a postgres (a recycled
+	// pid): the pid file is stale.
+	notAServer serverState = iota
+	// ourServer: a postgres whose working directory is the data dir.
+	ourServer
+	// anotherServer: a live postgres serving another directory. Its pid file is not ours to
+	// judge, and never removed.
+	anotherServer
+)
+
+// serverOf says what pid is to dataDir. The postmaster chdirs into its data dir, so its
+// /proc/PID/cwd is the same directory (compared as a file: device and inode, so a symlink, a
+// bind mount or another path to it is the same directory), whatever path reached it.
+func serverOf(pid int, dataDir string) serverState {
+	if !alive(pid) {
+		return notAServer
+	}
+	if !isPostgres(pid) {
+		return notAServer
+	}
+	cwd, err := os.Stat(fmt.Sprintf("/proc/%d/cwd", pid))
+	if err != nil {
+		// Not allowed to look (another user's process): a live postgres named by our pid file is
+		// taken for ours, never removed.
+		return ourServer
+	}
+	dir, err := os.Stat(dataDir)
+	if err == nil && os.SameFile(cwd, dir) {
+		return ourServer
+	}
+	return anotherServer
+}
+
+// isPostgres reports whether pid runs a postgres (or postmaster) binary. When that cannot be
+// read, the answer is yes: removing a live server's pid file kills it, keeping a stale one only
+// refuses a start.
+func isPostgres(pid int) bool {
+	if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err == nil {
+		base := filepath.Base(strings.TrimSuffix(exe, " (deleted)"))
+		return base == "postgres" || base == "postmaster"
+	}
+	if cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil {
+		return strings.Contains(string(cmd), "postgres") || strings.Contains(string(cmd), "postmaster")
+	}
+	return true
+}
+
+// running returns the server already serving dataDir (resolved: ResolveDataDir), or nil. A
+// postmaster.pid whose process is gone (a SIGKILLed run), or is not a postgres at all (a
+// recycled pid), is removed so the next start is not refused; the pid file of a live postgres is
+// never removed, whatever path reached it (PostgreSQL shuts down within a minute once its
+// postmaster.pid is gone).
 func running(dataDir string) (*Cluster, error) {
 	pf, err := readPidFile(dataDir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
-	if err != nil || !isOurServer(pf.pid, dataDir) {
+	state := notAServer
+	if err == nil {
+		state = serverOf(pf.pid, dataDir)
+	}
+	switch {
+	case state == anotherServer:
+		return nil, fmt.Errorf("%s names pid %d, a running postgres that serves another directory; if no server runs on %s, remove %s",
+			filepath.Join(dataDir, pidFile), pf.pid, dataDir, filepath.Join(dataDir, pidFile))
+	case err != nil || state == notAServer:
 		if rmErr := os.Remove(filepath.Join(dataDir, pidFile)); rmErr != nil && !errors.Is(rmErr, os.ErrNotExist) {
 			return nil, fmt.Errorf("remove stale %s: %w", pidFile, rmErr)
 		}
@@ -136,7 +212,10 @@ func Inspect(dataDir string) (Status, error) {
 	if dataDir == "" {
 		dataDir = DefaultDataDir()
 	}
-	dataDir, _ = filepath.Abs(dataDir)
+	dataDir, err := ResolveDataDir(dataDir)
+	if err != nil {
+		return Status{}, err
+	}
 	st := Status{DataDir: dataDir}
 	if b, err := os.ReadFile(filepath.Join(dataDir, "PG_VERSION")); err == nil {
 		st.Version = strings.TrimSpace(string(b))
@@ -169,7 +248,10 @@ func (c *Cluster) serverVersion() string {
 
 // Attach returns the running server of dataDir without starting one (nil when none runs).
 func Attach(dataDir string) (*Cluster, error) {
-	dataDir, _ = filepath.Abs(dataDir)
+	dataDir, err := ResolveDataDir(dataDir)
+	if err != nil {
+		return nil, err
+	}
 	return running(dataDir)
 }
 
@@ -179,7 +261,10 @@ func StopDataDir(ctx context.Context, dataDir string) (bool, error) {
 	if dataDir == "" {
 		dataDir = DefaultDataDir()
 	}
-	dataDir, _ = filepath.Abs(dataDir)
+	dataDir, err := ResolveDataDir(dataDir)
+	if err != nil {
+		return false, err
+	}
 	unlock, err := lockFile(ctx, dataDir+".lock")
 	if err != nil {
 		return false, err

@@ -44,14 +44,14 @@ const (
 // DefaultMaxBodyBytes caps request bodies when Options.MaxBodyBytes is 0.
 const DefaultMaxBodyBytes = 256 << 10
 
-// Adapter-level codes without an entry in apperr.
+// Adapter-level codes (catalogued in apperr and docs/errors.md like every other refusal).
 const (
-	codeMethodNotAllowed apperr.Code = "METHOD_NOT_ALLOWED"
+	codeMethodNotAllowed = apperr.MethodNotAllowed
 	// codeClientClosed is logged (status 499, nginx's convention) for a request whose client went
 	// away before the answer: not a server error, and nobody reads the body.
-	codeClientClosed apperr.Code = "CLIENT_CLOSED_REQUEST"
+	codeClientClosed = apperr.ClientClosedRequest
 	// statusClientClosed is the status logged and counted for codeClientClosed.
-	statusClientClosed = 499
+	statusClientClosed = apperr.StatusClientClosedRequest
 )
 
 // Options configures the handler.
@@ -72,6 +72,11 @@ type Options struct {
 	RequireKey bool
 	// Collectors are more metrics served on /metrics (serve's reaper counters).
 	Collectors []prometheus.Collector
+	// OwnerMaxReads bounds the reads one owner runs at once (config http.owner_max_reads; 0:
+	// DefaultOwnerMaxReads); a read beyond it waits up to ReadWait, then is 503 OVERLOADED.
+	OwnerMaxReads int
+	// ReadWait bounds that wait (0: idem.DefaultAcquireTimeout, as idempotency.acquire_timeout).
+	ReadWait time.Duration
 }
 
 // API is the HTTP handler over a kernel.
@@ -83,6 +88,7 @@ type API struct {
 	mux     *http.ServeMux
 	methods []string
 	metrics *metrics
+	reads   *readGate
 }
 
 type tokenEntry struct {
@@ -95,7 +101,10 @@ func New(k *kernel.Kernel, opts Options) *API {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	a := &API{k: k, opts: opts, mux: http.NewServeMux(), metrics: newMetrics(k, opts.Collectors...),
+	if opts.ReadWait <= 0 {
+		opts.ReadWait = idem.DefaultAcquireTimeout
+	}
+	a := &API{k: k, opts: opts, mux: http.NewServeMux(), metrics: newMetrics(k, opts.Collectors...), reads: newReadGate(opts.OwnerMaxReads, opts.ReadWait),
 		methods: []string{http.MethodGet, http.MethodPost, http.MethodPatch, http.MethodPut, http.MethodDelete}}
 	for tok, owner := range opts.Tokens {
 		a.tokens = append(a.tokens, tokenEntry{sum: sha256.Sum256([]byte(tok)), owner: owner})
@@ -108,9 +117,9 @@ func New(k *kernel.Kernel, opts Options) *API {
 	m.HandleFunc("PATCH /v1/modules/{module}/records/{id}", a.endpoint(a.write(a.patchRecord)))
 	m.HandleFunc("POST /v1/modules/{module}/records/{id}/features/{featureId}", a.endpoint(a.write(a.runFeature)))
 	m.HandleFunc("POST /v1/modules/{module}/records/{id}/reviews", a.endpoint(a.write(a.createReview)))
-	m.HandleFunc("GET /v1/modules/{module}/records/{id}", a.endpoint(a.getRecord))
-	m.HandleFunc("GET /v1/modules/{module}/records/{id}/{part}", a.endpoint(a.getRecordPart))
-	m.HandleFunc("GET /v1/keys/{key...}", a.endpoint(a.getKey))
+	m.HandleFunc("GET /v1/modules/{module}/records/{id}", a.endpoint(a.read(a.getRecord)))
+	m.HandleFunc("GET /v1/modules/{module}/records/{id}/{part}", a.endpoint(a.read(a.getRecordPart)))
+	m.HandleFunc("GET /v1/keys/{key...}", a.endpoint(a.read(a.getKey)))
 	m.HandleFunc("GET /v1/whoami", a.endpoint(whoami))
 	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		wire.JSON(http.StatusOK, map[string]bool{"ok": true}).Serve(w)
@@ -257,8 +266,23 @@ func (a *API) write(fn writeFunc) endpointFunc {
 		if !present && a.opts.RequireKey {
 			return wire.Response{}, apperr.New(apperr.BadRequest, "this server requires an %s header on every write (http.require_key = true)", HeaderIdempotencyKey)
 		}
-		return fn(r, owner, key)
+		rep, err := fn(r, owner, key)
+		return rep, wire.LostCommit(err, key, lookAfter(r))
 	}
+}
+
+// lookAfter says where a client sees whether a write it sent without a key committed.
+func lookAfter(r *http.Request) string {
+	module, id := r.PathValue("module"), r.PathValue("id")
+	switch {
+	case id == "":
+		return "look for a record created just now among the owner's records (idemwork history --owner <owner>, or the workbench's Records view)"
+	case r.PathValue("featureId") != "":
+		return fmt.Sprintf("read the record's executions (GET /v1/modules/%s/records/%s/executions)", module, id)
+	case strings.HasSuffix(r.URL.Path, "/reviews"):
+		return fmt.Sprintf("read the record's audit (GET /v1/modules/%s/records/%s/audit) for the review", module, id)
+	}
+	return fmt.Sprintf("read the record (GET /v1/modules/%s/records/%s): its revision says whether the patch applied", module, id)
 }
 
 // endpoint authenticates the owner, runs fn and serves its response or coded error (both built

@@ -76,14 +76,21 @@ func rewriteServerError(p []byte) ([]byte, bool) {
 	code := apperr.BadRequest
 	switch status {
 	case http.StatusRequestHeaderFieldsTooLarge:
-		code = "HEADERS_TOO_LARGE"
+		code = apperr.HeadersTooLarge
 		text = "the request's headers exceed the server's limit"
 	case http.StatusNotImplemented:
-		code = "NOT_IMPLEMENTED"
+		code = apperr.NotImplemented
 	case http.StatusHTTPVersionNotSupported:
-		code = "HTTP_VERSION_NOT_SUPPORTED"
+		code = apperr.HTTPVersionNotSupported
 	case http.StatusExpectationFailed:
-		code = "EXPECTATION_FAILED"
+		code = apperr.ExpectationFailed
+	case http.StatusBadRequest:
+	default:
+		// A status net/http may add one day: still a catalogued code, with its own status.
+		code = apperr.BadRequest
+		if status >= 500 {
+			code = apperr.NotImplemented
+		}
 	}
 	body, _ := json.Marshal(ErrorBody{Error: ErrorDetail{Code: code, Status: status, Message: text}})
 	body = append(body, '\n')

@@ -3,6 +3,8 @@ package httpapi
 import (
 	"encoding/json"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/idemwork/idemwork/apperr"
@@ -117,50 +119,215 @@ func (a *API) createReview(r *http.Request, owner, key string) (wire.Response, e
 	return res.Response(), nil
 }
 
-func (a *API) recordDetail(r *http.Request, owner string) (store.RecordDetail, error) {
-	id := r.PathValue("id")
-	if err := kernel.CheckRecordID(id); err != nil {
-		return store.RecordDetail{}, err
-	}
-	return a.k.DB().GetRecordDetail(r.Context(), owner, r.PathValue("module"), id)
+// RecordBody is the body of GET /v1/modules/{module}/records/{id}: the record, its latest
+// revision (never every revision: a record's history grows without bound), the first page of
+// its executions and of its audit events, and links to read each list a page at a time.
+type RecordBody struct {
+	Record store.Record `json:"record"`
+	// Revisions holds the latest revision only; Links.Revisions reads them all.
+	Revisions  []store.Revision   `json:"revisions"`
+	Executions []store.Execution  `json:"executions"`
+	Audit      []store.AuditEvent `json:"audit"`
+	Links      RecordLinks        `json:"links"`
 }
 
+// RecordLinks are where a record's lists continue: Revisions is the first page of every
+// revision; Executions and Audit the page after the inline one, null when none follows.
+type RecordLinks struct {
+	Revisions  string  `json:"revisions"`
+	Executions *string `json:"executions"`
+	Audit      *string `json:"audit"`
+}
+
+// RevisionsBody, ExecutionsBody and AuditBody are the pages of GET …/revisions, /executions and
+// /audit (?after= continues, ?limit= sizes a page); Next is the next page's path, null after
+// the last.
+type RevisionsBody struct {
+	Revisions []store.Revision `json:"revisions"`
+	Next      *string          `json:"next"`
+}
+
+// ExecutionsBody is a page of GET …/executions.
+type ExecutionsBody struct {
+	Executions []store.Execution `json:"executions"`
+	Next       *string           `json:"next"`
+}
+
+// AuditBody is a page of GET …/audit.
+type AuditBody struct {
+	Audit []store.AuditEvent `json:"audit"`
+	Next  *string            `json:"next"`
+}
+
+// read guards a read route: it takes one of the owner's read slots (http.owner_max_reads, the
+// CPUs by default), then one of the owner's shares of the pool (the one writes take,
+// idempotency.owner_max_conns), and holds both for its statements and the encoding of its
+// answer. So one owner's flood of reads runs a few reads at a time and holds at most its share
+// of the pool; the rest waits in this process holding nothing, and past the acquire timeout is
+// 503 OVERLOADED with Retry-After.
+func (a *API) read(fn endpointFunc) endpointFunc {
+	return func(r *http.Request, owner string) (wire.Response, error) {
+		leave, err := a.reads.enter(r.Context(), owner)
+		if err != nil {
+			return wire.Response{}, err
+		}
+		defer leave()
+		release, err := a.k.Runner().Admission().HoldOwner(r.Context(), owner)
+		if err != nil {
+			return wire.Response{}, err
+		}
+		defer release()
+		return fn(r, owner)
+	}
+}
+
+// recordParams checks the record id of the path and the page's query (limit up to max).
+func recordParams(r *http.Request, owner string, max int) (store.RecordPageParams, error) {
+	p := store.RecordPageParams{Owner: owner, Module: r.PathValue("module"), RecordID: r.PathValue("id"), Limit: store.DefaultRecordPage}
+	if err := kernel.CheckRecordID(p.RecordID); err != nil {
+		return p, err
+	}
+	q := r.URL.Query()
+	for name, values := range q {
+		if name != "limit" && name != "after" {
+			return p, apperr.New(apperr.BadRequest, "unknown query parameter %q (a record's lists take limit and after)", name)
+		}
+		if len(values) != 1 {
+			return p, apperr.New(apperr.BadRequest, "query parameter %s appears %d times", name, len(values))
+		}
+	}
+	if v, ok := q["limit"]; ok {
+		n, err := strconv.Atoi(v[0])
+		if err != nil || n < 1 || n > max {
+			return p, apperr.New(apperr.BadRequest, "limit: want 1-%d entries per page, got %q", max, v[0])
+		}
+		p.Limit = n
+	}
+	return p, nil
+}
+
+// pagePath is the path of a list's page after after, at the request's page size.
+func pagePath(r *http.Request, part, after string, p store.RecordPageParams) *string {
+	v := url.Values{}
+	if after != "" {
+		v.Set("after", after)
+	}
+	if _, ok := r.URL.Query()["limit"]; ok {
+		v.Set("limit", strconv.Itoa(p.Limit))
+	}
+	path := "/v1/modules/" + url.PathEscape(p.Module) + "/records/" + url.PathEscape(p.RecordID) + "/" + part
+	if len(v) > 0 {
+		path += "?" + v.Encode()
+	}
+	return &path
+}
+
+func executionCursor(e store.Execution) string {
+	return store.Cursor{At: e.CreatedAt, ID: e.ID}.Encode()
+}
+
+func auditCursor(e store.AuditEvent) string { return store.Cursor{At: e.At, ID: e.ID}.Encode() }
+
+// getRecord answers the record, its latest revision and the first page of its executions and
+// audit events: three statements, however long its history.
 func (a *API) getRecord(r *http.Request, owner string) (wire.Response, error) {
-	d, err := a.recordDetail(r, owner)
+	if r.URL.RawQuery != "" {
+		return wire.Response{}, apperr.New(apperr.BadRequest, "GET of a record takes no query; page its lists at links.revisions, links.executions and links.audit")
+	}
+	p, err := recordParams(r, owner, store.MaxRecordPage)
 	if err != nil {
 		return wire.Response{}, err
 	}
-	return wire.JSON(http.StatusOK, d), nil
-}
-
-func (a *API) getRecordPart(r *http.Request, owner string) (wire.Response, error) {
-	part := r.PathValue("part")
-	switch part {
-	case "revisions", "executions", "audit":
-	default:
-		return wire.Response{}, apperr.New(apperr.NotFound, "no route GET %s (a record has /revisions, /executions and /audit)", r.URL.Path)
-	}
-	d, err := a.recordDetail(r, owner)
+	db := a.k.DB()
+	head, err := db.GetRecordHead(r.Context(), owner, p.Module, p.RecordID)
 	if err != nil {
 		return wire.Response{}, err
 	}
-	var body any
-	switch part {
-	case "revisions":
-		body = map[string]any{"revisions": nonNil(d.Revisions)}
-	case "executions":
-		body = map[string]any{"executions": nonNil(d.Executions)}
-	default:
-		body = map[string]any{"audit": nonNil(d.Audit)}
+	p.Exists = true
+	execs, moreExecs, err := db.RecordExecutionPage(r.Context(), p)
+	if err != nil {
+		return wire.Response{}, err
+	}
+	audit, moreAudit, err := db.RecordAuditPage(r.Context(), p)
+	if err != nil {
+		return wire.Response{}, err
+	}
+	body := RecordBody{Record: head.Record, Revisions: []store.Revision{head.Latest}, Executions: execs, Audit: audit,
+		Links: RecordLinks{Revisions: *pagePath(r, "revisions", "", p)}}
+	if moreExecs {
+		body.Links.Executions = pagePath(r, "executions", executionCursor(execs[len(execs)-1]), p)
+	}
+	if moreAudit {
+		body.Links.Audit = pagePath(r, "audit", auditCursor(audit[len(audit)-1]), p)
 	}
 	return wire.JSON(http.StatusOK, body), nil
 }
 
-func nonNil[T any](s []T) []T {
-	if s == nil {
-		return []T{}
+// getRecordPart answers one page of a record's revisions, executions or audit events: its own
+// statement alone (a second only when the page is empty, to tell a record without entries from
+// no record).
+func (a *API) getRecordPart(r *http.Request, owner string) (wire.Response, error) {
+	part := r.PathValue("part")
+	max := store.MaxRecordPage
+	switch part {
+	case "revisions":
+		max = store.MaxRevisionPage
+	case "executions", "audit":
+	default:
+		return wire.Response{}, apperr.New(apperr.NotFound, "no route GET %s (a record has /revisions, /executions and /audit)", r.URL.Path)
 	}
-	return s
+	p, err := recordParams(r, owner, max)
+	if err != nil {
+		return wire.Response{}, err
+	}
+	after := r.URL.Query().Get("after")
+	db, ctx := a.k.DB(), r.Context()
+	switch part {
+	case "revisions":
+		if after != "" {
+			n, err := strconv.Atoi(after)
+			if err != nil || n < 0 {
+				return wire.Response{}, apperr.New(apperr.BadRequest, "after: want a revision number (0 or more), got %q", after)
+			}
+			p.AfterRevision = n
+		}
+		revs, more, err := db.RecordRevisionPage(ctx, p)
+		if err != nil {
+			return wire.Response{}, err
+		}
+		body := RevisionsBody{Revisions: revs}
+		if more {
+			body.Next = pagePath(r, part, strconv.Itoa(revs[len(revs)-1].Revision), p)
+		}
+		return wire.JSON(http.StatusOK, body), nil
+	}
+	if after != "" {
+		c, err := store.DecodeCursor(after)
+		if err != nil {
+			return wire.Response{}, apperr.New(apperr.BadRequest, "after: %q is not a cursor this server printed (follow next)", after)
+		}
+		p.After = c
+	}
+	if part == "executions" {
+		execs, more, err := db.RecordExecutionPage(ctx, p)
+		if err != nil {
+			return wire.Response{}, err
+		}
+		body := ExecutionsBody{Executions: execs}
+		if more {
+			body.Next = pagePath(r, part, executionCursor(execs[len(execs)-1]), p)
+		}
+		return wire.JSON(http.StatusOK, body), nil
+	}
+	audit, more, err := db.RecordAuditPage(ctx, p)
+	if err != nil {
+		return wire.Response{}, err
+	}
+	body := AuditBody{Audit: audit}
+	if more {
+		body.Next = pagePath(r, part, auditCursor(audit[len(audit)-1]), p)
+	}
+	return wire.JSON(http.StatusOK, body), nil
 }
 
 func (a *API) getKey(r *http.Request, owner string) (wire.Response, error) {

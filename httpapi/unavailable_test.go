@@ -139,7 +139,8 @@ func TestAConnectionLostOutsideCommitIs503WithRetryAfter(t *testing.T) {
 	require.False(t, strings.Contains(r.raw, "unexpected"))
 }
 
-// /readyz says an unreachable database with the same code as every other answer does.
+// /readyz says an unreachable database with the same code as every other answer does, and what
+// is wrong: a refused connection is not "no answer within 2 s".
 func TestReadyzSaysAnUnreachableDatabaseWithTheSameCode(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t)
@@ -151,4 +152,7 @@ func TestReadyzSaysAnUnreachableDatabaseWithTheSameCode(t *testing.T) {
 	require.Equal(t, http.StatusServiceUnavailable, r.status, r.raw)
 	require.Equal(t, "DATABASE_UNAVAILABLE", r.code())
 	require.Equal(t, "1", r.header.Get("Retry-After"))
+	msg := r.body["error"].(map[string]any)["message"].(string)
+	require.Contains(t, msg, "nothing listens there (connection refused)")
+	require.NotContains(t, msg, "within 2 s")
 }

@@ -56,7 +56,7 @@ func TestAFreshKeyAndAFeatureRunTakeTwoRoundTripsAndAReplayOne(t *testing.T) {
 	require.NoError(t, err)
 	w.Take()
 
-	reserve := "batch[begin; select k.operation, k.fingerprint,; with ins as"
+	reserve := "batch[begin; settings; select k.operation, k.fingerprint,; with ins as"
 	created, err := k.Create(ctx, create("fresh-c"))
 	require.NoError(t, err)
 	require.Equal(t, idem.Executed, created.Outcome)
@@ -72,7 +72,7 @@ func TestAFreshKeyAndAFeatureRunTakeTwoRoundTripsAndAReplayOne(t *testing.T) {
 	replayed, err := k.Create(ctx, create("fresh-c"))
 	require.NoError(t, err)
 	require.Equal(t, idem.Replayed, replayed.Outcome)
-	require.Equal(t, []string{"select k.operation, k.fingerprint,"}, w.Take())
+	require.Equal(t, []string{"batch[begin; settings; select k.operation, k.fingerprint,; commit]"}, w.Take())
 	replayedRun, err := k.RunFeature(ctx, feature(created.Record.ID, "fresh-f"))
 	require.NoError(t, err)
 	require.Equal(t, idem.Replayed, replayedRun.Outcome)
@@ -92,7 +92,7 @@ func TestAFreshKeyAndAFeatureRunTakeTwoRoundTripsAndAReplayOne(t *testing.T) {
 	// Once it has answered the key, its next replay is the read alone.
 	_, err = other.Create(ctx, create("fresh-c"))
 	require.NoError(t, err)
-	require.Equal(t, []string{"select k.operation, k.fingerprint,"}, ow.Take())
+	require.Equal(t, []string{"batch[begin; settings; select k.operation, k.fingerprint,; commit]"}, ow.Take())
 }
 
 // A feature run's locking read travels with the reservation but runs only for the transaction

@@ -29,7 +29,7 @@ func TestADeliveryIsAClaimTransactionAndAFencedSettleTransaction(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, outbox.Report{Claimed: 1, Delivered: 1}, rep)
 	require.Equal(t, []string{
-		"batch[begin]", "update outbox_message", "batch[commit]",
-		"batch[begin; update outbox_message]", "update feature_execution", "insert into", "batch[commit]",
+		"batch[begin; settings]", "update outbox_message", "batch[commit]",
+		"batch[begin; settings; update outbox_message]", "update feature_execution", "insert into", "batch[commit]",
 	}, tr.Take(), "7 round trips")
 }

@@ -4,12 +4,19 @@
 // DELIVERED, a retry after an exponential, jittered and capped backoff, or FAILED, settling the
 // feature execution and writing an audit event in the same settling transaction.
 //
-// A claim is a lease: the message is hidden from other workers until it runs out. The claim's
-// attempt number is its token, and the settle is fenced by it, so a worker whose provider call
-// outlived the lease (or whose clock was moved past it) never overwrites what the worker that
-// claimed the message again wrote: it logs the lost lease and changes nothing. The provider call
-// is cancelled well before the lease runs out (CallTimeout < Lease), so in real time a lease is
-// lost only to a provider that ignores its context.
+// A claim is a lease, and every message has its own: a pass claims one message at a time, right
+// before its provider call starts (up to Concurrency calls at once), so no message waits behind
+// another one's call while its lease runs. The call is cancelled at CallTimeout, which is
+// strictly shorter than what remains of the lease when the call starts (checked before calling;
+// a claim that came back too late is not called), and a provider that ignores its cancellation
+// is cut off shortly after it and counted: the worker stops waiting, settles the attempt as
+// failed, and whatever that call returns later is dropped. So a claim never outlives its call,
+// and a provider that honours its context is never called twice for one message while a call is
+// in flight. The claim's attempt number is its token, and the settle is fenced by it, so a worker
+// whose lease ran out anyway (its process stalled, or the workbench clock was moved past it)
+// never overwrites what the worker that claimed the message again wrote: it logs the lost lease
+// and changes nothing. River bounds a job's run the same way: its timeout is shorter than the
+// window after which a stuck job is rescued.
 package outbox
 
 import (
@@ -18,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -28,7 +36,8 @@ import (
 
 // Provider is a real external system. Deliver must be idempotent on msg.IdempotencyID: a
 // message can be delivered again after a crash between the call and the settling commit, or
-// after a lease that ran out.
+// after a failed attempt. Deliver must return soon after ctx ends: a call that does not is cut
+// off (Report.CutOff) and may then overlap the message's next attempt.
 type Provider interface {
 	Deliver(ctx context.Context, msg store.OutboxMessage) error
 }
@@ -47,6 +56,10 @@ const (
 	DefaultMaxBackoff  = 5 * time.Minute
 	DefaultLease       = 30 * time.Second
 	DefaultCallTimeout = 10 * time.Second
+	DefaultConcurrency = 4
+	// MaxCutOffGrace bounds how long the worker waits, past CallTimeout, for a provider to
+	// return after its context ended before it cuts the call off.
+	MaxCutOffGrace = time.Second
 	// JitterPercent spreads each retry delay by ±20 %, so messages that failed together do not
 	// all come due in the same instant.
 	JitterPercent = 20
@@ -68,6 +81,9 @@ type Options struct {
 	// CallTimeout bounds one provider call. It is kept below the lease: a CallTimeout of zero or
 	// at least the Lease becomes half the Lease.
 	CallTimeout time.Duration
+	// Concurrency is how many provider calls one pass runs at once, each on a message claimed
+	// for it alone just before the call (default DefaultConcurrency).
+	Concurrency int
 	// AfterCall, when set, runs after each provider call and before its settle. An error makes
 	// the worker abandon the claim unsettled, as a crash between the call and the settle would:
 	// the message comes due again when the lease runs out and is delivered again under the same
@@ -106,6 +122,9 @@ func NewWorker(db *store.DB, opts Options) *Worker {
 	if opts.CallTimeout >= opts.Lease {
 		opts.CallTimeout = opts.Lease / 2
 	}
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = DefaultConcurrency
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -124,6 +143,13 @@ func (w *Worker) Lease() time.Duration { return w.opts.Lease }
 
 // CallTimeout bounds one provider call (always below the lease).
 func (w *Worker) CallTimeout() time.Duration { return w.opts.CallTimeout }
+
+// cutOffGrace is how long a call may run past its CallTimeout before the worker stops waiting
+// for it: a quarter of the lease's margin over the call timeout, at most MaxCutOffGrace, so the
+// call, the grace and the settle all fit in the lease.
+func (w *Worker) cutOffGrace() time.Duration {
+	return min((w.opts.Lease-w.opts.CallTimeout)/4, MaxCutOffGrace)
+}
 
 // Backoff is the delay before the retry that follows failed attempt number attempt (1 for the
 // first call): BaseBackoff·2^(attempt-1), ±JitterPercent, capped at MaxBackoff. Each call draws
@@ -160,6 +186,25 @@ type Report struct {
 	Lost int `json:"lost"`
 	// Abandoned counts claims AfterCall left unsettled.
 	Abandoned int `json:"abandoned"`
+	// CutOff counts provider calls that ignored their context: still running a moment after
+	// CallTimeout, they were cut off and settled as failed attempts; what they return later is
+	// dropped.
+	CutOff int `json:"cutOff"`
+	// Unstarted counts claims that came back with no more of their lease left than CallTimeout
+	// and the cut-off grace (the claim itself was that slow): they were not called, and come due
+	// when the lease runs out.
+	Unstarted int `json:"unstarted"`
+}
+
+func (r *Report) add(o Report) {
+	r.Claimed += o.Claimed
+	r.Delivered += o.Delivered
+	r.Retried += o.Retried
+	r.Failed += o.Failed
+	r.Lost += o.Lost
+	r.Abandoned += o.Abandoned
+	r.CutOff += o.CutOff
+	r.Unstarted += o.Unstarted
 }
 
 // Outcomes of settling one claim: the message's status, and for DELIVERED and FAILED also the
@@ -184,43 +229,127 @@ func (w *Worker) RunOnce(ctx context.Context, limit int) (Report, error) {
 
 // RunScoped is RunOnce over the due messages in scope only: the workbench's pass delivers the
 // owner on screen, a demo its own message, and neither touches anyone else's.
+//
+// Messages are claimed only when a call slot is free for each (at most Concurrency calls run at
+// once), so each message's lease starts just before its own call; none waits behind another's.
 func (w *Worker) RunScoped(ctx context.Context, scope Scope, limit int) (Report, error) {
-	var rep Report
-	now := w.opts.Clock.Now()
-	msgs, err := w.db.ClaimOutbox(ctx, store.ClaimOutboxParams{Now: now, LeaseUntil: now.Add(w.opts.Lease), Limit: limit,
-		OwnerID: scope.OwnerID, IDs: scope.MessageIDs})
+	var (
+		mu       sync.Mutex
+		rep      Report
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	fail := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if firstErr == nil {
+			firstErr = err
+		}
+	}
+	failed := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return firstErr != nil
+	}
+	slots := make(chan struct{}, w.opts.Concurrency)
+	for claimed := 0; claimed < limit && !failed(); {
+		// Wait for a free call slot, then take every slot free now: that many messages are
+		// claimed together, each called at once, so each one's lease starts at its call.
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			fail(ctx.Err())
+			continue
+		}
+		free := 1
+	more:
+		for free < limit-claimed {
+			select {
+			case slots <- struct{}{}:
+				free++
+			default:
+				break more
+			}
+		}
+		now := w.opts.Clock.Now()
+		leaseUntil := now.Add(w.opts.Lease)
+		msgs, err := w.db.ClaimOutbox(ctx, store.ClaimOutboxParams{Now: now, LeaseUntil: leaseUntil, Limit: free,
+			OwnerID: scope.OwnerID, IDs: scope.MessageIDs})
+		if err != nil {
+			fail(err)
+		}
+		for range free - len(msgs) {
+			<-slots
+		}
+		claimed += len(msgs)
+		for _, m := range msgs {
+			wg.Go(func() {
+				defer func() { <-slots }()
+				one, err := w.process(ctx, m, leaseUntil)
+				mu.Lock()
+				rep.add(one)
+				mu.Unlock()
+				if err != nil {
+					fail(err)
+				}
+			})
+		}
+		if len(msgs) < free {
+			break // nothing more is due now
+		}
+	}
+	wg.Wait()
+	return rep, firstErr
+}
+
+// process calls the provider for one claimed message and settles the claim.
+func (w *Worker) process(ctx context.Context, m store.OutboxMessage, leaseUntil time.Time) (Report, error) {
+	rep := Report{Claimed: 1}
+	// The call may only start if it ends (CallTimeout, and the grace of a provider that
+	// ignores its context) before the lease does.
+	if left := leaseUntil.Sub(w.opts.Clock.Now()); left <= w.opts.CallTimeout+w.cutOffGrace() {
+		w.opts.Logger.Warn("outbox: the claim came back with too little of its lease left to call the provider within it; it runs out unsettled",
+			"message", m.ID, "owner", m.OwnerID, "attempt", m.Attempts, "leaseLeft", left, "callTimeout", w.opts.CallTimeout)
+		rep.Unstarted++
+		return rep, nil
+	}
+	// The provider call happens here, with no transaction open.
+	callErr, cut := w.deliver(ctx, m)
+	if cut {
+		w.opts.Logger.Warn("outbox: the provider ignored its context and was cut off; its attempt is settled as failed and what it returns is dropped",
+			"message", m.ID, "owner", m.OwnerID, "attempt", m.Attempts, "callTimeout", w.opts.CallTimeout)
+		rep.CutOff++
+	}
+	if w.opts.AfterCall != nil {
+		if err := w.opts.AfterCall(ctx, m, callErr); err != nil {
+			w.opts.Logger.Warn("outbox: claim abandoned before its settle", "message", m.ID, "attempt", m.Attempts, "reason", err)
+			rep.Abandoned++
+			return rep, nil
+		}
+	}
+	// A call that was cut off may still be running: its message is not due again before its
+	// lease would have run out, whatever the backoff says.
+	notBefore := time.Time{}
+	if cut {
+		notBefore = leaseUntil
+	}
+	outcome, err := w.settle(ctx, m, callErr, notBefore)
+	if errors.Is(err, store.ErrLeaseLost) {
+		w.opts.Logger.Warn("outbox: lease lost; the settle changed nothing", "message", m.ID, "owner", m.OwnerID,
+			"attempt", m.Attempts, "lease", w.opts.Lease, "callError", errString(callErr))
+		rep.Lost++
+		return rep, nil
+	}
 	if err != nil {
 		return rep, err
 	}
-	rep.Claimed = len(msgs)
-	for _, m := range msgs {
-		// The provider call happens here, with no transaction open.
-		callErr := w.deliver(ctx, m)
-		if w.opts.AfterCall != nil {
-			if err := w.opts.AfterCall(ctx, m, callErr); err != nil {
-				w.opts.Logger.Warn("outbox: claim abandoned before its settle", "message", m.ID, "attempt", m.Attempts, "reason", err)
-				rep.Abandoned++
-				continue
-			}
-		}
-		outcome, err := w.settle(ctx, m, callErr)
-		if errors.Is(err, store.ErrLeaseLost) {
-			w.opts.Logger.Warn("outbox: lease lost; the settle changed nothing", "message", m.ID, "owner", m.OwnerID,
-				"attempt", m.Attempts, "lease", w.opts.Lease, "callError", errString(callErr))
-			rep.Lost++
-			continue
-		}
-		if err != nil {
-			return rep, err
-		}
-		switch outcome {
-		case settledDelivered:
-			rep.Delivered++
-		case settledFailed:
-			rep.Failed++
-		default:
-			rep.Retried++
-		}
+	switch outcome {
+	case settledDelivered:
+		rep.Delivered++
+	case settledFailed:
+		rep.Failed++
+	default:
+		rep.Retried++
 	}
 	return rep, nil
 }
@@ -242,23 +371,40 @@ func (w *Worker) Run(ctx context.Context, interval time.Duration) error {
 	}
 }
 
-func (w *Worker) deliver(ctx context.Context, m store.OutboxMessage) error {
+// deliver calls the provider with CallTimeout. A provider that has not returned a short grace
+// after its context ended is cut off (cut is true): the worker stops waiting, and the call's
+// eventual result goes nowhere.
+func (w *Worker) deliver(ctx context.Context, m store.OutboxMessage) (err error, cut bool) {
 	p, ok := w.opts.Providers[m.Provider]
 	if !ok {
-		return fmt.Errorf("no provider %q is configured", m.Provider)
+		return fmt.Errorf("no provider %q is configured", m.Provider), false
 	}
 	callCtx, cancel := context.WithTimeout(ctx, w.opts.CallTimeout)
 	defer cancel()
-	err := p.Deliver(callCtx, m)
-	if err != nil && callCtx.Err() != nil && ctx.Err() == nil {
-		return fmt.Errorf("the provider call timed out after %s: %w", w.opts.CallTimeout, err)
+	done := make(chan error, 1) // buffered: a call that was cut off still ends without a reader
+	go func() { done <- p.Deliver(callCtx, m) }()
+	select {
+	case err = <-done:
+	case <-callCtx.Done():
+		grace := time.NewTimer(w.cutOffGrace())
+		defer grace.Stop()
+		select {
+		case err = <-done:
+		case <-grace.C:
+			return fmt.Errorf("the provider ignored its context: still running %s after its %s call timeout, it was cut off (its call may still be running)",
+				w.cutOffGrace(), w.opts.CallTimeout), true
+		}
 	}
-	return err
+	if err != nil && callCtx.Err() != nil && ctx.Err() == nil {
+		return fmt.Errorf("the provider call timed out after %s: %w", w.opts.CallTimeout, err), false
+	}
+	return err, false
 }
 
 // settle records the provider call's result and, for DELIVERED or FAILED, settles the
-// execution and audits it, all in one transaction and only while the claim still holds.
-func (w *Worker) settle(ctx context.Context, m store.OutboxMessage, callErr error) (string, error) {
+// execution and audits it, all in one transaction and only while the claim still holds. A retry
+// comes due after its backoff, and not before notBefore.
+func (w *Worker) settle(ctx context.Context, m store.OutboxMessage, callErr error, notBefore time.Time) (string, error) {
 	status := settledDelivered
 	var lastErr *string
 	now := w.opts.Clock.Now()
@@ -271,6 +417,9 @@ func (w *Worker) settle(ctx context.Context, m store.OutboxMessage, callErr erro
 			status = settledFailed
 		} else {
 			next = now.Add(w.Backoff(m.Attempts))
+			if next.Before(notBefore) {
+				next = notBefore
+			}
 		}
 	}
 	err := w.db.Tx(ctx, func(ctx context.Context) error {

@@ -28,8 +28,8 @@ func (db *DB) acquire(ctx context.Context) (*pgxpool.Conn, error) {
 
 // Conn is one pooled connection taken within the acquire timeout (OVERLOADED past it), for a
 // caller that runs a few statements in a row on it (the runner's success-cache read). Its
-// statements follow the session's rules exactly as Q's do: each inside BEGIN READ ONLY on a
-// read-only session, inside a transaction of its own behind a transaction pooler.
+// statements follow the session's rules exactly as Q's do: each inside a transaction of its own
+// that sets the session's settings (READ ONLY on a read-only session).
 type Conn struct {
 	db *DB
 	c  *pgxpool.Conn
@@ -49,12 +49,7 @@ func (db *DB) Acquire(ctx context.Context) (*Conn, error) {
 // Release gives the connection back to the pool.
 func (c *Conn) Release() { c.c.Release() }
 
-func (c *Conn) q() Querier {
-	if c.db.wrap {
-		return singleTx{db: c.db, conn: c.c}
-	}
-	return c.c
-}
+func (c *Conn) q() Querier { return singleTx{db: c.db, conn: c.c} }
 
 func (c *Conn) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	return c.q().Exec(ctx, sql, args...)
@@ -72,8 +67,46 @@ func (c *Conn) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	return c.q().SendBatch(ctx, b)
 }
 
-// Ping checks that the database answers (for /readyz).
-func (db *DB) Ping(ctx context.Context) error { return db.pool.Ping(ctx) }
+// Ping checks that the database answers (for /readyz); why not is coded and worded as Open's
+// failure to connect would be (nothing listening, a host name that does not resolve, …).
+func (db *DB) Ping(ctx context.Context) error {
+	err := db.pool.Ping(ctx)
+	if err == nil {
+		return nil
+	}
+	var ce *pgconn.ConnectError
+	if !errors.As(err, &ce) && ctx.Err() == nil {
+		// An idle connection the server (or the network) had dropped: the pool throws it away,
+		// and a new one says whether the database answers now, and if not why.
+		if err = db.pool.Ping(ctx); err == nil {
+			return nil
+		}
+	}
+	if errors.As(err, &ce) {
+		return TranslateError(connectError(db.dsn, err))
+	}
+	return TranslateError(err)
+}
 
 // Stat is the pool's statistics (for /metrics).
 func (db *DB) Stat() *pgxpool.Stat { return db.pool.Stat() }
+
+// SendBatchAsIs sends b on a connection of the pool exactly as it is, outside any transaction
+// of store's: b begins and ends its own, and sets what its transaction needs itself (TxSettings).
+// It is for a caller that measures what the runner's statements cost on the wire (the bench's
+// limit side); everything else goes through Q.
+func (db *DB) SendBatchAsIs(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	return db.pool.SendBatch(ctx, b)
+}
+
+// QueryRowAsIs runs one statement on a connection of the pool exactly as it is, autocommit,
+// outside any transaction of store's (see SendBatchAsIs).
+func (db *DB) QueryRowAsIs(ctx context.Context, sql string, args ...any) pgx.Row {
+	return db.pool.QueryRow(ctx, sql, args...)
+}
+
+// TxSettings is the statement every transaction of this session sends after BEGIN, and its
+// arguments (settings.go).
+func (db *DB) TxSettings() (sql string, args []any) {
+	return db.settings.sql, append([]any(nil), db.settings.args...)
+}

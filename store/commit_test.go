@@ -3,9 +3,13 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemwork/idemwork/apperr"
@@ -66,6 +70,64 @@ func TestAConnectionLostBeforeCommitReachedTheServerIsCommitUnknownToo(t *testin
 	// The pool recovers: the next transaction commits normally.
 	require.NoError(t, writeMarker(pdb, "next"))
 	require.Equal(t, 1, markers(t, db, "next"))
+}
+
+// Issue 21, item 5: a backend terminated just after its COMMIT was made durable answers FATAL
+// 57P01 where the COMMIT tag was due. The server spoke, but about the session, not the
+// transaction: the write committed, and the answer is COMMIT_UNKNOWN, never "nothing committed".
+func TestAFatalInPlaceOfTheCommitTagIsCommitUnknown(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	pdb, p := overProxy(t, db)
+	p.Arm(faultproxy.FatalAfterCommit)
+	err := writeMarker(pdb, "fatal")
+	<-p.Fired()
+	require.True(t, apperr.Is(err, apperr.CommitUnknown), "%v", err)
+	require.Equal(t, 1, markers(t, db, "fatal"))
+}
+
+// A COMMIT tag read is the confirmation: a connection lost while draining what follows it in the
+// batch changes nothing — the write committed and is answered so.
+func TestALostConnectionAfterTheCommitTagIsASuccess(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	pdb, p := overProxy(t, db)
+	p.Arm(faultproxy.CutAfterCommitTag)
+	err := writeMarker(pdb, "tagged")
+	<-p.Fired()
+	require.NoError(t, err)
+	require.Equal(t, 1, markers(t, db, "tagged"))
+	require.NoError(t, writeMarker(pdb, "next"), "the pool recovers")
+}
+
+// Every way a round trip carrying COMMIT can fail, and what it means: a server's answer before
+// COMMIT (an ERROR, or a FATAL ending the session) means the server never reached COMMIT;
+// anything else where COMMIT's answer was due — or any failure of the connection once the round
+// trip left — is COMMIT_UNKNOWN; a round trip that never left is not.
+func TestCommitOutcomeTable(t *testing.T) {
+	t.Parallel()
+	fatal := &pgconn.PgError{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: "57P01"}
+	refused := &pgconn.PgError{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: "23505"}
+	for _, c := range []struct {
+		name     string
+		err      error
+		atCommit bool
+		unknown  bool
+	}{
+		{"an ERROR before COMMIT", refused, false, false},
+		{"a FATAL before COMMIT", fatal, false, false},
+		{"an ERROR in COMMIT's place (deferred constraint)", refused, true, false},
+		{"a FATAL in COMMIT's place", fatal, true, true},
+		{"EOF in COMMIT's place", io.ErrUnexpectedEOF, true, true},
+		{"EOF before COMMIT's answer, the round trip sent", io.ErrUnexpectedEOF, false, true},
+		{"a deadline", context.DeadlineExceeded, true, true},
+		{"ROLLBACK in COMMIT's place", pgx.ErrTxCommitRollback, true, false},
+		{"a coded refusal of a guarded write", apperr.New(apperr.RevisionConflict, "stale"), false, false},
+	} {
+		err := store.CommitOutcome(fmt.Errorf("commit: %w", c.err), c.atCommit)
+		require.Equal(t, c.unknown, apperr.Is(err, apperr.CommitUnknown), c.name)
+		require.ErrorIs(t, err, c.err, "%s: the cause is kept", c.name)
+	}
 }
 
 func TestACommitTheServerRefusedIsNotCommitUnknown(t *testing.T) {

@@ -5,11 +5,15 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/idemwork/idemwork/apperr"
 )
 
 // unparseableDSN is what RedactDSN shows for a string pgconn cannot parse: such a string can be
@@ -227,4 +231,56 @@ func connectHint(e *pgconn.PgError) string {
 			"(" + declarePooler + "): idemwork then sets read-only and the schema per transaction or session, never at startup"
 	}
 	return ""
+}
+
+// dsnSetsConnectTimeout reports whether dsn (or PGCONNECT_TIMEOUT) names a connect timeout; one
+// that does not gets DefaultConnectTimeout.
+func dsnSetsConnectTimeout(dsn string) bool {
+	if os.Getenv("PGCONNECT_TIMEOUT") != "" {
+		return true
+	}
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		u, err := url.Parse(dsn)
+		return err == nil && u.Query().Has("connect_timeout")
+	}
+	return keywordPresent.MatchString(dsn)
+}
+
+var keywordPresent = regexp.MustCompile(`(^|\s)connect_timeout\s*=`)
+
+// parseError is USAGE for a DSN pgconn cannot parse, naming the parameter at fault and what it
+// takes — never quoting the DSN, which may hold a password.
+func parseError(dsn string, err error) error {
+	msg := err.Error()
+	if i := strings.LastIndex(msg, "`: "); i >= 0 {
+		msg = msg[i+3:]
+	}
+	for _, p := range parseProblems {
+		if strings.Contains(msg, p.match) {
+			return apperr.New(apperr.Usage, "the database URL's %s is not valid: %s; see README \"The database\" for the forms idemwork reads", p.param, p.want)
+		}
+	}
+	return apperr.New(apperr.Usage, "the database URL is not valid: %s; see README \"The database\" for the forms idemwork reads", parseHint(dsn))
+}
+
+// parseProblems map pgconn's parse failures to the parameter and the values it takes.
+var parseProblems = []struct{ match, param, want string }{
+	{"sslmode is invalid", "sslmode", "want disable, allow, prefer, require, verify-ca or verify-full"},
+	{"invalid connect_timeout", "connect_timeout", "want a whole number of seconds (0 waits as long as the network does)"},
+	{"invalid port", "port", "want a number from 1 to 65535"},
+	{"port numbers to", "port", "give one port, or one for each host"},
+	{"target_session_attrs", "target_session_attrs", "want any, read-write, read-only, primary, standby or prefer-standby"},
+	{"invalid sslcertmode", "sslcertmode", "want disable, allow or require"},
+	{"channel_binding", "channel_binding", "want disable, prefer or require"},
+	{"min_protocol_version", "min_protocol_version", "want 3.0 or 3.2 (and not above max_protocol_version)"},
+	{"max_protocol_version", "max_protocol_version", "want 3.0 or 3.2"},
+	{"require_auth", "require_auth", "want a list of password, md5, scram-sha-256 or none"},
+	{"sslcert", "sslcert/sslkey", "both must name readable files"},
+	{"sslkey", "sslcert/sslkey", "both must name readable files"},
+	{"sslpassword", "sslpassword", "it must decrypt sslkey"},
+	{"sslrootcert", "sslrootcert", "it must name a readable certificate file"},
+	{"failed to read service", "service", "it must name a service of the pg_service.conf file"},
+	{"statement_cache_capacity", "statement_cache_capacity", "want a whole number"},
+	{"description_cache_capacity", "description_cache_capacity", "want a whole number"},
+	{"default_query_exec_mode", "default_query_exec_mode", "want cache_statement, cache_describe, describe_exec, exec or simple_protocol"},
 }

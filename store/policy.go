@@ -3,7 +3,9 @@ package store
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/jackc/pgx/v5"
@@ -43,83 +45,196 @@ func ParsePooler(s string) (Pooler, error) {
 // (pgbouncer refuses unknown startup parameters, and search_path as one).
 var policyParams = []string{"pooler", "search_path"}
 
-// policy is how a session talks to the database: through which pooler, in which pgx exec mode,
-// with which search_path.
+// policy is how a session talks to the database: through which pooler (as declared), in which
+// pgx exec mode (as asked), with which schema.
 type policy struct {
-	pooler     Pooler
-	mode       pgx.QueryExecMode
-	searchPath string
+	pooler Pooler
+	// declared: the pooler was named (config, environment or URL), "none" included.
+	declared bool
+	// explicit is the exec mode the URL asks for ("" for none).
+	explicit string
+	// schemaPath is the search_path of the schema asked for ("" for none: the role's default).
+	schemaPath string
 	// fromOpts are the settings that came from Options, not the DSN (childDSN adds them).
 	fromOpts [][2]string
 }
 
-// How the schema's search_path reaches the server depends on what sits in front of it; a
-// session-level SET is used only where the session ends with the client.
-//
-//   - No declared pooler: a startup parameter (options=-c search_path=…). PostgreSQL applies it
-//     from the session's first statement (prepared ones included) with no SET at all, so nothing
-//     can outlive the session. A pooler nobody declared cannot pass it on to a shared server
-//     connection: pgbouncer refuses the connection (1.18: "unsupported startup parameter:
-//     options"; 1.20 and later refuse a -c of a parameter it does not track), or drops it when
-//     told to ignore it — Open checks that the path arrived and says to declare the pooler.
-//   - A session pooler: a SET once per connection. The client keeps its server connection for
-//     its whole life, and pgbouncer runs server_reset_query (DISCARD ALL) when it leaves, so the
-//     next client starts clean. (options would not get through pgbouncer 1.18 at all.)
-//   - A transaction pooler: set_config(…, true) in each transaction (queueBegin).
+// The schema, and everything else idemwork depends on, is set per transaction (settings.go),
+// never at startup nor for the session: a startup parameter cannot pass a pooler (pgbouncer
+// refuses or drops it), and a session SET stays on a server connection the pooler hands to the
+// next client. So the same URL works straight to PostgreSQL and through any pooler.
 
-// startupSearchPath is the search_path sent as a startup parameter: without a declared pooler.
-func (p policy) startupSearchPath() string {
-	if p.pooler == PoolerNone {
-		return p.searchPath
-	}
-	return ""
+// childDSN is dsn with the settings from Options folded in, so another process opening it
+// (a storm worker) talks to the database the same way. Without a connect_timeout of the user's,
+// a child waits up to ChildConnectTimeout for its connections: its parent has just connected, so
+// the server is there, and the burst of connections a storm's processes open at once can keep a
+// busy server longer than the default that tells a user quickly that nothing answers.
+func (p policy) childDSN(dsn string) string {
+	return WithChildConnectTimeout(WithDSNParams(dsn, p.fromOpts))
 }
 
-// sessionSearchPath is the search_path to SET once per connection: behind a session pooler.
-func (p policy) sessionSearchPath() string {
-	if p.pooler == PoolerSession {
-		return p.searchPath
+// WithChildConnectTimeout is dsn for a process idemwork starts on a database it has just reached:
+// with connect_timeout = ChildConnectTimeout, unless dsn sets one.
+func WithChildConnectTimeout(dsn string) string {
+	if dsnSetsConnectTimeout(dsn) {
+		return dsn
 	}
-	return ""
+	return WithDSNParams(dsn, [][2]string{{"connect_timeout", strconv.Itoa(int(ChildConnectTimeout.Seconds()))}})
 }
 
-// txSearchPath is the search_path set per transaction: behind a transaction pooler.
-func (p policy) txSearchPath() string {
-	if p.pooler == PoolerTransaction {
-		return p.searchPath
-	}
-	return ""
-}
+// ChildConnectTimeout is the connect timeout of the processes idemwork starts on a database it
+// has just reached (storm workers), unless the URL sets one.
+const ChildConnectTimeout = 60 * time.Second
 
-// startupOptions is the options startup parameter to send: the user's own (options= in the
-// URL, or PGOPTIONS), then the schema's search_path when it travels at startup.
-func (p policy) startupOptions(user string) string {
-	sp := p.startupSearchPath()
-	if sp == "" {
-		return user
+// resolvePolicy reads idemwork's own DSN parameters and opts. What the exec mode will be is
+// decided once the session knows whether a pooler answers (modeFor).
+func resolvePolicy(dsn string, opts Options) (policy, error) {
+	var p policy
+	cfg, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		return p, parseError(dsn, err)
 	}
-	opt := "-c search_path=" + escapeOption(sp)
-	if strings.TrimSpace(user) == "" {
-		return opt
-	}
-	return user + " " + opt
-}
+	rp := cfg.RuntimeParams
 
-// escapeOption writes v as one word of the options startup parameter, as PostgreSQL splits it
-// (pg_split_opts, the same rule as libpq's PGOPTIONS): a backslash before each white-space
-// character and each backslash.
-func escapeOption(v string) string {
-	var b strings.Builder
-	for i := 0; i < len(v); i++ {
-		switch c := v[i]; c {
-		case '\\', ' ', '\t', '\n', '\v', '\f', '\r':
-			b.WriteByte('\\')
-			b.WriteByte(c)
-		default:
-			b.WriteByte(c)
+	dsnPooler, err := ParsePooler(rp["pooler"])
+	if err != nil {
+		return p, apperr.New(apperr.Usage, "the database URL's %v", err)
+	}
+	p.pooler, p.declared = dsnPooler, rp["pooler"] != ""
+	if opts.Pooler != "" {
+		optPooler, err := ParsePooler(string(opts.Pooler))
+		if err != nil {
+			return p, apperr.New(apperr.Usage, "database.%v", err)
+		}
+		if rp["pooler"] != "" && optPooler != dsnPooler {
+			return p, apperr.New(apperr.Usage, "database.pooler = %q but the URL says pooler=%s: keep one", optPooler, dsnPooler)
+		}
+		if rp["pooler"] == "" && optPooler != PoolerNone {
+			p.fromOpts = append(p.fromOpts, [2]string{"pooler", string(optPooler)})
+		}
+		p.pooler, p.declared = optPooler, true
+	}
+
+	p.schemaPath = rp["search_path"]
+	if opts.Schema != "" {
+		if err := CheckSchemaName(opts.Schema); err != nil {
+			return p, apperr.New(apperr.Usage, "database.schema: %v", err)
+		}
+		sp := pgx.Identifier{opts.Schema}.Sanitize()
+		if p.schemaPath != "" && p.schemaPath != sp && p.schemaPath != opts.Schema {
+			return p, apperr.New(apperr.Usage, "database.schema = %q but the URL sets search_path=%s: keep one", opts.Schema, p.schemaPath)
+		}
+		if p.schemaPath == "" {
+			p.fromOpts = append(p.fromOpts, [2]string{"search_path", sp})
+		}
+		p.schemaPath = sp
+	}
+	if p.schemaPath != "" && optionsSetSearchPath(rp["options"]) {
+		return p, apperr.New(apperr.Usage, "the schema is set twice: by idemwork (database.schema or search_path=) and by the URL's options "+
+			"(or PGOPTIONS) -c search_path: keep one (idemwork's schema setting works through poolers too)")
+	}
+
+	p.explicit = rp["default_query_exec_mode"]
+	if p.explicit != "" {
+		if _, ok := execModes[p.explicit]; !ok {
+			return p, apperr.New(apperr.Usage, "the database URL's default_query_exec_mode=%s: want cache_statement, cache_describe, describe_exec, exec or simple_protocol", printable(p.explicit))
 		}
 	}
-	return b.String()
+	if p.pooler == PoolerTransaction && p.explicit == "cache_statement" {
+		return p, apperr.New(apperr.PoolerMisconfigured, "default_query_exec_mode=cache_statement cannot work through a transaction pooler: "+
+			"it prepares named statements on one server connection, and the pooler runs the next transaction on another "+
+			"(PgBouncer before 1.21 keeps no prepared statement for its clients); remove it from the URL — idemwork then uses exec, "+
+			"one round trip a statement through any pooler — or set default_query_exec_mode=exec. Nothing was sent")
+	}
+	return p, nil
+}
+
+// provisional is the exec mode of the session's first connection, before it knows whether a
+// pooler answers: the mode modeFor will most likely pick (the first connection's first
+// statements use pgx's simple protocol and prepare nothing, so no named statement reaches a
+// pooler before modeFor decides; a connection opened in another mode than the one decided is
+// closed).
+func (p policy) provisional() pgx.QueryExecMode {
+	if m, ok := execModes[p.explicit]; ok {
+		return m
+	}
+	if p.pooled(false) || p.schemaPath != "" {
+		return pgx.QueryExecModeExec
+	}
+	return pgx.QueryExecModeCacheStatement
+}
+
+// pooled reports whether a pooler may stand between idemwork and the server: one is declared
+// (session or transaction), or one answers (detected).
+func (p policy) pooled(detected bool) bool {
+	return p.pooler == PoolerTransaction || p.pooler == PoolerSession || detected
+}
+
+// modeFor decides the exec mode once the session knows whether a pooler answers (detected)
+// and whether a session of the server starts with the settings every transaction sets, as far as
+// they decide how a statement is parsed (startsAsSet: no schema asked for, and
+// standard_conforming_strings on); and whether BEGIN must go apart (see describesApart).
+//
+// pgx's default, cache_statement, prepares a named statement per query and keeps it on the
+// connection: no parsing or planning on the server after the first use. It prepares in a round
+// trip of its own before the transaction's batch — outside the transaction, under whatever the
+// session holds — and the name stays on the server connection. So it fits a session of
+// idemwork's own that starts as every transaction sets it: no pooler (a pooler may run the next
+// transaction on a connection where the name is missing or taken, 42P05, or hand it to a client
+// whose session holds another client's search_path), and no schema (a schema is set per
+// transaction, not at the session's start). Anywhere else idemwork uses exec: each statement
+// sent whole (Parse, Bind, Execute in one message group, the unnamed statement), parsed inside
+// the transaction under its settings, one round trip, nothing left on the server. README
+// "Production databases" has what exec costs.
+//
+// A mode the URL asks for is kept where it works: cache_describe and describe_exec describe
+// statements apart, and cache_statement prepares apart where the session does not start as set,
+// so BEGIN goes first on its own and they do it inside the transaction; cache_statement is
+// refused where a pooler may move the session between server connections.
+func (p policy) modeFor(detected, startsAsSet bool, where string) (mode pgx.QueryExecMode, apart bool, err error) {
+	if p.explicit == "cache_statement" && (p.pooler == PoolerTransaction || (detected && p.pooler != PoolerSession)) {
+		return 0, false, apperr.New(apperr.PoolerMisconfigured, "a connection pooler answers at %s (its backend key is not the server's process id, "+
+			"the mark of pgbouncer and its kind), and default_query_exec_mode=cache_statement prepares named statements that stay on one server "+
+			"connection while the pooler may run the next transaction on another: remove default_query_exec_mode from the URL — idemwork then "+
+			"uses exec, which works through any pooler — or, if the pooler runs pool_mode = session, declare it: [database] pooler = \"session\" "+
+			"(or pooler=session in the URL). Nothing was written", where)
+	}
+	if m, ok := execModes[p.explicit]; ok {
+		return m, describesApart(m) || (m == pgx.QueryExecModeCacheStatement && !startsAsSet), nil
+	}
+	if p.pooled(detected) || !startsAsSet {
+		return pgx.QueryExecModeExec, false, nil
+	}
+	return pgx.QueryExecModeCacheStatement, false, nil
+}
+
+// describesApart reports whether pgx describes m's statements in a round trip of its own before
+// it sends them (cache_describe, describe_exec): sent before BEGIN, that describe would run outside
+// the transaction, under whatever the server connection's session holds.
+func describesApart(m pgx.QueryExecMode) bool {
+	return m == pgx.QueryExecModeCacheDescribe || m == pgx.QueryExecModeDescribeExec
+}
+
+var execModes = map[string]pgx.QueryExecMode{
+	"cache_statement": pgx.QueryExecModeCacheStatement,
+	"cache_describe":  pgx.QueryExecModeCacheDescribe,
+	"describe_exec":   pgx.QueryExecModeDescribeExec,
+	"exec":            pgx.QueryExecModeExec,
+	"simple_protocol": pgx.QueryExecModeSimpleProtocol,
+}
+
+// ExecModes lists pgx's exec modes by their DSN names.
+func ExecModes() []string {
+	return []string{"cache_statement", "cache_describe", "describe_exec", "exec", "simple_protocol"}
+}
+
+func execModeName(m pgx.QueryExecMode) string {
+	for name, mode := range execModes {
+		if mode == m {
+			return name
+		}
+	}
+	return m.String()
 }
 
 // optionsSetSearchPath reports whether an options startup parameter sets search_path itself
@@ -175,117 +290,6 @@ func splitOptions(options string) []string {
 	return words
 }
 
-// childDSN is dsn with the settings from Options folded in, so another process opening it
-// (a storm worker) talks to the database the same way.
-func (p policy) childDSN(dsn string) string { return WithDSNParams(dsn, p.fromOpts) }
-
-// resolvePolicy reads idemwork's own DSN parameters and opts, and picks the exec mode.
-//
-// pgx's default, cache_statement, names a prepared statement per query and keeps it on the
-// connection; a transaction pooler hands the next transaction another server connection, where
-// that name is missing or already taken (42P05). Behind a transaction pooler idemwork uses
-// cache_describe: unnamed statements, argument and result types learned once per connection and
-// cached, one round trip a statement — or exec when a schema is set, since a describe runs
-// outside the transaction where the schema's search_path is set. An exec mode named in the DSN
-// is kept when it works through the pooler, refused with the reason when it cannot.
-func resolvePolicy(dsn string, opts Options) (policy, error) {
-	var p policy
-	cfg, err := pgconn.ParseConfig(dsn)
-	if err != nil {
-		return p, apperr.New(apperr.Usage, "the database URL is not valid: %s; see README \"The database\" for the forms idemwork reads", parseHint(dsn))
-	}
-	rp := cfg.RuntimeParams
-
-	dsnPooler, err := ParsePooler(rp["pooler"])
-	if err != nil {
-		return p, apperr.New(apperr.Usage, "the database URL's %v", err)
-	}
-	p.pooler = dsnPooler
-	if opts.Pooler != "" {
-		optPooler, err := ParsePooler(string(opts.Pooler))
-		if err != nil {
-			return p, apperr.New(apperr.Usage, "database.%v", err)
-		}
-		if rp["pooler"] != "" && optPooler != dsnPooler {
-			return p, apperr.New(apperr.Usage, "database.pooler = %q but the URL says pooler=%s: keep one", optPooler, dsnPooler)
-		}
-		if rp["pooler"] == "" && optPooler != PoolerNone {
-			p.fromOpts = append(p.fromOpts, [2]string{"pooler", string(optPooler)})
-		}
-		p.pooler = optPooler
-	}
-
-	p.searchPath = rp["search_path"]
-	if opts.Schema != "" {
-		if err := CheckSchemaName(opts.Schema); err != nil {
-			return p, apperr.New(apperr.Usage, "database.schema: %v", err)
-		}
-		sp := pgx.Identifier{opts.Schema}.Sanitize()
-		if p.searchPath != "" && p.searchPath != sp && p.searchPath != opts.Schema {
-			return p, apperr.New(apperr.Usage, "database.schema = %q but the URL sets search_path=%s: keep one", opts.Schema, p.searchPath)
-		}
-		if p.searchPath == "" {
-			p.fromOpts = append(p.fromOpts, [2]string{"search_path", sp})
-		}
-		p.searchPath = sp
-	}
-	if p.searchPath != "" && optionsSetSearchPath(rp["options"]) {
-		return p, apperr.New(apperr.Usage, "the schema is set twice: by idemwork (database.schema or search_path=) and by the URL's options "+
-			"(or PGOPTIONS) -c search_path: keep one (idemwork's schema setting works through poolers too)")
-	}
-
-	explicit := rp["default_query_exec_mode"]
-	p.mode = pgx.QueryExecModeCacheStatement
-	if explicit != "" {
-		m, ok := execModes[explicit]
-		if !ok {
-			return p, apperr.New(apperr.Usage, "the database URL's default_query_exec_mode=%s: want cache_statement, cache_describe, describe_exec, exec or simple_protocol", explicit)
-		}
-		p.mode = m
-	}
-	if p.pooler != PoolerTransaction {
-		return p, nil
-	}
-	switch {
-	case explicit == "cache_statement":
-		return p, apperr.New(apperr.Usage, "default_query_exec_mode=cache_statement cannot work through a transaction pooler: "+
-			"its named prepared statements stay on one server connection while the next transaction gets another; "+
-			"remove it from the URL (idemwork then picks a mode that works)")
-	case p.searchPath != "" && (p.mode == pgx.QueryExecModeCacheDescribe || p.mode == pgx.QueryExecModeDescribeExec):
-		return p, apperr.New(apperr.Usage, "default_query_exec_mode=%s with a schema cannot work through a transaction pooler: "+
-			"it describes each statement outside the transaction, where the schema's search_path is not set; "+
-			"remove it from the URL (idemwork then uses exec), or set the path for the role (ALTER ROLE … SET search_path)", explicit)
-	case explicit != "":
-	case p.searchPath != "":
-		p.mode = pgx.QueryExecModeExec
-	default:
-		p.mode = pgx.QueryExecModeCacheDescribe
-	}
-	return p, nil
-}
-
-var execModes = map[string]pgx.QueryExecMode{
-	"cache_statement": pgx.QueryExecModeCacheStatement,
-	"cache_describe":  pgx.QueryExecModeCacheDescribe,
-	"describe_exec":   pgx.QueryExecModeDescribeExec,
-	"exec":            pgx.QueryExecModeExec,
-	"simple_protocol": pgx.QueryExecModeSimpleProtocol,
-}
-
-// ExecModes lists pgx's exec modes by their DSN names.
-func ExecModes() []string {
-	return []string{"cache_statement", "cache_describe", "describe_exec", "exec", "simple_protocol"}
-}
-
-func execModeName(m pgx.QueryExecMode) string {
-	for name, mode := range execModes {
-		if mode == m {
-			return name
-		}
-	}
-	return m.String()
-}
-
 // CheckSchemaName accepts a schema name PostgreSQL would create: 1-63 bytes, no NUL.
 func CheckSchemaName(s string) error {
 	switch {
@@ -299,22 +303,6 @@ func CheckSchemaName(s string) error {
 		return fmt.Errorf("%q: names starting with pg_ are reserved for the system", s)
 	}
 	return nil
-}
-
-// queueBegin queues the start of a transaction — BEGIN, or BEGIN READ ONLY, and behind a
-// transaction pooler the schema's search_path for this transaction only — and returns how many
-// results that is.
-func (db *DB) queueBegin(b *pgx.Batch, readOnly bool) int {
-	if readOnly {
-		b.Queue("begin read only")
-	} else {
-		b.Queue("begin")
-	}
-	if db.txSearchPath == "" {
-		return 1
-	}
-	b.Queue("select pg_catalog.set_config('search_path', $1, true)", db.txSearchPath)
-	return 2
 }
 
 // declarePooler says how to tell idemwork which pooler it talks through.
@@ -341,15 +329,14 @@ func refusedParam(msg string) string {
 	return ""
 }
 
-// openError words the failure of a session's first connection. A pooler's refusal of a startup
-// parameter is POOLER_MISCONFIGURED saying whose parameter it was — the schema's, sent because no
-// pooler was declared, or the URL's own — and what to do; the search_path check's refusal
-// (AfterConnect) is already coded; anything else is the ConnectError TranslateError codes.
-func (p policy) openError(dsn, userOptions string, err error) error {
+// openError words the failure of a session's first connection: a pooler's refusal of one of the
+// URL's startup parameters is POOLER_MISCONFIGURED saying what to do; anything else is the
+// ConnectError TranslateError codes.
+func (p policy) openError(dsn string, err error) error {
 	ce := connectError(dsn, err)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && startupRefused(pgErr) {
-		return apperr.Wrap(apperr.PoolerMisconfigured, ce, "connect to %s: %s", RedactDSN(dsn), p.refusalAdvice(pgErr, userOptions))
+		return apperr.Wrap(apperr.PoolerMisconfigured, ce, "connect to %s: %s", RedactDSN(dsn), refusalAdvice(pgErr))
 	}
 	var ae *apperr.Error
 	if errors.As(err, &ae) {
@@ -358,44 +345,19 @@ func (p policy) openError(dsn, userOptions string, err error) error {
 	return ce
 }
 
-// refusalAdvice says what to do about a pooler that refused a startup parameter.
-func (p policy) refusalAdvice(e *pgconn.PgError, userOptions string) string {
+// refusalAdvice says what to do about a pooler that refused one of the URL's startup parameters:
+// idemwork sends none of its own, so it can only be the user's.
+func refusalAdvice(e *pgconn.PgError) string {
 	said := fmt.Sprintf("%s (SQLSTATE %s)", printable(e.Message), e.Code)
 	param := refusedParam(e.Message)
-	sentPath := p.startupSearchPath() != ""
-	switch {
-	case param == "options" && sentPath:
-		msg := "a connection pooler refused the schema's search_path, which idemwork sends as the connection opens " +
-			"(options=-c search_path=…) when it is told it talks to PostgreSQL directly; pgbouncer said: " + said +
-			". Declare the pooler: " + declarePooler + ", and restart; idemwork then sets the schema per transaction " +
-			"(per session behind a session pooler), where no other client of the pooler sees it"
-		if strings.TrimSpace(userOptions) != "" {
-			msg += "; and remove options= from the URL (or PGOPTIONS from the environment): pgbouncer refuses it too"
-		}
-		return msg
-	case param == "options":
-		msg := "a connection pooler refused the URL's options startup parameter (options= in the URL, or PGOPTIONS in the " +
-			"environment); pgbouncer said: " + said + ". Remove it (put the schema in [database] schema: idemwork sets it itself)"
-		if p.pooler == PoolerNone {
-			msg += ", and declare the pooler: " + declarePooler
-		}
-		return msg
+	if param == "options" {
+		return "a connection pooler refused the URL's options startup parameter (options= in the URL, or PGOPTIONS in the " +
+			"environment); pgbouncer said: " + said + ". Remove it: put the schema in [database] schema (idemwork sets it in every " +
+			"transaction), and a setting such as statement_timeout on the role (ALTER ROLE … SET statement_timeout = …), whose value " +
+			"idemwork keeps in every transaction"
 	}
-	msg := fmt.Sprintf("a connection pooler refused the URL's startup parameter %s; pgbouncer said: %s. Remove it from the URL "+
-		"(idemwork enforces read-only and sets the schema itself)", param, said)
-	if p.pooler == PoolerNone {
-		msg += ", and declare the pooler: " + declarePooler
-	}
-	return msg
-}
-
-// searchPathDropped is the refusal of a session whose startup search_path never arrived.
-func searchPathDropped(sent, got string) error {
-	return apperr.New(apperr.PoolerMisconfigured, "the schema's search_path, sent as the connection opened (options=-c search_path=%s), "+
-		"did not reach the session, which has search_path=%s: something between idemwork and PostgreSQL dropped the options "+
-		"startup parameter — the mark of a pgbouncer with ignore_startup_parameters = options that idemwork was not told about. "+
-		"Declare it: %s, and restart; idemwork then sets the schema per transaction (per session behind a session pooler). "+
-		"Nothing was read or written in another schema", printable(sent), printable(got), declarePooler)
+	return fmt.Sprintf("a connection pooler refused the URL's startup parameter %s; pgbouncer said: %s. Remove it from the URL "+
+		"(a setting belongs on the role: ALTER ROLE … SET %s = …, whose value idemwork keeps in every transaction)", param, said, param)
 }
 
 // printable replaces control characters of a server's text with U+FFFD before a message shows it.

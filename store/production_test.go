@@ -290,57 +290,69 @@ func TestASchemaSettingPutsEveryTableInItAndHoldsThroughPoolers(t *testing.T) {
 	}
 	require.Equal(t, 3*len(dsns), recordsIn(t, name, schema), "every write landed in the schema")
 
-	// Behind a transaction pooler the path is set per transaction: a plain session through the
-	// same pgbouncer afterwards sees the server's default on every server connection.
-	plain := openVia(t, testdb.PgBouncer(t, store.PoolerTransaction).PoolerDSN(name), store.Options{AnySchema: true, MaxConns: 4})
+	// The path is set per transaction: a plain client of the same pgbouncer afterwards sees the
+	// server's default on every server connection.
 	for range 2 * testdb.BouncerPoolSize {
-		var path string
-		require.NoError(t, plain.Q(ctx).QueryRow(ctx, `SELECT current_setting('search_path')`).Scan(&path))
+		path, _ := plainSearchPath(t, testdb.PgBouncer(t, store.PoolerTransaction).DSN(name))
 		require.Equal(t, `"$user", public`, path)
 	}
 }
 
+// The exec mode follows what answers: cache_statement on a connection of idemwork's own that
+// starts as every transaction sets it (no pooler declared or detected, no schema), exec anywhere
+// else; a mode the URL asks for is kept, but cache_statement is refused with
+// POOLER_MISCONFIGURED wherever a pooler may move the session between server connections.
 func TestThePoolerDecidesTheExecMode(t *testing.T) {
 	t.Parallel()
 	const base = "postgres://u@h/db"
 	cases := []struct {
 		dsn        string
 		opts       store.Options
+		detected   bool
 		pooler     store.Pooler
 		mode, path string
+		code       apperr.Code
 		problem    string
 	}{
 		{dsn: base, pooler: store.PoolerNone, mode: "cache_statement"},
-		{dsn: base, opts: store.Options{Pooler: store.PoolerSession}, pooler: store.PoolerSession, mode: "cache_statement"},
-		{dsn: base, opts: store.Options{Pooler: store.PoolerTransaction}, pooler: store.PoolerTransaction, mode: "cache_describe"},
-		{dsn: base + "?pooler=transaction", pooler: store.PoolerTransaction, mode: "cache_describe"},
-		{dsn: "host=h dbname=db pooler=transaction", pooler: store.PoolerTransaction, mode: "cache_describe"},
+		{dsn: base, detected: true, pooler: store.PoolerNone, mode: "exec"},
+		{dsn: base + "?pooler=none", detected: true, pooler: store.PoolerNone, mode: "exec"},
+		{dsn: base, opts: store.Options{Pooler: store.PoolerSession}, detected: true, pooler: store.PoolerSession, mode: "exec"},
+		{dsn: base, opts: store.Options{Pooler: store.PoolerTransaction}, pooler: store.PoolerTransaction, mode: "exec"},
+		{dsn: base + "?pooler=transaction", detected: true, pooler: store.PoolerTransaction, mode: "exec"},
+		{dsn: "host=h dbname=db pooler=transaction", pooler: store.PoolerTransaction, mode: "exec"},
 		{dsn: base, opts: store.Options{Pooler: store.PoolerTransaction, Schema: "s"}, pooler: store.PoolerTransaction, mode: "exec", path: `"s"`},
-		{dsn: base + "?pooler=transaction&search_path=s", pooler: store.PoolerTransaction, mode: "exec", path: "s"},
+		{dsn: base + "?search_path=s", detected: true, pooler: store.PoolerNone, mode: "exec", path: "s"},
+		{dsn: base + "?search_path=s", pooler: store.PoolerNone, mode: "exec", path: "s"},
 		{dsn: base + "?pooler=transaction&default_query_exec_mode=simple_protocol", pooler: store.PoolerTransaction, mode: "simple_protocol"},
 		{dsn: base + "?pooler=transaction&default_query_exec_mode=describe_exec", pooler: store.PoolerTransaction, mode: "describe_exec"},
+		{dsn: base + "?search_path=s&default_query_exec_mode=cache_describe", detected: true, pooler: store.PoolerNone, mode: "cache_describe", path: "s"},
 		{dsn: base + "?default_query_exec_mode=exec", pooler: store.PoolerNone, mode: "exec"},
-		{dsn: base + "?pooler=transaction&default_query_exec_mode=cache_statement", problem: "cannot work through a transaction pooler"},
-		{dsn: base + "?pooler=transaction&search_path=s&default_query_exec_mode=cache_describe", problem: "outside the transaction"},
-		{dsn: base + "?pooler=session", opts: store.Options{Pooler: store.PoolerTransaction}, problem: "keep one"},
-		{dsn: base + "?search_path=a", opts: store.Options{Schema: "b"}, problem: "keep one"},
-		{dsn: base + "?options=-c%20search_path%3Da", opts: store.Options{Schema: "b"}, problem: "keep one"},
-		{dsn: base + "?options=--search-path%3Da&search_path=b", problem: "keep one"},
-		{dsn: "host=h dbname=db options='-csearch_path=a'", opts: store.Options{Schema: "b"}, problem: "keep one"},
-		{dsn: base + "?options=-c%20statement_timeout%3D5s", opts: store.Options{Schema: "b"}, pooler: store.PoolerNone, mode: "cache_statement", path: `"b"`},
+		{dsn: base + "?default_query_exec_mode=cache_statement", pooler: store.PoolerNone, mode: "cache_statement"},
+		{dsn: base + "?pooler=session&default_query_exec_mode=cache_statement", detected: true, pooler: store.PoolerSession, mode: "cache_statement"},
+		{dsn: base + "?pooler=transaction&default_query_exec_mode=cache_statement", code: apperr.PoolerMisconfigured,
+			problem: "cannot work through a transaction pooler"},
+		{dsn: base + "?default_query_exec_mode=cache_statement", detected: true, code: apperr.PoolerMisconfigured,
+			problem: `a connection pooler answers at 127.0.0.1:6432`},
+		{dsn: base + "?pooler=session", opts: store.Options{Pooler: store.PoolerTransaction}, code: apperr.Usage, problem: "keep one"},
+		{dsn: base + "?search_path=a", opts: store.Options{Schema: "b"}, code: apperr.Usage, problem: "keep one"},
+		{dsn: base + "?options=-c%20search_path%3Da", opts: store.Options{Schema: "b"}, code: apperr.Usage, problem: "keep one"},
+		{dsn: base + "?options=--search-path%3Da&search_path=b", code: apperr.Usage, problem: "keep one"},
+		{dsn: "host=h dbname=db options='-csearch_path=a'", opts: store.Options{Schema: "b"}, code: apperr.Usage, problem: "keep one"},
+		{dsn: base + "?options=-c%20statement_timeout%3D5s", opts: store.Options{Schema: "b"}, pooler: store.PoolerNone, mode: "exec", path: `"b"`},
 		{dsn: base + "?options=-c%20search_path%3Da", pooler: store.PoolerNone, mode: "cache_statement"},
-		{dsn: base + "?pooler=statement", problem: "want none, session or transaction"},
-		{dsn: base + "?default_query_exec_mode=fast", problem: "want cache_statement"},
+		{dsn: base + "?pooler=statement", code: apperr.Usage, problem: "want none, session or transaction"},
+		{dsn: base + "?default_query_exec_mode=fast", code: apperr.Usage, problem: "want cache_statement"},
 	}
 	for _, c := range cases {
-		pooler, mode, path, err := store.PolicyOf(c.dsn, c.opts)
+		pooler, mode, path, err := store.PolicyOf(c.dsn, c.opts, c.detected)
 		if c.problem != "" {
-			require.Contains(t, requireCode(t, err, apperr.Usage), c.problem, c.dsn)
+			require.Contains(t, requireCode(t, err, c.code), c.problem, c.dsn)
 			continue
 		}
 		require.NoError(t, err, c.dsn)
 		require.Equal(t, c.pooler, pooler, c.dsn)
-		require.Equal(t, c.mode, mode, c.dsn)
+		require.Equal(t, c.mode, mode, "%s detected=%v", c.dsn, c.detected)
 		require.Equal(t, c.path, path, c.dsn)
 	}
 }
@@ -365,14 +377,10 @@ func TestOneTransactionPoolerSessionAfterAnotherWorks(t *testing.T) {
 		require.NoError(t, read(b.DSN(name), store.Options{Pooler: store.PoolerTransaction, ReadOnly: true}))
 		require.NoError(t, read(b.PoolerDSN(name), store.Options{}))
 	}
-	// Told nothing, pgx's default names a prepared statement per query; the next client finds
-	// the name taken on a server connection an earlier one used, and the error says what to set.
-	var err error
-	for i := 0; i < 5 && err == nil; i++ {
-		err = read(b.DSN(name), store.Options{})
+	// Told nothing, the session sees the pooler and uses exec: one command after another works.
+	for range 5 {
+		require.NoError(t, read(b.DSN(name), store.Options{}))
 	}
-	require.Error(t, err)
-	require.Contains(t, err.Error(), `pooler = "transaction"`)
 }
 
 func TestConnectionErrorsLeadWithTheRealCause(t *testing.T) {
@@ -438,9 +446,9 @@ func (c *tripCounter) TracePrepareStart(ctx context.Context, _ *pgx.Conn, d pgx.
 }
 func (c *tripCounter) TracePrepareEnd(context.Context, *pgx.Conn, pgx.TracePrepareEndData) {}
 
-// TestAReadOnlyStatementTravelsInOneRoundTrip: BEGIN READ ONLY, the statement and COMMIT go as
-// one pipelined batch — the read-only guarantee costs no round trip; behind a transaction pooler
-// the schema's search path joins the same batch.
+// TestAReadOnlyStatementTravelsInOneRoundTrip: BEGIN (READ ONLY on a read-only session), the
+// transaction's settings, the statement and COMMIT go as one pipelined batch — the read-only
+// guarantee and the settings cost no round trip, straight to PostgreSQL or through a pooler.
 func TestAReadOnlyStatementTravelsInOneRoundTrip(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -450,10 +458,11 @@ func TestAReadOnlyStatementTravelsInOneRoundTrip(t *testing.T) {
 		opts  store.Options
 		batch string
 	}{
-		{testdb.DSNOf(t, name), store.Options{ReadOnly: true}, "batch[begin; SELECT; commit]"},
+		{testdb.DSNOf(t, name), store.Options{ReadOnly: true}, "batch[begin; select; SELECT; commit]"},
+		{testdb.DSNOf(t, name), store.Options{}, "batch[begin; select; SELECT; commit]"},
 		{testdb.PgBouncer(t, store.PoolerTransaction).PoolerDSN(name), store.Options{ReadOnly: true, Schema: "public"},
 			"batch[begin; select; SELECT; commit]"},
-		{testdb.PgBouncer(t, store.PoolerTransaction).PoolerDSN(name), store.Options{}, "batch[begin; SELECT; commit]"},
+		{testdb.PgBouncer(t, store.PoolerTransaction).DSN(name), store.Options{}, "batch[begin; select; SELECT; commit]"},
 	} {
 		tr := &tripCounter{}
 		c.opts.Tracer, c.opts.MaxConns = tr, 1

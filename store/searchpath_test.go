@@ -58,69 +58,71 @@ func recordsIn(t *testing.T, name, schema string) int {
 	return n
 }
 
-// A schema behind a transaction pooler nobody declared: the session's search_path cannot be
-// handed to the pooler's shared server connection, so the session is refused with
-// POOLER_MISCONFIGURED saying to declare the pooler, and another client of the same pool (here
-// its only server connection) keeps its own default search_path.
-func TestASchemaNeverLeaksThroughAnUndeclaredTransactionPooler(t *testing.T) {
+// A schema behind a transaction pooler nobody declared (the URL a user pastes): the session
+// sees the pooler (its backend key is not the server's pid), picks a mode that works through it,
+// and sets the schema in every transaction — writes land in the schema, and another client of
+// the same pool (here its only server connection) keeps its own default search_path.
+func TestASchemaWorksThroughAnUndeclaredTransactionPoolerAndNeverLeaks(t *testing.T) {
 	t.Parallel()
-	for _, mode := range []string{"exec", "simple_protocol"} {
-		t.Run(mode, func(t *testing.T) {
+	for _, mode := range []string{"", "exec", "simple_protocol", "describe_exec", "cache_describe"} {
+		t.Run("mode="+mode, func(t *testing.T) {
 			t.Parallel()
 			name := testdb.NewEmptyDatabase(t)
 			migrateInto(t, name, "app")
 			b := testdb.NewBouncer(t, store.PoolerTransaction, testdb.BouncerOptions{PoolSize: 1})
-			dsn := store.WithDSNParams(b.DSN(name), [][2]string{{"default_query_exec_mode", mode}})
-
-			db, err := store.Open(context.Background(), dsn, store.Options{Schema: "app", MaxConns: 2})
-			if err == nil {
-				db.Close()
+			dsn := b.DSN(name)
+			if mode != "" {
+				dsn = store.WithDSNParams(dsn, [][2]string{{"default_query_exec_mode", mode}})
 			}
+			db := openVia(t, dsn, store.Options{Schema: "app", MaxConns: 2})
+			cn := db.Connection()
+			require.True(t, cn.PoolerDetected)
+			require.False(t, cn.PoolerDeclared)
+			require.Equal(t, map[string]string{"": "exec"}[mode]+mode, cn.ExecMode)
+			require.Equal(t, "app", cn.Schema)
+			writeRecord(t, db, "r1")
+			writeRecord(t, db, "r2")
+			require.Equal(t, 2, recordsIn(t, name, "app"))
 			path, _ := plainSearchPath(t, b.DSN(name))
 			require.Equal(t, `"$user", public`, path, "another client of the pool got idemwork's search_path")
-			msg := requireCode(t, err, apperr.PoolerMisconfigured)
-			require.Contains(t, msg, `pooler = "transaction"`)
-			require.Contains(t, msg, "search_path")
-			require.NotContains(t, msg, "migrate")
 		})
 	}
 }
 
-// A pooler told to drop the options startup parameter (ignore_startup_parameters = options)
-// would leave the session on the server's default path, where the tables are not: it is
-// POOLER_MISCONFIGURED naming that setting — never SCHEMA_NOT_READY's "run idemwork migrate" —
-// and migrate through it creates nothing anywhere.
-func TestAPoolerThatDropsTheSchemaIsRefusedAndMigrateCreatesNothing(t *testing.T) {
+// Migrations hold goose's session lock and start their session in the schema: through any
+// pooler — declared or not, one that drops startup parameters included — migrate is refused with
+// the reason and creates nothing anywhere; and a session told to use a schema that does not exist
+// says so (not "run migrate" into another schema).
+func TestMigrateThroughAnyPoolerIsRefusedAndCreatesNothing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	name := testdb.NewEmptyDatabase(t)
 	b := testdb.NewBouncer(t, store.PoolerTransaction, testdb.BouncerOptions{PoolSize: 1, IgnoreStartupParameters: "options"})
-	dsn := store.WithDSNParams(b.DSN(name), [][2]string{{"default_query_exec_mode", "exec"}})
 
-	_, err := store.Open(ctx, dsn, store.Options{Schema: "app"})
-	msg := requireCode(t, err, apperr.PoolerMisconfigured)
-	require.Contains(t, msg, "ignore_startup_parameters")
-	require.Contains(t, msg, `pooler = "transaction"`)
-	require.NotContains(t, msg, "migrate")
+	_, err := store.Open(ctx, b.DSN(name), store.Options{Schema: "app"})
+	msg := requireCode(t, err, apperr.SchemaNotReady)
+	require.Contains(t, msg, `schema app, the schema idemwork is set to use`)
+	require.Contains(t, msg, "does not exist")
 
-	// idemwork migrate --allow-writes opens the same way, with any schema state.
-	db, err := store.Open(ctx, dsn, store.Options{Schema: "app", AnySchema: true})
-	if err == nil {
+	for _, dsn := range []string{b.DSN(name), b.PoolerDSN(name), store.WithDSNParams(b.DSN(name), [][2]string{{"pooler", "session"}})} {
+		db, err := store.Open(ctx, dsn, store.Options{Schema: "app", AnySchema: true})
+		require.NoError(t, err)
 		_, err = db.Migrate(ctx)
 		db.Close()
+		msg := requireCode(t, err, apperr.Usage)
+		require.Contains(t, msg, "reaches PostgreSQL directly")
 	}
-	requireCode(t, err, apperr.PoolerMisconfigured)
 	require.Zero(t, tableCount(t, name, "public"), "migrate created tables in public")
 	require.Zero(t, tableCount(t, name, "app"))
 	path, _ := plainSearchPath(t, b.DSN(name))
 	require.Equal(t, `"$user", public`, path)
 }
 
-// Straight to PostgreSQL, the schema arrives with the session (a startup parameter, no SET):
-// pgx's cache_statement mode prepares every statement under it, writes land in the schema, a
-// user's own options travel beside it, and a schema name with spaces, quotes and backslashes
-// survives libpq's escaping.
-func TestADirectSessionGetsItsSchemaAtStartup(t *testing.T) {
+// Straight to PostgreSQL, a schema is set in every transaction too (nothing at startup, nothing
+// for the session): writes land in it, a user's own options still apply (their value is the
+// session's reset value, which every transaction keeps), a schema name with spaces, quotes and
+// backslashes survives, and a storm worker opening the session's DSN lands in the same schema.
+func TestADirectSessionSetsItsSchemaInEveryTransactionAndNothingForTheSession(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	name := testdb.NewEmptyDatabase(t)
@@ -129,8 +131,8 @@ func TestADirectSessionGetsItsSchemaAtStartup(t *testing.T) {
 
 	trips := &testdb.Trips{}
 	dsn := store.WithDSNParams(testdb.DSNOf(t, name), [][2]string{{"options", "-c statement_timeout=4321"}})
-	db := openVia(t, dsn, store.Options{Schema: schema, MaxConns: 2, Tracer: trips})
-	require.Equal(t, "cache_statement", db.Connection().ExecMode)
+	db := openVia(t, dsn, store.Options{Schema: schema, MaxConns: 1, Tracer: trips})
+	require.Equal(t, "exec", db.Connection().ExecMode, "a schema is not what a session starts with: no statement is prepared outside a transaction")
 	require.Equal(t, schema, db.Connection().Schema)
 	writeRecord(t, db, "r1")
 	recs, _, err := db.RecordPage(ctx, "alice", "", 10, "")
@@ -138,15 +140,13 @@ func TestADirectSessionGetsItsSchemaAtStartup(t *testing.T) {
 	require.Len(t, recs, 1)
 	require.Equal(t, 1, recordsIn(t, name, schema))
 
-	var source, timeout string
-	require.NoError(t, db.Q(ctx).QueryRow(ctx, `SELECT (SELECT source FROM pg_settings WHERE name = 'search_path'), current_setting('statement_timeout')`).
-		Scan(&source, &timeout))
-	require.Equal(t, "client", source, "the path came with the session's startup packet, not from a SET")
+	var inTx, timeout string
+	require.NoError(t, db.Q(ctx).QueryRow(ctx, `SELECT current_setting('search_path'), current_setting('statement_timeout')`).Scan(&inTx, &timeout))
+	require.Equal(t, `"Tenant ""One"" \ two	tab", pg_temp`, inTx)
 	require.Equal(t, "4321ms", timeout, "the URL's own options still apply")
 	for _, s := range trips.Take() {
-		require.NotContains(t, s, "set_config")
+		require.True(t, strings.HasPrefix(s, "batch[begin; settings; "), "every statement runs in a transaction that set its settings: %s", s)
 	}
-
 	// A storm worker opens the session's DSN in another process and lands in the same schema.
 	child := openVia(t, db.DSN(), store.Options{MaxConns: 1})
 	require.Equal(t, schema, child.Connection().Schema)
@@ -189,7 +189,8 @@ func TestDeclaredPoolersCarryTheSchemaAndLeaveNothingBehind(t *testing.T) {
 }
 
 // A pooler that refuses a startup parameter of the URL's own (pgbouncer 1.18 refuses options
-// outright) is POOLER_MISCONFIGURED saying to remove it, not a database to retry.
+// outright) is POOLER_MISCONFIGURED saying to remove it and where such a setting belongs, not a
+// database to retry.
 func TestAStartupParameterThePoolerRefusesSaysWhatToRemove(t *testing.T) {
 	t.Parallel()
 	name := testdb.NewDatabase(t)
@@ -200,17 +201,15 @@ func TestAStartupParameterThePoolerRefusesSaysWhatToRemove(t *testing.T) {
 		want         []string
 	}{
 		{"options", "-c statement_timeout=5s", store.Options{Pooler: store.PoolerTransaction},
-			[]string{"options startup parameter", "Remove it", "[database] schema"}},
-		{"options", "-c statement_timeout=5s", store.Options{},
-			[]string{"options startup parameter", "Remove it", `pooler = "transaction"`}},
+			[]string{"options startup parameter", "Remove it", "[database] schema", "ALTER ROLE"}},
 		{"options", "-c statement_timeout=5s", store.Options{Schema: "app"},
-			[]string{"the schema's search_path", `pooler = "transaction"`, "remove options="}},
-		{"statement_timeout", "5s", store.Options{Pooler: store.PoolerTransaction},
-			[]string{"startup parameter statement_timeout", "Remove it from the URL"}},
+			[]string{"options startup parameter", "Remove it"}},
+		{"statement_timeout", "5s", store.Options{},
+			[]string{"startup parameter statement_timeout", "Remove it from the URL", "ALTER ROLE … SET statement_timeout"}},
 	} {
 		dsn := store.WithDSNParams(b.DSN(name), [][2]string{{c.param, c.value}})
 		_, err := store.Open(context.Background(), dsn, c.opts)
-		msg := requireCode(t, err, apperr.PoolerMisconfigured)
+		msg := requireCode(t, store.TranslateError(err), apperr.PoolerMisconfigured)
 		for _, w := range c.want {
 			require.Contains(t, msg, w, "%s=%s %+v", c.param, c.value, c.opts)
 		}

@@ -4,9 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -47,6 +52,9 @@ type Options struct {
 	// AcquireTimeout bounds the wait for a pooled connection of a transaction or a runner's key
 	// read: past it the request fails with OVERLOADED (503, Retry-After). 0: no bound.
 	AcquireTimeout time.Duration
+	// RequireSynchronousReplication refuses every write with REPLICATION_UNSAFE while no
+	// synchronous standby confirms commits ([database] require_synchronous_replication).
+	RequireSynchronousReplication bool
 }
 
 // Access says whether a session may write, and if not, why.
@@ -64,8 +72,8 @@ const (
 )
 
 // DB is the one pool of a process. Every statement goes through it (Q, Tx, the read models'
-// Reader), so what a session enforces — read-only, the schema, a transaction pooler's rules —
-// holds for all of them; no raw pool is handed out.
+// Reader), so what a session enforces — read-only, the schema, every setting idemwork depends
+// on, a pooler's rules — holds for all of them; no raw pool is handed out.
 type DB struct {
 	pool *pgxpool.Pool
 	// X is the read models' sqlx-style API over the same path.
@@ -75,32 +83,50 @@ type DB struct {
 
 	access Access
 	conn   Connection
-	// wrap sends each statement outside a transaction inside one (read-only, or a transaction
-	// pooler).
-	wrap bool
-	// txSearchPath is set per transaction (set_config(…, true)) behind a transaction pooler.
-	txSearchPath string
+	// settings is what every transaction sets in the round trip that begins it (settings.go).
+	settings txSettings
+	// mode is the pgx exec mode of connections the pool opens from now on.
+	mode atomic.Int32
+	// beginApart: the exec mode describes statements in a round trip of its own before sending
+	// them, so BEGIN is sent alone first and the describe runs inside the transaction.
+	beginApart bool
 	// dsn is what child processes open to get this session's policy (pooler, search_path).
 	dsn    string
 	schema migrations.State
+	pol    policy
+	// connCfg is the pool's connection config (for migrate's connection of its own).
+	connCfg *pgx.ConnConfig
 
 	mu sync.Mutex // guards schema after a migration
 
 	acquireTimeout time.Duration
+	// requireSync refuses writes while no synchronous standby confirms commits (replication.go).
+	requireSync bool
+	repl        replicationWatch
 }
 
-// Connection is what a session chose for the database it talks to.
+// Connection is what a session chose for the database it talks to, and what it found there.
 type Connection struct {
 	Pooler Pooler `json:"pooler"`
+	// PoolerDeclared: the pooler was named (config, environment or URL); PoolerDetected: one
+	// answers (the backend key pgbouncer and its kind hand out is not the server's process id).
+	PoolerDeclared bool `json:"poolerDeclared"`
+	PoolerDetected bool `json:"poolerDetected"`
 	// ExecMode is pgx's default_query_exec_mode in use.
 	ExecMode string `json:"execMode"`
-	// SearchPath is the search_path idemwork sets ("" keeps the server's).
+	// SearchPath is the search_path every transaction sets.
 	SearchPath string `json:"searchPath,omitempty"`
 	// Standby is true on a hot standby.
 	Standby bool   `json:"standby"`
 	User    string `json:"user"`
 	// Schema is current_schema(): where the tables are.
 	Schema string `json:"schema"`
+	// Host and Port are where the session's first connection went (after a multi-host URL's
+	// choice; a socket's directory as Host): the pooler's address behind one.
+	Host string `json:"host"`
+	Port int    `json:"port"`
+	// ServerVersion is the server's version string.
+	ServerVersion string `json:"serverVersion"`
 }
 
 // Querier is what repositories need; both a pool and a transaction satisfy it.
@@ -111,8 +137,13 @@ type Querier interface {
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
-// Open connects to dsn, learns what the server is (a hot standby is read-only), checks the
-// schema (migrating it when opts.Migrate) and the role's privileges. The caller closes the DB.
+// DefaultConnectTimeout bounds each host's connection attempt when the URL does not say
+// (connect_timeout=N seconds; 0 waits as long as the network does).
+const DefaultConnectTimeout = 10 * time.Second
+
+// Open connects to dsn, learns what the server is (a hot standby is read-only) and whether a
+// pooler answers (picking the exec mode that works through it), checks the schema (migrating
+// it when opts.Migrate) and the role's privileges. The caller closes the DB.
 func Open(ctx context.Context, dsn string, opts Options) (*DB, error) {
 	pol, err := resolvePolicy(dsn, opts)
 	if err != nil {
@@ -120,17 +151,16 @@ func Open(ctx context.Context, dsn string, opts Options) (*DB, error) {
 	}
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		// pgx's own message may quote the string it could not parse: never show it.
-		return nil, apperr.New(apperr.Usage, "the database URL is not valid: %s; see README \"The database\" for the forms idemwork reads", parseHint(dsn))
+		return nil, parseError(dsn, err)
 	}
 	for _, k := range policyParams {
 		delete(cfg.ConnConfig.RuntimeParams, k)
 	}
-	userOptions := cfg.ConnConfig.RuntimeParams["options"]
-	if o := pol.startupOptions(userOptions); o != "" {
-		cfg.ConnConfig.RuntimeParams["options"] = o
+	if !dsnSetsConnectTimeout(dsn) {
+		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
 	}
-	cfg.ConnConfig.DefaultQueryExecMode = pol.mode
+	provisional := pol.provisional()
+	cfg.ConnConfig.DefaultQueryExecMode = provisional
 	if opts.MaxConns > 0 {
 		cfg.MaxConns = opts.MaxConns
 	}
@@ -142,48 +172,34 @@ func Open(ctx context.Context, dsn string, opts Options) (*DB, error) {
 	if opts.Tracer != nil {
 		cfg.ConnConfig.Tracer = opts.Tracer
 	}
-	startupPath, sessionPath := pol.startupSearchPath(), pol.sessionSearchPath()
+	db := &DB{ReadOnly: opts.ReadOnly, dsn: pol.childDSN(dsn), pol: pol, connCfg: cfg.ConnConfig.Copy(),
+		acquireTimeout: opts.AcquireTimeout, requireSync: opts.RequireSynchronousReplication}
+	db.X = &Reader{db: db}
+	db.mode.Store(int32(provisional))
+	cfg.BeforeConnect = func(_ context.Context, cc *pgx.ConnConfig) error {
+		cc.DefaultQueryExecMode = db.execMode()
+		return nil
+	}
 	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
 		// Every time read back is in UTC, whatever the process's zone: pgx would return the
 		// local one, so a record (built in UTC) and the history event of the same instant would
 		// print one timestamp two ways in one JSON shape.
 		c.TypeMap().RegisterType(&pgtype.Type{Name: "timestamptz", OID: pgtype.TimestamptzOID,
 			Codec: &pgtype.TimestamptzCodec{ScanLocation: time.UTC}})
-		switch {
-		case startupPath != "":
-			// Sent at startup: a pooler told to ignore the options parameter drops it silently,
-			// and the session would look for the tables elsewhere (and migrate create them there).
-			var got string
-			if err := c.QueryRow(ctx, "SELECT pg_catalog.current_setting('search_path')", pgx.QueryExecModeSimpleProtocol).Scan(&got); err != nil {
-				return err
-			}
-			if got != startupPath {
-				return searchPathDropped(startupPath, got)
-			}
-		case sessionPath != "":
-			// Behind a session pooler a client connection keeps one server session for its whole
-			// life, and the pooler's DISCARD ALL resets the path when the client leaves.
-			_, err := c.Exec(ctx, "SELECT pg_catalog.set_config('search_path', $1, false)", sessionPath)
-			return err
-		}
 		return nil
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, connectError(dsn, err)
 	}
-	if err := pool.Ping(ctx); err != nil {
-		pool.Close()
-		return nil, pol.openError(dsn, userOptions, err)
-	}
-	db := &DB{pool: pool, ReadOnly: opts.ReadOnly, wrap: opts.ReadOnly || pol.pooler == PoolerTransaction,
-		dsn: pol.childDSN(dsn), conn: Connection{Pooler: pol.pooler, ExecMode: execModeName(pol.mode), SearchPath: pol.searchPath}}
-	db.X = &Reader{db: db}
-	db.acquireTimeout = opts.AcquireTimeout
+	db.pool = pool
 	if opts.ReadOnly {
 		db.access = ReadOnlyAsked
 	}
-	db.txSearchPath = pol.txSearchPath()
+	if err := db.bootstrap(ctx, dsn, opts); err != nil {
+		db.Close()
+		return nil, err
+	}
 	if err := db.start(ctx, opts); err != nil {
 		db.Close()
 		return nil, err
@@ -191,16 +207,130 @@ func Open(ctx context.Context, dsn string, opts Options) (*DB, error) {
 	return db, nil
 }
 
+func (db *DB) execMode() pgx.QueryExecMode { return pgx.QueryExecMode(db.mode.Load()) }
+
+// bootstrap makes the session's first connection and learns, before any statement of
+// idemwork's own, what the transactions' settings must be and whether a pooler answers; then
+// it fixes the exec mode (connections already open in another mode are closed) and the settings.
+func (db *DB) bootstrap(ctx context.Context, dsn string, opts Options) error {
+	c, err := db.pool.Acquire(ctx)
+	if err != nil {
+		return db.pol.openError(dsn, err)
+	}
+	f, err := readFirstFacts(ctx, c.Conn().PgConn())
+	host, port := remoteOf(c.Conn().PgConn())
+	c.Release()
+	if err != nil {
+		return TranslateError(fmt.Errorf("connect: read the server's settings: %w", err))
+	}
+	where := host
+	if port != 0 {
+		where = net.JoinHostPort(host, strconv.Itoa(port))
+	}
+	startsAsSet := db.pol.schemaPath == "" && f.reset["standard_conforming_strings"] == "on"
+	mode, apart, err := db.pol.modeFor(f.pooled, startsAsSet, where)
+	if err != nil {
+		return err
+	}
+	if mode != db.execMode() {
+		db.mode.Store(int32(mode))
+		// The first connection was opened in the provisional mode and sent nothing but the
+		// simple protocol's: closed, the next one opens in mode.
+		db.pool.Reset()
+	}
+	db.beginApart = apart
+	db.settings = newTxSettings(db.pol.schemaPath, f.reset)
+	if f.inRecovery {
+		// Before any transaction of idemwork's own: on a standby they must begin READ ONLY.
+		db.readOnly(ReadOnlyStandby)
+	}
+	db.conn = Connection{Pooler: db.pol.pooler, PoolerDeclared: db.pol.declared, PoolerDetected: f.pooled,
+		ExecMode: execModeName(mode), SearchPath: db.settings.searchPath, Host: host, Port: port, ServerVersion: f.version}
+	return nil
+}
+
+// firstFacts is what the session's first connection reads before anything else.
+type firstFacts struct {
+	// pooled: the backend key the connection got is not the server process's id — a pooler
+	// (pgbouncer, and its kind) answered the handshake with one of its own.
+	pooled     bool
+	inRecovery bool
+	reset      map[string]string
+	version    string
+}
+
+// readFirstFacts reads, in one round trip of pgx's simple protocol (nothing prepared, nothing
+// left on a server connection), the backend's process id and the reset values of the settings
+// every transaction sets: what RESET would give — the role's, the database's, the server's file
+// — which no SET by another client of a pooler changes. Its own transaction sets the timeouts to
+// those values, so one a client left behind cannot cancel it.
+func readFirstFacts(ctx context.Context, pc *pgconn.PgConn) (firstFacts, error) {
+	names := append([]string{"search_path", "standard_conforming_strings"}, resetSettings...)
+	quoted := make([]string, len(names))
+	for i, n := range names {
+		quoted[i] = "'" + n + "'"
+	}
+	sql := beginReadOnly + `; set local statement_timeout to default; set local lock_timeout to default;
+		select pg_catalog.pg_backend_pid()::text, pg_catalog.current_setting('server_version'), pg_catalog.pg_is_in_recovery()::text;
+		select name, reset_val from pg_catalog.pg_settings where name in (` + strings.Join(quoted, ", ") + `);
+		commit`
+	results, err := pc.Exec(ctx, sql).ReadAll()
+	if err != nil {
+		return firstFacts{}, err
+	}
+	f := firstFacts{reset: map[string]string{}}
+	if len(results) != 6 || len(results[3].Rows) != 1 {
+		return f, fmt.Errorf("unexpected answer to the first read (%d results)", len(results))
+	}
+	row := results[3].Rows[0]
+	pid, err := strconv.ParseUint(string(row[0]), 10, 32)
+	if err != nil {
+		return f, fmt.Errorf("read the backend's process id: %w", err)
+	}
+	f.pooled, f.version, f.inRecovery = uint32(pid) != pc.PID(), string(row[1]), string(row[2]) == "true"
+	for _, r := range results[4].Rows {
+		f.reset[string(r[0])] = string(r[1])
+	}
+	for _, n := range names {
+		if _, ok := f.reset[n]; !ok {
+			return f, fmt.Errorf("the server has no setting %s", n)
+		}
+	}
+	return f, nil
+}
+
+// remoteOf is the address a connection went to: host and port over TCP, the socket's directory
+// (and its port) over a Unix socket.
+func remoteOf(pc *pgconn.PgConn) (string, int) {
+	switch a := pc.Conn().RemoteAddr().(type) {
+	case *net.TCPAddr:
+		return a.IP.String(), a.Port
+	case *net.UnixAddr:
+		dir, file := filepath.Split(a.Name)
+		port, _ := strconv.Atoi(strings.TrimPrefix(file, ".s.PGSQL."))
+		return strings.TrimSuffix(dir, "/"), port
+	}
+	return pc.Conn().RemoteAddr().String(), 0
+}
+
 // start learns the server's role (primary or standby), then checks schema and privileges.
 func (db *DB) start(ctx context.Context, opts Options) error {
-	var standby bool
-	if err := db.Q(ctx).QueryRow(ctx, `SELECT pg_is_in_recovery(), current_user, coalesce(current_schema(), '')`).
-		Scan(&standby, &db.conn.User, &db.conn.Schema); err != nil {
+	// One statement: who the session is, where the tables are, and the replication state.
+	repl, err := scanReplication(func(dest ...any) error {
+		row := db.Q(ctx).QueryRow(ctx, `SELECT current_user, coalesce(current_schema(), ''), r.* FROM (`+replicationSQL+`) r`)
+		return row.Scan(append([]any{&db.conn.User, &db.conn.Schema}, dest...)...)
+	})
+	if err != nil {
 		return TranslateError(fmt.Errorf("connect: read the server's state: %w", err))
 	}
-	if standby {
+	repl.Host, repl.Port = db.conn.Host, db.conn.Port
+	db.repl.last, db.repl.read = repl, true
+	if repl.InRecovery {
 		db.conn.Standby = true
 		db.readOnly(ReadOnlyStandby)
+	}
+	if err := db.checkSchema(ctx, opts.AnySchema); err != nil {
+		return err
 	}
 	if !opts.AnySchema {
 		// Before anything else reads idemwork's tables: a missing privilege is named up front.
@@ -233,7 +363,7 @@ func (db *DB) readOnly(why Access) {
 	if db.access == Writable || why == ReadOnlyStandby {
 		db.access = why
 	}
-	db.ReadOnly, db.wrap = true, true
+	db.ReadOnly = true
 }
 
 // schemaError is SCHEMA_NOT_READY for st, pointing a standby's user at the primary, and a role
@@ -278,8 +408,18 @@ func (db *DB) ReadSchemaState(ctx context.Context) (migrations.State, error) {
 	return migrations.ReadState(ctx, db.Q(ctx))
 }
 
-// WriteRefusal is the coded error a write gets on this session, nil when it may write.
+// WriteRefusal is the coded error a write gets on this session, nil when it may write: the
+// session's read-only reason, else REPLICATION_UNSAFE while require_synchronous_replication is
+// set and no synchronous standby confirms commits.
 func (db *DB) WriteRefusal() error {
+	if err := db.accessRefusal(); err != nil {
+		return err
+	}
+	return db.replicationRefusal()
+}
+
+// accessRefusal is the session's read-only reason as a coded error, nil when writable.
+func (db *DB) accessRefusal() error {
 	switch db.access {
 	case ReadOnlyStandby:
 		return apperr.New(apperr.ReadOnly, "this is a hot standby; writes go to the primary (connect to it with --allow-writes to write)")
@@ -306,8 +446,9 @@ func (db *DB) ReadOnlyReason() string {
 
 // Migrate applies this binary's pending migrations (goose, under its session lock) and returns
 // how many ran. It needs a writable session on a primary, a role that may create tables in the
-// schema (which it creates when [database] schema names one that does not exist yet), and no
-// transaction pooler (a session lock cannot live there).
+// schema (which it creates when [database] schema names one that does not exist yet), and a
+// direct connection: goose's session lock, and the schema its connection starts with, are
+// session state a pooler would move between server connections or hand to other clients.
 func (db *DB) Migrate(ctx context.Context) (int, error) {
 	if err := db.WriteRefusal(); err != nil {
 		return 0, err
@@ -315,12 +456,22 @@ func (db *DB) Migrate(ctx context.Context) (int, error) {
 	if db.conn.Pooler == PoolerTransaction {
 		return 0, apperr.New(apperr.Usage, "migrations cannot run through a transaction pooler (goose holds a session lock while "+
 			"it migrates, and a transaction pooler moves the session between server connections): run "+
-			"'idemwork migrate --allow-writes' with a URL that reaches PostgreSQL directly, or a session-pooling port")
+			"'idemwork migrate --allow-writes' with a URL that reaches PostgreSQL directly")
+	}
+	if db.conn.PoolerDetected || db.conn.Pooler == PoolerSession {
+		return 0, apperr.New(apperr.Usage, "migrations need a connection straight to PostgreSQL, and a pooler answers at %s: goose holds "+
+			"a session lock while it migrates, and its session starts in the schema; a pooler hands sessions and server connections to other "+
+			"clients. Run 'idemwork migrate --allow-writes' with a URL that reaches PostgreSQL directly (the server's own host and port)", db.conn.where())
 	}
 	if err := db.prepareSchema(ctx); err != nil {
 		return 0, err
 	}
-	sqlDB := stdlib.OpenDBFromPool(db.pool)
+	// A connection of migrate's own, straight to the server: the schema travels in its startup
+	// packet (no SET), so every statement goose runs, inside its transactions or not, is in it.
+	cc := db.connCfg.Copy()
+	cc.DefaultQueryExecMode = pgx.QueryExecModeExec
+	cc.RuntimeParams["search_path"] = db.settings.searchPath
+	sqlDB := stdlib.OpenDB(*cc)
 	n, err := migrations.Up(ctx, sqlDB)
 	_ = sqlDB.Close()
 	if err != nil {
@@ -339,9 +490,57 @@ func (db *DB) Migrate(ctx context.Context) (int, error) {
 	return n, nil
 }
 
+// Where names the node the session's first connection reached, for headers and messages.
+func (c Connection) Where() string { return c.where() }
+
+// where names the address the session connects to, for messages.
+func (c Connection) where() string {
+	if c.Port == 0 {
+		return c.Host
+	}
+	if strings.HasPrefix(c.Host, "/") {
+		return fmt.Sprintf("%s (port %d)", c.Host, c.Port)
+	}
+	return net.JoinHostPort(c.Host, strconv.Itoa(c.Port))
+}
+
 // refreshSchema rereads current_schema() (a migration may have created the schema).
 func (db *DB) refreshSchema(ctx context.Context) error {
 	return db.Q(ctx).QueryRow(ctx, `SELECT coalesce(current_schema(), '')`).Scan(&db.conn.Schema)
+}
+
+// checkSchema refuses up front a schema the session was told to use ([database] schema,
+// search_path=) that the role may not use, saying which GRANT fixes it, and — unless the session
+// opens for migrate, which creates it — one that does not exist. (Either would otherwise read as
+// a search_path with no schema on it, and the advice would be to set the schema that is set.)
+func (db *DB) checkSchema(ctx context.Context, anySchema bool) error {
+	name := firstPathSchema(db.pol.schemaPath)
+	if name == "" {
+		return nil
+	}
+	var exists, usage, create bool
+	var user, database string
+	if err := db.Q(ctx).QueryRow(ctx, `SELECT n.oid IS NOT NULL, coalesce(pg_catalog.has_schema_privilege(n.oid, 'USAGE'), false),
+			coalesce(pg_catalog.has_schema_privilege(n.oid, 'CREATE'), false), current_user, pg_catalog.current_database()
+		FROM (SELECT $1::text AS name) q LEFT JOIN pg_catalog.pg_namespace n ON n.nspname = q.name`, name).
+		Scan(&exists, &usage, &create, &user, &database); err != nil {
+		return TranslateError(fmt.Errorf("connect: read the schema's privileges: %w", err))
+	}
+	switch {
+	case exists && !usage:
+		grant := "USAGE"
+		if anySchema && !db.ReadOnly && !create {
+			grant = "USAGE, CREATE"
+		}
+		return apperr.New(apperr.PermissionDenied, "role %s lacks USAGE on schema %s, the schema idemwork is set to use "+
+			"([database] schema, or search_path= in the URL), so it cannot see the tables there: ask for GRANT %s ON SCHEMA %s TO %s",
+			ident(user), ident(name), grant, ident(name), ident(user))
+	case !exists && !anySchema:
+		return apperr.New(apperr.SchemaNotReady, "schema %s, the schema idemwork is set to use ([database] schema, or search_path= in "+
+			"the URL), does not exist in database %s: run 'idemwork migrate --allow-writes' (it creates the schema when the role may), "+
+			"or set the schema that holds idemwork's tables", ident(name), ident(database))
+	}
+	return nil
 }
 
 // prepareSchema makes sure the tables have a schema to go to that the role may create in.
@@ -354,8 +553,12 @@ func (db *DB) prepareSchema(ctx context.Context) error {
 		Scan(&schema, &user, &database, &canCreate, &canCreateSchema); err != nil {
 		return fmt.Errorf("migrate: read privileges: %w", err)
 	}
+	if strings.HasPrefix(schema, "pg_temp") {
+		// The path's schema is missing and the connection has a temporary schema, listed last.
+		schema = ""
+	}
 	if schema == "" {
-		name := firstPathSchema(db.conn.SearchPath)
+		name := firstPathSchema(db.pol.schemaPath)
 		if name == "" {
 			return apperr.New(apperr.SchemaNotReady, "no schema of the session's search_path exists: set [database] schema to the schema idemwork should use")
 		}
@@ -470,15 +673,21 @@ func (db *DB) checkPrivileges(ctx context.Context) error {
 }
 
 // Warm opens up to n connections of the pool before a burst, so the burst's requests meet on
-// the database instead of queueing for handshakes.
+// the database instead of queueing for handshakes. It opens a few at a time: the server starts a
+// process for each, one after another, and a burst of hundreds at once (a storm's processes
+// warming together) would make the last ones wait past the connect timeout on a busy server.
 func (db *DB) Warm(ctx context.Context, n int) error {
+	const atOnce = 8
 	n = min(n, int(db.pool.Config().MaxConns))
 	conns := make([]*pgxpool.Conn, 0, n)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	var firstErr error
+	slots := make(chan struct{}, atOnce)
 	for range n {
+		slots <- struct{}{}
 		wg.Go(func() {
+			defer func() { <-slots }()
 			c, err := db.pool.Acquire(ctx)
 			mu.Lock()
 			defer mu.Unlock()
@@ -536,24 +745,7 @@ func TranslateError(err error) error {
 	isPg := errors.As(err, &pgErr)
 	var connect *ConnectError
 	if errors.As(err, &connect) {
-		if isPg && startupRefused(pgErr) {
-			return apperr.Wrap(apperr.PoolerMisconfigured, err, "%s", connect.Error())
-		}
-		// Open's own failure, already worded for users (the redacted URL, the cause, a hint): an
-		// unreachable server is DATABASE_UNAVAILABLE in those words; a refusal (authentication,
-		// no such database) is INTERNAL in them — retrying would only be refused again.
-		if isPg && loginRefused(pgErr) {
-			return apperr.Wrap(apperr.Internal, err, "%s", connect.Error())
-		}
-		if !isPg || unavailableState(pgErr.Code) {
-			return apperr.Wrap(apperr.DatabaseUnavailable, err, "%s; retry in a moment, or check that the database is running and reachable", connect.Error())
-		}
-		// A failure of Open's own first statements (the schema check through a misconfigured
-		// pooler, a missing privilege) has the code it would have later.
-		if known := translatePgError(err, pgErr); known != err {
-			return known
-		}
-		return apperr.Wrap(apperr.Internal, err, "%s", connect.Error())
+		return translateConnectError(err, connect, pgErr)
 	}
 	if isPg {
 		return translatePgError(err, pgErr)
@@ -574,15 +766,23 @@ func translatePgError(err error, pgErr *pgconn.PgError) error {
 	switch {
 	case pgErr.Code == "25006": // read_only_sql_transaction
 		return apperr.Wrap(apperr.ReadOnly, err, "this session is read-only; reconnect with --allow-writes to write")
+	case pgErr.Code == "42501" && strings.Contains(pgErr.Message, `"session_replication_role"`):
+		return apperr.Wrap(apperr.PermissionDenied, err, "the session's session_replication_role is not \"origin\" (\"replica\" turns off "+
+			"foreign keys and triggers, which idemwork's integrity rests on), and this role may not set it back for its transactions: "+
+			"nothing was written; ask for it to be reset where it was set (ALTER ROLE … RESET session_replication_role, or ALTER "+
+			"DATABASE … RESET session_replication_role), or for GRANT SET ON PARAMETER session_replication_role TO the role")
 	case pgErr.Code == "42501": // insufficient_privilege
 		return apperr.Wrap(apperr.PermissionDenied, err, "the server refused: %s; grant idemwork's role that privilege "+
 			"(README \"Production databases\" lists what each mode needs)", pgErr.Message)
 	case pgErr.Code == "42P01" || pgErr.Code == "3F000": // undefined_table, invalid_schema_name
 		return apperr.Wrap(apperr.SchemaNotReady, err, "%s: the database is not migrated for this idemwork; run 'idemwork migrate --allow-writes' against it", pgErr.Message)
 	case (pgErr.Code == "42P05" || pgErr.Code == "26000") && strings.Contains(pgErr.Message, "stmtcache_"):
+		// idemwork prepares named statements only where no pooler answers or a session pooler is
+		// declared: this is a pooler that runs transactions, not sessions, declared as the other.
 		return apperr.Wrap(apperr.PoolerMisconfigured, err, "the database lost or mixed up this session's prepared statements (SQLSTATE %s), "+
-			"the mark of a transaction-pooling pgbouncer between idemwork and PostgreSQL: set [database] pooler = \"transaction\" in the "+
-			"config (or add pooler=transaction to the database URL) and restart; nothing was committed by the statement that failed", pgErr.Code)
+			"the mark of a transaction-pooling pgbouncer where a session pooler was declared: set [database] pooler = \"transaction\" "+
+			"(or pooler=transaction in the URL) and remove default_query_exec_mode=cache_statement, then restart; nothing was committed "+
+			"by the statement that failed", pgErr.Code)
 	case pgErr.Code == "57014" && strings.Contains(pgErr.Message, "statement timeout"): // query_canceled
 		return apperr.Wrap(apperr.DatabaseUnavailable, err, "the database cancelled the statement when it reached statement_timeout (SQLSTATE %s); "+
 			"the transaction rolled back: retry; if it keeps happening, look for a transaction holding the rows' locks (the Locks view) "+
@@ -607,17 +807,70 @@ func translatePgError(err error, pgErr *pgconn.PgError) error {
 	return err
 }
 
-// loginRefused reports whether the server (or a pooler in front of it) refused to log the session
-// in: a wrong password or user, no pg_hba.conf entry, no such database. pgbouncer reports its own
-// authentication failures as 08P01, a protocol violation, in the connection_exception class.
-func loginRefused(e *pgconn.PgError) bool {
+// authRefused reports whether the server (or a pooler in front of it) refused to log the session
+// in: a wrong password or user, no pg_hba.conf entry. pgbouncer reports its own authentication
+// failures as 08P01, a protocol violation, in the connection_exception class.
+func authRefused(e *pgconn.PgError) bool {
 	switch e.Code {
-	case "28P01", "28000", "3D000":
+	case "28P01", "28000":
 		return true
 	case "08P01":
 		return strings.Contains(e.Message, "authentication failed")
 	}
 	return false
+}
+
+// translateConnectError codes Open's own failure to connect, already worded for users (the
+// redacted URL, the cause, a hint): a refusal the user must fix (credentials, the database's
+// name, a URL parameter the server does not know, one a pooler refuses) has its own code and
+// is not to be retried; an unreachable server is DATABASE_UNAVAILABLE with what to check.
+func translateConnectError(err error, connect *ConnectError, pgErr *pgconn.PgError) error {
+	if pgErr != nil {
+		switch {
+		case startupRefused(pgErr):
+			return apperr.Wrap(apperr.PoolerMisconfigured, err, "%s", connect.Error())
+		case authRefused(pgErr):
+			return apperr.Wrap(apperr.AuthFailed, err, "%s", connect.Error())
+		case pgErr.Code == "3D000": // invalid_catalog_name
+			return apperr.Wrap(apperr.DatabaseNotFound, err, "%s", connect.Error())
+		case pgErr.Code == "42704" && strings.Contains(pgErr.Message, "configuration parameter"): // undefined_object
+			name := pgErr.Message
+			if _, after, ok := strings.Cut(name, "parameter "); ok {
+				name = strings.Trim(after, `"`)
+			}
+			return apperr.Wrap(apperr.Usage, err, "the database URL's parameter %s is neither a connection setting nor a PostgreSQL "+
+				"setting (the server refused it as a startup parameter): remove it from the URL, or correct its name (see README "+
+				"\"The database\" for what idemwork reads itself: pooler, search_path)", printable(name))
+		case unavailableState(pgErr.Code):
+			return apperr.Wrap(apperr.DatabaseUnavailable, err, "%s; retry in a moment, or check that the database is running and reachable", connect.Error())
+		}
+		// A failure of Open's own first statements (a missing privilege) has the code it would
+		// have later.
+		if known := translatePgError(err, pgErr); known != err {
+			return known
+		}
+		return apperr.Wrap(apperr.Internal, err, "%s", connect.Error())
+	}
+	var dns *net.DNSError
+	switch {
+	case errors.As(err, &dns):
+		return apperr.Wrap(apperr.DatabaseUnavailable, err, "connect to %s: the host name %s does not resolve (%s): check the host in the URL",
+			connect.Where, printable(dns.Name), printable(dns.Err))
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return apperr.Wrap(apperr.DatabaseUnavailable, err, "connect to %s: nothing listens there (connection refused): check "+
+			"that PostgreSQL (or the pooler) runs and that the URL's host and port are right; retry once it does", connect.Where)
+	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
+		return apperr.Wrap(apperr.DatabaseUnavailable, err, "connect to %s: the server did not answer within the connect timeout (%s "+
+			"unless the URL sets connect_timeout=N seconds): check that PostgreSQL (or the pooler) runs there and that nothing drops the "+
+			"connection on the way; retry in a moment", connect.Where, DefaultConnectTimeout)
+	}
+	return apperr.Wrap(apperr.DatabaseUnavailable, err, "%s; retry in a moment, or check that the database is running and reachable", connect.Error())
+}
+
+// isTimeout reports whether err is a network timeout.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // unavailableState reports whether a SQLSTATE says the server cannot serve the session now: it
@@ -626,15 +879,21 @@ func unavailableState(code string) bool {
 	return code == "57P01" || code == "57P02" || code == "57P03" || code == "53300" || code == "53400" || strings.HasPrefix(code, "08")
 }
 
-// translate is TranslateError with this session's own read-only reason.
+// translate is TranslateError with this session's own read-only reason. A session that opened
+// writable on a primary and meets a read-only server (a failover demoted the node its
+// connections reach) is told so, and how to follow the primary.
 func (db *DB) translate(err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "25006" {
-		if refusal := db.WriteRefusal(); refusal != nil {
+		if refusal := db.accessRefusal(); refusal != nil {
 			ae := refusal.(*apperr.Error)
 			ae.Err = err
 			return ae
 		}
+		return apperr.Wrap(apperr.ReadOnly, err, "the server refused a write as read-only although this session opened on a primary: "+
+			"a failover may have made the node it reaches a standby; list every node in the URL with target_session_attrs=read-write "+
+			"(postgres://a,b/db?target_session_attrs=read-write) so new connections follow the primary, and retry (a write with the "+
+			"same Idempotency-Key is safe to retry)")
 	}
 	return TranslateError(err)
 }

@@ -35,16 +35,14 @@ func InTx(ctx context.Context) bool {
 }
 
 // Q returns where a statement for ctx goes: the ambient transaction of this DB when ctx
-// carries one; otherwise the pool, or, on a read-only session or behind a transaction pooler, a
-// transaction of the statement's own in the same round trip (see singleTx).
+// carries one; otherwise a transaction of the statement's own, begun with this session's
+// settings and committed in the same round trip (see singleTx) — never the bare pool, whose
+// server connection may carry another client's settings.
 func (db *DB) Q(ctx context.Context) Querier {
 	if a, ok := ctx.Value(ambientKey{}).(*ambient); ok && a.db == db {
 		return a
 	}
-	if db.wrap {
-		return singleTx{db: db}
-	}
-	return db.pool
+	return singleTx{db: db}
 }
 
 func stmtError(what string, guard error, err error) error {
@@ -68,8 +66,8 @@ type roundTripBatch struct {
 	qs []pgx.QueuedQuery
 }
 
-// maxBegin is how many statements queueBegin queues at most.
-const maxBegin = 2
+// maxBegin is how many statements queueBegin queues.
+const maxBegin = beginResults
 
 func newRoundTripBatch(n int) *roundTripBatch {
 	return &roundTripBatch{Batch: pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, maxBegin+n)}, qs: make([]pgx.QueuedQuery, 0, n)}
@@ -85,12 +83,14 @@ func (pb *roundTripBatch) add(sql string, args []any) {
 	pb.QueuedQueries = append(pb.QueuedQueries, &pb.qs[len(pb.qs)-1])
 }
 
-// queueWrites puts BEGIN (with its transaction-local settings) if it was not sent yet, then the
-// batch's writes into pb, marks BEGIN sent, and returns how many results BEGIN takes.
+// queueWrites puts BEGIN and the transaction's settings first if they were not sent yet, then
+// the batch's writes into pb, marks BEGIN sent, and returns how many results BEGIN takes. When
+// the exec mode describes statements in a round trip of their own (beginApart), BEGIN was sent
+// alone before (a.begin) and takes none here.
 func (a *ambient) queueWrites(pb *roundTripBatch, b *Batch) int {
 	began := 0
 	if !a.begun {
-		began = a.db.queueBegin(&pb.Batch, false)
+		began = a.db.queueBegin(&pb.Batch, beginReadWrite)
 		a.begun = true
 	}
 	if b != nil {
@@ -128,13 +128,23 @@ func readWrites(br pgx.BatchResults, began int, b *Batch) error {
 	return nil
 }
 
-// begin sends BEGIN alone when it has not been sent (before a statement that cannot share its
-// round trip).
+// begin sends BEGIN and the transaction's settings alone when they have not been sent: before a
+// statement that cannot share their round trip, and, in an exec mode that describes statements
+// before sending them, before anything else (see beginApart).
 func (a *ambient) begin(ctx context.Context) error {
 	if a.begun {
 		return nil
 	}
-	return a.roundTrip(ctx, nil)
+	a.begun = true
+	return a.db.sendBegin(ctx, a.conn, beginReadWrite)
+}
+
+// apart sends BEGIN on its own first when the exec mode needs it (beginApart).
+func (a *ambient) apart(ctx context.Context) error {
+	if a.db.beginApart && !a.begun {
+		return a.begin(ctx)
+	}
+	return nil
 }
 
 // send sends b's writes in one round trip (with BEGIN first when it was not sent yet); an empty
@@ -151,6 +161,12 @@ func (a *ambient) send(ctx context.Context, b *Batch) error {
 
 // roundTrip sends BEGIN (if not yet sent) and b's writes (b may be nil) as one batch.
 func (a *ambient) roundTrip(ctx context.Context, b *Batch) error {
+	if err := a.apart(ctx); err != nil {
+		return err
+	}
+	if a.begun && writes(b) == 0 {
+		return nil
+	}
 	pb := newRoundTripBatch(writes(b))
 	began := a.queueWrites(pb, b)
 	br := a.conn.SendBatch(ctx, &pb.Batch)
@@ -163,6 +179,9 @@ func (a *ambient) roundTrip(ctx context.Context, b *Batch) error {
 
 // Exec runs sql in the transaction, with BEGIN in the same round trip if it was not sent yet.
 func (a *ambient) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if err := a.apart(ctx); err != nil {
+		return pgconn.CommandTag{}, err
+	}
 	if a.begun {
 		return a.conn.Exec(ctx, sql, args...)
 	}
@@ -183,6 +202,9 @@ func (a *ambient) Exec(ctx context.Context, sql string, args ...any) (pgconn.Com
 
 // QueryRow runs sql in the transaction, with BEGIN in the same round trip if it was not sent yet.
 func (a *ambient) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	if err := a.apart(ctx); err != nil {
+		return errRow{err}
+	}
 	if a.begun {
 		return a.conn.QueryRow(ctx, sql, args...)
 	}
@@ -208,15 +230,15 @@ func (a *ambient) Query(ctx context.Context, sql string, args ...any) (pgx.Rows,
 // SendBatch sends b in the transaction, with BEGIN first in the same round trip if it was not
 // sent yet: what the caller reads from the results is b's alone.
 func (a *ambient) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	if err := a.apart(ctx); err != nil {
+		return errBatch{err}
+	}
 	if a.begun {
 		return a.conn.SendBatch(ctx, b)
 	}
 	pb := pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, maxBegin+len(b.QueuedQueries))}
-	began := 0
-	if !a.begun {
-		began = a.db.queueBegin(&pb, false)
-		a.begun = true
-	}
+	began := a.db.queueBegin(&pb, beginReadWrite)
+	a.begun = true
 	pb.QueuedQueries = append(pb.QueuedQueries, b.QueuedQueries...)
 	br := a.conn.SendBatch(ctx, &pb)
 	if err := readWrites(br, began, nil); err != nil {
@@ -227,7 +249,9 @@ func (a *ambient) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults 
 }
 
 // commit sends b's writes and COMMIT in one round trip (with BEGIN first when nothing was sent
-// before). Nothing sent and nothing queued: nothing to commit.
+// before). Nothing sent and nothing queued: nothing to commit. In an exec mode that describes
+// statements before sending them (beginApart), the writes go first and COMMIT alone after them,
+// so that when COMMIT leaves is known exactly.
 func (a *ambient) commit(ctx context.Context, b *Batch) error {
 	if b.err != nil {
 		return b.err
@@ -235,44 +259,84 @@ func (a *ambient) commit(ctx context.Context, b *Batch) error {
 	if !a.begun && len(b.writes) == 0 {
 		return nil
 	}
+	if a.db.beginApart {
+		if err := a.roundTrip(ctx, b); err != nil {
+			// COMMIT was not sent: the transaction cannot have committed.
+			return err
+		}
+		tag, err := a.conn.Exec(ctx, "commit")
+		return commitResult(tag, err)
+	}
 	pb := newRoundTripBatch(len(b.writes) + 1)
 	began := a.queueWrites(pb, b)
 	pb.add("commit", nil)
 	br := a.conn.SendBatch(ctx, &pb.Batch)
-	err := readWrites(br, began, b)
-	if err == nil {
-		var tag pgconn.CommandTag
-		tag, err = br.Exec()
-		if err == nil && tag.String() != "COMMIT" {
-			err = pgx.ErrTxCommitRollback
-		}
-		if err != nil {
-			err = fmt.Errorf("commit: %w", err)
-		}
+	if err := readWrites(br, began, b); err != nil {
+		_ = br.Close()
+		return commitOutcome(err, false)
 	}
-	if cerr := br.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("commit: %w", cerr)
-	}
-	return commitOutcome(err)
+	tag, err := br.Exec()
+	// The COMMIT tag is the answer: an error draining the batch after it changes nothing.
+	_ = br.Close()
+	return commitResult(tag, err)
 }
 
-// commitOutcome tells a failed commit round trip that the server answered (it rolled back, and
-// the error says why) from one whose answer never arrived: the connection died with COMMIT
-// sent, so the transaction may have committed. That is COMMIT_UNKNOWN, never a plain failure:
-// the write must not be reported as not done, and only a retry with the same key can tell.
-func commitOutcome(err error) error {
+// commitResult is the outcome of COMMIT's own answer: its tag, or the error read in its place.
+func commitResult(tag pgconn.CommandTag, err error) error {
+	if err != nil {
+		return commitOutcome(fmt.Errorf("commit: %w", err), true)
+	}
+	if tag.String() != "COMMIT" {
+		// ROLLBACK: the transaction had failed; the server said so.
+		return fmt.Errorf("commit: %w", pgx.ErrTxCommitRollback)
+	}
+	return nil
+}
+
+// commitOutcome tells a failed round trip that carried COMMIT from one whose answer the server
+// gave: when COMMIT was sent and no confirmation came back, whatever the error (the session
+// ended by FATAL while committing, a reset, EOF, a deadline), the transaction may have committed.
+// That is COMMIT_UNKNOWN, never a plain failure: the write must not be reported as not done, and
+// only a retry with the same key can tell. atCommit says err stands where COMMIT's answer was
+// due; before it, a server's answer (an ERROR, or a FATAL ending the session) means the server
+// never reached COMMIT, while an error of the connection means nothing: the answers were in
+// flight, COMMIT's among them.
+func commitOutcome(err error, atCommit bool) error {
 	if err == nil {
 		return nil
 	}
 	var pgErr *pgconn.PgError
 	var coded *apperr.Error
-	if errors.As(err, &pgErr) || errors.As(err, &coded) || errors.Is(err, pgx.ErrTxCommitRollback) || pgconn.SafeToRetry(err) {
-		// The server answered, or nothing reached it: the transaction did not commit.
+	var unsent pgx.ErrPreprocessingBatch
+	switch {
+	case errors.As(err, &coded), errors.Is(err, pgx.ErrTxCommitRollback):
+		// A refusal the server answered (a guarded write), or one made before sending.
+		return err
+	case errors.As(err, &unsent), pgconn.SafeToRetry(err):
+		// The round trip never left: nothing reached the server.
+		return err
+	case errors.As(err, &pgErr) && (!atCommit || !endsSession(pgErr)):
+		// The server answered: it refused a statement before COMMIT, so the transaction rolled
+		// back; or it refused COMMIT itself (a deferred constraint, a serialization failure).
 		return err
 	}
-	return apperr.Wrap(apperr.CommitUnknown, err, "the connection to the database was lost while the write was committing, so it may or may not have "+
-		"committed; retry with the same Idempotency-Key to learn the outcome (the retry replays the first result if it committed and runs it "+
-		"once if it did not); a write sent without a key cannot tell: look at the record's history before sending it again")
+	return apperr.Wrap(apperr.CommitUnknown, err, "%s", commitUnknownMessage)
+}
+
+// commitUnknownMessage is COMMIT_UNKNOWN's message where the caller's key is not known; the
+// edges that know whether the write had a key say which of its two halves applies.
+const commitUnknownMessage = "the connection to the database was lost while the write was committing, so it may or may not have " +
+	"committed; retry with the same Idempotency-Key to learn the outcome (the retry replays the first result if it committed and runs it " +
+	"once if it did not); a write sent without a key cannot tell: look at the record's history before sending it again"
+
+// endsSession reports whether a server error ended the session (FATAL, PANIC): sent in COMMIT's
+// place, it may come after the commit was made durable.
+func endsSession(e *pgconn.PgError) bool {
+	sev := e.SeverityUnlocalized
+	if sev == "" {
+		sev = e.Severity
+	}
+	return sev == "FATAL" || sev == "PANIC"
 }
 
 // rollback ends the transaction if BEGIN reached the server.

@@ -52,7 +52,7 @@ func TestQueuedWritesTravelWithBeginAndCommitInOneRoundTrip(t *testing.T) {
 		require.Equal(t, []string{"first", "second"}, b.Steps())
 		return nil
 	}))
-	require.Equal(t, []string{"batch[begin; insert into audit_event; insert into audit_event; commit]"}, tr.Take())
+	require.Equal(t, []string{"batch[begin; settings; insert into audit_event; insert into audit_event; commit]"}, tr.Take())
 	require.Equal(t, 2, countWhere(t, db, `SELECT count(*) FROM audit_event WHERE id IN ('a', 'b')`))
 }
 
@@ -69,7 +69,7 @@ func TestBeginTravelsWithTheFirstStatementAndTheBatchWithCommit(t *testing.T) {
 		b.InsertAudit("audit", event("c"))
 		return nil
 	}))
-	require.Equal(t, []string{"batch[begin; select 1]", "batch[insert into audit_event; commit]"}, tr.Take())
+	require.Equal(t, []string{"batch[begin; settings; select 1]", "batch[insert into audit_event; commit]"}, tr.Take())
 
 	// A statement that reads rows cannot share BEGIN's round trip: BEGIN goes first, alone.
 	require.NoError(t, tdb.Tx(ctx, func(ctx context.Context) error {
@@ -80,7 +80,7 @@ func TestBeginTravelsWithTheFirstStatementAndTheBatchWithCommit(t *testing.T) {
 		rows.Close()
 		return rows.Err()
 	}))
-	require.Equal(t, []string{"batch[begin]", "select id from", "batch[commit]"}, tr.Take())
+	require.Equal(t, []string{"batch[begin; settings]", "select id from", "batch[commit]"}, tr.Take())
 
 	// Nothing run and nothing queued: nothing is sent at all.
 	require.NoError(t, tdb.TxBatch(ctx, func(context.Context, *store.Batch) error { return nil }))
@@ -257,7 +257,7 @@ func TestANestedBatchIsSentWhenItsFunctionReturnsAndCommitsWithTheOuterTransacti
 		return boom
 	})
 	require.ErrorIs(t, err, boom)
-	require.Equal(t, []string{"batch[begin; insert into audit_event]", "select count(*) from", "rollback"}, tr.Take())
+	require.Equal(t, []string{"batch[begin; settings; insert into audit_event]", "select count(*) from", "rollback"}, tr.Take())
 	require.Zero(t, countWhere(t, db, `SELECT count(*) FROM audit_event WHERE id = 'nested'`), "the outer rollback undid the inner writes")
 
 	// A nested batch's failing write fails the inner call with its step.

@@ -25,22 +25,7 @@ func (db *DB) ReadSnapshot(ctx context.Context, fn func(ctx context.Context) err
 		return fmt.Errorf("begin: %w", err)
 	}
 	defer conn.Release()
-	var b pgx.Batch
-	b.Queue("begin isolation level repeatable read read only")
-	results := 1
-	if db.txSearchPath != "" { // the session's schema, per transaction as every transaction sets it
-		b.Queue("select pg_catalog.set_config('search_path', $1, true)", db.txSearchPath)
-		results++
-	}
-	br := conn.SendBatch(ctx, &b)
-	for range results {
-		if _, err = br.Exec(); err != nil {
-			break
-		}
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
+	err = db.sendBegin(ctx, conn, beginSnapshot)
 	a := &ambient{db: db, conn: conn, begun: true}
 	if err != nil {
 		a.rollback(context.WithoutCancel(ctx))

@@ -2,6 +2,8 @@ package storm_test
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -66,9 +68,31 @@ func TestAFailedWorkerProcessSaysWhy(t *testing.T) {
 	_, err := storm.Run(ctxFor(t), env, spec, nil)
 	require.Error(t, err)
 	ae := apperr.As(err)
-	require.Equal(t, apperr.Internal, ae.Code)
+	// The child's own code (a missing database has none of its own yet, issue 21 adds one).
+	require.Contains(t, []apperr.Code{apperr.Internal, "DATABASE_NOT_FOUND"}, ae.Code)
 	// Either worker may be the first to fail; the error names the one that did.
 	require.Regexp(t, `storm: worker process [12] exited before it was ready`, ae.Message)
 	require.Contains(t, ae.Message, `database "no_such_database" does not exist (SQLSTATE 3D000)`)
 	require.Contains(t, ae.Message, "connect to ")
+}
+
+// Issue 28: a storm whose worker processes cannot reach the database while they get ready
+// answers DATABASE_UNAVAILABLE with the cause — what the same failure in this process answers —
+// not INTERNAL "worker process N exited before it was ready".
+func TestAStormWhoseWorkersCannotReachTheDatabaseIsDatabaseUnavailable(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := ln.Addr().(*net.TCPAddr).Port
+	require.NoError(t, ln.Close()) // nothing listens there now: every connect is refused
+	env := b.env
+	env.DSN = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/idemwork?sslmode=disable&connect_timeout=5", port)
+	spec := createSpec("wendy", "k-unreachable")
+	spec.N, spec.Processes = 4, 2
+	_, err = storm.Run(ctxFor(t), env, spec, nil)
+	require.Error(t, err)
+	ae := apperr.As(err)
+	require.Equal(t, apperr.DatabaseUnavailable, ae.Code, ae.Message)
+	require.Regexp(t, `storm: worker process [12] exited before it was ready: .*connection refused`, ae.Message)
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -29,6 +30,7 @@ type child struct {
 	pid  int
 	url  string
 	msg  string
+	code apperr.Code // the code of the child's error line, if it sent one
 	done bool
 	bad  int // events outside this child's index range
 }
@@ -127,7 +129,14 @@ func (g *procGroup) waitReady(ctx context.Context) error {
 			}
 			g.cancel()
 			g.readers.Wait()
-			return childError(g.children[s.index], "exited before it was ready")
+			c := g.children[s.index]
+			if c.code == "" {
+				// No word from the child: say how it ended (a signal, an exit status).
+				if werr := c.cmd.Wait(); werr != nil {
+					return childError(c, "exited before it was ready ("+werr.Error()+")")
+				}
+			}
+			return childError(c, "exited before it was ready")
 		case <-timer.C:
 			return apperr.New(apperr.Internal, "storm: the worker processes were not ready within %s", timeout)
 		case <-ctx.Done():
@@ -311,7 +320,7 @@ func readChild(c *child, stdout io.Reader, col *collector, signals chan<- childS
 			}
 			col.add(*m.Event)
 		case "error":
-			c.msg = m.Msg
+			c.msg, c.code = m.Msg, m.Code
 		case "done":
 			c.done = true
 		}
@@ -320,11 +329,16 @@ func readChild(c *child, stdout io.Reader, col *collector, signals chan<- childS
 	signals <- childSignal{index: c.index}
 }
 
-// childError says what went wrong with a worker process, in words for the storm's user: a coded
-// INTERNAL whose message is shown as it is (the child's own message is already the coded one a
-// client would be told, ServeWorker).
+// childError says what went wrong with a worker process, in words for the storm's user, with
+// the code the child's own error carried (a worker whose database session was terminated while it
+// got ready is DATABASE_UNAVAILABLE, as the same failure in this process would be), else
+// INTERNAL. The child's message is already the coded one a client would be told (ServeWorker).
 func childError(c *child, what string) error {
-	return apperr.New(apperr.Internal, "%s", childProblem(c, what))
+	code := apperr.Internal
+	if _, known := slices.BinarySearch(apperr.Codes(), c.code); known {
+		code = c.code
+	}
+	return apperr.New(code, "%s", childProblem(c, what))
 }
 
 func childProblem(c *child, what string) string {

@@ -18,6 +18,7 @@ import (
 	"github.com/idemwork/idemwork/idem"
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/store"
 	"github.com/idemwork/idemwork/storm"
 )
 
@@ -44,7 +45,7 @@ func setup(t *testing.T) *testBundle {
 	t.Helper()
 	db := testdb.NewWith(t, testdb.Options{MaxConns: 48})
 	k := kernel.New(idem.NewRunner(db.DB, idem.Options{}), kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
-	return &testBundle{db: db, k: k, env: storm.Env{Kernel: k, DSN: db.DSN, Stderr: testWriter{t}, Serve: serveHTTP}}
+	return &testBundle{db: db, k: k, env: storm.Env{Kernel: k, DSN: store.WithChildConnectTimeout(db.DSN), Stderr: testWriter{t}, Serve: serveHTTP}}
 }
 
 // serveHTTP serves the HTTP API for the storm's own servers, as the CLI wires it.
@@ -339,7 +340,7 @@ func TestAStormOnAKeyThatExpiredAndRanAgainJudgesOnlyTheKeysCurrentLife(t *testi
 	db := testdb.NewWith(t, testdb.Options{MaxConns: 48})
 	clock := &idem.OffsetClock{}
 	k := kernel.New(idem.NewRunner(db.DB, idem.Options{Clock: clock}), kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
-	env := storm.Env{Kernel: k, DSN: db.DSN, Stderr: testWriter{t}, Serve: serveHTTP}
+	env := storm.Env{Kernel: k, DSN: store.WithChildConnectTimeout(db.DSN), Stderr: testWriter{t}, Serve: serveHTTP}
 	spec := createSpec("ivan", "k-lives")
 	spec.N, spec.Share = 30, true
 

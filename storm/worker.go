@@ -130,6 +130,9 @@ type workerMsg struct {
 	Event *Event `json:"e,omitempty"`
 	Msg   string `json:"msg,omitempty"`
 	URL   string `json:"url,omitempty"`
+	// Code is an error line's code (its Msg is the message without it): the parent answers a
+	// child that could not get ready with it, not with INTERNAL.
+	Code apperr.Code `json:"code,omitempty"`
 }
 
 // WorkerMain runs this process as a storm child: the job from in, the barrier from BarrierFD,
@@ -155,7 +158,7 @@ func ServeWorker(ctx context.Context, in io.Reader, out io.Writer, barrier io.Re
 	if err != nil {
 		// What the parent shows its user: the coded message, never the driver's text.
 		ae := wire.Coded(err)
-		w.send(workerMsg{T: "error", Msg: string(ae.Code) + ": " + ae.Message})
+		w.send(workerMsg{T: "error", Code: ae.Code, Msg: ae.Message})
 	}
 	return err
 }

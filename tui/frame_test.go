@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/ansi"
 	"github.com/stretchr/testify/require"
 
@@ -115,4 +116,41 @@ func TestTheHeaderKeepsTheConnectionWhenTheClockMoves(t *testing.T) {
 	require.Contains(t, got, "READ-ONLY · hot standby")
 	require.Contains(t, got, "owner an-owne…", "a long owner is cut last, marked")
 	require.Contains(t, got, "clock -1h")
+}
+
+// replicationRisk is a session whose replication can lose acknowledged keys (or not).
+type replicationRisk string
+
+func (r replicationRisk) ReplicationRisk() string { return string(r) }
+
+// Issue 21: while writes are accepted with only asynchronous standbys, the header says that
+// acknowledged keys can be lost on failover — in full where there is room, as "ASYNC REPL" at 80
+// columns, the connection, the owner and the mode still there — and says nothing once replication
+// is synchronous, or on a read-only session (it writes nothing to lose).
+func TestTheHeaderWarnsWhileAcknowledgedKeysCanBeLostOnFailover(t *testing.T) {
+	t.Parallel()
+	m, b := newModel(t, 80, 24)
+	b.Ctx.Conn.Display = "db-a:5432"
+	head := func(w, h int) string { return strings.TrimRight(screenLines(t, m.View(), w, h)[0], " ") }
+	require.NotContains(t, head(80, 24), "REPL")
+
+	risk := replicationRisk("the 1 attached standby(s) replicate asynchronously")
+	b.Ctx.Replication = &risk
+	got := head(80, 24)
+	require.Contains(t, got, "ASYNC REPL")
+	require.Contains(t, got, "db-a:5432")
+	require.Contains(t, got, "owner alice")
+	require.Contains(t, got, "read-write")
+
+	m.Update(tea.WindowSizeMsg{Width: 120, Height: 40})
+	got = head(120, 40)
+	require.Contains(t, got, "async repl: failover can lose acked keys")
+	require.Contains(t, got, "db-a:5432")
+	require.NotContains(t, got, "MEM-001", "the limit gives way to the warning")
+
+	risk = ""
+	require.NotContains(t, head(120, 40), "async repl")
+	risk = "asynchronous"
+	b.Ctx.Conn.ReadOnly, b.Ctx.Conn.ReadOnlyReason = true, "read-only session"
+	require.NotContains(t, head(120, 40), "async repl", "a read-only session writes nothing a failover could lose")
 }

@@ -7,13 +7,16 @@ import (
 
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/internal/termsafe"
 	"github.com/idemwork/idemwork/tui/shared"
 	"github.com/idemwork/idemwork/views"
 )
 
 // header is the frame's top line: where the workbench is connected, the owner, the mode
-// (read-write, or READ-ONLY with the session's reason), a moved clock, the MEM-001 limit and
+// (read-write, or READ-ONLY with the session's reason), a warning while acknowledged keys can be
+// lost on failover (the MEM-001 limit gives way to it, then it takes its short form "ASYNC REPL"),
+// a moved clock, the MEM-001 limit and
 // the time. The connection, the owner and the mode always stay: on a narrow terminal the
 // moved clock's badge takes its short form first ("clock +1h"), the connection shortens down
 // to its kind ("embedded /…", the host), then the MEM-001 limit and the time go, and only then
@@ -33,7 +36,17 @@ func header(ctx *shared.ProgramContext, cat views.Catalog, width int) string {
 		if r := c.ReadOnlyReason; r != "" && r != "read-only session" {
 			badge += " · " + termsafe.Line(r)
 		}
+		if !c.ReadOnly && ctx.Writes != nil && apperr.Is(ctx.Writes.WriteRefusal(), apperr.ReplicationUnsafe) {
+			// require_synchronous_replication, unmet: writes come back once a synchronous standby does.
+			badge = "WRITES REFUSED · no sync standby"
+		}
 		mode = s.BadgeDanger.Render(badge)
+	}
+	// Writes accepted with only asynchronous standbys (or synchronous_commit off or local): a key
+	// acknowledged now can be lost on failover, and the header says so while it is true.
+	var repl, replShort string
+	if !ctx.ReadOnly() && ctx.Replication != nil && ctx.Replication.ReplicationRisk() != "" {
+		repl, replShort = "async repl: failover can lose acked keys", "ASYNC REPL"
 	}
 	var clock, clockShort string
 	if ctx.Clock != nil && ctx.Clock.Offset() != 0 {
@@ -49,6 +62,9 @@ func header(ctx *shared.ProgramContext, cat views.Catalog, width int) string {
 	connW, ownerW := ansi.StringWidth(conn), ansi.StringWidth(owner)
 	render := func() string {
 		parts := []string{s.HeaderTitle.Render("idemwork"), s.Subtle.Render(cutTo(conn, connW)), "owner " + s.Bold.Render(cutTo(owner, ownerW)), mode}
+		if repl != "" {
+			parts = append(parts, s.BadgeDanger.Render(repl))
+		}
 		if clock != "" {
 			parts = append(parts, s.BadgeWarn.Render(clock))
 		}
@@ -68,6 +84,12 @@ func header(ctx *shared.ProgramContext, cat views.Catalog, width int) string {
 	}
 	for _, step := range []func(){
 		func() { clock = clockShort },
+		func() {
+			if repl != "" {
+				mem = "" // the warning goes before the MEM-001 limit
+			}
+		},
+		func() { repl = replShort },
 		func() { shrink(&connW, connFloor(conn)) },
 		func() { mem = "" },
 		func() { now = "" },

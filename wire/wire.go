@@ -114,11 +114,15 @@ func ErrorStatus(status int, code apperr.Code, msg string) Response {
 }
 
 // ExitCode is the CLI's exit code for an answer: 0 below 400, 2 for a usage error, 3 for another
-// rejection (4xx), 4 for an internal or fail-closed one (5xx).
+// rejection (4xx, and DATABASE_NOT_FOUND and REPLICATION_UNSAFE, which retrying does not cure),
+// 4 for an internal or fail-closed one (5xx).
 func ExitCode(code apperr.Code, status int) int {
 	switch {
 	case code == apperr.Usage:
 		return ExitUsage
+	case code == apperr.DatabaseNotFound || code == apperr.ReplicationUnsafe:
+		// 503s a retry does not cure: the URL or the replication setup must change (SPEC §9).
+		return ExitRejected
 	case status < 400:
 		return ExitOK
 	case status < 500:

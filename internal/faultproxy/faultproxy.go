@@ -30,15 +30,27 @@ const (
 	// Off forwards everything.
 	Off Mode = iota
 	// BeforeCommit drops the connection instead of forwarding the client message that executes
-	// a COMMIT: the transaction never commits, but the client cannot know that.
+	// the COMMIT of a transaction that wrote: the transaction never commits, but the client
+	// cannot know that. (Every statement of idemwork's runs in a transaction that ends with
+	// COMMIT, reads too: only a writing transaction's COMMIT is cut.)
 	BeforeCommit
-	// AfterCommit forwards the COMMIT and drops the connection instead of forwarding the
-	// server's acknowledgement: the transaction committed, but the client never hears of it.
+	// AfterCommit forwards the COMMIT of a transaction that wrote and drops the connection
+	// instead of forwarding the server's acknowledgement: the transaction committed, but the
+	// client never hears of it.
 	AfterCommit
 	// BeforeStatement drops the connection instead of forwarding the next statement whose SQL
 	// holds the text given to ArmStatement: a connection lost in the middle of a request, with
 	// no COMMIT in flight.
 	BeforeStatement
+	// FatalAfterCommit forwards the COMMIT of a transaction that wrote and, instead of the
+	// server's acknowledgement, sends the client what a backend terminated in that instant sends
+	// (FATAL 57P01 "terminating connection due to administrator command"), then drops the
+	// connection: the transaction committed, and the client was told the session ended.
+	FatalAfterCommit
+	// CutAfterCommitTag forwards the acknowledgement of a writing transaction's COMMIT and drops
+	// the connection before the ReadyForQuery behind it: the client read the COMMIT tag, and
+	// draining the rest of its batch fails.
+	CutAfterCommitTag
 )
 
 // Proxy forwards loopback TCP connections to a PostgreSQL server.
@@ -222,6 +234,7 @@ func (p *Proxy) frontend(ctx context.Context, from, to net.Conn, cut func()) {
 		return
 	}
 	statements := map[string]string{}
+	wrote := false // the transaction under way sent a statement that writes
 	for ctx.Err() == nil {
 		typ, msg, err := readMessage(from)
 		if err != nil {
@@ -240,9 +253,15 @@ func (p *Proxy) frontend(ctx context.Context, from, to net.Conn, cut func()) {
 			portal := cstring(body)
 			sql = statements[cstring(body[len(portal)+1:])]
 		}
-		if typ != 'P' && isCommit(sql) && p.fire(BeforeCommit) {
-			cut()
-			return
+		if typ != 'P' && writes(sql) {
+			wrote = true
+		}
+		if typ != 'P' && isCommit(sql) {
+			if wrote && p.fire(BeforeCommit) {
+				cut()
+				return
+			}
+			wrote = false
 		}
 		if sql != "" && p.fireStatement(sql) {
 			cut()
@@ -257,20 +276,60 @@ func (p *Proxy) frontend(ctx context.Context, from, to net.Conn, cut func()) {
 // backend copies server messages to the client and, when armed so, cuts instead of forwarding
 // the acknowledgement of a COMMIT.
 func (p *Proxy) backend(ctx context.Context, from, to net.Conn, cut func()) {
+	wrote := false // the transaction under way reported a row written
 	for ctx.Err() == nil {
 		typ, msg, err := readMessage(from)
 		if err != nil {
 			return
 		}
-		if typ == 'C' && cstring(msg[5:]) == "COMMIT" && p.fire(AfterCommit) {
-			cut()
-			return
+		switch {
+		case typ == 'C':
+			tag := cstring(msg[5:])
+			if strings.HasPrefix(tag, "INSERT ") || strings.HasPrefix(tag, "UPDATE ") || strings.HasPrefix(tag, "DELETE ") || strings.HasPrefix(tag, "MERGE ") {
+				wrote = true
+			}
+			if tag == "COMMIT" && wrote && p.fire(AfterCommit) {
+				cut()
+				return
+			}
+			if tag == "COMMIT" && wrote && p.fire(FatalAfterCommit) {
+				_, _ = to.Write(fatalTerminated)
+				cut()
+				return
+			}
+			if tag == "COMMIT" && wrote && p.fire(CutAfterCommitTag) {
+				_, _ = to.Write(msg)
+				cut()
+				return
+			}
+			if tag == "COMMIT" || tag == "ROLLBACK" {
+				wrote = false
+			}
+		case typ == 'Z' && len(msg) > 5 && msg[5] == 'I':
+			wrote = false // idle: no transaction under way
 		}
 		if _, err := to.Write(msg); err != nil {
 			return
 		}
 	}
 }
+
+// fatalTerminated is the ErrorResponse a backend sends when pg_terminate_backend ends it.
+var fatalTerminated = func() []byte {
+	var body bytes.Buffer
+	for _, f := range []struct {
+		code byte
+		v    string
+	}{{'S', "FATAL"}, {'V', "FATAL"}, {'C', "57P01"}, {'M', "terminating connection due to administrator command"}} {
+		body.WriteByte(f.code)
+		body.WriteString(f.v)
+		body.WriteByte(0)
+	}
+	body.WriteByte(0)
+	msg := []byte{'E', 0, 0, 0, 0}
+	binary.BigEndian.PutUint32(msg[1:], uint32(4+body.Len()))
+	return append(msg, body.Bytes()...)
+}()
 
 // readMessage reads one typed protocol message (type, int32 length, body) whole.
 func readMessage(r io.Reader) (byte, []byte, error) {
@@ -295,6 +354,17 @@ func cstring(b []byte) string {
 		return string(b[:i])
 	}
 	return string(b)
+}
+
+// writes reports whether sql writes (or may: a WITH can hold an INSERT).
+func writes(sql string) bool {
+	s := strings.ToLower(strings.TrimLeft(sql, " \t\r\n("))
+	for _, w := range []string{"insert", "update", "delete", "with", "merge"} {
+		if strings.HasPrefix(s, w) {
+			return true
+		}
+	}
+	return false
 }
 
 func isCommit(sql string) bool {

@@ -40,10 +40,12 @@ type server struct {
 	template string
 	seq      atomic.Int64
 
-	mu       sync.Mutex
-	bouncers map[store.Pooler]*Bouncer
-	standby  *Standby
-	standErr error
+	mu        sync.Mutex
+	templates map[string]string
+	tplErr    map[string]error
+	bouncers  map[store.Pooler]*Bouncer
+	standby   *Standby
+	standErr  error
 }
 
 var shared server
@@ -69,6 +71,9 @@ func (s *server) shutdown() {
 	} else if s.adminDSN != "" && s.template != "" {
 		if conn, err := pgx.Connect(context.Background(), s.adminDSN); err == nil {
 			_, _ = conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+pgx.Identifier{s.template}.Sanitize())
+			for _, tpl := range s.templates {
+				_, _ = conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+pgx.Identifier{tpl}.Sanitize())
+			}
 			conn.Close(context.Background())
 		}
 	}
@@ -197,6 +202,43 @@ func NewDatabase(t testing.TB) string {
 	t.Helper()
 	shared.ensure(t)
 	return createDatabase(t, shared.template)
+}
+
+// NewDatabaseFrom creates a database, dropped when t ends, as a copy of the template key names:
+// made once per test binary by build (given the template's name; it must leave no connection
+// open), and dropped when the binary ends. A test that needs a database set up in a way of its
+// own (migrated into two schemas, say) pays for the set-up once, not once per test.
+func NewDatabaseFrom(t testing.TB, key string, build func(t testing.TB, name string)) string {
+	t.Helper()
+	shared.ensure(t)
+	shared.mu.Lock()
+	tpl, made := shared.templates[key]
+	err := shared.tplErr[key]
+	if !made && err == nil {
+		tpl = fmt.Sprintf("tpl_%s_%d", key, os.Getpid())
+		Admin(t, "DROP DATABASE IF EXISTS "+pgx.Identifier{tpl}.Sanitize())
+		Admin(t, "CREATE DATABASE "+pgx.Identifier{tpl}.Sanitize()+" TEMPLATE template0")
+		if shared.templates == nil {
+			shared.templates, shared.tplErr = map[string]string{}, map[string]error{}
+		}
+		shared.templates[key] = tpl
+		ok := false
+		func() {
+			defer func() {
+				if !ok {
+					shared.tplErr[key] = fmt.Errorf("building template %s failed", key)
+				}
+			}()
+			build(t, tpl)
+			ok = !t.Failed()
+		}()
+		err = shared.tplErr[key]
+	}
+	shared.mu.Unlock()
+	if err != nil {
+		t.Fatalf("testdb: %v", err)
+	}
+	return createDatabase(t, tpl)
 }
 
 // NewEmptyDatabase creates a database without idemwork's schema, dropped when t ends.

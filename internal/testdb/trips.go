@@ -8,9 +8,13 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// settingsPrefix starts the statement that sets a transaction's settings (store's settings.go).
+const settingsPrefix = "select pg_catalog.set_config('search_path'"
+
 // Trips is a pgx tracer (store.Options.Tracer) that records a pool's round trips: each
-// statement by its first Words words, lower-cased, and a batch as "batch[a; b; …]". Tests pin
-// what an operation sends with it.
+// statement by its first Words words, lower-cased, and a batch as "batch[a; b; …]" ("begin" and
+// "settings" for the two statements every transaction begins with). Tests pin what an operation
+// sends with it.
 type Trips struct {
 	// Words is how many words name a statement (0: two).
 	Words int
@@ -35,6 +39,15 @@ func (r *Trips) add(s string) {
 }
 
 func (r *Trips) name(sql string) string {
+	// The two statements every transaction of idemwork's begins with have short names of
+	// their own: "begin" (whatever its isolation and access mode) and "settings".
+	lower := strings.ToLower(strings.TrimSpace(sql))
+	switch {
+	case strings.HasPrefix(lower, "begin"):
+		return "begin"
+	case strings.HasPrefix(lower, settingsPrefix):
+		return "settings"
+	}
 	n := r.Words
 	if n <= 0 {
 		n = 2

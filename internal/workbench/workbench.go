@@ -72,6 +72,19 @@ func (g gate) WriteRefusal() error {
 	return nil
 }
 
+// Replication is what the header warns with: the session's replication risk as last read (the
+// caller keeps it read: store.DB.WatchReplication).
+func Replication(db *store.DB) shared.ReplicationWatch { return replication{db: db} }
+
+type replication struct{ db *store.DB }
+
+func (r replication) ReplicationRisk() string {
+	if rep := r.db.Replication(); rep.AtRisk() {
+		return rep.Risk
+	}
+	return ""
+}
+
 // Clock is the runner's clock when it can be moved (an idem.OffsetClock), else nil: the
 // workbench then shows the system time and cannot move it.
 func Clock(k *kernel.Kernel) shared.Clock {

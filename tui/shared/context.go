@@ -34,6 +34,13 @@ type WriteGate interface {
 	WriteRefusal() error
 }
 
+// ReplicationWatch says what the database's replication promises, as last read (the session
+// reads it again every few seconds).
+type ReplicationWatch interface {
+	// ReplicationRisk is how acknowledged keys can be lost on failover ("" when they cannot).
+	ReplicationRisk() string
+}
+
 // ProgramContext is shared by the shell and every view. It is only mutated in Update (Bubble
 // Tea's single goroutine); commands copy what they need before running.
 type ProgramContext struct {
@@ -47,6 +54,8 @@ type ProgramContext struct {
 	Writes WriteGate
 	// Clock is the runner's clock (nil: the system clock, which cannot be moved).
 	Clock Clock
+	// Replication warns the header when acknowledged keys can be lost on failover (nil: never).
+	Replication ReplicationWatch
 
 	Owner string
 	// ExportDir is where Timeline's x writes its CSV ("" the working directory, else the

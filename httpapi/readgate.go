@@ -1,0 +1,97 @@
+package httpapi
+
+import (
+	"context"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/idemwork/idemwork/apperr"
+)
+
+// readGate bounds how many reads of one owner run at once (Options.OwnerMaxReads). A read is
+// mostly work for the CPUs — the server detoasting a snapshot, this process encoding it — so an
+// owner holding its whole share of connections (half the pool) with reads still takes every CPU
+// from the others: the owner's reads beyond this bound wait here, holding nothing, and past the
+// wait are 503 OVERLOADED. At most ReadQueueFactor times as many wait: the rest of a flood is
+// refused on arrival, spread over the time it arrives in, instead of waking together when their
+// waits run out (2,000 reads released at once all timed out in the same instant, and the burst of
+// their answers stalled every other owner's reads for seconds). Entries exist only while someone
+// holds or waits for them.
+type readGate struct {
+	max, maxWaiting int
+	wait            time.Duration
+
+	mu     sync.Mutex
+	owners map[string]*readSlots
+}
+
+type readSlots struct {
+	slots   chan struct{}
+	refs    int // holders and waiters
+	waiting int
+}
+
+// ReadQueueFactor is how many reads of one owner may wait for each of its read slots.
+const ReadQueueFactor = 64
+
+// DefaultOwnerMaxReads is Options.OwnerMaxReads when 0: this process's CPUs, at least 2.
+func DefaultOwnerMaxReads() int { return max(runtime.GOMAXPROCS(0), 2) }
+
+func newReadGate(maxReads int, wait time.Duration) *readGate {
+	if maxReads <= 0 {
+		maxReads = DefaultOwnerMaxReads()
+	}
+	return &readGate{max: maxReads, maxWaiting: ReadQueueFactor * maxReads, wait: wait, owners: map[string]*readSlots{}}
+}
+
+// enter takes one of owner's read slots, waiting at most the gate's wait; release gives it back.
+func (g *readGate) enter(ctx context.Context, owner string) (release func(), err error) {
+	g.mu.Lock()
+	s := g.owners[owner]
+	if s == nil {
+		s = &readSlots{slots: make(chan struct{}, g.max)}
+		g.owners[owner] = s
+	}
+	s.refs++
+	g.mu.Unlock()
+	leave := func() {
+		g.mu.Lock()
+		if s.refs--; s.refs == 0 {
+			delete(g.owners, owner)
+		}
+		g.mu.Unlock()
+	}
+	select {
+	case s.slots <- struct{}{}:
+	default:
+		g.mu.Lock()
+		if s.waiting >= g.maxWaiting {
+			g.mu.Unlock()
+			leave()
+			return nil, apperr.New(apperr.Overloaded, "owner %s already runs %d reads at once (http.owner_max_reads) with %d more waiting; retry shortly", owner, g.max, g.maxWaiting)
+		}
+		s.waiting++
+		g.mu.Unlock()
+		defer func() {
+			g.mu.Lock()
+			s.waiting--
+			g.mu.Unlock()
+		}()
+		t := time.NewTimer(g.wait)
+		defer t.Stop()
+		select {
+		case s.slots <- struct{}{}:
+		case <-ctx.Done():
+			leave()
+			return nil, ctx.Err()
+		case <-t.C:
+			leave()
+			return nil, apperr.New(apperr.Overloaded, "owner %s already runs %d reads at once (http.owner_max_reads) and none finished within %s; retry shortly", owner, g.max, g.wait)
+		}
+	}
+	return func() {
+		<-s.slots
+		leave()
+	}, nil
+}
