@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -55,11 +56,13 @@ func TestExactlyOnceAcrossFailover(t *testing.T) {
 		requireSynchronous(t, f.URI("postgres"), first.Port)
 		uri := f.NewDatabase("idemwork")
 		requireClusterView(t, uri, first.Name, first.Addr())
+		requireDoctorNames(t, uri, first.Name, first.Addr())
 		urls := startServers(t, uri, 2)
 		rep := runScenario(t, uri, urls, []failover.Fault{
 			{Name: "pg_autoctl perform failover", Failover: true, Inject: func(context.Context) error {
 				second := f.PerformFailover()
 				requireClusterView(t, uri, second.Name, second.Addr())
+				requireDoctorNames(t, uri, second.Name, second.Addr())
 				return nil
 			}},
 			{Name: "replication stalled 1.5 s, then the primary's node killed", Failover: true, Inject: func(ctx context.Context) error {
@@ -150,6 +153,65 @@ func requireClusterView(t *testing.T, uri, primary, addr string) {
 	require.Equal(t, addr, st.Connected)
 	require.True(t, st.Synchronous, "%+v", st)
 	require.Len(t, st.Nodes, 2)
+}
+
+// requireDoctorNames checks issue 24's acceptance: `idemwork doctor --json --dsn <the
+// formation's URI>` names the primary (the node connected, host:port) and synchronous: true,
+// and its cluster section is the monitor's view with that node as the primary. Right after a
+// failover the new primary may still be settling its standby: doctor is asked again until it
+// says so, for at most a minute.
+func requireDoctorNames(t *testing.T, uri, primary, addr string) {
+	t.Helper()
+	type report struct {
+		Host        string `json:"host"`
+		Port        int    `json:"port"`
+		Replication struct {
+			Synchronous             bool   `json:"synchronous"`
+			SynchronousStandbyNames string `json:"synchronousStandbyNames"`
+		} `json:"replication"`
+		WritesSafe bool `json:"writesSafe"`
+		Cluster    struct {
+			Source    string `json:"source"`
+			Connected string `json:"connected"`
+			Nodes     []struct {
+				Name, Addr, Role string
+				Connected        bool
+			} `json:"nodes"`
+		} `json:"cluster"`
+	}
+	ask := func() (int, report, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		var out, errb bytes.Buffer
+		code := cli.Run(ctx, []string{"--dsn", uri, "--json", "doctor"}, &out, &errb, func(string) string { return "" })
+		var r report
+		_ = json.Unmarshal(out.Bytes(), &r)
+		return code, r, out.String() + errb.String()
+	}
+	deadline := time.Now().Add(time.Minute)
+	code, r, raw := ask()
+	for (r.Host+":"+strconv.Itoa(r.Port) != addr || !r.Replication.Synchronous) && time.Now().Before(deadline) {
+		time.Sleep(500 * time.Millisecond) // polling doctor's answer, bounded by the deadline
+		code, r, raw = ask()
+	}
+	t.Logf("doctor: %s", raw)
+	require.Equal(t, addr, r.Host+":"+strconv.Itoa(r.Port), "doctor names the primary the formation's URI reaches")
+	require.True(t, r.Replication.Synchronous, "doctor: synchronous")
+	require.Contains(t, r.Replication.SynchronousStandbyNames, "pgautofailover_standby_", "pg_auto_failover's own standby names")
+	require.Equal(t, 0, code, "writes are safe on a synchronous formation")
+	require.True(t, r.WritesSafe)
+	require.Equal(t, "monitor", r.Cluster.Source, "doctor reads the monitor's view")
+	require.Equal(t, addr, r.Cluster.Connected)
+	var named []string
+	for _, n := range r.Cluster.Nodes {
+		if n.Role == "primary" {
+			named = append(named, n.Name)
+			require.Equal(t, addr, n.Addr)
+			require.True(t, n.Connected)
+		}
+	}
+	require.Equal(t, []string{primary}, named, "the monitor's primary")
+	require.Len(t, r.Cluster.Nodes, 2)
 }
 
 func runScenario(t *testing.T, uri string, urls []string, faults []failover.Fault) failover.Report {
