@@ -6,9 +6,9 @@ BIN     := bin/idemwork
 # (golang/go#75804, fixed in go1.27). 20,000 runs take 1-8 s per target here.
 FUZZTIME ?= 20000x
 # Fuzz targets as package:Target, each run FUZZTIME times by `make test` and `make fuzz`.
-FUZZ_TARGETS := ./config:FuzzDecode ./idem:FuzzValidateKey ./idem:FuzzValidateOwner ./idem:FuzzParseEnvelope ./kernel:FuzzCheckJSONObject ./httpapi:FuzzDecodeBody ./httpapi:FuzzAuthenticate ./httpapi:FuzzParseIdempotencyKey ./jsonb:FuzzCanonical ./store:FuzzRedactDSN ./internal/termsafe:FuzzCell
+FUZZ_TARGETS := ./config:FuzzDecode ./idem/idemtype:FuzzValidateKey ./idem/idemtype:FuzzValidateOwner ./idem:FuzzParseEnvelope ./kernel:FuzzCheckJSONObject ./httpapi:FuzzDecodeBody ./httpapi:FuzzAuthenticate ./idem/idemhttp:FuzzParseKey ./jsonb:FuzzCanonical ./store:FuzzRedactDSN ./internal/termsafe:FuzzCell
 
-.PHONY: run build test test-go test-race test-fuzz test-tmux test-ha lint fuzz bench soak clean
+.PHONY: run build example test test-go test-race test-fuzz test-tmux test-ha lint lint-example fuzz bench soak clean
 
 ## run: build, start the embedded cluster, seed demo data (idempotent) and open the TUI
 run: build
@@ -17,6 +17,10 @@ run: build
 ## build: compile bin/idemwork
 build:
 	$(GO) build -o $(BIN) .
+
+## example: build examples/shop (a service on the runner library, its own module) into bin/shop
+example:
+	cd examples/shop && $(GO) build -o ../../bin/shop .
 
 ## test: the whole suite against real PostgreSQL (the tests start their own cluster)
 test: lint test-tmux test-fuzz test-race test-go
@@ -52,13 +56,18 @@ test-fuzz:
 test-tmux: build
 	scripts/tui-smoke.sh $(BIN)
 
-## lint: gofmt, go.mod tidy, go vet, staticcheck (both with the ha tests' files), and the dependency arrows (scripts/depcheck.sh)
-lint:
+## lint: gofmt, go.mod tidy, go vet, staticcheck (both with the ha tests' files), the dependency arrows
+## (scripts/depcheck.sh), and examples/shop built and vetted in its own module (so the library's
+## public API cannot break it unseen)
+lint: lint-example
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) mod tidy -diff
 	$(GO) vet -tags ha ./...
 	$(GO) tool staticcheck -tags ha ./...
 	GO=$(GO) scripts/depcheck.sh
+
+lint-example:
+	cd examples/shop && $(GO) mod tidy -diff && $(GO) build ./... && $(GO) vet ./...
 
 ## bench: the runner against hand-written SQL and the physical limit on the embedded cluster, twice:
 ## over its socket (idemwork bench, 1 and 16 clients, growth to 100k rows) and through a 500 µs

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/store"
@@ -245,7 +246,7 @@ func BenchmarkParseEnvelope(b *testing.B) {
 	env := []byte(`{"schemaVersion":1,"policy":"feature-execution-reference-v1","result":{"recordId":"01JZ3W9Q8X4T6V2N1M0K7H5G3F","revision":2,"executionId":"01JZ3W9Q8X4T6V2N1M0K7H5G3G"}}`)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := idem.ParseEnvelope(env); err != nil {
+		if _, err := idemtype.ParseEnvelope(env); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -297,7 +298,7 @@ type stormKind struct {
 // HTTP request's, the CLI's): a follower parks on it too.
 func benchStorms(b *testing.B, kinds ...stormKind) {
 	db := testdb.NewWith(b, testdb.Options{MaxConns: StormPoolConns})
-	k := kernel.New(idem.NewRunner(db.DB, idem.Options{}), kernel.NewRegistry(kernel.NewRules(DefaultMemMaxContentLength)), kernel.Options{})
+	k := kernel.New(db.DB, kernel.NewRegistry(kernel.NewRules(DefaultMemMaxContentLength)), kernel.Options{})
 	h := &harness{}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

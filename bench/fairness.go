@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemwork/idemwork/idem"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/store"
 	"github.com/idemwork/idemwork/storm"
@@ -96,7 +95,7 @@ func (h *harness) runFairness(ctx context.Context, flood int, shapes []int) (*Fa
 		return nil, err
 	}
 	defer db.Close()
-	k := kernel.New(idem.NewRunner(db, idem.Options{}), kernel.NewRegistry(kernel.NewRules(h.memMax)), kernel.Options{})
+	k := kernel.New(db, kernel.NewRegistry(kernel.NewRules(h.memMax)), kernel.Options{})
 	const flooder, other = "bench-fair-bob", "bench-fair-alice"
 	tokens := map[string]string{"bench-token-" + flooder: flooder, "bench-token-" + other: other}
 
@@ -148,7 +147,7 @@ func (h *harness) runFairness(ctx context.Context, flood int, shapes []int) (*Fa
 
 	runner := floodRunner{exe: h.env.Executable, args: h.env.FloodArgs}
 	rep := &FairnessReport{Revisions: FairnessRevisions, PayloadBytes: FairnessPayloadBytes, PoolConns: FairnessPoolConns,
-		OwnerShare: k.Runner().Admission().OwnerMaxConns(), FloodProcess: "this", Target: FairnessTarget, Floods: []FairnessFloodReport{}, Met: true}
+		OwnerShare: k.Runner().OwnerMaxConns(), FloodProcess: "this", Target: FairnessTarget, Floods: []FairnessFloodReport{}, Met: true}
 	if len(runner.args) > 0 {
 		rep.FloodProcess = "child"
 	}

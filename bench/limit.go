@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -64,7 +65,9 @@ var writePaths = map[string][]role{
 // them).
 func classify(sql string) role {
 	s := strings.Join(strings.Fields(sql), " ")
-	u := strings.ToUpper(s)
+	// The runner names its table with its schema ("public"."idempotency_record"); the kernel's
+	// own statements leave it to the session's search_path.
+	u := qualifiedKeyTable.ReplaceAllString(strings.ToUpper(s), "IDEMPOTENCY_RECORD")
 	has := func(sub string) bool { return strings.Contains(u, sub) }
 	switch {
 	case u == "BEGIN" || strings.HasPrefix(u, "BEGIN ISOLATION LEVEL"):
@@ -95,6 +98,9 @@ func classify(sql string) role {
 	}
 	return ""
 }
+
+// qualifiedKeyTable is the runner's table named with its schema, in upper case.
+var qualifiedKeyTable = regexp.MustCompile(`(?:"[^"]*"\.)?"IDEMPOTENCY_RECORD"`)
 
 // limitPlan is one write workload's statements as the runner sends them, by role.
 type limitPlan map[role]string

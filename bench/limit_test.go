@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/store"
@@ -78,7 +78,7 @@ func TestWhatTheLimitWritesReplaysThroughTheRunner(t *testing.T) {
 	res, err := tg.k.Create(ctx, kernel.CreateInput{Owner: Owner, Module: kernel.ModuleNote, Key: "limit-create-1",
 		Title: noteTitle, Payload: notePayload})
 	require.NoError(t, err)
-	require.Equal(t, idem.Replayed, res.Outcome)
+	require.Equal(t, idemtype.Replayed, res.Outcome)
 	require.Equal(t, 1, res.Record.Revision)
 	require.Equal(t, noteTitle, res.Record.Title)
 	require.JSONEq(t, string(notePayload), string(res.Record.Payload))
@@ -88,7 +88,7 @@ func TestWhatTheLimitWritesReplaysThroughTheRunner(t *testing.T) {
 	res, err = tg.k.RunFeature(ctx, kernel.FeatureInput{Owner: Owner, Module: kernel.ModuleMem, RecordID: recordID, FeatureID: "F01",
 		Key: "limit-feature-1"})
 	require.NoError(t, err)
-	require.Equal(t, idem.Replayed, res.Outcome)
+	require.Equal(t, idemtype.Replayed, res.Outcome)
 	require.Equal(t, 2, res.Record.Revision)
 	require.Equal(t, "SUCCEEDED", res.Execution.Status)
 
@@ -97,7 +97,7 @@ func TestWhatTheLimitWritesReplaysThroughTheRunner(t *testing.T) {
 	ran, err := tg.k.RunFeature(ctx, kernel.FeatureInput{Owner: Owner, Module: kernel.ModuleMem, RecordID: runnerRecord, FeatureID: "F01",
 		Key: "runner-feature-1"})
 	require.NoError(t, err)
-	require.Equal(t, idem.Executed, ran.Outcome)
+	require.Equal(t, idemtype.Executed, ran.Outcome)
 	require.Equal(t, string(ran.Record.Payload), string(res.Record.Payload))
 	require.Equal(t, string(ran.Execution.Output), string(res.Execution.Output))
 	require.Equal(t, ran.Record.CreatedAt.UTC(), res.Record.CreatedAt.UTC())

@@ -20,6 +20,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/store"
 )
@@ -159,7 +160,7 @@ func newTarget(db *store.DB, raw *pgxpool.Pool, fx *fixtures, memMaxContentLengt
 	// the whole pool here, as the raw side has it.
 	limits := idem.Limits{OwnerMaxConns: db.MaxConns()}
 	reg := kernel.NewRegistry(kernel.NewRules(memMaxContentLength))
-	k := kernel.New(idem.NewRunner(db, idem.Options{Limits: limits}), reg, kernel.Options{})
+	k := kernel.New(db, reg, kernel.Options{Runner: idem.Options{Limits: limits}})
 	in, err := newLimitInputs(reg)
 	if err != nil {
 		return nil, err
@@ -206,7 +207,7 @@ func (t *target) runnerFreshKey(ctx context.Context, w *worker) error {
 	if err != nil {
 		return err
 	}
-	return expect(res.Outcome, idem.Executed)
+	return expect(res.Outcome, idemtype.Executed)
 }
 
 func (t *target) runnerFeatureRun(ctx context.Context, w *worker) error {
@@ -219,7 +220,7 @@ func (t *target) runnerFeature(ctx context.Context, recordID, key string) error 
 	if err != nil {
 		return err
 	}
-	return expect(res.Outcome, idem.Executed)
+	return expect(res.Outcome, idemtype.Executed)
 }
 
 func (t *target) runnerReplayHit(ctx context.Context, w *worker) error {
@@ -229,7 +230,7 @@ func (t *target) runnerReplayHit(ctx context.Context, w *worker) error {
 	if err != nil {
 		return err
 	}
-	return expect(res.Outcome, idem.Replayed)
+	return expect(res.Outcome, idemtype.Replayed)
 }
 
 // Replay keys are "<recordId> <key>"; worker i of c uses keys i, i+c, i+2c… so no two clients
@@ -249,7 +250,7 @@ func replayKey(keys []string, w *worker) string {
 	return p[strings.IndexByte(p, ' ')+1:]
 }
 
-func expect(got, want idem.Outcome) error {
+func expect(got, want idemtype.Outcome) error {
 	if got != want {
 		return fmt.Errorf("bench: outcome %s, want %s", got, want)
 	}

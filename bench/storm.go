@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/idemwork/idemwork/apperr"
-	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/store"
 	"github.com/idemwork/idemwork/storm"
@@ -77,7 +77,7 @@ func (h *harness) runStorms(ctx context.Context, rounds int) (*StormReport, erro
 		return nil, err
 	}
 	defer db.Close()
-	k := kernel.New(idem.NewRunner(db, idem.Options{}), kernel.NewRegistry(kernel.NewRules(h.memMax)), kernel.Options{})
+	k := kernel.New(db, kernel.NewRegistry(kernel.NewRules(h.memMax)), kernel.Options{})
 
 	// Warm every connection of the pool, and its statement cache on the contended path too: a
 	// no-share storm queues on the unique index and takes the after-conflict read.
@@ -212,10 +212,10 @@ func (h *harness) inprocStorm(ctx context.Context, k *kernel.Kernel, n int, shar
 		}
 	}
 	shot.wall = last.Sub(start)
-	if shot.outcomes[string(idem.Executed)] != 1 {
-		shot.problems = append(shot.problems, fmt.Sprintf("%d EXECUTED, want 1", shot.outcomes[string(idem.Executed)]))
+	if shot.outcomes[string(idemtype.Executed)] != 1 {
+		shot.problems = append(shot.problems, fmt.Sprintf("%d EXECUTED, want 1", shot.outcomes[string(idemtype.Executed)]))
 	}
-	if len(ids) != 1 || shot.outcomes[string(idem.Executed)]+shot.outcomes[string(idem.Replayed)]+shot.outcomes[string(idem.Joined)] != n {
+	if len(ids) != 1 || shot.outcomes[string(idemtype.Executed)]+shot.outcomes[string(idemtype.Replayed)]+shot.outcomes[string(idemtype.Joined)] != n {
 		shot.problems = append(shot.problems, fmt.Sprintf("%d distinct records over %d responses (%v)", len(ids), n, shot.outcomes))
 	}
 	var revisions, audits int
@@ -240,7 +240,7 @@ func (h *harness) floorStorm(ctx context.Context, k *kernel.Kernel, n int) (stor
 	var leader chan struct{}
 	ends := make([]time.Time, n)
 	lat := make([]time.Duration, n)
-	var outcome idem.Outcome
+	var outcome idemtype.Outcome
 	var leaderErr error
 	var parked, done sync.WaitGroup
 	parked.Add(n)
@@ -282,7 +282,7 @@ func (h *harness) floorStorm(ctx context.Context, k *kernel.Kernel, n int) (stor
 		}
 	}
 	shot.wall = last.Sub(start)
-	if outcome != idem.Executed {
+	if outcome != idemtype.Executed {
 		shot.problems = append(shot.problems, fmt.Sprintf("the floor's create was %s, not EXECUTED", outcome))
 	}
 	return shot, nil

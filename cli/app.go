@@ -10,6 +10,7 @@ import (
 	"github.com/idemwork/idemwork/config"
 	"github.com/idemwork/idemwork/embedded"
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/libinspect"
 	"github.com/idemwork/idemwork/store"
 )
 
@@ -22,6 +23,7 @@ type globalFlags struct {
 	allowWrites bool
 	// allowInsecureConfig accepts a config file holding secrets that other users can read.
 	allowInsecureConfig bool
+	schema              string
 }
 
 // app is one invocation: its settings and the database it opened. Nothing here is global;
@@ -39,6 +41,8 @@ type app struct {
 	k       *kernel.Kernel
 	// warnedDSN: the warning about a password on the command line was given.
 	warnedDSN bool
+	// plugins restore a service's results (Options.Plugins).
+	plugins []libinspect.Plugin
 }
 
 // ConnInfo describes the database an app is connected to, for headers and messages.
@@ -83,6 +87,9 @@ func (a *app) loadConfig() error {
 	}
 	if a.flags.allowWrites {
 		cfg.Database.AllowWrites = true
+	}
+	if a.flags.schema != "" {
+		cfg.Database.Schema = a.flags.schema
 	}
 	a.cfg = cfg
 	return nil
@@ -173,6 +180,19 @@ func (a *app) openDB(ctx context.Context, checkSchema bool) (*store.DB, error) {
 	a.conn.DSN, a.conn.ReadOnly, a.conn.ReadOnlyReason = db.DSN(), db.ReadOnly, db.ReadOnlyReason()
 	a.conn.Pooler, a.conn.ExecMode = cn.Pooler, cn.ExecMode
 	return db, nil
+}
+
+// service returns the inspector of a service's database (one the runner library wrote: see
+// store.DB.Service), or nil when the database is idemwork's own.
+func (a *app) service(ctx context.Context) (*libinspect.Inspector, error) {
+	k, err := a.kernel(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !k.DB().Service() {
+		return nil, nil
+	}
+	return libinspect.New(k.DB(), k.Runner().Clock(), a.plugins), nil
 }
 
 // close releases the pool and stops the embedded cluster if this invocation started it.

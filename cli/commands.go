@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/internal/termsafe"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/store"
@@ -38,10 +39,10 @@ func (a *app) kernel(ctx context.Context) (*kernel.Kernel, error) {
 
 // kernelOver builds a runner and kernel over db as the config says (TTL, module rules).
 func (a *app) kernelOver(db *store.DB) *kernel.Kernel {
-	runner := idem.NewRunner(db, idem.Options{TTL: a.cfg.Idempotency.TTL.Duration, Limits: idem.Limits{
+	runner := idem.Options{TTL: a.cfg.Idempotency.TTL.Duration, Limits: idem.Limits{
 		KeyMaxConns: a.cfg.Idempotency.KeyMaxConns, OwnerMaxConns: a.cfg.Idempotency.OwnerMaxConns,
-		AcquireTimeout: a.cfg.Idempotency.AcquireTimeout.Duration}})
-	return kernel.New(runner, kernel.NewRegistry(kernel.NewRules(a.cfg.Modules.MEM001.MaxContentLength)), kernel.Options{})
+		AcquireTimeout: a.cfg.Idempotency.AcquireTimeout.Duration}}
+	return kernel.New(db, kernel.NewRegistry(kernel.NewRules(a.cfg.Modules.MEM001.MaxContentLength)), kernel.Options{Runner: runner})
 }
 
 // writer returns the kernel for a write command, refusing up front with READ_ONLY on a
@@ -198,7 +199,7 @@ func newRecordCmd(a *app) *cobra.Command {
 	var owner, module, id string
 	cmd := &cobra.Command{Use: "record", Short: "Show a record with its revisions, executions and audit events", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := idem.ValidateOwner(owner); err != nil {
+			if err := idemtype.ValidateOwner(owner); err != nil {
 				return err
 			}
 			if err := kernel.CheckRecordID(id); err != nil {
@@ -265,7 +266,7 @@ func newKeysCmd(a *app) *cobra.Command {
 	var limit int
 	cmd := &cobra.Command{Use: "keys", Short: "List the idempotency keys of an owner, every status (newest first; with --prefix in key order)", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := idem.ValidateOwner(owner); err != nil {
+			if err := idemtype.ValidateOwner(owner); err != nil {
 				return err
 			}
 			if err := checkLimit(limit, true); err != nil {
@@ -286,7 +287,7 @@ func newKeysCmd(a *app) *cobra.Command {
 				it := keyListItem{Key: r.Key, Operation: r.Operation, Status: r.Status,
 					CreatedAt: r.CreatedAt.Format(timeJSON), ExpiresAt: r.ExpiresAt.Format(timeJSON), Expired: !r.ExpiresAt.After(now)}
 				if r.Response != nil {
-					if env, err := idem.ParseEnvelope(r.Response); err == nil {
+					if env, err := idemtype.ParseEnvelope(r.Response); err == nil {
 						it.Policy = &env.Policy
 					}
 				}
@@ -347,7 +348,13 @@ func newKeyCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			v, err := k.InspectKey(cmd.Context(), owner, key)
+			inspect := k.InspectKey
+			if svc, err := a.service(cmd.Context()); err != nil {
+				return err
+			} else if svc != nil {
+				inspect = svc.InspectKey // a service's key: restored through its plugin, else its reference
+			}
+			v, err := inspect(cmd.Context(), owner, key)
 			if err != nil {
 				return err
 			}
@@ -374,11 +381,11 @@ func newHistoryCmd(a *app) *cobra.Command {
 			"--key lists one key's whole story (every life), --key-prefix the keys starting with it (key\n" +
 			"order, then time), --action the audit events whose action starts with it.",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := idem.ValidateOwner(q.Owner); err != nil {
+			if err := idemtype.ValidateOwner(q.Owner); err != nil {
 				return err
 			}
 			if q.Key != "" {
-				if err := idem.ValidateKey(q.Key); err != nil {
+				if err := idemtype.ValidateKey(q.Key); err != nil {
 					return err
 				}
 			}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/libinspect"
 )
 
 // printKeyView writes `idemwork key` for a person: the state and what the next request meets,
@@ -42,6 +43,11 @@ func printKeyView(w io.Writer, v kernel.KeyView) {
 	} else if l := v.Latest.Record; l != nil {
 		fmt.Fprintf(w, "the record it names is at revision %d\n", l.Revision)
 	}
+	if r := v.Restored; r.Via == libinspect.ViaPolicy {
+		fmt.Fprintf(w, "a replay returns (restored by the service's policy %s): %s\n", safe(r.Policy), safe(compactJSON(r.Result)))
+	} else if r.Via == libinspect.ViaReference {
+		fmt.Fprintf(w, "the stored reference (policy %s, not registered with this workbench): %s\n", safe(r.Policy), safe(compactJSON(r.Result)))
+	}
 	printReplay(w, v)
 	for _, life := range v.Lives {
 		fmt.Fprintf(w, "%s:\n", life.Label)
@@ -55,8 +61,12 @@ func printKeyView(w io.Writer, v kernel.KeyView) {
 // over HTTP, and the CLI's exit code with the same body.
 func printReplay(w io.Writer, v kernel.KeyView) {
 	r := v.Replay
-	if r == nil {
+	switch {
+	case r == nil && v.Expired:
 		fmt.Fprintln(w, "what a client gets back: no replay — the key expired, so the next request with it executes anew")
+		return
+	case r == nil:
+		fmt.Fprintln(w, "what a client gets back: the service's own answer, rendered from the restored result (idemwork does not know the service's responses)")
 		return
 	}
 	fmt.Fprintf(w, "what a client gets back for a retry (the CLI exits %d with this body, indented):\n", r.ExitCode)

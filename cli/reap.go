@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/store"
 )
 
@@ -21,7 +21,7 @@ func newReapCmd(a *app) *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if owner != "" {
-				if err := idem.ValidateOwner(owner); err != nil {
+				if err := idemtype.ValidateOwner(owner); err != nil {
 					return err
 				}
 			}

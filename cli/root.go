@@ -10,20 +10,41 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/idemwork/idemwork/config"
+	"github.com/idemwork/idemwork/libinspect"
 )
 
 // Main runs the command line with the process's arguments and returns the exit code.
-func Main() int {
+func Main() int { return MainWith(Options{}) }
+
+// Options extend the workbench built into a binary.
+type Options struct {
+	// Plugins restore the results of a service's policies, so that key, the Keys view and
+	// verify show (and check) what a replay of a service's key returns, not only its stored
+	// reference. A service builds its own workbench binary with them:
+	//
+	//	func main() { os.Exit(cli.MainWith(cli.Options{Plugins: []libinspect.Plugin{
+	//		libinspect.PolicyPlugin("shop", func(q idem.Querier) idem.ResultPolicy[Order] { return OrderPolicy{DB: q, Schema: "shop"} }),
+	//	}})) }
+	Plugins []libinspect.Plugin
+}
+
+// MainWith is Main with options.
+func MainWith(opts Options) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// A secret on the command line is hidden from ps at once; the command warns about it.
 	args := hideSecretArgs(os.Args)
-	return Run(ctx, args[1:], os.Stdout, os.Stderr, os.Getenv)
+	return RunWith(ctx, args[1:], os.Stdout, os.Stderr, os.Getenv, opts)
 }
 
 // Run executes one command line. It is what tests call: nothing is global.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv config.Getenv) int {
-	a := &app{stdout: stdout, stderr: stderr, getenv: getenv}
+	return RunWith(ctx, args, stdout, stderr, getenv, Options{})
+}
+
+// RunWith is Run with options.
+func RunWith(ctx context.Context, args []string, stdout, stderr io.Writer, getenv config.Getenv, opts Options) int {
+	a := &app{stdout: stdout, stderr: stderr, getenv: getenv, plugins: opts.Plugins}
 	defer a.close()
 	root := newRoot(a)
 	root.SetArgs(args)
@@ -73,6 +94,7 @@ func newRoot(a *app) *cobra.Command {
 	pf.BoolVar(&a.flags.json, "json", false, "print exactly one JSON object on stdout")
 	pf.BoolVar(&a.flags.allowWrites, "allow-writes", false, "allow writes to a database given by URL (read-only otherwise)")
 	pf.BoolVar(&a.flags.allowInsecureConfig, "allow-insecure-config", false, "use a config file holding tokens or a database password although other users can read it (chmod 600 it instead)")
+	pf.StringVar(&a.flags.schema, "schema", "", "schema of the tables (default: config [database] schema, IDEMWORK_SCHEMA; a service's: where idem.Migrate put its keys)")
 
 	root.AddCommand(newDBCmd(a), newMigrateCmd(a))
 	addCommands(root, a)

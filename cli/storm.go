@@ -15,7 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/idemwork/idemwork/apperr"
-	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/storm"
 )
 
@@ -30,6 +30,7 @@ type stormFlags struct {
 
 func newStormCmd(a *app) *cobra.Command {
 	var sf stormFlags
+	var svc serviceStormFlags
 	cmd := &cobra.Command{Use: "storm --n N [flags] create|patch|action [request flags]",
 		Short: "Fire N concurrent requests on one key and verify what the database holds",
 		Long: "storm fires N requests of one operation on one owner and Idempotency-Key (--key; a generated one\n" +
@@ -40,11 +41,21 @@ func newStormCmd(a *app) *cobra.Command {
 			"the lock sampler saw, and what the database holds for the key once every transaction of the storm\n" +
 			"ended, then one verdict: exit 0 when every request got a SPEC answer and the database agrees, 3 when\n" +
 			"every request was rejected (the code is named), 4 when requests failed (INTERNAL, NO_RESPONSE, a\n" +
-			"transport error, a 5xx) or the database disagrees.",
+			"transport error, a 5xx) or the database disagrees.\n\n" +
+			"Against any HTTP service built on the runner library (a service storm), give the request instead of\n" +
+			"an operation: --url (repeat it for several instances) --method --body --key --owner [--header 'N: v']\n" +
+			"[--count-sql 'SELECT count(*) FROM … WHERE idempotency_key = $1'] with --dsn and --schema naming the\n" +
+			"service's database: the outcomes come from the answers, the verdict from the runner's key table and\n" +
+			"the service's rows of the key ($1 the key, $2 the owner; one row = executed once).",
 		Args: cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			return usagef("storm needs an operation: create, patch or action (e.g. idemwork storm --n 100 create --owner o --module NOTE --key k --title t)")
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if svc.asked(cmd) {
+				return a.runServiceStorm(cmd, &sf, &svc)
+			}
+			return usagef("storm needs an operation: create, patch or action (e.g. idemwork storm --n 100 create --owner o --module NOTE --key k --title t), " +
+				"or, against any service built on the runner library, --url URL --method M --body JSON --owner O")
 		}}
+	svc.bind(cmd)
 	pf := cmd.PersistentFlags()
 	pf.IntVar(&sf.n, "n", 0, "number of requests (required)")
 	pf.IntVar(&sf.concurrency, "concurrency", 0, fmt.Sprintf("concurrent workers per process (default min(requests per process, %d))", storm.DefaultConcurrency))
@@ -309,7 +320,7 @@ func printStorm(w io.Writer, s storm.Summary) {
 	fmt.Fprintf(w, "  %-28s %8s  %s\n", "OUTCOME", "COUNT", "SAMPLE (one request's message)")
 	for _, c := range storm.OrderedOutcomes(s.Outcomes) {
 		label := c
-		if es := s.Verified.ExecutionStatus; c == string(idem.Executed) && es != "" && es != "SUCCEEDED" {
+		if es := s.Verified.ExecutionStatus; c == string(idemtype.Executed) && es != "" && es != "SUCCEEDED" {
 			label = c + " (execution " + es + ")" // never a bare EXECUTED for a BLOCKED run
 		}
 		fmt.Fprintf(w, "  %-28s %8d", label, s.Outcomes[c])

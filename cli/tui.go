@@ -11,7 +11,7 @@ import (
 	"github.com/charmbracelet/x/term"
 
 	"github.com/idemwork/idemwork/apperr"
-	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/internal/workbench"
 	"github.com/idemwork/idemwork/outbox"
 	"github.com/idemwork/idemwork/store"
@@ -42,7 +42,7 @@ func runTUI(ctx context.Context, a *app, opts tuiOptions) error {
 	if opts.owner != "" {
 		owner = opts.owner
 	}
-	if err := idem.ValidateOwner(owner); err != nil {
+	if err := idemtype.ValidateOwner(owner); err != nil {
 		return err
 	}
 	styles := shared.StylesForTerminal(os.Getenv("NO_COLOR") != "")
@@ -139,8 +139,16 @@ func (a *app) openWorkbench(ctx context.Context, owner string, opts tuiOptions, 
 		Replication: workbench.Replication(a.db),
 		Owner:       owner,
 	}
-	backend := workbench.Backend(workbench.Sources{DB: a.db, Kernel: k, Outbox: worker, Provider: provider, Crash: crash,
-		Storm: a.stormRunner(k)})
+	sources := workbench.Sources{DB: a.db, Kernel: k, Outbox: worker, Provider: provider, Crash: crash, Storm: a.stormRunner(k)}
+	if a.db.Service() {
+		svc, err := a.service(ctx)
+		if err != nil {
+			return nil, views.Backend{}, "", err
+		}
+		sources.Service = svc
+		notice = "schema " + a.db.Connection().Schema + " holds a service's idempotency keys (the runner library's): they are in the Keys view"
+	}
+	backend := workbench.Backend(sources)
 	// The Cluster view: the monitor of a pg_auto_failover formation from IDEMWORK_MONITOR, else
 	// found from the connected node's keeper when it runs on this machine.
 	backend.Cluster = workbench.Cluster(a.db, a.getenv("IDEMWORK_MONITOR"))

@@ -35,7 +35,15 @@ func newVerifyCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			rep, err := k.VerifyInvariants(cmd.Context(), kernel.VerifyOptions{Owner: owner, Batch: batch,
+			svc, err := a.service(cmd.Context())
+			if err != nil {
+				return err
+			}
+			check := k.VerifyInvariants
+			if svc != nil {
+				check = svc.VerifyInvariants // a service's database: the runner's invariants over its keys
+			}
+			rep, err := check(cmd.Context(), kernel.VerifyOptions{Owner: owner, Batch: batch,
 				Secrets: slices.Collect(maps.Keys(a.cfg.HTTP.Tokens))})
 			if err != nil {
 				return err
@@ -55,9 +63,14 @@ func newVerifyCmd(a *app) *cobra.Command {
 			if owner != "" {
 				scope = "owner " + owner
 			}
-			fmt.Fprintf(a.stdout, "verify %s: %d keys, %d records, %d revisions, %d executions, %d outbox messages, %d audit events in %d pages (%.0f ms)\n",
-				scope, rep.Checked["keys"], rep.Checked["records"], rep.Checked["revisions"], rep.Checked["executions"],
-				rep.Checked["outboxMessages"], rep.Checked["auditEvents"], rep.Batches, rep.TookMs)
+			if svc != nil {
+				fmt.Fprintf(a.stdout, "verify %s of a service's keys (schema %s): %d keys in %d pages (%.0f ms)\n",
+					scope, k.DB().Connection().Schema, rep.Checked["keys"], rep.Batches, rep.TookMs)
+			} else {
+				fmt.Fprintf(a.stdout, "verify %s: %d keys, %d records, %d revisions, %d executions, %d outbox messages, %d audit events in %d pages (%.0f ms)\n",
+					scope, rep.Checked["keys"], rep.Checked["records"], rep.Checked["revisions"], rep.Checked["executions"],
+					rep.Checked["outboxMessages"], rep.Checked["auditEvents"], rep.Batches, rep.TookMs)
+			}
 			for _, inv := range rep.Invariants {
 				mark := "✓"
 				if inv.Count > 0 {

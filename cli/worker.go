@@ -67,7 +67,7 @@ func (a *app) workerSession() (storm.WorkerSession, error) {
 // serveStorm is how a storm serves the HTTP API it fires at (its own server, or a serving
 // child's): the adapter `idemwork serve` runs, over the storm's kernel.
 func serveStorm(ctx context.Context, k *kernel.Kernel, ln net.Listener, o storm.ServeOptions) error {
-	api := httpapi.New(k, httpapi.Options{Tokens: o.Tokens, MaxBodyBytes: o.MaxBodyBytes, RequestContext: o.RequestContext})
+	api := httpapi.New(k, httpapi.Options{Tokens: o.Tokens, MaxBodyBytes: o.MaxBodyBytes})
 	return httpapi.Serve(ctx, httpapi.NewServer(api, nil), ln, 5*time.Second)
 }
 

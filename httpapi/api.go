@@ -17,13 +17,15 @@ import (
 
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/idem/idemhttp"
+	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/wire"
 )
 
 // Header names of the API.
 const (
-	HeaderIdempotencyKey = "Idempotency-Key"
+	HeaderIdempotencyKey = idemtype.HeaderIdempotencyKey
 	// HeaderReplayed is "true" on a response restored from the first result (REPLAYED) or shared
 	// from an in-process leader (JOINED).
 	HeaderReplayed = wire.HeaderReplayed
@@ -64,9 +66,6 @@ type Options struct {
 	DevAuth bool
 	// AccessLog receives one line per request; nil logs nothing.
 	AccessLog io.Writer
-	// RequestContext, when set, derives each request's context (storms use it to inject a
-	// fault into the server's work).
-	RequestContext func(context.Context) context.Context
 	// RequireKey makes a write without an Idempotency-Key 400 BAD_REQUEST (config
 	// http.require_key), as the IETF draft recommends for endpoints that need one.
 	RequireKey bool
@@ -174,9 +173,6 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id := requestID(r)
 	w.Header().Set(HeaderRequestID, id)
 	ctx := context.WithValue(r.Context(), entryKey{}, entry)
-	if a.opts.RequestContext != nil {
-		ctx = a.opts.RequestContext(ctx)
-	}
 	r = r.WithContext(ctx)
 	sw := &statusWriter{ResponseWriter: w}
 	defer func() {
@@ -259,7 +255,7 @@ func (a *API) write(fn writeFunc) endpointFunc {
 		if err := a.k.RequireWritable(); err != nil {
 			return wire.Response{}, err
 		}
-		key, present, err := ParseIdempotencyKey(r.Header)
+		key, present, err := idemhttp.ParseKey(r.Header)
 		if err != nil {
 			return wire.Response{}, err
 		}
@@ -348,7 +344,7 @@ func (a *API) authenticate(r *http.Request) (string, error) {
 			return "", apperr.New(apperr.Unauthorized, "%s must appear once", HeaderDevOwner)
 		}
 		dev := values[0]
-		if err := idem.ValidateOwner(dev); err != nil {
+		if err := idemtype.ValidateOwner(dev); err != nil {
 			return "", apperr.New(apperr.Unauthorized, "%s: %s", HeaderDevOwner, apperr.As(err).Message)
 		}
 		if tokenOwner != "" && tokenOwner != dev {

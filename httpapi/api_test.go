@@ -55,7 +55,9 @@ type serverOptions struct {
 	wrap    func(http.Handler) http.Handler
 	db      testdb.Options
 	runner  idem.Options
-	api     func(*httpapi.Options)
+	// faults are injected into the kernel's writes (kernel.WithFaults).
+	faults kernel.FaultFunc
+	api    func(*httpapi.Options)
 	// existing serves over this database instead of a fresh one.
 	existing *testdb.DB
 }
@@ -66,7 +68,10 @@ func setupWith(t *testing.T, o serverOptions) *testBundle {
 	if db == nil {
 		db = testdb.NewWith(t, o.db)
 	}
-	k := kernel.New(idem.NewRunner(db.DB, o.runner), kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
+	k := kernel.New(db.DB, kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{Runner: o.runner})
+	if o.faults != nil {
+		k = k.WithFaults(o.faults)
+	}
 	log := &syncBuffer{}
 	opts := httpapi.Options{Tokens: map[string]string{aliceToken: "alice", bobToken: "bob"},
 		MaxBodyBytes: maxBody, DevAuth: o.devAuth, AccessLog: log}

@@ -19,6 +19,7 @@ import (
 	"github.com/idemwork/idemwork/idem"
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/internal/testgate"
+	"github.com/idemwork/idemwork/kernel"
 )
 
 // outcomeFields matches the two members a replay may change.
@@ -260,18 +261,14 @@ func TestAClientThatLeftIsLogged499(t *testing.T) {
 	t.Parallel()
 	reached := make(chan struct{})
 	var once sync.Once
-	b := setupWith(t, serverOptions{db: testdb.Options{MaxConns: 10}, api: func(o *httpapi.Options) {
-		o.RequestContext = func(ctx context.Context) context.Context {
-			return idem.WithFault(ctx, func(step string) error {
-				if step == idem.StepReserved {
-					// Slow work, still in its transaction when the client leaves.
-					once.Do(func() { close(reached) })
-					<-ctx.Done()
-					return ctx.Err()
-				}
-				return nil
-			})
+	b := setupWith(t, serverOptions{db: testdb.Options{MaxConns: 10}, faults: func(ctx context.Context, step string) error {
+		if step == kernel.StepReserved {
+			// Slow work, still in its transaction when the client leaves.
+			once.Do(func() { close(reached) })
+			<-ctx.Done()
+			return ctx.Err()
 		}
+		return nil
 	}})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -312,7 +309,8 @@ func TestOneKeysQueueCannotStarveAnotherOwner(t *testing.T) {
 	t.Parallel()
 	gate := testgate.New(t)
 	defer gate.Open() // before the server and database are closed, even when the test fails
-	b := setupWith(t, serverOptions{db: testdb.Options{MaxConns: 64, AcquireTimeout: 2 * time.Second}, wrap: holdAt(gate)})
+	wrap, faults := holdAt(gate)
+	b := setupWith(t, serverOptions{db: testdb.Options{MaxConns: 64, AcquireTimeout: 2 * time.Second}, wrap: wrap, faults: faults})
 	// bob has a record to read.
 	bobRec := b.as(t, bobToken, "POST", "/v1/modules/NOTE/records", `{"title":"bob's"}`)
 	require.Equal(t, http.StatusCreated, bobRec.status, bobRec.raw)
@@ -346,7 +344,7 @@ func TestOneKeysQueueCannotStarveAnotherOwner(t *testing.T) {
 	// the rest in-process.
 	require.Eventually(t, func() bool {
 		n, err := waitingOnIndex(b)
-		return err == nil && n >= idem.DefaultKeyMaxConns-1 && b.k.Runner().Admission().KeyWaiting() >= 100-idem.DefaultKeyMaxConns
+		return err == nil && n >= idem.DefaultKeyMaxConns-1 && b.k.Runner().Stats().KeyWaiting >= 100-idem.DefaultKeyMaxConns
 	}, 20*time.Second, 10*time.Millisecond)
 	start := time.Now()
 	r := b.as(t, bobToken, "GET", "/v1/modules/NOTE/records/"+bobID, "")
@@ -368,7 +366,7 @@ func TestOneKeysQueueCannotStarveAnotherOwner(t *testing.T) {
 func waitingOnIndex(b *testBundle) (int, error) {
 	var n int
 	err := b.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
-		WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%INSERT INTO idempotency_record%'`).Scan(&n)
+		WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%INSERT INTO %idempotency_record%'`).Scan(&n)
 	return n, err
 }
 
@@ -378,7 +376,8 @@ func TestPastTheOwnersShareAWriteIs503OverloadedWithRetryAfter(t *testing.T) {
 	t.Parallel()
 	gate := testgate.New(t)
 	defer gate.Open()
-	b := setupWith(t, serverOptions{db: testdb.Options{MaxConns: 10}, wrap: holdAt(gate),
+	wrap, faults := holdAt(gate)
+	b := setupWith(t, serverOptions{db: testdb.Options{MaxConns: 10}, wrap: wrap, faults: faults,
 		runner: idem.Options{Limits: idem.Limits{OwnerMaxConns: 1, AcquireTimeout: 200 * time.Millisecond}}})
 	done := make(chan int, 1)
 	go func() {
@@ -403,20 +402,26 @@ func setupOver(t *testing.T, db *testdb.DB) *testBundle {
 	return setupWith(t, serverOptions{existing: db})
 }
 
-// holdAt returns a handler wrapper that holds requests carrying the header X-Test-Hold at the
-// step just after their reservation, until gate opens.
-func holdAt(gate *testgate.Gate) func(http.Handler) http.Handler {
-	return func(h http.Handler) http.Handler {
+// holdMarked is the mark holdAt puts on the context of a request carrying X-Test-Hold.
+type holdMarked struct{}
+
+// holdAt returns a handler wrapper that marks requests carrying the header X-Test-Hold, and the
+// kernel faults that hold a marked request at the step just after its reservation, until gate
+// opens.
+func holdAt(gate *testgate.Gate) (func(http.Handler) http.Handler, kernel.FaultFunc) {
+	wrap := func(h http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.Header.Get("X-Test-Hold") != "" {
-				r = r.WithContext(idem.WithFault(r.Context(), func(step string) error {
-					if step == idem.StepReserved {
-						gate.Hold()
-					}
-					return nil
-				}))
+				r = r.WithContext(context.WithValue(r.Context(), holdMarked{}, true))
 			}
 			h.ServeHTTP(w, r)
 		})
 	}
+	faults := func(ctx context.Context, step string) error {
+		if step == kernel.StepReserved && ctx.Value(holdMarked{}) != nil {
+			gate.Hold()
+		}
+		return nil
+	}
+	return wrap, faults
 }

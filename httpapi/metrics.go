@@ -53,13 +53,13 @@ func newMetrics(k *kernel.Kernel, extra ...prometheus.Collector) *metrics {
 		r := k.Runner()
 		reg.MustRegister(
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "idemwork_inflight_flights", Help: "In-process flights (one per key being executed) running now."},
-				func() float64 { return float64(r.InFlight()) }),
+				func() float64 { return float64(r.Stats().InFlight) }),
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "idemwork_inflight_followers", Help: "Requests parked on an in-process flight, waiting for its leader."},
-				func() float64 { return float64(r.Waiting()) }),
+				func() float64 { return float64(k.Followers()) }),
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "idemwork_key_queue_waiting", Help: "Same-key requests waiting in-process for their key's turn at the database (beyond idempotency.key_max_conns)."},
-				func() float64 { return float64(r.Admission().KeyWaiting()) }),
+				func() float64 { return float64(r.Stats().KeyWaiting) }),
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "idemwork_owner_conns_in_use", Help: "Database connections held by keyed writes, summed over owners."},
-				func() float64 { return float64(r.Admission().OwnerSlotsInUse()) }),
+				func() float64 { return float64(r.Stats().OwnerConns) }),
 		)
 		db := k.DB()
 		stat := func(f func(s *pgxpool.Stat) float64) func() float64 {

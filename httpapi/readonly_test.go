@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemwork/idemwork/httpapi"
-	"github.com/idemwork/idemwork/idem"
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/store"
@@ -20,14 +19,14 @@ import (
 func TestAReadOnlyServerRefusesWritesEvenReplaysAndStillServesReads(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t)
-	rw := kernel.New(idem.NewRunner(db.DB, idem.Options{}), kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
+	rw := kernel.New(db.DB, kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
 	first, err := rw.Create(context.Background(), kernel.CreateInput{Owner: "alice", Module: "NOTE", Key: "k", Title: "t"})
 	require.NoError(t, err)
 
 	ro, err := store.Open(context.Background(), db.DSN, store.Options{ReadOnly: true})
 	require.NoError(t, err)
 	defer ro.Close()
-	k := kernel.New(idem.NewRunner(ro, idem.Options{}), kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
+	k := kernel.New(ro, kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
 	api := httpapi.New(k, httpapi.Options{Tokens: map[string]string{aliceToken: "alice"}})
 
 	serve := func(method, path, body string) (int, map[string]any) {

@@ -109,7 +109,7 @@ func TestEachDetailRouteRunsItsOwnStatementOnly(t *testing.T) {
 	db, err := store.Open(context.Background(), b.db.DSN, store.Options{MaxConns: 2, Tracer: tr})
 	require.NoError(t, err)
 	t.Cleanup(db.Close)
-	api := httpapi.New(kernel.New(idem.NewRunner(db, idem.Options{}), kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{}),
+	api := httpapi.New(kernel.New(db, kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{}),
 		httpapi.Options{Tokens: map[string]string{aliceToken: "alice"}})
 	tr.Take()
 	base := "/v1/modules/NOTE/records/" + id
@@ -197,10 +197,9 @@ func TestOneOwnersReadFloodHoldsAtMostItsShareOfThePool(t *testing.T) {
 
 	stuck, finish, _ := heldFlood(t, b, bobs, 40)
 	require.Eventually(t, func() bool { return stuck() == share }, 30*time.Second, 10*time.Millisecond, "bob's share of reads reaches the database")
-	admission := b.k.Runner().Admission()
 	for range 20 { // and no more, however long they wait
 		require.LessOrEqual(t, stuck(), share)
-		require.LessOrEqual(t, admission.OwnerSlotsInUse(), share)
+		require.LessOrEqual(t, b.k.Runner().Stats().OwnerConns, share)
 		require.LessOrEqual(t, b.k.DB().Stat().AcquiredConns(), int32(share+1))
 		time.Sleep(10 * time.Millisecond)
 	}

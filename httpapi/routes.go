@@ -172,7 +172,7 @@ func (a *API) read(fn endpointFunc) endpointFunc {
 			return wire.Response{}, err
 		}
 		defer leave()
-		release, err := a.k.Runner().Admission().HoldOwner(r.Context(), owner)
+		release, err := a.k.Runner().HoldOwner(r.Context(), owner)
 		if err != nil {
 			return wire.Response{}, err
 		}

@@ -14,7 +14,7 @@ import (
 type Limits struct {
 	// KeyMaxConns is how many requests of one (owner, key) may be on the database path at once
 	// (reading the key, waiting on its unique index); more wait in this process, holding no
-	// connection, until one of them finishes. Sharing being off (X-Idemwork-Share: off) bypasses
+	// connection, until one of them finishes. Sharing being off (Request.ShareInFlight) bypasses
 	// the in-process flight, not this bound. 0: DefaultKeyMaxConns.
 	KeyMaxConns int
 	// OwnerMaxConns is how many connections one owner's writes may hold at once; a write beyond it
@@ -31,9 +31,9 @@ const (
 	DefaultAcquireTimeout = 5 * time.Second
 )
 
-// Admission hands out the per-key and per-owner shares of Limits. Entries exist only while
+// admission hands out the per-key and per-owner shares of Limits. Entries exist only while
 // someone holds or waits for them.
-type Admission struct {
+type admission struct {
 	keyMax, ownerMax int
 	timeout          time.Duration
 
@@ -51,7 +51,7 @@ type share struct {
 	refs  int
 }
 
-func newAdmission(l Limits, poolSize int) *Admission {
+func newAdmission(l Limits, poolSize int) *admission {
 	if l.KeyMaxConns <= 0 {
 		l.KeyMaxConns = DefaultKeyMaxConns
 	}
@@ -61,20 +61,11 @@ func newAdmission(l Limits, poolSize int) *Admission {
 	if l.AcquireTimeout <= 0 {
 		l.AcquireTimeout = DefaultAcquireTimeout
 	}
-	return &Admission{keyMax: l.KeyMaxConns, ownerMax: l.OwnerMaxConns, timeout: l.AcquireTimeout,
+	return &admission{keyMax: l.KeyMaxConns, ownerMax: l.OwnerMaxConns, timeout: l.AcquireTimeout,
 		keys: map[flightKey]*share{}, owners: map[string]*share{}}
 }
 
-// KeyWaiting is the number of requests waiting in-process for their key's turn.
-func (a *Admission) KeyWaiting() int { return int(a.keyWaiting.Load()) }
-
-// OwnerSlotsInUse is the number of owner shares held now, over all owners.
-func (a *Admission) OwnerSlotsInUse() int { return int(a.ownerInUse.Load()) }
-
-// OwnerMaxConns is the per-owner cap in force.
-func (a *Admission) OwnerMaxConns() int { return a.ownerMax }
-
-func get[K comparable](a *Admission, m map[K]*share, k K, size int, free *[]*share) *share {
+func get[K comparable](a *admission, m map[K]*share, k K, size int, free *[]*share) *share {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	s := m[k]
@@ -92,7 +83,7 @@ func get[K comparable](a *Admission, m map[K]*share, k K, size int, free *[]*sha
 
 // put drops a reference; an entry nobody holds or waits for leaves the map, and its (empty)
 // semaphore is kept for the next key, a bounded few of them.
-func put[K comparable](a *Admission, m map[K]*share, k K, s *share, free *[]*share) {
+func put[K comparable](a *admission, m map[K]*share, k K, s *share, free *[]*share) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if s.refs--; s.refs == 0 {
@@ -105,7 +96,7 @@ func put[K comparable](a *Admission, m map[K]*share, k K, s *share, free *[]*sha
 
 // enterKey waits, holding no connection, until the key has a free turn on the database path
 // (or ctx ends). leaveKey gives the turn back.
-func (a *Admission) enterKey(ctx context.Context, k flightKey) (*share, error) {
+func (a *admission) enterKey(ctx context.Context, k flightKey) (*share, error) {
 	s := get(a, a.keys, k, a.keyMax, &a.freeKeys)
 	select {
 	case s.slots <- struct{}{}:
@@ -123,14 +114,14 @@ func (a *Admission) enterKey(ctx context.Context, k flightKey) (*share, error) {
 	return s, nil
 }
 
-func (a *Admission) leaveKey(k flightKey, s *share) {
+func (a *admission) leaveKey(k flightKey, s *share) {
 	<-s.slots
 	put(a, a.keys, k, s, &a.freeKeys)
 }
 
 // enterOwner takes one of the owner's shares of the pool, waiting at most the acquire timeout.
 // leaveOwner gives it back.
-func (a *Admission) enterOwner(ctx context.Context, owner string) (*share, error) {
+func (a *admission) enterOwner(ctx context.Context, owner string) (*share, error) {
 	s := get(a, a.owners, owner, a.ownerMax, &a.freeOwners)
 	select {
 	case s.slots <- struct{}{}:
@@ -151,7 +142,7 @@ func (a *Admission) enterOwner(ctx context.Context, owner string) (*share, error
 	return s, nil
 }
 
-func (a *Admission) leaveOwner(owner string, s *share) {
+func (a *admission) leaveOwner(owner string, s *share) {
 	a.ownerInUse.Add(-1)
 	<-s.slots
 	put(a, a.owners, owner, s, &a.freeOwners)

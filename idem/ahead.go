@@ -7,15 +7,14 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/idemwork/idemwork/store"
 )
 
 // Prefetch is a read prepare needs whose statement does not depend on the reservation (the
-// current record of a feature run, with its lock). The runner sends it in the reservation's
-// round trip, right behind the INSERT, where the server itself runs it only for a transaction
-// that won the reservation: behind a reservation that lost it reads and locks nothing, and
-// prepare never runs. store.RecordAhead is one.
+// current row a call updates, with its lock). The runner sends it in the reservation's round
+// trip, right behind the INSERT, where the statement itself must run only for a transaction
+// that won the reservation — guarded by EXISTS (SELECT 1 FROM <Runner.Table> WHERE owner_id =
+// $owner AND idempotency_key = $key AND reserved_xid = pg_current_xact_id_if_assigned()) — so
+// that behind a reservation that lost it reads and locks nothing, and prepare never runs.
 type Prefetch interface {
 	// QueueHeld queues the read in b, guarded to run only in a transaction that holds the
 	// reservation of (owner, key).
@@ -30,13 +29,13 @@ type Prefetch interface {
 // of both when the transaction has not begun); the results of tail are left in br, in order, for
 // the runner to read.
 type aheadOf struct {
-	q    store.Querier
+	q    Querier
 	tail *pgx.Batch
 	br   pgx.BatchResults // set once sent
 }
 
 var (
-	_ store.Querier = (*aheadOf)(nil)
+	_ Querier = (*aheadOf)(nil)
 
 	errOneStatement = errors.New("idem: a key read sent with the reservation may run one query")
 )
@@ -54,7 +53,7 @@ func (a *aheadOf) send(ctx context.Context, sql string, args []any) bool {
 
 func (a *aheadOf) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	if !a.send(ctx, sql, args) {
-		return store.FailedRow(errOneStatement)
+		return failedRow{errOneStatement}
 	}
 	return a.br.QueryRow()
 }
@@ -71,7 +70,7 @@ func (a *aheadOf) Exec(context.Context, string, ...any) (pgconn.CommandTag, erro
 }
 
 func (a *aheadOf) SendBatch(context.Context, *pgx.Batch) pgx.BatchResults {
-	return store.FailedBatch(errOneStatement)
+	return failedBatch{errOneStatement}
 }
 
 // recentKeys are the keys this runner answered lately (executed, replayed, or refused from

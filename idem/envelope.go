@@ -8,42 +8,62 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/jsonb"
-	"github.com/idemwork/idemwork/store"
 )
 
-// ResultPolicy turns a business result into the minimal reference stored in an envelope and
-// back. A changed Name means changed restore semantics: a stored name that differs from the
-// operation's policy fails closed. Fields is the whitelist of result fields; anything else in
-// an envelope is rejected on write and on read.
+// ResultPolicy turns a call's result into the minimal reference stored in the key's envelope, and
+// back (SPEC §5). Serialize writes the reference — ids and numbers only, exactly the Fields
+// whitelist, never a title, body, snapshot or secret: anything else fails closed on write and on
+// read. Restore rebuilds the exact first result from the service's own immutable rows, reading
+// only inside owner and module, and checks what it returns (a row edited since fails closed).
+// Name is the policy's name and version ("order-reference-v1"): a changed name means changed
+// restore semantics, and a stored name that differs from the operation's policy fails closed
+// (IDEMPOTENCY_POLICY_MISMATCH) rather than restore with the wrong rules.
 type ResultPolicy[T any] interface {
 	Name() string
 	Fields() []string
 	Serialize(v T) (json.RawMessage, error)
-	// Restore rebuilds the exact first result, reading only inside owner and module.
 	Restore(ctx context.Context, owner, module string, result json.RawMessage) (T, error)
 }
 
-// Replayer is an optional capability of a ResultPolicy: the policy owns the whole statement of
-// a replay. It reads the key row and the rows its result references in one statement of its own
-// (a replay in one round trip), scans them, and restores from them. Restore stays the reference:
-// every check still runs in Go, and whenever the rows read are absent or do not match the stored
-// result exactly, the replay's Restore function reports false and the runner calls Restore,
-// which fails closed as it always does.
+// Replayer is an optional capability of a ResultPolicy: the policy owns the whole statement of a
+// replay. It reads the key row and the rows its result references in one statement (a replay in
+// one round trip), and restores from them. Restore stays the reference: whenever the rows read
+// are absent or do not match the stored result exactly, the replay's Restore function reports
+// false and the runner calls the policy's Restore, which fails closed as it always does.
 type Replayer[T any] interface {
-	// ReadReplay reads the key row of p.Owner and p.Key, and what the result references inside
-	// p.Module, on q (the runner's connection, or the ambient transaction). It must never fail on
-	// a malformed stored result (the joins simply find nothing).
-	ReadReplay(ctx context.Context, q store.Querier, p store.ReplayParams) (Replay[T], error)
+	// ReadReplay reads the key row of p.Owner and p.Key from the runner's table (Runner.Table),
+	// and what its result references inside p.Module, on q. It must never fail on a malformed
+	// stored result (its joins simply find nothing).
+	ReadReplay(ctx context.Context, q Querier, p ReplayParams) (Replay[T], error)
+}
+
+// ReplayParams names the key a replay reads and the route's module (rows are read only inside
+// it).
+type ReplayParams struct {
+	Owner  string
+	Key    string
+	Module string
+}
+
+// StoredKey is the part of a key's row the runner decides on.
+type StoredKey struct {
+	Operation   string
+	Fingerprint string
+	Status      string
+	Response    []byte // nil while PROCESSING
+	ExpiresAt   time.Time
 }
 
 // Replay is what a Replayer read: the key row (Found false: the key has no row) and the function
 // that restores a result from the rows read with it.
 type Replay[T any] struct {
 	Found bool
-	Key   store.StoredKey
+	Key   StoredKey
 	// Restore restores result (the envelope's, already through the guard) from the rows read;
 	// false falls back to the policy's Restore.
 	Restore func(result json.RawMessage) (T, bool, error)
@@ -140,8 +160,8 @@ func isRefValue(v []byte) bool {
 // so the stored row reads back byte for byte), failing closed when the policy's result is not
 // exactly its whitelist.
 func BuildEnvelope(policy string, fields []string, result json.RawMessage) (json.RawMessage, error) {
-	if policy == LegacyPolicy {
-		return nil, apperr.New(apperr.Internal, "envelope guard: %s is read-only and is never written", LegacyPolicy)
+	if policy == idemtype.LegacyPolicy {
+		return nil, apperr.New(apperr.Internal, "envelope guard: %s is read-only and is never written", idemtype.LegacyPolicy)
 	}
 	canon, err := guardResult(policy, fields, result)
 	if err != nil {
@@ -150,7 +170,7 @@ func BuildEnvelope(policy string, fields []string, result json.RawMessage) (json
 	return jsonb.AppendObject(nil,
 		jsonb.Member{Name: "policy", Value: jsonb.AppendString(nil, policy)},
 		jsonb.Member{Name: "result", Value: canon},
-		jsonb.Member{Name: "schemaVersion", Value: []byte(strconv.Itoa(SchemaVersion))}), nil
+		jsonb.Member{Name: "schemaVersion", Value: []byte(strconv.Itoa(idemtype.SchemaVersion))}), nil
 }
 
 // CanonicalEnvelope renders an envelope in the canonical form (jsonb's text): what a stored
@@ -175,7 +195,7 @@ func RestoreEnvelope[T any](ctx context.Context, policy ResultPolicy[T], owner, 
 func restoreEnvelope[T any](ctx context.Context, policy ResultPolicy[T], owner, module string, raw []byte,
 	pre func(result json.RawMessage) (T, bool, error)) (T, error) {
 	var zero T
-	env, err := ParseEnvelope(raw)
+	env, err := idemtype.ParseEnvelope(raw)
 	if err != nil {
 		return zero, err
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/idem/idemtype"
 )
 
 // forbiddenFields are the things SPEC §5 says never enter an envelope.
@@ -66,14 +67,14 @@ func TestBuildEnvelopeRejectsAnythingButShortIdsAndNonNegativeIntegers(t *testin
 	}
 	_, err := idem.BuildEnvelope("record-snapshot-reference-v1", recordFields, json.RawMessage(`{"recordId":"`+strings.Repeat("a", 64)+`","revision":4294967295}`))
 	require.NoError(t, err, "64-character ids and 10-digit integers are references")
-	_, err = idem.BuildEnvelope(idem.LegacyPolicy, recordFields, json.RawMessage(`{"recordId":"a","revision":1}`))
+	_, err = idem.BuildEnvelope(idemtype.LegacyPolicy, recordFields, json.RawMessage(`{"recordId":"a","revision":1}`))
 	requireCode(t, err, apperr.Internal)
 }
 
 func TestParseEnvelopeIsStrictAndReadsLegacyReceiptsAsLegacy(t *testing.T) {
 	t.Parallel()
 	ok := `{"schemaVersion":1,"policy":"p","result":{"recordId":"a","revision":1}}`
-	env, err := idem.ParseEnvelope([]byte(ok))
+	env, err := idemtype.ParseEnvelope([]byte(ok))
 	require.NoError(t, err)
 	require.Equal(t, "p", env.Policy)
 	require.False(t, env.Legacy)
@@ -90,19 +91,19 @@ func TestParseEnvelopeIsStrictAndReadsLegacyReceiptsAsLegacy(t *testing.T) {
 		"extra field":       `{"schemaVersion":1,"policy":"p","result":{},"title":"x"}`,
 		"case variant":      `{"schemaVersion":1,"policy":"p","result":{},"Result":{}}`,
 	} {
-		_, err := idem.ParseEnvelope([]byte(raw))
+		_, err := idemtype.ParseEnvelope([]byte(raw))
 		require.Equal(t, apperr.SnapshotIntegrity, apperr.CodeOf(err), "%s: %v", name, err)
 	}
 	for _, field := range forbiddenFields {
-		_, err := idem.ParseEnvelope([]byte(`{"schemaVersion":1,"policy":"p","result":{},"` + field + `":"x"}`))
+		_, err := idemtype.ParseEnvelope([]byte(`{"schemaVersion":1,"policy":"p","result":{},"` + field + `":"x"}`))
 		ae := requireCode(t, err, apperr.SnapshotIntegrity)
 		require.Contains(t, ae.Message, field)
 	}
 
-	legacy, err := idem.ParseEnvelope([]byte(`{"policy":"raw-json-v1","body":{"anything":"goes"}}`))
+	legacy, err := idemtype.ParseEnvelope([]byte(`{"policy":"raw-json-v1","body":{"anything":"goes"}}`))
 	require.NoError(t, err)
 	require.True(t, legacy.Legacy)
-	require.Equal(t, idem.LegacyPolicy, legacy.Policy)
+	require.Equal(t, idemtype.LegacyPolicy, legacy.Policy)
 }
 
 func TestRestoreEnvelopeFailsClosedOnAForeignPolicyOrAResultOutsideTheWhitelist(t *testing.T) {
@@ -143,11 +144,11 @@ func TestAStoredEnvelopeTamperedWithAForbiddenFieldFailsClosedOnReplay(t *testin
 	require.NoError(t, err)
 	for _, field := range forbiddenFields {
 		for _, where := range []string{"{result," + field + "}", "{" + field + "}"} {
-			b.exec(t, `UPDATE idempotency_record SET response = jsonb_set(response, $1::text[], '"leak"') WHERE idempotency_key = 'k'`, where)
+			b.exec(t, `UPDATE idem.idempotency_record SET response = jsonb_set(response, $1::text[], '"leak"') WHERE idempotency_key = 'k'`, where)
 			_, err := b.run(ctx, idem.Request{Owner: "alice", Key: "k"}, "l")
 			ae := requireCode(t, err, apperr.SnapshotIntegrity)
 			require.Contains(t, ae.Message, field)
-			b.exec(t, `UPDATE idempotency_record SET response = $1 WHERE idempotency_key = 'k'`, string(first.Envelope))
+			b.exec(t, `UPDATE idem.idempotency_record SET response = $1 WHERE idempotency_key = 'k'`, string(first.Envelope))
 		}
 	}
 	again, err := b.run(ctx, idem.Request{Owner: "alice", Key: "k"}, "l")

@@ -1,4 +1,4 @@
 package idem
 
-// ReserveSQL is the reservation statement, for the tests of what it writes.
-const ReserveSQL = reserveSQL
+// ReserveSQL is r's reservation statement, for the tests of what it writes.
+func ReserveSQL(r *Runner) string { return r.sql.reserve }

@@ -25,7 +25,6 @@ type flight struct {
 	key       string
 	operation string
 	body      []byte // the leader's body: a follower with the same bytes has the same fingerprint
-	raw       []byte // the leader's Request.Raw (nil: none): a follower with the same has the same body
 	done      chan struct{}
 	// Set before done is closed; read only after.
 	value       any
@@ -51,25 +50,9 @@ func (g *flights) wait(ctx context.Context, f *flight) error {
 	}
 }
 
-// find returns the flight for k when it runs this operation with exactly these body bytes (or,
-// when body is nil, raw bytes): the same bytes have the same fingerprint, so a follower may join
-// without computing it.
-func (g *flights) find(k flightKey, operation string, body, raw []byte) *flight {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	f, ok := g.m[k]
-	if !ok || f.operation != operation {
-		return nil
-	}
-	if body != nil && bytes.Equal(f.body, body) || body == nil && raw != nil && f.raw != nil && bytes.Equal(f.raw, raw) {
-		return f
-	}
-	return nil
-}
-
 // leadOrJoin returns the flight for k and whether the caller leads it. It returns (nil, false)
 // when a flight for k exists with another operation or body: the caller must not share.
-func (g *flights) leadOrJoin(k flightKey, operation string, body, raw []byte) (*flight, bool) {
+func (g *flights) leadOrJoin(k flightKey, operation string, body []byte) (*flight, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if f, ok := g.m[k]; ok {
@@ -81,7 +64,7 @@ func (g *flights) leadOrJoin(k flightKey, operation string, body, raw []byte) (*
 	if g.m == nil {
 		g.m = make(map[flightKey]*flight)
 	}
-	f := &flight{key: k.key, operation: operation, body: body, raw: raw, done: make(chan struct{})}
+	f := &flight{key: k.key, operation: operation, body: body, done: make(chan struct{})}
 	g.m[k] = f
 	return f, true
 }
@@ -96,7 +79,7 @@ func (g *flights) finish(k flightKey, f *flight, value any, envelope json.RawMes
 	close(f.done)
 }
 
-// inFlight counts flights now running (for tests and the TUI).
+// inFlight counts flights now running (Runner.Stats).
 func (g *flights) inFlight() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/oklog/ulid/v2"
 	"github.com/stretchr/testify/require"
 
@@ -15,13 +16,14 @@ import (
 	"github.com/idemwork/idemwork/idem"
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/internal/testgate"
-	"github.com/idemwork/idemwork/store"
 )
 
 func TestMain(m *testing.M) { testdb.Main(m) }
 
 // The runner knows nothing of records, so its tests plug in a tiny business of their own: a
-// widget table and a policy that stores {"widgetId"} and restores the exact widget row.
+// widget table and a policy that stores {"widgetId"} and restores the exact widget row. They run
+// the library as a service would: a pgx pool of their own on a database without idemwork's
+// schema, the runner's table created by idem.Migrate in a schema of its own.
 
 type widget struct {
 	ID     string
@@ -30,7 +32,12 @@ type widget struct {
 	Label  string
 }
 
-const widgetPolicyName = "widget-reference-v1"
+const (
+	widgetPolicyName = "widget-reference-v1"
+	// runnerSchema holds the runner's table; the widgets live in public, as a service's own
+	// tables would.
+	runnerSchema = "idem"
+)
 
 type widgetPolicy struct{ b *testBundle }
 
@@ -50,7 +57,7 @@ func (p widgetPolicy) Restore(ctx context.Context, owner, module string, result 
 		return widget{}, err
 	}
 	w := widget{ID: ref.WidgetID}
-	err := p.b.db.Q(ctx).QueryRow(ctx, `SELECT owner_id, module, label FROM widget WHERE owner_id = $1 AND module = $2 AND id = $3`,
+	err := p.b.pool.QueryRow(ctx, `SELECT owner_id, module, label FROM widget WHERE owner_id = $1 AND module = $2 AND id = $3`,
 		owner, module, ref.WidgetID).Scan(&w.Owner, &w.Module, &w.Label)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return widget{}, apperr.New(apperr.SnapshotIntegrity, "no widget %s for %s in %s", ref.WidgetID, owner, module)
@@ -60,7 +67,8 @@ func (p widgetPolicy) Restore(ctx context.Context, owner, module string, result 
 
 // testBundle is one test's runner over its own database, with counters of what ran.
 type testBundle struct {
-	db       *testdb.DB
+	pool     *pgxpool.Pool
+	dsn      string
 	clock    *idem.OffsetClock
 	runner   *idem.Runner
 	policy   widgetPolicy
@@ -71,18 +79,40 @@ type testBundle struct {
 
 func setup(t *testing.T) *testBundle {
 	t.Helper()
-	db := testdb.NewWith(t, testdb.Options{MaxConns: 24})
-	_, err := db.Pool.Exec(context.Background(), `CREATE TABLE widget (owner_id text NOT NULL, id text NOT NULL, module text NOT NULL,
+	ctx := context.Background()
+	dsn := testdb.DSNOf(t, testdb.NewEmptyDatabase(t))
+	cfg, err := pgxpool.ParseConfig(dsn)
+	require.NoError(t, err)
+	cfg.MaxConns = 24
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	_, err = idem.Migrate(ctx, pool, runnerSchema)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `CREATE TABLE widget (owner_id text NOT NULL, id text NOT NULL, module text NOT NULL,
 		label text NOT NULL, PRIMARY KEY (owner_id, id))`)
 	require.NoError(t, err)
 	clock := &idem.OffsetClock{}
-	b := &testBundle{db: db, clock: clock, runner: idem.NewRunner(db.DB, idem.Options{Clock: clock})}
+	b := &testBundle{pool: pool, dsn: dsn, clock: clock,
+		runner: idem.NewRunner(idem.PoolDriver(pool), idem.Options{Schema: runnerSchema, Clock: clock})}
 	b.policy = widgetPolicy{b}
 	return b
 }
 
+// held makes a call's work pause on g at its end — its flight running, its reservation held,
+// its writes queued — and then fail with fail (nil: it goes on).
+type held struct {
+	g    *gate
+	fail error
+}
+
 // run makes a widget labelled label under req, counting prepare and work calls.
 func (b *testBundle) run(ctx context.Context, req idem.Request, label string) (idem.Result[widget], error) {
+	return b.runHeld(ctx, req, label, held{})
+}
+
+// runHeld is run whose work pauses on h.g (when set) once it queued its write.
+func (b *testBundle) runHeld(ctx context.Context, req idem.Request, label string, h held) (idem.Result[widget], error) {
 	if req.Module == "" {
 		req.Module = "W"
 	}
@@ -92,14 +122,20 @@ func (b *testBundle) run(ctx context.Context, req idem.Request, label string) (i
 	if req.Body == nil {
 		req.Body = []byte(`{"label":` + string(mustJSON(label)) + `}`)
 	}
-	prepare := func(ctx context.Context) (string, error) {
+	prepare := func(ctx context.Context, _ idem.Querier) (string, error) {
 		b.prepares.Add(1)
 		return label, nil
 	}
-	work := func(ctx context.Context, l string, batch *store.Batch) (widget, error) {
+	work := func(ctx context.Context, tx *idem.Tx, l string) (widget, error) {
 		b.works.Add(1)
 		w := widget{ID: ulid.Make().String(), Owner: req.Owner, Module: req.Module, Label: l}
-		batch.Queue("widget", "insert widget", nil, `INSERT INTO widget (owner_id, id, module, label) VALUES ($1, $2, $3, $4)`, w.Owner, w.ID, w.Module, w.Label)
+		tx.Queue(`INSERT INTO widget (owner_id, id, module, label) VALUES ($1, $2, $3, $4)`, w.Owner, w.ID, w.Module, w.Label)
+		if h.g != nil {
+			h.g.Hold()
+			if h.fail != nil {
+				return widget{}, h.fail
+			}
+		}
 		return w, nil
 	}
 	return idem.RunPrepared(ctx, b.runner, req, idem.ResultPolicy[widget](b.policy), prepare, work)
@@ -108,13 +144,13 @@ func (b *testBundle) run(ctx context.Context, req idem.Request, label string) (i
 func (b *testBundle) count(t *testing.T, query string, args ...any) int {
 	t.Helper()
 	var n int
-	require.NoError(t, b.db.Pool.QueryRow(context.Background(), query, args...).Scan(&n))
+	require.NoError(t, b.pool.QueryRow(context.Background(), query, args...).Scan(&n))
 	return n
 }
 
 func (b *testBundle) exec(t *testing.T, query string, args ...any) {
 	t.Helper()
-	_, err := b.db.Pool.Exec(context.Background(), query, args...)
+	_, err := b.pool.Exec(context.Background(), query, args...)
 	require.NoError(t, err)
 }
 
@@ -136,19 +172,6 @@ func requireCode(t *testing.T, err error, code apperr.Code) *apperr.Error {
 }
 
 func boolp(v bool) *bool { return &v }
-
-// heldAtSucceeded is a context under which the runner pauses on g just before the SUCCEEDED
-// update (its flight running, its reservation held), then fails that step with fail (nil: it
-// goes on).
-func heldAtSucceeded(g *gate, fail error) context.Context {
-	return idem.WithFault(context.Background(), func(step string) error {
-		if step == idem.StepSucceeded {
-			g.Hold()
-			return fail
-		}
-		return nil
-	})
-}
 
 // gate holds a step of the commit unit open until the test opens it (see testgate).
 type gate = testgate.Gate

@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemwork/idemwork/idem"
-	"github.com/idemwork/idemwork/internal/testdb"
 )
 
 // The reservation of a key another transaction already committed forms no row at all: its
@@ -17,18 +16,18 @@ import (
 // is reserved by this transaction, whose id the row records.
 func TestAReservationOfACommittedKeyTakesNoTransactionID(t *testing.T) {
 	t.Parallel()
-	db := testdb.New(t)
+	b := setup(t)
 	ctx := context.Background()
 	now := time.Now().UTC()
 	reserve := func(key string) (reserved bool, xid *string, reservedXID string) {
-		tx, err := db.Pool.Begin(ctx)
+		tx, err := b.pool.Begin(ctx)
 		require.NoError(t, err)
 		defer func() { require.NoError(t, tx.Commit(ctx)) }()
 		var snapshot string
-		require.NoError(t, tx.QueryRow(ctx, idem.ReserveSQL, "alice", key, "NOTE:record:create", "fp", now, now.Add(time.Hour)).
+		require.NoError(t, tx.QueryRow(ctx, idem.ReserveSQL(b.runner), "alice", key, "NOTE:record:create", "fp", now, now.Add(time.Hour)).
 			Scan(&reserved, &snapshot))
 		require.NoError(t, tx.QueryRow(ctx, `SELECT pg_current_xact_id_if_assigned()::text`).Scan(&xid))
-		require.NoError(t, tx.QueryRow(ctx, `SELECT reserved_xid::text FROM idempotency_record WHERE owner_id = 'alice' AND idempotency_key = $1`, key).
+		require.NoError(t, tx.QueryRow(ctx, `SELECT reserved_xid::text FROM idem.idempotency_record WHERE owner_id = 'alice' AND idempotency_key = $1`, key).
 			Scan(&reservedXID))
 		return reserved, xid, reservedXID
 	}

@@ -9,11 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/idem"
-	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/idem/idemtype"
 )
 
 func TestACacheHitRunsNeitherPrepareNorWork(t *testing.T) {
@@ -23,7 +25,7 @@ func TestACacheHitRunsNeitherPrepareNorWork(t *testing.T) {
 	req := idem.Request{Owner: "alice", Key: "k1"}
 	first, err := b.run(ctx, req, "one")
 	require.NoError(t, err)
-	require.Equal(t, idem.Executed, first.Outcome)
+	require.Equal(t, idemtype.Executed, first.Outcome)
 	require.Equal(t, int32(1), b.prepares.Load())
 	require.Equal(t, int32(1), b.works.Load())
 	require.Zero(t, b.restores.Load(), "the executing call returns its own value")
@@ -31,7 +33,7 @@ func TestACacheHitRunsNeitherPrepareNorWork(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		again, err := b.run(ctx, req, "one")
 		require.NoError(t, err)
-		require.Equal(t, idem.Replayed, again.Outcome)
+		require.Equal(t, idemtype.Replayed, again.Outcome)
 		require.False(t, again.Waited)
 		require.Equal(t, first.Value, again.Value)
 		require.JSONEq(t, string(first.Envelope), string(again.Envelope))
@@ -50,34 +52,85 @@ func TestWithoutAKeyEveryCallExecutesAndNothingIsRecorded(t *testing.T) {
 	for i := 0; i < 2; i++ {
 		res, err := b.run(context.Background(), idem.Request{Owner: "alice"}, "x")
 		require.NoError(t, err)
-		require.Equal(t, idem.Executed, res.Outcome)
+		require.Equal(t, idemtype.Executed, res.Outcome)
 		require.Nil(t, res.Envelope)
 	}
 	require.Equal(t, 2, b.count(t, `SELECT count(*) FROM widget`))
-	require.Zero(t, b.count(t, `SELECT count(*) FROM idempotency_record`))
+	require.Zero(t, b.count(t, `SELECT count(*) FROM idem.idempotency_record`))
 }
 
 func TestPrepareRunsOnlyAfterTheReservationInsideTheSameTransaction(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	var inTx bool
 	var status string
-	prepare := func(ctx context.Context) (int, error) {
-		inTx = store.InTx(ctx)
-		err := b.db.Q(ctx).QueryRow(ctx, `SELECT status FROM idempotency_record WHERE owner_id = 'alice' AND idempotency_key = 'k'`).Scan(&status)
+	var workSees int
+	prepare := func(ctx context.Context, tx idem.Querier) (int, error) {
+		err := tx.QueryRow(ctx, `SELECT status FROM idem.idempotency_record WHERE owner_id = 'alice' AND idempotency_key = 'k'`).Scan(&status)
 		return 0, err
 	}
-	work := func(ctx context.Context, _ int, _ *store.Batch) (widget, error) {
+	work := func(ctx context.Context, tx *idem.Tx, _ int) (widget, error) {
 		w := widget{ID: "w1", Owner: "alice", Module: "W", Label: "l"}
-		_, err := b.db.Q(ctx).Exec(ctx, `INSERT INTO widget VALUES ('alice', 'w1', 'W', 'l')`)
+		if _, err := tx.Exec(ctx, `INSERT INTO widget VALUES ('alice', 'w1', 'W', 'l')`); err != nil {
+			return widget{}, err
+		}
+		err := tx.QueryRow(ctx, `SELECT count(*) FROM widget`).Scan(&workSees)
 		return w, err
 	}
 	res, err := idem.RunPrepared(context.Background(), b.runner, idem.Request{Owner: "alice", Key: "k", Operation: "W:widget:create", Module: "W"},
 		idem.ResultPolicy[widget](b.policy), prepare, work)
 	require.NoError(t, err)
-	require.Equal(t, idem.Executed, res.Outcome)
-	require.True(t, inTx, "prepare runs in the request's transaction")
-	require.Equal(t, "PROCESSING", status, "prepare sees its own reservation")
+	require.Equal(t, idemtype.Executed, res.Outcome)
+	require.Equal(t, "PROCESSING", status, "prepare runs in the request's transaction and sees its own reservation")
+	require.Equal(t, 1, workSees, "work's statements run at once, in the transaction")
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM widget`))
+}
+
+// A work's statements run at once in the transaction; what it queues travels with the success
+// row and COMMIT. Both commit with the key, and an error from work sends nothing it queued.
+func TestWorkWritesAtOnceOrQueuedAndBothCommitWithTheKey(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	req := idem.Request{Owner: "alice", Key: "both", Operation: "W:widget:create", Module: "W", Body: []byte(`{}`)}
+	res, err := idem.Run(ctx, b.runner, req, idem.ResultPolicy[widget](b.policy), func(ctx context.Context, tx *idem.Tx) (widget, error) {
+		if _, err := tx.Exec(ctx, `INSERT INTO widget VALUES ('alice', 'now', 'W', 'at once')`); err != nil {
+			return widget{}, err
+		}
+		tx.Queue(`INSERT INTO widget VALUES ('alice', 'later', 'W', 'queued')`)
+		require.Equal(t, 1, tx.Queued())
+		require.Error(t, tx.Commit(ctx), "the runner commits, not the work")
+		return widget{ID: "now", Owner: "alice", Module: "W", Label: "at once"}, nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, idemtype.Executed, res.Outcome)
+	require.Equal(t, 2, b.count(t, `SELECT count(*) FROM widget`))
+
+	boom := errors.New("boom")
+	req.Key = "neither"
+	_, err = idem.Run(ctx, b.runner, req, idem.ResultPolicy[widget](b.policy), func(ctx context.Context, tx *idem.Tx) (widget, error) {
+		if _, err := tx.Exec(ctx, `INSERT INTO widget VALUES ('alice', 'now2', 'W', 'at once')`); err != nil {
+			return widget{}, err
+		}
+		tx.Queue(`INSERT INTO widget VALUES ('alice', 'later2', 'W', 'queued')`)
+		return widget{}, boom
+	})
+	require.ErrorIs(t, err, boom)
+	require.Equal(t, 2, b.count(t, `SELECT count(*) FROM widget`))
+	require.Zero(t, b.count(t, `SELECT count(*) FROM idem.idempotency_record WHERE idempotency_key = 'neither'`))
+
+	// A queued write the server refuses fails the call and takes everything with it.
+	req.Key = "refused"
+	_, err = idem.Run(ctx, b.runner, req, idem.ResultPolicy[widget](b.policy), func(ctx context.Context, tx *idem.Tx) (widget, error) {
+		tx.Queue(`INSERT INTO widget VALUES ('alice', 'now', 'W', 'duplicate id')`)
+		return widget{ID: "now", Owner: "alice", Module: "W", Label: "x"}, nil
+	})
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr)
+	require.Equal(t, "23505", pgErr.Code)
+	require.Zero(t, b.count(t, `SELECT count(*) FROM idem.idempotency_record WHERE idempotency_key = 'refused'`))
+	res, err = b.run(ctx, idem.Request{Owner: "alice", Key: "refused"}, "ok")
+	require.NoError(t, err)
+	require.Equal(t, idemtype.Executed, res.Outcome, "the key is free again")
 }
 
 func TestAnErrorFromPrepareOrWorkRollsEverythingBackAndCachesNoFailure(t *testing.T) {
@@ -87,14 +140,14 @@ func TestAnErrorFromPrepareOrWorkRollsEverythingBackAndCachesNoFailure(t *testin
 	boom := errors.New("boom")
 	for _, failIn := range []string{"prepare", "work"} {
 		key := "fail-" + failIn
-		prepare := func(ctx context.Context) (string, error) {
+		prepare := func(ctx context.Context, _ idem.Querier) (string, error) {
 			if failIn == "prepare" {
 				return "", apperr.New(apperr.ValidationFailed, "label: bad")
 			}
 			return "l", nil
 		}
-		work := func(ctx context.Context, l string, _ *store.Batch) (widget, error) {
-			if _, err := b.db.Q(ctx).Exec(ctx, `INSERT INTO widget VALUES ('alice', $1, 'W', $2)`, key, l); err != nil {
+		work := func(ctx context.Context, tx *idem.Tx, l string) (widget, error) {
+			if _, err := tx.Exec(ctx, `INSERT INTO widget VALUES ('alice', $1, 'W', $2)`, key, l); err != nil {
 				return widget{}, err
 			}
 			return widget{}, boom
@@ -103,12 +156,12 @@ func TestAnErrorFromPrepareOrWorkRollsEverythingBackAndCachesNoFailure(t *testin
 			idem.ResultPolicy[widget](b.policy), prepare, work)
 		require.Error(t, err)
 		require.Zero(t, b.count(t, `SELECT count(*) FROM widget`), failIn)
-		require.Zero(t, b.count(t, `SELECT count(*) FROM idempotency_record`), failIn)
+		require.Zero(t, b.count(t, `SELECT count(*) FROM idem.idempotency_record`), failIn)
 		res, err := b.run(ctx, idem.Request{Owner: "alice", Key: key}, "ok")
 		require.NoError(t, err)
-		require.Equal(t, idem.Executed, res.Outcome, "the key is free after a failure")
+		require.Equal(t, idemtype.Executed, res.Outcome, "the key is free after a failure")
 		b.exec(t, `DELETE FROM widget`)
-		b.exec(t, `DELETE FROM idempotency_record`)
+		b.exec(t, `DELETE FROM idem.idempotency_record`)
 	}
 }
 
@@ -117,15 +170,15 @@ func TestAPolicyThatSerializesMoreThanItsWhitelistFailsClosedAndRollsBack(t *tes
 	b := setup(t)
 	leaky := leakyPolicy{b.policy}
 	_, err := idem.RunPrepared(context.Background(), b.runner, idem.Request{Owner: "alice", Key: "leak", Operation: "W:widget:create", Module: "W"},
-		idem.ResultPolicy[widget](leaky), func(context.Context) (string, error) { return "secret label", nil },
-		func(ctx context.Context, l string, _ *store.Batch) (widget, error) {
-			_, err := b.db.Q(ctx).Exec(ctx, `INSERT INTO widget VALUES ('alice', 'w', 'W', $1)`, l)
+		idem.ResultPolicy[widget](leaky), func(context.Context, idem.Querier) (string, error) { return "secret label", nil },
+		func(ctx context.Context, tx *idem.Tx, l string) (widget, error) {
+			_, err := tx.Exec(ctx, `INSERT INTO widget VALUES ('alice', 'w', 'W', $1)`, l)
 			return widget{ID: "w", Label: l}, err
 		})
 	ae := requireCode(t, err, apperr.Internal)
 	require.Contains(t, ae.Message, "label")
 	require.Zero(t, b.count(t, `SELECT count(*) FROM widget`))
-	require.Zero(t, b.count(t, `SELECT count(*) FROM idempotency_record`))
+	require.Zero(t, b.count(t, `SELECT count(*) FROM idem.idempotency_record`))
 }
 
 // leakyPolicy adds the widget's label to its result: the envelope guard must refuse it.
@@ -147,8 +200,8 @@ func TestAStoredPolicyNameThatDiffersFromTheOperationsPolicyFailsClosed(t *testi
 	_, err := b.run(ctx, idem.Request{Owner: "alice", Key: "k"}, "l")
 	require.NoError(t, err)
 	_, err = idem.RunPrepared(ctx, b.runner, idem.Request{Owner: "alice", Key: "k", Operation: "W:widget:create", Module: "W", Body: []byte(`{"label":"l"}`)},
-		idem.ResultPolicy[widget](renamedPolicy{b.policy}), func(context.Context) (string, error) { return "l", nil },
-		func(context.Context, string, *store.Batch) (widget, error) {
+		idem.ResultPolicy[widget](renamedPolicy{b.policy}), func(context.Context, idem.Querier) (string, error) { return "l", nil },
+		func(context.Context, *idem.Tx, string) (widget, error) {
 			t.Fatal("work must not run")
 			return widget{}, nil
 		})
@@ -174,7 +227,7 @@ func TestTheOperationIsCheckedBeforeTheFingerprintAndBothBeforeRestore(t *testin
 	// Another owner's identical key is untouched by all of it.
 	res, err := b.run(ctx, idem.Request{Owner: "bob", Key: "k", Operation: "W:widget:other"}, "different body")
 	require.NoError(t, err)
-	require.Equal(t, idem.Executed, res.Outcome)
+	require.Equal(t, idemtype.Executed, res.Outcome)
 }
 
 func TestTheFingerprintIsVersionedAndCoversOperationAndBody(t *testing.T) {
@@ -206,28 +259,28 @@ func TestKeysAndOwnersOutsideTheirAlphabetsAreRejectedBeforeAnythingRuns(t *test
 		require.True(t, strings.HasPrefix(ae.Message, "owner:"), ae.Message)
 	}
 	require.Zero(t, b.prepares.Load())
-	require.Zero(t, b.count(t, `SELECT count(*) FROM idempotency_record`))
+	require.Zero(t, b.count(t, `SELECT count(*) FROM idem.idempotency_record`))
 
 	res, err := b.run(ctx, idem.Request{Owner: strings.Repeat("o", 128), Key: strings.Repeat("~", 255)}, "l")
 	require.NoError(t, err, "the limits themselves are allowed")
-	require.Equal(t, idem.Executed, res.Outcome)
+	require.Equal(t, idemtype.Executed, res.Outcome)
 	res, err = b.run(ctx, idem.Request{Owner: "Aa0._:@-", Key: "!\"#$%&'()*+,-./0123456789:;<=>?@[\\]^_`{|}~"}, "l")
 	require.NoError(t, err)
-	require.Equal(t, idem.Executed, res.Outcome)
+	require.Equal(t, idemtype.Executed, res.Outcome)
 }
 
 func TestTheTTLComesFromOptionsAndAReplayNeverExtendsIt(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	r := idem.NewRunner(b.db.DB, idem.Options{TTL: time.Hour, Clock: b.clock})
+	r := idem.NewRunner(idem.PoolDriver(b.pool), idem.Options{Schema: runnerSchema, TTL: time.Hour, Clock: b.clock})
 	require.Equal(t, time.Hour, r.TTL())
 	run := func() idem.Result[widget] {
 		res, err := idem.RunPrepared(ctx, r, idem.Request{Owner: "alice", Key: "ttl", Operation: "W:widget:create", Module: "W"},
-			idem.ResultPolicy[widget](b.policy), func(context.Context) (string, error) { b.prepares.Add(1); return "l", nil },
-			func(ctx context.Context, l string, _ *store.Batch) (widget, error) {
+			idem.ResultPolicy[widget](b.policy), func(context.Context, idem.Querier) (string, error) { b.prepares.Add(1); return "l", nil },
+			func(ctx context.Context, tx *idem.Tx, l string) (widget, error) {
 				w := widget{ID: time.Now().Format("150405.000000000"), Owner: "alice", Module: "W", Label: l}
-				_, err := b.db.Q(ctx).Exec(ctx, `INSERT INTO widget VALUES ($1, $2, $3, $4)`, w.Owner, w.ID, w.Module, w.Label)
+				_, err := tx.Exec(ctx, `INSERT INTO widget VALUES ($1, $2, $3, $4)`, w.Owner, w.ID, w.Module, w.Label)
 				return w, err
 			})
 		require.NoError(t, err)
@@ -235,35 +288,34 @@ func TestTheTTLComesFromOptionsAndAReplayNeverExtendsIt(t *testing.T) {
 	}
 	first := run()
 	var created, expires time.Time
-	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT created_at, expires_at FROM idempotency_record`).Scan(&created, &expires))
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT created_at, expires_at FROM idem.idempotency_record`).Scan(&created, &expires))
 	require.Equal(t, time.Hour, expires.Sub(created))
 	b.clock.Advance(59 * time.Minute)
-	require.Equal(t, idem.Replayed, run().Outcome)
+	require.Equal(t, idemtype.Replayed, run().Outcome)
 	var expires2 time.Time
-	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT expires_at FROM idempotency_record`).Scan(&expires2))
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT expires_at FROM idem.idempotency_record`).Scan(&expires2))
 	require.True(t, expires.Equal(expires2))
 	b.clock.Advance(2 * time.Minute)
 	again := run()
-	require.Equal(t, idem.Executed, again.Outcome, "an expired key executes again")
+	require.Equal(t, idemtype.Executed, again.Outcome, "an expired key executes again")
 	require.NotEqual(t, first.Value.ID, again.Value.ID)
-	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM idempotency_record`))
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM idem.idempotency_record`))
 }
 
 func TestAFollowerWithAnotherBodyDoesNotJoinAndGetsKeyReuseFromTheDatabase(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	g := newGate(t)
-	leaderCtx := heldAtSucceeded(g, nil)
 	var wg sync.WaitGroup
 	var leaderErr, followerErr error
 	var leader idem.Result[widget]
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		leader, leaderErr = b.run(leaderCtx, idem.Request{Owner: "alice", Key: "k"}, "one")
+		leader, leaderErr = b.runHeld(context.Background(), idem.Request{Owner: "alice", Key: "k"}, "one", held{g: g})
 	}()
 	g.AwaitHeld(t)
-	require.Equal(t, 1, b.runner.InFlight())
+	require.Equal(t, 1, b.runner.Stats().InFlight)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -281,9 +333,9 @@ func TestAFollowerWithAnotherBodyDoesNotJoinAndGetsKeyReuseFromTheDatabase(t *te
 	g.Open()
 	wg.Wait()
 	require.NoError(t, leaderErr)
-	require.Equal(t, idem.Executed, leader.Outcome)
+	require.Equal(t, idemtype.Executed, leader.Outcome)
 	requireCode(t, followerErr, apperr.KeyReused)
-	require.Zero(t, b.runner.InFlight())
+	require.Zero(t, b.runner.Stats().InFlight)
 }
 
 func TestSameKeyGoroutinesRunWorkOnceAndShareTheLeadersValue(t *testing.T) {
@@ -291,7 +343,7 @@ func TestSameKeyGoroutinesRunWorkOnceAndShareTheLeadersValue(t *testing.T) {
 	b := setup(t)
 	const n = 12
 	var mu sync.Mutex
-	tally := map[idem.Outcome]int{}
+	tally := map[idemtype.Outcome]int{}
 	ids := map[string]bool{}
 	var wg, start sync.WaitGroup
 	start.Add(1)
@@ -304,7 +356,7 @@ func TestSameKeyGoroutinesRunWorkOnceAndShareTheLeadersValue(t *testing.T) {
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
-				tally["error: "+idem.Outcome(err.Error())]++
+				tally["error: "+idemtype.Outcome(err.Error())]++
 				return
 			}
 			tally[res.Outcome]++
@@ -313,74 +365,90 @@ func TestSameKeyGoroutinesRunWorkOnceAndShareTheLeadersValue(t *testing.T) {
 	}
 	start.Done()
 	wg.Wait()
-	require.Equal(t, 1, tally[idem.Executed], "%v", tally)
-	require.Equal(t, n-1, tally[idem.Joined]+tally[idem.Replayed], "%v", tally)
+	require.Equal(t, 1, tally[idemtype.Executed], "%v", tally)
+	require.Equal(t, n-1, tally[idemtype.Joined]+tally[idemtype.Replayed], "%v", tally)
 	require.Len(t, ids, 1)
 	require.Equal(t, int32(1), b.works.Load())
 	require.Equal(t, int32(1), b.prepares.Load())
 	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM widget`))
 }
 
-func TestAnExplicitShareInFlightCannotOverrideAnAmbientTransaction(t *testing.T) {
+func TestAnExplicitShareInFlightCannotOverrideTheCallersTransaction(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
+	ctx := context.Background()
 	g := newGate(t)
 	var wg sync.WaitGroup
 	var txErr error
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		txErr = b.db.Tx(context.Background(), func(tx context.Context) error {
-			ctx := idem.WithFault(tx, func(step string) error {
-				if step == idem.StepSucceeded {
-					g.Hold()
-				}
-				return nil
-			})
-			_, err := b.run(ctx, idem.Request{Owner: "alice", Key: "k", ShareInFlight: boolp(true)}, "v")
+		txErr = pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+			_, err := b.runHeld(ctx, idem.Request{Owner: "alice", Key: "k", ShareInFlight: boolp(true), Tx: tx}, "v", held{g: g})
 			return err
 		})
 	}()
 	g.AwaitHeld(t)
-	require.Zero(t, b.runner.InFlight(), "inside an ambient transaction nothing is published")
+	require.Zero(t, b.runner.Stats().InFlight, "inside the caller's transaction nothing is published")
 	g.Open()
 	wg.Wait()
 	require.NoError(t, txErr)
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM idem.idempotency_record WHERE idempotency_key = 'k' AND status = 'SUCCEEDED'`),
+		"the caller committed the key with its transaction")
 
 	// ShareInFlight false publishes nothing either.
 	g2 := newGate(t)
-	ctx := idem.WithFault(context.Background(), func(step string) error {
-		if step == idem.StepSucceeded {
-			g2.Hold()
-		}
-		return nil
-	})
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		_, txErr = b.run(ctx, idem.Request{Owner: "alice", Key: "k2", ShareInFlight: boolp(false)}, "v")
+		_, txErr = b.runHeld(ctx, idem.Request{Owner: "alice", Key: "k2", ShareInFlight: boolp(false)}, "v", held{g: g2})
 	}()
 	g2.AwaitHeld(t)
-	require.Zero(t, b.runner.InFlight())
+	require.Zero(t, b.runner.Stats().InFlight)
 	g2.Open()
 	wg.Wait()
 	require.NoError(t, txErr)
 
 	// With sharing on (nil), a flight is published while the call runs.
 	g3 := newGate(t)
-	ctx = idem.WithFault(context.Background(), func(step string) error {
-		if step == idem.StepSucceeded {
-			g3.Hold()
-		}
-		return nil
-	})
 	wg.Add(1)
-	go func() { defer wg.Done(); _, txErr = b.run(ctx, idem.Request{Owner: "alice", Key: "k3"}, "v") }()
+	go func() {
+		defer wg.Done()
+		_, txErr = b.runHeld(ctx, idem.Request{Owner: "alice", Key: "k3"}, "v", held{g: g3})
+	}()
 	g3.AwaitHeld(t)
-	require.Equal(t, 1, b.runner.InFlight())
+	require.Equal(t, 1, b.runner.Stats().InFlight)
 	g3.Open()
 	wg.Wait()
 	require.NoError(t, txErr)
+}
+
+// In the caller's transaction the key, the work's writes and the success row are the caller's
+// to commit: rolled back, none of them remains and the key is free; committed, a replay returns
+// the first result.
+func TestACallInTheCallersTransactionCommitsOrRollsBackWithIt(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	tx, err := b.pool.Begin(ctx)
+	require.NoError(t, err)
+	res, err := b.run(ctx, idem.Request{Owner: "alice", Key: "k", Tx: tx}, "v")
+	require.NoError(t, err)
+	require.Equal(t, idemtype.Executed, res.Outcome)
+	require.NoError(t, tx.Rollback(ctx))
+	require.Zero(t, b.count(t, `SELECT count(*) FROM widget`))
+	require.Zero(t, b.count(t, `SELECT count(*) FROM idem.idempotency_record`))
+
+	require.NoError(t, pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+		res, err = b.run(ctx, idem.Request{Owner: "alice", Key: "k", Tx: tx}, "v")
+		return err
+	}))
+	require.Equal(t, idemtype.Executed, res.Outcome)
+	again, err := b.run(ctx, idem.Request{Owner: "alice", Key: "k"}, "v")
+	require.NoError(t, err)
+	require.Equal(t, idemtype.Replayed, again.Outcome)
+	require.Equal(t, res.Value, again.Value)
+	require.Equal(t, string(res.Envelope), string(again.Envelope))
 }
 
 func TestTheOffsetClockMovesAndResets(t *testing.T) {
@@ -400,115 +468,18 @@ func TestTheOffsetClockMovesAndResets(t *testing.T) {
 // returns once it is held; result waits for the leader's end (open g first).
 func leadHeld(t *testing.T, b *testBundle, g *gate, req idem.Request) (result func() (idem.Result[widget], error)) {
 	t.Helper()
-	ctx := heldAtSucceeded(g, nil)
 	var res idem.Result[widget]
 	var err error
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		res, err = b.run(ctx, req, "v")
+		res, err = b.runHeld(context.Background(), req, "v", held{g: g})
 	}()
 	g.AwaitHeld(t)
 	return func() (idem.Result[widget], error) {
 		<-done
 		return res, err
 	}
-}
-
-func TestJoinInFlightSharesARunningLeadersValueBeforeAnythingIsPrepared(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
-	g := newGate(t)
-	body := []byte(`{"label":"v"}`)
-	request := func() idem.Request {
-		return idem.Request{Owner: "alice", Key: "k", Module: "W", Operation: "W:widget:create", Body: body}
-	}
-	// Nothing in flight: nothing to join, and the request is left as it was.
-	req := request()
-	_, ok, err := idem.JoinInFlight[widget](context.Background(), b.runner, &req)
-	require.NoError(t, err)
-	require.False(t, ok)
-	require.Nil(t, req.ShareInFlight)
-
-	leaderResult := leadHeld(t, b, g, request())
-
-	// Another body, sharing off, or an ambient transaction: never joined.
-	other := request()
-	other.Body = []byte(`{"label":"w"}`)
-	_, ok, err = idem.JoinInFlight[widget](context.Background(), b.runner, &other)
-	require.NoError(t, err)
-	require.False(t, ok)
-	off := request()
-	off.ShareInFlight = boolp(false)
-	_, ok, err = idem.JoinInFlight[widget](context.Background(), b.runner, &off)
-	require.NoError(t, err)
-	require.False(t, ok)
-	require.NoError(t, b.db.Tx(context.Background(), func(ctx context.Context) error {
-		inTx := request()
-		_, ok, err := idem.JoinInFlight[widget](ctx, b.runner, &inTx)
-		require.False(t, ok)
-		return err
-	}))
-
-	joined := make(chan idem.Result[widget], 1)
-	go func() {
-		req := request()
-		res, ok, err := idem.JoinInFlight[widget](context.Background(), b.runner, &req)
-		if err != nil || !ok {
-			t.Errorf("the follower did not join: ok %v, err %v", ok, err)
-		}
-		joined <- res
-	}()
-	// The follower must be parked on the flight before the leader may finish: opened at once,
-	// a loaded machine could let the leader end first, and the follower would find no flight.
-	require.Eventually(t, func() bool { return b.runner.Waiting() == 1 }, 10*time.Second, time.Millisecond)
-	g.Open()
-	leader, err := leaderResult()
-	require.NoError(t, err)
-	res := <-joined
-	require.Equal(t, idem.Joined, res.Outcome)
-	require.Equal(t, leader.Value, res.Value)
-	require.Equal(t, leader.Fingerprint, res.Fingerprint)
-	require.Equal(t, int32(1), b.prepares.Load(), "the follower prepared nothing")
-}
-
-func TestJoinInFlightNeverHandsOnALeadersFailureAndSendsTheRequestToTheDatabase(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
-	g := newGate(t)
-	leaderCtx := heldAtSucceeded(g, errors.New("the leader fails"))
-	request := func() idem.Request {
-		return idem.Request{Owner: "alice", Key: "k", Module: "W", Operation: "W:widget:create", Body: []byte(`{"label":"v"}`)}
-	}
-	done := make(chan error, 1)
-	go func() {
-		_, err := b.run(leaderCtx, request(), "v")
-		done <- err
-	}()
-	g.AwaitHeld(t)
-	type joinResult struct {
-		req idem.Request
-		ok  bool
-		err error
-	}
-	joined := make(chan joinResult, 1)
-	go func() {
-		req := request()
-		_, ok, err := idem.JoinInFlight[widget](context.Background(), b.runner, &req)
-		joined <- joinResult{req, ok, err}
-	}()
-	// The follower is parked on the flight before the leader fails.
-	require.Eventually(t, func() bool { return b.runner.Waiting() > 0 }, 10*time.Second, time.Millisecond)
-	g.Open()
-	require.Error(t, <-done)
-	j := <-joined
-	require.NoError(t, j.err, "the leader's error is not handed on")
-	require.False(t, j.ok)
-	require.NotNil(t, j.req.ShareInFlight)
-	require.False(t, *j.req.ShareInFlight, "sharing is off: RunPrepared takes the database path for it")
-	res, err := b.run(context.Background(), j.req, "v")
-	require.NoError(t, err)
-	require.Equal(t, idem.Executed, res.Outcome)
 }
 
 // A follower waits for its leader only as long as its own context lets it: cancelled while
@@ -525,15 +496,13 @@ func TestAParkedFollowerWhoseContextEndsLeavesAndTheOthersStillJoin(t *testing.T
 
 	type joinResult struct {
 		res idem.Result[widget]
-		ok  bool
 		err error
 	}
 	follow := func(ctx context.Context) chan joinResult {
 		c := make(chan joinResult, 1)
 		go func() {
-			req := request()
-			res, ok, err := idem.JoinInFlight[widget](ctx, b.runner, &req)
-			c <- joinResult{res, ok, err}
+			res, err := b.run(ctx, request(), "v")
+			c <- joinResult{res, err}
 		}()
 		return c
 	}
@@ -542,7 +511,7 @@ func TestAParkedFollowerWhoseContextEndsLeavesAndTheOthersStillJoin(t *testing.T
 	staying, stay := context.WithCancel(context.Background())
 	defer stay()
 	left, joined := follow(leaving), follow(staying)
-	require.Eventually(t, func() bool { return b.runner.Waiting() == 2 }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return b.runner.Stats().Followers == 2 }, 10*time.Second, time.Millisecond)
 
 	leave()
 	var l joinResult
@@ -552,8 +521,7 @@ func TestAParkedFollowerWhoseContextEndsLeavesAndTheOthersStillJoin(t *testing.T
 		t.Fatal("the follower whose context was cancelled is still waiting for the leader")
 	}
 	require.ErrorIs(t, l.err, context.Canceled)
-	require.False(t, l.ok)
-	require.Eventually(t, func() bool { return b.runner.Waiting() == 1 }, 10*time.Second, time.Millisecond,
+	require.Eventually(t, func() bool { return b.runner.Stats().Followers == 1 }, 10*time.Second, time.Millisecond,
 		"the other follower is still parked")
 
 	g.Open()
@@ -561,14 +529,12 @@ func TestAParkedFollowerWhoseContextEndsLeavesAndTheOthersStillJoin(t *testing.T
 	require.NoError(t, err)
 	j := <-joined
 	require.NoError(t, j.err)
-	require.True(t, j.ok)
-	require.Equal(t, idem.Joined, j.res.Outcome)
+	require.Equal(t, idemtype.Joined, j.res.Outcome)
 	require.Equal(t, leader.Value, j.res.Value)
 	require.Equal(t, int32(1), b.works.Load(), "one execution")
 }
 
-// RunPrepared itself (a caller that does not try JoinInFlight first) joins a running leader for
-// the same request: its followers park on the flight, never on the database, and share the
+// RunPrepared joins a running leader for the same request: its followers park on the flight, never on the database, and share the
 // leader's value.
 func TestRunPreparedFollowersParkOnTheLeadersFlightAndShareItsValue(t *testing.T) {
 	t.Parallel()
@@ -580,27 +546,27 @@ func TestRunPreparedFollowersParkOnTheLeadersFlightAndShareItsValue(t *testing.T
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		leader, leaderErr = b.run(heldAtSucceeded(g, nil), idem.Request{Owner: "alice", Key: "k"}, "v")
+		leader, leaderErr = b.runHeld(context.Background(), idem.Request{Owner: "alice", Key: "k"}, "v", held{g: g})
 	}()
 	g.AwaitHeld(t)
 	const followers = 5
 	results, errs := b.followers(&wg, followers, idem.Request{Owner: "alice", Key: "k"}, "v")
-	require.Eventually(t, func() bool { return b.runner.Waiting() == followers }, 15*time.Second, time.Millisecond,
+	require.Eventually(t, func() bool { return b.runner.Stats().Followers == followers }, 15*time.Second, time.Millisecond,
 		"every follower parks on the flight (none queues on the unique index)")
 	require.Zero(t, b.count(t, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`))
 	g.Open()
 	wg.Wait()
 	require.NoError(t, leaderErr)
-	require.Equal(t, idem.Executed, leader.Outcome)
+	require.Equal(t, idemtype.Executed, leader.Outcome)
 	for i := range followers {
 		require.NoError(t, errs[i])
-		require.Equal(t, idem.Joined, results[i].Outcome)
+		require.Equal(t, idemtype.Joined, results[i].Outcome)
 		require.Equal(t, leader.Value, results[i].Value)
 		require.Equal(t, leader.Fingerprint, results[i].Fingerprint)
 		require.Equal(t, leader.Envelope, results[i].Envelope)
 	}
 	require.Equal(t, int32(1), b.works.Load())
-	require.Zero(t, b.runner.Waiting())
+	require.Zero(t, b.runner.Stats().Followers)
 }
 
 // A leader's failure is never handed to the followers that joined it through RunPrepared: each
@@ -615,22 +581,22 @@ func TestRunPreparedFollowersOfAFailedLeaderTakeTheDatabasePathThemselves(t *tes
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		_, leaderErr = b.run(heldAtSucceeded(g, boom), idem.Request{Owner: "alice", Key: "k"}, "v")
+		_, leaderErr = b.runHeld(context.Background(), idem.Request{Owner: "alice", Key: "k"}, "v", held{g: g, fail: boom})
 	}()
 	g.AwaitHeld(t)
 	const followers = 4
 	results, errs := b.followers(&wg, followers, idem.Request{Owner: "alice", Key: "k"}, "v")
-	require.Eventually(t, func() bool { return b.runner.Waiting() == followers }, 15*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return b.runner.Stats().Followers == followers }, 15*time.Second, time.Millisecond)
 	g.Open()
 	wg.Wait()
 	require.ErrorIs(t, leaderErr, boom)
-	tally := map[idem.Outcome]int{}
+	tally := map[idemtype.Outcome]int{}
 	for i := range followers {
 		require.NoError(t, errs[i], "a follower never inherits the leader's error")
 		tally[results[i].Outcome]++
 	}
-	require.Equal(t, 1, tally[idem.Executed], "%v", tally)
-	require.Equal(t, followers-1, tally[idem.Joined]+tally[idem.Replayed], "%v", tally)
+	require.Equal(t, 1, tally[idemtype.Executed], "%v", tally)
+	require.Equal(t, followers-1, tally[idemtype.Joined]+tally[idemtype.Replayed], "%v", tally)
 	require.Equal(t, int32(2), b.works.Load(), "the failed leader's work and one follower's")
 	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM widget`))
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemwork/idemwork/apperr"
-	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/kernel"
 )
 
@@ -129,12 +129,12 @@ func TestTheJSONBoundaryAcceptsEverythingUpToItsLimitsAndJSONBStoresIt(t *testin
 		res, err := b.k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "ok-" + string(rune('a'+i)),
 			Title: strings.Repeat("t", kernel.MaxTitleChars), Summary: str(strings.Repeat("ß", kernel.MaxSummaryChar)), Payload: json.RawMessage(payload)})
 		require.NoError(t, err, "payload %d", i)
-		require.Equal(t, idem.Executed, res.Outcome)
+		require.Equal(t, idemtype.Executed, res.Outcome)
 		// The stored revision restores through the integrity check.
 		again, err := b.k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "ok-" + string(rune('a'+i)),
 			Title: strings.Repeat("t", kernel.MaxTitleChars), Summary: str(strings.Repeat("ß", kernel.MaxSummaryChar)), Payload: json.RawMessage(payload)})
 		require.NoError(t, err, "replay of payload %d", i)
-		require.Equal(t, idem.Replayed, again.Outcome)
+		require.Equal(t, idemtype.Replayed, again.Outcome)
 		var same bool
 		require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT $1::jsonb = $2::jsonb AND $1::jsonb = $3::jsonb`,
 			string(res.Record.Payload), string(again.Record.Payload), payload).Scan(&same))
@@ -178,7 +178,7 @@ func TestARevisionNearTheSizeLimitStillRestoresAfterJSONBRendersIt(t *testing.T)
 	require.LessOrEqual(t, len(first.Record.Payload), kernel.MaxJSONBytes)
 	again, err := b.k.Create(ctx, in)
 	require.NoError(t, err, "a revision the boundary accepted must restore")
-	require.Equal(t, idem.Replayed, again.Outcome)
+	require.Equal(t, idemtype.Replayed, again.Outcome)
 	requireSameRecord(t, first.Record, again.Record)
 	_, err = b.k.RunFeature(ctx, kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: first.Record.ID, FeatureID: "F01", Key: "near-limit-f"})
 	require.NoError(t, err)

@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemwork/idemwork/apperr"
-	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/store"
 )
@@ -75,7 +75,7 @@ func TestSameKeyRaceWithSharingOnExecutesOnceAndTheRestJoinOrReplay(t *testing.T
 	for _, r := range got.results {
 		require.Equal(t, got.results[0].Record.ID, r.Record.ID)
 		require.Equal(t, 1, r.Record.Revision)
-		if r.Outcome == idem.Joined {
+		if r.Outcome == idemtype.Joined {
 			require.False(t, r.Waited, "a joined call never touched the unique index")
 		}
 	}
@@ -83,7 +83,7 @@ func TestSameKeyRaceWithSharingOnExecutesOnceAndTheRestJoinOrReplay(t *testing.T
 	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM record_revision`))
 	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM audit_event`))
 	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM idempotency_record`))
-	require.Zero(t, b.runner.InFlight())
+	require.Zero(t, b.runner.Stats().InFlight)
 }
 
 func TestWithSharingOnFollowersJoinTheLeaderInsteadOfQueueingOnTheDatabase(t *testing.T) {
@@ -93,8 +93,8 @@ func TestWithSharingOnFollowersJoinTheLeaderInsteadOfQueueingOnTheDatabase(t *te
 	var leaders atomic.Int32
 	// Every call carries the same fault func; only a call holding the reservation reaches a step,
 	// so the one that does is the leader, held open until the followers have gathered.
-	ctx := idem.WithFault(context.Background(), func(step string) error {
-		if step == idem.StepReserved && leaders.Add(1) == 1 {
+	faulted := b.k.WithFaults(func(_ context.Context, step string) error {
+		if step == kernel.StepReserved && leaders.Add(1) == 1 {
 			g.Hold()
 		}
 		return nil
@@ -103,21 +103,21 @@ func TestWithSharingOnFollowersJoinTheLeaderInsteadOfQueueingOnTheDatabase(t *te
 	got := newOutcomes()
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { defer wg.Done(); got.add(b.k.Create(ctx, in)) }()
+	go func() { defer wg.Done(); got.add(faulted.Create(context.Background(), in)) }()
 	g.AwaitHeld(t)
-	require.Equal(t, 1, b.runner.InFlight(), "the leader published its flight")
+	require.Equal(t, 1, b.runner.Stats().InFlight, "the leader published its flight")
 
 	const followers = 6
 	for i := 0; i < followers; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			got.add(b.k.Create(ctx, in))
+			got.add(faulted.Create(context.Background(), in))
 		}()
 	}
 	// Every follower parks on the leader's flight; none went to the database, where it would
 	// show as a session waiting on a lock.
-	waitForFollowers(t, b.runner, followers)
+	waitForFollowers(t, b.k, followers)
 	n, err := waitingOnLocks(context.Background(), b.db.DB)
 	require.NoError(t, err)
 	require.Zero(t, n, "no follower queues on the unique index while it can join the leader")
@@ -129,7 +129,7 @@ func TestWithSharingOnFollowersJoinTheLeaderInsteadOfQueueingOnTheDatabase(t *te
 	require.Equal(t, int32(1), leaders.Load(), "only the leader reached the reservation")
 	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM record`))
 	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM record_revision`))
-	require.Zero(t, b.runner.InFlight())
+	require.Zero(t, b.runner.Stats().InFlight)
 }
 
 func TestAFailedLeaderNeverHandsItsErrorToFollowers(t *testing.T) {
@@ -138,8 +138,8 @@ func TestAFailedLeaderNeverHandsItsErrorToFollowers(t *testing.T) {
 	g := newGate(t)
 	var calls atomic.Int32
 	boom := fmt.Errorf("leader dies")
-	ctx := idem.WithFault(context.Background(), func(step string) error {
-		if step == idem.StepSucceeded && calls.Add(1) == 1 {
+	faulted := b.k.WithFaults(func(_ context.Context, step string) error {
+		if step == kernel.StepSucceeded && calls.Add(1) == 1 {
 			g.Hold()
 			return boom
 		}
@@ -149,14 +149,14 @@ func TestAFailedLeaderNeverHandsItsErrorToFollowers(t *testing.T) {
 	got := newOutcomes()
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { defer wg.Done(); got.add(b.k.Create(ctx, in)) }()
+	go func() { defer wg.Done(); got.add(faulted.Create(context.Background(), in)) }()
 	g.AwaitHeld(t)
 	for i := 0; i < 4; i++ {
 		wg.Add(1)
-		go func() { defer wg.Done(); got.add(b.k.Create(ctx, in)) }()
+		go func() { defer wg.Done(); got.add(faulted.Create(context.Background(), in)) }()
 	}
 	// The followers are parked on the flight before the leader fails.
-	waitForFollowers(t, b.runner, 4)
+	waitForFollowers(t, b.k, 4)
 	g.Open()
 	wg.Wait()
 
@@ -174,8 +174,8 @@ func TestWithSharingOffNoCallJoinsAndLosersReplayAfterWaitingOnTheUniqueIndex(t 
 	t.Parallel()
 	b := setup(t)
 	g := newGate(t)
-	winnerCtx := idem.WithFault(context.Background(), func(step string) error {
-		if step == idem.StepSucceeded {
+	winner := b.k.WithFaults(func(_ context.Context, step string) error {
+		if step == kernel.StepSucceeded {
 			g.Hold()
 		}
 		return nil
@@ -184,9 +184,9 @@ func TestWithSharingOffNoCallJoinsAndLosersReplayAfterWaitingOnTheUniqueIndex(t 
 	got := newOutcomes()
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { defer wg.Done(); got.add(b.k.Create(winnerCtx, in)) }()
+	go func() { defer wg.Done(); got.add(winner.Create(context.Background(), in)) }()
 	g.AwaitHeld(t)
-	require.Zero(t, b.runner.InFlight(), "ShareInFlight false publishes no flight")
+	require.Zero(t, b.runner.Stats().InFlight, "ShareInFlight false publishes no flight")
 
 	const losers = 5
 	for i := 0; i < losers; i++ {
@@ -205,7 +205,7 @@ func TestWithSharingOffNoCallJoinsAndLosersReplayAfterWaitingOnTheUniqueIndex(t 
 	require.Equal(t, map[string]int{"EXECUTED": 1, "REPLAYED": losers}, got.byName)
 	for _, r := range got.results {
 		require.Equal(t, got.results[0].Record.ID, r.Record.ID)
-		if r.Outcome == idem.Replayed {
+		if r.Outcome == idemtype.Replayed {
 			require.True(t, r.Waited, "a loser that queued behind the winner reports waited")
 		} else {
 			require.False(t, r.Waited)
@@ -217,7 +217,7 @@ func TestWithSharingOffNoCallJoinsAndLosersReplayAfterWaitingOnTheUniqueIndex(t 
 	// A replay that did not queue says so.
 	res, err := b.k.Create(context.Background(), in)
 	require.NoError(t, err)
-	require.Equal(t, idem.Replayed, res.Outcome)
+	require.Equal(t, idemtype.Replayed, res.Outcome)
 	require.False(t, res.Waited)
 }
 
@@ -251,19 +251,19 @@ func TestInsideAnAmbientTransactionCallsNeverShareEvenWhenAskedTo(t *testing.T) 
 	go func() {
 		defer wg.Done()
 		txErrA = b.db.Tx(ctx, func(tx context.Context) error {
-			fctx := idem.WithFault(tx, func(step string) error {
-				if step == idem.StepSucceeded {
+			held := b.k.WithFaults(func(_ context.Context, step string) error {
+				if step == kernel.StepSucceeded {
 					g.Hold()
 				}
 				return nil
 			})
-			resA, errA = b.k.Create(fctx, in)
+			resA, errA = held.Create(tx, in)
 			commit.Hold()
 			return errA
 		})
 	}()
 	g.AwaitHeld(t)
-	require.Zero(t, b.runner.InFlight(), "a call inside an ambient transaction publishes no flight, even with ShareInFlight true")
+	require.Zero(t, b.runner.Stats().InFlight, "a call inside an ambient transaction publishes no flight, even with ShareInFlight true")
 
 	wg.Add(1)
 	go func() {
@@ -287,8 +287,8 @@ func TestInsideAnAmbientTransactionCallsNeverShareEvenWhenAskedTo(t *testing.T) 
 	require.NoError(t, txErrB)
 	require.NoError(t, errA)
 	require.NoError(t, errB)
-	require.Equal(t, idem.Executed, resA.Outcome)
-	require.Equal(t, idem.Replayed, resB.Outcome)
+	require.Equal(t, idemtype.Executed, resA.Outcome)
+	require.Equal(t, idemtype.Replayed, resB.Outcome)
 	require.True(t, resB.Waited)
 	require.Equal(t, resA.Record.ID, resB.Record.ID)
 	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM record`))
@@ -326,8 +326,8 @@ func TestAStalePatchThatRacesPastPrepareStillGetsRevisionConflict(t *testing.T) 
 	// prepare (which sees revision 1 and passes) and its queued UPDATE; A then writes and commits
 	// revision 2; released, B's UPDATE finds the row no longer at revision 1 and the server fails
 	// it (and B's whole transaction).
-	stale := idem.WithFault(context.Background(), func(step string) error {
-		if step == idem.StepRecord {
+	stale := b.k.WithFaults(func(_ context.Context, step string) error {
+		if step == kernel.StepRecord {
 			g.Hold()
 		}
 		return nil
@@ -338,7 +338,7 @@ func TestAStalePatchThatRacesPastPrepareStillGetsRevisionConflict(t *testing.T) 
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		_, errB = b.k.Patch(stale, kernel.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: rec.Record.ID, Key: "b", ExpectRevision: 1, Title: str("b")})
+		_, errB = stale.Patch(context.Background(), kernel.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: rec.Record.ID, Key: "b", ExpectRevision: 1, Title: str("b")})
 	}()
 	g.AwaitHeld(t) // B passed prepare against revision 1 and queued its UPDATE
 	resA, errA = b.k.Patch(context.Background(), kernel.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: rec.Record.ID, Key: "a", ExpectRevision: 1, Title: str("a")})
@@ -380,7 +380,7 @@ func TestHelperProcessRunsOneFeature(t *testing.T) {
 	db, err := store.Open(ctx, dsn, store.Options{MaxConns: 2})
 	require.NoError(t, err)
 	defer db.Close()
-	k := kernel.New(idem.NewRunner(db, idem.Options{}), kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
+	k := kernel.New(db, kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
 	require.NoError(t, db.Warm(ctx, 1))
 	fmt.Println("READY")
 	// The barrier: every child connects first, then all fire when the parent says so.
@@ -491,7 +491,7 @@ func TestSameKeyAcrossProcessesExecutesOnceAndReplaysTheFirstRevisionAfterDrift(
 	require.Eventually(t, func() bool {
 		return b.count(t, `SELECT count(*) FROM pg_stat_activity
 			WHERE datname = current_database() AND wait_event_type = 'Lock' AND wait_event = 'transactionid'
-			  AND query LIKE '%INSERT INTO idempotency_record%'`) == procs-1
+			  AND query LIKE '%INSERT INTO %idempotency_record%'`) == procs-1
 	}, 10*time.Second, 5*time.Millisecond, "the losers wait on the unique index")
 	require.NoError(t, lock.Commit(ctx))
 

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemwork/idemwork/apperr"
-	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/store"
@@ -61,7 +61,7 @@ func openRoute(t *testing.T, r route, database string, maxConns int32) *kernel.K
 	if r.mode != "" {
 		require.Equal(t, r.mode, db.Connection().ExecMode)
 	}
-	return kernel.New(idem.NewRunner(db, idem.Options{}), kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
+	return kernel.New(db, kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
 }
 
 // TestTheKernelsWritesAndReplaysWorkInEveryExecModeAndThroughPoolers runs the write and replay
@@ -97,10 +97,10 @@ func exerciseKernel(t *testing.T, k *kernel.Kernel) {
 	payload := json.RawMessage(`{"text":"hello","tags":["a","b"],"n":1.5}`)
 	created, err := k.Create(ctx, kernel.CreateInput{Owner: owner, Module: kernel.ModuleNote, Key: "create-1", Title: "t", Summary: str("s"), Payload: payload})
 	require.NoError(t, err)
-	require.Equal(t, idem.Executed, created.Outcome)
+	require.Equal(t, idemtype.Executed, created.Outcome)
 	again, err := k.Create(ctx, kernel.CreateInput{Owner: owner, Module: kernel.ModuleNote, Key: "create-1", Title: "t", Summary: str("s"), Payload: payload})
 	require.NoError(t, err)
-	require.Equal(t, idem.Replayed, again.Outcome)
+	require.Equal(t, idemtype.Replayed, again.Outcome)
 	require.Equal(t, created.Record.ID, again.Record.ID)
 
 	patched, err := k.Patch(ctx, kernel.PatchInput{Owner: owner, Module: kernel.ModuleNote, RecordID: created.Record.ID, Key: "patch-1",
@@ -110,7 +110,7 @@ func exerciseKernel(t *testing.T, k *kernel.Kernel) {
 	replayPatch, err := k.Patch(ctx, kernel.PatchInput{Owner: owner, Module: kernel.ModuleNote, RecordID: created.Record.ID, Key: "patch-1",
 		ExpectRevision: 1, Title: str("t2"), Payload: json.RawMessage(`{"text":"second"}`)})
 	require.NoError(t, err)
-	require.Equal(t, idem.Replayed, replayPatch.Outcome)
+	require.Equal(t, idemtype.Replayed, replayPatch.Outcome)
 	require.Equal(t, 2, replayPatch.Record.Revision)
 
 	mem, err := k.Create(ctx, kernel.CreateInput{Owner: owner, Module: kernel.ModuleMem, Key: "mem-1", Title: "memo",
@@ -118,11 +118,11 @@ func exerciseKernel(t *testing.T, k *kernel.Kernel) {
 	require.NoError(t, err)
 	run, err := k.RunFeature(ctx, kernel.FeatureInput{Owner: owner, Module: kernel.ModuleMem, RecordID: mem.Record.ID, FeatureID: "F01", Key: "run-1"})
 	require.NoError(t, err)
-	require.Equal(t, idem.Executed, run.Outcome)
+	require.Equal(t, idemtype.Executed, run.Outcome)
 	require.NotNil(t, run.Execution)
 	replayRun, err := k.RunFeature(ctx, kernel.FeatureInput{Owner: owner, Module: kernel.ModuleMem, RecordID: mem.Record.ID, FeatureID: "F01", Key: "run-1"})
 	require.NoError(t, err)
-	require.Equal(t, idem.Replayed, replayRun.Outcome)
+	require.Equal(t, idemtype.Replayed, replayRun.Outcome)
 	require.Equal(t, run.Execution.ID, replayRun.Execution.ID)
 	blocked, err := k.RunFeature(ctx, kernel.FeatureInput{Owner: owner, Module: kernel.ModuleMem, RecordID: mem.Record.ID, FeatureID: "F02", Key: "run-2"})
 	require.NoError(t, err)
@@ -133,7 +133,7 @@ func exerciseKernel(t *testing.T, k *kernel.Kernel) {
 	require.NoError(t, err)
 	review, err := k.CreateReview(ctx, kernel.ReviewInput{Owner: owner, RecordID: promise.Record.ID, Key: "review-1", Verdict: "kept", Comment: "c"})
 	require.NoError(t, err)
-	require.Equal(t, idem.Executed, review.Outcome)
+	require.Equal(t, idemtype.Executed, review.Outcome)
 	_, err = k.VerifyLegacy(ctx)
 	require.NoError(t, err)
 

@@ -1,7 +1,6 @@
 package kernel
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 
@@ -22,31 +21,19 @@ func (k *Kernel) Create(ctx context.Context, in CreateInput) (WriteResult, error
 	if err != nil {
 		return WriteResult{}, err
 	}
-	op := mod.createOperation()
-	// The raw request of a typical create fits on the stack: a follower's lookup allocates nothing.
+	// The raw request of a typical create fits on the stack: a follower allocates nothing for it.
 	var buf [128]byte
-	req := idem.Request{Owner: in.Owner, Key: in.Key, Operation: op, Module: mod.Code, ShareInFlight: in.ShareInFlight,
-		Raw: rawRequest(buf[:0]).text(in.Title).optText(in.Summary).json(in.Payload)}
-	if w, ok, err := joinFlight(ctx, k, &req, recordWriteResult); ok || err != nil {
-		return w, err
-	}
-	// Past a failed leader's flight (Await turned sharing off in req) the request shares nothing.
-	return k.create(ctx, &in, mod, req.Raw, req.ShareInFlight != nil && !*req.ShareInFlight)
+	raw := rawRequest(buf[:0]).text(in.Title).optText(in.Summary).json(in.Payload)
+	return k.share(ctx, in.Owner, in.Key, mod.createOperation(), in.ShareInFlight, raw, func(shareOff bool) (WriteResult, error) {
+		return k.create(ctx, &in, mod, shareOff)
+	})
 }
 
-// create is Create past the flight it did not find by the raw request: a function of its own, so
-// that a follower parks on a small stack.
-//
-//go:noinline
-func (k *Kernel) create(ctx context.Context, pin *CreateInput, mod *Module, raw []byte, shareOff bool) (WriteResult, error) {
+// create is Create past the sharing of identical requests.
+func (k *Kernel) create(ctx context.Context, pin *CreateInput, mod *Module, shareOff bool) (WriteResult, error) {
 	in, op := *pin, mod.createOperation()
-	// A leader's raw request stays in its flight: a copy, off the caller's stack.
-	req := idem.Request{Owner: in.Owner, Key: in.Key, Operation: op, Module: mod.Code, ShareInFlight: in.ShareInFlight, Raw: bytes.Clone(raw)}
-	if shareOff {
-		off := false
-		req.ShareInFlight = &off
-	}
 	var err error
+	req := idem.Request{Owner: in.Owner, Key: in.Key, Operation: op, Module: mod.Code, ShareInFlight: shareIf(in.ShareInFlight, shareOff)}
 	payload := json.RawMessage(`{}`)
 	var given json.RawMessage // the payload member of the body: absent when not given
 	if in.Payload != nil {
@@ -55,14 +42,10 @@ func (k *Kernel) create(ctx context.Context, pin *CreateInput, mod *Module, raw 
 		}
 		given = payload
 	}
-	body := jsonb.AppendObject(nil, jsonb.Member{Name: "title", Value: jsonb.AppendString(nil, in.Title)},
+	req.Body = jsonb.AppendObject(nil, jsonb.Member{Name: "title", Value: jsonb.AppendString(nil, in.Title)},
 		jsonb.Member{Name: "summary", Value: optText(in.Summary)}, jsonb.Member{Name: "payload", Value: given})
-	req.Body = body
 	req.BodyV1 = func() ([]byte, error) {
 		return bodyV1(map[string]any{"title": in.Title, "summary": in.Summary, "payload": in.Payload})
-	}
-	if w, ok, err := joinFlight(ctx, k, &req, recordWriteResult); ok || err != nil {
-		return w, err
 	}
 	prepare := func(ctx context.Context) (preparedRecord, error) {
 		k.note("prepare")
@@ -75,7 +58,7 @@ func (k *Kernel) create(ctx context.Context, pin *CreateInput, mod *Module, raw 
 		}
 		return preparedRecord{title: in.Title, summary: summary, payload: payload}, nil
 	}
-	work := func(ctx context.Context, p preparedRecord, b *store.Batch) (RecordResult, error) {
+	work := func(ctx context.Context, b *store.Batch, p preparedRecord) (RecordResult, error) {
 		now := k.now()
 		rec := store.Record{ID: k.newID(now), OwnerID: in.Owner, ModuleCode: mod.Code, Revision: 1, Title: p.title,
 			Summary: p.summary, Payload: p.payload, CreatedAt: now, UpdatedAt: now}
@@ -84,7 +67,7 @@ func (k *Kernel) create(ctx context.Context, pin *CreateInput, mod *Module, raw 
 		}
 		return RecordResult{Record: rec}, nil
 	}
-	res, err := idem.RunPrepared(ctx, k.runner, req, idem.ResultPolicy[RecordResult](k.recordPolicy), prepare, work)
+	res, err := runWrite(ctx, k, req, idem.ResultPolicy[RecordResult](k.recordPolicy), prepare, work)
 	if err != nil {
 		return WriteResult{}, err
 	}

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/store"
 )
 
@@ -276,7 +276,7 @@ func (d *BlockedExternalDemo) Next(ctx context.Context) (DemoStep, error) {
 		step.Outcome, step.Result, step.Record, step.Execution = res.Outcome, OutcomeText(res.Outcome, res.Execution), res.Record, res.Execution
 		step.Notes = append(step.Notes, fmt.Sprintf("%s: the client gets the same execution %s again — BLOCKED for good, nothing will ever deliver it", step.Result, res.Execution.ID))
 		step.Checks = append(step.Checks,
-			check(res.Outcome == idem.Replayed, "a replay returns the stored result", "outcome %s", res.Outcome),
+			check(res.Outcome == idemtype.Replayed, "a replay returns the stored result", "outcome %s", res.Outcome),
 			check(res.Execution.ID == d.first.ID && res.Execution.Status == "BLOCKED", "the same BLOCKED execution, not a new attempt",
 				"execution %s, still %s", res.Execution.ID, res.Execution.Status),
 			check(len(execs) == 1, "the replay wrote nothing", "feature_execution rows for this key in the database: %d", len(execs)))

@@ -10,7 +10,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/idemwork/idemwork/apperr"
-	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/outbox"
 	"github.com/idemwork/idemwork/store"
 )
@@ -292,7 +292,7 @@ func (d *OutboxDemo) createRecord(ctx context.Context, step *DemoStep) error {
 		check(row.Status == "SUCCEEDED" && envelopeRecord(row.Response) == res.Record.ID && latest.ID == res.Record.ID,
 			"the record and its key's result are committed", "idempotency_record %s %s → record %s; record %s at revision %d in the database",
 			key, row.Status, envelopeRecord(row.Response), latest.ID, latest.Revision))
-	if res.Outcome == idem.Replayed {
+	if res.Outcome == idemtype.Replayed {
 		step.Reused = fmt.Sprintf("record %s, created %s by an earlier run (its key %s replayed)", res.Record.ID,
 			latest.CreatedAt.UTC().Format(time.RFC3339), key)
 		d.reused = append(d.reused, step.Reused)
@@ -362,7 +362,7 @@ func (d *OutboxDemo) replay(ctx context.Context, step *DemoStep) error {
 	step.Outcome, step.Result, step.Record, step.Execution, step.Message = res.Outcome, OutcomeText(res.Outcome, res.Execution), res.Record, res.Execution, &m
 	step.Notes = append(step.Notes, fmt.Sprintf("%s: the client gets execution %s again, as it is now", step.Result, res.Execution.ID))
 	step.Checks = append(step.Checks,
-		check(res.Outcome == idem.Replayed, "a replay returns the stored result", "outcome %s", res.Outcome),
+		check(res.Outcome == idemtype.Replayed, "a replay returns the stored result", "outcome %s", res.Outcome),
 		check(res.Execution.ID == n.exec.ID, "the same execution, still queued", "execution %s, %s", res.Execution.ID, res.Execution.Status),
 		check(len(st.execs) == 1 && len(st.messages) == 1, "no second execution and no second message",
 			"feature_execution rows of the key: %d · outbox_message rows: %d", len(st.execs), len(st.messages)),
@@ -592,7 +592,7 @@ func (d *OutboxDemo) settled(ctx context.Context, step *DemoStep) error {
 	step.Checks = append(step.Checks,
 		check(all, "every notification is settled, none PENDING", "feature_execution: %s; outbox_message: %s", strings.Join(execs, ", "), strings.Join(msgs, ", ")),
 		check(once, "each is settled exactly once", "settle audit events per key: %s", strings.Join(settles, ", ")),
-		check(res.Outcome == idem.Replayed && res.Execution.ID == first.exec.ID && res.Execution.Status == "DELIVERED",
+		check(res.Outcome == idemtype.Replayed && res.Execution.ID == first.exec.ID && res.Execution.Status == "DELIVERED",
 			"a replay of the first key returns the same execution, now settled", "outcome %s: execution %s %s", res.Outcome, res.Execution.ID, res.Execution.Status),
 		check(latest.Revision == d.revision, "the outbox never wrote the record", "record.revision = %d, as before the first notification", latest.Revision),
 		check(len(effects) == 2 && d.provider.Delivered() == 2, "one effect per delivered notification, none for the FAILED one",

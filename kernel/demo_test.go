@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemwork/idemwork/apperr"
-	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/outbox"
 	"github.com/idemwork/idemwork/store"
@@ -113,7 +113,7 @@ func TestTheBlockedExternalWalkThroughsClaimsHoldOnTheRows(t *testing.T) {
 	replay, err := d.Next(ctx)
 	require.NoError(t, err)
 	requireChecksHold(t, replay)
-	require.Equal(t, idem.Replayed, replay.Outcome)
+	require.Equal(t, idemtype.Replayed, replay.Outcome)
 	require.Equal(t, e.ID, replay.Execution.ID)
 	require.Equal(t, "BLOCKED (outcome REPLAYED)", replay.Result)
 	require.Equal(t, before, b.counts(t), "the replay wrote nothing")
@@ -163,7 +163,7 @@ func TestTheOutboxWalkThroughsClaimsHoldOnTheRows(t *testing.T) {
 
 	// 1. The record, with its key.
 	rec := next()
-	require.Equal(t, idem.Executed, rec.Outcome)
+	require.Equal(t, idemtype.Executed, rec.Outcome)
 	require.Empty(t, d.Reused(), "a first run reuses nothing")
 	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM record WHERE owner_id = 'alice' AND module_code = 'COMMITMENT'`))
 	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM idempotency_record WHERE idempotency_key = 'demo-test:record' AND status = 'SUCCEEDED'`))
@@ -185,7 +185,7 @@ func TestTheOutboxWalkThroughsClaimsHoldOnTheRows(t *testing.T) {
 	// 3. The replay writes nothing.
 	before, xmins := b.counts(t), b.writers(t, d.NotifyKey(1))
 	replay := next()
-	require.Equal(t, idem.Replayed, replay.Outcome)
+	require.Equal(t, idemtype.Replayed, replay.Outcome)
 	require.Equal(t, e1, replay.Execution.ID)
 	require.Equal(t, before, b.counts(t))
 	require.Equal(t, xmins, b.writers(t, d.NotifyKey(1)))
@@ -256,7 +256,7 @@ func TestTheOutboxWalkThroughsClaimsHoldOnTheRows(t *testing.T) {
 	// 9. Everything settled; a replay returns the settled execution.
 	last := next()
 	require.True(t, d.Done())
-	require.Equal(t, idem.Replayed, last.Outcome)
+	require.Equal(t, idemtype.Replayed, last.Outcome)
 	require.Equal(t, e1, last.Execution.ID)
 	require.Equal(t, "DELIVERED (outcome REPLAYED)", last.Result)
 	require.Zero(t, b.count(t, `SELECT count(*) FROM outbox_message WHERE owner_id = 'alice' AND status = 'PENDING'`))
@@ -288,7 +288,7 @@ func TestASecondOutboxWalkThroughReusesTheRecordAndSaysSo(t *testing.T) {
 	require.Len(t, reused, 1)
 	require.Contains(t, reused[0], first[0].Record.ID)
 	require.Equal(t, second[0].Reused, reused[0])
-	require.Equal(t, idem.Replayed, second[0].Outcome)
+	require.Equal(t, idemtype.Replayed, second[0].Outcome)
 	require.Equal(t, first[0].Record.ID, second[0].Record.ID)
 	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM record WHERE module_code = 'COMMITMENT'`), "one record for both runs")
 	require.Equal(t, 6, b.count(t, `SELECT count(*) FROM feature_execution`), "each run notifies anew")
@@ -375,10 +375,10 @@ func TestTheComparisonSetsBothModesSideBySideFromTheirRows(t *testing.T) {
 
 func TestABlockedRunReadsBlockedAndTheFeaturePickerNamesModes(t *testing.T) {
 	t.Parallel()
-	require.Equal(t, "BLOCKED (outcome EXECUTED)", kernel.OutcomeText(idem.Executed, &store.Execution{Status: "BLOCKED"}))
-	require.Equal(t, "BLOCKED (outcome JOINED)", kernel.OutcomeText(idem.Joined, &store.Execution{Status: "BLOCKED"}))
-	require.Equal(t, "EXECUTED", kernel.OutcomeText(idem.Executed, &store.Execution{Status: "SUCCEEDED"}))
-	require.Equal(t, "REPLAYED", kernel.OutcomeText(idem.Replayed, nil))
+	require.Equal(t, "BLOCKED (outcome EXECUTED)", kernel.OutcomeText(idemtype.Executed, &store.Execution{Status: "BLOCKED"}))
+	require.Equal(t, "BLOCKED (outcome JOINED)", kernel.OutcomeText(idemtype.Joined, &store.Execution{Status: "BLOCKED"}))
+	require.Equal(t, "EXECUTED", kernel.OutcomeText(idemtype.Executed, &store.Execution{Status: "SUCCEEDED"}))
+	require.Equal(t, "REPLAYED", kernel.OutcomeText(idemtype.Replayed, nil))
 	reg := kernel.NewRegistry(kernel.NewRules(10))
 	mem, err := reg.Module(kernel.ModuleMem)
 	require.NoError(t, err)

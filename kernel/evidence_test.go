@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/store"
 )
@@ -94,27 +95,27 @@ func TestEnvelopesHoldMinimalReferencesUnderTheirPolicyNamesAndRestoreExactly(t 
 	again, err := b.k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "env-create", Title: "first",
 		Payload: raw(map[string]any{"text": "first"})})
 	require.NoError(t, err)
-	require.Equal(t, idem.Replayed, again.Outcome)
+	require.Equal(t, idemtype.Replayed, again.Outcome)
 	requireSameRecord(t, created.Record, again.Record)
 	require.JSONEq(t, string(created.Envelope), string(again.Envelope))
 
 	again, err = b.k.Patch(ctx, kernel.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: created.Record.ID,
 		Key: "env-patch", ExpectRevision: 1, Title: str("second")})
 	require.NoError(t, err)
-	require.Equal(t, idem.Replayed, again.Outcome)
+	require.Equal(t, idemtype.Replayed, again.Outcome)
 	requireSameRecord(t, patched.Record, again.Record)
 
 	againF, err := b.k.RunFeature(ctx, kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: created.Record.ID,
 		FeatureID: "F01", Key: "env-feature"})
 	require.NoError(t, err)
-	require.Equal(t, idem.Replayed, againF.Outcome)
+	require.Equal(t, idemtype.Replayed, againF.Outcome)
 	requireSameRecord(t, feature.Record, againF.Record)
 	requireSameExecution(t, feature.Execution, againF.Execution)
 
 	againR, err := b.k.CreateReview(ctx, kernel.ReviewInput{Owner: "alice", RecordID: commitment.Record.ID, Key: "env-review",
 		Verdict: "kept", Comment: "kept it"})
 	require.NoError(t, err)
-	require.Equal(t, idem.Replayed, againR.Outcome)
+	require.Equal(t, idemtype.Replayed, againR.Outcome)
 	require.Equal(t, review.Review.ID, againR.Review.ID)
 	require.Equal(t, review.Review.Comment, againR.Review.Comment)
 	require.Equal(t, review.Review.RecordRevision, againR.Review.RecordRevision)
@@ -141,17 +142,17 @@ func TestACacheHitSkipsCurrentStateAndModuleRules(t *testing.T) {
 	before := b.counts(t)
 	b.seen.reset()
 	var checkpoints []string
-	fctx := idem.WithFault(ctx, func(step string) error { checkpoints = append(checkpoints, step); return nil })
-	res, err := b.k.Create(fctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleMem, Key: "hit-create", Title: "memo",
+	fk := b.k.WithFaults(func(_ context.Context, step string) error { checkpoints = append(checkpoints, step); return nil })
+	res, err := fk.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleMem, Key: "hit-create", Title: "memo",
 		Payload: raw(map[string]any{"originalContent": "hello world", "currentContent": "hello world"})})
 	require.NoError(t, err)
-	require.Equal(t, idem.Replayed, res.Outcome)
-	pres, err := b.k.Patch(fctx, patchIn)
+	require.Equal(t, idemtype.Replayed, res.Outcome)
+	pres, err := fk.Patch(ctx, patchIn)
 	require.NoError(t, err)
-	require.Equal(t, idem.Replayed, pres.Outcome)
-	fres, err := b.k.RunFeature(fctx, featIn)
+	require.Equal(t, idemtype.Replayed, pres.Outcome)
+	fres, err := fk.RunFeature(ctx, featIn)
 	require.NoError(t, err)
-	require.Equal(t, idem.Replayed, fres.Outcome)
+	require.Equal(t, idemtype.Replayed, fres.Outcome)
 
 	require.Zero(t, b.seen.total(), "a hit runs no prepare, reads no current record, applies no module rule: %v", b.seen.order)
 	require.Empty(t, checkpoints, "a hit reaches no step of the commit unit")
@@ -168,8 +169,9 @@ func TestAMissKeepsTheSideEffectOrder(t *testing.T) {
 	var log []string
 	b.seen.reset()
 	// The kernel's Observe and the fault checkpoints write into one log, in the order they happen.
-	k := kernel.New(b.runner, kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{Observe: func(s string) { log = append(log, "observe:"+s) }})
-	fctx := idem.WithFault(ctx, func(step string) error { log = append(log, step); return nil })
+	k := kernel.New(b.db.DB, kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{Observe: func(s string) { log = append(log, "observe:"+s) },
+		Runner: idem.Options{Clock: b.clock}}).WithFaults(func(_ context.Context, step string) error { log = append(log, step); return nil })
+	fctx := ctx
 
 	cases := []struct {
 		name string
@@ -179,19 +181,19 @@ func TestAMissKeepsTheSideEffectOrder(t *testing.T) {
 		{"create", func() error {
 			_, err := k.Create(fctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "o-create", Title: "t"})
 			return err
-		}, []string{idem.StepReserved, "observe:prepare", "observe:module-rules", idem.StepRecord, idem.StepRevision, idem.StepAudit, idem.StepSucceeded}},
+		}, []string{kernel.StepReserved, "observe:prepare", "observe:module-rules", kernel.StepRecord, kernel.StepRevision, kernel.StepAudit, kernel.StepSucceeded}},
 		{"patch", func() error {
 			_, err := k.Patch(fctx, kernel.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: note.Record.ID, Key: "o-patch", ExpectRevision: 1, Title: str("t2")})
 			return err
-		}, []string{idem.StepReserved, "observe:prepare", "observe:read-current", "observe:module-rules", idem.StepRecord, idem.StepRevision, idem.StepAudit, idem.StepSucceeded}},
+		}, []string{kernel.StepReserved, "observe:prepare", "observe:read-current", "observe:module-rules", kernel.StepRecord, kernel.StepRevision, kernel.StepAudit, kernel.StepSucceeded}},
 		{"internal feature", func() error {
 			_, err := k.RunFeature(fctx, kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: note.Record.ID, FeatureID: "F01", Key: "o-feature"})
 			return err
-		}, []string{idem.StepReserved, "observe:prepare", "observe:read-current", "observe:module-rules", idem.StepRecord, idem.StepRevision, idem.StepExecution, idem.StepAudit, idem.StepSucceeded}},
+		}, []string{kernel.StepReserved, "observe:prepare", "observe:read-current", "observe:module-rules", kernel.StepRecord, kernel.StepRevision, kernel.StepExecution, kernel.StepAudit, kernel.StepSucceeded}},
 		{"outbox feature", func() error {
 			_, err := k.RunFeature(fctx, kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleCommitment, RecordID: commitment.Record.ID, FeatureID: "F02", Key: "o-outbox"})
 			return err
-		}, []string{idem.StepReserved, "observe:prepare", "observe:read-current", idem.StepExecution, idem.StepAudit, idem.StepSucceeded}},
+		}, []string{kernel.StepReserved, "observe:prepare", "observe:read-current", kernel.StepExecution, kernel.StepAudit, kernel.StepSucceeded}},
 	}
 	for _, c := range cases {
 		log = nil
@@ -211,11 +213,11 @@ func TestTheSuccessCacheIsReadFirstSoAReplayNeedsNoWriteTransaction(t *testing.T
 	ro, err := store.Open(ctx, b.db.DSN, store.Options{ReadOnly: true})
 	require.NoError(t, err)
 	defer ro.Close()
-	rk := kernel.New(idem.NewRunner(ro, idem.Options{}), kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
+	rk := kernel.New(ro, kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
 	res, err := rk.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "cache-first", Title: "cached",
 		Payload: raw(map[string]any{"text": "cached"})})
 	require.NoError(t, err)
-	require.Equal(t, idem.Replayed, res.Outcome)
+	require.Equal(t, idemtype.Replayed, res.Outcome)
 	requireSameRecord(t, first.Record, res.Record)
 
 	// The same read-only kernel cannot execute a miss: the check above is able to fail.
@@ -231,7 +233,7 @@ func TestReplayAfterTheRecordGainsRevisionsStillReturnsTheFirstRevision(t *testi
 		Payload: raw(map[string]any{"content": "secret payload content", "n": 1})}
 	first, err := b.k.Create(ctx, in)
 	require.NoError(t, err)
-	require.Equal(t, idem.Executed, first.Outcome)
+	require.Equal(t, idemtype.Executed, first.Outcome)
 	id := first.Record.ID
 	for rev := 1; rev <= 3; rev++ {
 		_, err := b.k.Patch(ctx, kernel.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: id, ExpectRevision: rev,
@@ -244,7 +246,7 @@ func TestReplayAfterTheRecordGainsRevisionsStillReturnsTheFirstRevision(t *testi
 
 	replay, err := b.k.Create(ctx, in)
 	require.NoError(t, err)
-	require.Equal(t, idem.Replayed, replay.Outcome)
+	require.Equal(t, idemtype.Replayed, replay.Outcome)
 	require.Equal(t, 1, replay.Record.Revision, "the replay is the first revision, not the latest (5)")
 	requireSameRecord(t, first.Record, replay.Record)
 
@@ -285,7 +287,7 @@ func TestOwnersAreIsolatedAndTheSameKeyOfAnotherOwnerIsUnaffected(t *testing.T) 
 	alice := b.createNote(t, "alice", "shared-key", "alice's")
 	bob, err := b.k.Create(ctx, kernel.CreateInput{Owner: "bob", Module: kernel.ModuleNote, Key: "shared-key", Title: "bob's"})
 	require.NoError(t, err)
-	require.Equal(t, idem.Executed, bob.Outcome, "bob's key is his own even though alice used the same string")
+	require.Equal(t, idemtype.Executed, bob.Outcome, "bob's key is his own even though alice used the same string")
 	require.NotEqual(t, alice.Record.ID, bob.Record.ID)
 
 	// bob reusing the key with another operation conflicts only with his own binding.
@@ -293,7 +295,7 @@ func TestOwnersAreIsolatedAndTheSameKeyOfAnotherOwnerIsUnaffected(t *testing.T) 
 		Payload: raw(map[string]any{"originalContent": "a", "currentContent": "a"})})
 	requireCode(t, err, apperr.ScopeConflict)
 	again := b.createNote(t, "alice", "shared-key", "alice's")
-	require.Equal(t, idem.Replayed, again.Outcome)
+	require.Equal(t, idemtype.Replayed, again.Outcome)
 	requireSameRecord(t, alice.Record, again.Record)
 
 	// bob cannot read, patch or run features on alice's record.

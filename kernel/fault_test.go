@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/store"
@@ -21,7 +22,7 @@ import (
 // writes, in the round trip that carries the COMMIT.
 
 // writeFunc fires the write under test through k with key.
-type writeFunc func(ctx context.Context, k *kernel.Kernel, key string) (idem.Outcome, error)
+type writeFunc func(ctx context.Context, k *kernel.Kernel, key string) (idemtype.Outcome, error)
 
 type faultCase struct {
 	name string
@@ -41,21 +42,21 @@ type stepWrite struct {
 }
 
 var (
-	reservationWrite = stepWrite{idem.StepReserved, "idempotency_record"}
-	recordWrite      = stepWrite{idem.StepRecord, "record"}
-	revisionWrite    = stepWrite{idem.StepRevision, "record_revision"}
-	executionWrite   = stepWrite{idem.StepExecution, "feature_execution"}
-	auditWrite       = stepWrite{idem.StepAudit, "audit_event"}
-	successWrite     = stepWrite{idem.StepSuccess, "idempotency_record"}
+	reservationWrite = stepWrite{kernel.StepReserved, "idempotency_record"}
+	recordWrite      = stepWrite{kernel.StepRecord, "record"}
+	revisionWrite    = stepWrite{kernel.StepRevision, "record_revision"}
+	executionWrite   = stepWrite{kernel.StepExecution, "feature_execution"}
+	auditWrite       = stepWrite{kernel.StepAudit, "audit_event"}
+	successWrite     = stepWrite{kernel.StepSuccess, "idempotency_record"}
 )
 
 func faultCases() []faultCase {
-	recordSteps := []string{idem.StepReserved, idem.StepRecord, idem.StepRevision, idem.StepAudit, idem.StepSucceeded}
+	recordSteps := []string{kernel.StepReserved, kernel.StepRecord, kernel.StepRevision, kernel.StepAudit, kernel.StepSucceeded}
 	recordWrites := []stepWrite{reservationWrite, recordWrite, revisionWrite, auditWrite, successWrite}
-	executionOnlySteps := []string{idem.StepReserved, idem.StepExecution, idem.StepAudit, idem.StepSucceeded}
+	executionOnlySteps := []string{kernel.StepReserved, kernel.StepExecution, kernel.StepAudit, kernel.StepSucceeded}
 	return []faultCase{
 		{name: "create", steps: recordSteps, writes: recordWrites, prepare: func(t *testing.T, b *testBundle) writeFunc {
-			return func(ctx context.Context, k *kernel.Kernel, key string) (idem.Outcome, error) {
+			return func(ctx context.Context, k *kernel.Kernel, key string) (idemtype.Outcome, error) {
 				res, err := k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: key, Title: "t",
 					Payload: raw(map[string]any{"a": 1})})
 				return res.Outcome, err
@@ -63,18 +64,18 @@ func faultCases() []faultCase {
 		}},
 		{name: "patch", steps: recordSteps, writes: recordWrites, prepare: func(t *testing.T, b *testBundle) writeFunc {
 			rec := b.createNote(t, "alice", "base", "base")
-			return func(ctx context.Context, k *kernel.Kernel, key string) (idem.Outcome, error) {
+			return func(ctx context.Context, k *kernel.Kernel, key string) (idemtype.Outcome, error) {
 				res, err := k.Patch(ctx, kernel.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: rec.Record.ID, Key: key,
 					ExpectRevision: 1, Title: str("patched")})
 				return res.Outcome, err
 			}
 		}},
 		{name: "internal feature (NOTE F01)",
-			steps:  []string{idem.StepReserved, idem.StepRecord, idem.StepRevision, idem.StepExecution, idem.StepAudit, idem.StepSucceeded},
+			steps:  []string{kernel.StepReserved, kernel.StepRecord, kernel.StepRevision, kernel.StepExecution, kernel.StepAudit, kernel.StepSucceeded},
 			writes: []stepWrite{reservationWrite, recordWrite, revisionWrite, executionWrite, auditWrite, successWrite},
 			prepare: func(t *testing.T, b *testBundle) writeFunc {
 				rec := b.createNote(t, "alice", "base", "base")
-				return func(ctx context.Context, k *kernel.Kernel, key string) (idem.Outcome, error) {
+				return func(ctx context.Context, k *kernel.Kernel, key string) (idemtype.Outcome, error) {
 					res, err := k.RunFeature(ctx, kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: rec.Record.ID, FeatureID: "F01", Key: key})
 					return res.Outcome, err
 				}
@@ -83,25 +84,25 @@ func faultCases() []faultCase {
 			writes: []stepWrite{reservationWrite, executionWrite, auditWrite, successWrite},
 			prepare: func(t *testing.T, b *testBundle) writeFunc {
 				rec := b.createMem(t, "alice", "base", "text")
-				return func(ctx context.Context, k *kernel.Kernel, key string) (idem.Outcome, error) {
+				return func(ctx context.Context, k *kernel.Kernel, key string) (idemtype.Outcome, error) {
 					res, err := k.RunFeature(ctx, kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleMem, RecordID: rec.Record.ID, FeatureID: "F02", Key: key})
 					return res.Outcome, err
 				}
 			}},
 		{name: "outbox feature (COMMITMENT F02)", steps: executionOnlySteps,
-			writes: []stepWrite{reservationWrite, executionWrite, {idem.StepExecution, "outbox_message"}, auditWrite, successWrite},
+			writes: []stepWrite{reservationWrite, executionWrite, {kernel.StepExecution, "outbox_message"}, auditWrite, successWrite},
 			prepare: func(t *testing.T, b *testBundle) writeFunc {
 				rec := b.createCommitment(t, "alice", "base")
-				return func(ctx context.Context, k *kernel.Kernel, key string) (idem.Outcome, error) {
+				return func(ctx context.Context, k *kernel.Kernel, key string) (idemtype.Outcome, error) {
 					res, err := k.RunFeature(ctx, kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleCommitment, RecordID: rec.Record.ID, FeatureID: "F02", Key: key})
 					return res.Outcome, err
 				}
 			}},
-		{name: "review", steps: []string{idem.StepReserved, idem.StepReview, idem.StepAudit, idem.StepSucceeded},
-			writes: []stepWrite{reservationWrite, {idem.StepReview, "commitment_review"}, auditWrite, successWrite},
+		{name: "review", steps: []string{kernel.StepReserved, kernel.StepReview, kernel.StepAudit, kernel.StepSucceeded},
+			writes: []stepWrite{reservationWrite, {kernel.StepReview, "commitment_review"}, auditWrite, successWrite},
 			prepare: func(t *testing.T, b *testBundle) writeFunc {
 				rec := b.createCommitment(t, "alice", "base")
-				return func(ctx context.Context, k *kernel.Kernel, key string) (idem.Outcome, error) {
+				return func(ctx context.Context, k *kernel.Kernel, key string) (idemtype.Outcome, error) {
 					res, err := k.CreateReview(ctx, kernel.ReviewInput{Owner: "alice", RecordID: rec.Record.ID, Key: key, Verdict: "kept", Comment: "c"})
 					return res.Outcome, err
 				}
@@ -111,7 +112,7 @@ func faultCases() []faultCase {
 
 // rowCondition is the condition a fault applies to: the row the step writes.
 func (w stepWrite) rowCondition() string {
-	if w.step == idem.StepSuccess {
+	if w.step == kernel.StepSuccess {
 		return "status = 'SUCCEEDED'"
 	}
 	return "true"
@@ -148,7 +149,7 @@ func requireRolledBackAndFree(t *testing.T, b *testBundle, before map[string]int
 	undo()
 	outcome, err := write(context.Background(), k, "k")
 	require.NoError(t, err)
-	require.Equal(t, idem.Executed, outcome, "the same key executes on retry")
+	require.Equal(t, idemtype.Executed, outcome, "the same key executes on retry")
 	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM idempotency_record WHERE idempotency_key = 'k' AND status = 'SUCCEEDED'`))
 	after := b.counts(t)
 	require.Equal(t, before["idempotency_record"]+1, after["idempotency_record"])
@@ -166,7 +167,7 @@ func TestARowTheServerRefusesAtAnyStepRollsBackEveryRowAndIsThatStepsError(t *te
 				before := b.counts(t)
 				undo := b.injectViolation(t, w)
 				_, err := write(context.Background(), b.k, "k")
-				var se *store.StepError
+				var se *idem.StepError
 				require.ErrorAs(t, err, &se, "%v", err)
 				require.Equal(t, w.step, se.Step, "the failure is the %s step's: %v", w.step, err)
 				var pgErr *pgconn.PgError
@@ -195,11 +196,11 @@ func TestAStepThatOutlivesTheStatementTimeoutRollsBackEveryRowAndIsThatStepsErro
 				db, err := store.Open(context.Background(), testdb.WithParam(b.db.DSN, "statement_timeout", "1000"), store.Options{MaxConns: 2})
 				require.NoError(t, err)
 				t.Cleanup(db.Close)
-				k := kernel.New(idem.NewRunner(db, idem.Options{Clock: b.clock}), kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
+				k := kernel.New(db, kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{Runner: idem.Options{Clock: b.clock}})
 				before := b.counts(t)
 				undo := b.injectStall(t, w)
 				_, err = write(context.Background(), k, "k")
-				var se *store.StepError
+				var se *idem.StepError
 				require.ErrorAs(t, err, &se, "%v", err)
 				require.Equal(t, w.step, se.Step, "the failure is the %s step's: %v", w.step, err)
 				var pgErr *pgconn.PgError
@@ -222,14 +223,14 @@ func TestAFaultAfterAnyCheckpointLeavesZeroRowsInEveryTableAndTheKeyFreeForARetr
 				before := b.counts(t)
 				injected := errors.New("injected failure after " + step)
 				fired := 0
-				ctx := idem.WithFault(context.Background(), func(s string) error {
+				fk := b.k.WithFaults(func(_ context.Context, s string) error {
 					if s == step {
 						fired++
 						return injected
 					}
 					return nil
 				})
-				_, err := write(ctx, b.k, "k")
+				_, err := write(context.Background(), fk, "k")
 				require.ErrorIs(t, err, injected)
 				require.Equal(t, 1, fired, "the step %q was reached exactly once", step)
 				requireRolledBackAndFree(t, b, before, func() {}, write, b.k)
@@ -250,10 +251,10 @@ func TestTheFaultTableCoversEveryStepAndEveryRowEachWriteReaches(t *testing.T) {
 			write := fc.prepare(t, b)
 			before := b.counts(t)
 			var reached []string
-			ctx := idem.WithFault(context.Background(), func(s string) error { reached = append(reached, s); return nil })
-			outcome, err := write(ctx, b.k, "k")
+			fk := b.k.WithFaults(func(_ context.Context, s string) error { reached = append(reached, s); return nil })
+			outcome, err := write(context.Background(), fk, "k")
 			require.NoError(t, err)
-			require.Equal(t, idem.Executed, outcome)
+			require.Equal(t, idemtype.Executed, outcome)
 			require.Equal(t, fc.steps, reached)
 			faulted := map[string]bool{}
 			for _, w := range fc.writes {

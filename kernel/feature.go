@@ -34,11 +34,17 @@ func (k *Kernel) RunFeature(ctx context.Context, in FeatureInput) (WriteResult, 
 		return WriteResult{}, err
 	}
 	op := OpFeature(mod.Code, in.RecordID, feat.ID)
-	req := idem.Request{Owner: in.Owner, Key: in.Key, Operation: op, Module: mod.Code, ShareInFlight: in.ShareInFlight,
-		Raw: rawRequest(make([]byte, 0, 16+len(in.Input))).json(in.Input)}
-	if w, ok, err := joinFlight(ctx, k, &req, featureWriteResult); ok || err != nil {
-		return w, err
-	}
+	raw := rawRequest(make([]byte, 0, 16+len(in.Input))).json(in.Input)
+	return k.share(ctx, in.Owner, in.Key, op, in.ShareInFlight, raw, func(shareOff bool) (WriteResult, error) {
+		return k.runFeature(ctx, &in, mod, feat, op, shareOff)
+	})
+}
+
+// runFeature is RunFeature past the sharing of identical requests.
+func (k *Kernel) runFeature(ctx context.Context, pin *FeatureInput, mod *Module, feat Feature, op string, shareOff bool) (WriteResult, error) {
+	in := *pin
+	var err error
+	req := idem.Request{Owner: in.Owner, Key: in.Key, Operation: op, Module: mod.Code, ShareInFlight: shareIf(in.ShareInFlight, shareOff)}
 	input := json.RawMessage(`{}`)
 	var given json.RawMessage
 	if in.Input != nil {
@@ -54,9 +60,6 @@ func (k *Kernel) RunFeature(ctx context.Context, in FeatureInput) (WriteResult, 
 			return []byte(`{}`), nil
 		}
 		return bodyV1(map[string]any{"input": in.Input})
-	}
-	if w, ok, err := joinFlight(ctx, k, &req, featureWriteResult); ok || err != nil {
-		return w, err
 	}
 	// The current record's read travels with the reservation (and nowhere without one).
 	current := k.db.RecordAhead(in.Owner, mod.Code, in.RecordID, true)
@@ -109,10 +112,10 @@ func (k *Kernel) RunFeature(ctx context.Context, in FeatureInput) (WriteResult, 
 		}
 		return p, nil
 	}
-	work := func(ctx context.Context, p preparedFeature, b *store.Batch) (FeatureResult, error) {
+	work := func(ctx context.Context, b *store.Batch, p preparedFeature) (FeatureResult, error) {
 		return k.runFeatureWork(ctx, b, in, mod, feat, op, p)
 	}
-	res, err := idem.RunPrepared(ctx, k.runner, req, idem.ResultPolicy[FeatureResult](k.featurePolicyFor(feat.ID)), prepare, work)
+	res, err := runWrite(ctx, k, req, idem.ResultPolicy[FeatureResult](k.featurePolicyFor(feat.ID)), prepare, work)
 	if err != nil {
 		return WriteResult{}, err
 	}
@@ -145,13 +148,13 @@ func (k *Kernel) runFeatureWork(ctx context.Context, b *store.Batch, in FeatureI
 		action = "FEATURE_" + feat.ID + "_QUEUED"
 	}
 	exec.RecordRevision = rec.Revision
-	b.InsertExecution(idem.StepExecution, exec)
+	b.InsertExecution(StepExecution, exec)
 	if feat.Mode == ModeOutbox {
 		ref, _ := json.Marshal(map[string]any{"recordId": rec.ID, "revision": rec.Revision, "executionId": exec.ID})
-		b.InsertOutbox(idem.StepExecution, store.OutboxMessage{ID: k.newID(now), OwnerID: in.Owner, ExecutionID: exec.ID,
+		b.InsertOutbox(StepExecution, store.OutboxMessage{ID: k.newID(now), OwnerID: in.Owner, ExecutionID: exec.ID,
 			Provider: feat.Provider, PayloadRef: ref, IdempotencyID: exec.ID, Status: "PENDING", NextAttemptAt: now, CreatedAt: now})
 	}
-	if err := idem.Checkpoint(ctx, idem.StepExecution); err != nil {
+	if err := k.checkpoint(ctx, StepExecution); err != nil {
 		return FeatureResult{}, err
 	}
 	detail := auditDetail("operation", op, "featureId", feat.ID, "mode", exec.Mode, "status", exec.Status)

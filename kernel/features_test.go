@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/kernel"
 )
 
@@ -22,7 +23,7 @@ func TestADirectExternalFeatureFailsClosedToABlockedExecutionAndReplaysIt(t *tes
 	in := kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleMem, RecordID: mem.Record.ID, FeatureID: "F02", Key: "publish"}
 	res, err := b.k.RunFeature(ctx, in)
 	require.NoError(t, err, "BLOCKED is a committed fact, not an error")
-	require.Equal(t, idem.Executed, res.Outcome)
+	require.Equal(t, idemtype.Executed, res.Outcome)
 	require.NotNil(t, res.Record)
 	require.NotNil(t, res.Execution)
 	require.Equal(t, "blocked_external", res.Execution.Mode)
@@ -47,7 +48,7 @@ func TestADirectExternalFeatureFailsClosedToABlockedExecutionAndReplaysIt(t *tes
 
 	replay, err := b.k.RunFeature(ctx, in)
 	require.NoError(t, err)
-	require.Equal(t, idem.Replayed, replay.Outcome)
+	require.Equal(t, idemtype.Replayed, replay.Outcome)
 	requireSameExecution(t, res.Execution, replay.Execution)
 	require.Equal(t, 1, replay.Record.Revision)
 	require.Equal(t, after, b.counts(t), "a replay of a BLOCKED execution writes nothing")
@@ -79,7 +80,7 @@ func TestAnOutboxFeatureCommitsAPendingExecutionAndExactlyOneOutboxMessage(t *te
 	for i := 0; i < 3; i++ {
 		again, err := b.k.RunFeature(ctx, in)
 		require.NoError(t, err)
-		require.Equal(t, idem.Replayed, again.Outcome)
+		require.Equal(t, idemtype.Replayed, again.Outcome)
 		require.Equal(t, res.Execution.ID, again.Execution.ID)
 	}
 	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM outbox_message`), "replays queue nothing more")
@@ -95,7 +96,7 @@ func TestAReviewNeverStoresItsCommentInTheEnvelope(t *testing.T) {
 	in := kernel.ReviewInput{Owner: "alice", RecordID: c.Record.ID, Key: "review", Verdict: "missed", Comment: comment}
 	res, err := b.k.CreateReview(ctx, in)
 	require.NoError(t, err)
-	require.Equal(t, idem.Executed, res.Outcome)
+	require.Equal(t, idemtype.Executed, res.Outcome)
 	require.Equal(t, []string{"recordId", "reviewId"}, b.resultKeys(t, "alice", "review"))
 	require.JSONEq(t, `"`+kernel.PolicyCommitmentReview+`"`, string(b.rawResponse(t, "alice", "review")["policy"]))
 	require.Zero(t, b.count(t, `SELECT count(*) FROM idempotency_record WHERE response::text LIKE '%candid%' OR response::text LIKE '%missed%'`))
@@ -105,7 +106,7 @@ func TestAReviewNeverStoresItsCommentInTheEnvelope(t *testing.T) {
 
 	again, err := b.k.CreateReview(ctx, in)
 	require.NoError(t, err)
-	require.Equal(t, idem.Replayed, again.Outcome)
+	require.Equal(t, idemtype.Replayed, again.Outcome)
 	require.Equal(t, res.Review.ID, again.Review.ID)
 	require.Equal(t, comment, again.Review.Comment, "the comment is restored from the immutable review row")
 
@@ -125,26 +126,26 @@ func TestIdentityWritesAreGoneAndTouchNothingNotEvenTheKey(t *testing.T) {
 	before := b.counts(t)
 	b.seen.reset()
 	var reached []string
-	fctx := idem.WithFault(ctx, func(s string) error { reached = append(reached, s); return nil })
+	fk := b.k.WithFaults(func(_ context.Context, s string) error { reached = append(reached, s); return nil })
 	calls := map[string]func() error{
 		"create": func() error {
-			_, err := b.k.Create(fctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleIdentity, Key: "id-create", Title: "me"})
+			_, err := fk.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleIdentity, Key: "id-create", Title: "me"})
 			return err
 		},
 		"create without a key": func() error {
-			_, err := b.k.Create(fctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleIdentity, Title: "me"})
+			_, err := fk.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleIdentity, Title: "me"})
 			return err
 		},
 		"patch": func() error {
-			_, err := b.k.Patch(fctx, kernel.PatchInput{Owner: "alice", Module: kernel.ModuleIdentity, RecordID: "01ANY", Key: "id-patch", ExpectRevision: 1, Title: str("x")})
+			_, err := fk.Patch(ctx, kernel.PatchInput{Owner: "alice", Module: kernel.ModuleIdentity, RecordID: "01ANY", Key: "id-patch", ExpectRevision: 1, Title: str("x")})
 			return err
 		},
 		"feature": func() error {
-			_, err := b.k.RunFeature(fctx, kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleIdentity, RecordID: "01ANY", FeatureID: "F01", Key: "id-feature"})
+			_, err := fk.RunFeature(ctx, kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleIdentity, RecordID: "01ANY", FeatureID: "F01", Key: "id-feature"})
 			return err
 		},
 		"bad owner too": func() error {
-			_, err := b.k.Create(fctx, kernel.CreateInput{Owner: "not valid!", Module: kernel.ModuleIdentity, Key: "k", Title: "me"})
+			_, err := fk.Create(ctx, kernel.CreateInput{Owner: "not valid!", Module: kernel.ModuleIdentity, Key: "k", Title: "me"})
 			return err
 		},
 	}
@@ -237,6 +238,6 @@ func TestALegacyReceiptIsNeverReplayedIntoAWrite(t *testing.T) {
 	b.exec(t, `UPDATE idempotency_record SET fingerprint = $1 WHERE idempotency_key = 'old'`, fp)
 	_, err = b.k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "old", Title: "old"})
 	ae := requireCode(t, err, apperr.PolicyMismatch)
-	require.Contains(t, ae.Message, idem.LegacyPolicy)
+	require.Contains(t, ae.Message, idemtype.LegacyPolicy)
 	require.Zero(t, b.count(t, `SELECT count(*) FROM record`))
 }

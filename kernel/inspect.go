@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/idemwork/idemwork/apperr"
-	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/store"
 	"github.com/idemwork/idemwork/wire"
 )
@@ -34,7 +34,7 @@ type resultRef struct {
 // history. Restoring here runs the same policy a replay would, read-only; a restore that fails
 // is reported (RestoreError) beside the stored envelope, never returned as the error.
 func (k *Kernel) InspectKey(ctx context.Context, owner, key string) (KeyView, error) {
-	if err := idem.ValidateKey(key); err != nil {
+	if err := idemtype.ValidateKey(key); err != nil {
 		return KeyView{}, err
 	}
 	return k.InspectStoredKey(ctx, owner, key)
@@ -44,7 +44,7 @@ func (k *Kernel) InspectKey(ctx context.Context, owner, key string) (KeyView, er
 // typed by a user: it is looked up as it is, so a planted or legacy row whose key breaks today's
 // key rule can still be inspected.
 func (k *Kernel) InspectStoredKey(ctx context.Context, owner, key string) (KeyView, error) {
-	if err := idem.ValidateOwner(owner); err != nil {
+	if err := idemtype.ValidateOwner(owner); err != nil {
 		return KeyView{}, err
 	}
 	if key == "" {
@@ -66,7 +66,7 @@ func (k *Kernel) InspectStoredKey(ctx context.Context, owner, key string) (KeyVi
 	var ref resultRef
 	refOK := false
 	if row.Response != nil {
-		env, envErr := idem.ParseEnvelope(row.Response)
+		env, envErr := idemtype.ParseEnvelope(row.Response)
 		switch {
 		case envErr != nil:
 			v.RestoreError = errorView(envErr)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/kernel"
 )
 
@@ -56,7 +57,7 @@ func TestTheSameKeyAndOperationWithAnotherBodyIsKeyReuse(t *testing.T) {
 	res, err := b.k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "reuse", Title: "original",
 		Payload: json.RawMessage(" {\n \"text\" : \"original\" } ")})
 	require.NoError(t, err)
-	require.Equal(t, idem.Replayed, res.Outcome)
+	require.Equal(t, idemtype.Replayed, res.Outcome)
 	require.Equal(t, before, b.counts(t))
 }
 
@@ -79,7 +80,7 @@ func TestALeftoverProcessingRowCommittedBySomeoneElseIsInProgressAndNeverExecute
 	b.clock.Advance(time.Hour + time.Second)
 	res, err := b.k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "stuck", Title: "t"})
 	require.NoError(t, err)
-	require.Equal(t, idem.Executed, res.Outcome)
+	require.Equal(t, idemtype.Executed, res.Outcome)
 	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM idempotency_record WHERE idempotency_key = 'stuck' AND status = 'SUCCEEDED'`))
 }
 
@@ -90,13 +91,13 @@ func TestAnExpiredKeyIsDeletedAndExecutedAgain(t *testing.T) {
 	first := b.createNote(t, "alice", "ttl", "once")
 	b.clock.Advance(idem.DefaultTTL - time.Minute)
 	again := b.createNote(t, "alice", "ttl", "once")
-	require.Equal(t, idem.Replayed, again.Outcome, "still valid just before the TTL")
+	require.Equal(t, idemtype.Replayed, again.Outcome, "still valid just before the TTL")
 
 	b.clock.Advance(2 * time.Minute)
 	later, err := b.k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "ttl", Title: "once",
 		Payload: raw(map[string]any{"text": "once"})})
 	require.NoError(t, err)
-	require.Equal(t, idem.Executed, later.Outcome)
+	require.Equal(t, idemtype.Executed, later.Outcome)
 	require.NotEqual(t, first.Record.ID, later.Record.ID)
 	require.Equal(t, 2, b.count(t, `SELECT count(*) FROM record`))
 	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM idempotency_record WHERE idempotency_key = 'ttl'`), "the expired row was replaced")
@@ -109,7 +110,7 @@ func TestAnExpiredKeyIsDeletedAndExecutedAgain(t *testing.T) {
 	mem, err := b.k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleMem, Key: "ttl", Title: "m",
 		Payload: raw(map[string]any{"originalContent": "a", "currentContent": "a"})})
 	require.NoError(t, err)
-	require.Equal(t, idem.Executed, mem.Outcome)
+	require.Equal(t, idemtype.Executed, mem.Outcome)
 }
 
 func TestAReplayNeverExtendsExpiresAt(t *testing.T) {
@@ -126,7 +127,7 @@ func TestAReplayNeverExtendsExpiresAt(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		b.clock.Advance(3 * time.Hour)
 		res := b.createNote(t, "alice", "fixed", "f")
-		require.Equal(t, idem.Replayed, res.Outcome)
+		require.Equal(t, idemtype.Replayed, res.Outcome)
 		exp, upd := read()
 		require.True(t, exp0.Equal(exp), "expires_at moved from %s to %s", exp0, exp)
 		require.True(t, upd0.Equal(upd), "a replay writes nothing")
@@ -140,7 +141,7 @@ func TestATamperedPolicyNameFailsClosedWithPolicyMismatch(t *testing.T) {
 	rec := b.createNote(t, "alice", "pol", "p")
 	_, err := b.k.RunFeature(ctx, kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: rec.Record.ID, FeatureID: "F01", Key: "pol-f"})
 	require.NoError(t, err)
-	for _, tampered := range []string{"record-snapshot-reference-v2", kernel.PolicyFeatureExecution, idem.LegacyPolicy, ""} {
+	for _, tampered := range []string{"record-snapshot-reference-v2", kernel.PolicyFeatureExecution, idemtype.LegacyPolicy, ""} {
 		b.exec(t, `UPDATE idempotency_record SET response = jsonb_set(response, '{policy}', to_jsonb($1::text)) WHERE idempotency_key = 'pol'`, tampered)
 		before := b.counts(t)
 		_, err := b.k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "pol", Title: "p", Payload: raw(map[string]any{"text": "p"})})
@@ -314,11 +315,11 @@ func TestAChangedModuleRuleAndABodyThatNoLongerValidatesStillReplayTheFirstResul
 	b.seen.reset()
 	again, err := b.k.Create(ctx, in)
 	require.NoError(t, err)
-	require.Equal(t, idem.Replayed, again.Outcome)
+	require.Equal(t, idemtype.Replayed, again.Outcome)
 	requireSameRecord(t, first.Record, again.Record)
 	againF, err := b.k.RunFeature(ctx, featIn)
 	require.NoError(t, err)
-	require.Equal(t, idem.Replayed, againF.Outcome)
+	require.Equal(t, idemtype.Replayed, againF.Outcome)
 	requireSameExecution(t, firstF.Execution, againF.Execution)
 	require.Zero(t, b.seen.get("module-rules"))
 }
@@ -342,7 +343,7 @@ func TestABodyThatNoLongerValidatesStillReplaysTheFirstResult(t *testing.T) {
 
 	again, err := b.k.Patch(ctx, in)
 	require.NoError(t, err)
-	require.Equal(t, idem.Replayed, again.Outcome)
+	require.Equal(t, idemtype.Replayed, again.Outcome)
 	requireSameRecord(t, first.Record, again.Record)
 	require.Equal(t, 2, again.Record.Revision)
 
@@ -355,6 +356,6 @@ func TestABodyThatNoLongerValidatesStillReplaysTheFirstResult(t *testing.T) {
 	requireCode(t, err, apperr.ValidationFailed)
 	replayed, err := b.k.RunFeature(ctx, closeIn)
 	require.NoError(t, err)
-	require.Equal(t, idem.Replayed, replayed.Outcome)
+	require.Equal(t, idemtype.Replayed, replayed.Outcome)
 	requireSameExecution(t, closed.Execution, replayed.Execution)
 }

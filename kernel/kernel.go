@@ -4,6 +4,7 @@
 package kernel
 
 import (
+	"context"
 	"crypto/rand"
 	"sync"
 	"time"
@@ -25,8 +26,10 @@ type Kernel struct {
 	recordPolicy recordSnapshotPolicy
 	reviewPolicy commitmentReviewPolicy
 	observe      func(step string)
-	idMu         sync.Mutex
-	entropy      *ulid.MonotonicEntropy
+	faults       FaultFunc
+	ids          *idSource
+	// sharing parks identical concurrent writes on one leader (share.go).
+	sharing *sharing
 }
 
 // Options configures a Kernel.
@@ -34,15 +37,97 @@ type Options struct {
 	// Observe, when set, is told of each prepare-time step ("prepare", "read-current",
 	// "module-rules"); tests use it to prove a cache hit skips them all.
 	Observe func(step string)
+	// Runner configures the kernel's idempotency runner (TTL, clock, limits). Its schema is the
+	// database's: the runner's statements name the schema that holds idemwork's tables.
+	Runner idem.Options
 }
 
-// New returns a kernel writing through runner (whose database it uses).
-func New(runner *idem.Runner, reg *Registry, opts Options) *Kernel {
-	k := &Kernel{db: runner.DB(), runner: runner, Registry: reg, observe: opts.Observe,
-		entropy: ulid.Monotonic(rand.Reader, 0)}
+// New returns a kernel writing to db through an idempotency runner of its own, built on the
+// runner library's public API with db as its driver.
+func New(db *store.DB, reg *Registry, opts Options) *Kernel {
+	ro := opts.Runner
+	if ro.Schema == "" {
+		ro.Schema = db.Connection().Schema
+	}
+	k := &Kernel{db: db, runner: idem.NewRunner(db, ro), Registry: reg, observe: opts.Observe,
+		ids: &idSource{entropy: ulid.Monotonic(rand.Reader, 0)}, sharing: &sharing{}}
 	k.recordPolicy = recordSnapshotPolicy{k}
 	k.reviewPolicy = commitmentReviewPolicy{k}
 	return k
+}
+
+// idSource hands out ULIDs, monotonic within the process.
+type idSource struct {
+	mu      sync.Mutex
+	entropy *ulid.MonotonicEntropy
+}
+
+// FaultFunc decides whether a step of the commit unit fails: consulted after each step (see the
+// Step constants) with the write's context, a non-nil error fails that step as a real error
+// would, and the whole transaction rolls back. A storm's --fail-first and --hold inject through
+// it, as the fault tests do.
+type FaultFunc func(ctx context.Context, step string) error
+
+// WithFaults returns a kernel over the same database, runner and registry whose writes consult f
+// after each step of the commit unit. The receiver is unchanged.
+func (k *Kernel) WithFaults(f FaultFunc) *Kernel {
+	c := *k
+	c.faults = f
+	return &c
+}
+
+// checkpoint reports the end of a step: the injected failure for it, if any.
+func (k *Kernel) checkpoint(ctx context.Context, step string) error {
+	if k.faults == nil {
+		return nil
+	}
+	return k.faults(ctx, step)
+}
+
+// Steps of the commit unit, in order, as a FaultFunc is told of them after each
+// (StepSucceeded before the success row). A write queued in the transaction keeps the step it
+// belongs to: when the server refuses it, the request fails with an *idem.StepError of that step.
+const (
+	StepReserved  = idem.StepReserve
+	StepRecord    = "record"
+	StepRevision  = "revision"
+	StepExecution = "execution" // the feature execution and, for an outbox feature, its message
+	StepReview    = "review"
+	StepAudit     = "audit"
+	StepSucceeded = "before-succeeded"
+	// StepSuccess is the success row's own step (no checkpoint follows it: the COMMIT does).
+	StepSuccess = idem.StepSuccess
+)
+
+// runWrite runs a kernel write through the runner (idem.RunPrepared): in ctx's ambient
+// transaction when it carries one (SPEC §3: the call joins it, and shares no flight), else in a
+// transaction of the runner's own, whose context carries it as the ambient one, so the
+// kernel's repositories (the prefetched record's Get, a policy's Restore) reach it. work queues
+// its writes in a store.Batch; they travel with the success row and COMMIT.
+func runWrite[T, P any](ctx context.Context, k *Kernel, req idem.Request, policy idem.ResultPolicy[T],
+	prepare func(ctx context.Context) (P, error), work func(ctx context.Context, b *store.Batch, p P) (T, error)) (idem.Result[T], error) {
+	if tx, ok := k.db.AmbientTx(ctx); ok {
+		req.Tx = tx
+	}
+	return idem.RunPrepared(ctx, k.runner, req, policy,
+		func(ctx context.Context, _ idem.Querier) (P, error) {
+			if err := k.checkpoint(ctx, StepReserved); err != nil {
+				var zero P
+				return zero, err
+			}
+			return prepare(ctx)
+		},
+		func(ctx context.Context, tx *idem.Tx, p P) (T, error) {
+			var b store.Batch
+			v, err := work(ctx, &b, p)
+			if err == nil {
+				err = b.QueueIn(tx)
+			}
+			if err == nil {
+				err = k.checkpoint(ctx, StepSucceeded)
+			}
+			return v, err
+		})
 }
 
 // DB is the kernel's database.
@@ -59,9 +144,9 @@ func (k *Kernel) note(step string) {
 
 // newID returns a ULID, monotonic within this process.
 func (k *Kernel) newID(t time.Time) string {
-	k.idMu.Lock()
-	defer k.idMu.Unlock()
-	return ulid.MustNew(ulid.Timestamp(t), k.entropy).String()
+	k.ids.mu.Lock()
+	defer k.ids.mu.Unlock()
+	return ulid.MustNew(ulid.Timestamp(t), k.ids.entropy).String()
 }
 
 // Operations of SPEC §4.1.

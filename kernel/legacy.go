@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/idemwork/idemwork/apperr"
-	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/idem/idemtype"
 )
 
 // LegacyLedgerEntry is the ledger row that must be passed before legacy receipts are redacted.
@@ -26,7 +26,7 @@ type VerifyReport struct {
 func (k *Kernel) VerifyLegacy(ctx context.Context) (VerifyReport, error) {
 	rep := VerifyReport{Name: LegacyLedgerEntry, Problems: []string{}}
 	err := k.db.Tx(ctx, func(ctx context.Context) error {
-		c, err := k.db.CountLegacy(ctx, OpLegacyIdentityCreate, idem.LegacyPolicy)
+		c, err := k.db.CountLegacy(ctx, OpLegacyIdentityCreate, idemtype.LegacyPolicy)
 		if err != nil {
 			return err
 		}
@@ -63,7 +63,7 @@ func (k *Kernel) RedactLegacy(ctx context.Context) (int64, error) {
 		if status != "passed" {
 			return apperr.New(apperr.ValidationFailed, "ledger entry %s is %s, not passed: run 'idemwork legacy verify' first (and fix what it reports)", LegacyLedgerEntry, status)
 		}
-		deleted, err = k.db.DeleteLegacy(ctx, OpLegacyIdentityCreate, idem.LegacyPolicy)
+		deleted, err = k.db.DeleteLegacy(ctx, OpLegacyIdentityCreate, idemtype.LegacyPolicy)
 		return err
 	})
 	return deleted, err

@@ -73,10 +73,9 @@ func setupWith(t *testing.T, opts testdb.Options) *testBundle {
 	t.Helper()
 	db := testdb.NewWith(t, opts)
 	clock := &idem.OffsetClock{}
-	runner := idem.NewRunner(db.DB, idem.Options{Clock: clock})
 	seen := &observed{count: map[string]int{}}
-	k := kernel.New(runner, kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{Observe: seen.note})
-	return &testBundle{db: db, clock: clock, runner: runner, k: k, seen: seen}
+	k := kernel.New(db.DB, kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{Observe: seen.note, Runner: idem.Options{Clock: clock}})
+	return &testBundle{db: db, clock: clock, runner: k.Runner(), k: k, seen: seen}
 }
 
 // tables are every table a write can touch.
@@ -247,10 +246,10 @@ func waitForLockWaiters(t *testing.T, db *store.DB, n int) {
 
 func sleep(ms int) { time.Sleep(time.Duration(ms) * time.Millisecond) }
 
-// waitForFollowers polls until n followers are parked on in-process flights of r.
-func waitForFollowers(t *testing.T, r *idem.Runner, n int) {
+// waitForFollowers polls until n followers are parked on in-process leaders of k.
+func waitForFollowers(t *testing.T, k *kernel.Kernel, n int) {
 	t.Helper()
-	require.Eventually(t, func() bool { return r.Waiting() == n }, 15*time.Second, time.Millisecond,
+	require.Eventually(t, func() bool { return k.Followers() == n }, 15*time.Second, time.Millisecond,
 		"expected %d followers parked on the flight", n)
 }
 

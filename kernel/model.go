@@ -3,7 +3,7 @@ package kernel
 import (
 	"encoding/json"
 
-	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 )
@@ -68,7 +68,7 @@ func CheckText(field, s string, minChars, maxChars int) error {
 }
 
 // OutcomeText is a write's outcome as a person should read it (model.OutcomeText).
-func OutcomeText(o idem.Outcome, e *store.Execution) string { return model.OutcomeText(o, e) }
+func OutcomeText(o idemtype.Outcome, e *store.Execution) string { return model.OutcomeText(o, e) }
 
 // OpCreate is the operation of creating a record of module.
 func OpCreate(module string) string { return model.OpCreate(module) }

@@ -30,11 +30,17 @@ func (k *Kernel) Patch(ctx context.Context, in PatchInput) (WriteResult, error) 
 		return WriteResult{}, apperr.New(apperr.ValidationFailed, "expectRevision: must be the record's current revision (>= 1)")
 	}
 	op := OpPatch(mod.Code, in.RecordID)
-	req := idem.Request{Owner: in.Owner, Key: in.Key, Operation: op, Module: mod.Code, ShareInFlight: in.ShareInFlight,
-		Raw: rawRequest(make([]byte, 0, 32+len(in.Payload))).number(in.ExpectRevision).optText(in.Title).optText(in.Summary).json(in.Payload)}
-	if w, ok, err := joinFlight(ctx, k, &req, recordWriteResult); ok || err != nil {
-		return w, err
-	}
+	raw := rawRequest(make([]byte, 0, 32+len(in.Payload))).number(in.ExpectRevision).optText(in.Title).optText(in.Summary).json(in.Payload)
+	return k.share(ctx, in.Owner, in.Key, op, in.ShareInFlight, raw, func(shareOff bool) (WriteResult, error) {
+		return k.patch(ctx, &in, mod, op, shareOff)
+	})
+}
+
+// patch is Patch past the sharing of identical requests.
+func (k *Kernel) patch(ctx context.Context, pin *PatchInput, mod *Module, op string, shareOff bool) (WriteResult, error) {
+	in := *pin
+	var err error
+	req := idem.Request{Owner: in.Owner, Key: in.Key, Operation: op, Module: mod.Code, ShareInFlight: shareIf(in.ShareInFlight, shareOff)}
 	var payload json.RawMessage
 	if in.Payload != nil {
 		if payload, err = CanonicalObject("payload", in.Payload); err != nil {
@@ -47,9 +53,6 @@ func (k *Kernel) Patch(ctx context.Context, in PatchInput) (WriteResult, error) 
 	req.Body = body
 	req.BodyV1 = func() ([]byte, error) {
 		return bodyV1(map[string]any{"expectRevision": in.ExpectRevision, "title": in.Title, "summary": in.Summary, "payload": in.Payload})
-	}
-	if w, ok, err := joinFlight(ctx, k, &req, recordWriteResult); ok || err != nil {
-		return w, err
 	}
 	// The current record's read travels with the reservation (and nowhere without one).
 	current := k.db.RecordAhead(in.Owner, mod.Code, in.RecordID, false)
@@ -82,7 +85,7 @@ func (k *Kernel) Patch(ctx context.Context, in PatchInput) (WriteResult, error) 
 		}
 		return next, nil
 	}
-	work := func(ctx context.Context, next store.Record, b *store.Batch) (RecordResult, error) {
+	work := func(ctx context.Context, b *store.Batch, next store.Record) (RecordResult, error) {
 		from := next.Revision
 		next.Revision++
 		next.UpdatedAt = k.now()
@@ -91,7 +94,7 @@ func (k *Kernel) Patch(ctx context.Context, in PatchInput) (WriteResult, error) 
 		}
 		return RecordResult{Record: next}, nil
 	}
-	res, err := idem.RunPrepared(ctx, k.runner, req, idem.ResultPolicy[RecordResult](k.recordPolicy), prepare, work)
+	res, err := runWrite(ctx, k, req, idem.ResultPolicy[RecordResult](k.recordPolicy), prepare, work)
 	if err != nil {
 		return WriteResult{}, err
 	}

@@ -234,7 +234,7 @@ func checkSnapshot(row store.RevisionWithParent, owner, module, recordID string,
 // exactly as FindRevision's does, and anything absent or not matching the stored reference falls
 // back to Restore, which fails closed as ever.
 
-func (recordSnapshotPolicy) ReadReplay(ctx context.Context, q store.Querier, p store.ReplayParams) (idem.Replay[RecordResult], error) {
+func (recordSnapshotPolicy) ReadReplay(ctx context.Context, q idem.Querier, p idem.ReplayParams) (idem.Replay[RecordResult], error) {
 	r, found, err := store.ReadRevisionReplay(ctx, q, p)
 	if err != nil || !found {
 		return idem.Replay[RecordResult]{}, err
@@ -252,7 +252,7 @@ func (recordSnapshotPolicy) ReadReplay(ctx context.Context, q store.Querier, p s
 	}}, nil
 }
 
-func (pol featureExecutionPolicy) ReadReplay(ctx context.Context, q store.Querier, p store.ReplayParams) (idem.Replay[FeatureResult], error) {
+func (pol featureExecutionPolicy) ReadReplay(ctx context.Context, q idem.Querier, p idem.ReplayParams) (idem.Replay[FeatureResult], error) {
 	r, found, err := store.ReadExecutionReplay(ctx, q, p)
 	if err != nil || !found {
 		return idem.Replay[FeatureResult]{}, err
@@ -280,7 +280,7 @@ func (pol featureExecutionPolicy) ReadReplay(ctx context.Context, q store.Querie
 
 // replayedRevision checks the revision read with the key like restoreRevision does; false means
 // "not found here" (the caller then runs Restore, which reports it as FindRevision would).
-func replayedRevision(row *store.RevisionWithParent, p store.ReplayParams, recordID string, revision int) (store.Record, bool, error) {
+func replayedRevision(row *store.RevisionWithParent, p idem.ReplayParams, recordID string, revision int) (store.Record, bool, error) {
 	if row == nil {
 		return store.Record{}, false, nil
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/store"
@@ -93,7 +94,7 @@ func TestAStormRacingTheReaperStillExecutesOncePerKey(t *testing.T) {
 	recordOf := map[string]map[string]bool{}
 	for r := range results {
 		require.NoError(t, r.err, "key %s", r.key)
-		if r.outcome == string(idem.Executed) {
+		if r.outcome == string(idemtype.Executed) {
 			executed[r.key]++
 		}
 		if recordOf[r.key] == nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/kernel"
 )
 
@@ -37,7 +38,7 @@ func TestTheFirstResponseIsByteForByteWhatAReplayReturns(t *testing.T) {
 		Payload: json.RawMessage(`{"zz":1e3, "a":[1.0, -0, 1.50e1], "nested":{"y":"\u00e9\/","x":null}, "b":"\u001f"}`)}
 	first, err := b.k.Create(ctx, in)
 	require.NoError(t, err)
-	require.Equal(t, idem.Executed, first.Outcome)
+	require.Equal(t, idemtype.Executed, first.Outcome)
 	require.Equal(t, `{"a": [1.0, 0, 15.0], "b": "\u001f", "zz": 1000, "nested": {"x": null, "y": "é/"}}`, string(first.Record.Payload),
 		"the first response carries the canonical form, not the request's bytes")
 	var stored string
@@ -49,7 +50,7 @@ func TestTheFirstResponseIsByteForByteWhatAReplayReturns(t *testing.T) {
 
 	replay, err := b.k.Create(ctx, in)
 	require.NoError(t, err)
-	require.Equal(t, idem.Replayed, replay.Outcome)
+	require.Equal(t, idemtype.Replayed, replay.Outcome)
 	require.Equal(t, withoutOutcome(t, first), withoutOutcome(t, replay))
 
 	// The same request spelled differently (key order, spacing, 1000 for 1e3) is the same request.
@@ -57,7 +58,7 @@ func TestTheFirstResponseIsByteForByteWhatAReplayReturns(t *testing.T) {
 	respelled.Payload = json.RawMessage(`{"b":"\u001F","nested":{"x":null,"y":"é/"},"a":[1.0,0,15.0],"zz":1000}`)
 	again, err := b.k.Create(ctx, respelled)
 	require.NoError(t, err)
-	require.Equal(t, idem.Replayed, again.Outcome)
+	require.Equal(t, idemtype.Replayed, again.Outcome)
 	require.Equal(t, withoutOutcome(t, first), withoutOutcome(t, again))
 
 	// A feature run: its execution's input and output and the record it wrote, first and replay.
@@ -68,7 +69,7 @@ func TestTheFirstResponseIsByteForByteWhatAReplayReturns(t *testing.T) {
 	require.Equal(t, `{"n": 200, "why": "tidy"}`, string(f1.Execution.Input))
 	f2, err := b.k.RunFeature(ctx, fin)
 	require.NoError(t, err)
-	require.Equal(t, idem.Replayed, f2.Outcome)
+	require.Equal(t, idemtype.Replayed, f2.Outcome)
 	require.Equal(t, withoutOutcome(t, f1), withoutOutcome(t, f2))
 
 	// A patch, and a review.
@@ -78,7 +79,7 @@ func TestTheFirstResponseIsByteForByteWhatAReplayReturns(t *testing.T) {
 	require.NoError(t, err)
 	p2, err := b.k.Patch(ctx, pin)
 	require.NoError(t, err)
-	require.Equal(t, idem.Replayed, p2.Outcome)
+	require.Equal(t, idemtype.Replayed, p2.Outcome)
 	require.Equal(t, withoutOutcome(t, p1), withoutOutcome(t, p2))
 	c := b.createCommitment(t, "alice", "bytes-c")
 	rin := kernel.ReviewInput{Owner: "alice", RecordID: c.Record.ID, Key: "bytes-r", Verdict: "kept", Comment: "on time"}
@@ -86,7 +87,7 @@ func TestTheFirstResponseIsByteForByteWhatAReplayReturns(t *testing.T) {
 	require.NoError(t, err)
 	r2, err := b.k.CreateReview(ctx, rin)
 	require.NoError(t, err)
-	require.Equal(t, idem.Replayed, r2.Outcome)
+	require.Equal(t, idemtype.Replayed, r2.Outcome)
 	require.Equal(t, withoutOutcome(t, r1), withoutOutcome(t, r2))
 }
 
@@ -145,7 +146,7 @@ func TestAVersion1FingerprintIsComparedByVersion1sRule(t *testing.T) {
 	require.EqualValues(t, 1, b.exec(t, `UPDATE idempotency_record SET fingerprint = $1 WHERE idempotency_key = 'old-key'`, v1))
 	again, err := b.k.Create(ctx, in)
 	require.NoError(t, err)
-	require.Equal(t, idem.Replayed, again.Outcome)
+	require.Equal(t, idemtype.Replayed, again.Outcome)
 	require.Equal(t, first.Record.ID, again.Record.ID)
 	_, err = b.k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "old-key", Title: "bye"})
 	requireCode(t, err, apperr.KeyReused)
@@ -167,11 +168,11 @@ func TestTheVersion1BodiesOfEveryWriteKeepTheirKnownFingerprints(t *testing.T) {
 	set := func(key, fp string) {
 		b.exec(t, `UPDATE idempotency_record SET fingerprint = $1 WHERE idempotency_key = $2`, fp, key)
 	}
-	replay := func(run func() (idem.Outcome, error)) {
+	replay := func(run func() (idemtype.Outcome, error)) {
 		t.Helper()
 		out, err := run()
 		require.NoError(t, err)
-		require.Equal(t, idem.Replayed, out)
+		require.Equal(t, idemtype.Replayed, out)
 	}
 	// A create with a payload (numbers as written, HTML characters): the v1 body was
 	// {"payload":{"b":1e3,"a":[1.0,-0,"<&>"]},"summary":"line1\nline2","title":"n"}.
@@ -180,7 +181,7 @@ func TestTheVersion1BodiesOfEveryWriteKeepTheirKnownFingerprints(t *testing.T) {
 	_, err := b.k.Create(ctx, cin)
 	require.NoError(t, err)
 	set("v1-c1", "47841a0378da75a3e7875cfd66b698e36d5919a4d78e92108a58d903c3066535")
-	replay(func() (idem.Outcome, error) { r, err := b.k.Create(ctx, cin); return r.Outcome, err })
+	replay(func() (idemtype.Outcome, error) { r, err := b.k.Create(ctx, cin); return r.Outcome, err })
 
 	// Feature runs without input ({}) and with one ({"input":{"b":2,"a":1}}), on a record whose id
 	// the vectors name: the operation is part of the fingerprint, so recompute for this id.
@@ -195,7 +196,7 @@ func TestTheVersion1BodiesOfEveryWriteKeepTheirKnownFingerprints(t *testing.T) {
 		fp, err := idem.FingerprintV1(kernel.OpFeature(kernel.ModuleMem, mem.Record.ID, "F02"), []byte(c.body))
 		require.NoError(t, err)
 		set(c.key, fp)
-		replay(func() (idem.Outcome, error) { r, err := b.k.RunFeature(ctx, fin); return r.Outcome, err })
+		replay(func() (idemtype.Outcome, error) { r, err := b.k.RunFeature(ctx, fin); return r.Outcome, err })
 	}
 	pin := kernel.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: note.Record.ID, Key: "v1-p", ExpectRevision: 1,
 		Title: str("t2"), Payload: json.RawMessage(`{"k":[1,2]}`)}
@@ -204,12 +205,12 @@ func TestTheVersion1BodiesOfEveryWriteKeepTheirKnownFingerprints(t *testing.T) {
 	fp, err := idem.FingerprintV1(kernel.OpPatch(kernel.ModuleNote, note.Record.ID), []byte(`{"expectRevision":1,"payload":{"k":[1,2]},"title":"t2"}`))
 	require.NoError(t, err)
 	set("v1-p", fp)
-	replay(func() (idem.Outcome, error) { r, err := b.k.Patch(ctx, pin); return r.Outcome, err })
+	replay(func() (idemtype.Outcome, error) { r, err := b.k.Patch(ctx, pin); return r.Outcome, err })
 	rin := kernel.ReviewInput{Owner: "alice", RecordID: commitment.Record.ID, Key: "v1-r", Verdict: "kept", Comment: "done <on time>"}
 	_, err = b.k.CreateReview(ctx, rin)
 	require.NoError(t, err)
 	fp, err = idem.FingerprintV1(kernel.OpReview(commitment.Record.ID), []byte(`{"comment":"done \u003con time\u003e","verdict":"kept"}`))
 	require.NoError(t, err)
 	set("v1-r", fp)
-	replay(func() (idem.Outcome, error) { r, err := b.k.CreateReview(ctx, rin); return r.Outcome, err })
+	replay(func() (idemtype.Outcome, error) { r, err := b.k.CreateReview(ctx, rin); return r.Outcome, err })
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemwork/idemwork/apperr"
-	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/kernel"
 )
 
@@ -89,7 +89,7 @@ func TestAnExecutionOfAnotherFeatureIsNeverReplayedForThisFeature(t *testing.T) 
 	require.EqualValues(t, 1, b.exec(t, `UPDATE feature_execution SET feature_id = 'F01' WHERE id = $1`, res.Execution.ID))
 	again, err := b.k.RunFeature(ctx, run)
 	require.NoError(t, err)
-	require.Equal(t, idem.Replayed, again.Outcome)
+	require.Equal(t, idemtype.Replayed, again.Outcome)
 	require.Equal(t, res.Execution.ID, again.Execution.ID)
 }
 

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/store"
@@ -84,7 +84,7 @@ func TestACacheHitWritesNothingByTheServersOwnCounters(t *testing.T) {
 	})
 	t.Run("by a runner that did not", func(t *testing.T) {
 		requireHitsWriteNothing(t, ctx, q, func() *kernel.Kernel {
-			return kernel.New(idem.NewRunner(b.db.DB, idem.Options{}), kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
+			return kernel.New(b.db.DB, kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
 		}, create, patch, feature)
 	})
 }
@@ -98,13 +98,13 @@ func requireHitsWriteNothing(t *testing.T, ctx context.Context, q store.Querier,
 		k := kernelFor()
 		c, err := k.Create(ctx, create)
 		require.NoError(t, err)
-		require.Equal(t, idem.Replayed, c.Outcome)
+		require.Equal(t, idemtype.Replayed, c.Outcome)
 		p, err := k.Patch(ctx, patch)
 		require.NoError(t, err)
-		require.Equal(t, idem.Replayed, p.Outcome)
+		require.Equal(t, idemtype.Replayed, p.Outcome)
 		f, err := k.RunFeature(ctx, feature)
 		require.NoError(t, err)
-		require.Equal(t, idem.Replayed, f.Outcome)
+		require.Equal(t, idemtype.Replayed, f.Outcome)
 	}
 	after := readCounters(t, ctx, q)
 

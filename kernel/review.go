@@ -7,6 +7,7 @@ import (
 
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/jsonb"
 	"github.com/idemwork/idemwork/store"
 )
@@ -23,12 +24,12 @@ type ReviewInput struct {
 
 // ReviewWriteResult is what review returns.
 type ReviewWriteResult struct {
-	Outcome   idem.Outcome    `json:"outcome"`
-	Waited    bool            `json:"waited"`
-	Key       *string         `json:"key"`
-	Operation string          `json:"operation"`
-	Review    store.Review    `json:"review"`
-	Envelope  json.RawMessage `json:"envelope"`
+	Outcome   idemtype.Outcome `json:"outcome"`
+	Waited    bool             `json:"waited"`
+	Key       *string          `json:"key"`
+	Operation string           `json:"operation"`
+	Review    store.Review     `json:"review"`
+	Envelope  json.RawMessage  `json:"envelope"`
 }
 
 // CreateReview records an immutable review of a COMMITMENT record (operation
@@ -64,12 +65,12 @@ func (k *Kernel) CreateReview(ctx context.Context, in ReviewInput) (ReviewWriteR
 		}
 		return cur, err
 	}
-	work := func(ctx context.Context, cur store.Record, b *store.Batch) (ReviewResult, error) {
+	work := func(ctx context.Context, b *store.Batch, cur store.Record) (ReviewResult, error) {
 		now := k.now()
 		rv := store.Review{ID: k.newID(now), OwnerID: in.Owner, ModuleCode: mod.Code, RecordID: cur.ID, RecordRevision: cur.Revision,
 			Verdict: in.Verdict, Comment: in.Comment, IdempotencyKey: keyPtr(in.Key), CreatedAt: now}
-		b.InsertReview(idem.StepReview, rv)
-		if err := idem.Checkpoint(ctx, idem.StepReview); err != nil {
+		b.InsertReview(StepReview, rv)
+		if err := k.checkpoint(ctx, StepReview); err != nil {
 			return ReviewResult{}, err
 		}
 		rev := cur.Revision
@@ -79,7 +80,7 @@ func (k *Kernel) CreateReview(ctx context.Context, in ReviewInput) (ReviewWriteR
 		}
 		return ReviewResult{Review: rv}, nil
 	}
-	res, err := idem.RunPrepared(ctx, k.runner, req, idem.ResultPolicy[ReviewResult](k.reviewPolicy), prepare, work)
+	res, err := runWrite(ctx, k, req, idem.ResultPolicy[ReviewResult](k.reviewPolicy), prepare, work)
 	if err != nil {
 		return ReviewWriteResult{}, err
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/store"
@@ -22,7 +22,7 @@ func tracedKernel(t *testing.T, db *testdb.DB) (*kernel.Kernel, *testdb.Trips) {
 	sdb, err := store.Open(context.Background(), db.DSN, store.Options{MaxConns: 1, Tracer: w})
 	require.NoError(t, err)
 	t.Cleanup(sdb.Close)
-	k := kernel.New(idem.NewRunner(sdb, idem.Options{}), kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
+	k := kernel.New(sdb, kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
 	w.Take()
 	return k, w
 }
@@ -59,23 +59,23 @@ func TestAFreshKeyAndAFeatureRunTakeTwoRoundTripsAndAReplayOne(t *testing.T) {
 	reserve := "batch[begin; settings; select k.operation, k.fingerprint,; with ins as"
 	created, err := k.Create(ctx, create("fresh-c"))
 	require.NoError(t, err)
-	require.Equal(t, idem.Executed, created.Outcome)
+	require.Equal(t, idemtype.Executed, created.Outcome)
 	require.Equal(t, []string{reserve + "]",
 		"batch[insert into record; insert into record_revision; insert into audit_event; with u as; commit]"}, w.Take())
 
 	ran, err := k.RunFeature(ctx, feature(created.Record.ID, "fresh-f"))
 	require.NoError(t, err)
-	require.Equal(t, idem.Executed, ran.Outcome)
+	require.Equal(t, idemtype.Executed, ran.Outcome)
 	require.Equal(t, []string{reserve + "; select id, owner_id,]",
 		"batch[with u as; insert into record_revision; insert into feature_execution; insert into audit_event; with u as; commit]"}, w.Take())
 
 	replayed, err := k.Create(ctx, create("fresh-c"))
 	require.NoError(t, err)
-	require.Equal(t, idem.Replayed, replayed.Outcome)
+	require.Equal(t, idemtype.Replayed, replayed.Outcome)
 	require.Equal(t, []string{"batch[begin; settings; select k.operation, k.fingerprint,; commit]"}, w.Take())
 	replayedRun, err := k.RunFeature(ctx, feature(created.Record.ID, "fresh-f"))
 	require.NoError(t, err)
-	require.Equal(t, idem.Replayed, replayedRun.Outcome)
+	require.Equal(t, idemtype.Replayed, replayedRun.Outcome)
 	require.Len(t, w.Take(), 1)
 
 	// Another process's runner has answered neither key.
@@ -85,7 +85,7 @@ func TestAFreshKeyAndAFeatureRunTakeTwoRoundTripsAndAReplayOne(t *testing.T) {
 	ow.Take()
 	fromOther, err := other.Create(ctx, create("fresh-c"))
 	require.NoError(t, err)
-	require.Equal(t, idem.Replayed, fromOther.Outcome)
+	require.Equal(t, idemtype.Replayed, fromOther.Outcome)
 	require.False(t, fromOther.Waited)
 	require.Equal(t, *created.Record, *fromOther.Record)
 	require.Equal(t, []string{reserve + "]", "batch[commit]"}, ow.Take())
@@ -117,10 +117,10 @@ func TestAReplayWhoseReservationLostLocksNoRecord(t *testing.T) {
 	}
 	before := xmax()
 	for range 3 {
-		other := kernel.New(idem.NewRunner(b.db.DB, idem.Options{}), kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
+		other := kernel.New(b.db.DB, kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
 		res, err := other.RunFeature(ctx, in)
 		require.NoError(t, err)
-		require.Equal(t, idem.Replayed, res.Outcome)
+		require.Equal(t, idemtype.Replayed, res.Outcome)
 	}
 	require.Equal(t, before, xmax(), "a replay took a row lock on the record")
 	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM feature_execution`))
@@ -143,8 +143,8 @@ func TestSameKeyAndOtherKeyFeatureRunsOnOneRecordNeitherDeadlockNorRunTwice(t *t
 
 	// The first run holds its key and the record's lock until let go.
 	g := newGate(t)
-	holdCtx := idem.WithFault(ctx, func(step string) error {
-		if step == idem.StepSucceeded {
+	held := b.k.WithFaults(func(_ context.Context, step string) error {
+		if step == kernel.StepSucceeded {
 			g.Hold()
 		}
 		return nil
@@ -160,13 +160,13 @@ func TestSameKeyAndOtherKeyFeatureRunsOnOneRecordNeitherDeadlockNorRunTwice(t *t
 	}
 	answers := make(chan answer, 32)
 	var wg sync.WaitGroup
-	run := func(c context.Context, key string) {
+	run := func(k *kernel.Kernel, key string) {
 		wg.Go(func() {
-			res, err := b.k.RunFeature(c, in(key))
+			res, err := k.RunFeature(ctx, in(key))
 			answers <- answer{key, res, err}
 		})
 	}
-	run(holdCtx, "k0")
+	run(held, "k0")
 	g.AwaitHeld(t)
 	// Behind it: same-key runs wait on the unique index; other-key runs reserve their keys and
 	// wait for the record's lock.
@@ -176,7 +176,7 @@ func TestSameKeyAndOtherKeyFeatureRunsOnOneRecordNeitherDeadlockNorRunTwice(t *t
 		if i >= same {
 			key = "k" + string(rune('1'+i-same))
 		}
-		run(ctx, key)
+		run(b.k, key)
 	}
 	waitForLockWaiters(t, b.db.DB, same+others)
 	g.Open()
@@ -188,10 +188,10 @@ func TestSameKeyAndOtherKeyFeatureRunsOnOneRecordNeitherDeadlockNorRunTwice(t *t
 	for a := range answers {
 		require.NoError(t, a.err, a.key)
 		switch a.res.Outcome {
-		case idem.Executed:
+		case idemtype.Executed:
 			require.NotContains(t, executed, a.key, "key %s executed twice", a.key)
 			executed[a.key] = a.res
-		case idem.Replayed:
+		case idemtype.Replayed:
 			replays = append(replays, a)
 		default:
 			t.Fatalf("%s: outcome %s", a.key, a.res.Outcome)

@@ -134,7 +134,7 @@ func TestTheWriteAndReplayPathRoutesEachStatementToOneOwner(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(sdb.Close)
 	clock := &idem.OffsetClock{}
-	k := kernel.New(idem.NewRunner(sdb, idem.Options{Clock: clock}), kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
+	k := kernel.New(sdb, kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{Runner: idem.Options{Clock: clock}})
 	no := false
 	title := "patched"
 

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/idemwork/idemwork/apperr"
-	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/store"
 )
 
@@ -119,7 +119,7 @@ func redact(s string) string {
 func (k *Kernel) VerifyInvariants(ctx context.Context, opts VerifyOptions) (InvariantReport, error) {
 	start := time.Now()
 	if opts.Owner != "" {
-		if err := idem.ValidateOwner(opts.Owner); err != nil {
+		if err := idemtype.ValidateOwner(opts.Owner); err != nil {
 			return InvariantReport{}, err
 		}
 	}
@@ -195,7 +195,7 @@ func (v *verifier) keys(ctx context.Context) error {
 				ex.Detail = "the envelope " + s
 				v.violate(InvNoSecrets, ex)
 			}
-			env, err := idem.ParseEnvelope(r.Response)
+			env, err := idemtype.ParseEnvelope(r.Response)
 			if err == nil && env.Legacy {
 				if r.Operation != OpLegacyIdentityCreate {
 					ex.Detail = "a raw-json-v1 receipt outside identity:create (" + r.Operation + ")"

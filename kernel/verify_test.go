@@ -9,7 +9,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemwork/idemwork/idem"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/outbox"
 	"github.com/idemwork/idemwork/store"
@@ -259,7 +258,7 @@ func TestVerifyRunsOnAReadOnlySession(t *testing.T) {
 	ro, err := store.Open(context.Background(), b.db.DSN, store.Options{ReadOnly: true})
 	require.NoError(t, err)
 	defer ro.Close()
-	k := kernel.New(idem.NewRunner(ro, idem.Options{}), kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
+	k := kernel.New(ro, kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
 	before := b.counts(t)
 	rep, err := k.VerifyInvariants(context.Background(), kernel.VerifyOptions{})
 	require.NoError(t, err)

@@ -3,7 +3,6 @@ package kernel
 import (
 	"context"
 	"encoding/json"
-	"strconv"
 
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/idem"
@@ -46,54 +45,6 @@ func bodyV1(fields map[string]any) ([]byte, error) {
 	}
 	return json.Marshal(fields)
 }
-
-// joinFlight is idem.JoinInFlight for a kernel write, its result converted by convert (called
-// with the request's key and operation). A write tries it before it builds its prepare and work,
-// so that a joining follower allocates neither. It parks in idem's Await and takes the result in
-// a function of its own, after: a parked follower holds no result on its stack.
-func joinFlight[T any](ctx context.Context, k *Kernel, req *idem.Request,
-	convert func(res idem.Result[T], key, op string) WriteResult) (WriteResult, bool, error) {
-	f, ok, err := k.runner.Await(ctx, req)
-	if !ok || err != nil {
-		return WriteResult{}, ok, err
-	}
-	return joinedWrite(f, convert), true, nil
-}
-
-// joinedWrite is flight f's result for a follower: its key and operation are the leader's, the
-// same strings as the follower's own.
-//
-//go:noinline
-func joinedWrite[T any](f idem.Flight, convert func(res idem.Result[T], key, op string) WriteResult) WriteResult {
-	return convert(idem.FlightResult[T](f), f.Key(), f.Operation())
-}
-
-// rawRequest is a request's fields as the caller gave them, before any encoding, in one byte
-// string where equal strings mean equal fields: each field marked absent or prefixed with its
-// length. It is the Raw by which a follower finds its flight before it encodes its body.
-type rawRequest []byte
-
-func (r rawRequest) text(s string) rawRequest {
-	r = strconv.AppendInt(append(r, 1), int64(len(s)), 10)
-	return append(append(r, ':'), s...)
-}
-
-func (r rawRequest) optText(s *string) rawRequest {
-	if s == nil {
-		return append(r, 0)
-	}
-	return r.text(*s)
-}
-
-func (r rawRequest) json(b json.RawMessage) rawRequest {
-	if b == nil {
-		return append(r, 0)
-	}
-	r = strconv.AppendInt(append(r, 1), int64(len(b)), 10)
-	return append(append(r, ':'), b...)
-}
-
-func (r rawRequest) number(n int) rawRequest { return strconv.AppendInt(append(r, 2), int64(n), 10) }
 
 // recordWriteResult is what a create or patch returns for the runner's result.
 func recordWriteResult(res idem.Result[RecordResult], key, op string) WriteResult {
@@ -155,17 +106,17 @@ func (k *Kernel) checkRecordFields(mod *Module, title, summary string, payload j
 // its revision and the audit event in b, with a fault checkpoint after each.
 func (k *Kernel) writeRecord(ctx context.Context, b *store.Batch, rec store.Record, fromRevision int, key, action, op string) error {
 	if fromRevision == 0 {
-		b.InsertRecord(idem.StepRecord, rec)
+		b.InsertRecord(StepRecord, rec)
 	} else {
 		// The optimistic lock is checked by the server (the statement fails when the row is no
 		// longer at fromRevision), so the update may travel queued with the rest of the commit.
-		b.UpdateRecordGuarded(idem.StepRecord, rec, fromRevision, revisionConflict(rec.ID, fromRevision))
+		b.UpdateRecordGuarded(StepRecord, rec, fromRevision, revisionConflict(rec.ID, fromRevision))
 	}
-	if err := idem.Checkpoint(ctx, idem.StepRecord); err != nil {
+	if err := k.checkpoint(ctx, StepRecord); err != nil {
 		return err
 	}
-	b.InsertRevision(idem.StepRevision, rec, keyPtr(key))
-	if err := idem.Checkpoint(ctx, idem.StepRevision); err != nil {
+	b.InsertRevision(StepRevision, rec, keyPtr(key))
+	if err := k.checkpoint(ctx, StepRevision); err != nil {
 		return err
 	}
 	if action == "" {
@@ -196,7 +147,7 @@ func auditDetail(nameValues ...string) json.RawMessage {
 
 func (k *Kernel) audit(ctx context.Context, b *store.Batch, owner, module, recordID, action string, revision *int, executionID *string, key string, d json.RawMessage) error {
 	now := k.now()
-	b.InsertAudit(idem.StepAudit, store.AuditEvent{ID: k.newID(now), OwnerID: owner, ModuleCode: module, RecordID: &recordID,
+	b.InsertAudit(StepAudit, store.AuditEvent{ID: k.newID(now), OwnerID: owner, ModuleCode: module, RecordID: &recordID,
 		Action: action, Revision: revision, ExecutionID: executionID, IdempotencyKey: keyPtr(key), Detail: d, At: now})
-	return idem.Checkpoint(ctx, idem.StepAudit)
+	return k.checkpoint(ctx, StepAudit)
 }

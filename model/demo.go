@@ -1,5 +1,7 @@
 package model
 
+import "github.com/idemwork/idemwork/idem/idemtype"
+
 // DemoCheck is one claim of a demo and what the database shows about it: OK only when the rows
 // bear the claim out.
 type DemoCheck struct {
@@ -12,8 +14,8 @@ type DemoCheck struct {
 
 // DemoStep is one step of a guided demo.
 type DemoStep struct {
-	Step    string  `json:"step"`
-	Outcome Outcome `json:"outcome,omitempty"`
+	Step    string           `json:"step"`
+	Outcome idemtype.Outcome `json:"outcome,omitempty"`
 	// Result is the outcome as a person reads it: "BLOCKED (outcome EXECUTED)" (OutcomeText).
 	Result    string         `json:"result,omitempty"`
 	Record    *Record        `json:"record,omitempty"`

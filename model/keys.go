@@ -71,6 +71,12 @@ type RestoredView struct {
 	Record    *Record    `json:"record"`
 	Execution *Execution `json:"execution"`
 	Review    *Review    `json:"review,omitempty"`
+	// Result is a service's result (a key of a database the runner library wrote, not
+	// idemwork's kernel): restored by the service's policy (Via "policy"), or its stored
+	// reference (Via "reference") where the workbench has no plugin for Policy.
+	Result json.RawMessage `json:"result,omitempty"`
+	Via    string          `json:"via,omitempty"`
+	Policy string          `json:"policy,omitempty"`
 }
 
 // LatestView is the record as it is now.

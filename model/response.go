@@ -5,24 +5,13 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/idemwork/idemwork/idem/idemtype"
 )
 
-// Headers of a write's response (SPEC §10.3).
-const (
-	// HeaderReplayed is "true" on a response restored from the first result (REPLAYED) or shared
-	// from an in-process leader (JOINED).
-	HeaderReplayed = "Idempotent-Replayed"
-	// HeaderOutcome names the outcome of a write: EXECUTED, REPLAYED or JOINED, or
-	// OutcomeUnknown with a 503 COMMIT_UNKNOWN.
-	HeaderOutcome = "Idempotency-Outcome"
-	// OutcomeUnknown is HeaderOutcome's value when the commit's outcome is unknown.
-	OutcomeUnknown = "unknown"
-	// HeaderWaited is "true" when the request first waited on the unique index for the
-	// transaction that held its key (a replay, or a rejection after the wait).
-	HeaderWaited = "Idempotency-Waited"
-	// HeaderRetryAfter is set on a 503 that a retry may cure (OVERLOADED, DATABASE_UNAVAILABLE).
-	HeaderRetryAfter = "Retry-After"
-)
+// HeaderRetryAfter is set on a 503 that a retry may cure (OVERLOADED, DATABASE_UNAVAILABLE). The
+// outcome headers of a write's response are idemtype's (SPEC §10.3).
+const HeaderRetryAfter = "Retry-After"
 
 // Response is one answer as a client receives it: the status, the headers the answer itself
 // sets (the transport adds Date, Content-Length and X-Request-Id) and the exact body bytes.
@@ -69,11 +58,11 @@ func (r Response) StatusLine() string {
 // Location and Retry-After; every other header ranks last.
 func headerRank(name string) int {
 	switch name {
-	case HeaderOutcome:
+	case idemtype.HeaderOutcome:
 		return 0
-	case HeaderReplayed:
+	case idemtype.HeaderReplayed:
 		return 1
-	case HeaderWaited:
+	case idemtype.HeaderWaited:
 		return 2
 	case "Location":
 		return 3

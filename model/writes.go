@@ -9,17 +9,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/jsonb"
-)
-
-// Outcome is what one call did (SPEC §4.4).
-type Outcome string
-
-// The outcomes of a successful call.
-const (
-	Executed Outcome = "EXECUTED" // this call did the work and committed
-	Replayed Outcome = "REPLAYED" // restored from a committed SUCCEEDED row
-	Joined   Outcome = "JOINED"   // shared an in-process leader's result
 )
 
 // Limits of the JSON boundary (SPEC §6).
@@ -129,19 +120,19 @@ type FeatureInput struct {
 // WriteResult is what create, patch and action return (SPEC §10.2). For a replay, Record is
 // the restored revision, not the latest.
 type WriteResult struct {
-	Outcome   Outcome         `json:"outcome"`
-	Waited    bool            `json:"waited"`
-	Key       *string         `json:"key"`
-	Operation string          `json:"operation"`
-	Record    *Record         `json:"record"`
-	Execution *Execution      `json:"execution"`
-	Envelope  json.RawMessage `json:"envelope"`
+	Outcome   idemtype.Outcome `json:"outcome"`
+	Waited    bool             `json:"waited"`
+	Key       *string          `json:"key"`
+	Operation string           `json:"operation"`
+	Record    *Record          `json:"record"`
+	Execution *Execution       `json:"execution"`
+	Envelope  json.RawMessage  `json:"envelope"`
 }
 
 // OutcomeText is a write's outcome as a person should read it. A run whose execution did not
 // simply succeed leads with the execution's status — "BLOCKED (outcome EXECUTED)" — so a run
 // that failed closed, or is only queued, never reads as a success of the real action.
-func OutcomeText(o Outcome, e *Execution) string {
+func OutcomeText(o idemtype.Outcome, e *Execution) string {
 	if e == nil || e.Status == "SUCCEEDED" || e.Status == "" {
 		return string(o)
 	}

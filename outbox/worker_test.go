@@ -29,7 +29,7 @@ func setup(t *testing.T) bundle {
 	t.Helper()
 	db := testdb.New(t)
 	clock := &idem.OffsetClock{}
-	k := kernel.New(idem.NewRunner(db.DB, idem.Options{Clock: clock}), kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
+	k := kernel.New(db.DB, kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{Runner: idem.Options{Clock: clock}})
 	return bundle{db: db, k: k, clock: clock, provider: outbox.NewMemoryProvider()}
 }
 

@@ -68,6 +68,37 @@ noimport() {
 	done
 }
 
+# within PKG ALLOWED...: of this module, PKG (with everything it imports) depends only on the
+# ALLOWED packages (paths, or prefixes ending in /...).
+within() {
+	local pkg=$1
+	shift
+	local dep
+	while read -r dep; do
+		[[ $dep == "$mod" || $dep == "$mod"/* ]] || continue
+		local ok=0
+		for allowed in "$@"; do
+			if [[ $allowed == */... ]]; then
+				[[ $dep == "${allowed%/...}" || $dep == "${allowed%/...}"/* ]] && ok=1
+			else
+				[[ $dep == "$allowed" ]] && ok=1
+			fi
+		done
+		if [[ $ok == 0 ]]; then
+			echo "depcheck: $pkg depends on $dep (the runner library may use only $*)"
+			fail=1
+		fi
+	done < <($GO list -deps "$pkg")
+}
+
+# The runner library (idem and its subpackages: the middleware, the database-free types) is what
+# other services go get: it reaches nothing of the workbench — not the kernel, views, storm, cli
+# or tui, nor the store and model those are built on — only the coded errors and the canonical
+# JSON it shares with them.
+for p in $($GO list "$mod/idem/..."); do
+	within "$p" "$mod/idem/..." "$mod/apperr" "$mod/jsonb"
+done
+
 # SQL lives in store: the kernel, the outbox worker and the storm engine call store's functions
 # and hold no driver of their own.
 for p in kernel outbox storm; do

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/idemwork/idemwork/apperr"
-	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/outbox"
 	"github.com/idemwork/idemwork/storm"
@@ -680,13 +680,13 @@ func (e *engine) check(ctx context.Context, round int, p plan, spec storm.Spec, 
 		e.problem("round %d (%s via %s): the database disagrees about key %s: %v", round, spec.Operation(), p.path, spec.Key(), v.Problems)
 	}
 	// Every answer a client got must be the stored result, and at most one may say EXECUTED.
-	executed := truth.Outcomes[string(idem.Executed)]
+	executed := truth.Outcomes[string(idemtype.Executed)]
 	lied := 0
 	for ev := range events {
 		if !ev.Succeeded() {
 			continue
 		}
-		if ev.Outcome == string(idem.Executed) {
+		if ev.Outcome == string(idemtype.Executed) {
 			executed++
 		}
 		if ref := v.Envelope; ref != nil && (ev.RecordID != ref.RecordID || ev.Revision != ref.Revision || ev.ExecutionID != ref.ExecutionID) {

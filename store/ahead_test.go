@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemwork/idemwork/idem"
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/store"
@@ -26,7 +25,7 @@ func TestARecordReadAheadReadsAndLocksOnlyForTheKeysHolder(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t)
 	ctx := context.Background()
-	k := kernel.New(idem.NewRunner(db.DB, idem.Options{}), kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
+	k := kernel.New(db.DB, kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
 	note, err := k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "taken", Title: "t"})
 	require.NoError(t, err)
 	id := note.Record.ID

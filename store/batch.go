@@ -4,6 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/idemwork/idemwork/idem"
 )
 
 // Batch is the writes of one transaction, queued in order and sent together in one round trip
@@ -16,7 +20,7 @@ import (
 // A write's arguments are encoded when it is queued: copied into values nothing else refers to,
 // so changing a record, a pointer or a payload's bytes after the call changes nothing that is
 // sent. Each write keeps the step of the commit unit it belongs to ("record", "audit"…): when the
-// server refuses it, the transaction fails with a *StepError naming that step.
+// server refuses it, the transaction fails with an *idem.StepError naming that step.
 //
 // The zero value is an empty batch. A Batch is not safe for concurrent use.
 type Batch struct {
@@ -58,16 +62,6 @@ type queuedWrite struct {
 	args  []any
 }
 
-// StepError is the failure of a write a batch carried, named by the step that queued it. Its
-// text is the write's own ("insert audit event: …"), as a statement run at once would fail.
-type StepError struct {
-	Step string
-	Err  error
-}
-
-func (e *StepError) Error() string { return e.Err.Error() }
-func (e *StepError) Unwrap() error { return e.Err }
-
 // Queue adds a write to the batch. step names the part of the commit unit it belongs to (its
 // error is that step's); guard, when set, is returned if the statement fails with
 // division_by_zero (a statement written as "WITH u AS (… RETURNING 1) SELECT 1 / count(*) FROM u"
@@ -80,7 +74,7 @@ func (b *Batch) Queue(step, what string, guard error, sql string, args ...any) {
 func (b *Batch) queue(step, what string, guard error, sql string, args []any) {
 	if err := b.own.encode(args); err != nil {
 		if b.err == nil {
-			b.err = &StepError{Step: step, Err: fmt.Errorf("%s: %w", what, err)}
+			b.err = &idem.StepError{Step: step, Err: fmt.Errorf("%s: %w", what, err)}
 		}
 		return
 	}
@@ -88,6 +82,28 @@ func (b *Batch) queue(step, what string, guard error, sql string, args []any) {
 		b.writes = make([]queuedWrite, 0, 8) // a feature run's commit unit queues 5
 	}
 	b.writes = append(b.writes, queuedWrite{step: step, what: what, guard: guard, sql: sql, args: args})
+}
+
+// QueueIn moves the queued writes into tx's queue (idem.Tx.Queue): they travel, in order, with
+// the runner's success row and COMMIT, and a write the server refuses fails the call as its
+// step's *idem.StepError. A write whose arguments could not be encoded fails it here.
+func (b *Batch) QueueIn(tx *idem.Tx) error {
+	if b.err != nil {
+		return b.err
+	}
+	for i := range b.writes {
+		w := &b.writes[i]
+		tx.Queue(w.sql, w.args...).Fn = w.read
+	}
+	return nil
+}
+
+// read reads the write's result from a batch: its failure is its step's.
+func (w *queuedWrite) read(br pgx.BatchResults) error {
+	if _, err := br.Exec(); err != nil {
+		return &idem.StepError{Step: w.step, Err: stmtError(w.what, w.guard, err)}
+	}
+	return nil
 }
 
 // Len is how many writes are queued.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -28,7 +29,15 @@ func (db *DB) Timeline(ctx context.Context, q HistoryQuery) ([]Event, string, er
 	if err != nil {
 		return nil, "", err
 	}
-	sqlText, args, err := timelineSQL(q, limit, c)
+	sources := timelineSources
+	if db.service {
+		// A service's database holds the runner's keys and nothing of idemwork's records.
+		if q.ActionPrefix != "" {
+			return nil, "", apperr.New(apperr.ValidationFailed, "history: a service's database has no audit events to filter by action (only its idempotency keys)")
+		}
+		sources = keySources
+	}
+	sqlText, args, err := timelineSQLOf(q, limit, c, sources)
 	if err != nil {
 		return nil, "", err
 	}
@@ -69,9 +78,17 @@ var timelineSources = []timelineSource{
 		`snapshot->>'moduleCode', record_id, revision, NULL, NULL, idempotency_key, NULL, NULL, NULL, NULL`},
 }
 
+// keySources is the timeline of a service's database: its keys alone.
+var keySources = slices.DeleteFunc(slices.Clone(timelineSources), func(s timelineSource) bool { return s.kind != "key" })
+
 // timelineSQL builds the merged timeline query: one index-ordered, limited subquery per source,
 // merged and limited again.
 func timelineSQL(q HistoryQuery, limit int, c *Cursor) (string, []any, error) {
+	return timelineSQLOf(q, limit, c, timelineSources)
+}
+
+// timelineSQLOf is timelineSQL over the given sources.
+func timelineSQLOf(q HistoryQuery, limit int, c *Cursor, sources []timelineSource) (string, []any, error) {
 	args := []any{q.Owner}
 	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
 	cmp, order := ">", "ASC"
@@ -130,8 +147,8 @@ func timelineSQL(q HistoryQuery, limit int, c *Cursor) (string, []any, error) {
 		}
 		return fmt.Sprintf(` AND %[1]s %[2]s= %[3]s AND %[4]s`, s.timeCol, cmp, ct, tie)
 	}
-	parts := make([]string, 0, len(timelineSources))
-	for _, s := range timelineSources {
+	parts := make([]string, 0, len(sources))
+	for _, s := range sources {
 		orderBy := fmt.Sprintf(`%[1]s %[3]s, %[2]s %[3]s`, s.timeCol, s.idExpr, order)
 		if byKey {
 			orderBy = `idempotency_key ` + order + `, ` + orderBy
@@ -142,6 +159,12 @@ func timelineSQL(q HistoryQuery, limit int, c *Cursor) (string, []any, error) {
 	outer := fmt.Sprintf(` ORDER BY at %[1]s, kind %[1]s, id %[1]s LIMIT %[2]d`, order, limit+1)
 	if byKey {
 		outer = fmt.Sprintf(` ORDER BY idempotency_key %[1]s, at %[1]s, kind %[1]s, id %[1]s LIMIT %[2]d`, order, limit+1)
+	}
+	if len(parts) == 1 {
+		// One source (a service's keys): its own ORDER BY and LIMIT stay inside a subquery.
+		// The columns take their names from the audit source in a union: named here.
+		return `SELECT * FROM ` + parts[0] + ` AS only_source (at, kind, id, module_code, record_id, revision, execution_id, action,
+			idempotency_key, status, operation, feature_id, mode)` + outer, args, nil
 	}
 	return strings.Join(parts, " UNION ALL ") + outer, args, nil
 }

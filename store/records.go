@@ -7,6 +7,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/idemwork/idemwork/idem"
 )
 
 // ErrNotFound is returned by Find* when no row matches.
@@ -55,7 +57,7 @@ func (b *Batch) InsertRevision(step string, r Record, key *string) {
 	snap, err := AppendSnapshot(make([]byte, 0, snapshotSize(r)), r)
 	if err != nil {
 		if b.err == nil {
-			b.err = &StepError{Step: step, Err: fmt.Errorf("insert revision: %w", err)}
+			b.err = &idem.StepError{Step: step, Err: fmt.Errorf("insert revision: %w", err)}
 		}
 		return
 	}

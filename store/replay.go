@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/idemwork/idemwork/idem"
 )
 
 // A replay in one round trip: the key row of (owner, key) and the rows its stored result
@@ -15,27 +16,10 @@ import (
 // stays with the result policy (package kernel), which falls back to its own reads whenever a
 // row is absent or does not match the stored result.
 
-// ReplayParams names the key a replay reads and the route's module (rows are read only inside
-// it).
-type ReplayParams struct {
-	Owner  string
-	Key    string
-	Module string
-}
-
-// StoredKey is the part of an idempotency_record row the runner reads.
-type StoredKey struct {
-	Operation   string
-	Fingerprint string
-	Status      string
-	Response    []byte // nil while PROCESSING
-	ExpiresAt   time.Time
-}
-
 // RevisionReplay is a key row and the revision its stored result references, with the
 // revision's parent record.
 type RevisionReplay struct {
-	Key StoredKey
+	Key idem.StoredKey
 	// Revision is nil when the statement found none it could read whole (none, or a column a
 	// Go value cannot hold, like an infinite timestamp): the policy then reads it on its own and
 	// judges it there.
@@ -85,15 +69,15 @@ const (
 		` FROM idempotency_record k ` + replayRevisionJoin + replayExecutionJoin + replayWhere
 )
 
-func (p ReplayParams) args() []any { return []any{p.Owner, p.Key, p.Module} }
+func replayArgs(p idem.ReplayParams) []any { return []any{p.Owner, p.Key, p.Module} }
 
 // ReadRevisionReplay reads the key row of p and the revision its result references, on q (the
 // runner's connection or transaction). found is false when the key has no row.
-func ReadRevisionReplay(ctx context.Context, q Querier, p ReplayParams) (r RevisionReplay, found bool, err error) {
+func ReadRevisionReplay(ctx context.Context, q Querier, p idem.ReplayParams) (r RevisionReplay, found bool, err error) {
 	var rv replayRevisionRow
 	dest := make([]any, 0, 5+9)
-	dest = append(r.Key.dest(dest), rv.dest()...)
-	if err := q.QueryRow(ctx, revisionReplaySQL, p.args()...).Scan(dest...); err != nil {
+	dest = append(keyDest(&r.Key, dest), rv.dest()...)
+	if err := q.QueryRow(ctx, revisionReplaySQL, replayArgs(p)...).Scan(dest...); err != nil {
 		return r, false, replayError(err)
 	}
 	r.Revision = rv.revision()
@@ -102,12 +86,12 @@ func ReadRevisionReplay(ctx context.Context, q Querier, p ReplayParams) (r Revis
 
 // ReadExecutionReplay reads the key row of p, the revision and the execution its result
 // references, on q. found is false when the key has no row.
-func ReadExecutionReplay(ctx context.Context, q Querier, p ReplayParams) (r ExecutionReplay, found bool, err error) {
+func ReadExecutionReplay(ctx context.Context, q Querier, p idem.ReplayParams) (r ExecutionReplay, found bool, err error) {
 	var rv replayRevisionRow
 	var e replayExecutionRow
 	dest := make([]any, 0, 5+9+13)
-	dest = append(append(r.Key.dest(dest), rv.dest()...), e.dest()...)
-	if err := q.QueryRow(ctx, executionReplaySQL, p.args()...).Scan(dest...); err != nil {
+	dest = append(append(keyDest(&r.Key, dest), rv.dest()...), e.dest()...)
+	if err := q.QueryRow(ctx, executionReplaySQL, replayArgs(p)...).Scan(dest...); err != nil {
 		return r, false, replayError(err)
 	}
 	r.Revision, r.Execution = rv.revision(), e.execution()
@@ -121,7 +105,7 @@ func replayError(err error) error {
 	return fmt.Errorf("read key: %w", err)
 }
 
-func (k *StoredKey) dest(d []any) []any {
+func keyDest(k *idem.StoredKey, d []any) []any {
 	return append(d, &k.Operation, &k.Fingerprint, &k.Status, &k.Response, &k.ExpiresAt)
 }
 

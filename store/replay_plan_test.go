@@ -8,7 +8,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemwork/idemwork/idem"
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/store"
@@ -22,7 +21,7 @@ import (
 func TestAReplayNeverScansAllOfAnOwnersRows(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t)
-	k := kernel.New(idem.NewRunner(db.DB, idem.Options{}), kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
+	k := kernel.New(db.DB, kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
 	ctx := context.Background()
 	note, err := k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "note-1", Title: "t"})
 	require.NoError(t, err)

@@ -69,6 +69,9 @@ const (
 	ReadOnlyStandby
 	// ReadOnlyNewerSchema: a newer idemwork migrated the database.
 	ReadOnlyNewerSchema
+	// ReadOnlyService: the schema holds a service's idempotency keys (the runner library's
+	// tables, made by idem.Migrate), not idemwork's records: inspected, never written.
+	ReadOnlyService
 )
 
 // DB is the one pool of a process. Every statement goes through it (Q, Tx, the read models'
@@ -82,7 +85,9 @@ type DB struct {
 	ReadOnly bool
 
 	access Access
-	conn   Connection
+	// service: the schema holds a service's keys (see Service).
+	service bool
+	conn    Connection
 	// settings is what every transaction sets in the round trip that begins it (settings.go).
 	settings txSettings
 	// mode is the pgx exec mode of connections the pool opens from now on.
@@ -342,6 +347,18 @@ func (db *DB) start(ctx context.Context, opts Options) error {
 	if err != nil {
 		return TranslateError(err)
 	}
+	if !st.HasTable && !opts.AnySchema {
+		service, err := db.holdsServiceKeys(ctx)
+		if err != nil {
+			return TranslateError(err)
+		}
+		if service {
+			db.service = true
+			db.readOnly(ReadOnlyService)
+			db.schema = st
+			return nil
+		}
+	}
 	switch {
 	case st.Current():
 	case st.Newer() && !opts.AnySchema:
@@ -360,7 +377,7 @@ func (db *DB) start(ctx context.Context, opts Options) error {
 }
 
 func (db *DB) readOnly(why Access) {
-	if db.access == Writable || why == ReadOnlyStandby {
+	if db.access == Writable || why == ReadOnlyStandby || why == ReadOnlyService && db.access != ReadOnlyStandby {
 		db.access = why
 	}
 	db.ReadOnly = true
@@ -388,6 +405,18 @@ func (db *DB) schemaError(ctx context.Context, st migrations.State) error {
 
 // Access says whether this session may write, and if not, why.
 func (db *DB) Access() Access { return db.access }
+
+// Service reports whether the session's schema holds a service's keys (the runner library's
+// tables) rather than idemwork's records: only the keys are there to read.
+func (db *DB) Service() bool { return db.service }
+
+// holdsServiceKeys reports whether the session's schema holds the runner library's tables
+// (idem.Migrate's) and no idemwork schema: a service's database.
+func (db *DB) holdsServiceKeys(ctx context.Context) (bool, error) {
+	var service bool
+	err := db.Q(ctx).QueryRow(ctx, `SELECT to_regclass('idempotency_record') IS NOT NULL AND to_regclass('idem_migration') IS NOT NULL`).Scan(&service)
+	return service, err
+}
 
 // Connection describes what this session chose and found.
 func (db *DB) Connection() Connection { return db.conn }
@@ -427,6 +456,9 @@ func (db *DB) accessRefusal() error {
 		return apperr.New(apperr.SchemaNotReady, "%s", db.SchemaState().Problem())
 	case ReadOnlyAsked:
 		return apperr.New(apperr.ReadOnly, "this session is read-only; reconnect with --allow-writes (or allow_writes = true) to write")
+	case ReadOnlyService:
+		return apperr.New(apperr.ReadOnly, "schema %s holds a service's idempotency keys (the runner library's tables), not idemwork's records: "+
+			"idemwork inspects it (keys, key, history, verify, the Keys view) and writes nothing there", ident(db.conn.Schema))
 	}
 	return nil
 }
@@ -440,6 +472,8 @@ func (db *DB) ReadOnlyReason() string {
 		return "schema newer than this idemwork"
 	case ReadOnlyAsked:
 		return "read-only session"
+	case ReadOnlyService:
+		return "a service's keys (runner library)"
 	}
 	return ""
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/idem"
 )
 
 // ambientKey is the context key of the ambient transaction. The value records which DB began
@@ -122,7 +123,7 @@ func readWrites(br pgx.BatchResults, began int, b *Batch) error {
 	}
 	for _, w := range b.writes {
 		if _, err := br.Exec(); err != nil {
-			return &StepError{Step: w.step, Err: stmtError(w.what, w.guard, err)}
+			return &idem.StepError{Step: w.step, Err: stmtError(w.what, w.guard, err)}
 		}
 	}
 	return nil

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/idem"
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/store"
 )
@@ -168,7 +169,7 @@ func TestAnArgumentThatCannotBeEncodedFailsItsStepBeforeAnythingIsSent(t *testin
 		b.Queue("odd", "insert odd", nil, `INSERT INTO audit_event (id) VALUES ($1)`, []int{1})
 		return nil
 	})
-	var se *store.StepError
+	var se *idem.StepError
 	require.ErrorAs(t, err, &se)
 	require.Equal(t, "odd", se.Step)
 	require.Contains(t, err.Error(), "[]int cannot be queued")
@@ -189,7 +190,7 @@ func TestAWriteTheServerRefusesFailsAsItsOwnStepAndRollsBackTheTransaction(t *te
 		b.InsertAudit("second", event("dup"))
 		return nil
 	})
-	var se *store.StepError
+	var se *idem.StepError
 	require.ErrorAs(t, err, &se)
 	require.Equal(t, "second", se.Step, "the duplicate's own step fails, not the statement after it")
 	var pgErr *pgconn.PgError
@@ -214,7 +215,7 @@ func TestAGuardedWriteThatFindsNoRowFailsWithItsGuardBeforeTheCommit(t *testing.
 		return nil
 	})
 	require.ErrorIs(t, err, conflict)
-	var se *store.StepError
+	var se *idem.StepError
 	require.ErrorAs(t, err, &se)
 	require.Equal(t, "record", se.Step)
 	require.Equal(t, apperr.RevisionConflict, apperr.CodeOf(err))
@@ -266,7 +267,7 @@ func TestANestedBatchIsSentWhenItsFunctionReturnsAndCommitsWithTheOuterTransacti
 			b.Queue("inner", "fail", nil, `SELECT 1 / 0`)
 			return nil
 		})
-		var se *store.StepError
+		var se *idem.StepError
 		require.ErrorAs(t, err, &se)
 		require.Equal(t, "inner", se.Step)
 		return err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/idemwork/idemwork/idem"
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/storm"
@@ -18,7 +17,7 @@ func ExampleRun() {
 	db, drop := testdb.ForExample(testdb.Options{MaxConns: 16})
 	defer drop()
 	// The process's kernel, e.g. from the CLI or the TUI.
-	k := kernel.New(idem.NewRunner(db.DB, idem.Options{}), kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
+	k := kernel.New(db.DB, kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
 	spec := storm.Spec{
 		Op:     storm.OpCreate,
 		Create: kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "k-1", Title: "t"},

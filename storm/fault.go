@@ -8,12 +8,13 @@ import (
 	"time"
 
 	"github.com/idemwork/idemwork/apperr"
-	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/kernel"
 )
 
-// What a storm injects into the work of the requests that execute goes through idem's
-// checkpoints (idem.WithFault), the commit unit's own step boundaries, so only a request that
-// holds the key's reservation ever meets it:
+// What a storm injects into the work of the requests that execute goes through the kernel's
+// checkpoints (kernel.WithFaults: a kernel of the storm's own, never a flag in a context), the
+// commit unit's own step boundaries, so only a request that holds the key's reservation ever
+// meets it:
 //
 //   - FailFirst: the first request of the whole storm to reach the audit step of its work fails
 //     there, so its transaction (record, revision, execution, audit, reservation) rolls back
@@ -29,25 +30,26 @@ func injected(step string) error {
 
 // faults is a storm's injections for one process.
 type faults struct {
-	fail idem.FaultFunc // nil: no FailFirst
+	fail func(step string) error // nil: no FailFirst
 	hold time.Duration
 }
 
 func (f faults) none() bool { return f.fail == nil && f.hold <= 0 }
 
-// bind returns ctx carrying the faults for the requests run under it; a hold ends early, with
-// ctx's error, when ctx ends (a stopped storm does not sit out its holds).
-func (f faults) bind(ctx context.Context) context.Context {
+// on returns k injecting the faults into the work of its writes (k itself when there are
+// none); a hold ends early, with the request context's error, when that ends (a stopped storm
+// does not sit out its holds).
+func (f faults) on(k *kernel.Kernel) *kernel.Kernel {
 	if f.none() {
-		return ctx
+		return k
 	}
-	return idem.WithFault(ctx, func(step string) error {
+	return k.WithFaults(func(ctx context.Context, step string) error {
 		if f.fail != nil {
 			if err := f.fail(step); err != nil {
 				return err
 			}
 		}
-		if step == idem.StepSucceeded && f.hold > 0 {
+		if step == kernel.StepSucceeded && f.hold > 0 {
 			t := time.NewTimer(f.hold)
 			defer t.Stop()
 			select {
@@ -64,7 +66,7 @@ func (f faults) bind(ctx context.Context) context.Context {
 type faultOnce struct{ fired atomic.Bool }
 
 func (f *faultOnce) fault(step string) error {
-	if step == idem.StepAudit && f.fired.CompareAndSwap(false, true) {
+	if step == kernel.StepAudit && f.fired.CompareAndSwap(false, true) {
 		return injected(step)
 	}
 	return nil
@@ -72,10 +74,10 @@ func (f *faultOnce) fault(step string) error {
 
 // claimFault fires once across processes: each process tries at most once, and only the one
 // that creates the claim file (O_EXCL, atomic in the kernel) fails its step.
-func claimFault(path string) idem.FaultFunc {
+func claimFault(path string) func(step string) error {
 	var tried atomic.Bool
 	return func(step string) error {
-		if step != idem.StepAudit || !tried.CompareAndSwap(false, true) {
+		if step != kernel.StepAudit || !tried.CompareAndSwap(false, true) {
 			return nil
 		}
 		f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)

@@ -169,9 +169,7 @@ func startServer(ctx context.Context, serve ServeFunc, k *kernel.Kernel, token, 
 		return "", nil, errors.New("storm: a storm over HTTP without --url serves the API itself, and its host gave it no server (Env.Serve, WorkerSession.Serve)")
 	}
 	opts := ServeOptions{Tokens: map[string]string{token: owner}, MaxBodyBytes: maxBody}
-	if !f.none() {
-		opts.RequestContext = f.bind
-	}
+	k = f.on(k)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", nil, fmt.Errorf("storm: listen on loopback: %w", err)
@@ -193,7 +191,6 @@ func startServer(ctx context.Context, serve ServeFunc, k *kernel.Kernel, token, 
 func runInProcess(ctx context.Context, r *stormRun) (time.Time, error) {
 	spec := r.spec
 	var t Target
-	fctx := ctx
 	if spec.Via == ViaHTTP {
 		ht, err := NewHTTPTarget(r.servers.urls, r.servers.token, spec, spec.Concurrency)
 		if err != nil {
@@ -201,8 +198,7 @@ func runInProcess(ctx context.Context, r *stormRun) (time.Time, error) {
 		}
 		t = ht
 	} else {
-		t = NewKernelTarget(r.local, spec)
-		fctx = r.faults.bind(ctx)
+		t = NewKernelTarget(r.faults.on(r.local), spec)
 	}
 	defer t.Close()
 	if err := t.Warm(ctx, spec.Concurrency); err != nil {
@@ -212,7 +208,7 @@ func runInProcess(ctx context.Context, r *stormRun) (time.Time, error) {
 	var parked, wg sync.WaitGroup
 	parked.Add(spec.Concurrency)
 	wg.Go(func() {
-		fire(fctx, spec.N, spec.Concurrency, 0, os.Getpid(), t, &parked, release, r.col.add)
+		fire(ctx, spec.N, spec.Concurrency, 0, os.Getpid(), t, &parked, release, r.col.add)
 	})
 	parked.Wait()
 	released := time.Now()

@@ -52,8 +52,6 @@ type ServeOptions struct {
 	Tokens map[string]string
 	// MaxBodyBytes caps a request body (0: the server's default).
 	MaxBodyBytes int64
-	// RequestContext derives each request's context: the storm's fault injection.
-	RequestContext func(context.Context) context.Context
 }
 
 func usage(format string, args ...any) error { return apperr.New(apperr.Usage, format, args...) }

@@ -44,13 +44,13 @@ type testBundle struct {
 func setup(t *testing.T) *testBundle {
 	t.Helper()
 	db := testdb.NewWith(t, testdb.Options{MaxConns: 48})
-	k := kernel.New(idem.NewRunner(db.DB, idem.Options{}), kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
+	k := kernel.New(db.DB, kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
 	return &testBundle{db: db, k: k, env: storm.Env{Kernel: k, DSN: store.WithChildConnectTimeout(db.DSN), Stderr: testWriter{t}, Serve: serveHTTP}}
 }
 
 // serveHTTP serves the HTTP API for the storm's own servers, as the CLI wires it.
 func serveHTTP(ctx context.Context, k *kernel.Kernel, ln net.Listener, o storm.ServeOptions) error {
-	api := httpapi.New(k, httpapi.Options{Tokens: o.Tokens, MaxBodyBytes: o.MaxBodyBytes, RequestContext: o.RequestContext})
+	api := httpapi.New(k, httpapi.Options{Tokens: o.Tokens, MaxBodyBytes: o.MaxBodyBytes})
 	return httpapi.Serve(ctx, httpapi.NewServer(api, nil), ln, 5*time.Second)
 }
 
@@ -339,7 +339,7 @@ func TestAStormOnAKeyThatExpiredAndRanAgainJudgesOnlyTheKeysCurrentLife(t *testi
 	t.Parallel()
 	db := testdb.NewWith(t, testdb.Options{MaxConns: 48})
 	clock := &idem.OffsetClock{}
-	k := kernel.New(idem.NewRunner(db.DB, idem.Options{Clock: clock}), kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
+	k := kernel.New(db.DB, kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{Runner: idem.Options{Clock: clock}})
 	env := storm.Env{Kernel: k, DSN: store.WithChildConnectTimeout(db.DSN), Stderr: testWriter{t}, Serve: serveHTTP}
 	spec := createSpec("ivan", "k-lives")
 	spec.N, spec.Share = 30, true

@@ -27,9 +27,10 @@ type (
 
 // The operations a storm can fire.
 const (
-	OpCreate = stormtypes.OpCreate
-	OpPatch  = stormtypes.OpPatch
-	OpAction = stormtypes.OpAction
+	OpCreate  = stormtypes.OpCreate
+	OpPatch   = stormtypes.OpPatch
+	OpAction  = stormtypes.OpAction
+	OpService = stormtypes.OpService
 )
 
 // How requests reach the kernel.

@@ -6,7 +6,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemwork/idemwork/idem"
 	"github.com/idemwork/idemwork/internal/faultproxy"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/store"
@@ -26,7 +25,7 @@ func TestAStormWhoseDatabaseCannotBeReadIsNotVerifiedAndSaysWhy(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(home.Close)
 	env := b.env
-	env.Kernel = kernel.New(idem.NewRunner(home, idem.Options{}), kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
+	env.Kernel = kernel.New(home, kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
 	p.ArmStatement("SELECT record_id, revision FROM record_revision")
 
 	spec := createSpec("uma", "k-unread")

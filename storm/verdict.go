@@ -5,7 +5,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/kernel"
 )
 
@@ -21,7 +21,7 @@ const (
 
 func kindOf(code string, status int, s Summary) answerKind {
 	switch code {
-	case string(idem.Executed), string(idem.Replayed), string(idem.Joined):
+	case string(idemtype.Executed), string(idemtype.Replayed), string(idemtype.Joined):
 		return answerSucceeded
 	case string(CodeCancelled):
 		return answerCancelled
@@ -52,7 +52,7 @@ func byKind(s Summary) map[answerKind][]codeCount {
 		k := kindOf(code, s.Errors[code].Status, s)
 		out[k] = append(out[k], codeCount{code, n})
 	}
-	rank := map[string]int{string(idem.Executed): 0, string(idem.Replayed): 1, string(idem.Joined): 2}
+	rank := map[string]int{string(idemtype.Executed): 0, string(idemtype.Replayed): 1, string(idemtype.Joined): 2}
 	for _, list := range out {
 		sort.Slice(list, func(i, j int) bool {
 			ri, oki := rank[list[i].code]
@@ -189,7 +189,7 @@ func judge(s Summary, spec Spec, stopped bool) Verdict {
 		v.Text = "no request succeeded: " + times(append(rejected, expected...))
 	default:
 		v.Verdict = VerdictAgrees
-		switch ex := s.Outcomes[string(idem.Executed)]; {
+		switch ex := s.Outcomes[string(idemtype.Executed)]; {
 		case ex == 1 && blocked != "":
 			v.Text = "agrees: exactly one request executed, and its execution is " + blocked + "; the database holds what every answer says"
 		case ex == 1:

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/idemwork/idemwork/apperr"
-	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/store"
 )
@@ -112,7 +112,7 @@ func verify(ctx context.Context, db *store.DB, spec Spec, before keyState, resul
 	}
 
 	if response != nil {
-		env, err := idem.ParseEnvelope(response)
+		env, err := idemtype.ParseEnvelope(response)
 		var ref Reference
 		if err == nil && !env.Legacy {
 			err = json.Unmarshal(env.Result, &ref)
@@ -126,7 +126,7 @@ func verify(ctx context.Context, db *store.DB, spec Spec, before keyState, resul
 
 	executed := 0
 	for i, ev := range results {
-		if got[i] && ev.Outcome == string(idem.Executed) {
+		if got[i] && ev.Outcome == string(idemtype.Executed) {
 			executed++
 		}
 	}

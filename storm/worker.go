@@ -205,7 +205,7 @@ func serveWorker(ctx context.Context, in io.Reader, w *lineWriter, barrier io.Re
 			return err
 		}
 		defer closeK()
-		t = NewKernelTarget(k, spec)
+		t = NewKernelTarget(f.on(k), spec)
 	}
 	defer t.Close()
 	if err := t.Warm(ctx, spec.Concurrency); err != nil {
@@ -219,7 +219,7 @@ func serveWorker(ctx context.Context, in io.Reader, w *lineWriter, barrier io.Re
 	var parked, wg sync.WaitGroup
 	parked.Add(spec.Concurrency)
 	wg.Go(func() {
-		fire(f.bind(fctx), spec.N, spec.Concurrency, job.IndexBase, pid, t, &parked, release, func(ev Event) {
+		fire(fctx, spec.N, spec.Concurrency, job.IndexBase, pid, t, &parked, release, func(ev Event) {
 			w.send(workerMsg{T: "event", Event: &ev})
 		})
 	})
@@ -306,7 +306,7 @@ func openKernel(ctx context.Context, dsn string, o kernelOptions) (*kernel.Kerne
 	// fired to show (every request on the unique index), so its runner may use the whole pool.
 	all := db.MaxConns()
 	limits := idem.Limits{KeyMaxConns: all, OwnerMaxConns: all}
-	k := kernel.New(idem.NewRunner(db, idem.Options{TTL: o.ttl, Clock: o.clock, Limits: limits}), o.registry, kernel.Options{})
+	k := kernel.New(db, o.registry, kernel.Options{Runner: idem.Options{TTL: o.ttl, Clock: o.clock, Limits: limits}})
 	return k, db.Close, nil
 }
 

@@ -9,7 +9,7 @@ import (
 	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/idemwork/idemwork/model"
+	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/tui/shared"
 	"github.com/idemwork/idemwork/views"
 )
@@ -134,7 +134,7 @@ func (m *Model) submitPrompt(kind promptKind, value string) tea.Cmd {
 }
 
 func (m *Model) setOwner(owner string) tea.Cmd {
-	if err := model.ValidateOwner(owner); err != nil {
+	if err := idemtype.ValidateOwner(owner); err != nil {
 		return status("VALIDATION_FAILED: "+strings.TrimPrefix(err.Error(), "VALIDATION_FAILED: "), true)
 	}
 	m.ctx.Owner = owner

@@ -10,6 +10,7 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
+	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/storm/stormtypes"
 	"github.com/idemwork/idemwork/tui/shared"
@@ -254,7 +255,7 @@ func (v *Cluster) stormDone(msg stormDoneMsg) tea.Cmd {
 	s.started = s.ended.Add(-time.Duration(sum.WallMs * float64(time.Millisecond)))
 	for code, n := range sum.Outcomes {
 		switch code {
-		case string(model.Executed), string(model.Replayed), string(model.Joined):
+		case string(idemtype.Executed), string(idemtype.Replayed), string(idemtype.Joined):
 		case "DATABASE_UNAVAILABLE":
 			s.unavailable += n
 		case "COMMIT_UNKNOWN":

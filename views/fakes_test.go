@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/internal/tuitest"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/storm/stormtypes"
@@ -256,7 +257,7 @@ func (k keys) Keys(_ context.Context, q model.KeyQuery) ([]model.KeyRow, string,
 }
 
 func (k keys) InspectKey(ctx context.Context, owner, key string) (model.KeyView, error) {
-	if err := model.ValidateKey(key); err != nil {
+	if err := idemtype.ValidateKey(key); err != nil {
 		return model.KeyView{}, err
 	}
 	return k.InspectStoredKey(ctx, owner, key)

@@ -15,6 +15,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/internal/termsafe"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/tui/shared"
@@ -155,7 +156,7 @@ func keyCheck(s string) string {
 	if s == "" {
 		return ""
 	}
-	return validationMessage(model.ValidateKey(s))
+	return validationMessage(idemtype.ValidateKey(s))
 }
 
 // textCheck is the kernel's own rule for a text field, as the server will apply it.
@@ -542,7 +543,7 @@ func (f *Form) View() string {
 		// EXECUTED that reads as the real action's success.
 		outcome := model.OutcomeText(r.Outcome, r.Execution)
 		line := s.Success.Render(outcome)
-		if outcome != string(model.Executed) {
+		if outcome != string(idemtype.Executed) {
 			line = s.Warning.Render(outcome)
 		}
 		if r.Waited {

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/tui/shared"
 	"github.com/idemwork/idemwork/views"
@@ -38,7 +39,7 @@ func TestThePatchFormTakesItsExpectedRevisionFromTheSameReadAsItsFields(t *testi
 		if p := in.(model.PatchInput); p.ExpectRevision != 2 {
 			return model.WriteResult{}, apperr.New(apperr.RevisionConflict, "record %s is no longer at revision %d", id, p.ExpectRevision)
 		}
-		return model.WriteResult{Outcome: model.Executed, Operation: model.OpPatch("NOTE", id)}, nil
+		return model.WriteResult{Outcome: idemtype.Executed, Operation: model.OpPatch("NOTE", id)}, nil
 	}}
 	f := views.NewForm(plainCtx(), views.FormDeps{Writer: w, Records: latest}, shared.OpenFormMsg{Kind: "patch", Module: "NOTE", RecordID: id, Revision: 1})
 	f.SetSize(100, 30)
@@ -86,7 +87,7 @@ func TestSendingAgainWithoutAKeySaysItExecutesAgainAndAMovedClockIsFlagged(t *te
 	ctx.Clock = &movedClock{}
 	ctx.Clock.Advance(time.Hour)
 	w := &writer{answer: func(in any) (model.WriteResult, error) {
-		return model.WriteResult{Outcome: model.Executed, Operation: model.OpCreate("NOTE"),
+		return model.WriteResult{Outcome: idemtype.Executed, Operation: model.OpCreate("NOTE"),
 			Record: &model.Record{ID: "01JUNKEYED0000000000000000", OwnerID: "alice", ModuleCode: "NOTE", Revision: 1, Title: in.(model.CreateInput).Title}}, nil
 	}}
 	f := views.NewForm(ctx, views.FormDeps{Writer: w}, shared.OpenFormMsg{Kind: "create", Module: "NOTE"})

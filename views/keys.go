@@ -13,6 +13,7 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/internal/termsafe"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/tui/shared"
@@ -228,7 +229,7 @@ func (v *Keys) keyRow(r model.KeyRow) Row {
 	policy := "-"
 	var style *lipgloss.Style
 	if r.Response != nil {
-		if env, err := model.ParseEnvelope(r.Response); err == nil {
+		if env, err := idemtype.ParseEnvelope(r.Response); err == nil {
 			policy = shortPolicy(env.Policy)
 			if env.Legacy {
 				policy = "LEGACY"

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/internal/tuitest"
 	"github.com/idemwork/idemwork/kernel"
@@ -122,7 +123,7 @@ func TestKeysShowTheDriftBetweenTheReplayAndTheLatestRecord(t *testing.T) {
 	created, action := "drift-1", "RECORD_CREATED"
 	kv := model.KeyView{Key: "drift-1", Operation: model.OpCreate("NOTE"), Status: "SUCCEEDED", State: model.KeySucceeded,
 		Envelope: envelope("record-snapshot-reference-v1", id, 1), Restored: model.RestoredView{Record: rec(1)}, Latest: model.LatestView{Record: rec(4)},
-		Verdict: "a retry replays the first result", Replay: &model.Response{Status: 201, Headers: map[string]string{model.HeaderOutcome: "REPLAYED"}, Body: "{}\n"},
+		Verdict: "a retry replays the first result", Replay: &model.Response{Status: 201, Headers: map[string]string{idemtype.HeaderOutcome: "REPLAYED"}, Body: "{}\n"},
 		Lives: []model.KeyLife{{Current: true, Label: "current life", Events: []model.Event{{Kind: "audit", ID: "a1", Action: &action, Key: &created, At: tuitest.Now}}}}}
 	v := views.NewKeys(plainCtx(), keys{views: map[string]model.KeyView{"drift-1": kv}})
 	v.SetSize(120, 37)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/store"
 )
 
@@ -40,13 +41,13 @@ func JSON(status int, v any) Response {
 // always, Idempotent-Replayed for REPLAYED and JOINED, Idempotency-Waited after a wait on the
 // unique index. A first call and each of its replays differ in these headers and in the body's
 // outcome and waited only.
-func Write(status int, outcome idem.Outcome, waited bool, v any) Response {
+func Write(status int, outcome idemtype.Outcome, waited bool, v any) Response {
 	r := JSON(status, v)
 	if r.Status != status {
 		return r
 	}
 	r.Headers[HeaderOutcome] = string(outcome)
-	if outcome == idem.Replayed || outcome == idem.Joined {
+	if outcome == idemtype.Replayed || outcome == idemtype.Joined {
 		r.Headers[HeaderReplayed] = "true"
 	}
 	if waited {

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemwork/idemwork/apperr"
-	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/wire"
 )
 
@@ -17,7 +17,7 @@ import (
 // writes exactly those.
 func TestAWritesResponseIsServedAsBuilt(t *testing.T) {
 	t.Parallel()
-	r := wire.Write(http.StatusCreated, idem.Replayed, true, map[string]string{"title": "<&>"})
+	r := wire.Write(http.StatusCreated, idemtype.Replayed, true, map[string]string{"title": "<&>"})
 	require.Equal(t, "{\"title\":\"<&>\"}\n", r.Body, "HTML characters unescaped, one newline")
 	require.Equal(t, []string{wire.HeaderOutcome, wire.HeaderReplayed, wire.HeaderWaited, "Cache-Control", "Content-Type", "X-Content-Type-Options"}, r.HeaderNames())
 	require.Equal(t, "REPLAYED", r.Headers[wire.HeaderOutcome])
@@ -31,7 +31,7 @@ func TestAWritesResponseIsServedAsBuilt(t *testing.T) {
 	}
 	require.Equal(t, "HTTP 201 Created\nIdempotency-Outcome: REPLAYED\nIdempotent-Replayed: true\nIdempotency-Waited: true\n"+
 		"Cache-Control: no-store\nContent-Type: application/json; charset=utf-8\nX-Content-Type-Options: nosniff\n\n{\"title\":\"<&>\"}\n", r.Text())
-	require.NotContains(t, wire.Write(http.StatusOK, idem.Executed, false, nil).Headers, wire.HeaderReplayed)
+	require.NotContains(t, wire.Write(http.StatusOK, idemtype.Executed, false, nil).Headers, wire.HeaderReplayed)
 }
 
 // An error's answer: its status and body from the code, the headers the code calls for, and the

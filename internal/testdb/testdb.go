@@ -301,6 +301,28 @@ func ForExample(opts Options) (*DB, func()) {
 	}
 }
 
+// EmptyForExample is NewEmptyDatabase for a runnable example, which has no *testing.T: it
+// returns the DSN of a fresh database without idemwork's schema and the function that drops it,
+// and panics when the test server cannot give one.
+func EmptyForExample() (dsn string, drop func()) {
+	shared.once.Do(func() { shared.err = shared.start() })
+	if shared.err != nil {
+		panic(fmt.Sprintf("testdb: %v", shared.err))
+	}
+	ctx := context.Background()
+	name := fmt.Sprintf("t_%d_%d", os.Getpid(), shared.seq.Add(1))
+	conn, err := pgx.Connect(ctx, shared.adminDSN)
+	if err != nil {
+		panic(fmt.Sprintf("testdb: %v", err))
+	}
+	_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+" TEMPLATE template0")
+	conn.Close(ctx)
+	if err != nil {
+		panic(fmt.Sprintf("testdb: %v", err))
+	}
+	return WithDatabase(shared.adminDSN, name), func() { dropDatabase(name) }
+}
+
 // DSNOf is a direct DSN of database name on the test server, as its superuser.
 func DSNOf(t testing.TB, name string) string {
 	t.Helper()

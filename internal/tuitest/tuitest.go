@@ -46,7 +46,7 @@ func New(t testing.TB) Bundle {
 // NewOver returns a program context over db (shared by benchmarks that seed it once).
 func NewOver(db *testdb.DB) Bundle {
 	clock := &idem.OffsetClock{}
-	k := kernel.New(idem.NewRunner(db.DB, idem.Options{Clock: clock}), kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
+	k := kernel.New(db.DB, kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{Runner: idem.Options{Clock: clock}})
 	provider, crash := outbox.NewMemoryProvider(), &outbox.CrashSwitch{}
 	worker := outbox.NewWorker(db.DB, outbox.Options{Providers: map[string]outbox.Provider{"notifier": provider}, Clock: clock,
 		AfterCall: crash.AfterCall})

@@ -12,6 +12,7 @@ import (
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/idem"
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/libinspect"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/outbox"
 	"github.com/idemwork/idemwork/store"
@@ -31,6 +32,9 @@ type Sources struct {
 	Crash    *outbox.CrashSwitch
 	// Storm fires storms (nil: the Storm view says they are not available).
 	Storm views.StormRunner
+	// Service, when set, reads a service's database (DB.Service): its keys are inspected and
+	// verified by it, and the views of idemwork's records find none.
+	Service *libinspect.Inspector
 }
 
 // Backend is the views' readers and writers over s.
@@ -42,6 +46,13 @@ func Backend(s Sources) views.Backend {
 		Writer: k, Verify: k, Catalog: catalog{reg: s.Kernel.Registry}, Demo: demos{k: s.Kernel, worker: s.Outbox},
 		Storm:  s.Storm,
 		Outbox: views.OutboxTools{Messages: r},
+	}
+	if s.Service != nil {
+		// A service's database: its keys, inspected through its plugins; none of idemwork's rows.
+		sr, inspect := serviceReads{r}, serviceInspect{s.Service}
+		b.Records, b.Keys, b.Executions, b.Audit, b.Latest = sr, serviceKeys{sr, inspect}, sr, sr, sr
+		b.Verify, b.Outbox, b.Storm = inspect, views.OutboxTools{Messages: sr}, nil
+		return b
 	}
 	// Only a real handle goes into an interface: a nil pointer in one would read as present.
 	if s.Outbox != nil {
@@ -280,4 +291,64 @@ type outboxWalk struct{ *kernel.OutboxDemo }
 func (w outboxWalk) Next(ctx context.Context) (model.DemoStep, error) {
 	s, err := w.OutboxDemo.Next(ctx)
 	return s, Coded(err)
+}
+
+// serviceReads are the reads of a service's database: its keys and timeline are the store's;
+// the tables of idemwork's records are not there, so their views list nothing.
+type serviceReads struct{ reads }
+
+func (serviceReads) Records(context.Context, model.RecordQuery) ([]model.Record, string, error) {
+	return []model.Record{}, "", nil
+}
+
+func (serviceReads) Executions(context.Context, model.ExecutionQuery) ([]model.Execution, string, error) {
+	return []model.Execution{}, "", nil
+}
+
+func (serviceReads) Audit(context.Context, model.AuditQuery) ([]model.AuditEvent, string, error) {
+	return []model.AuditEvent{}, "", nil
+}
+
+func (serviceReads) OutboxPage(context.Context, string, int, string) ([]model.OutboxMessage, string, error) {
+	return []model.OutboxMessage{}, "", nil
+}
+
+func (serviceReads) LatestRecord(_ context.Context, owner, module, id string) (model.Record, error) {
+	return model.Record{}, apperr.New(apperr.NotFound, "a service's database holds no records of idemwork's (owner %s, %s %s)", owner, module, id)
+}
+
+func (serviceReads) RecordModule(_ context.Context, owner, id string) (string, error) {
+	return "", apperr.New(apperr.NotFound, "a service's database holds no records of idemwork's (owner %s, record %s)", owner, id)
+}
+
+func (serviceReads) RecordOutline(_ context.Context, owner, _ string, id string) (model.RecordOutline, error) {
+	return model.RecordOutline{}, apperr.New(apperr.NotFound, "a service's database holds no records of idemwork's (owner %s, record %s)", owner, id)
+}
+
+func (serviceReads) GetRevision(_ context.Context, owner, recordID string, _ int) (model.Revision, error) {
+	return model.Revision{}, apperr.New(apperr.NotFound, "a service's database holds no records of idemwork's (owner %s, record %s)", owner, recordID)
+}
+
+// serviceInspect inspects and verifies a service's keys.
+type serviceInspect struct{ in *libinspect.Inspector }
+
+func (s serviceInspect) InspectKey(ctx context.Context, owner, key string) (model.KeyView, error) {
+	v, err := s.in.InspectKey(ctx, owner, key)
+	return v, Coded(err)
+}
+
+func (s serviceInspect) InspectStoredKey(ctx context.Context, owner, key string) (model.KeyView, error) {
+	v, err := s.in.InspectStoredKey(ctx, owner, key)
+	return v, Coded(err)
+}
+
+func (s serviceInspect) VerifyInvariants(ctx context.Context, opts model.VerifyOptions) (model.InvariantReport, error) {
+	rep, err := s.in.VerifyInvariants(ctx, opts)
+	return rep, Coded(err)
+}
+
+// serviceKeys lists a service's keys from the store and inspects them with its plugins.
+type serviceKeys struct {
+	serviceReads
+	serviceInspect
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/model"
 )
 
@@ -18,6 +19,8 @@ const (
 	OpCreate Op = "create"
 	OpPatch  Op = "patch"
 	OpAction Op = "action"
+	// OpService is a request to any HTTP service built on the runner library (RunService).
+	OpService Op = "service"
 )
 
 // How requests reach the kernel.
@@ -84,8 +87,8 @@ type Spec struct {
 	FailFirst bool
 	// Hold keeps the executing request's transaction open this long after its work, before
 	// SUCCEEDED and COMMIT, so the queue on the unique index stays there to see (at most
-	// MaxHold). Like FailFirst it goes through idem's checkpoints, so it needs the storm's own
-	// kernels (no URLs).
+	// MaxHold). Like FailFirst it goes through the kernel's checkpoints (kernel.WithFaults), so
+	// it needs the storm's own kernels (no URLs).
 	Hold time.Duration
 	// ID names the storm's own database sessions (application_name "idemwork storm <ID> p0",
 	// p1…pP for worker processes, s1…sN for servers); empty gets a generated one. 1-16 of
@@ -112,12 +115,15 @@ type Event struct {
 	// ExecutionStatus is the status of the returned feature execution (SUCCEEDED, BLOCKED,
 	// PENDING…), empty without one.
 	ExecutionStatus string `json:"executionStatus,omitempty"`
+	// BodySHA256 is the SHA-256 of a successful answer's body (a service storm: every answer
+	// must carry the same bytes).
+	BodySHA256 string `json:"bodySha256,omitempty"`
 }
 
 // Succeeded reports whether the request got a result (EXECUTED, REPLAYED or JOINED).
 func (e Event) Succeeded() bool {
-	switch model.Outcome(e.Outcome) {
-	case model.Executed, model.Replayed, model.Joined:
+	switch idemtype.Outcome(e.Outcome) {
+	case idemtype.Executed, idemtype.Replayed, idemtype.Joined:
 		return true
 	}
 	return false
@@ -267,13 +273,13 @@ func (s Spec) Normalized() (Spec, error) {
 	if err := checkID(s.ID); err != nil {
 		return s, err
 	}
-	if err := model.ValidateOwner(s.Owner()); err != nil {
+	if err := idemtype.ValidateOwner(s.Owner()); err != nil {
 		return s, err
 	}
 	if s.Key() == "" {
 		s.setKey("storm-" + RandomHex(8))
 	}
-	if err := model.ValidateKey(s.Key()); err != nil {
+	if err := idemtype.ValidateKey(s.Key()); err != nil {
 		return s, err
 	}
 	return s, nil

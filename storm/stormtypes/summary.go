@@ -5,7 +5,7 @@ import (
 	"math"
 	"sort"
 
-	"github.com/idemwork/idemwork/model"
+	"github.com/idemwork/idemwork/idem/idemtype"
 )
 
 // Summary is a storm's result: SPEC §10.2's {"requests", "outcomes", "distinct", "latencyMs",
@@ -48,6 +48,9 @@ type Distinct struct {
 	RecordIDs    int `json:"recordIds"`
 	Revisions    int `json:"revisions"`
 	ExecutionIDs int `json:"executionIds"`
+	// Bodies counts the different bodies of successful answers (a service storm: 1 when every
+	// replay answered the first answer's bytes).
+	Bodies int `json:"bodies,omitempty"`
 }
 
 // Latency summarises request latencies in milliseconds (nearest-rank percentiles).
@@ -76,6 +79,9 @@ type Setup struct {
 	Servers     int      `json:"servers,omitempty"`
 	FailFirst   bool     `json:"failFirst"`
 	HoldMs      float64  `json:"holdMs,omitempty"`
+	// Method and CountSQL are a service storm's (OpService).
+	Method   string `json:"method,omitempty"`
+	CountSQL string `json:"countSql,omitempty"`
 	// ID names the storm's database sessions: application_name "idemwork storm <id> …".
 	ID string `json:"id"`
 }
@@ -101,7 +107,7 @@ func OrderedOutcomes(counts map[string]int) []string {
 	for k := range counts {
 		keys = append(keys, k)
 	}
-	rank := map[string]int{string(model.Executed): 0, string(model.Replayed): 1, string(model.Joined): 2}
+	rank := map[string]int{string(idemtype.Executed): 0, string(idemtype.Replayed): 1, string(idemtype.Joined): 2}
 	sort.Slice(keys, func(i, j int) bool {
 		ri, oki := rank[keys[i]]
 		rj, okj := rank[keys[j]]
@@ -171,6 +177,10 @@ type Verified struct {
 	ExecutionMode   string `json:"executionMode,omitempty"`
 	// KeyStatusBefore is the key's status before the storm (ABSENT, SUCCEEDED, PROCESSING).
 	KeyStatusBefore string `json:"keyStatusBefore"`
+	// ServiceRows counts the service's own rows of the key after the storm (a service storm's
+	// --count-sql: one row = executed once), ServiceRowsBefore before it; nil without a count.
+	ServiceRows       *int64 `json:"serviceRows,omitempty"`
+	ServiceRowsBefore *int64 `json:"serviceRowsBefore,omitempty"`
 	// Unsettled counts the storm's sessions that still had a transaction open when the
 	// database was read (after waiting for them, bounded).
 	Unsettled int `json:"unsettled,omitempty"`
