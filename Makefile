@@ -8,7 +8,7 @@ FUZZTIME ?= 20000x
 # Fuzz targets as package:Target, each run FUZZTIME times by `make test` and `make fuzz`.
 FUZZ_TARGETS := ./config:FuzzDecode ./idem/idemtype:FuzzValidateKey ./idem/idemtype:FuzzValidateOwner ./idem:FuzzParseEnvelope ./kernel:FuzzCheckJSONObject ./httpapi:FuzzDecodeBody ./httpapi:FuzzAuthenticate ./idem/idemhttp:FuzzParseKey ./jsonb:FuzzCanonical ./store:FuzzRedactDSN ./internal/termsafe:FuzzCell
 
-.PHONY: run build example test test-go test-norace test-race test-fuzz test-tmux lint lint-example fuzz bench soak clean
+.PHONY: run build example test test-go test-norace test-race test-fuzz test-tmux test-ha lint lint-example fuzz bench soak clean
 
 ## run: build, start the embedded cluster, seed demo data (idempotent) and open the TUI
 run: build
@@ -43,6 +43,17 @@ test-norace:
 test-race:
 	$(GO) test -count=1 -race -timeout 15m ./...
 
+## test-ha: the failover tests — the files *_ha_test.go, built with the tag ha, each test starting
+## a pg_auto_failover formation (monitor and two nodes under pg_autoctl, 30-100 s to come up here)
+## or an async standby pair, and failing it over; .ci/run runs it after `make test`. Only those
+## files' tests run (the rest ran in `make test`), not under -race: what they exercise runs in
+## other processes, and the formations' timings are what bound them.
+HA_FILES := $(shell find . -name '*_ha_test.go' -not -path './examples/*')
+HA_PACKAGES := $(sort $(patsubst %/,%,$(dir $(HA_FILES))))
+HA_TESTS := $(shell sed -n 's/^func \(Test[A-Za-z0-9_]*\)(t \*testing\.T).*/\1/p' $(HA_FILES) | paste -sd'|')
+test-ha: build
+	$(GO) test -count=1 -p 1 -tags ha -timeout 14m -run '^($(HA_TESTS))$$' $(HA_PACKAGES)
+
 # Each fuzz target for a few seconds' worth of runs: enough to catch a regression in a parser.
 test-fuzz:
 	@for t in $(FUZZ_TARGETS); do \
@@ -55,13 +66,14 @@ test-fuzz:
 test-tmux: build
 	scripts/tui-smoke.sh $(BIN)
 
-## lint: gofmt, go.mod tidy, go vet, staticcheck, the dependency arrows (scripts/depcheck.sh), and
-## examples/shop built and vetted in its own module (so the library's public API cannot break it unseen)
+## lint: gofmt, go.mod tidy, go vet, staticcheck (both with the ha tests' files), the dependency arrows
+## (scripts/depcheck.sh), and examples/shop built and vetted in its own module (so the library's
+## public API cannot break it unseen)
 lint: lint-example
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) mod tidy -diff
-	$(GO) vet ./...
-	$(GO) tool staticcheck ./...
+	$(GO) vet -tags ha ./...
+	$(GO) tool staticcheck -tags ha ./...
 	GO=$(GO) scripts/depcheck.sh
 
 lint-example:

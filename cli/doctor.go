@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,6 +11,9 @@ import (
 
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/doctor"
+	"github.com/idemwork/idemwork/internal/workbench"
+	"github.com/idemwork/idemwork/model"
+	"github.com/idemwork/idemwork/store"
 )
 
 // codeWritesUnsafe is doctor's verdict when it found a reason writes are not safe.
@@ -21,7 +25,10 @@ func newDoctorCmd(a *app) *cobra.Command {
 			"multi-host URL's choice), the pooler (declared in the configuration, detected on the connection) and the exec\n" +
 			"mode, the schema and its migrations, whether the session is read-only and why, the role's privileges, and\n" +
 			"replication: whether a synchronous standby confirms commits, how many standbys are attached, and the risk\n" +
-			"to acknowledged keys on failover. It only reads. Exit 0 when writes are safe, 3 with the reasons when not.",
+			"to acknowledged keys on failover; then the cluster as the workbench's Cluster view reads it: a pg_auto_failover\n" +
+			"formation's nodes, its primary and their states from its monitor (IDEMWORK_MONITOR, or found from the keeper of\n" +
+			"the node connected when it runs on this machine), else the standbys the node connected reports. It only reads.\n" +
+			"Exit 0 when writes are safe, 3 with the reasons when not.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -29,7 +36,7 @@ func newDoctorCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			r, err := doctor.Examine(ctx, db, a.conn.Database)
+			r, err := doctor.Examine(ctx, db, a.conn.Database, clusterSection{monitor: a.getenv("IDEMWORK_MONITOR")})
 			if err != nil {
 				return err
 			}
@@ -43,6 +50,69 @@ func newDoctorCmd(a *app) *cobra.Command {
 			}
 			return nil
 		}}
+}
+
+// clusterSection is doctor's "cluster": the nodes behind the database as the Cluster view
+// reads them (internal/workbench.Cluster) — the pg_auto_failover monitor's view of the
+// formation where one is known and answers, else the connected node's pg_stat_replication.
+type clusterSection struct{ monitor string }
+
+func (clusterSection) Key() string { return "cluster" }
+
+// Inspect reads the cluster. A monitor that names another node than the one connected as the
+// settled primary, while the node connected takes writes, is a reason: it may be one the
+// formation already demoted (a hot standby is a reason of its own already).
+func (s clusterSection) Inspect(ctx context.Context, db *store.DB) (any, []string, error) {
+	c, err := workbench.Cluster(db, s.monitor).Cluster(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	reasons := []string{}
+	if p, ok := c.Primary(); ok && c.Source == "monitor" && !p.Connected && !db.Replication().InRecovery {
+		reasons = append(reasons, fmt.Sprintf("the pg_auto_failover monitor names %s (%s) as the primary, not the node connected (%s): "+
+			"connect with the formation's URI (pg_autoctl show uri) so writes reach the primary", p.Name, p.Addr, c.Connected))
+	}
+	return doctorCluster{c}, reasons, nil
+}
+
+// doctorCluster is the cluster section, its JSON model.Cluster's, its text one line.
+type doctorCluster struct{ model.Cluster }
+
+func (c doctorCluster) String() string {
+	var b strings.Builder
+	if c.Source == "monitor" {
+		fmt.Fprintf(&b, "pg_auto_failover monitor %s, formation %s:", c.Monitor, c.Formation)
+	} else {
+		b.WriteString("the connected node's view:")
+	}
+	for i, n := range c.Nodes {
+		if i > 0 {
+			b.WriteString(";")
+		}
+		fmt.Fprintf(&b, " %s %s", n.Name, n.Addr)
+		if role := n.Role; role != "" {
+			fmt.Fprintf(&b, " %s", role)
+		}
+		if n.State != "" && n.State != n.Role {
+			fmt.Fprintf(&b, " (%s)", n.State)
+		}
+		if n.Sync != "" {
+			fmt.Fprintf(&b, " %s", n.Sync)
+		}
+		if n.LagBytes >= 0 {
+			fmt.Fprintf(&b, " lag %d B", n.LagBytes)
+		}
+		if n.Healthy != nil && !*n.Healthy {
+			b.WriteString(" unhealthy")
+		}
+		if n.Connected {
+			b.WriteString(" [connected]")
+		}
+	}
+	for _, note := range c.Notes {
+		fmt.Fprintf(&b, "; note: %s", note)
+	}
+	return safe(b.String())
 }
 
 // doctorVerdict is doctor's exit when writes are not safe: 3, the reasons on stderr.

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/bench"
 	"github.com/idemwork/idemwork/embedded"
+	"github.com/idemwork/idemwork/internal/autofailover"
 	"github.com/idemwork/idemwork/soak"
 	"github.com/idemwork/idemwork/store"
 )
@@ -27,6 +29,8 @@ func newSoakCmd(a *app) *cobra.Command {
 	var seed uint64
 	var scratch bool
 	var rates string
+	var failover bool
+	var monitor string
 	cmd := &cobra.Command{Use: "soak", Short: "Storms with injected faults, then verify (exit 0 only with no duplicate and no violation)",
 		Long: "soak runs --rounds short storms on fresh keys (in process with and without in-flight sharing, over HTTP\n" +
 			"against an `idemwork serve` child, and from child processes) while it injects faults at random moments:\n" +
@@ -35,7 +39,11 @@ func newSoakCmd(a *app) *cobra.Command {
 			"process). After each round it retries the round's key until it gets an answer and asks the database how\n" +
 			"often the key's work committed; at the end it runs verify on every owner. --faults defaults to every kind\n" +
 			"this database allows (restart needs the embedded cluster). It writes to the embedded cluster's database,\n" +
-			"or with --scratch to a new database it creates on the same server (needed for a database given by URL).",
+			"or with --scratch to a new database it creates on the same server (needed for a database given by URL).\n" +
+			"With --failover it soaks a pg_auto_failover formation and adds failover (a planned failover, pg_autoctl\n" +
+			"perform failover) and kill-primary (the primary's node killed: the monitor promotes the secondary, and the\n" +
+			"killed node rejoins): on the formation --dsn names (its monitor given by --monitor; kill-primary needs the\n" +
+			"primary's processes on this machine), or on one it starts in a temp dir and stops at the end.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -50,6 +58,39 @@ func newSoakCmd(a *app) *cobra.Command {
 			if err != nil {
 				return usagef("%s", apperr.As(err).Message)
 			}
+			if !failover && slices.ContainsFunc(kinds, func(f soak.Fault) bool { return slices.Contains(soak.FailoverFaults, f) }) {
+				return usagef("--faults failover and kill-primary move a pg_auto_failover formation's primary: run soak with --failover")
+			}
+			var control soak.FailoverControl
+			var formationURI string
+			if failover {
+				if err := a.loadConfig(); err != nil {
+					return err
+				}
+				given := a.cfg.Database.URL != ""
+				if err := failoverUsage(given, monitor); err != nil {
+					return usagef("%s", apperr.As(err).Message)
+				}
+				if !slices.ContainsFunc(kinds, func(f soak.Fault) bool { return slices.Contains(soak.FailoverFaults, f) }) {
+					kinds = append(kinds, soak.FailoverFaults...)
+				}
+				if given {
+					control = givenFormation{m: autofailover.Monitor{URL: monitor}, logDir: os.TempDir()}
+				} else {
+					f, uri, stop, err := a.startSoakFormation(ctx)
+					if err != nil {
+						return err
+					}
+					defer stop()
+					db, err := store.Open(ctx, uri, store.Options{Migrate: true, MaxConns: int32(max(a.cfg.Database.MaxConns, defaultEmbeddedConns))})
+					if err != nil {
+						return &setupError{err}
+					}
+					defer db.Close()
+					a.k, a.conn = a.kernelOver(db), ConnInfo{Display: "pg_auto_failover formation " + f.Dir(), Database: embeddedDatabase, DSN: uri}
+					control, formationURI, scratch = ownFormation{f: f}, uri, false
+				}
+			}
 			k, err := a.kernel(ctx)
 			if err != nil {
 				return err
@@ -59,6 +100,9 @@ func newSoakCmd(a *app) *cobra.Command {
 				if a.cluster != nil {
 					kinds = soak.AllFaults
 				}
+				if failover {
+					kinds = append(kinds, soak.FailoverFaults...)
+				}
 			}
 			if err := k.RequireWritable(); err != nil {
 				return err
@@ -66,7 +110,7 @@ func newSoakCmd(a *app) *cobra.Command {
 			if a.cluster == nil && slices.Contains(kinds, soak.Restart) {
 				return usagef("--faults restart restarts the server: it needs the embedded cluster (drop --dsn, or leave restart out)")
 			}
-			if a.cluster == nil && !scratch {
+			if a.cluster == nil && !scratch && formationURI == "" {
 				return usagef("soak writes thousands of records: run it on the embedded cluster, or pass --scratch to run it in a new database on this server")
 			}
 			database, dsn := a.conn.Database, a.conn.DSN
@@ -82,7 +126,7 @@ func newSoakCmd(a *app) *cobra.Command {
 				defer db.Close()
 				k = a.kernelOver(db)
 			}
-			opts := soak.Options{Rounds: rounds, Faults: kinds, Rates: rateOf, Seed: seed, Kernel: k, DSN: dsn, Progress: a.stderr}
+			opts := soak.Options{Rounds: rounds, Faults: kinds, Rates: rateOf, Seed: seed, Kernel: k, DSN: dsn, Progress: a.stderr, Failover: control}
 			if a.cluster != nil {
 				opts.Restart = a.restartCluster
 			}
@@ -113,6 +157,8 @@ func newSoakCmd(a *app) *cobra.Command {
 	f.Uint64Var(&seed, "seed", 0, "seed of the rounds' random choices, to repeat a run (default: random, printed)")
 	f.StringVar(&rates, "rates", "", "chances per round, e.g. restart=0.01,terminate=0.5 (default kill-child=0.7 of process rounds, terminate=0.35, restart=0.004, kill-server=0.08 of HTTP rounds)")
 	f.BoolVar(&scratch, "scratch", false, "run in a new database created on the server (kept afterwards, for verify)")
+	f.BoolVar(&failover, "failover", false, "soak a pg_auto_failover formation (--dsn, or one soak starts) and add the failover and kill-primary faults")
+	f.StringVar(&monitor, "monitor", "", "with --failover and --dsn: the formation's monitor URL (pg_autoctl show uri --formation monitor)")
 	_ = cmd.MarkFlagRequired("rounds")
 	return cmd
 }

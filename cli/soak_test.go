@@ -112,3 +112,22 @@ func TestSoakOnADatabaseGivenByURLNeedsScratchAndCannotRestartIt(t *testing.T) {
 	code, _, errOut = runCLI(t, db, "--json", "soak", "--rounds", "1", "--faults", "lightning")
 	require.Equal(t, cli.ExitUsage, code, errOut)
 }
+
+// soak --failover names what it needs: a database given by URL needs its formation's monitor,
+// --monitor needs that URL, and the failover faults need --failover. Nothing is written.
+func TestSoakFailoverSaysWhatItNeeds(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	code, out, _ := runCLI(t, db, "--json", "soak", "--rounds", "1", "--failover", "--scratch")
+	require.Equal(t, cli.ExitUsage, code, out)
+	require.Contains(t, out, "needs --monitor, the formation's monitor URL (pg_autoctl show uri --formation monitor)")
+	code, out, _ = runCLI(t, db, "--json", "soak", "--rounds", "1", "--scratch", "--faults", "failover")
+	require.Equal(t, cli.ExitUsage, code, out)
+	require.Contains(t, out, "run soak with --failover")
+	code, out, _ = runOn(t, t.TempDir(), "soak", "--rounds", "1", "--failover", "--monitor", "postgres://m/pg_auto_failover")
+	require.Equal(t, cli.ExitUsage, code, out)
+	require.Contains(t, out, "--monitor names the monitor of the formation given by --dsn")
+	var n int
+	require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM record`).Scan(&n))
+	require.Zero(t, n)
+}

@@ -155,5 +155,9 @@ func (a *app) openWorkbench(ctx context.Context, owner string, opts tuiOptions, 
 		sources.Service = svc
 		notice = "schema " + a.db.Connection().Schema + " holds a service's idempotency keys (the runner library's): they are in the Keys view"
 	}
-	return pctx, workbench.Backend(sources), notice, nil
+	backend := workbench.Backend(sources)
+	// The Cluster view: the monitor of a pg_auto_failover formation from IDEMWORK_MONITOR, else
+	// found from the connected node's keeper when it runs on this machine.
+	backend.Cluster = workbench.Cluster(a.db, a.getenv("IDEMWORK_MONITOR"))
+	return pctx, backend, notice, nil
 }

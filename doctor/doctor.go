@@ -10,9 +10,11 @@
 package doctor
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/idemwork/idemwork/apperr"
@@ -172,7 +174,8 @@ func migrationsOf(st migrations.State) Migrations {
 	return m
 }
 
-// MarshalJSON writes the fixed parts, then each section under its key.
+// MarshalJSON writes the fixed parts in their order, then each section under its key (in
+// the keys' order).
 func (r Report) MarshalJSON() ([]byte, error) {
 	type fixed Report
 	b, err := json.Marshal(fixed(r))
@@ -183,15 +186,22 @@ func (r Report) MarshalJSON() ([]byte, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, err
 	}
-	for k, v := range r.Sections {
+	keys := make([]string, 0, len(r.Sections))
+	for k := range r.Sections {
 		if _, taken := m[k]; taken {
 			return nil, fmt.Errorf("doctor: section %q would replace a part of the report", k)
 		}
-		raw, err := json.Marshal(v)
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	out := bytes.TrimSuffix(b, []byte("}"))
+	for _, k := range keys {
+		name, _ := json.Marshal(k)
+		raw, err := json.Marshal(r.Sections[k])
 		if err != nil {
 			return nil, err
 		}
-		m[k] = raw
+		out = append(append(append(append(out, ','), name...), ':'), raw...)
 	}
-	return json.Marshal(m)
+	return append(out, '}'), nil
 }

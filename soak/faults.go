@@ -22,13 +22,16 @@ import (
 	"github.com/idemwork/idemwork/apperr"
 )
 
-// inject waits until the fault is due (dropping it if the storm ended first) and injects it.
-// It reports whether the fault happened.
+// inject waits until the fault is due (dropping it if the storm ended first, but for a
+// failover, which a round that drew one always gets) and injects it. It reports whether the
+// fault happened.
 func (e *engine) inject(ctx, storm context.Context, s scheduled) bool {
 	select {
 	case <-time.After(s.after):
 	case <-storm.Done():
-		return false
+		if !slices.Contains(FailoverFaults, s.fault) {
+			return false
+		}
 	}
 	switch s.fault {
 	case Terminate:
@@ -60,6 +63,19 @@ func (e *engine) inject(ctx, storm context.Context, s scheduled) bool {
 			e.problem("restart: %v", err)
 		}
 		e.countFault(Restart, 1)
+		return true
+	case Failover, KillPrimary:
+		// Like a restart, a failover once begun runs to its end: the round then retries its key
+		// against the new primary.
+		move := e.opts.Failover.PlannedFailover
+		if s.fault == KillPrimary {
+			move = e.opts.Failover.KillPrimary
+		}
+		if err := move(ctx); err != nil {
+			e.problem("%s: %v", s.fault, err)
+			return false
+		}
+		e.countFault(s.fault, 1)
 		return true
 	}
 	return false

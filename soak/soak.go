@@ -45,6 +45,26 @@ const (
 // AllFaults are every fault kind, in report order.
 var AllFaults = []Fault{KillChild, Terminate, Restart, KillServer}
 
+// The faults of `idemwork soak --failover`, on a pg_auto_failover formation (Options.Failover).
+const (
+	// Failover is a planned failover: `pg_autoctl perform failover`, the secondary promoted
+	// and the old primary demoted to its secondary.
+	Failover Fault = "failover"
+	// KillPrimary kills the primary's node (keeper, postmaster and backends at once): the
+	// monitor promotes the secondary, an unplanned failover; the killed node then rejoins.
+	KillPrimary Fault = "kill-primary"
+)
+
+// FailoverFaults are the faults --failover adds.
+var FailoverFaults = []Fault{Failover, KillPrimary}
+
+// FailoverControl moves a formation's primary for the failover faults. Each call returns once
+// the new primary accepts writes.
+type FailoverControl interface {
+	PlannedFailover(ctx context.Context) error
+	KillPrimary(ctx context.Context) error
+}
+
 // ParseFaults reads a comma-separated list of fault kinds ("" or "none" for none).
 func ParseFaults(s string) ([]Fault, error) {
 	if s == "" || s == "none" {
@@ -53,8 +73,8 @@ func ParseFaults(s string) ([]Fault, error) {
 	var out []Fault
 	for _, part := range strings.Split(s, ",") {
 		f := Fault(strings.TrimSpace(part))
-		if !slices.Contains(AllFaults, f) {
-			return nil, apperr.New(apperr.Usage, "--faults: %q is not a fault; want a comma-separated list of kill-child, terminate, restart, kill-server (or none)", part)
+		if !slices.Contains(AllFaults, f) && !slices.Contains(FailoverFaults, f) {
+			return nil, apperr.New(apperr.Usage, "--faults: %q is not a fault; want a comma-separated list of kill-child, terminate, restart, kill-server, failover, kill-primary (or none)", part)
 		}
 		if !slices.Contains(out, f) {
 			out = append(out, f)
@@ -85,6 +105,9 @@ type Options struct {
 	// Restart restarts the database server immediately and returns once it accepts connections
 	// again; nil makes the restart fault unavailable.
 	Restart func(ctx context.Context) error
+	// Failover moves the primary of the pg_auto_failover formation DSN reaches; nil makes the
+	// failover faults unavailable.
+	Failover FailoverControl
 	// Progress receives a line every ProgressEvery rounds (nil: none).
 	Progress      io.Writer
 	ProgressEvery int
@@ -222,6 +245,9 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	}
 	if slices.Contains(opts.Faults, Restart) && opts.Restart == nil {
 		return Result{}, apperr.New(apperr.Usage, "--faults restart restarts the server: it needs the embedded cluster (drop --dsn, or leave restart out)")
+	}
+	if opts.Failover == nil && slices.ContainsFunc(opts.Faults, func(f Fault) bool { return slices.Contains(FailoverFaults, f) }) {
+		return Result{}, apperr.New(apperr.Usage, "--faults failover and kill-primary move a pg_auto_failover formation's primary: run soak with --failover")
 	}
 	if opts.Executable == "" {
 		exe, err := os.Executable()
@@ -471,8 +497,8 @@ func (e *engine) pick(weights map[string]int) string {
 
 // DefaultRates are the chances per round that a fault is injected (kill-child: of rounds from
 // child processes, kill-server: of rounds over HTTP). A restart costs a second or two and is
-// rarer than a terminated session.
-var DefaultRates = map[Fault]float64{Terminate: 0.35, KillChild: 0.7, KillServer: 0.08, Restart: 0.004}
+// rarer than a terminated session; a failover costs seconds to a minute.
+var DefaultRates = map[Fault]float64{Terminate: 0.35, KillChild: 0.7, KillServer: 0.08, Restart: 0.004, Failover: 0.01, KillPrimary: 0.01}
 
 // ParseRates reads "kind=p,..." over DefaultRates (each p in 0..1).
 func ParseRates(s string) (map[Fault]float64, error) {
@@ -487,8 +513,8 @@ func ParseRates(s string) (map[Fault]float64, error) {
 		kind, val, ok := strings.Cut(part, "=")
 		p, err := strconv.ParseFloat(strings.TrimSpace(val), 64)
 		f := Fault(strings.TrimSpace(kind))
-		if !ok || err != nil || p < 0 || p > 1 || !slices.Contains(AllFaults, f) {
-			return nil, apperr.New(apperr.Usage, "--rates: %q: want kind=probability (0-1) for kill-child, terminate, restart or kill-server", part)
+		if !ok || err != nil || p < 0 || p > 1 || (!slices.Contains(AllFaults, f) && !slices.Contains(FailoverFaults, f)) {
+			return nil, apperr.New(apperr.Usage, "--rates: %q: want kind=probability (0-1) for kill-child, terminate, restart, kill-server, failover or kill-primary", part)
 		}
 		out[f] = p
 	}
@@ -516,7 +542,34 @@ func (e *engine) plan() plan {
 	if e.has(Restart) && e.rng.Float64() < e.opts.Rates[Restart] {
 		p.faults = append(p.faults, scheduled{fault: Restart, after: at()})
 	}
+	if f, ok := e.failoverFault(); ok {
+		p.faults = append(p.faults, scheduled{fault: f, after: at()})
+	}
 	return p
+}
+
+// failoverFault draws the round's failover, at most one: a round draws one with the two
+// kinds' chances together, and the kind that has struck less often so far (by chance between
+// equals), so a short soak sees both.
+func (e *engine) failoverFault() (Fault, bool) {
+	var kinds []Fault
+	total := 0.0
+	for _, f := range FailoverFaults {
+		if e.has(f) {
+			kinds = append(kinds, f)
+			total += e.opts.Rates[f]
+		}
+	}
+	if len(kinds) == 0 || e.rng.Float64() >= total {
+		return "", false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	slices.SortStableFunc(kinds, func(a, b Fault) int { return e.res.Faults[string(a)] - e.res.Faults[string(b)] })
+	if len(kinds) == 2 && e.res.Faults[string(kinds[0])] == e.res.Faults[string(kinds[1])] && e.rng.Float64()*total >= e.opts.Rates[kinds[0]] {
+		return kinds[1], true
+	}
+	return kinds[0], true
 }
 
 // spec builds the round's storm on a fresh key.

@@ -249,9 +249,11 @@ func (db *DB) RecordAhead(owner, module, id string, lock bool) *RecordAhead {
 // ($5, $4) it reserved: the key row's reserved_xid is this transaction's
 // (pg_current_xact_id_if_assigned() is NULL in a transaction that has written nothing, so behind
 // an INSERT that did nothing the EXISTS is false). The EXISTS is uncorrelated: the plan
-// evaluates it once, before it scans the record, and scans nothing when it is false.
+// evaluates it once, before it scans the record, and scans nothing when it is false. Both
+// tables are read by owner_id = $1 (the key's owner $5 must be the record's): one owner, one
+// shard of a database distributed by owner (docs/scaling.md).
 const recordHeldSQL = `SELECT ` + recordColumns + ` FROM record WHERE owner_id = $1 AND module_code = $2 AND id = $3
-		AND EXISTS (SELECT 1 FROM idempotency_record WHERE owner_id = $5 AND idempotency_key = $4
+		AND EXISTS (SELECT 1 FROM idempotency_record WHERE owner_id = $1 AND $5 = $1 AND idempotency_key = $4
 			AND reserved_xid = pg_current_xact_id_if_assigned())`
 
 // recordHeldLockSQL is recordHeldSQL taking the row lock (a constant: not a string built, and

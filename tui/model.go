@@ -78,6 +78,9 @@ func New(ctx *shared.ProgramContext, b views.Backend) *Model {
 	m.storm = views.NewStorm(ctx, b.StormDeps())
 	m.views = []views.View{m.records, m.keys, views.NewExecutions(ctx, b.Executions), views.NewAudit(ctx, b.Audit), views.NewTimeline(ctx, b.History),
 		m.storm, views.NewLocks(ctx, b.Sessions), views.NewOutbox(ctx, b.Outbox), views.NewDemo(ctx, b.Demo), views.NewVerify(ctx, b.Verify)}
+	if b.Cluster != nil { // the eleventh view: no digit, reached from the navigator (tab, arrows, a click)
+		m.views = append(m.views, views.NewCluster(ctx, b.Cluster, b.Storm))
+	}
 	return m
 }
 

@@ -18,6 +18,8 @@ type Backend struct {
 	Reuse      ReuseExplainer
 	Demo       DemoRunner
 	Verify     InvariantChecker
+	// Cluster reads the servers behind the database (nil: no Cluster view).
+	Cluster ClusterReader
 }
 
 // Form is what a write form writes and reads through.

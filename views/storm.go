@@ -151,6 +151,9 @@ type stormDoneMsg struct {
 	events  []stormtypes.Event
 	summary stormtypes.Summary
 	err     error
+	// spec is the storm that ran: the Cluster view retries the failed requests of one that ran
+	// into a failover with it.
+	spec stormtypes.Spec
 }
 
 type stormTickMsg struct{ run int }
@@ -581,7 +584,7 @@ func (v *Storm) last() *stormRun {
 // is re-armed after every message so the UI never blocks on the storm.
 func (v *Storm) listen() tea.Cmd {
 	r := v.last()
-	run, id, key, events, locks, done := v.run, r.spec.ID, r.spec.Key(), v.events, v.lockCh, v.done
+	run, id, key, events, locks, done, spec := v.run, r.spec.ID, r.spec.Key(), v.events, v.lockCh, v.done, r.spec
 	return func() tea.Msg {
 		select {
 		case e := <-events:
@@ -604,7 +607,7 @@ func (v *Storm) listen() tea.Cmd {
 				case e := <-events:
 					rest = append(rest, e)
 				default:
-					return stormDoneMsg{run: run, events: rest, summary: d.summary, err: d.err}
+					return stormDoneMsg{run: run, events: rest, summary: d.summary, err: d.err, spec: spec}
 				}
 			}
 		}
