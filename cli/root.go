@@ -23,7 +23,10 @@ type Options struct {
 	// reference. A service builds its own workbench binary with them:
 	//
 	//	func main() { os.Exit(cli.MainWith(cli.Options{Plugins: []libinspect.Plugin{
-	//		libinspect.PolicyPlugin("shop", func(q idem.Querier) idem.ResultPolicy[Order] { return OrderPolicy{DB: q, Schema: "shop"} }),
+	//		libinspect.PolicyPlugin("shop", func(q idem.Querier) idem.ResultPolicy[Order] { return orderPolicy{q: q, schema: "shop"} }),
+	//
+	// where orderPolicy is the service's policy built over an idem.Querier (the workbench's
+	// read-only session), not over the service's own pool.
 	//	}})) }
 	Plugins []libinspect.Plugin
 }

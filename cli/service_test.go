@@ -24,6 +24,7 @@ import (
 	"github.com/idemwork/idemwork/idem"
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/libinspect"
+	"github.com/idemwork/idemwork/model"
 )
 
 // The workbench against a service built on the runner library, as a user meets it: the
@@ -146,11 +147,17 @@ func TestTwoShopInstancesStormedExecuteOnceAndTheWorkbenchInspectsTheirDatabase(
 	require.Equal(t, "shop-order-reference-v1", keys[0].(map[string]any)["policy"])
 	code, out, errOut = runService(t, dsn, "verify", "--all")
 	require.Equal(t, 0, code, "%s%s", out, errOut)
+	require.Contains(t, out, "not checked: 1 key(s)' results were not restored", "a result this workbench cannot restore is never passed as checked")
 	code, out, errOut = runService(t, dsn, "--json", "key", "--owner", "alice", "--key", "k-storm")
 	require.Equal(t, 0, code, errOut)
 	view := jsonObject(t, out)
 	require.Equal(t, "SUCCEEDED", view["state"])
 	require.Equal(t, libinspect.ViaReference, view["restored"].(map[string]any)["via"])
+	// Without the service's policy the workbench cannot tell whether a replay returns the first
+	// result or fails closed (an edited row): it says so, never that the replay works.
+	require.Equal(t, model.VerdictUnchecked, view["verdictKind"])
+	require.True(t, strings.HasPrefix(view["verdict"].(string), "unchecked: the service's policy "), view["verdict"])
+	require.NotEmpty(t, view["next"])
 	code, _, errOut = runService(t, dsn, "history", "--owner", "alice")
 	require.Equal(t, 0, code, errOut)
 

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -116,6 +117,18 @@ func newVerifyCmd(a *app) *cobra.Command {
 				for _, ex := range inv.Examples {
 					fmt.Fprintf(a.stdout, "    %s\n", safe(ex.String()))
 				}
+			}
+			if n := rep.Checked["unrestored"]; n > 0 {
+				var policies []string
+				for name, c := range rep.Checked {
+					if p, ok := strings.CutPrefix(name, "unrestored:"); ok {
+						policies = append(policies, fmt.Sprintf("%s (%d)", safe(p), c))
+					}
+				}
+				sort.Strings(policies)
+				fmt.Fprintf(a.stdout, "not checked: %d key(s)' results were not restored — their policies are not registered with this workbench: %s; "+
+					"envelope_restores checked only that each is a reference the runner writes (build a workbench with the service's policies as plugins, cli.Options.Plugins, to restore them)\n",
+					n, strings.Join(policies, ", "))
 			}
 			if n := unattributed(rep.Unattributed); n != "" {
 				fmt.Fprintf(a.stdout, "unattributed (not violations): %s written before migration 0004 record no transaction; they are judged by their key alone\n", n)

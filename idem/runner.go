@@ -127,6 +127,13 @@ type Request struct {
 	// way) and the caller commits — the reservation, the work's writes and the success row with
 	// whatever else the caller writes. Nothing is shared in-process in a caller's transaction,
 	// whatever ShareInFlight says. Nil: the runner runs the call in a transaction of its own.
+	//
+	// A call that fails after reserving its key makes Tx fail on the server, so COMMIT answers
+	// ROLLBACK (pgx.ErrTxCommitRollback): neither the PROCESSING reservation nor the work's writes
+	// can commit. To go on after a failed call, run it under a savepoint of your own (tx.Begin).
+	// Tx must be READ COMMITTED (PostgreSQL's default): under REPEATABLE READ or SERIALIZABLE a
+	// key reserved concurrently by another transaction fails the reservation with SQLSTATE 40001
+	// (a *pgconn.PgError inside the returned error), and the whole transaction must be retried.
 	Tx pgx.Tx
 }
 
@@ -344,13 +351,30 @@ func (c *call[T, P]) inCallersTx(ctx context.Context) (Result[T], error) {
 		return c.answered(c.hit(ctx, o.hit, o.pre))
 	}
 	if o.err != nil {
+		if o.reserved {
+			abortCallersTx(ctx, c.req.Tx)
+		}
 		return Result[T]{}, o.err
 	}
 	if err := sendFinal(ctx, c.req.Tx, &final); err != nil {
+		abortCallersTx(ctx, c.req.Tx)
 		return Result[T]{}, err
 	}
 	return c.answered(o.res, nil)
 }
+
+// abortCallersTx makes the caller's transaction fail on the server after a call in it failed
+// with its key reserved: the reservation (PROCESSING) and the work's writes must never commit —
+// committed, the key would answer IDEMPOTENCY_IN_PROGRESS until it expired and the half-done
+// work would stand. A Go error alone leaves a PostgreSQL transaction usable, so the runner
+// raises one: the caller's COMMIT then answers ROLLBACK (pgx.ErrTxCommitRollback). A caller that
+// must go on after a failed call wraps it in a savepoint of its own (tx.Begin). A transaction
+// the error already aborted, or a lost connection, refuses this too; nothing more is needed.
+func abortCallersTx(ctx context.Context, tx pgx.Tx) {
+	_, _ = tx.Exec(context.WithoutCancel(ctx), abortCallersTxSQL)
+}
+
+const abortCallersTxSQL = `DO $$BEGIN RAISE EXCEPTION 'idem: a call in this transaction failed after reserving its idempotency key: the transaction can only roll back' USING ERRCODE = 'P0001'; END$$`
 
 // step is what reserveAndWork ended with: a hit to answer, an executed result, or an error.
 type step[T any] struct {
@@ -358,6 +382,9 @@ type step[T any] struct {
 	pre restoreFunc[T]
 	res Result[T]
 	err error
+	// reserved: this transaction inserted the key's PROCESSING row (an error after it must not
+	// let the transaction commit).
+	reserved bool
 }
 
 // restoreFunc restores a result from rows read with the key (Replay.Restore).
@@ -374,6 +401,7 @@ func (c *call[T, P]) reserveAndWork(ctx context.Context, tx pgx.Tx, final *pgx.B
 		}
 		now := r.clock.Now()
 		rv, err := c.reserve(ctx, tx, readWithReservation && attempt == 0, now, now.Add(r.ttl))
+		o.reserved = rv.reserved
 		if err != nil {
 			o.err = err
 			return o

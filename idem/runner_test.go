@@ -615,3 +615,43 @@ func (b *testBundle) followers(wg *sync.WaitGroup, n int, req idem.Request, labe
 	}
 	return results, errs
 }
+
+// A call that fails in the caller's transaction after reserving its key leaves nothing the
+// caller could commit: its COMMIT answers ROLLBACK, so neither the PROCESSING reservation (which
+// would answer IDEMPOTENCY_IN_PROGRESS for a day) nor the work's writes stand, and the key is
+// free for the retry. A call refused before it reserved (the key's first request differs)
+// leaves the transaction usable.
+func TestAFailedCallInTheCallersTransactionCannotCommitItsReservation(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	failing := func(tx pgx.Tx) error {
+		_, err := idem.Run(ctx, b.runner, idem.Request{Owner: "alice", Key: "kf", Module: "W", Operation: "W:widget:create", Body: []byte(`{}`), Tx: tx},
+			b.policy, func(ctx context.Context, tx *idem.Tx) (widget, error) {
+				if _, err := tx.Exec(ctx, `INSERT INTO widget (owner_id, id, module, label) VALUES ('alice', 'half', 'W', 'half-done')`); err != nil {
+					return widget{}, err
+				}
+				return widget{}, apperr.New(apperr.ValidationFailed, "the work refused after its first write")
+			})
+		return err
+	}
+	tx, err := b.pool.Begin(ctx)
+	require.NoError(t, err)
+	require.Equal(t, apperr.ValidationFailed, apperr.CodeOf(failing(tx)))
+	require.ErrorIs(t, tx.Commit(ctx), pgx.ErrTxCommitRollback, "the caller's COMMIT of a failed call rolls back")
+	require.Zero(t, b.count(t, `SELECT count(*) FROM widget`), "the work's write did not commit")
+	require.Zero(t, b.count(t, `SELECT count(*) FROM idem.idempotency_record`), "no PROCESSING reservation was left")
+
+	res, err := b.run(ctx, idem.Request{Owner: "alice", Key: "kf", Body: []byte(`{}`)}, "v")
+	require.NoError(t, err)
+	require.Equal(t, idemtype.Executed, res.Outcome, "the key is free for the retry")
+
+	tx, err = b.pool.Begin(ctx)
+	require.NoError(t, err)
+	_, err = b.run(ctx, idem.Request{Owner: "alice", Key: "kf", Body: []byte(`{"other":1}`), Tx: tx}, "v")
+	require.Equal(t, apperr.KeyReused, apperr.CodeOf(err))
+	var one int
+	require.NoError(t, tx.QueryRow(ctx, `SELECT 1`).Scan(&one), "a call refused before reserving leaves the transaction usable")
+	require.NoError(t, tx.Commit(ctx))
+}

@@ -72,7 +72,8 @@ func (in *Inspector) InspectStoredKey(ctx context.Context, owner, key string) (m
 	if row.Response != nil {
 		in.restore(ctx, owner, row.Response, &v)
 	}
-	v.State, v.Verdict = verdict(v, now)
+	v.State, v.VerdictKind, v.Verdict = verdict(v, now)
+	v.Next = next(v, now)
 	// A service's key has no rows of idemwork's beside it: its one life is the key row.
 	life := model.KeyLife{Current: true, Label: "current life (reserved " + row.CreatedAt.UTC().Format("2006-01-02 15:04:05.000Z") + ")",
 		Events: []model.Event{{At: row.CreatedAt, Kind: "key", ID: row.Key, Key: &row.Key, Status: &row.Status, Operation: &row.Operation}}}
@@ -129,8 +130,10 @@ func checkReference(env idemtype.Envelope) error {
 	return nil
 }
 
-// verdict is what the next request with the key meets (SPEC §4.2), as a state and a sentence.
-func verdict(v model.KeyView, now time.Time) (string, string) {
+// verdict is the key's state (what the next request with it meets) and what its row says, as
+// a kind and a sentence. A result the workbench cannot restore (the service's policy is not
+// registered with it) is said to be unchecked, never that a replay returns it.
+func verdict(v model.KeyView, now time.Time) (state, kind, sentence string) {
 	stamp := v.ExpiresAt.UTC().Format("2006-01-02 15:04:05Z")
 	switch {
 	case v.Expired:
@@ -138,19 +141,41 @@ func verdict(v model.KeyView, now time.Time) (string, string) {
 		if v.Status == "PROCESSING" {
 			was = "an abnormal PROCESSING leftover"
 		}
-		return model.KeyExpired, fmt.Sprintf("expired at %s (%s): never replayed again; the next request with this key deletes the row and executes anew", stamp, was)
+		return model.KeyExpired, model.VerdictExpired, fmt.Sprintf("expired at %s (%s): never replayed again", stamp, was)
 	case v.Legacy:
-		return model.KeyLegacy, "legacy raw-json-v1 receipt: readable only, never replayed"
+		return model.KeyLegacy, model.VerdictLegacy, "legacy raw-json-v1 receipt: readable only, never replayed"
 	case v.Status == "PROCESSING":
-		return model.KeyProcessing, fmt.Sprintf("abnormal — committed PROCESSING without a result: never treated as success, never re-executed; the next request with this key gets 409 IDEMPOTENCY_IN_PROGRESS until it expires at %s (in %s)",
-			stamp, v.ExpiresAt.Sub(now).Round(time.Second))
+		return model.KeyProcessing, model.VerdictProcessing, fmt.Sprintf("abnormal: reserved at %s and committed without its result; nothing is known to have run",
+			v.CreatedAt.UTC().Format("2006-01-02 15:04:05Z"))
 	case v.RestoreError != nil:
-		return model.KeyFailsClosed, fmt.Sprintf("a replay fails closed: %d %s: %s", v.RestoreError.Status, v.RestoreError.Code, v.RestoreError.Message)
+		return model.KeyFailsClosed, model.VerdictFailsClosed, fmt.Sprintf("a replay fails closed: %d %s: %s", v.RestoreError.Status, v.RestoreError.Code, v.RestoreError.Message)
 	case v.Restored.Via == ViaPolicy:
-		return model.KeySucceeded, fmt.Sprintf("a replay returns the first result, restored by the service's policy %s from its rows: %s", v.Restored.Policy, v.Restored.Result)
+		return model.KeySucceeded, model.VerdictExecutedOnce, fmt.Sprintf("executed at %s; a replay returns the first result, restored by the service's policy %s from its rows: %s",
+			v.CreatedAt.UTC().Format("2006-01-02 15:04:05Z"), v.Restored.Policy, v.Restored.Result)
 	}
-	return model.KeySucceeded, fmt.Sprintf("a replay returns the first result: the service's policy %s restores it from the reference %s (the policy is not registered with this workbench, so the reference is shown as stored)",
-		v.Restored.Policy, v.Restored.Result)
+	return model.KeySucceeded, model.VerdictUnchecked, fmt.Sprintf("unchecked: the service's policy %s is not registered with this workbench, so whether a replay "+
+		"returns the first result or fails closed (a row it references edited since) cannot be told from here; its stored reference is %s "+
+		"(a workbench built with the policy as a plugin, cli.Options.Plugins, checks it)", v.Restored.Policy, v.Restored.Result)
+}
+
+// next is what the next request with the key meets, in a sentence (SPEC §4.2).
+func next(v model.KeyView, now time.Time) string {
+	stamp := v.ExpiresAt.UTC().Format("2006-01-02 15:04:05Z")
+	switch v.State {
+	case model.KeyExpired:
+		return "executes anew: the row expired, so the next request with this key deletes it and runs"
+	case model.KeyLegacy:
+		return "never replayed: a legacy receipt is readable only"
+	case model.KeyProcessing:
+		return fmt.Sprintf("409 IDEMPOTENCY_IN_PROGRESS until the row expires at %s (in %s): never treated as success, never re-executed",
+			stamp, v.ExpiresAt.Sub(now).Round(time.Second))
+	case model.KeyFailsClosed:
+		return fmt.Sprintf("%d %s: the replay is refused, nothing runs again", v.RestoreError.Status, v.RestoreError.Code)
+	}
+	if v.Restored.Via == ViaPolicy {
+		return "the first result, replayed until " + stamp
+	}
+	return "the service's policy restores the first result from its rows, or fails closed if they changed (not checked here); until " + stamp
 }
 
 func errorView(err error) *model.ErrorView {

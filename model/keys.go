@@ -47,6 +47,10 @@ const (
 	VerdictFailsClosed = "FAILS_CLOSED"
 	// VerdictLegacy: a raw-json-v1 receipt.
 	VerdictLegacy = "LEGACY"
+	// VerdictUnchecked: a service's key whose policy is not registered with this workbench: the
+	// rows its result references cannot be read here, so whether a replay returns the first
+	// result or fails closed (a row edited since) is not known.
+	VerdictUnchecked = "UNCHECKED"
 )
 
 // KeyView is one idempotency key seen side by side (SPEC §10.2 `key`): the raw envelope, the
