@@ -34,11 +34,15 @@ func TestAStormThroughAPoolTooSmallForItExitsFourNamingTheError(t *testing.T) {
 	env := map[string]string{"XDG_CONFIG_HOME": t.TempDir()}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	code := runWith(ctx, env, &out, &errb, "--dsn", testdb.WithParam(db.DSN, "statement_timeout", "150"), "--allow-writes", "--config", cfg, "--json",
-		"storm", "--n", "20", "--concurrency", "8", "--no-share", "--hold", "800ms",
+	// The holder sits 3 s in its transaction; the waiters behind it on the unique index hit the
+	// 1 s statement_timeout (long enough that the storm's own start-up statements never do, on a
+	// loaded machine).
+	code := runWith(ctx, env, &out, &errb, "--dsn", testdb.WithParam(db.DSN, "statement_timeout", "1000"), "--allow-writes", "--config", cfg, "--json",
+		"storm", "--n", "20", "--concurrency", "8", "--no-share", "--hold", "3s",
 		"create", "--owner", "o", "--module", "NOTE", "--key", "small", "--title", "t")
 	require.Equal(t, 4, code, "stderr: %s\nstdout: %s", errb.String(), out.String())
 	s := jsonObject(t, out.String())
+	require.Contains(t, s, "outcomes", "the storm ran: %s\nstderr: %s", out.String(), errb.String())
 	outcomes := s["outcomes"].(map[string]any)
 	require.Equal(t, float64(1), outcomes["EXECUTED"], "%v", outcomes)
 	require.Positive(t, outcomes["DATABASE_UNAVAILABLE"], "%v", outcomes)
