@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -190,7 +191,7 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if a.log == nil {
 			return
 		}
-		attrs := []any{"method", r.Method, "path", r.URL.Path, "status", sw.status,
+		attrs := []any{"method", clip(r.Method, maxLoggedMethod), "path", clip(r.URL.Path, maxLoggedPath), "status", sw.status,
 			"outcome", entry.outcome, "duration", took.Round(time.Microsecond).String(), "request_id", id}
 		if entry.owner != "" {
 			attrs = append(attrs, "owner", entry.owner)
@@ -234,11 +235,30 @@ func (a *API) fallback(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", strings.Join(allowed, ", "))
 		e.outcome = string(codeMethodNotAllowed)
 		wire.ErrorStatus(http.StatusMethodNotAllowed, codeMethodNotAllowed,
-			fmt.Sprintf("%s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, strings.Join(allowed, ", "))).Serve(w)
+			fmt.Sprintf("%s is not allowed on %s (allowed: %s)", clip(r.Method, maxLoggedMethod), clip(r.URL.Path, maxLoggedPath), strings.Join(allowed, ", "))).Serve(w)
 		return
 	}
 	e.outcome = string(apperr.NotFound)
-	wire.Error(apperr.New(apperr.NotFound, "no route %s %s (see SPEC §10.3: /v1/modules/{module}/records...)", r.Method, r.URL.Path)).Serve(w)
+	wire.Error(apperr.New(apperr.NotFound, "no route %s %s (see SPEC §10.3: /v1/modules/{module}/records...)", clip(r.Method, maxLoggedMethod), clip(r.URL.Path, maxLoggedPath))).Serve(w)
+}
+
+// A client chooses the method and the path, up to the header limit (64 KiB): the access log and
+// the refusals echo at most this much of them, so one request cannot write a 60 KB log line.
+const (
+	maxLoggedMethod = 32
+	maxLoggedPath   = 1024
+)
+
+// clip cuts s to at most n bytes (on a rune boundary), marking the cut with "…".
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 type endpointFunc func(r *http.Request, owner string) (wire.Response, error)

@@ -425,3 +425,19 @@ func holdAt(gate *testgate.Gate) (func(http.Handler) http.Handler, kernel.FaultF
 	}
 	return wrap, faults
 }
+
+// A client picks the method and the path, up to the 64 KiB header limit: the refusal and the
+// access log echo a bounded, marked piece of them, so one request cannot write a 60 KB log line.
+func TestALongMethodOrPathIsEchoedCutNeverWhole(t *testing.T) {
+	t.Parallel()
+	b := setup(t, false)
+	method, path := strings.Repeat("M", 20_000), "/v1/"+strings.Repeat("p", 20_000)
+	r := b.do(t, method, path, nil)
+	require.Equal(t, http.StatusNotFound, r.status, r.raw)
+	require.Less(t, len(r.raw), 2_000, "the refusal echoes a piece of what was sent")
+	require.Contains(t, r.raw, "MMM…")
+	require.Eventually(t, func() bool { return strings.Contains(b.log.String(), "status=404") }, 10*time.Second, 10*time.Millisecond)
+	for line := range strings.Lines(b.log.String()) {
+		require.Less(t, len(line), 2_500, "an access log line is bounded: %.200s", line)
+	}
+}
