@@ -820,7 +820,9 @@ func translatePgError(err error, pgErr *pgconn.PgError) error {
 	case pgErr.Code == "57014" && strings.Contains(pgErr.Message, "statement timeout"): // query_canceled
 		return apperr.Wrap(apperr.DatabaseUnavailable, err, "the database cancelled the statement when it reached statement_timeout (SQLSTATE %s); "+
 			"the transaction rolled back: retry; if it keeps happening, look for a transaction holding the rows' locks (the Locks view) "+
-			"or raise statement_timeout for idemwork's role", pgErr.Code)
+			"or raise statement_timeout for idemwork's role; behind a pooler, another client may have left a very short "+
+			"SET statement_timeout on the server connection, which holds until the first statement of idemwork's transaction "+
+			"resets it (docs/databases.md): fix that client, or have the pooler reset sessions (server_reset_query)", pgErr.Code)
 	case pgErr.Code == "57014":
 		return apperr.Wrap(apperr.DatabaseUnavailable, err, "the database cancelled the statement at someone's request (SQLSTATE %s, "+
 			"pg_cancel_backend or an operator); the transaction rolled back: retry", pgErr.Code)
