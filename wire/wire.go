@@ -96,6 +96,9 @@ func Error(err error) Response {
 		r.Headers[HeaderOutcome] = OutcomeUnknown
 	case apperr.Overloaded, apperr.DatabaseUnavailable:
 		r.Headers[HeaderRetryAfter] = "1"
+	case apperr.ReplicationUnsafe:
+		// Cured when the synchronous standby attaches: seconds to minutes, not the next moment.
+		r.Headers[HeaderRetryAfter] = "5"
 	}
 	if idem.WaitedOnIndex(err) {
 		r.Headers[HeaderWaited] = "true"

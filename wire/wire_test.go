@@ -48,6 +48,7 @@ func TestAnErrorsResponseCarriesWhatItsCodeCallsFor(t *testing.T) {
 		{apperr.New(apperr.CommitUnknown, "lost"), 503, 4, wire.HeaderOutcome, wire.OutcomeUnknown},
 		{apperr.New(apperr.DatabaseUnavailable, "gone"), 503, 4, wire.HeaderRetryAfter, "1"},
 		{apperr.New(apperr.Overloaded, "busy"), 503, 4, wire.HeaderRetryAfter, "1"},
+		{apperr.New(apperr.ReplicationUnsafe, "no sync standby"), 503, 3, wire.HeaderRetryAfter, "5"},
 		{apperr.New(apperr.InProgress, "held"), 409, 3, "", ""},
 		{apperr.New(apperr.Usage, "flag"), 400, 2, "", ""},
 		{apperr.New(apperr.PayloadTooLarge, "big"), 413, 3, "Connection", "close"},
