@@ -414,9 +414,11 @@ func (r VerifyAuditRow) Cursor() VerifyCursor { return VerifyCursor{Owner: r.Own
 // VerifyAudit reads a page of audit events in (owner_id, id) order.
 func (db *DB) VerifyAudit(ctx context.Context, p VerifyPage) ([]VerifyAuditRow, error) {
 	where, args := p.where("a", "id", "", "at")
-	rows, err := p.query(ctx, db, `SELECT a.owner_id, a.id, a.module_code, a.action, a.record_id, a.detail::text,
-			r.payload->>'originalContent', r.payload->>'currentContent'
-		FROM audit_event a LEFT JOIN record r ON a.module_code = 'MEM-001' AND r.owner_id = a.owner_id AND r.id = a.record_id
+	// The record is read only for a MEM-001 event (a condition on the event alone gates the
+	// subquery): joined outright, every event's record was probed and then filtered out.
+	rows, err := p.query(ctx, db, `SELECT a.owner_id, a.id, a.module_code, a.action, a.record_id, a.detail::text, r.orig, r.cur
+		FROM audit_event a LEFT JOIN LATERAL (SELECT r.payload->>'originalContent' AS orig, r.payload->>'currentContent' AS cur
+			FROM record r WHERE a.module_code = 'MEM-001' AND r.owner_id = a.owner_id AND r.id = a.record_id OFFSET 0) r ON true
 		WHERE `+where+fmt.Sprintf(` ORDER BY a.owner_id, a.id LIMIT $%d`, len(args)+1), args)
 	if err != nil {
 		return nil, fmt.Errorf("verify audit events: %w", err)
