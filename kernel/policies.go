@@ -145,6 +145,8 @@ func (p featureExecutionPolicy) Restore(ctx context.Context, owner, module strin
 		return FeatureResult{Record: rec, Execution: *e}, nil
 	} else if e != nil {
 		exec, a = *e, p.pre.execAttest
+	} else if p.pre.isOffline() {
+		return FeatureResult{}, errNeedsRead
 	} else {
 		exec, a, err = p.k.db.FindExecutionAttested(ctx, owner, module, ref.RecordID, ref.ExecutionID)
 	}
@@ -237,6 +239,8 @@ func (p commitmentReviewPolicy) restore(ctx context.Context, owner, module strin
 	var err error
 	if r := pre.reviewOf(owner, ref.RecordID, ref.ReviewID); r != nil {
 		rv = *r
+	} else if pre.isOffline() {
+		return ReviewResult{}, errNeedsRead
 	} else {
 		rv, err = p.k.db.FindReview(ctx, owner, ref.RecordID, ref.ReviewID)
 	}
@@ -290,7 +294,15 @@ type prefetched struct {
 	// scope, checked once each: the rows above carry their identity and who wrote them only
 	// (no snapshot, input, output or digest), and their content is judged by it.
 	judged *judgement
+	// offline: the connection is busy (verify reads its next page meanwhile), so a restore that
+	// would read a row these are not fails with errNeedsRead instead, to be judged again online.
+	offline bool
 }
+
+// errNeedsRead is a restore from offline prefetched rows that needs a row they do not hold.
+var errNeedsRead = errors.New("kernel: the restore needs a read of the database")
+
+func (p *prefetched) isOffline() bool { return p != nil && p.offline }
 
 // judgement is what verify's passes over revisions and executions found wrong with them: the
 // error a read of each would fail closed with (none listed: it holds).
@@ -353,6 +365,9 @@ func (k *Kernel) revisionFor(ctx context.Context, pre *prefetched, owner, module
 	if r := pre.revision(owner, module, recordID, revision); r != nil {
 		rec, err := checkAttestedSnapshot(*r, owner, module, recordID, revision)
 		return *r, rec, err
+	}
+	if pre.isOffline() {
+		return store.RevisionWithParent{}, store.Record{}, errNeedsRead
 	}
 	return k.restoreRevisionRow(ctx, owner, module, recordID, revision)
 }

@@ -264,28 +264,54 @@ func (v *verifier) page(limit int) store.VerifyPage {
 }
 
 // pages reads a table page by page, each page starting after the last row of the one before.
+// It reads the next page while check judges the current one (the connection would sit idle
+// otherwise while Go works, and the database while it waits): check must not use the database.
+// idle, when set, runs after each page's checks at a point where nothing else is reading — for
+// what a check had to put off because it needed a read.
 func pages[T interface{ Cursor() store.VerifyCursor }](ctx context.Context, v *verifier, table string, limit int,
-	read func(ctx context.Context, p store.VerifyPage) ([]T, error), check func(ctx context.Context, row T)) error {
+	read func(ctx context.Context, p store.VerifyPage) ([]T, error), check func(row T), idle func(ctx context.Context) error) error {
+	type page struct {
+		rows []T
+		err  error
+	}
 	p := v.page(limit)
+	rows, err := read(ctx, p)
 	for {
-		rows, err := read(ctx, p)
 		if err != nil {
 			return err
+		}
+		var next chan page
+		if len(rows) == p.Limit {
+			p.After = rows[len(rows)-1].Cursor()
+			next = make(chan page, 1)
+			go func(p store.VerifyPage) {
+				rows, err := read(ctx, p)
+				next <- page{rows, err}
+			}(p)
 		}
 		v.rep.Batches++
 		v.rep.Checked[table] += int64(len(rows))
 		for _, r := range rows {
-			check(ctx, r)
+			check(r)
 		}
-		v.checked += int64(len(rows))
-		v.report(table)
-		if len(rows) < p.Limit {
-			return nil
+		var ahead page
+		if next != nil {
+			ahead = <-next // always waited for: the connection is the run's transaction
 		}
-		p.After = rows[len(rows)-1].Cursor()
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		if idle != nil {
+			if err := idle(ctx); err != nil {
+				return err
+			}
+		}
+		v.checked += int64(len(rows))
+		v.report(table)
+		if next == nil {
+			return nil
+		}
+		rows, err = ahead.rows, ahead.err
 	}
 }
 
@@ -294,46 +320,65 @@ func (v *verifier) keys(ctx context.Context) error {
 	read := func(ctx context.Context, p store.VerifyPage) ([]store.VerifyKeyRow, error) {
 		return v.k.db.VerifyKeys(ctx, p, light)
 	}
+	// The keys whose restore needs a row the page did not bring (a damaged reference, mostly):
+	// judged again once the connection is free.
+	var putOff []store.VerifyKeyRow
+	judge := func(ctx context.Context, r store.VerifyKeyRow, offline bool) bool {
+		ex := Violation{Owner: r.OwnerID, Key: r.Key}
+		if r.Status == "PROCESSING" {
+			if !r.ExpiresAt.After(v.opts.Now) {
+				ex.Detail = fmt.Sprintf("a committed PROCESSING row (a request that never finished) expired at %s and is still stored", r.ExpiresAt.UTC().Format(time.RFC3339))
+				v.violate(InvProcessingPastExpiry, ex)
+			}
+			return true
+		}
+		env, err := idemtype.ParseEnvelope(r.Response)
+		if err == nil && !env.Legacy {
+			pre := &prefetched{rev: r.Revision, exec: r.Execution, execAttest: r.ExecutionAttest, review: r.Review, judged: v.judged, offline: offline}
+			_, _, _, err = v.k.restoreKey(ctx, r.OwnerID, r.Key, r.ReservedXID, r.Operation, r.Response, pre)
+			if errors.Is(err, errNeedsRead) {
+				return false
+			}
+		}
+		if s := v.secretIn(string(r.Response), true, nil); s != "" {
+			ex.Detail = "the envelope " + s
+			v.violate(InvNoSecrets, ex)
+		}
+		if err == nil && env.Legacy {
+			if r.Operation != OpLegacyIdentityCreate {
+				ex.Detail = "a raw-json-v1 receipt outside identity:create (" + r.Operation + ")"
+				v.violate(InvEnvelopeRestores, ex)
+			}
+			return true // a legacy receipt is readable only; it is never restored
+		}
+		if err != nil {
+			ex.Detail = fmt.Sprintf("%s: %s", apperr.As(err).Code, apperr.As(err).Message)
+			if errors.As(err, new(foreignRows)) {
+				v.violate(InvEnvelopeOwnRows, ex)
+			} else {
+				v.violate(InvEnvelopeRestores, ex)
+			}
+		}
+		return true
+	}
 	return pages(ctx, v, "keys", v.opts.Batch, read,
-		func(ctx context.Context, r store.VerifyKeyRow) {
-			ex := Violation{Owner: r.OwnerID, Key: r.Key}
-			if r.Status == "PROCESSING" {
-				if !r.ExpiresAt.After(v.opts.Now) {
-					ex.Detail = fmt.Sprintf("a committed PROCESSING row (a request that never finished) expired at %s and is still stored", r.ExpiresAt.UTC().Format(time.RFC3339))
-					v.violate(InvProcessingPastExpiry, ex)
-				}
-				return
+		func(r store.VerifyKeyRow) {
+			if !judge(ctx, r, true) {
+				putOff = append(putOff, r)
 			}
-			if s := v.secretIn(string(r.Response), true, nil); s != "" {
-				ex.Detail = "the envelope " + s
-				v.violate(InvNoSecrets, ex)
+		},
+		func(ctx context.Context) error {
+			for _, r := range putOff {
+				judge(ctx, r, false)
 			}
-			env, err := idemtype.ParseEnvelope(r.Response)
-			if err == nil && env.Legacy {
-				if r.Operation != OpLegacyIdentityCreate {
-					ex.Detail = "a raw-json-v1 receipt outside identity:create (" + r.Operation + ")"
-					v.violate(InvEnvelopeRestores, ex)
-				}
-				return // a legacy receipt is readable only; it is never restored
-			}
-			if err == nil {
-				pre := &prefetched{rev: r.Revision, exec: r.Execution, execAttest: r.ExecutionAttest, review: r.Review, judged: v.judged}
-				_, _, _, err = v.k.restoreKey(ctx, r.OwnerID, r.Key, r.ReservedXID, r.Operation, r.Response, pre)
-			}
-			if err != nil {
-				ex.Detail = fmt.Sprintf("%s: %s", apperr.As(err).Code, apperr.As(err).Message)
-				if errors.As(err, new(foreignRows)) {
-					v.violate(InvEnvelopeOwnRows, ex)
-				} else {
-					v.violate(InvEnvelopeRestores, ex)
-				}
-			}
+			putOff = putOff[:0]
+			return ctx.Err()
 		})
 }
 
 func (v *verifier) records(ctx context.Context) error {
 	return pages(ctx, v, "records", v.opts.Batch, v.k.db.VerifyRecords,
-		func(_ context.Context, r store.VerifyRecordRow) {
+		func(r store.VerifyRecordRow) {
 			ex := Violation{Owner: r.OwnerID, Record: r.ID}
 			if r.Revisions != r.Revision || r.MinRevision != 1 || r.MaxRevision != r.Revision {
 				ex.Detail = fmt.Sprintf("record.revision is %d but it has %d revision(s) numbered %d..%d", r.Revision, r.Revisions, r.MinRevision, r.MaxRevision)
@@ -344,7 +389,7 @@ func (v *verifier) records(ctx context.Context) error {
 				v.violate(InvRecordIsLatest, ex)
 			}
 			v.printable(Violation{Owner: r.OwnerID, Record: r.ID}, "the row's", r.Title, r.Summary)
-		})
+		}, nil)
 }
 
 // printable flags a title or summary holding a control character the write boundary refuses
@@ -362,7 +407,7 @@ func (v *verifier) printable(ex Violation, where, title, summary string) {
 
 func (v *verifier) revisions(ctx context.Context) error {
 	return pages(ctx, v, "revisions", v.opts.Batch/verifyRevisionBatchShare, v.k.db.VerifyRevisions,
-		func(_ context.Context, r store.VerifyRevisionRow) {
+		func(r store.VerifyRevisionRow) {
 			ex := Violation{Owner: r.OwnerID, Key: deref(r.IdempotencyKey), Record: r.RecordID, Revision: r.Revision.Revision}
 			var bad error // what a read of the revision fails closed with
 			switch {
@@ -394,12 +439,12 @@ func (v *verifier) revisions(ctx context.Context) error {
 				}
 				v.violate(InvRevisionAudited, ex)
 			}
-		})
+		}, nil)
 }
 
 func (v *verifier) executions(ctx context.Context) error {
 	return pages(ctx, v, "executions", v.opts.Batch, v.k.db.VerifyExecutions,
-		func(_ context.Context, r store.VerifyExecutionRow) {
+		func(r store.VerifyExecutionRow) {
 			ex := Violation{Owner: r.OwnerID, Key: deref(r.IdempotencyKey), Record: r.RecordID, Execution: r.ID}
 			switch {
 			case !r.HasRecord:
@@ -444,12 +489,12 @@ func (v *verifier) executions(ctx context.Context) error {
 				ex.Detail = "an outbox execution in status " + r.Status
 				v.violate(InvOutboxAgrees, ex)
 			}
-		})
+		}, nil)
 }
 
 func (v *verifier) outbox(ctx context.Context) error {
 	return pages(ctx, v, "outboxMessages", v.opts.Batch, v.k.db.VerifyOutbox,
-		func(_ context.Context, r store.VerifyOutboxRow) {
+		func(r store.VerifyOutboxRow) {
 			ex := Violation{Owner: r.OwnerID, Key: deref(r.Key), Message: r.ID, Execution: r.ExecutionID}
 			if s := v.secretIn(r.PayloadRef, false, nil); s != "" {
 				ex.Detail = "the payload reference " + s
@@ -468,12 +513,12 @@ func (v *verifier) outbox(ctx context.Context) error {
 				return
 			}
 			v.violate(InvOutboxAgrees, ex)
-		})
+		}, nil)
 }
 
 func (v *verifier) audit(ctx context.Context) error {
 	return pages(ctx, v, "auditEvents", v.opts.Batch*2, v.k.db.VerifyAudit,
-		func(_ context.Context, r store.VerifyAuditRow) {
+		func(r store.VerifyAuditRow) {
 			if s := v.secretIn(r.Detail, true, r.Contents); s != "" {
 				ex := Violation{Owner: r.OwnerID, Audit: r.ID, Detail: r.Action + ": the detail " + s}
 				if r.RecordID != nil {
@@ -481,29 +526,48 @@ func (v *verifier) audit(ctx context.Context) error {
 				}
 				v.violate(InvNoSecrets, ex)
 			}
-		})
+		}, nil)
 }
 
 // lives judges every key's lives (judgeLives), key range by key range in key order: the rows each
 // transaction wrote under the key, and the key row.
 func (v *verifier) lives(ctx context.Context) error {
+	type page struct {
+		keys []store.VerifyKeyLives
+		next store.VerifyCursor
+		more bool
+		read int
+		err  error
+	}
+	readPage := func(p store.VerifyPage) page {
+		var x page
+		x.keys, x.next, x.more, x.read, x.err = v.k.db.VerifyKeyLives(ctx, p)
+		return x
+	}
 	p := v.page(v.opts.Batch * 2)
+	cur := readPage(p)
 	for {
-		keys, next, more, read, err := v.k.db.VerifyKeyLives(ctx, p)
-		if err != nil {
-			return err
+		if cur.err != nil {
+			return cur.err
+		}
+		// The next page is read while this one is judged (judgeKey reads nothing).
+		var ahead chan page
+		if cur.more {
+			p.After = cur.next
+			ahead = make(chan page, 1)
+			go func(p store.VerifyPage) { ahead <- readPage(p) }(p)
 		}
 		v.rep.Batches++
-		v.rep.Checked["keyLives"] += int64(len(keys))
-		v.checked += int64(read)
-		for _, k := range keys {
+		v.rep.Checked["keyLives"] += int64(len(cur.keys))
+		v.checked += int64(cur.read)
+		for _, k := range cur.keys {
 			v.judgeKey(k)
 		}
 		v.report("keyLives")
-		if !more {
+		if ahead == nil {
 			return nil
 		}
-		p.After = next
+		cur = <-ahead
 		if err := ctx.Err(); err != nil {
 			return err
 		}

@@ -117,9 +117,11 @@ func (r VerifyKeyRow) Cursor() VerifyCursor { return VerifyCursor{Owner: r.Owner
 
 // verifyKeysSQL reads a page of key rows with what their results reference, each through a
 // LATERAL subquery bound by a unique key (as the replay statement reads them, but in any
-// module: the module check is the caller's). light leaves out what only a check of the rows'
-// content needs — snapshot, input, output and digests — for a caller that judged every revision
-// and execution on its own (their columns are NULL then).
+// module: the module check is the caller's); the execution's and the review's only for a result
+// naming one (that condition on the key row alone gates the subquery: no index probe for the
+// others). light leaves out what only a check of the rows' content needs — snapshot, input,
+// output and digests — for a caller that judged every revision and execution on its own (their
+// columns are NULL then).
 func verifyKeysSQL(light bool) string {
 	snapshot, digests, input := `rv.snapshot`, `rv.digest, (SELECT q.digest FROM record_revision q
 				WHERE q.owner_id = rv.owner_id AND q.record_id = rv.record_id AND q.revision = rv.revision - 1) AS prev_digest`, `e.input, e.output`
@@ -143,11 +145,13 @@ func verifyKeysSQL(light bool) string {
 			e.record_revision, ` + input + `, e.idempotency_key, e.created_at, e.updated_at,
 			e.written_xid::text AS xid, ` + execDigests + `
 		FROM feature_execution e
-		WHERE e.owner_id = k.owner_id AND e.id = k.response->'result'->>'executionId' AND e.record_id = k.response->'result'->>'recordId'
+		WHERE k.response->'result' ? 'executionId'
+			AND e.owner_id = k.owner_id AND e.id = k.response->'result'->>'executionId' AND e.record_id = k.response->'result'->>'recordId'
 		OFFSET 0) pf_e ON true
 	LEFT JOIN LATERAL (SELECT r.id, r.owner_id, r.module_code, r.record_id, r.record_revision, r.verdict, r.comment, r.idempotency_key, r.created_at
 		FROM commitment_review r
-		WHERE r.owner_id = k.owner_id AND r.record_id = k.response->'result'->>'recordId' AND r.id = k.response->'result'->>'reviewId'
+		WHERE k.response->'result' ? 'reviewId'
+			AND r.owner_id = k.owner_id AND r.record_id = k.response->'result'->>'recordId' AND r.id = k.response->'result'->>'reviewId'
 		OFFSET 0) pf_r ON true
 	WHERE `
 }
@@ -282,15 +286,26 @@ func (r VerifyRevisionRow) Cursor() VerifyCursor {
 	return VerifyCursor{Owner: r.OwnerID, ID: r.RecordID, Rev: r.Revision.Revision}
 }
 
-// VerifyRevisions reads a page of revisions in (owner_id, record_id, revision) order.
+// VerifyRevisions reads a page of revisions in (owner_id, record_id, revision) order. A
+// revision's previous digest is the row before it on the page when that is its previous revision
+// (lag over the page), read by its key otherwise: an index probe only for the first revision of
+// a record on the page.
 func (db *DB) VerifyRevisions(ctx context.Context, p VerifyPage) ([]VerifyRevisionRow, error) {
 	where, args := p.where("rv", "record_id", "revision", "created_at")
 	rows, err := p.query(ctx, db, `SELECT rv.owner_id, rv.record_id, rv.revision, rv.snapshot, rv.idempotency_key, rv.created_at,
-			p.owner_id, p.id, p.module_code, `+revisionAttestColumns+`,
+			p.owner_id, p.id, p.module_code, rv.written_xid::text, rv.digest,
+			CASE WHEN rv.lag_owner = rv.owner_id AND rv.lag_record = rv.record_id AND rv.lag_revision = rv.revision - 1 THEN rv.lag_digest
+				ELSE (SELECT q.digest FROM record_revision q WHERE q.owner_id = rv.owner_id AND q.record_id = rv.record_id AND q.revision = rv.revision - 1) END,
 			(SELECT count(*)::int FROM audit_event a WHERE a.owner_id = rv.owner_id AND a.record_id = rv.record_id AND a.revision = rv.revision
 				AND `+revisionWriteActionSQL("a.action")+`)
-		FROM record_revision rv LEFT JOIN record p ON p.owner_id = rv.owner_id AND p.id = rv.record_id
-		WHERE `+where+fmt.Sprintf(` ORDER BY rv.owner_id, rv.record_id, rv.revision LIMIT $%d`, len(args)+1), args)
+		FROM (SELECT pg.*, lag(pg.owner_id) OVER w AS lag_owner, lag(pg.record_id) OVER w AS lag_record,
+				lag(pg.revision) OVER w AS lag_revision, lag(pg.digest) OVER w AS lag_digest
+			FROM (SELECT rv.owner_id, rv.record_id, rv.revision, rv.snapshot, rv.idempotency_key, rv.created_at, rv.written_xid, rv.digest
+				FROM record_revision rv
+				WHERE `+where+fmt.Sprintf(` ORDER BY rv.owner_id, rv.record_id, rv.revision LIMIT $%d) pg
+			WINDOW w AS (ORDER BY pg.owner_id, pg.record_id, pg.revision)) rv
+		LEFT JOIN record p ON p.owner_id = rv.owner_id AND p.id = rv.record_id
+		ORDER BY rv.owner_id, rv.record_id, rv.revision`, len(args)+1), args)
 	if err != nil {
 		return nil, fmt.Errorf("verify revisions: %w", err)
 	}
@@ -407,9 +422,11 @@ func (r VerifyAuditRow) Cursor() VerifyCursor { return VerifyCursor{Owner: r.Own
 // VerifyAudit reads a page of audit events in (owner_id, id) order.
 func (db *DB) VerifyAudit(ctx context.Context, p VerifyPage) ([]VerifyAuditRow, error) {
 	where, args := p.where("a", "id", "", "at")
-	rows, err := p.query(ctx, db, `SELECT a.owner_id, a.id, a.module_code, a.action, a.record_id, a.detail::text,
-			r.payload->>'originalContent', r.payload->>'currentContent'
-		FROM audit_event a LEFT JOIN record r ON a.module_code = 'MEM-001' AND r.owner_id = a.owner_id AND r.id = a.record_id
+	// The record is read only for a MEM-001 event (a condition on the event alone gates the
+	// subquery): joined outright, every event's record was probed and then filtered out.
+	rows, err := p.query(ctx, db, `SELECT a.owner_id, a.id, a.module_code, a.action, a.record_id, a.detail::text, r.orig, r.cur
+		FROM audit_event a LEFT JOIN LATERAL (SELECT r.payload->>'originalContent' AS orig, r.payload->>'currentContent' AS cur
+			FROM record r WHERE a.module_code = 'MEM-001' AND r.owner_id = a.owner_id AND r.id = a.record_id OFFSET 0) r ON true
 		WHERE `+where+fmt.Sprintf(` ORDER BY a.owner_id, a.id LIMIT $%d`, len(args)+1), args)
 	if err != nil {
 		return nil, fmt.Errorf("verify audit events: %w", err)
