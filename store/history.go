@@ -166,7 +166,7 @@ func timelineSQLOf(q HistoryQuery, limit int, c *Cursor, sources []timelineSourc
 		// One source (a service's keys): its own ORDER BY and LIMIT stay inside a subquery.
 		// The columns take their names from the audit source in a union: named here.
 		return `SELECT * FROM ` + parts[0] + ` AS only_source (at, kind, id, module_code, record_id, revision, execution_id, action,
-			idempotency_key, status, operation, feature_id, mode)` + outer, args, nil
+			idempotency_key, status, operation, feature_id, mode, xid, key_expires_at)` + outer, args, nil
 	}
 	return strings.Join(parts, " UNION ALL ") + outer, args, nil
 }
