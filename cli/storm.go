@@ -166,6 +166,12 @@ func (a *app) runStorm(cmd *cobra.Command, sf *stormFlags, spec storm.Spec) erro
 	sum, runErr := storm.Run(ctx, env, spec, events)
 	close(events)
 	stopReporter()
+	return a.reportStorm(sum, runErr, printStorm)
+}
+
+// reportStorm ends a storm command: a storm that sent nothing is a usage error; otherwise the
+// summary (JSON with the error that decides the exit, or printed by print) and its verdict.
+func (a *app) reportStorm(sum storm.Summary, runErr error, print func(io.Writer, storm.Summary)) error {
 	if sum.Requests == 0 {
 		return stormUsage(runErr)
 	}
@@ -182,7 +188,7 @@ func (a *app) runStorm(cmd *cobra.Command, sf *stormFlags, spec storm.Spec) erro
 		}
 		return nil
 	}
-	printStorm(a.stdout, sum)
+	print(a.stdout, sum)
 	return verdict
 }
 

@@ -69,24 +69,7 @@ func (a *app) runServiceStorm(cmd *cobra.Command, sf *stormFlags, f *serviceStor
 		return err
 	}
 	sum, runErr := storm.RunService(ctx, db, spec, nil)
-	if sum.Requests == 0 {
-		return stormUsage(runErr)
-	}
-	verdict := stormVerdict(sum, runErr)
-	if a.flags.json {
-		out := stormJSON{Summary: sum}
-		if verdict != nil {
-			code, status, msg, _ := classify(verdict)
-			out.Error = &errorDetail{Code: code, Status: status, Message: msg}
-		}
-		writeJSON(a.stdout, out)
-		if verdict != nil {
-			return &reportedError{verdict}
-		}
-		return nil
-	}
-	printServiceStorm(a.stdout, sum)
-	return verdict
+	return a.reportStorm(sum, runErr, printServiceStorm)
 }
 
 // printServiceStorm writes a service storm's summary.
