@@ -240,30 +240,36 @@ func QueueCommit(b *pgx.Batch) {
 // CommitError tells a failed round trip that carried COMMIT that the server answered (it rolled
 // back, and the error says why) from one whose answer never arrived: the connection died with
 // COMMIT sent, so the transaction may have committed. That is COMMIT_UNKNOWN, never a plain
-// failure: only a retry with the same key can tell. nil stays nil.
+// failure: only a retry with the same key can tell. nil stays nil. The round trip's results are
+// read together, so any error in it is judged as standing where COMMIT's answer was due.
 func CommitError(err error) error {
-	if err == nil {
-		return nil
+	if err == nil || CommitAnswered(err, true) {
+		return err
 	}
+	return apperr.Wrap(apperr.CommitUnknown, err, "the connection to the database was lost while the write was committing, so it may or may not have "+
+		"committed; retry with the same Idempotency-Key to learn the outcome (the retry replays the first result if it committed and runs it once if it did not)")
+}
+
+// CommitAnswered reports whether err, the failure of a round trip that carried COMMIT, says for
+// certain that the transaction did not commit: a refusal made before sending, a round trip that
+// never left, the server's ROLLBACK for a failed transaction, or an ERROR the server answered.
+// atCommit says err stands where COMMIT's own answer was due: there a FATAL (an administrator's
+// pg_terminate_backend, a shutdown) may come after the commit was made durable, so it answers
+// nothing; before it, a FATAL means the server never reached COMMIT. A lost connection answers
+// nothing either way. A Driver of a service's own judges its COMMIT with it, as PoolDriver does.
+func CommitAnswered(err error, atCommit bool) bool {
 	var pgErr *pgconn.PgError
 	var coded *apperr.Error
 	var unsent pgx.ErrPreprocessingBatch
 	switch {
 	case errors.As(err, &coded), errors.Is(err, pgx.ErrTxCommitRollback):
-		// A refusal made before sending, or the server's ROLLBACK for a failed transaction.
-		return err
+		return true
 	case errors.As(err, &unsent), pgconn.SafeToRetry(err):
-		// The round trip never left: nothing reached the server.
-		return err
-	case errors.As(err, &pgErr) && !endsSession(pgErr):
-		// The server answered with an ERROR: a statement or COMMIT itself was refused, and the
-		// transaction rolled back.
-		return err
+		return true
+	case errors.As(err, &pgErr):
+		return !atCommit || !endsSession(pgErr)
 	}
-	// A FATAL (an administrator's pg_terminate_backend, a shutdown) may stand in COMMIT's place
-	// after the commit was made durable; a lost connection says nothing either way.
-	return apperr.Wrap(apperr.CommitUnknown, err, "the connection to the database was lost while the write was committing, so it may or may not have "+
-		"committed; retry with the same Idempotency-Key to learn the outcome (the retry replays the first result if it committed and runs it once if it did not)")
+	return false
 }
 
 type failedRow struct{ err error }

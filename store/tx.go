@@ -302,23 +302,12 @@ func commitResult(tag pgconn.CommandTag, err error) error {
 // due; before it, a server's answer (an ERROR, or a FATAL ending the session) means the server
 // never reached COMMIT, while an error of the connection means nothing: the answers were in
 // flight, COMMIT's among them.
+//
+// Which errors answer for certain is the runner library's rule (idem.CommitAnswered), shared
+// with its PoolDriver; this adds the message that names both halves for a write whose key the
+// store does not know.
 func commitOutcome(err error, atCommit bool) error {
-	if err == nil {
-		return nil
-	}
-	var pgErr *pgconn.PgError
-	var coded *apperr.Error
-	var unsent pgx.ErrPreprocessingBatch
-	switch {
-	case errors.As(err, &coded), errors.Is(err, pgx.ErrTxCommitRollback):
-		// A refusal the server answered (a guarded write), or one made before sending.
-		return err
-	case errors.As(err, &unsent), pgconn.SafeToRetry(err):
-		// The round trip never left: nothing reached the server.
-		return err
-	case errors.As(err, &pgErr) && (!atCommit || !endsSession(pgErr)):
-		// The server answered: it refused a statement before COMMIT, so the transaction rolled
-		// back; or it refused COMMIT itself (a deferred constraint, a serialization failure).
+	if err == nil || idem.CommitAnswered(err, atCommit) {
 		return err
 	}
 	return apperr.Wrap(apperr.CommitUnknown, err, "%s", commitUnknownMessage)
@@ -329,16 +318,6 @@ func commitOutcome(err error, atCommit bool) error {
 const commitUnknownMessage = "the connection to the database was lost while the write was committing, so it may or may not have " +
 	"committed; retry with the same Idempotency-Key to learn the outcome (the retry replays the first result if it committed and runs it " +
 	"once if it did not); a write sent without a key cannot tell: look at the record's history before sending it again"
-
-// endsSession reports whether a server error ended the session (FATAL, PANIC): sent in COMMIT's
-// place, it may come after the commit was made durable.
-func endsSession(e *pgconn.PgError) bool {
-	sev := e.SeverityUnlocalized
-	if sev == "" {
-		sev = e.Severity
-	}
-	return sev == "FATAL" || sev == "PANIC"
-}
 
 // rollback ends the transaction if BEGIN reached the server.
 func (a *ambient) rollback(ctx context.Context) {
