@@ -20,6 +20,7 @@ type benchFlags struct {
 	rtt             time.Duration
 	clients, rows   string
 	noStorm         bool
+	stormRounds     int
 	noFairness      bool
 	quiet           bool
 	verifyEvents    string
@@ -57,6 +58,7 @@ func newBenchCmd(a *app) *cobra.Command {
 	f.StringVar(&bf.rows, "rows", joinInts(bench.DefaultRows), "filler levels (rows of other owners per table), comma-separated; k and M suffixes allowed")
 	f.DurationVar(&bf.rtt, "rtt", 0, "round trip a loopback proxy adds to every connection, e.g. 500us (0: none, the server's own endpoint)")
 	f.BoolVar(&bf.noStorm, "no-storm", false, "skip the storms")
+	f.IntVar(&bf.stormRounds, "storm-rounds", bench.DefaultStormRound, "how many times each storm runs (the median is reported), 1-20")
 	f.BoolVar(&bf.noFairness, "no-fairness", false, "skip the fairness cell (one owner's 2,000 concurrent GETs against another owner's)")
 	f.BoolVar(&bf.quiet, "quiet", false, "no progress lines on stderr")
 	f.StringVar(&bf.verifyEvents, "verify-events", "0", "the verify cell: load an owner with this many audit events and time verify --owner of it (issue 22's goal: 1M in 60 s); 0 skips it")
@@ -91,7 +93,10 @@ func (a *app) runBench(cmd *cobra.Command, bf benchFlags) error {
 	if len(events) != 1 {
 		return usagef("--verify-events wants one count, got %q", bf.verifyEvents)
 	}
-	opts, err := bench.Options{Duration: bf.duration, Slice: bf.slice, Clients: clients, Rows: rows, NoStorm: bf.noStorm,
+	if bf.stormRounds < 1 || bf.stormRounds > 20 {
+		return usagef("--storm-rounds wants 1 to 20, got %d", bf.stormRounds)
+	}
+	opts, err := bench.Options{StormRounds: bf.stormRounds, Duration: bf.duration, Slice: bf.slice, Clients: clients, Rows: rows, NoStorm: bf.noStorm,
 		NoFairness: bf.noFairness, RTT: bf.rtt, VerifyEvents: events[0]}.Normalized()
 	if err != nil {
 		return usagef("%s", strings.TrimPrefix(err.Error(), "bench: "))

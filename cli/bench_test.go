@@ -25,7 +25,7 @@ import (
 func TestBenchCommandJSONShape(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t)
-	code, out, errOut := runCLI(t, db, "bench", "--duration", "200ms", "--clients", "1", "--rows", "0", "--no-fairness", "--json")
+	code, out, errOut := runCLI(t, db, "bench", "--duration", "200ms", "--clients", "1", "--rows", "0", "--no-fairness", "--storm-rounds", "1", "--json")
 	require.Equal(t, 0, code, "stderr: %s\nstdout: %s", errOut, out)
 	rep := jsonObject(t, out)
 
@@ -80,6 +80,7 @@ func TestBenchCommandUsage(t *testing.T) {
 		{"bench", "--duration", "1ms"},
 		{"bench", "--rtt", "-1ms"},
 		{"bench", "--rtt", "2s"},
+		{"bench", "--storm-rounds", "0"},
 	} {
 		var out, errb bytes.Buffer
 		env := map[string]string{"XDG_CONFIG_HOME": t.TempDir()}
@@ -98,7 +99,7 @@ func TestBenchThroughTheLatencyProxyOnTheEmbeddedCluster(t *testing.T) {
 	dir := clusterDir(t)
 	t.Cleanup(func() { _, _ = embedded.StopDataDir(context.Background(), dir) })
 	code, out, errOut := run(t, nil, "--data-dir", dir, "bench", "--rtt", "2ms", "--duration", "150ms", "--slice", "50ms",
-		"--clients", "1", "--rows", "0", "--no-fairness", "--json")
+		"--clients", "1", "--rows", "0", "--no-fairness", "--storm-rounds", "1", "--json")
 	require.Equal(t, 0, code, "stderr: %s\nstdout: %s", errOut, out)
 	rep := decode(t, out)
 	setup := rep["setup"].(map[string]any)
