@@ -37,6 +37,7 @@ func TestTheFairnessCellMeasuresTheOtherOwnersReadsUnderAFlood(t *testing.T) {
 	require.Equal(t, FairnessRevisions, f.Revisions)
 	require.Equal(t, FairnessPoolConns/2, f.OwnerShare)
 	require.Equal(t, "this", f.FloodProcess)
+	require.Equal(t, "this", f.ProbeProcess)
 	require.Less(t, f.FloodBytes, 2*FairnessPayloadBytes+64<<10, "one answer holds the latest revision, not %d", FairnessRevisions)
 	require.Positive(t, f.AloneP99Ms)
 	require.Len(t, f.Floods, 2)
