@@ -10,14 +10,18 @@ import (
 )
 
 // readGate bounds how many reads of one owner run at once (Options.OwnerMaxReads). A read is
-// mostly work for the CPUs — the server detoasting a snapshot, this process encoding it — so an
-// owner holding its whole share of connections (half the pool) with reads still takes every CPU
-// from the others: the owner's reads beyond this bound wait here, holding nothing, and past the
-// wait are 503 OVERLOADED. At most ReadQueueFactor times as many wait: the rest of a flood is
-// refused on arrival, spread over the time it arrives in, instead of waking together when their
-// waits run out (2,000 reads released at once all timed out in the same instant, and the burst of
-// their answers stalled every other owner's reads for seconds). Entries exist only while someone
-// holds or waits for them.
+// mostly work for the CPUs — the server detoasting a snapshot, this process decoding and encoding
+// it — so an owner holding its whole share of connections (half the pool) with reads still takes
+// every CPU from the others: the owner's reads beyond this bound wait here, holding nothing, and
+// past the wait are 503 OVERLOADED. The default bound is half this process's Ps (GOMAXPROCS), at
+// least 1: with as many reads running as there are Ps, every P runs one owner's encoding and
+// another owner's request, ready to run, waits for the scheduler's next preemption (10 ms) rather
+// than for a free P. At most ReadQueueFactor times as many wait: the rest of a flood is refused
+// on arrival, spread over the time it arrives in, instead of waking together when their waits run
+// out (2,000 reads released at once all timed out in the same instant, and the burst of their
+// answers stalled every other owner's reads for seconds). Entries exist only while someone holds
+// or waits for them. Another owner never queues here behind the flood: each owner has slots of
+// its own.
 type readGate struct {
 	max, maxWaiting int
 	wait            time.Duration
@@ -35,8 +39,11 @@ type readSlots struct {
 // ReadQueueFactor is how many reads of one owner may wait for each of its read slots.
 const ReadQueueFactor = 64
 
-// DefaultOwnerMaxReads is Options.OwnerMaxReads when 0: this process's CPUs, at least 2.
-func DefaultOwnerMaxReads() int { return max(runtime.GOMAXPROCS(0), 2) }
+// DefaultOwnerMaxReads is Options.OwnerMaxReads when 0: half this process's Ps (GOMAXPROCS),
+// at least 1, so that one owner's reads leave a P free for everyone else's requests.
+func DefaultOwnerMaxReads() int { return ownerMaxReadsFor(runtime.GOMAXPROCS(0)) }
+
+func ownerMaxReadsFor(procs int) int { return max(procs/2, 1) }
 
 func newReadGate(maxReads int, wait time.Duration) *readGate {
 	if maxReads <= 0 {
