@@ -16,8 +16,10 @@ import (
 // past the wait are 503 OVERLOADED. The default bound is half this process's Ps (GOMAXPROCS), at
 // least 1: with as many reads running as there are Ps, every P runs one owner's encoding and
 // another owner's request, ready to run, waits for the scheduler's next preemption (10 ms) rather
-// than for a free P. At most ReadQueueFactor times as many wait: the rest of a flood is refused
-// on arrival, spread over the time it arrives in, instead of waking together when their waits run
+// than for a free P. At most OwnerReadQueue(bound) wait — ReadQueueFactor per slot, or per
+// CPU when there are more CPUs than slots: a client that keeps 100 reads in flight is paced by
+// its turns, parked at no cost, rather than refused and firing again at once. The rest of a
+// flood is refused on arrival, spread over the time it arrives in, instead of waking together when their waits run
 // out (2,000 reads released at once all timed out in the same instant, and the burst of their
 // answers stalled every other owner's reads for seconds). Entries exist only while someone holds
 // or waits for them. Another owner never queues here behind the flood: each owner has slots of
@@ -36,8 +38,14 @@ type readSlots struct {
 	waiting int
 }
 
-// ReadQueueFactor is how many reads of one owner may wait for each of its read slots.
+// ReadQueueFactor is how many reads of one owner may wait for each of its read slots (or each
+// CPU, when there are more: OwnerReadQueue).
 const ReadQueueFactor = 64
+
+// OwnerReadQueue is how many reads of one owner may wait when maxReads of them run at once.
+func OwnerReadQueue(maxReads int) int {
+	return ReadQueueFactor * max(maxReads, runtime.GOMAXPROCS(0))
+}
 
 // DefaultOwnerMaxReads is Options.OwnerMaxReads when 0: half this process's Ps (GOMAXPROCS),
 // at least 1, so that one owner's reads leave a P free for everyone else's requests.
@@ -49,7 +57,7 @@ func newReadGate(maxReads int, wait time.Duration) *readGate {
 	if maxReads <= 0 {
 		maxReads = DefaultOwnerMaxReads()
 	}
-	return &readGate{max: maxReads, maxWaiting: ReadQueueFactor * maxReads, wait: wait, owners: map[string]*readSlots{}}
+	return &readGate{max: maxReads, maxWaiting: OwnerReadQueue(maxReads), wait: wait, owners: map[string]*readSlots{}}
 }
 
 // enter takes one of owner's read slots, waiting at most the gate's wait; release gives it back.

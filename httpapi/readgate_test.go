@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"runtime"
 	"testing"
 	"time"
 
@@ -17,7 +18,11 @@ func TestOneOwnersReadsLeaveHalfTheCPUsToOthersByDefault(t *testing.T) {
 	for procs, want := range map[int]int{1: 1, 2: 1, 3: 1, 4: 2, 8: 4, 64: 32} {
 		require.Equal(t, want, ownerMaxReadsFor(procs), "GOMAXPROCS %d", procs)
 	}
-	require.Equal(t, DefaultOwnerMaxReads(), newReadGate(0, time.Second).max)
+	g := newReadGate(0, time.Second)
+	require.Equal(t, DefaultOwnerMaxReads(), g.max)
+	require.Equal(t, ReadQueueFactor*max(runtime.GOMAXPROCS(0), 1), g.maxWaiting,
+		"as many may wait as with a slot per CPU: a client with 100 reads in flight is paced, not refused")
+	require.Equal(t, ReadQueueFactor*max(runtime.GOMAXPROCS(0), 50), OwnerReadQueue(50))
 }
 
 // An owner whose reads fill its slots and its whole queue does not delay another owner's read
