@@ -13,10 +13,11 @@ import (
 // mostly work for the CPUs — the server detoasting a snapshot, this process decoding and encoding
 // it — so an owner holding its whole share of connections (half the pool) with reads still takes
 // every CPU from the others: the owner's reads beyond this bound wait here, holding nothing, and
-// past the wait are 503 OVERLOADED. The default bound is half this process's Ps (GOMAXPROCS), at
-// least 1: with as many reads running as there are Ps, every P runs one owner's encoding and
-// another owner's request, ready to run, waits for the scheduler's next preemption (10 ms) rather
-// than for a free P. At most OwnerReadQueue(bound) wait — ReadQueueFactor per slot, or per
+// past the wait are 503 OVERLOADED. The default bound is this process's Ps (GOMAXPROCS), at
+// least 2. (Half the Ps, to leave one free for other owners, was measured in the fairness cell:
+// the other owner's ratio did not move beyond the shared machine's noise, and the flooding owner's
+// 100 reads in flight got half the throughput and 503s past acquire_timeout: see
+// docs/benchmarks.md.) At most OwnerReadQueue(bound) wait — ReadQueueFactor per slot, or per
 // CPU when there are more CPUs than slots: a client that keeps 100 reads in flight is paced by
 // its turns, parked at no cost, rather than refused and firing again at once. The rest of a
 // flood is refused on arrival, spread over the time it arrives in, instead of waking together when their waits run
@@ -47,11 +48,9 @@ func OwnerReadQueue(maxReads int) int {
 	return ReadQueueFactor * max(maxReads, runtime.GOMAXPROCS(0))
 }
 
-// DefaultOwnerMaxReads is Options.OwnerMaxReads when 0: half this process's Ps (GOMAXPROCS),
-// at least 1, so that one owner's reads leave a P free for everyone else's requests.
-func DefaultOwnerMaxReads() int { return ownerMaxReadsFor(runtime.GOMAXPROCS(0)) }
-
-func ownerMaxReadsFor(procs int) int { return max(procs/2, 1) }
+// DefaultOwnerMaxReads is Options.OwnerMaxReads when 0: this process's Ps (GOMAXPROCS), at
+// least 2.
+func DefaultOwnerMaxReads() int { return max(runtime.GOMAXPROCS(0), 2) }
 
 func newReadGate(maxReads int, wait time.Duration) *readGate {
 	if maxReads <= 0 {

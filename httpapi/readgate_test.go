@@ -11,17 +11,16 @@ import (
 	"github.com/idemwork/idemwork/apperr"
 )
 
-// One owner's reads run on at most half the Ps by default, so that another owner's request finds
-// one free rather than waiting for the scheduler to preempt the flood's encoding.
-func TestOneOwnersReadsLeaveHalfTheCPUsToOthersByDefault(t *testing.T) {
+// By default one owner runs as many reads as there are Ps (at least 2), and as many wait as
+// ReadQueueFactor per slot or per CPU, whichever are more: a client with 100 reads in flight is
+// paced by its turns, not refused.
+func TestAnOwnersReadSlotsAndQueueFollowTheCPUs(t *testing.T) {
 	t.Parallel()
-	for procs, want := range map[int]int{1: 1, 2: 1, 3: 1, 4: 2, 8: 4, 64: 32} {
-		require.Equal(t, want, ownerMaxReadsFor(procs), "GOMAXPROCS %d", procs)
-	}
 	g := newReadGate(0, time.Second)
+	require.Equal(t, max(runtime.GOMAXPROCS(0), 2), g.max)
 	require.Equal(t, DefaultOwnerMaxReads(), g.max)
-	require.Equal(t, ReadQueueFactor*max(runtime.GOMAXPROCS(0), 1), g.maxWaiting,
-		"as many may wait as with a slot per CPU: a client with 100 reads in flight is paced, not refused")
+	require.Equal(t, ReadQueueFactor*g.max, g.maxWaiting)
+	require.Equal(t, ReadQueueFactor*max(runtime.GOMAXPROCS(0), 1), OwnerReadQueue(1))
 	require.Equal(t, ReadQueueFactor*max(runtime.GOMAXPROCS(0), 50), OwnerReadQueue(50))
 }
 

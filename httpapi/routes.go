@@ -154,8 +154,8 @@ type AuditBody struct {
 	Next  *string            `json:"next"`
 }
 
-// read guards a read route: it takes one of the owner's read slots (http.owner_max_reads, half
-// the CPUs by default), then one of the owner's shares of the pool (the one writes take,
+// read guards a read route: it takes one of the owner's read slots (http.owner_max_reads, the
+// CPUs by default), then one of the owner's shares of the pool (the one writes take,
 // idempotency.owner_max_conns), and holds both for its statements and the encoding of its
 // answer. So one owner's flood of reads runs a few reads at a time and holds at most its share
 // of the pool; the rest waits in this process holding nothing, and past the acquire timeout is
