@@ -337,7 +337,7 @@ func Run(ctx context.Context, env Env, opts Options) (Report, error) {
 		f := rep.Fairness
 		for _, fl := range f.Floods {
 			h.logf("  fairness: %d in flight: other owner's GET p99 %.2f ms alone, %.2f ms under the flood (p50 %.2f, max %.2f, %d samples): ratio %.2f (want ≤ %.0f)\n",
-				fl.InFlight, f.AloneP99Ms, fl.LoadedP99Ms, fl.LoadedP50Ms, fl.LoadedMaxMs, fl.Samples, fl.Ratio, f.Target)
+				fl.InFlight, fl.AloneP99Ms, fl.LoadedP99Ms, fl.LoadedP50Ms, fl.LoadedMaxMs, fl.Samples, fl.Ratio, f.Target)
 		}
 	}
 

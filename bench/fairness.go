@@ -51,7 +51,12 @@ type FairnessReport struct {
 	// FloodProcess says where the flood's client ran: "child" (a process of its own, as a real
 	// client is) or "this" (the server's process: tests).
 	FloodProcess string `json:"floodProcess"`
-	// AloneP50Ms and AloneP99Ms are the other owner's GET latencies with nothing else running.
+	// ProbeProcess says the same of the other owner's client, alone and under the flood alike: in
+	// the server's process its GETs would queue behind the server's goroutines for its own
+	// client's work too, and measure that.
+	ProbeProcess string `json:"probeProcess"`
+	// AloneP50Ms and AloneP99Ms are the other owner's GET latencies with nothing else running,
+	// before the first flood (each flood's ratio divides by its own, measured just before it).
 	AloneP50Ms float64 `json:"aloneP50Ms"`
 	AloneP99Ms float64 `json:"aloneP99Ms"`
 	// Floods are the flood's shapes, each with the other owner's latencies meanwhile.
@@ -76,7 +81,10 @@ type FairnessFloodReport struct {
 	LoadedP99Ms float64 `json:"loadedP99Ms"`
 	LoadedMaxMs float64 `json:"loadedMaxMs"`
 	Samples     int     `json:"samples"`
-	// Ratio is LoadedP99Ms ÷ the report's AloneP99Ms.
+	// AloneP99Ms is the other owner's p99 alone (FairnessProbes GETs) just before this flood: on
+	// a shared machine the noise drifts, and a baseline taken a minute earlier measures the drift.
+	AloneP99Ms float64 `json:"aloneP99Ms"`
+	// Ratio is LoadedP99Ms ÷ AloneP99Ms.
 	Ratio float64 `json:"ratio"`
 	Met   bool    `json:"met"`
 	// FloodMs is how long the flood took; Statuses counts its answers by status.
@@ -136,67 +144,62 @@ func (h *harness) runFairness(ctx context.Context, flood int, shapes []int) (*Fa
 		n, err := io.Copy(io.Discard, resp.Body)
 		return resp.StatusCode, int(n), err
 	}
-	probe := func() (time.Duration, error) {
-		t0 := time.Now()
-		status, _, err := get(other, otherID)
-		if err == nil && status != http.StatusOK {
-			err = fmt.Errorf("bench: fairness: the other owner's GET answered %d", status)
-		}
-		return time.Since(t0), err
-	}
-
 	runner := floodRunner{exe: h.env.Executable, args: h.env.FloodArgs}
 	rep := &FairnessReport{Revisions: FairnessRevisions, PayloadBytes: FairnessPayloadBytes, PoolConns: FairnessPoolConns,
-		OwnerShare: k.Runner().OwnerMaxConns(), FloodProcess: "this", Target: FairnessTarget, Floods: []FairnessFloodReport{}, Met: true}
+		OwnerShare: k.Runner().OwnerMaxConns(), FloodProcess: "this", ProbeProcess: "this", Target: FairnessTarget, Floods: []FairnessFloodReport{}, Met: true}
 	if len(runner.args) > 0 {
-		rep.FloodProcess = "child"
+		rep.FloodProcess, rep.ProbeProcess = "child", "child"
 	}
+	probe, err := runner.probe(ctx, FloodJob{URL: base + otherID, Token: "bench-token-" + other})
+	if err != nil {
+		return nil, err
+	}
+	defer probe.close()
 	// Warm both owners' paths (statement caches, connections, the flooder's record pages).
+	if _, err := probe.count(20); err != nil {
+		return nil, err
+	}
 	for range 20 {
-		if _, err := probe(); err != nil {
-			return nil, err
-		}
 		status, n, err := get(flooder, floodID)
 		if err != nil || status != http.StatusOK {
 			return nil, fmt.Errorf("bench: fairness: the flooding owner's GET: %d %v", status, err)
 		}
 		rep.FloodBytes = n
 	}
-	alone := make([]time.Duration, 0, FairnessProbes)
-	for range FairnessProbes {
-		d, err := probe()
-		if err != nil {
-			return nil, err
-		}
-		alone = append(alone, d)
+	alone, err := probe.count(FairnessProbes)
+	if err != nil {
+		return nil, err
 	}
 	rep.AloneP50Ms, rep.AloneP99Ms = percentileMs(alone, 50), percentileMs(alone, 99)
 
 	measure := func(job FloodJob, path string) (FairnessFloodReport, error) {
+		before, err := probe.count(FairnessProbes)
+		if err != nil {
+			return FairnessFloodReport{}, err
+		}
 		release, result, err := runner.start(ctx, job)
 		if err != nil {
 			return FairnessFloodReport{}, err
 		}
 		release()
-		var loaded []time.Duration
-		var res FloodResult
-	probing:
-		for {
-			select {
-			case res = <-result:
-				break probing
-			default:
-			}
-			d, err := probe()
-			if err != nil {
-				return FairnessFloodReport{}, err
-			}
-			loaded = append(loaded, d)
+		if err := probe.send("run"); err != nil {
+			return FairnessFloodReport{}, err
+		}
+		res := <-result
+		if err := probe.send("stop"); err != nil {
+			return FairnessFloodReport{}, err
+		}
+		loaded, err := probe.result()
+		if err != nil {
+			return FairnessFloodReport{}, err
+		}
+		if len(loaded) == 0 {
+			return FairnessFloodReport{}, errors.New("bench: fairness: the other owner's probe took no sample during the flood")
 		}
 		f := FairnessFloodReport{Path: path, Requests: job.N, InFlight: min(job.InFlight, job.N), Samples: len(loaded), FloodMs: res.WallMs,
 			Statuses: res.Statuses, LoadedP50Ms: percentileMs(loaded, 50), LoadedP99Ms: percentileMs(loaded, 99), LoadedMaxMs: ms(slices.Max(loaded))}
-		if rep.AloneP99Ms > 0 {
-			f.Ratio = f.LoadedP99Ms / rep.AloneP99Ms
+		if f.AloneP99Ms = percentileMs(before, 99); f.AloneP99Ms > 0 {
+			f.Ratio = f.LoadedP99Ms / f.AloneP99Ms
 		}
 		f.Met = f.Ratio > 0 && f.Ratio <= FairnessTarget
 		return f, nil

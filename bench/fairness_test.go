@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,6 +38,7 @@ func TestTheFairnessCellMeasuresTheOtherOwnersReadsUnderAFlood(t *testing.T) {
 	require.Equal(t, FairnessRevisions, f.Revisions)
 	require.Equal(t, FairnessPoolConns/2, f.OwnerShare)
 	require.Equal(t, "this", f.FloodProcess)
+	require.Equal(t, "this", f.ProbeProcess)
 	require.Less(t, f.FloodBytes, 2*FairnessPayloadBytes+64<<10, "one answer holds the latest revision, not %d", FairnessRevisions)
 	require.Positive(t, f.AloneP99Ms)
 	require.Len(t, f.Floods, 2)
@@ -53,7 +55,8 @@ func TestTheFairnessCellMeasuresTheOtherOwnersReadsUnderAFlood(t *testing.T) {
 		require.Positive(t, fl.Statuses["200"])
 		require.Positive(t, fl.Samples)
 		require.GreaterOrEqual(t, fl.LoadedMaxMs, fl.LoadedP99Ms)
-		require.InDelta(t, fl.LoadedP99Ms/f.AloneP99Ms, fl.Ratio, 1e-9)
+		require.Positive(t, fl.AloneP99Ms, "each flood's own baseline, just before it")
+		require.InDelta(t, fl.LoadedP99Ms/fl.AloneP99Ms, fl.Ratio, 1e-9)
 	}
 }
 
@@ -85,4 +88,36 @@ func TestAFloodChildParksReleasesAndReports(t *testing.T) {
 	require.NoError(t, json.Unmarshal(lines.Bytes(), &res))
 	require.Equal(t, map[string]int{"200": 30}, res.Statuses)
 	require.NoError(t, <-done)
+}
+
+// The other owner's side runs in a child as well (the same bench-flood, with probe set): it
+// answers ready, then times N GETs on "N", GETs until the next line on "run", and says when an
+// answer is not 200.
+func TestAProbeChildTimesCountsAndRunsAndReportsARefusal(t *testing.T) {
+	t.Parallel()
+	var refuse atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if refuse.Load() || r.Header.Get("Authorization") != "Bearer tok" {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p, err := floodRunner{}.probe(ctx, FloodJob{URL: srv.URL, Token: "tok"})
+	require.NoError(t, err)
+	defer p.close()
+	got, err := p.count(7)
+	require.NoError(t, err)
+	require.Len(t, got, 7)
+	require.NoError(t, p.send("run"))
+	require.NoError(t, p.send("stop"))
+	got, err = p.result()
+	require.NoError(t, err)
+	require.NotEmpty(t, got, "a run takes at least one sample")
+	refuse.Store(true)
+	_, err = p.count(3)
+	require.ErrorContains(t, err, "answered 503")
 }

@@ -63,14 +63,15 @@ func Print(w io.Writer, r Report) {
 	}
 
 	if f := r.Fairness; f != nil {
-		fmt.Fprintf(w, "\nfairness (issue 28): one owner's GETs of a %d-revision record (%d KB per answer; the flood's client in %s process),\n"+
-			"another owner's GETs one after another meanwhile; pool %d, owner share %d; alone p50 %.2f p99 %.2f ms\n",
-			f.Revisions, f.FloodBytes>>10, map[string]string{"child": "a", "this": "this"}[f.FloodProcess], f.PoolConns, f.OwnerShare, f.AloneP50Ms, f.AloneP99Ms)
+		fmt.Fprintf(w, "\nfairness (issue 28): one owner's GETs of a %d-revision record (%d KB per answer), another owner's GETs one after\n"+
+			"another meanwhile (the flood's client in %s process, the other owner's in %s); pool %d, owner share %d;\n"+
+			"alone p50 %.2f p99 %.2f ms (each flood's ratio divides by the other owner's p99 alone just before it)\n",
+			f.Revisions, f.FloodBytes>>10, processLabel(f.FloodProcess), processLabel(f.ProbeProcess), f.PoolConns, f.OwnerShare, f.AloneP50Ms, f.AloneP99Ms)
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "flood of\tGETs\tin flight\tflood ms\tanswers\tother p50 ms\tother p99 ms\tmax ms\tsamples\tp99 ÷ alone\t")
+		fmt.Fprintln(tw, "flood of\tGETs\tin flight\tflood ms\tanswers\tother alone p99\tother p50 ms\tother p99 ms\tmax ms\tsamples\tp99 ÷ alone\t")
 		row := func(fl FairnessFloodReport, verdict string) {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%s\t%.2f\t%.2f\t%.2f\t%d\t%.2f%s\t\n", fl.Path, fl.Requests, fl.InFlight, fl.FloodMs, statusesLabel(fl.Statuses),
-				fl.LoadedP50Ms, fl.LoadedP99Ms, fl.LoadedMaxMs, fl.Samples, fl.Ratio, verdict)
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t%.2f%s\t\n", fl.Path, fl.Requests, fl.InFlight, fl.FloodMs, statusesLabel(fl.Statuses),
+				fl.AloneP99Ms, fl.LoadedP50Ms, fl.LoadedP99Ms, fl.LoadedMaxMs, fl.Samples, fl.Ratio, verdict)
 		}
 		for _, fl := range f.Floods {
 			verdict := fmt.Sprintf(" (want ≤ %.0f: met)", f.Target)
@@ -230,4 +231,12 @@ func statusesLabel(m map[string]int) string {
 		parts = append(parts, fmt.Sprintf("%s ×%d", k, m[k]))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// processLabel says where a fairness client ran.
+func processLabel(p string) string {
+	if p == "child" {
+		return "a process of its own"
+	}
+	return "the server's"
 }

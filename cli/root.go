@@ -35,8 +35,9 @@ type Options struct {
 func MainWith(opts Options) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	// A secret on the command line is hidden from ps at once; the command warns about it.
-	args := hideSecretArgs(os.Args)
+	// A secret on the command line was hidden from ps before main (package argvmask); the
+	// command parses what was given and warns about it.
+	args := commandLine()
 	return RunWith(ctx, args[1:], os.Stdout, os.Stderr, os.Getenv, opts)
 }
 

@@ -10,14 +10,21 @@ import (
 )
 
 // readGate bounds how many reads of one owner run at once (Options.OwnerMaxReads). A read is
-// mostly work for the CPUs — the server detoasting a snapshot, this process encoding it — so an
-// owner holding its whole share of connections (half the pool) with reads still takes every CPU
-// from the others: the owner's reads beyond this bound wait here, holding nothing, and past the
-// wait are 503 OVERLOADED. At most ReadQueueFactor times as many wait: the rest of a flood is
-// refused on arrival, spread over the time it arrives in, instead of waking together when their
-// waits run out (2,000 reads released at once all timed out in the same instant, and the burst of
-// their answers stalled every other owner's reads for seconds). Entries exist only while someone
-// holds or waits for them.
+// mostly work for the CPUs — the server detoasting a snapshot, this process decoding and encoding
+// it — so an owner holding its whole share of connections (half the pool) with reads still takes
+// every CPU from the others: the owner's reads beyond this bound wait here, holding nothing, and
+// past the wait are 503 OVERLOADED. The default bound is this process's Ps (GOMAXPROCS), at
+// least 2. (Half the Ps, to leave one free for other owners, was measured in the fairness cell:
+// the other owner's ratio did not move beyond the shared machine's noise, and the flooding owner's
+// 100 reads in flight got half the throughput and 503s past acquire_timeout: see
+// docs/benchmarks.md.) At most OwnerReadQueue(bound) wait — ReadQueueFactor per slot, or per
+// CPU when there are more CPUs than slots: a client that keeps 100 reads in flight is paced by
+// its turns, parked at no cost, rather than refused and firing again at once. The rest of a
+// flood is refused on arrival, spread over the time it arrives in, instead of waking together when their waits run
+// out (2,000 reads released at once all timed out in the same instant, and the burst of their
+// answers stalled every other owner's reads for seconds). Entries exist only while someone holds
+// or waits for them. Another owner never queues here behind the flood: each owner has slots of
+// its own.
 type readGate struct {
 	max, maxWaiting int
 	wait            time.Duration
@@ -32,17 +39,24 @@ type readSlots struct {
 	waiting int
 }
 
-// ReadQueueFactor is how many reads of one owner may wait for each of its read slots.
+// ReadQueueFactor is how many reads of one owner may wait for each of its read slots (or each
+// CPU, when there are more: OwnerReadQueue).
 const ReadQueueFactor = 64
 
-// DefaultOwnerMaxReads is Options.OwnerMaxReads when 0: this process's CPUs, at least 2.
+// OwnerReadQueue is how many reads of one owner may wait when maxReads of them run at once.
+func OwnerReadQueue(maxReads int) int {
+	return ReadQueueFactor * max(maxReads, runtime.GOMAXPROCS(0))
+}
+
+// DefaultOwnerMaxReads is Options.OwnerMaxReads when 0: this process's Ps (GOMAXPROCS), at
+// least 2.
 func DefaultOwnerMaxReads() int { return max(runtime.GOMAXPROCS(0), 2) }
 
 func newReadGate(maxReads int, wait time.Duration) *readGate {
 	if maxReads <= 0 {
 		maxReads = DefaultOwnerMaxReads()
 	}
-	return &readGate{max: maxReads, maxWaiting: ReadQueueFactor * maxReads, wait: wait, owners: map[string]*readSlots{}}
+	return &readGate{max: maxReads, maxWaiting: OwnerReadQueue(maxReads), wait: wait, owners: map[string]*readSlots{}}
 }
 
 // enter takes one of owner's read slots, waiting at most the gate's wait; release gives it back.

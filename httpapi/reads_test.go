@@ -242,7 +242,7 @@ func TestAnOwnersReadsRunAtMostOwnerMaxReadsAtOnce(t *testing.T) {
 	require.Equal(t, 8, counts[http.StatusServiceUnavailable], "the others waited past the acquire timeout; %v", counts)
 }
 
-// At most httpapi.ReadQueueFactor reads of one owner wait for each of its read slots: the rest of
+// At most httpapi.OwnerReadQueue reads of one owner wait for its read slots: the rest of
 // a flood is refused at once (503 OVERLOADED), spread over its arrival, instead of all waking at
 // the end of their waits together.
 func TestAnOwnersReadsBeyondTheQueueAreRefusedAtOnce(t *testing.T) {
@@ -251,7 +251,7 @@ func TestAnOwnersReadsBeyondTheQueueAreRefusedAtOnce(t *testing.T) {
 		runner: idem.Options{Limits: idem.Limits{OwnerMaxConns: 5, AcquireTimeout: time.Minute}},
 		api:    func(o *httpapi.Options) { o.OwnerMaxReads, o.ReadWait = 1, time.Minute }})
 	bobs := patchTimes(t, b, bobToken, 2, 10)
-	const n = httpapi.ReadQueueFactor + 1 + 5 // one on the database, a queue's worth waiting, five more
+	n := httpapi.OwnerReadQueue(1) + 1 + 5 // one on the database, a queue's worth waiting, five more
 	start := time.Now()
 	stuck, finish, answered := heldFlood(t, b, bobs, n)
 	require.Eventually(t, func() bool { return stuck() == 1 && answered() == 5 }, 30*time.Second, 10*time.Millisecond,
@@ -265,5 +265,5 @@ func TestAnOwnersReadsBeyondTheQueueAreRefusedAtOnce(t *testing.T) {
 		counts[s]++
 	}
 	require.Equal(t, 5, counts[http.StatusServiceUnavailable], "%v", counts)
-	require.Equal(t, httpapi.ReadQueueFactor+1, counts[http.StatusOK], "%v", counts)
+	require.Equal(t, httpapi.OwnerReadQueue(1)+1, counts[http.StatusOK], "%v", counts)
 }

@@ -1,6 +1,9 @@
-package cli
+package argvmask
 
 import (
+	"go/build"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -19,7 +22,7 @@ func TestSecretsOnTheCommandLineAreHiddenInPlaceAndKeptForParsing(t *testing.T) 
 		heap("-H"), heap("Authorization: Bearer hdr-secret"), heap("--header"), heap("X-Trace: visible"),
 		heap("create"), heap("--"), heap("--token"), heap("after-dashdash"),
 	}
-	parsed := hideSecretArgs(argv)
+	parsed := Mask(argv)
 	require.Equal(t, "postgres://ann:s3cr%40t@db1:5432,db2:5432/app?sslmode=require", parsed[2], "the command parses the real values")
 	require.Equal(t, "tok-123456", parsed[6])
 	require.Equal(t, "--token=tok-inline", parsed[7])
@@ -35,4 +38,40 @@ func TestSecretsOnTheCommandLineAreHiddenInPlaceAndKeptForParsing(t *testing.T) 
 	for _, secret := range []string{"s3cr", "kv-secret", "tok-123456", "tok-inline", "hdr-secret"} {
 		require.NotContains(t, all, secret)
 	}
+}
+
+// helperEnv makes this test binary print its own /proc/self/cmdline and exit (TestMain), as it
+// stands once every package initializer ran and before main.
+const helperEnv = "ARGVMASK_TEST_PRINT_CMDLINE"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) == "1" {
+		b, _ := os.ReadFile("/proc/self/cmdline")
+		_, _ = os.Stdout.Write(b)
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// By the time main runs, what ps reads is already blanked: the package's initializer did it, and
+// Args still gives the command the values it was given.
+func TestTheArgumentBlockIsBlankedBeforeMain(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command(os.Args[0], "--token", "tok-init-5f1e9a", "--dsn=postgres://ann:pw-init-77c2@db/app", "-H", "Cookie: c-init-31")
+	cmd.Env = append(os.Environ(), helperEnv+"=1")
+	out, err := cmd.Output()
+	require.NoError(t, err)
+	shown := strings.ReplaceAll(string(out), "\x00", " ")
+	require.Contains(t, shown, "--token xxxxxxxxxxxxxxx --dsn=postgres://ann:xxxxxxxxxxxx@db/app -H Cookie:xxxxxxxxxx")
+}
+
+// The package runs right after os's initializer only because it imports nothing else that has
+// one: Go initializes packages in import-path order among those whose imports are done. An
+// import of strings (which waits for unicode) or of anything bigger lets other initializers run
+// first while the secrets are still on show.
+func TestItImportsOnlyOsAndUnsafe(t *testing.T) {
+	t.Parallel()
+	p, err := build.ImportDir(".", 0)
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"os", "unsafe"}, p.Imports)
 }
