@@ -159,12 +159,22 @@ func (s *state) fail(err error, what string) error {
 	if errors.As(err, &je) {
 		return je
 	}
+	if je := Explain(s.raw, err); je != nil {
+		return je
+	}
+	if err == nil || err == io.EOF || err == io.ErrUnexpectedEOF {
+		return &Error{Kind: Syntax, Detail: "not valid JSON: unexpected end of input"}
+	}
+	return &Error{Kind: Syntax, Detail: what}
+}
+
+// Explain words a json v2 syntactic error met while decoding raw as the boundary refuses it
+// (the same kinds and words as Canonical): a duplicate name, invalid UTF-8, a lone surrogate
+// escape, or JSON that is not valid at a byte. It returns nil for any other error.
+func Explain(raw []byte, err error) *Error {
 	var se *jsontext.SyntacticError
 	if !errors.As(err, &se) {
-		if err == nil || err == io.EOF || err == io.ErrUnexpectedEOF {
-			return &Error{Kind: Syntax, Detail: "not valid JSON: unexpected end of input"}
-		}
-		return &Error{Kind: Syntax, Detail: what}
+		return nil
 	}
 	ptr := string(se.JSONPointer)
 	switch {
@@ -172,9 +182,9 @@ func (s *state) fail(err error, what string) error {
 		return &Error{Kind: Syntax, Detail: "unexpected end of JSON"}
 	case errors.Is(se.Err, jsontext.ErrDuplicateName):
 		return &Error{Kind: DuplicateName, Pointer: ptr, Detail: "the name appears twice in one object (a duplicate is refused, never resolved \"last wins\")"}
-	case badUTF8At(s.raw, se.ByteOffset):
+	case badUTF8At(raw, se.ByteOffset):
 		return &Error{Kind: InvalidUTF8, Pointer: ptr, Detail: "not valid UTF-8"}
-	case surrogateAt(s.raw, se.ByteOffset):
+	case surrogateAt(raw, se.ByteOffset):
 		return &Error{Kind: InvalidUTF8, Pointer: ptr, Detail: "a lone UTF-16 surrogate escape (\\uD800-\\uDFFF without its pair) is not a character"}
 	}
 	msg := strings.TrimPrefix(se.Err.Error(), "jsontext: ")
