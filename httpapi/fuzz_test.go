@@ -30,10 +30,10 @@ func FuzzDecodeBody(f *testing.F) {
 		var err error
 		if patch {
 			var b PatchBody
-			err = a.decodeObject(r, false, b.read)
+			err = a.decodeBody(r, false, &b)
 		} else {
 			var b CreateBody
-			err = a.decodeObject(r, false, b.read)
+			err = a.decodeBody(r, false, &b)
 		}
 		if err == nil {
 			if len(body) > 256 {

@@ -56,7 +56,7 @@ func shareOf(r *http.Request) *bool {
 
 func (a *API) createRecord(r *http.Request, owner, key string) (wire.Response, error) {
 	var b CreateBody
-	if err := a.decodeObject(r, false, b.read); err != nil {
+	if err := a.decodeBody(r, false, &b); err != nil {
 		return wire.Response{}, err
 	}
 	module := r.PathValue("module")
@@ -71,7 +71,7 @@ func (a *API) createRecord(r *http.Request, owner, key string) (wire.Response, e
 
 func (a *API) patchRecord(r *http.Request, owner, key string) (wire.Response, error) {
 	var b PatchBody
-	if err := a.decodeObject(r, false, b.read); err != nil {
+	if err := a.decodeBody(r, false, &b); err != nil {
 		return wire.Response{}, err
 	}
 	in := model.NewPatch(owner, r.PathValue("module"), r.PathValue("id"), key, b.ExpectRevision, b.Title, b.Summary, b.Payload)
@@ -85,7 +85,7 @@ func (a *API) patchRecord(r *http.Request, owner, key string) (wire.Response, er
 
 func (a *API) runFeature(r *http.Request, owner, key string) (wire.Response, error) {
 	var b FeatureBody
-	if err := a.decodeObject(r, true, b.read); err != nil {
+	if err := a.decodeBody(r, true, &b); err != nil {
 		return wire.Response{}, err
 	}
 	in := model.NewFeature(owner, r.PathValue("module"), r.PathValue("id"), r.PathValue("featureId"), key, b.Input)
@@ -103,7 +103,7 @@ func (a *API) createReview(r *http.Request, owner, key string) (wire.Response, e
 			kernel.ModuleCommitment, kernel.ModuleCommitment, m)
 	}
 	var b ReviewBody
-	if err := a.decodeObject(r, false, b.read); err != nil {
+	if err := a.decodeBody(r, false, &b); err != nil {
 		return wire.Response{}, err
 	}
 	res, err := a.k.CreateReview(r.Context(), kernel.ReviewInput{Owner: owner, RecordID: r.PathValue("id"), Key: key,

@@ -1,14 +1,19 @@
 package idem
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/idem/idemtype"
@@ -83,51 +88,79 @@ func guard(policy string, fields []string, result []byte, render bool) (json.Raw
 	bad := func(format string, args ...any) error {
 		return apperr.New(apperr.Internal, "envelope guard: %s "+format, append([]any{policy}, args...)...)
 	}
-	r := jsonb.NewReader(result)
-	defer r.Close()
-	var seen [8]bool
-	var extra []string
-	var badField string
-	var buf [8]jsonb.Member
-	members := buf[:0]
-	err := r.Object(func(nameBytes []byte) error {
-		i := slices.IndexFunc(fields, func(f string) bool { return f == string(nameBytes) })
-		if i < 0 || i >= len(seen) {
-			extra = append(extra, string(nameBytes))
-			return r.Skip()
-		}
-		name := fields[i]
-		seen[i] = true
-		v, err := r.RawView()
-		if err != nil {
-			return err
-		}
-		if !isRefValue(v) {
-			badField = name
-			return nil
-		}
-		members = append(members, jsonb.Member{Name: name, Value: v})
-		return nil
-	})
-	if err != nil {
+	r := refReader{raw: result, fields: fields}
+	if err := jsonv2.Unmarshal(result, &r); err != nil {
 		return nil, bad("result is not a JSON object without duplicate names")
 	}
-	if len(extra) > 0 {
-		sort.Strings(extra)
-		return nil, bad("result carries fields outside its whitelist: %s", strings.Join(extra, ", "))
+	if len(r.extra) > 0 {
+		sort.Strings(r.extra)
+		return nil, bad("result carries fields outside its whitelist: %s", strings.Join(r.extra, ", "))
 	}
 	for i, f := range fields {
-		if i >= len(seen) || !seen[i] {
+		if i >= len(r.seen) || !r.seen[i] {
 			return nil, bad("result lacks %q", f)
 		}
 	}
-	if badField != "" {
-		return nil, bad("field %q must be an id (string of at most %d id characters) or a non-negative integer", badField, maxRefString)
+	if r.badField != "" {
+		return nil, bad("field %q must be an id (string of at most %d id characters) or a non-negative integer", r.badField, maxRefString)
 	}
 	if !render {
 		return result, nil
 	}
-	return jsonb.AppendObject(nil, members...), nil
+	return jsonb.AppendObject(nil, r.members...), nil
+}
+
+// refReader reads a result's members through json v2's decoder (a duplicate name or invalid
+// UTF-8 is an error): which of fields it has, which others, and each field's value as written.
+type refReader struct {
+	raw      []byte
+	fields   []string
+	seen     [8]bool
+	extra    []string
+	badField string
+	buf      [8]jsonb.Member
+	members  []jsonb.Member
+}
+
+var errNotAnObject = errors.New("not a JSON object")
+
+// UnmarshalJSONFrom is json v2's hook: dec reads raw, the whole result.
+func (r *refReader) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	r.members = r.buf[:0]
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
+		return cmp.Or(err, errNotAnObject)
+	}
+	for dec.PeekKind() == '"' {
+		quoted, err := dec.ReadValue()
+		if err != nil {
+			return err
+		}
+		name := string(quoted[1 : len(quoted)-1])
+		if strings.IndexByte(name, '\\') >= 0 {
+			u, err := jsontext.AppendUnquote(nil, quoted)
+			if err != nil {
+				return err
+			}
+			name = string(u)
+		}
+		v, err := dec.ReadValue()
+		if err != nil {
+			return err
+		}
+		i := slices.Index(r.fields, name)
+		switch {
+		case i < 0 || i >= len(r.seen):
+			r.extra = append(r.extra, name)
+		case !isRefValue(v):
+			r.seen[i], r.badField = true, name
+		default:
+			end := int(dec.InputOffset()) // the value's bytes in raw: they stay after the next read
+			r.seen[i] = true
+			r.members = append(r.members, jsonb.Member{Name: r.fields[i], Value: r.raw[end-len(v) : end : end]})
+		}
+	}
+	_, err := dec.ReadToken()
+	return err
 }
 
 // isRefValue reports whether v is a reference value: a string of 1-64 id characters (no escapes)

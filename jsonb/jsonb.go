@@ -87,7 +87,6 @@ type state struct {
 	keys    []byte // the unescaped names of the objects being read, for sorting
 	members []member
 	tmp     []byte
-	name    []byte // Reader.Object's current member name
 	lim     Limits
 	depth   int
 }
@@ -159,12 +158,22 @@ func (s *state) fail(err error, what string) error {
 	if errors.As(err, &je) {
 		return je
 	}
+	if je := Explain(s.raw, err); je != nil {
+		return je
+	}
+	if err == nil || err == io.EOF || err == io.ErrUnexpectedEOF {
+		return &Error{Kind: Syntax, Detail: "not valid JSON: unexpected end of input"}
+	}
+	return &Error{Kind: Syntax, Detail: what}
+}
+
+// Explain words a json v2 syntactic error met while decoding raw as the boundary refuses it
+// (the same kinds and words as Canonical): a duplicate name, invalid UTF-8, a lone surrogate
+// escape, or JSON that is not valid at a byte. It returns nil for any other error.
+func Explain(raw []byte, err error) *Error {
 	var se *jsontext.SyntacticError
 	if !errors.As(err, &se) {
-		if err == nil || err == io.EOF || err == io.ErrUnexpectedEOF {
-			return &Error{Kind: Syntax, Detail: "not valid JSON: unexpected end of input"}
-		}
-		return &Error{Kind: Syntax, Detail: what}
+		return nil
 	}
 	ptr := string(se.JSONPointer)
 	switch {
@@ -172,9 +181,9 @@ func (s *state) fail(err error, what string) error {
 		return &Error{Kind: Syntax, Detail: "unexpected end of JSON"}
 	case errors.Is(se.Err, jsontext.ErrDuplicateName):
 		return &Error{Kind: DuplicateName, Pointer: ptr, Detail: "the name appears twice in one object (a duplicate is refused, never resolved \"last wins\")"}
-	case badUTF8At(s.raw, se.ByteOffset):
+	case badUTF8At(raw, se.ByteOffset):
 		return &Error{Kind: InvalidUTF8, Pointer: ptr, Detail: "not valid UTF-8"}
-	case surrogateAt(s.raw, se.ByteOffset):
+	case surrogateAt(raw, se.ByteOffset):
 		return &Error{Kind: InvalidUTF8, Pointer: ptr, Detail: "a lone UTF-16 surrogate escape (\\uD800-\\uDFFF without its pair) is not a character"}
 	}
 	msg := strings.TrimPrefix(se.Err.Error(), "jsontext: ")
@@ -231,7 +240,7 @@ func (s *state) value() error {
 		if s.lim.MaxBytes > 0 {
 			room = max(s.lim.MaxBytes-len(s.out), 1)
 		}
-		if s.out, err = AppendNumber(s.out, v, room); err != nil {
+		if s.out, err = appendNumber(s.out, v, room); err != nil {
 			var big *numberTooLong
 			if errors.As(err, &big) {
 				return &Error{Kind: TooLarge, Pointer: s.pointer(), Detail: fmt.Sprintf("exceeds the %d-byte limit with its numbers written out as PostgreSQL stores them (%.32s prints as %d characters)", s.lim.MaxBytes, big.lit, big.n)}
@@ -421,12 +430,12 @@ func AppendString[S string | []byte](dst []byte, s S) []byte {
 	return append(dst, '"')
 }
 
-// AppendNumber appends a JSON number literal (valid JSON syntax) as numeric_in then numeric_out
+// appendNumber appends a JSON number literal (valid JSON syntax) as numeric_in then numeric_out
 // render it: no exponent, no leading zeros, no negative zero, and as many digits after the point
 // as were written after it less the exponent (1e3 is 1000, 1.50 is 1.50, 15e-1 is 1.5). It fails
 // for a number PostgreSQL refuses ("value overflows numeric format"), and when the rendering
 // would be longer than room (room <= 0: no limit).
-func AppendNumber(dst, lit []byte, room int) ([]byte, error) {
+func appendNumber(dst, lit []byte, room int) ([]byte, error) {
 	neg := lit[0] == '-'
 	if neg {
 		lit = lit[1:]
@@ -515,7 +524,7 @@ func AppendNumber(dst, lit []byte, room int) ([]byte, error) {
 	return dst, nil
 }
 
-// numberTooLong is AppendNumber's error for a rendering longer than the room left.
+// numberTooLong is appendNumber's error for a rendering longer than the room left.
 type numberTooLong struct {
 	lit string
 	n   int

@@ -4,11 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
@@ -132,69 +132,25 @@ func TestLimits(t *testing.T) {
 	require.Equal(t, jsonb.TooLarge, je.Kind)
 }
 
-func TestReaderReadsABodyOnce(t *testing.T) {
+// Explain words json v2's refusals as Canonical words its own: a body decoded by json v2 and a
+// payload through Canonical name a duplicate, bad UTF-8 or a lone surrogate alike.
+func TestExplainWordsJSONv2sRefusalsAsCanonicalDoes(t *testing.T) {
 	t.Parallel()
-	r := jsonb.NewReader([]byte(`{"title":"t\u00e9","n":3,"payload":{"b":1,"a":2},"x":null}`))
-	defer r.Close()
-	got := map[string]any{}
-	err := r.Object(func(nameBytes []byte) error {
-		var err error
-		name := string(nameBytes)
-		switch name {
-		case "title":
-			got[name], err = r.String()
-		case "n":
-			got[name], err = r.Int()
-		case "payload":
-			var raw []byte
-			raw, err = r.Raw()
-			got[name] = string(raw)
-		default:
-			var null bool
-			null, err = r.Null()
-			got[name] = null
+	for _, raw := range []string{`{"a":{"b":1,"b":2}}`, "{\"a\":[\"x\xff\"]}", `{"a":"\ud800"}`, "{\"\xff\":1}", `{"a":1} x`, `{"a":`, `{"a":tru}`, `[1,]`} {
+		_, cerr := jsonb.Canonical([]byte(raw), jsonb.Limits{})
+		var want *jsonb.Error
+		require.ErrorAs(t, cerr, &want, raw)
+		var v any
+		err := jsonv2.Unmarshal([]byte(raw), &v)
+		require.Error(t, err, raw)
+		got := jsonb.Explain([]byte(raw), err)
+		require.NotNil(t, got, "%q: %v", raw, err)
+		require.Equal(t, want.Kind, got.Kind, "%q: %v", raw, err)
+		if want.Kind != jsonb.Syntax {
+			require.Equal(t, *want, *got, raw)
 		}
-		return err
-	})
-	require.NoError(t, err)
-	require.Equal(t, map[string]any{"title": "té", "n": 3, "payload": `{"b":1,"a":2}`, "x": true}, got)
-
-	r2 := jsonb.NewReader([]byte(`{"title":1}`))
-	defer r2.Close()
-	err = r2.Object(func([]byte) error { _, err := r2.String(); return err })
-	var je *jsonb.Error
-	require.ErrorAs(t, err, &je)
-	require.Equal(t, jsonb.WrongType, je.Kind)
-	require.Equal(t, "/title", je.Pointer)
-}
-
-// The decoder's buffer moves while a long body is read: names handed to the member callback must
-// stay what they were while the value is read.
-func TestReaderNamesSurviveLongValues(t *testing.T) {
-	t.Parallel()
-	var b strings.Builder
-	b.WriteString("{")
-	for i := range 300 {
-		if i > 0 {
-			b.WriteString(",")
-		}
-		fmt.Fprintf(&b, `"name-%03d\u0021":"%s"`, i, strings.Repeat("v", 1000+i))
 	}
-	b.WriteString("}")
-	r := jsonb.NewReader([]byte(b.String()))
-	defer r.Close()
-	i := 0
-	require.NoError(t, r.Object(func(name []byte) error {
-		before := string(name)
-		v, err := r.RawView()
-		require.NoError(t, err)
-		require.Len(t, v, 1000+i+2)
-		require.Equal(t, before, string(name))
-		require.Equal(t, fmt.Sprintf("name-%03d!", i), string(name))
-		i++
-		return nil
-	}))
-	require.Equal(t, 300, i)
+	require.Nil(t, jsonb.Explain(nil, errors.New("not a decoder's")))
 }
 
 // AppendObject and AppendString write what Canonical makes of the same object, and they write

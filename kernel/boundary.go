@@ -5,13 +5,16 @@ import (
 	"strings"
 	"unicode"
 
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/jsonb"
 )
 
 // canonicalJSON renders a value the kernel itself built (a feature's output) canonically.
 func canonicalJSON(v any) (json.RawMessage, error) {
-	b, err := marshalValue(v, 128)
+	b, err := marshalValue(v)
 	if err != nil {
 		return nil, err
 	}
@@ -19,15 +22,19 @@ func canonicalJSON(v any) (json.RawMessage, error) {
 }
 
 // marshalValue is a JSON text of v (a feature's payload or output) on its way to the canonical
-// form: jsonb.AppendValue's, the same JSON value as json.Marshal's, for the values decoded
-// payloads and features are made of; json.Marshal's for anything else. size is the room to
-// start with (the text's likely length).
-func marshalValue(v any, size int) ([]byte, error) {
-	if b, ok := jsonb.AppendValue(make([]byte, 0, size), v); ok {
-		return b, nil
-	}
-	return json.Marshal(v)
+// form: json v2's, written as the same JSON value as encoding/json's json.Marshal (a nil slice
+// or map is null, a json.Number is the number, invalid UTF-8 becomes U+FFFD).
+func marshalValue(v any) ([]byte, error) {
+	return jsonv2.Marshal(v, marshalLikeV1)
 }
+
+var marshalLikeV1 = jsonv2.JoinOptions(jsonv2.FormatNilSliceAsNull(true), jsonv2.FormatNilMapAsNull(true), jsontext.AllowInvalidUTF8(true),
+	jsonv2.WithMarshalers(jsonv2.MarshalToFunc(func(enc *jsontext.Encoder, n json.Number) error {
+		if n == "" {
+			n = "0" // as encoding/json writes an empty json.Number
+		}
+		return enc.WriteValue(jsontext.Value(n))
+	})))
 
 // CheckTitle enforces a title: 1-200 characters of one line, no control character at all.
 func CheckTitle(s string) error {

@@ -95,7 +95,7 @@ func (k *Kernel) runFeature(ctx context.Context, pin *FeatureInput, mod *Module,
 					return preparedFeature{}, err
 				}
 			}
-			b, err := marshalValue(next, len(cur.Payload)+64)
+			b, err := marshalValue(next)
 			if err != nil {
 				return preparedFeature{}, err
 			}

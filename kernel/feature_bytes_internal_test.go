@@ -13,7 +13,7 @@ import (
 	"github.com/idemwork/idemwork/store"
 )
 
-// Before jsonb.Decode and jsonb.AppendValue, an internal feature decoded the payload and input
+// Before json v2, an internal feature decoded the payload and input
 // with encoding/json (UseNumber) and wrote its next payload and its output with json.Marshal on
 // the way to the canonical text. These are those steps as they were.
 func decodeObjectStd(raw []byte) (map[string]any, error) {
@@ -88,7 +88,7 @@ func TestInternalFeaturesWriteTheSameBytesAsThroughEncodingJSON(t *testing.T) {
 					}
 					ran++
 					wantPayload, wantErr := canonicalPayloadStd(stdNext)
-					b, err := marshalValue(next, 16)
+					b, err := marshalValue(next)
 					require.NoError(t, err)
 					gotPayload, gotErr := CanonicalObject("payload", b)
 					require.Equal(t, wantErr, gotErr)
@@ -102,13 +102,51 @@ func TestInternalFeaturesWriteTheSameBytesAsThroughEncodingJSON(t *testing.T) {
 		}
 	}
 	require.Greater(t, ran, 20, "the features ran on the corpus")
-	// What the fast reader refuses (null, a duplicate name, something after the object), the
-	// payload decoding answers as encoding/json always did.
-	for _, raw := range []string{`null`, `{"a": 1, "a": 2}`, `{"a": 1} {"b": 2}`, `[1]`} {
+	// What is not an object (null, an array) decodes as encoding/json decodes it, to the same
+	// value or an error; a duplicate name, which encoding/json resolves "last wins", and a second
+	// value, which its Decoder leaves unread, are errors (the boundary refuses both before a
+	// payload or input is stored).
+	for _, raw := range []string{`null`, `[1]`} {
 		want, wantErr := decodeObjectStd([]byte(raw))
 		got, gotErr := decodeObject([]byte(raw))
 		require.Equal(t, want, got, raw)
 		require.Equal(t, wantErr == nil, gotErr == nil, raw)
+	}
+	for _, raw := range []string{`{"a": 1, "a": 2}`, `{"a": 1} {"b": 2}`} {
+		_, err := decodeObject([]byte(raw))
+		require.Error(t, err, raw)
+	}
+}
+
+// marshalValue writes the same JSON value as json.Marshal: through the canonical writer, the
+// same bytes, for the values features build and every value encoding/json decodes.
+func TestMarshalValueWritesWhatJSONMarshalWrites(t *testing.T) {
+	t.Parallel()
+	values := []any{nil, true, "", "<&>\u2028\x01\x7f", "\xff", json.Number("-0.10e+5"), json.Number(""), 0, -7, int64(1) << 62, 1.5, 1e21, []any{}, []any(nil),
+		map[string]any{}, map[string]any(nil), map[string]any{"\xff": 1}, map[string]int{"a": 1}, []any{struct{}{}},
+		map[string]any{"charactersBefore": 52, "charactersAfter": 41, "archived": true,
+			"nested": map[string]any{"z": []any{json.Number("1.0"), "é😀", nil}, "": "empty name", "a\"b": "q"}}}
+	for _, raw := range []string{`{"a":[],"b":{},"c":[[],{}],"d":[1,"x",null,true,false,{"e":[0.5,-0,1e400]}]}`,
+		`{"big":12345678901234567890123,"tiny":1e-400}`, `{"esc":"\u003c\u003e\u0026 \u2028\u2029 \/ \"q\" \\ \u00e9"}`} {
+		v, err := decodeObjectStd([]byte(raw))
+		require.NoError(t, err)
+		values = append(values, v)
+	}
+	for _, v := range values {
+		std, err := json.Marshal(v)
+		require.NoError(t, err)
+		want, wantErr := jsonb.Canonical(std, jsonb.Limits{})
+		b, err := marshalValue(v)
+		require.NoError(t, err, "%#v", v)
+		got, gotErr := jsonb.Canonical(b, jsonb.Limits{})
+		require.Equal(t, wantErr, gotErr, "%#v", v)
+		require.Equal(t, string(want), string(got), "%#v", v)
+	}
+	for _, v := range []any{json.Number("01"), json.Number("1e")} {
+		_, stdErr := json.Marshal(v)
+		_, err := marshalValue(v)
+		require.Error(t, stdErr)
+		require.Error(t, err, "%#v", v)
 	}
 }
 

@@ -1,8 +1,8 @@
 package kernel
 
 import (
-	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -10,8 +10,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/idemwork/idemwork/apperr"
-	"github.com/idemwork/idemwork/jsonb"
 )
 
 // Module codes of SPEC §8.
@@ -257,23 +259,27 @@ func clone(m map[string]any) map[string]any {
 	return out
 }
 
-// decodeObject decodes a payload or input already checked by the JSON boundary.
+// decodeObject decodes a payload or input already checked by the JSON boundary, with json v2.
 // Numbers stay json.Number: a float64 would silently round 12345678901234567890 or
 // 0.1000000000000000055 when a feature writes the payload back.
 func decodeObject(raw json.RawMessage) (map[string]any, error) {
-	// jsonb's pooled decoder first: where it reads an object, encoding/json reads the same one
-	// (jsonb.Decode), in a fraction of the allocations. What it refuses, encoding/json reads as
-	// it always did, to the same value or the same error.
-	if v, err := jsonb.Decode(raw); err == nil {
-		if m, ok := v.(map[string]any); ok {
-			return m, nil
-		}
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
 	var m map[string]any
-	if err := dec.Decode(&m); err != nil {
+	if err := jsonv2.Unmarshal(raw, &m, numbersAsNumber); err != nil {
 		return nil, fmt.Errorf("decode object: %w", err)
 	}
 	return m, nil
 }
+
+// numbersAsNumber decodes a number held by an any as encoding/json's json.Number (what the
+// features read, and what encoding/json's UseNumber gives), not json v2's float64.
+var numbersAsNumber = jsonv2.WithUnmarshalers(jsonv2.UnmarshalFromFunc(func(dec *jsontext.Decoder, v *any) error {
+	if dec.PeekKind() != '0' {
+		return errors.ErrUnsupported // json v2's own decoding
+	}
+	n, err := dec.ReadValue()
+	if err != nil {
+		return err
+	}
+	*v = json.Number(n)
+	return nil
+}))

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	jsonv2 "github.com/go-json-experiment/json"
+
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/idem"
 	"github.com/idemwork/idemwork/jsonb"
@@ -424,62 +426,13 @@ func checkAttestedSnapshot(row store.RevisionWithParent, owner, module, recordID
 }
 
 // decodeSnapshot reads a snapshot as the kernel writes it — each member of a record once, by its
-// exact name, of its type — with the JSON boundary's reader, a few times faster than
-// encoding/json. Anything else reports false, and checkSnapshot decodes it with encoding/json as
-// it always has: where this succeeds, encoding/json gives the same record (the same unescaping,
-// the payload's bytes, time.Time's own parsing).
+// exact name, of its type — with json v2 (RejectUnknownMembers). Anything else reports false, and
+// checkSnapshot decodes it with encoding/json as it always has: where this succeeds,
+// encoding/json gives the same record (pinned by TestTheFastSnapshotDecoderAgreesWithEncodingJSON).
 func decodeSnapshot(raw []byte) (store.Record, bool) {
 	var rec store.Record
-	r := jsonb.NewReader(raw)
-	defer r.Close()
-	var seen uint16
-	err := r.Object(func(name []byte) (err error) {
-		var bit uint16
-		switch string(name) {
-		case "id":
-			bit = 1
-			rec.ID, err = r.String()
-		case "ownerId":
-			bit = 2
-			rec.OwnerID, err = r.String()
-		case "moduleCode":
-			bit = 4
-			rec.ModuleCode, err = r.String()
-		case "revision":
-			bit = 8
-			rec.Revision, err = r.Int()
-		case "title":
-			bit = 16
-			rec.Title, err = r.String()
-		case "summary":
-			bit = 32
-			rec.Summary, err = r.String()
-		case "payload":
-			bit = 64
-			rec.Payload, err = r.Raw()
-		case "createdAt", "updatedAt":
-			bit = 128
-			t := &rec.CreatedAt
-			if name[0] == 'u' {
-				bit, t = 256, &rec.UpdatedAt
-			}
-			var v []byte
-			if v, err = r.RawView(); err == nil {
-				err = t.UnmarshalJSON(v)
-			}
-		default:
-			return errUnknownMember
-		}
-		if seen&bit != 0 {
-			return errUnknownMember
-		}
-		seen |= bit
-		return err
-	})
-	return rec, err == nil
+	return rec, jsonv2.Unmarshal(raw, &rec, jsonv2.RejectUnknownMembers(true)) == nil
 }
-
-var errUnknownMember = errors.New("not a member of a record snapshot")
 
 func checkSnapshot(row store.RevisionWithParent, owner, module, recordID string, revision int) (store.Record, error) {
 	fail := func(what string) (store.Record, error) {
@@ -578,50 +531,10 @@ func replayedRevision(row *store.RevisionWithParent, p idem.ReplayParams, record
 	return rec, true, nil
 }
 
-// storedRef is any result reference a policy stores; each policy reads its own fields.
-type storedRef struct {
-	recordID, executionID, reviewID string
-	revision                        int
-}
+// decodeRecordRef and its siblings read a stored result reference (the envelope guard has
+// already checked that it is a flat object of ids and integers) with json v2.
+func decodeRecordRef(result []byte, ref *recordRef) error { return jsonv2.Unmarshal(result, ref) }
 
-// decodeRef reads a stored result reference (the envelope guard has already checked that it is
-// a flat object of ids and integers) through the JSON boundary's reader.
-func decodeRef(result []byte) (storedRef, error) {
-	var ref storedRef
-	r := jsonb.NewReader(result)
-	defer r.Close()
-	err := r.Object(func(name []byte) (err error) {
-		switch string(name) {
-		case "recordId":
-			ref.recordID, err = r.String()
-		case "executionId":
-			ref.executionID, err = r.String()
-		case "reviewId":
-			ref.reviewID, err = r.String()
-		case "revision":
-			ref.revision, err = r.Int()
-		default:
-			err = r.Skip()
-		}
-		return err
-	})
-	return ref, err
-}
+func decodeExecutionRef(result []byte, ref *executionRef) error { return jsonv2.Unmarshal(result, ref) }
 
-func decodeRecordRef(result []byte, ref *recordRef) error {
-	r, err := decodeRef(result)
-	*ref = recordRef{RecordID: r.recordID, Revision: r.revision}
-	return err
-}
-
-func decodeExecutionRef(result []byte, ref *executionRef) error {
-	r, err := decodeRef(result)
-	*ref = executionRef{RecordID: r.recordID, Revision: r.revision, ExecutionID: r.executionID}
-	return err
-}
-
-func decodeReviewRef(result []byte, ref *reviewRef) error {
-	r, err := decodeRef(result)
-	*ref = reviewRef{RecordID: r.recordID, ReviewID: r.reviewID}
-	return err
-}
+func decodeReviewRef(result []byte, ref *reviewRef) error { return jsonv2.Unmarshal(result, ref) }

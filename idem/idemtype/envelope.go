@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
+	"unicode"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/idemwork/idemwork/apperr"
-	"github.com/idemwork/idemwork/jsonb"
 )
 
 // SchemaVersion is the only envelope version this runner writes.
@@ -24,48 +27,42 @@ type Envelope struct {
 	Legacy bool `json:"-"`
 }
 
+// envelopeMembers are a stored envelope's members as written: json v2 refuses a duplicate name
+// and invalid UTF-8, and keeps the members no field names (Unknown) for the verdict.
+type envelopeMembers struct {
+	SchemaVersion jsontext.Value `json:"schemaVersion"`
+	Policy        jsontext.Value `json:"policy"`
+	Result        jsontext.Value `json:"result"`
+	Unknown       jsontext.Value `json:",embed"` // the members no other field names
+}
+
 // ParseEnvelope reads a stored envelope strictly: exactly schemaVersion, policy and result, with
 // version 1; a raw-json-v1 document is returned as Legacy. Anything else is an integrity error.
 func ParseEnvelope(raw []byte) (Envelope, error) {
-	var version, policy, result []byte
-	var unknown string
-	r := jsonb.NewReader(raw)
-	defer r.Close()
-	err := r.Object(func(name []byte) error {
-		v, err := r.RawView()
-		switch string(name) {
-		case "schemaVersion":
-			version = v
-		case "policy":
-			policy = v
-		case "result":
-			result = v
-		default:
-			if unknown == "" {
-				unknown = string(name)
-			}
-		}
-		return err
-	})
-	if err != nil {
+	var m envelopeMembers
+	if i := bytes.IndexFunc(raw, func(r rune) bool { return !unicode.IsSpace(r) }); i < 0 || raw[i] != '{' {
+		return Envelope{}, apperr.New(apperr.SnapshotIntegrity, "stored envelope is not a JSON object")
+	}
+	if err := jsonv2.Unmarshal(raw, &m); err != nil {
 		return Envelope{}, apperr.New(apperr.SnapshotIntegrity, "stored envelope is not a JSON object: %v", err)
 	}
+	version, policy, result := m.SchemaVersion, m.Policy, m.Result
 	var env Envelope
 	if policy != nil {
-		if policy[0] != '"' {
+		u, err := jsontext.AppendUnquote(nil, policy)
+		if policy[0] != '"' || err != nil {
 			return Envelope{}, apperr.New(apperr.SnapshotIntegrity, "stored envelope policy is not a string")
 		}
-		if bytes.IndexByte(policy, '\\') < 0 {
-			env.Policy = string(policy[1 : len(policy)-1])
-		} else if err := json.Unmarshal(policy, &env.Policy); err != nil {
-			return Envelope{}, apperr.New(apperr.SnapshotIntegrity, "stored envelope policy is not a string")
-		}
+		env.Policy = string(u)
 	}
 	if env.Policy == LegacyPolicy {
 		return Envelope{Policy: LegacyPolicy, Result: json.RawMessage(raw), Legacy: true}, nil
 	}
-	if unknown != "" {
-		return Envelope{}, apperr.New(apperr.SnapshotIntegrity, "stored envelope carries an unknown field %q", unknown)
+	if m.Unknown != nil {
+		dec := jsontext.NewDecoder(bytes.NewReader(m.Unknown))
+		_, _ = dec.ReadToken() // {
+		name, _ := dec.ReadToken()
+		return Envelope{}, apperr.New(apperr.SnapshotIntegrity, "stored envelope carries an unknown field %q", name.String())
 	}
 	if version != nil {
 		n, err := strconv.Atoi(string(version))
@@ -80,6 +77,6 @@ func ParseEnvelope(raw []byte) (Envelope, error) {
 	if env.Policy == "" || len(result) == 0 {
 		return Envelope{}, apperr.New(apperr.SnapshotIntegrity, "stored envelope lacks policy or result")
 	}
-	env.Result = result
+	env.Result = json.RawMessage(result)
 	return env, nil
 }
