@@ -39,7 +39,7 @@ import (
 // from the other unnoticed. For a replay the limit is what a replay must read — the key row and
 // the rows its envelope points at (the revision with its parent, the execution), by the
 // runner's own one statement — in one round trip with the transaction's BEGIN, settings and
-// COMMIT, the rows read and not decoded.
+// COMMIT, decoded into Go values and not checked.
 
 // role names what a statement of a write path does.
 type role string
@@ -467,8 +467,9 @@ func readLimit(br pgx.BatchResults, path []role, recordID string) (err error) {
 
 // limitReplayHit is what a replay must read, in one round trip on the runner's pool: the key row
 // and the rows its envelope points at, by the runner's own statement, in a transaction of the
-// session's (BEGIN, settings, the read, COMMIT). The row is read, not decoded: no check, no
-// restore.
+// session's (BEGIN, settings, the read, COMMIT), decoded into the Go values the runner decodes
+// them into (store.ScanExecutionReplay). Nothing is checked or restored: no fingerprint, no
+// digest, no snapshot.
 func (t *target) limitReplayHit(ctx context.Context, w *worker) (err error) {
 	p := t.fx.plans[ReplayHit]
 	if p == nil {
@@ -492,16 +493,11 @@ func (t *target) limitReplayHit(ctx context.Context, w *worker) (err error) {
 			return err
 		}
 	}
-	rows, err := br.Query()
+	r, found, err := store.ScanExecutionReplay(br.QueryRow())
 	if err != nil {
 		return err
 	}
-	found := rows.Next() && len(rows.RawValues()) > 3 && string(rows.RawValues()[2]) == "SUCCEEDED"
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	if !found {
+	if !found || r.Key.Status != "SUCCEEDED" || r.Revision == nil || r.Execution == nil {
 		return errors.New("bench: the limit's replay found no result")
 	}
 	_, err = br.Exec()
