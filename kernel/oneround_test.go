@@ -98,6 +98,12 @@ func TestALeftoverProcessingKeyIsInProgressFromTheCreatesOneRoundTrip(t *testing
 	requireCode(t, err, apperr.InProgress)
 	require.Equal(t, []string{oneTripCreate}, w.Take())
 	require.Equal(t, map[string]int{"key": 1, "record": 0, "revision": 0, "audit": 0}, rowsOf(t, db, "alice", "stuck"))
+	var status string
+	var response []byte
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT status, response FROM idempotency_record WHERE owner_id = 'alice' AND idempotency_key = 'stuck'`).
+		Scan(&status, &response))
+	require.Equal(t, "PROCESSING", status, "the leftover row is left as it was")
+	require.Nil(t, response)
 }
 
 // A create whose key another transaction holds waits on the unique index for it; when that
