@@ -13,6 +13,7 @@ import (
 	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/store"
 )
 
 // A create's one round trip (issue 27) keeps SPEC §4.2's order. Its prepare runs on the client
@@ -193,4 +194,44 @@ func TestARetryWhosePrepareNowFailsStillReplaysTheFirstResult(t *testing.T) {
 	require.Equal(t, *created.Record, *again.Record)
 	require.Equal(t, before, rowsOf(t, db, "alice", "rule"))
 	require.Len(t, w.Take(), 2, "the failed prepare's request reserves (and meets the key) in one round trip, then ends")
+}
+
+// Through a transaction-pooling pgbouncer, in the exec mode idemwork chooses there, the round
+// trips are the same: a fresh key's create one, a create another process committed one (its
+// replay), a feature run two.
+func TestThroughATransactionPoolerAFreshKeyIsStillOneRoundTripAndAFeatureRunTwo(t *testing.T) {
+	t.Parallel()
+	name := testdb.NewDatabase(t)
+	dsn := testdb.PgBouncer(t, store.PoolerTransaction).DSN(name)
+	open := func() (*kernel.Kernel, *testdb.Trips) {
+		w := &testdb.Trips{Words: 3}
+		db, err := store.Open(context.Background(), dsn, store.Options{Pooler: store.PoolerTransaction, MaxConns: 1, Tracer: w})
+		require.NoError(t, err)
+		t.Cleanup(db.Close)
+		require.Equal(t, "exec", db.Connection().ExecMode)
+		return kernel.New(db, kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{}), w
+	}
+	k, w := open()
+	warmCreate(t, k, w)
+	ctx := context.Background()
+	noShare := false
+	in := kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "pooled", Title: "n", ShareInFlight: &noShare}
+	created, err := k.Create(ctx, in)
+	require.NoError(t, err)
+	require.Equal(t, idemtype.Executed, created.Outcome)
+	require.Equal(t, []string{oneTripCreate}, w.Take())
+
+	ran, err := k.RunFeature(ctx, kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: created.Record.ID, FeatureID: "F01",
+		Key: "pooled-f", ShareInFlight: &noShare})
+	require.NoError(t, err)
+	require.Equal(t, idemtype.Executed, ran.Outcome)
+	require.Len(t, w.Take(), 2)
+
+	other, ow := open()
+	warmCreate(t, other, ow)
+	again, err := other.Create(ctx, in)
+	require.NoError(t, err)
+	require.Equal(t, idemtype.Replayed, again.Outcome)
+	require.Equal(t, *created.Record, *again.Record)
+	require.Equal(t, []string{oneTripCreate}, ow.Take())
 }
