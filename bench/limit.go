@@ -15,24 +15,31 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/jsonb"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/store"
 )
 
 // The limit side is the physical limit of a write: the statements the runner's path sends for
-// it, with the runner's arguments, all in one pipelined round trip (BEGIN, the transaction's
-// settings (store's settings.go), the key read, the
-// reservation, for a feature the record's locking read (guarded on the reservation), the work's writes, SUCCEEDED, COMMIT),
-// on the runner's own pool. Nothing in it waits for an earlier result: a fresh key is known to
-// miss and a supply record's state is known (revision 1 of a fixed payload), so the new revision
-// is computed before sending. What the runner costs beyond it is round trips and Go.
+// it, with the runner's arguments, in as few pipelined round trips as the write allows, on the
+// runner's own pool. A create's prepare reads nothing, so its limit is one round trip: BEGIN, the
+// transaction's settings (store's settings.go), the key read, the reservation, the work's writes
+// (guarded on the reservation), SUCCEEDED, COMMIT. A feature run's new revision is a function
+// of the stored record (its prepare reads it), so its limit is "read, then write": BEGIN, the
+// settings, the key read, the reservation and the record's locking read (guarded on the
+// reservation) in one round trip; the writes, SUCCEEDED and COMMIT in the next, sent as soon as
+// the first answered. Nothing in a limit op waits on anything else: a fresh key is known to miss
+// and a supply record's state is known (revision 1 of a fixed payload), so the new revision is
+// computed before sending. What the runner costs beyond it is round trips and Go.
 //
 // The SQL texts are not copies: they are learned from a trace of the runner's own ops before
 // the cells (learnPlans), by role, and the run checks after tracing both sides that the limit
 // sent exactly the runner's statements with arguments of the same types, so neither can drift
-// from the other unnoticed. For a replay the limit is one prepared primary-key SELECT of the key
-// row: the least a hit must read.
+// from the other unnoticed. For a replay the limit is what a replay must read — the key row and
+// the rows its envelope points at (the revision with its parent, the execution), by the
+// runner's own one statement — in one round trip with the transaction's BEGIN, settings and
+// COMMIT, decoded into Go values and not checked.
 
 // role names what a statement of a write path does.
 type role string
@@ -59,7 +66,13 @@ var writePaths = map[string][]role{
 		roleCommit},
 	FeatureRun: {roleBegin, roleSettings, roleReadKey, roleReserve, roleLockRecord, roleUpdateRecord, roleInsertRevision, roleInsertExecution,
 		roleInsertAudit, roleSucceeded, roleCommit},
+	// A replay of a key the runner answered: its one read, in a transaction of the session's.
+	ReplayHit: {roleBegin, roleSettings, roleReadKey, roleCommit},
 }
+
+// firstTrip is, for a write whose limit takes two round trips, the last role of the first: what
+// the second's statements are computed from (a feature's new revision from the locked record).
+var firstTrip = map[string]role{FeatureRun: roleLockRecord}
 
 // classify names the role of one statement of the runner's write path ("" when it is none of
 // them).
@@ -141,14 +154,28 @@ func rolesLabel(rs []role, stmts []tracedStmt) string {
 // learnPlans runs one runner op of each write workload on t, whose pools tr traces, and keeps
 // their statements in t's fixtures for every target sharing them.
 func (t *target) learnPlans(ctx context.Context, tr *rtTracer) error {
-	if err := t.fx.runnerRecords.ensure(ctx, t.pool, 1); err != nil {
+	if err := t.fx.runnerRecords.ensure(ctx, t.pool, 2); err != nil {
 		return err
 	}
 	plans := limitPlans{}
+	replayRecord := t.fx.runnerRecords.take()
+	learnReplay := func(ctx context.Context, _ *worker) error {
+		// A key this runner answered: its replay is the read alone.
+		if err := t.runnerFeature(ctx, replayRecord, "learn-replay"); err != nil {
+			return err
+		}
+		tr.take()
+		res, err := t.k.RunFeature(ctx, kernel.FeatureInput{Owner: Owner, Module: kernel.ModuleMem, RecordID: replayRecord,
+			FeatureID: "F01", Key: "learn-replay"})
+		if err != nil {
+			return err
+		}
+		return expect(res.Outcome, idemtype.Replayed)
+	}
 	for _, wl := range []struct {
 		name string
 		op   op
-	}{{FreshKey, t.runnerFreshKey}, {FeatureRun, t.runnerFeatureRun}} {
+	}{{FreshKey, t.runnerFreshKey}, {FeatureRun, t.runnerFeatureRun}, {ReplayHit, learnReplay}} {
 		tr.take()
 		if err := wl.op(ctx, &worker{clients: 1}); err != nil {
 			return fmt.Errorf("bench: learn the runner's %s statements: %w", wl.name, err)
@@ -302,14 +329,16 @@ func (t *target) limitCreate(ctx context.Context, key string) error {
 	b.Queue(p[roleSettings], settings...)
 	b.Queue(p[roleReadKey], Owner, key, kernel.ModuleNote)
 	b.Queue(p[roleReserve], Owner, key, in.createOp, in.createFingerprint, now, now.Add(idem.DefaultTTL))
+	// The writes travel behind the reservation, each guarded on it: the key is their last argument.
 	b.Queue(p[roleInsertRecord], rec.OwnerID, rec.ID, rec.ModuleCode, rec.Revision, rec.Title, rec.Summary, rec.Payload,
-		rec.CreatedAt, rec.UpdatedAt)
-	b.Queue(p[roleInsertRevision], rec.OwnerID, rec.ID, rec.Revision, json.RawMessage(snap), key, rec.UpdatedAt)
+		rec.CreatedAt, rec.UpdatedAt, key)
+	b.Queue(p[roleInsertRevision], rec.OwnerID, rec.ID, rec.Revision, json.RawMessage(snap), key, rec.UpdatedAt, key)
 	b.Queue(p[roleInsertAudit], Owner, t.ids.newID(now), kernel.ModuleNote, recordID, "RECORD_CREATED", revision,
-		nil, key, in.createAudit, now)
+		nil, key, in.createAudit, now, key)
 	b.Queue(p[roleSucceeded], Owner, key, env, limitNow())
 	b.Queue(p[roleCommit])
-	return t.sendLimit(ctx, &b, writePaths[FreshKey], "")
+	br := t.db.SendBatchAsIs(ctx, &b)
+	return readLimit(br, writePaths[FreshKey], "")
 }
 
 func (t *target) limitFeatureRun(ctx context.Context, w *worker) error {
@@ -341,13 +370,13 @@ func (t *target) limitFeature(ctx context.Context, recordID, key string) error {
 		return err
 	}
 	rid, revision, execID := recordID, rec.Revision, exec.ID
-	var b pgx.Batch
-	b.Queue(p[roleBegin])
+	var read, b pgx.Batch
+	read.Queue(p[roleBegin])
 	_, settings := t.db.TxSettings()
-	b.Queue(p[roleSettings], settings...)
-	b.Queue(p[roleReadKey], Owner, key, kernel.ModuleMem)
-	b.Queue(p[roleReserve], Owner, key, op, idem.Fingerprint(op, in.featureBody), now, now.Add(idem.DefaultTTL))
-	b.Queue(p[roleLockRecord], Owner, kernel.ModuleMem, recordID, key, Owner)
+	read.Queue(p[roleSettings], settings...)
+	read.Queue(p[roleReadKey], Owner, key, kernel.ModuleMem)
+	read.Queue(p[roleReserve], Owner, key, op, idem.Fingerprint(op, in.featureBody), now, now.Add(idem.DefaultTTL))
+	read.Queue(p[roleLockRecord], Owner, kernel.ModuleMem, recordID, key, Owner)
 	b.Queue(p[roleUpdateRecord], rec.OwnerID, rec.ModuleCode, rec.ID, rec.Revision, rec.Title, rec.Summary, rec.Payload,
 		rec.UpdatedAt, 1)
 	b.Queue(p[roleInsertRevision], rec.OwnerID, rec.ID, rec.Revision, json.RawMessage(snap), key, rec.UpdatedAt)
@@ -357,15 +386,30 @@ func (t *target) limitFeature(ctx context.Context, recordID, key string) error {
 		auditDetail("operation", op, "featureId", "F01", "mode", exec.Mode, "status", exec.Status), now)
 	b.Queue(p[roleSucceeded], Owner, key, env, limitNow())
 	b.Queue(p[roleCommit])
-	return t.sendLimit(ctx, &b, writePaths[FeatureRun], recordID)
+	// Read, then write: two round trips on one connection, the second sent when the first answered.
+	conn, err := t.db.AcquireAsIs(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	path := writePaths[FeatureRun]
+	split := slices.Index(path, firstTrip[FeatureRun]) + 1
+	if err := readLimit(conn.SendBatch(ctx, &read), path[:split], recordID); err != nil {
+		_, _ = conn.Exec(context.WithoutCancel(ctx), "rollback")
+		return err
+	}
+	if err := readLimit(conn.SendBatch(ctx, &b), path[split:], recordID); err != nil {
+		_, _ = conn.Exec(context.WithoutCancel(ctx), "rollback")
+		return err
+	}
+	return nil
 }
 
-// sendLimit sends b in one round trip on the runner's pool and checks every result as the
+// readLimit reads the results of a limit batch (the roles of path) and checks each as the
 // runner would: the key read misses, the reservation wins, the locked record is the expected
 // revision 1, every write succeeds (the guarded ones fail on the server otherwise), COMMIT
 // commits.
-func (t *target) sendLimit(ctx context.Context, b *pgx.Batch, path []role, recordID string) (err error) {
-	br := t.db.SendBatchAsIs(ctx, b)
+func readLimit(br pgx.BatchResults, path []role, recordID string) (err error) {
 	defer func() {
 		if cerr := br.Close(); err == nil {
 			err = cerr
@@ -421,18 +465,41 @@ func (t *target) sendLimit(ctx context.Context, b *pgx.Batch, path []role, recor
 	return nil
 }
 
-// limitReplayHit is one prepared primary-key SELECT of a committed key row, autocommit, on the
-// runner's pool: the least a replay must read.
-func (t *target) limitReplayHit(ctx context.Context, w *worker) error {
+// limitReplayHit is what a replay must read, in one round trip on the runner's pool: the key row
+// and the rows its envelope points at, by the runner's own statement, in a transaction of the
+// session's (BEGIN, settings, the read, COMMIT), decoded into the Go values the runner decodes
+// them into (store.ScanExecutionReplay). Nothing is checked or restored: no fingerprint, no
+// digest, no snapshot.
+func (t *target) limitReplayHit(ctx context.Context, w *worker) (err error) {
+	p := t.fx.plans[ReplayHit]
+	if p == nil {
+		return errors.New("bench: the limit side has not learned the runner's statements")
+	}
 	key := replayKey(t.fx.runnerReplayKeys, w)
-	var op, fp, status string
-	var resp []byte
-	var exp time.Time
-	if err := t.db.QueryRowAsIs(ctx, rawReadKey, Owner, key).Scan(&op, &fp, &status, &resp, &exp); err != nil {
+	var b pgx.Batch
+	b.Queue(p[roleBegin])
+	_, settings := t.db.TxSettings()
+	b.Queue(p[roleSettings], settings...)
+	b.Queue(p[roleReadKey], Owner, key, kernel.ModuleMem)
+	b.Queue(p[roleCommit])
+	br := t.db.SendBatchAsIs(ctx, &b)
+	defer func() {
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	for range 2 {
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+	}
+	r, found, err := store.ScanExecutionReplay(br.QueryRow())
+	if err != nil {
 		return err
 	}
-	if status != "SUCCEEDED" || len(resp) == 0 {
+	if !found || r.Key.Status != "SUCCEEDED" || r.Revision == nil || r.Execution == nil {
 		return errors.New("bench: the limit's replay found no result")
 	}
-	return nil
+	_, err = br.Exec()
+	return err
 }

@@ -63,16 +63,21 @@ func targets(r Report) []Target {
 		}
 	}
 	if r.Setup.RTTMs == 0 || r.Setup.RTTMs == targetRTTMs {
-		for _, name := range []string{FreshKey, FeatureRun} {
+		// Issue 27: against limits of as many round trips as each write allows (limit.go).
+		for _, name := range []string{FreshKey, FeatureRun, ReplayHit} {
 			for _, clients := range []int{1, 16} {
 				c, ok := cell(name, clients)
 				if !ok {
 					continue
 				}
-				t := Target{Goal: fmt.Sprintf("%s: %s at %d client(s), runner ≥ 0.9× the limit", where, name, clients),
-					Measured: c.Efficiency, Met: c.Efficiency >= 0.9, Want: 0.9}
+				want := 0.9
+				if name == ReplayHit && clients == 16 {
+					want = 0.8
+				}
+				t := Target{Goal: fmt.Sprintf("%s: %s at %d client(s), runner ≥ %.1f× the limit", where, name, clients, want),
+					Measured: c.Efficiency, Met: c.Efficiency >= want, Want: want}
 				if !t.Met {
-					t.Note = shortBy(c.Efficiency, 0.9) + efficiencyBound(c, rt)
+					t.Note = shortBy(c.Efficiency, want) + efficiencyBound(c, rt)
 				}
 				out = append(out, t)
 			}

@@ -32,7 +32,8 @@ func newBenchCmd(a *app) *cobra.Command {
 		Short: "Measure the idempotency runner against hand-written SQL and the physical limit, side by side",
 		Long: "bench measures what the runner costs per request against the naive SQL a user would write\n" +
 			"instead (raw: the same statements with pgx, one per round trip) and against the physical limit\n" +
-			"(the runner's own statements in one pipelined round trip; for a replay one primary-key read), on\n" +
+			"(the runner's own statements in as few pipelined round trips as the write allows: one for a create,\n" +
+			"read-then-write two for a feature run, one read of the key and its rows for a replay), on\n" +
 			"the same database: a fresh key (create a NOTE), a feature run (MEM-001 F01 on fresh records) and a\n" +
 			"replay hit, at each --clients count. The three sides alternate in short slices so machine noise\n" +
 			"hits all; compare the ratio (runner ops/s ÷ raw ops/s) and the efficiency (runner ÷ limit), not\n" +

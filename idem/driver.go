@@ -27,8 +27,10 @@ type Querier interface {
 // session state: behind a transaction pooler each transaction may meet another server session.
 type Driver interface {
 	// WithTx runs fn in a new transaction. tx has not begun when fn is called: its first
-	// statement (the runner's first batch) carries BEGIN in the same round trip. When fn returns
-	// nil, the driver sends the statements fn left in final, then COMMIT, in one round trip,
+	// statement (the runner's first batch) carries BEGIN in the same round trip. A batch of fn's
+	// may end with COMMIT itself (RunAhead's one round trip: BEGIN … COMMIT): when fn returns nil
+	// with final empty and the connection already outside a transaction, there is nothing left
+	// to commit. Otherwise, when fn returns nil, the driver sends the statements fn left in final, then COMMIT, in one round trip,
 	// reading their results in order (running their callbacks); it reports a connection lost
 	// after COMMIT was sent as COMMIT_UNKNOWN, never as a plain failure. When fn fails, or the
 	// commit does, it rolls back. fn's statements run under the ctx it is given.
@@ -190,7 +192,8 @@ func (t *lazyTx) Rollback(context.Context) error { return errDriverEnds }
 // commit sends final's statements and COMMIT in one round trip (BEGIN first when nothing was
 // sent before; nothing at all when nothing was sent or queued).
 func (t *lazyTx) commit(ctx context.Context, final *pgx.Batch) error {
-	if t.real == nil && final.Len() == 0 {
+	if final.Len() == 0 && (t.real == nil || t.conn.Conn().PgConn().TxStatus() == 'I') {
+		// Nothing sent, or fn's last round trip carried COMMIT itself (RunAhead's one round trip).
 		return nil
 	}
 	var nb pgx.Batch

@@ -173,10 +173,39 @@ func prepareNothing(context.Context, Querier) (struct{}, error) { return struct{
 // request in this process share one flight (JOINED).
 func RunPrepared[T, P any](ctx context.Context, r *Runner, req Request, policy ResultPolicy[T],
 	prepare func(ctx context.Context, q Querier) (P, error), work func(ctx context.Context, tx *Tx, p P) (T, error)) (Result[T], error) {
+	return (&call[T, P]{r: r, req: req, policy: policy, prepare: prepare, work: work}).run(ctx)
+}
+
+// RunAhead is RunPrepared for a call whose prepare reads nothing (SPEC §4.2's prepare of a
+// create: a deterministic validation and normalisation of the request): a fresh key takes one
+// round trip. prepare and work run on the client before anything is sent; then BEGIN, the key
+// read, the reservation, the work's queued writes, SUCCEEDED and COMMIT go in one round trip.
+// Each queued write must do nothing unless this transaction won the reservation (guard it with
+// HeldGuard's condition; Tx.HeldBy names the reservation): behind a key that turns out taken they
+// all do nothing, the transaction commits nothing, and the key's row read in the same round trip
+// answers the call as RunPrepared's hit would (REPLAYED, or the hit rules' errors). work may run
+// no statement (Tx's Exec, Query… fail): it only queues.
+//
+// SPEC §4.2's order holds: prepare's result is used only where the reservation is won; a failed
+// prepare or work changes nothing for a key that is taken — the call then takes RunPrepared's
+// path with the error standing where prepare's would (reserve, then fail and roll back, or meet
+// the key's row and answer from it), so a replay is still the first result and a miss leaves
+// nothing behind. A key this runner answered lately is read alone first, prepare not run at all,
+// as in RunPrepared. In the caller's transaction (Request.Tx) the call is RunPrepared's.
+func RunAhead[T, P any](ctx context.Context, r *Runner, req Request, policy ResultPolicy[T],
+	prepare func(ctx context.Context) (P, error), work func(ctx context.Context, tx *Tx, p P) (T, error)) (Result[T], error) {
+	c := &call[T, P]{r: r, req: req, policy: policy, ahead: prepare, work: work,
+		prepare: func(ctx context.Context, _ Querier) (P, error) { return prepare(ctx) }}
+	return c.run(ctx)
+}
+
+// run is a call from the start: the owner and key checked, then unkeyed, keyed, or keyed
+// through an in-process flight.
+func (c *call[T, P]) run(ctx context.Context) (Result[T], error) {
+	r, req := c.r, c.req
 	if err := idemtype.ValidateOwner(req.Owner); err != nil {
 		return Result[T]{}, err
 	}
-	c := &call[T, P]{r: r, req: req, policy: policy, prepare: prepare, work: work}
 	if req.Key == "" {
 		return c.unkeyed(ctx)
 	}
@@ -239,6 +268,9 @@ type call[T, P any] struct {
 	policy  ResultPolicy[T]
 	prepare func(ctx context.Context, q Querier) (P, error)
 	work    func(ctx context.Context, tx *Tx, p P) (T, error)
+	// ahead, for a RunAhead call, is its prepare, which reads nothing: run before the round
+	// trip, its result used only where the reservation is won.
+	ahead func(ctx context.Context) (P, error)
 }
 
 // execute runs prepare and work in tx; work's queued writes go to final.
@@ -326,9 +358,18 @@ func (c *call[T, P]) keyed(ctx context.Context) (Result[T], error) {
 			return c.answered(c.hit(ctx, row, pre))
 		}
 	}
+	if c.ahead != nil {
+		return c.keyedAhead(ctx)
+	}
+	return c.inOwnTx(ctx, !readFirst)
+}
+
+// inOwnTx is the keyed path in a transaction of the runner's own, prepare run after the
+// reservation: two round trips for a fresh key (see keyed).
+func (c *call[T, P]) inOwnTx(ctx context.Context, readWithReservation bool) (Result[T], error) {
 	var o step[T]
-	err = r.driver.WithTx(ctx, func(ctx context.Context, tx pgx.Tx, final *pgx.Batch) error {
-		o = c.reserveAndWork(ctx, tx, final, !readFirst)
+	err := c.r.driver.WithTx(ctx, func(ctx context.Context, tx pgx.Tx, final *pgx.Batch) error {
+		o = c.reserveAndWork(ctx, tx, final, readWithReservation)
 		return o.err
 	})
 	if o.hit != nil {

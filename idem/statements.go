@@ -13,7 +13,7 @@ const Table = "idempotency_record"
 // statements are the runner's SQL, its table named with its schema in each (built once per
 // Runner: the same text every call, for the statement cache).
 type statements struct {
-	reserve, readKey, readAfterConflict, deleteExpired, success string
+	reserve, readKey, readAfterConflict, deleteExpired, success, successHeld string
 }
 
 func newStatements(table string) statements {
@@ -45,6 +45,14 @@ func newStatements(table string) statements {
 		success: `WITH u AS (UPDATE ` + table + ` SET status = 'SUCCEEDED', response = $3, updated_at = $4
 				WHERE owner_id = $1 AND idempotency_key = $2 AND status = 'PROCESSING' RETURNING 1)
 			SELECT 1 / count(*) FROM u`,
+		// successHeld is success for a RunAhead call, whose round trip carries it whether or not
+		// the reservation ahead of it was won: it updates only the row this transaction reserved
+		// (nothing behind a lost reservation, where the key row is another's) and returns how
+		// many rows it updated.
+		successHeld: `WITH u AS (UPDATE ` + table + ` SET status = 'SUCCEEDED', response = $3, updated_at = $4
+				WHERE owner_id = $1 AND idempotency_key = $2 AND status = 'PROCESSING'
+					AND reserved_xid = pg_current_xact_id_if_assigned() RETURNING 1)
+			SELECT count(*) FROM u`,
 	}
 }
 

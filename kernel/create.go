@@ -67,7 +67,7 @@ func (k *Kernel) create(ctx context.Context, pin *CreateInput, mod *Module, shar
 		}
 		return RecordResult{Record: rec}, nil
 	}
-	res, err := runWrite(ctx, k, req, idem.ResultPolicy[RecordResult](k.recordPolicy), prepare, work)
+	res, err := runCreate(ctx, k, req, idem.ResultPolicy[RecordResult](k.recordPolicy), prepare, work)
 	if err != nil {
 		return WriteResult{}, k.explainReuse(ctx, model.WriteRequest{Kind: model.KindCreate, Create: in}, err)
 	}

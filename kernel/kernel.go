@@ -130,6 +130,30 @@ func runWrite[T, P any](ctx context.Context, k *Kernel, req idem.Request, policy
 		})
 }
 
+// runCreate is runWrite for a write whose prepare reads nothing (a create): through
+// idem.RunAhead, so a fresh key is one round trip — prepare and work on the client, their
+// writes guarded on the reservation they travel behind (store.Batch.QueueIn). With faults
+// injected (tests, a storm's --fail-first and --hold) it is runWrite: a fault checkpoint is a
+// step of the transaction, and a step held must hold the key and what it locked.
+func runCreate[T, P any](ctx context.Context, k *Kernel, req idem.Request, policy idem.ResultPolicy[T],
+	prepare func(ctx context.Context) (P, error), work func(ctx context.Context, b *store.Batch, p P) (T, error)) (idem.Result[T], error) {
+	if k.faults != nil {
+		return runWrite(ctx, k, req, policy, prepare, work)
+	}
+	if tx, ok := k.db.AmbientTx(ctx); ok {
+		req.Tx = tx
+	}
+	return idem.RunAhead(ctx, k.runner, req, policy, prepare,
+		func(ctx context.Context, tx *idem.Tx, p P) (T, error) {
+			var b store.Batch
+			v, err := work(ctx, &b, p)
+			if err == nil {
+				err = b.QueueIn(tx)
+			}
+			return v, err
+		})
+}
+
 // DB is the kernel's database.
 func (k *Kernel) DB() *store.DB { return k.db }
 

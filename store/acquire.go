@@ -99,6 +99,10 @@ func (db *DB) SendBatchAsIs(ctx context.Context, b *pgx.Batch) pgx.BatchResults 
 	return db.pool.SendBatch(ctx, b)
 }
 
+// AcquireAsIs is a connection of the pool on which statements go exactly as they are (see
+// SendBatchAsIs), for a caller whose transaction spans more than one batch; Release it.
+func (db *DB) AcquireAsIs(ctx context.Context) (*pgxpool.Conn, error) { return db.pool.Acquire(ctx) }
+
 // QueryRowAsIs runs one statement on a connection of the pool exactly as it is, autocommit,
 // outside any transaction of store's (see SendBatchAsIs).
 func (db *DB) QueryRowAsIs(ctx context.Context, sql string, args ...any) pgx.Row {

@@ -3,6 +3,7 @@ package store
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -87,13 +88,27 @@ func (b *Batch) queue(step, what string, guard error, sql string, args []any) {
 // QueueIn moves the queued writes into tx's queue (idem.Tx.Queue): they travel, in order, with
 // the runner's success row and COMMIT, and a write the server refuses fails the call as its
 // step's *idem.StepError. A write whose arguments could not be encoded fails it here.
+//
+// In the work of an idem.RunAhead call (tx.HeldBy), the writes travel in the reservation's own
+// round trip, whatever became of it: each goes as its held form (heldWrites), which does
+// nothing unless this transaction inserted the key's reservation. A write without one fails the
+// call here, before anything is sent.
 func (b *Batch) QueueIn(tx *idem.Tx) error {
 	if b.err != nil {
 		return b.err
 	}
+	_, key, held := tx.HeldBy()
 	for i := range b.writes {
 		w := &b.writes[i]
-		tx.Queue(w.sql, w.args...).Fn = w.read
+		if !held {
+			tx.Queue(w.sql, w.args...).Fn = w.read
+			continue
+		}
+		sql, ok := heldWrites[w.sql]
+		if !ok {
+			return &idem.StepError{Step: w.step, Err: fmt.Errorf("%s: this write cannot travel ahead of its reservation", w.what)}
+		}
+		tx.Queue(sql, append(w.args, key)...).Fn = w.read
 	}
 	return nil
 }
@@ -151,4 +166,26 @@ func valueOf[T any](p *T) any {
 		return nil
 	}
 	return *p
+}
+
+// heldWrites are the held forms of the writes a create queues (idem.RunAhead): each INSERT …
+// VALUES (…) as INSERT … SELECT … WHERE <the reservation is this transaction's>, its last
+// argument the key (the owner is every one of these writes' $1: a row of the key's owner). The
+// rows they write, digests included, are the same bytes; behind a reservation that lost they
+// write nothing (INSERT 0 0).
+var heldWrites = map[string]string{
+	insertRecordSQL:   heldInsert(insertRecordSQL, 9),
+	insertRevisionSQL: heldInsert(insertRevisionSQL, 6),
+	insertAuditSQL:    heldInsert(insertAuditSQL, 10),
+}
+
+// heldInsert is the held form of insert (an INSERT … VALUES (…) of one row with n arguments):
+// its key argument is $n+1.
+func heldInsert(insert string, n int) string {
+	i := strings.LastIndex(insert, "VALUES (")
+	if i < 0 || !strings.HasSuffix(insert, ")") {
+		panic("store: not an INSERT … VALUES (…): " + insert)
+	}
+	values := insert[i+len("VALUES (") : len(insert)-1]
+	return insert[:i] + "SELECT " + values + "\n\t\tWHERE " + idem.HeldGuard("idempotency_record", 1, n+1)
 }

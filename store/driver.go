@@ -67,7 +67,9 @@ func (db *DB) WithTx(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx
 // statements before sending them (beginApart), BEGIN and the statements go first and COMMIT alone
 // after them. Nothing sent and nothing queued: nothing to commit.
 func (a *ambient) commitFinal(ctx context.Context, final *pgx.Batch) error {
-	if !a.begun && final.Len() == 0 {
+	if final.Len() == 0 && (!a.begun || a.conn.Conn().PgConn().TxStatus() == 'I') {
+		// Nothing sent, or fn's last round trip carried COMMIT itself (idem.RunAhead's one
+		// round trip).
 		return nil
 	}
 	if a.db.beginApart {

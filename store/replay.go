@@ -98,12 +98,18 @@ func ReadRevisionReplay(ctx context.Context, q Querier, p idem.ReplayParams) (r 
 // ReadExecutionReplay reads the key row of p, the revision and the execution its result
 // references, on q. found is false when the key has no row.
 func ReadExecutionReplay(ctx context.Context, q Querier, p idem.ReplayParams) (r ExecutionReplay, found bool, err error) {
+	return ScanExecutionReplay(q.QueryRow(ctx, executionReplaySQL, replayArgs(p)...))
+}
+
+// ScanExecutionReplay reads the row of ReadExecutionReplay's statement from row: what a replay
+// reads, decoded and unchecked (the bench's limit reads a replay's row with it).
+func ScanExecutionReplay(row pgx.Row) (r ExecutionReplay, found bool, err error) {
 	var rv replayRevisionRow
 	var e replayExecutionRow
 	var keyXID pgtype.Text
 	dest := make([]any, 0, 6+12+16)
 	dest = append(append(append(keyDest(&r.Key, dest), &keyXID), rv.dest()...), e.dest()...)
-	if err := q.QueryRow(ctx, executionReplaySQL, replayArgs(p)...).Scan(dest...); err != nil {
+	if err := row.Scan(dest...); err != nil {
 		return r, false, replayError(err)
 	}
 	r.Revision, r.Execution, r.KeyXID = rv.revision(), e.execution(), textPtr(keyXID)

@@ -321,7 +321,7 @@ const commitUnknownMessage = "the connection to the database was lost while the 
 
 // rollback ends the transaction if BEGIN reached the server.
 func (a *ambient) rollback(ctx context.Context) {
-	if a.begun && !a.conn.Conn().PgConn().IsClosed() {
+	if pc := a.conn.Conn().PgConn(); a.begun && !pc.IsClosed() && pc.TxStatus() != 'I' {
 		_, _ = a.conn.Exec(ctx, "rollback")
 	}
 }
