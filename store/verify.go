@@ -179,20 +179,35 @@ func (db *DB) VerifyKeys(ctx context.Context, p VerifyPage, light bool) ([]Verif
 	if err != nil {
 		return nil, fmt.Errorf("verify keys: %w", err)
 	}
-	return pgx.CollectRows(rows, scanVerifyKey)
+	return pgx.CollectRows(rows, newKeyScanner().scan)
 }
 
-func scanVerifyKey(r pgx.CollectableRow) (VerifyKeyRow, error) {
-	var x VerifyKeyRow
-	var xid pgtype.Text
-	var rv replayRevisionRow
-	var e replayExecutionRow
-	var rw reviewRow
-	dest := append(append([]any{&x.OwnerID, &x.Key, &x.Operation, &x.Status, &x.Response, &x.ExpiresAt, &xid}, rv.dest()...), e.dest()...)
-	err := r.Scan(append(dest, rw.dest()...)...)
-	x.ReservedXID = textPtr(xid)
-	x.Revision, x.Execution, x.Review = rv.revision(), e.execution(), rw.review()
-	x.ExecutionAttest = Attestation{XID: textPtr(e.xid), Digest: e.digest, Prev: e.revisionDigest}
+// keyScanner scans key rows through one set of destinations, built once for every row of a
+// read: built per row, the 40-odd destinations and the structs behind them were most of what a
+// whole-table read of the keys allocated. Every value it returns is freshly allocated by pgx
+// (strings, byte slices), so a row never aliases the next.
+type keyScanner struct {
+	x    VerifyKeyRow
+	xid  pgtype.Text
+	rv   replayRevisionRow
+	e    replayExecutionRow
+	rw   reviewRow
+	dest []any
+}
+
+func newKeyScanner() *keyScanner {
+	s := &keyScanner{}
+	s.dest = append(append(append([]any{&s.x.OwnerID, &s.x.Key, &s.x.Operation, &s.x.Status, &s.x.Response, &s.x.ExpiresAt, &s.xid},
+		s.rv.dest()...), s.e.dest()...), s.rw.dest()...)
+	return s
+}
+
+func (s *keyScanner) scan(r pgx.CollectableRow) (VerifyKeyRow, error) {
+	err := r.Scan(s.dest...)
+	x := s.x
+	x.ReservedXID = textPtr(s.xid)
+	x.Revision, x.Execution, x.Review = s.rv.revision(), s.e.execution(), s.rw.review()
+	x.ExecutionAttest = Attestation{XID: textPtr(s.e.xid), Digest: s.e.digest, Prev: s.e.revisionDigest}
 	return x, err
 }
 

@@ -172,7 +172,7 @@ var verifyKeysScanSQL = `SELECT k.owner_id, k.idempotency_key, k.operation, k.st
 // VerifyKeysScan streams every key row of the scope with the rows its result references, as
 // VerifyKeys reads a light page.
 func (db *DB) VerifyKeysScan(ctx context.Context, s VerifyScope, fn func(VerifyKeyRow) error) error {
-	return verifyStream(ctx, db, "keys", s, verifyKeysScanSQL, scanVerifyKey, fn)
+	return verifyStream(ctx, db, "keys", s, verifyKeysScanSQL, newKeyScanner().scan, fn)
 }
 
 const verifyOutboxScanSQL = `SELECT m.owner_id, m.id, m.execution_id, m.status, e.id IS NOT NULL, COALESCE(e.mode, ''), COALESCE(e.status, ''),
