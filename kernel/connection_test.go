@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -136,6 +137,19 @@ func exerciseKernel(t *testing.T, k *kernel.Kernel) {
 	require.Equal(t, idemtype.Executed, review.Outcome)
 	_, err = k.VerifyLegacy(ctx)
 	require.NoError(t, err)
+	// Verify reads these rows whole-table (one streamed statement a pass) and, with --since,
+	// in keyset pages: both in one read-only transaction, whatever the route, and both clean.
+	// What it set for its statements (work_mem, plan_cache_mode) ended with that transaction.
+	for _, since := range []time.Time{{}, time.Unix(0, 0)} {
+		rep, err := k.VerifyInvariants(ctx, kernel.VerifyOptions{Owner: owner, Since: since})
+		require.NoError(t, err)
+		require.True(t, rep.OK, "since %v: %+v", since, rep.Failed())
+		require.EqualValues(t, 3, rep.Checked["records"], "since %v", since)
+		require.EqualValues(t, 7, rep.Checked["keys"], "since %v", since)
+	}
+	var workMem, planCache string
+	require.NoError(t, db.Q(ctx).QueryRow(ctx, `SELECT current_setting('work_mem'), current_setting('plan_cache_mode')`).Scan(&workMem, &planCache))
+	require.Equal(t, []string{"4MB", "auto"}, []string{workMem, planCache}, "no setting of verify's outlives its transaction")
 
 	// The rows are what was sent, JSON typed as JSON.
 	var snapshot, stored json.RawMessage

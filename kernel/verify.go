@@ -268,8 +268,16 @@ func (v *verifier) page(limit int) store.VerifyPage {
 // otherwise while Go works, and the database while it waits): check must not use the database.
 // idle, when set, runs after each page's checks at a point where nothing else is reading — for
 // what a check had to put off because it needed a read.
+//
+// Without --since, scan (when set) reads the whole scope instead, one streamed statement whose
+// related rows PostgreSQL joins set-wise (store.VerifyScope): the checks run as the rows arrive,
+// the progress is told every limit rows, and idle runs once at the end.
 func pages[T interface{ Cursor() store.VerifyCursor }](ctx context.Context, v *verifier, table string, limit int,
-	read func(ctx context.Context, p store.VerifyPage) ([]T, error), check func(row T), idle func(ctx context.Context) error) error {
+	read func(ctx context.Context, p store.VerifyPage) ([]T, error), scan func(ctx context.Context, s store.VerifyScope, fn func(T) error) error,
+	check func(row T), idle func(ctx context.Context) error) error {
+	if scan != nil && v.opts.Since.IsZero() {
+		return scanned(ctx, v, table, limit, scan, check, idle)
+	}
 	type page struct {
 		rows []T
 		err  error
@@ -313,6 +321,41 @@ func pages[T interface{ Cursor() store.VerifyCursor }](ctx context.Context, v *v
 		}
 		rows, err = ahead.rows, ahead.err
 	}
+}
+
+// scanned is pages' whole-scope read: the rows of one streamed statement, checked as they come,
+// counted in batches of limit rows (each told to the progress, after ctx is checked).
+func scanned[T any](ctx context.Context, v *verifier, table string, limit int,
+	scan func(ctx context.Context, s store.VerifyScope, fn func(T) error) error, check func(row T), idle func(ctx context.Context) error) error {
+	limit = max(limit, 1)
+	n := 0
+	flush := func() error {
+		v.rep.Batches++
+		v.rep.Checked[table] += int64(n)
+		v.checked += int64(n)
+		n = 0
+		v.report(table)
+		return ctx.Err()
+	}
+	err := scan(ctx, store.VerifyScope{Owner: v.opts.Owner}, func(r T) error {
+		check(r)
+		if n++; n == limit {
+			return flush()
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if idle != nil {
+		if err := idle(ctx); err != nil {
+			return err
+		}
+	}
+	if n > 0 || v.rep.Checked[table] == 0 {
+		return flush()
+	}
+	return ctx.Err()
 }
 
 func (v *verifier) keys(ctx context.Context) error {
@@ -361,7 +404,11 @@ func (v *verifier) keys(ctx context.Context) error {
 		}
 		return true
 	}
-	return pages(ctx, v, "keys", v.opts.Batch, read,
+	var scan func(ctx context.Context, s store.VerifyScope, fn func(store.VerifyKeyRow) error) error
+	if light {
+		scan = v.k.db.VerifyKeysScan // the light columns: what the scan reads
+	}
+	return pages(ctx, v, "keys", v.opts.Batch, read, scan,
 		func(r store.VerifyKeyRow) {
 			if !judge(ctx, r, true) {
 				putOff = append(putOff, r)
@@ -377,7 +424,7 @@ func (v *verifier) keys(ctx context.Context) error {
 }
 
 func (v *verifier) records(ctx context.Context) error {
-	return pages(ctx, v, "records", v.opts.Batch, v.k.db.VerifyRecords,
+	return pages(ctx, v, "records", v.opts.Batch, v.k.db.VerifyRecords, v.k.db.VerifyRecordsScan,
 		func(r store.VerifyRecordRow) {
 			ex := Violation{Owner: r.OwnerID, Record: r.ID}
 			if r.Revisions != r.Revision || r.MinRevision != 1 || r.MaxRevision != r.Revision {
@@ -406,7 +453,7 @@ func (v *verifier) printable(ex Violation, where, title, summary string) {
 }
 
 func (v *verifier) revisions(ctx context.Context) error {
-	return pages(ctx, v, "revisions", v.opts.Batch/verifyRevisionBatchShare, v.k.db.VerifyRevisions,
+	return pages(ctx, v, "revisions", v.opts.Batch/verifyRevisionBatchShare, v.k.db.VerifyRevisions, v.k.db.VerifyRevisionsScan,
 		func(r store.VerifyRevisionRow) {
 			ex := Violation{Owner: r.OwnerID, Key: deref(r.IdempotencyKey), Record: r.RecordID, Revision: r.Revision.Revision}
 			var bad error // what a read of the revision fails closed with
@@ -443,7 +490,7 @@ func (v *verifier) revisions(ctx context.Context) error {
 }
 
 func (v *verifier) executions(ctx context.Context) error {
-	return pages(ctx, v, "executions", v.opts.Batch, v.k.db.VerifyExecutions,
+	return pages(ctx, v, "executions", v.opts.Batch, v.k.db.VerifyExecutions, v.k.db.VerifyExecutionsScan,
 		func(r store.VerifyExecutionRow) {
 			ex := Violation{Owner: r.OwnerID, Key: deref(r.IdempotencyKey), Record: r.RecordID, Execution: r.ID}
 			switch {
@@ -493,7 +540,7 @@ func (v *verifier) executions(ctx context.Context) error {
 }
 
 func (v *verifier) outbox(ctx context.Context) error {
-	return pages(ctx, v, "outboxMessages", v.opts.Batch, v.k.db.VerifyOutbox,
+	return pages(ctx, v, "outboxMessages", v.opts.Batch, v.k.db.VerifyOutbox, v.k.db.VerifyOutboxScan,
 		func(r store.VerifyOutboxRow) {
 			ex := Violation{Owner: r.OwnerID, Key: deref(r.Key), Message: r.ID, Execution: r.ExecutionID}
 			if s := v.secretIn(r.PayloadRef, false, nil); s != "" {
@@ -517,7 +564,7 @@ func (v *verifier) outbox(ctx context.Context) error {
 }
 
 func (v *verifier) audit(ctx context.Context) error {
-	return pages(ctx, v, "auditEvents", v.opts.Batch*2, v.k.db.VerifyAudit,
+	return pages(ctx, v, "auditEvents", v.opts.Batch*2, v.k.db.VerifyAudit, v.k.db.VerifyAuditScan,
 		func(r store.VerifyAuditRow) {
 			if s := v.secretIn(r.Detail, true, r.Contents); s != "" {
 				ex := Violation{Owner: r.OwnerID, Audit: r.ID, Detail: r.Action + ": the detail " + s}
@@ -543,6 +590,9 @@ func (v *verifier) lives(ctx context.Context) error {
 		var x page
 		x.keys, x.next, x.more, x.read, x.err = v.k.db.VerifyKeyLives(ctx, p)
 		return x
+	}
+	if v.opts.Since.IsZero() {
+		return v.livesScanned(ctx)
 	}
 	p := v.page(v.opts.Batch * 2)
 	cur := readPage(p)
@@ -572,6 +622,32 @@ func (v *verifier) lives(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// livesScanned is lives over the whole scope: every key's lives in one streamed statement.
+func (v *verifier) livesScanned(ctx context.Context) error {
+	limit := max(v.opts.Batch*2, 1)
+	keys, read := 0, 0
+	flush := func() error {
+		v.rep.Batches++
+		v.rep.Checked["keyLives"] += int64(keys)
+		v.checked += int64(read)
+		keys, read = 0, 0
+		v.report("keyLives")
+		return ctx.Err()
+	}
+	err := v.k.db.VerifyKeyLivesScan(ctx, store.VerifyScope{Owner: v.opts.Owner}, func(k store.VerifyKeyLives, n int) error {
+		v.judgeKey(k)
+		keys++
+		if read += n; read >= limit {
+			return flush()
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return flush()
 }
 
 func (v *verifier) judgeKey(k store.VerifyKeyLives) {

@@ -31,7 +31,13 @@ func (db *DB) ReadSnapshot(ctx context.Context, fn func(ctx context.Context) err
 	if err == nil {
 		// Its page reads are many small index lookups whose generic plans the planner may cost
 		// high enough to JIT-compile on every page: compiling costs far more than running them.
-		_, err = conn.Exec(ctx, "select pg_catalog.set_config('jit', 'off', true)")
+		// Its whole-scope reads (verifyscan.go) hash-join whole tables: with more memory than
+		// the default 4 MB a hash is built in one batch rather than spilled to disk in many; and
+		// each is planned for the owner it reads (a prepared statement's generic plan, cached
+		// from another owner's verify, does not know how many rows that owner has).
+		// Transaction-local all three: nothing outlives the snapshot on a pooled connection.
+		_, err = conn.Exec(ctx, `select pg_catalog.set_config('jit', 'off', true), pg_catalog.set_config('work_mem', '64MB', true),
+			pg_catalog.set_config('plan_cache_mode', 'force_custom_plan', true)`)
 	}
 	a := &ambient{db: db, conn: conn, begun: true}
 	if err != nil {
@@ -173,22 +179,36 @@ func (db *DB) VerifyKeys(ctx context.Context, p VerifyPage, light bool) ([]Verif
 	if err != nil {
 		return nil, fmt.Errorf("verify keys: %w", err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (VerifyKeyRow, error) {
-		var x VerifyKeyRow
-		var resp, xid pgtype.Text
-		var rv replayRevisionRow
-		var e replayExecutionRow
-		var rw reviewRow
-		dest := append(append([]any{&x.OwnerID, &x.Key, &x.Operation, &x.Status, &resp, &x.ExpiresAt, &xid}, rv.dest()...), e.dest()...)
-		err := r.Scan(append(dest, rw.dest()...)...)
-		if resp.Valid {
-			x.Response = []byte(resp.String)
-		}
-		x.ReservedXID = textPtr(xid)
-		x.Revision, x.Execution, x.Review = rv.revision(), e.execution(), rw.review()
-		x.ExecutionAttest = Attestation{XID: textPtr(e.xid), Digest: e.digest, Prev: e.revisionDigest}
-		return x, err
-	})
+	return pgx.CollectRows(rows, newKeyScanner().scan)
+}
+
+// keyScanner scans key rows through one set of destinations, built once for every row of a
+// read: built per row, the 40-odd destinations and the structs behind them were most of what a
+// whole-table read of the keys allocated. Every value it returns is freshly allocated by pgx
+// (strings, byte slices), so a row never aliases the next.
+type keyScanner struct {
+	x    VerifyKeyRow
+	xid  pgtype.Text
+	rv   replayRevisionRow
+	e    replayExecutionRow
+	rw   reviewRow
+	dest []any
+}
+
+func newKeyScanner() *keyScanner {
+	s := &keyScanner{}
+	s.dest = append(append(append([]any{&s.x.OwnerID, &s.x.Key, &s.x.Operation, &s.x.Status, &s.x.Response, &s.x.ExpiresAt, &s.xid},
+		s.rv.dest()...), s.e.dest()...), s.rw.dest()...)
+	return s
+}
+
+func (s *keyScanner) scan(r pgx.CollectableRow) (VerifyKeyRow, error) {
+	err := r.Scan(s.dest...)
+	x := s.x
+	x.ReservedXID = textPtr(s.xid)
+	x.Revision, x.Execution, x.Review = s.rv.revision(), s.e.execution(), s.rw.review()
+	x.ExecutionAttest = Attestation{XID: textPtr(s.e.xid), Digest: s.e.digest, Prev: s.e.revisionDigest}
+	return x, err
 }
 
 // VerifyServiceKeys reads a page of a service's idempotency rows (the runner library's table
@@ -264,11 +284,13 @@ func (db *DB) VerifyRecords(ctx context.Context, p VerifyPage) ([]VerifyRecordRo
 	if err != nil {
 		return nil, fmt.Errorf("verify records: %w", err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (VerifyRecordRow, error) {
-		var x VerifyRecordRow
-		err := r.Scan(&x.OwnerID, &x.ID, &x.ModuleCode, &x.Revision, &x.Title, &x.Summary, &x.Revisions, &x.MinRevision, &x.MaxRevision, &x.LatestMatches)
-		return x, err
-	})
+	return pgx.CollectRows(rows, scanVerifyRecord)
+}
+
+func scanVerifyRecord(r pgx.CollectableRow) (VerifyRecordRow, error) {
+	var x VerifyRecordRow
+	err := r.Scan(&x.OwnerID, &x.ID, &x.ModuleCode, &x.Revision, &x.Title, &x.Summary, &x.Revisions, &x.MinRevision, &x.MaxRevision, &x.LatestMatches)
+	return x, err
 }
 
 // VerifyRevisionRow is a revision with its parent (HasParent false: no such record), its
@@ -309,15 +331,19 @@ func (db *DB) VerifyRevisions(ctx context.Context, p VerifyPage) ([]VerifyRevisi
 	if err != nil {
 		return nil, fmt.Errorf("verify revisions: %w", err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (VerifyRevisionRow, error) {
-		var x VerifyRevisionRow
-		var po, pid, pm pgtype.Text
-		dest := x.Attest.dest([]any{&x.OwnerID, &x.RecordID, &x.Revision.Revision, &x.Snapshot, &x.IdempotencyKey, &x.CreatedAt, &po, &pid, &pm})
-		err := r.Scan(append(dest, &x.WriteAudits)...)
-		x.HasParent = po.Valid
-		x.ParentOwner, x.ParentID, x.ParentModule = po.String, pid.String, pm.String
-		return x, err
-	})
+	return pgx.CollectRows(rows, scanVerifyRevision)
+}
+
+func scanVerifyRevision(r pgx.CollectableRow) (VerifyRevisionRow, error) {
+	var x VerifyRevisionRow
+	var po, pid, pm pgtype.Text
+	// The snapshot as its bytes (*[]byte): into a json.RawMessage pgx would run it through
+	// json.Unmarshal, validating what PostgreSQL's jsonb already is.
+	dest := x.Attest.dest([]any{&x.OwnerID, &x.RecordID, &x.Revision.Revision, (*[]byte)(&x.Snapshot), &x.IdempotencyKey, &x.CreatedAt, &po, &pid, &pm})
+	err := r.Scan(append(dest, &x.WriteAudits)...)
+	x.HasParent = po.Valid
+	x.ParentOwner, x.ParentID, x.ParentModule = po.String, pid.String, pm.String
+	return x, err
 }
 
 // VerifyExecutionRow is an execution with its attestation, record, audit events and outbox
@@ -367,13 +393,15 @@ func (db *DB) VerifyExecutions(ctx context.Context, p VerifyPage) ([]VerifyExecu
 	if err != nil {
 		return nil, fmt.Errorf("verify executions: %w", err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (VerifyExecutionRow, error) {
-		var x VerifyExecutionRow
-		dest := x.Attest.dest([]any{&x.ID, &x.OwnerID, &x.ModuleCode, &x.RecordID, &x.FeatureID, &x.Mode, &x.Status, &x.RecordRevision,
-			&x.Input, &x.Output, &x.IdempotencyKey, &x.CreatedAt, &x.UpdatedAt})
-		err := r.Scan(append(dest, &x.HasRecord, &x.AtRevision, &x.RunAudits, &x.SettleAudits, &x.SettledAs, &x.Messages)...)
-		return x, err
-	})
+	return pgx.CollectRows(rows, scanVerifyExecution)
+}
+
+func scanVerifyExecution(r pgx.CollectableRow) (VerifyExecutionRow, error) {
+	var x VerifyExecutionRow
+	dest := x.Attest.dest([]any{&x.ID, &x.OwnerID, &x.ModuleCode, &x.RecordID, &x.FeatureID, &x.Mode, &x.Status, &x.RecordRevision,
+		(*[]byte)(&x.Input), (*[]byte)(&x.Output), &x.IdempotencyKey, &x.CreatedAt, &x.UpdatedAt})
+	err := r.Scan(append(dest, &x.HasRecord, &x.AtRevision, &x.RunAudits, &x.SettleAudits, &x.SettledAs, &x.Messages)...)
+	return x, err
 }
 
 // VerifyOutboxRow is an outbox message with its execution (HasExecution false: none).
@@ -400,11 +428,13 @@ func (db *DB) VerifyOutbox(ctx context.Context, p VerifyPage) ([]VerifyOutboxRow
 	if err != nil {
 		return nil, fmt.Errorf("verify outbox: %w", err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (VerifyOutboxRow, error) {
-		var x VerifyOutboxRow
-		err := r.Scan(&x.OwnerID, &x.ID, &x.ExecutionID, &x.Status, &x.HasExecution, &x.ExecutionMode, &x.ExecutionStatus, &x.Key, &x.ExecutionKey, &x.PayloadRef)
-		return x, err
-	})
+	return pgx.CollectRows(rows, scanVerifyOutbox)
+}
+
+func scanVerifyOutbox(r pgx.CollectableRow) (VerifyOutboxRow, error) {
+	var x VerifyOutboxRow
+	err := r.Scan(&x.OwnerID, &x.ID, &x.ExecutionID, &x.Status, &x.HasExecution, &x.ExecutionMode, &x.ExecutionStatus, &x.Key, &x.ExecutionKey, &x.PayloadRef)
+	return x, err
 }
 
 // VerifyAuditRow is an audit event's text with, for a MEM-001 record, the record's contents
@@ -431,17 +461,19 @@ func (db *DB) VerifyAudit(ctx context.Context, p VerifyPage) ([]VerifyAuditRow, 
 	if err != nil {
 		return nil, fmt.Errorf("verify audit events: %w", err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (VerifyAuditRow, error) {
-		var x VerifyAuditRow
-		var orig, cur pgtype.Text
-		err := r.Scan(&x.OwnerID, &x.ID, &x.ModuleCode, &x.Action, &x.RecordID, &x.Detail, &orig, &cur)
-		for _, c := range []pgtype.Text{orig, cur} {
-			if c.Valid && c.String != "" {
-				x.Contents = append(x.Contents, c.String)
-			}
+	return pgx.CollectRows(rows, scanVerifyAudit)
+}
+
+func scanVerifyAudit(r pgx.CollectableRow) (VerifyAuditRow, error) {
+	var x VerifyAuditRow
+	var orig, cur pgtype.Text
+	err := r.Scan(&x.OwnerID, &x.ID, &x.ModuleCode, &x.Action, &x.RecordID, &x.Detail, &orig, &cur)
+	for _, c := range []pgtype.Text{orig, cur} {
+		if c.Valid && c.String != "" {
+			x.Contents = append(x.Contents, c.String)
 		}
-		return x, err
-	})
+	}
+	return x, err
 }
 
 // VerifyLife is what one transaction wrote under one key: a life of the key. Its rows are the
