@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemwork/idemwork/cli"
+	"github.com/idemwork/idemwork/internal/argvmask"
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/storm"
 )
@@ -22,7 +23,9 @@ import (
 // this test binary as its `idemwork storm-worker` children), the worker command itself.
 func TestMain(m *testing.M) {
 	if os.Getenv(storm.WorkerEnvVar) == "1" {
-		os.Exit(cli.Run(context.Background(), os.Args[1:], os.Stdout, os.Stderr, os.Getenv))
+		// The command line as given: os.Args shows its secrets blanked since package argvmask's
+		// initializer ran, as `idemwork` itself parses argvmask.Args (cli.Main).
+		os.Exit(cli.Run(context.Background(), argvmask.Args()[1:], os.Stdout, os.Stderr, os.Getenv))
 	}
 	if os.Getenv(mainEnvVar) == "1" { // the whole binary, as main runs it (secrets_test.go)
 		os.Exit(cli.Main())
