@@ -45,7 +45,9 @@ func FuzzDecodeBody(f *testing.F) {
 			}
 			if _, err := jsonb.Canonical(body, jsonb.Limits{}); err != nil {
 				var je *jsonb.Error
-				if !errors.As(err, &je) || je.Kind != jsonb.Number {
+				// A number outside numeric's range and a NUL inside the payload are the kernel's
+				// refusals of the payload (422), not the body's.
+				if !errors.As(err, &je) || (je.Kind != jsonb.Number && je.Kind != jsonb.NUL) {
 					t.Fatalf("accepted a body the boundary refuses: %q: %v", body, err)
 				}
 			}

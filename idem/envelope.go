@@ -1,6 +1,7 @@
 package idem
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -135,24 +136,23 @@ func (r *refReader) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
 		if err != nil {
 			return err
 		}
-		name := string(quoted[1 : len(quoted)-1])
-		if strings.IndexByte(name, '\\') >= 0 {
-			u, err := jsontext.AppendUnquote(nil, quoted)
-			if err != nil {
+		name := quoted[1 : len(quoted)-1]
+		if bytes.IndexByte(name, '\\') >= 0 {
+			if name, err = jsontext.AppendUnquote(nil, quoted); err != nil {
 				return err
 			}
-			name = string(u)
 		}
-		v, err := dec.ReadValue()
-		if err != nil {
+		i := slices.IndexFunc(r.fields, func(f string) bool { return f == string(name) }) // no copy
+		extra := i < 0 || i >= len(r.seen)
+		if extra {
+			r.extra = append(r.extra, string(name)) // before the decoder reads on
+		}
+		switch v, err := dec.ReadValue(); {
+		case err != nil:
 			return err
-		}
-		i := slices.Index(r.fields, name)
-		switch {
-		case i < 0 || i >= len(r.seen):
-			r.extra = append(r.extra, name)
+		case extra:
 		case !isRefValue(v):
-			r.seen[i], r.badField = true, name
+			r.seen[i], r.badField = true, r.fields[i]
 		default:
 			end := int(dec.InputOffset()) // the value's bytes in raw: they stay after the next read
 			r.seen[i] = true

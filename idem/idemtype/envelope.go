@@ -49,11 +49,14 @@ func ParseEnvelope(raw []byte) (Envelope, error) {
 	version, policy, result := m.SchemaVersion, m.Policy, m.Result
 	var env Envelope
 	if policy != nil {
-		u, err := jsontext.AppendUnquote(nil, policy)
-		if policy[0] != '"' || err != nil {
+		if policy[0] != '"' {
 			return Envelope{}, apperr.New(apperr.SnapshotIntegrity, "stored envelope policy is not a string")
 		}
-		env.Policy = string(u)
+		env.Policy = string(policy[1 : len(policy)-1])
+		if bytes.IndexByte(policy, '\\') >= 0 {
+			u, _ := jsontext.AppendUnquote(nil, policy) // json v2 has checked the string
+			env.Policy = string(u)
+		}
 	}
 	if env.Policy == LegacyPolicy {
 		return Envelope{Policy: LegacyPolicy, Result: json.RawMessage(raw), Legacy: true}, nil
