@@ -64,6 +64,7 @@ type serverOptions struct {
 
 func setupWith(t *testing.T, o serverOptions) *testBundle {
 	t.Helper()
+	ctx := testdb.Context(t)
 	db := o.existing
 	if db == nil {
 		db = testdb.NewWith(t, o.db)
@@ -86,7 +87,7 @@ func setupWith(t *testing.T, o serverOptions) *testBundle {
 	}
 	ln, err := httpapi.Listen("127.0.0.1:0", false)
 	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- httpapi.Serve(ctx, httpapi.NewServer(h, nil), ln, 5*time.Second) }()
 	var once sync.Once

@@ -1,7 +1,6 @@
 package httpapi_test
 
 import (
-	"context"
 	"net/http"
 	"testing"
 
@@ -22,6 +21,7 @@ func setupOverProxy(t *testing.T) (*testBundle, *faultproxy.Proxy) {
 
 func TestAWriteWhoseCommitWasLostAnswers503CommitUnknownAndTheRetryTellsTheTruth(t *testing.T) {
 	t.Parallel()
+	ctx := testdb.Context(t)
 	for _, tc := range []struct {
 		name      string
 		mode      faultproxy.Mode
@@ -44,7 +44,7 @@ func TestAWriteWhoseCommitWasLostAnswers503CommitUnknownAndTheRetryTellsTheTruth
 			require.NotContains(t, lost.raw, "EOF", "never the driver's words")
 
 			var records int
-			require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM record`).Scan(&records))
+			require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM record`).Scan(&records))
 			require.Equal(t, map[bool]int{true: 1, false: 0}[tc.committed], records)
 
 			retry := b.as(t, aliceToken, "POST", "/v1/modules/NOTE/records", body, key("k-commit")...)
@@ -52,7 +52,7 @@ func TestAWriteWhoseCommitWasLostAnswers503CommitUnknownAndTheRetryTellsTheTruth
 			want := map[bool]string{true: "REPLAYED", false: "EXECUTED"}[tc.committed]
 			require.Equal(t, want, retry.body["outcome"], "the retry with the same key says what really happened")
 			require.Equal(t, want, retry.header.Get(httpapi.HeaderOutcome))
-			require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM record`).Scan(&records))
+			require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM record`).Scan(&records))
 			require.Equal(t, 1, records, "exactly once either way")
 		})
 	}

@@ -1,11 +1,11 @@
 package soak
 
 import (
-	"context"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/storm"
 )
@@ -14,13 +14,14 @@ import (
 
 func checked(t *testing.T, spec storm.Spec, truth storm.Summary, events ...storm.Event) Result {
 	t.Helper()
+	ctx := testdb.Context(t)
 	e := &engine{res: Result{Problems: []string{}}}
 	ch := make(chan storm.Event, len(events))
 	for _, ev := range events {
 		ch <- ev
 	}
 	close(ch)
-	e.check(context.Background(), 7, plan{path: pathShared, op: opCreate}, spec, truth, ch)
+	e.check(ctx, 7, plan{path: pathShared, op: opCreate}, spec, truth, ch)
 	return e.res
 }
 

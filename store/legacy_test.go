@@ -78,7 +78,7 @@ func TestTheLegacyRedactionDeletesExactlyTheOperationsReceiptsUnderThePolicyAndI
 func TestAnEntryReadForShareHoldsOffItsChangeUntilTheTransactionEnds(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t)
-	ctx := context.Background()
+	ctx := testdb.Context(t)
 	status, err := db.ShareLedgerEntry(ctx, "no-such-migration")
 	require.NoError(t, err)
 	require.Equal(t, "missing", status)
@@ -91,7 +91,7 @@ func TestAnEntryReadForShareHoldsOffItsChangeUntilTheTransactionEnds(t *testing.
 		require.NoError(t, err)
 		require.Equal(t, "passed", status)
 		go func() {
-			set <- db.SetLedgerEntry(context.Background(), name, "failed", json.RawMessage(`{}`), t0.Add(time.Minute))
+			set <- db.SetLedgerEntry(ctx, name, "failed", json.RawMessage(`{}`), t0.Add(time.Minute))
 		}()
 		require.Eventually(t, func() bool {
 			return countWhere(t, db, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) == 1

@@ -1,12 +1,12 @@
 package storm_test
 
 import (
-	"context"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemwork/idemwork/internal/faultproxy"
+	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/store"
 	"github.com/idemwork/idemwork/storm"
@@ -17,11 +17,12 @@ import (
 // disagrees" (the database said nothing), and never the driver's text.
 func TestAStormWhoseDatabaseCannotBeReadIsNotVerifiedAndSaysWhy(t *testing.T) {
 	t.Parallel()
+	ctx := testdb.Context(t)
 	b := setup(t)
 	// The storm's requests go straight to the database (env.DSN); what verifies them — the
 	// kernel's session — goes through a proxy that cuts the connection reading the revisions.
 	p := faultproxy.Start(t, b.db.DSN)
-	home, err := store.Open(context.Background(), p.DSN(), store.Options{MaxConns: 4})
+	home, err := store.Open(ctx, p.DSN(), store.Options{MaxConns: 4})
 	require.NoError(t, err)
 	t.Cleanup(home.Close)
 	env := b.env

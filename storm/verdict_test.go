@@ -66,10 +66,11 @@ func (b *testBundle) requireStormSessionsGone(t *testing.T, id string) {
 
 func TestAStormWhoseEveryRequestIsRejectedSaysSoAndWritesNothing(t *testing.T) {
 	t.Parallel()
+	ctx := testdb.Context(t)
 	b := setup(t)
 	id := b.newRecord(t, "rita", kernel.ModuleNote, `{}`)
 	title := "moved on"
-	_, err := b.k.Patch(context.Background(), kernel.PatchInput{Owner: "rita", Module: kernel.ModuleNote, RecordID: id, ExpectRevision: 1, Title: &title})
+	_, err := b.k.Patch(ctx, kernel.PatchInput{Owner: "rita", Module: kernel.ModuleNote, RecordID: id, ExpectRevision: 1, Title: &title})
 	require.NoError(t, err)
 
 	// A patch storm from the revision the record has left behind.
@@ -97,7 +98,7 @@ func TestAStormWhoseEveryRequestIsRejectedSaysSoAndWritesNothing(t *testing.T) {
 	// row is left as it was.
 	op := kernel.OpCreate(kernel.ModuleNote)
 	tx, _ := b.holdKey(t, "rita", "k-leftover", op)
-	require.NoError(t, tx.Commit(context.Background()))
+	require.NoError(t, tx.Commit(ctx))
 	spec = createSpec("rita", "k-leftover")
 	spec.N = 20
 	sum, err = storm.Run(ctxFor(t), b.env, spec, nil)
@@ -116,7 +117,7 @@ func TestAStormWhoseEveryRequestIsRejectedSaysSoAndWritesNothing(t *testing.T) {
 	written := make(chan error, 1)
 	go func() {
 		<-events // the first answer: now someone else writes the key, before Run can judge
-		_, err := b.k.Create(context.Background(), kernel.CreateInput{Owner: "rita", Module: kernel.ModuleNote, Key: "k-changes", Title: "x"})
+		_, err := b.k.Create(ctx, kernel.CreateInput{Owner: "rita", Module: kernel.ModuleNote, Key: "k-changes", Title: "x"})
 		written <- err
 		for range events {
 		}
@@ -226,6 +227,7 @@ func TestStoppingAStormStuckBehindALockAccountsForEveryRequestAndLeavesNoSession
 
 func TestWaitedIsTheRunnersFactForReplaysAndRejectionsAlike(t *testing.T) {
 	t.Parallel()
+	ctx := testdb.Context(t)
 	b := setup(t)
 	for _, via := range []string{storm.ViaInproc, storm.ViaHTTP} {
 		owner := "uma-" + via
@@ -246,7 +248,7 @@ func TestWaitedIsTheRunnersFactForReplaysAndRejectionsAlike(t *testing.T) {
 		require.Eventually(t, func() bool { return locks.get().Waiting == 20 }, time.Minute, 5*time.Millisecond, via)
 		// The holder commits its PROCESSING row: every waiter gets IDEMPOTENCY_IN_PROGRESS after
 		// having waited on the unique index, and says so.
-		require.NoError(t, holder.Commit(context.Background()))
+		require.NoError(t, holder.Commit(ctx))
 		sum := <-done
 		require.Equal(t, map[string]int{"IDEMPOTENCY_IN_PROGRESS": 20}, sum.Outcomes, via)
 		require.Equal(t, 20, sum.Waited, "%s: waited on the unique index, as the runner recorded it", via)
