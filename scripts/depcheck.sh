@@ -111,7 +111,7 @@ forbid "$mod/storm" "$mod/httpapi" "$mod/config"
 # view declares, implemented over the store and the kernel in internal/workbench and wired in
 # cli: none of them (nor the plain data they use, model and storm/stormtypes) reaches the
 # database, directly or through anything it imports (kernel, idem, storm, outbox, wire).
-for pkg in tui views tui/shared model storm/stormtypes; do
+for pkg in tui views internal/uictx model storm/stormtypes; do
 	forbid "$mod/$pkg" "$mod/store" "github.com/jackc/pgx/v5/..."
 done
 # The store-backed readers and writers are wired by cli (and the TUI's test harness) only.
