@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemwork/idemwork/httpapi"
+	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/internal/faultproxy"
 	"github.com/idemwork/idemwork/internal/testdb"
 )
@@ -39,7 +39,7 @@ func TestAWriteWhoseCommitWasLostAnswers503CommitUnknownAndTheRetryTellsTheTruth
 			<-p.Fired()
 			require.Equal(t, http.StatusServiceUnavailable, lost.status, lost.raw)
 			require.Equal(t, "COMMIT_UNKNOWN", lost.code())
-			require.Equal(t, httpapi.OutcomeUnknown, lost.header.Get(httpapi.HeaderOutcome))
+			require.Equal(t, idemtype.OutcomeUnknown, lost.header.Get(idemtype.HeaderOutcome))
 			require.Contains(t, lost.body["error"].(map[string]any)["message"], "retry with the same Idempotency-Key")
 			require.NotContains(t, lost.raw, "EOF", "never the driver's words")
 
@@ -51,7 +51,7 @@ func TestAWriteWhoseCommitWasLostAnswers503CommitUnknownAndTheRetryTellsTheTruth
 			require.Equal(t, http.StatusCreated, retry.status, retry.raw)
 			want := map[bool]string{true: "REPLAYED", false: "EXECUTED"}[tc.committed]
 			require.Equal(t, want, retry.body["outcome"], "the retry with the same key says what really happened")
-			require.Equal(t, want, retry.header.Get(httpapi.HeaderOutcome))
+			require.Equal(t, want, retry.header.Get(idemtype.HeaderOutcome))
 			require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM record`).Scan(&records))
 			require.Equal(t, 1, records, "exactly once either way")
 		})

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemwork/idemwork/httpapi"
+	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/internal/faultproxy"
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/kernel"
@@ -130,7 +131,7 @@ func TestAConnectionLostOutsideCommitIs503WithRetryAfter(t *testing.T) {
 	r = b.as(t, aliceToken, "POST", "/v1/modules/NOTE/records", body, key("k-write")...)
 	<-p.Fired()
 	requireUnavailable(t, r, "the connection to the database was lost")
-	require.NotEqual(t, httpapi.OutcomeUnknown, r.header.Get(httpapi.HeaderOutcome))
+	require.NotEqual(t, idemtype.OutcomeUnknown, r.header.Get(idemtype.HeaderOutcome))
 	retry := b.as(t, aliceToken, "POST", "/v1/modules/NOTE/records", body, key("k-write")...)
 	require.Equal(t, http.StatusCreated, retry.status, retry.raw)
 	require.Equal(t, "EXECUTED", retry.body["outcome"])

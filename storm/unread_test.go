@@ -10,6 +10,7 @@ import (
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/store"
 	"github.com/idemwork/idemwork/storm"
+	"github.com/idemwork/idemwork/storm/stormtypes"
 )
 
 // A storm whose answers all arrived but whose database could not be read afterwards is not
@@ -43,7 +44,7 @@ func TestAStormWhoseDatabaseCannotBeReadIsNotVerifiedAndSaysWhy(t *testing.T) {
 	require.Empty(t, sum.Verified.Problems, "not a disagreement")
 
 	v := sum.Verdict
-	require.Equal(t, storm.VerdictFailed, v.Verdict)
+	require.Equal(t, stormtypes.VerdictFailed, v.Verdict)
 	require.Equal(t, "DATABASE_UNAVAILABLE", v.Code)
 	require.True(t, v.Answers.OK, "every request was answered")
 	require.False(t, v.Database.OK)

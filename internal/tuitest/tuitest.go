@@ -19,6 +19,7 @@ import (
 	"github.com/idemwork/idemwork/outbox"
 	"github.com/idemwork/idemwork/store"
 	"github.com/idemwork/idemwork/storm"
+	"github.com/idemwork/idemwork/storm/stormtypes"
 	"github.com/idemwork/idemwork/views"
 )
 
@@ -64,7 +65,7 @@ func NewOver(db *testdb.DB) Bundle {
 		NowFunc: func() time.Time { return Now },
 	}
 	// Storms run in this process, as the workbench's do (no child processes, no HTTP servers).
-	run := func(ctx context.Context, spec storm.Spec, events chan<- storm.Event, _ chan<- storm.LockSample) (storm.Summary, error) {
+	run := func(ctx context.Context, spec stormtypes.Spec, events chan<- stormtypes.Event, _ chan<- stormtypes.LockSample) (stormtypes.Summary, error) {
 		sum, err := storm.Run(ctx, storm.Env{Kernel: k, DSN: db.DSN}, spec, events)
 		return sum, workbench.Coded(err)
 	}
