@@ -86,12 +86,13 @@ func TestAnEntryReadForShareHoldsOffItsChangeUntilTheTransactionEnds(t *testing.
 	const name = "0019_identity_legacy_verification" // pending in a fresh database
 	require.NoError(t, db.SetLedgerEntry(ctx, name, "passed", json.RawMessage(`{"receipts":2,"problems":[]}`), t0))
 	set := make(chan error, 1)
+	outer := ctx // the change comes from outside the transaction
 	require.NoError(t, db.Tx(ctx, func(ctx context.Context) error {
 		status, err := db.ShareLedgerEntry(ctx, name)
 		require.NoError(t, err)
 		require.Equal(t, "passed", status)
 		go func() {
-			set <- db.SetLedgerEntry(ctx, name, "failed", json.RawMessage(`{}`), t0.Add(time.Minute))
+			set <- db.SetLedgerEntry(outer, name, "failed", json.RawMessage(`{}`), t0.Add(time.Minute))
 		}()
 		require.Eventually(t, func() bool {
 			return countWhere(t, db, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) == 1
