@@ -123,6 +123,9 @@ func (s *Standby) DSN(name string) string {
 	return s.cluster.TCPDSN(name)
 }
 
+// OverTCP reports whether DSN reaches the standby over loopback TCP (see Standby).
+func (s *Standby) OverTCP() bool { return !s.overSocket }
+
 // SocketDSN reaches database name on the standby over its private socket, as the test server's
 // DSN's user.
 func (s *Standby) SocketDSN(name string) string {
