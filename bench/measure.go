@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/idemwork/idemwork/storm"
+	"github.com/idemwork/idemwork/storm/stormtypes"
 )
 
 // Side is what one side of a cell measured.
@@ -235,7 +235,7 @@ func (s *sideRun) result() Side {
 	return r
 }
 
-// percentileMs is the nearest-rank percentile p of d, in milliseconds (storm.Percentile, the
+// percentileMs is the nearest-rank percentile p of d, in milliseconds (stormtypes.Percentile, the
 // same rank the storm summary uses).
 func percentileMs(d []time.Duration, p float64) float64 {
 	ms := make([]float64, len(d))
@@ -243,5 +243,5 @@ func percentileMs(d []time.Duration, p float64) float64 {
 		ms[i] = float64(v) / float64(time.Millisecond)
 	}
 	slices.Sort(ms)
-	return storm.Percentile(ms, p)
+	return stormtypes.Percentile(ms, p)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/store"
 	"github.com/idemwork/idemwork/storm"
+	"github.com/idemwork/idemwork/storm/stormtypes"
 )
 
 // Storm sizes.
@@ -105,7 +106,7 @@ func (h *harness) runStorms(ctx context.Context, rounds int) (*StormReport, erro
 		{run: StormRun{Name: "inproc-no-share", Requests: StormRequests, Processes: 1, Concurrency: StormRequests, Share: false},
 			fire: func() (stormShot, error) { return h.inprocStorm(ctx, k, StormRequests, false) }},
 		{run: StormRun{Name: fmt.Sprintf("%d-processes", StormProcesses), Requests: StormProcesses * StormPerProcess,
-			Processes: StormProcesses, Concurrency: min(StormPerProcess, storm.DefaultConcurrency), Share: true},
+			Processes: StormProcesses, Concurrency: min(StormPerProcess, stormtypes.DefaultConcurrency), Share: true},
 			fire: func() (stormShot, error) { return h.processStorm(ctx, k) }},
 		{run: StormRun{Name: "inproc-floor", Requests: StormRequests, Processes: 1, Concurrency: StormRequests, Share: true},
 			fire: func() (stormShot, error) { return h.floorStorm(ctx, k, StormRequests) }},
@@ -292,10 +293,10 @@ func (h *harness) floorStorm(ctx context.Context, k *kernel.Kernel, n int) (stor
 // binary (storm-worker) behind a barrier, verified by the storm engine.
 func (h *harness) processStorm(ctx context.Context, k *kernel.Kernel) (stormShot, error) {
 	w := &worker{keyBuf: make([]byte, 0, 64)}
-	spec := storm.Spec{Op: storm.OpCreate, N: StormProcesses * StormPerProcess, Processes: StormProcesses, Share: true,
+	spec := stormtypes.Spec{Op: stormtypes.OpCreate, N: StormProcesses * StormPerProcess, Processes: StormProcesses, Share: true,
 		Create: kernel.CreateInput{Owner: Owner, Module: kernel.ModuleNote, Key: w.newKey("pstorm-"), Title: noteTitle, Payload: notePayload}}
 	env := h.stormEnv(k)
-	events := make(chan storm.Event, spec.N)
+	events := make(chan stormtypes.Event, spec.N)
 	var lat []time.Duration
 	collected := make(chan struct{})
 	go func() {

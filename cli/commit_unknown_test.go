@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemwork/idemwork/cli"
 	"github.com/idemwork/idemwork/internal/faultproxy"
+	"github.com/idemwork/idemwork/wire"
 )
 
 func TestACLIWriteWhoseCommitWasLostExits4WithCommitUnknown(t *testing.T) {
@@ -28,14 +29,14 @@ func TestACLIWriteWhoseCommitWasLostExits4WithCommitUnknown(t *testing.T) {
 	p.Arm(faultproxy.AfterCommit)
 	code, out := run()
 	<-p.Fired()
-	require.Equal(t, cli.ExitInternal, code, out)
+	require.Equal(t, wire.ExitInternal, code, out)
 	e := c.object(out)["error"].(map[string]any)
 	require.Equal(t, "COMMIT_UNKNOWN", e["code"])
 	require.EqualValues(t, 503, e["status"])
 	require.Contains(t, e["message"], "retry with the same Idempotency-Key")
 
 	code, out = run()
-	require.Equal(t, cli.ExitOK, code, out)
+	require.Equal(t, wire.ExitOK, code, out)
 	require.Equal(t, "REPLAYED", c.object(out)["outcome"], "the retry learns that the first write committed")
 	require.Equal(t, 1, c.count(`SELECT count(*) FROM record`))
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemwork/idemwork/cli"
+	"github.com/idemwork/idemwork/wire"
 )
 
 // SPEC §6 over the CLI: a replay prints the first call's object byte for byte, apart from
@@ -66,22 +67,22 @@ func TestConfigAndFlagMistakesAreUsageErrorsNamingTheKey(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		code := cli.Run(ctx, args, &out, &errb, func(k string) string { return env[k] })
 		cancel()
-		require.Equal(t, cli.ExitUsage, code, "%s: %s %s", tc.name, out.String(), errb.String())
+		require.Equal(t, wire.ExitUsage, code, "%s: %s %s", tc.name, out.String(), errb.String())
 		e := c.object(out.String())["error"].(map[string]any)
 		require.Equal(t, "USAGE", e["code"], tc.name)
 		require.Contains(t, e["message"], tc.want, tc.name)
 	}
-	e := c.fails(cli.ExitUsage, "create", "--owner", "alice", "--module", "NOTE", "--title", "t", "--key", "")
+	e := c.fails(wire.ExitUsage, "create", "--owner", "alice", "--module", "NOTE", "--title", "t", "--key", "")
 	require.Equal(t, "USAGE", e["code"])
 	require.Contains(t, e["message"], "empty key")
 	require.Zero(t, c.count(`SELECT count(*) FROM record`), "--key \"\" never runs an unkeyed write")
-	e = c.fails(cli.ExitUsage, "storm", "--n", "5", "--processes", "-1", "create", "--owner", "alice", "--module", "NOTE", "--title", "t")
+	e = c.fails(wire.ExitUsage, "storm", "--n", "5", "--processes", "-1", "create", "--owner", "alice", "--module", "NOTE", "--title", "t")
 	require.Contains(t, e["message"], "--processes")
 	require.Zero(t, c.count(`SELECT count(*) FROM record`))
 
 	var out, errb bytes.Buffer
 	code := cli.Run(context.Background(), []string{"--dsn", "postgres://u:secret@[::1:bad/x", "--json", "keys", "--owner", "alice"}, &out, &errb,
 		func(string) string { return "" })
-	require.Equal(t, cli.ExitUsage, code, "an invalid DSN exits 2: %s", out.String())
+	require.Equal(t, wire.ExitUsage, code, "an invalid DSN exits 2: %s", out.String())
 	require.NotContains(t, out.String(), "secret")
 }

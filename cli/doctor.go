@@ -14,6 +14,7 @@ import (
 	"github.com/idemwork/idemwork/internal/workbench"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/wire"
 )
 
 // codeWritesUnsafe is doctor's verdict when it found a reason writes are not safe.
@@ -123,7 +124,7 @@ func (e *doctorVerdict) msg() string {
 	return "writes are not safe on this database: " + strings.Join(e.reasons, "; ")
 }
 func (e *doctorVerdict) Coded() (apperr.Code, int, string, int) {
-	return codeWritesUnsafe, http.StatusServiceUnavailable, e.msg(), ExitRejected
+	return codeWritesUnsafe, http.StatusServiceUnavailable, e.msg(), wire.ExitRejected
 }
 
 // printDoctor writes the report for a person.

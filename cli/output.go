@@ -11,15 +11,8 @@ import (
 	"strings"
 
 	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/wire"
-)
-
-// Exit codes of SPEC §10.2.
-const (
-	ExitOK       = wire.ExitOK
-	ExitUsage    = wire.ExitUsage
-	ExitRejected = wire.ExitRejected
-	ExitInternal = wire.ExitInternal
 )
 
 // usageError marks a command-line mistake (exit 2).
@@ -54,12 +47,12 @@ func classify(err error) (apperr.Code, int, string, int) {
 	var ue *usageError
 	var coded *apperr.Error
 	if errors.As(err, &ue) || (!errors.As(err, &coded) && isCobraUsage(err)) {
-		return apperr.Usage, http.StatusBadRequest, err.Error(), ExitUsage
+		return apperr.Usage, http.StatusBadRequest, err.Error(), wire.ExitUsage
 	}
 	var ae *apperr.Error
 	var se *setupError
 	if !errors.As(err, &ae) && errors.As(err, &se) {
-		return apperr.Internal, http.StatusInternalServerError, se.Error(), ExitInternal
+		return apperr.Internal, http.StatusInternalServerError, se.Error(), wire.ExitInternal
 	}
 	ae = wire.Coded(err)
 	msg := ae.Message
@@ -102,7 +95,7 @@ func printError(stdout, stderr io.Writer, asJSON bool, err error) int {
 		writeJSON(stdout, wire.ErrorBody{Error: wire.ErrorDetail{Code: code, Status: status, Message: msg}})
 	} else {
 		fmt.Fprintf(stderr, "idemwork: %s: %s\n", code, msg)
-		if exit == ExitUsage {
+		if exit == wire.ExitUsage {
 			fmt.Fprintln(stderr, "Run 'idemwork --help' for usage.")
 		}
 	}
@@ -114,7 +107,7 @@ func printError(stdout, stderr io.Writer, asJSON bool, err error) int {
 
 // printBody prints a response's JSON body as every --json output is printed (indented): for a
 // write, the very body `idemwork serve` sends for it.
-func printBody(w io.Writer, r wire.Response) {
+func printBody(w io.Writer, r model.Response) {
 	var b bytes.Buffer
 	if err := json.Indent(&b, []byte(r.Body), "", "  "); err != nil {
 		_, _ = io.WriteString(w, r.Body)

@@ -11,8 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemwork/idemwork/cli"
 	"github.com/idemwork/idemwork/internal/testdb"
+	"github.com/idemwork/idemwork/wire"
 )
 
 // plantExpired inserts n SUCCEEDED keys of owner that expired an hour ago and one valid key.
@@ -48,9 +48,9 @@ func TestReapCommandPrintsDeletedBatchesAndTook(t *testing.T) {
 	require.EqualValues(t, 3, all["batches"])
 	require.Equal(t, 2, c.count(`SELECT count(*) FROM idempotency_record`), "the valid keys stay")
 
-	e := c.fails(cli.ExitUsage, "reap", "--batch", "0")
+	e := c.fails(wire.ExitUsage, "reap", "--batch", "0")
 	require.Contains(t, e["message"], "--batch")
-	c.fails(cli.ExitRejected, "reap", "--owner", "bad owner!")
+	c.fails(wire.ExitRejected, "reap", "--owner", "bad owner!")
 }
 
 func TestServeReapsExpiredKeysEveryReapInterval(t *testing.T) {

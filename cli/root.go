@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemwork/idemwork/config"
 	"github.com/idemwork/idemwork/libinspect"
+	"github.com/idemwork/idemwork/wire"
 )
 
 // Main runs the command line with the process's arguments and returns the exit code.
@@ -57,7 +58,7 @@ func RunWith(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 	if err := root.ExecuteContext(ctx); err != nil {
 		return printError(stdout, stderr, a.flags.json || askedForJSON(args), err)
 	}
-	return ExitOK
+	return wire.ExitOK
 }
 
 // askedForJSON reports whether args carry --json. Flag parsing stops at the first bad flag, so

@@ -14,6 +14,7 @@ import (
 	"github.com/idemwork/idemwork/cli"
 	"github.com/idemwork/idemwork/embedded"
 	"github.com/idemwork/idemwork/internal/testdb"
+	"github.com/idemwork/idemwork/wire"
 )
 
 // ownCluster is a data dir for an embedded cluster of this test alone: the restart fault
@@ -45,7 +46,7 @@ func TestSoakWithEveryFaultExecutesEachKeyOnceAndVerifyAgrees(t *testing.T) {
 	dataDir := ownCluster(t)
 	code, out, errOut := runOn(t, dataDir, "soak", "--rounds", "60", "--seed", "11",
 		"--rates", "restart=0.06,kill-child=1,kill-server=0.4,terminate=0.6")
-	require.Equal(t, cli.ExitOK, code, "stdout %s\nstderr %s", out, errOut)
+	require.Equal(t, wire.ExitOK, code, "stdout %s\nstderr %s", out, errOut)
 	res := jsonObject(t, out)
 	for _, k := range []string{"rounds", "requests", "faults", "executions", "duplicates", "violations", "tookMs"} {
 		require.Contains(t, res, k)
@@ -62,7 +63,7 @@ func TestSoakWithEveryFaultExecutesEachKeyOnceAndVerifyAgrees(t *testing.T) {
 	require.Equal(t, "idemwork", res["database"])
 
 	code, out, errOut = runOn(t, dataDir, "verify", "--all")
-	require.Equal(t, cli.ExitOK, code, "stdout %s\nstderr %s", out, errOut)
+	require.Equal(t, wire.ExitOK, code, "stdout %s\nstderr %s", out, errOut)
 	require.Equal(t, true, jsonObject(t, out)["ok"])
 
 	// Every message the rounds queued was delivered, failed for good or is named as pending, and
@@ -83,7 +84,7 @@ func TestSoakWithEveryFaultExecutesEachKeyOnceAndVerifyAgrees(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, conn.Close(context.Background()))
 	code, out, errOut = runOn(t, dataDir, "soak", "--rounds", "2", "--faults", "none")
-	require.Equal(t, cli.ExitOK, code, "stdout %s\nstderr %s", out, errOut)
+	require.Equal(t, wire.ExitOK, code, "stdout %s\nstderr %s", out, errOut)
 	res = jsonObject(t, out)
 	require.EqualValues(t, 0, res["violations"], "the soak's own rows hold")
 	require.EqualValues(t, 2, res["preExisting"].(map[string]any)["violations"], "revisions_dense and record_is_latest_revision, there before")
@@ -95,11 +96,11 @@ func TestSoakOnADatabaseGivenByURLNeedsScratchAndCannotRestartIt(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t)
 	code, _, errOut := runCLI(t, db, "--json", "soak", "--rounds", "3", "--faults", "terminate")
-	require.Equal(t, cli.ExitUsage, code, errOut)
+	require.Equal(t, wire.ExitUsage, code, errOut)
 	code, _, errOut = runCLI(t, db, "--json", "soak", "--rounds", "3", "--scratch", "--faults", "restart")
-	require.Equal(t, cli.ExitUsage, code, errOut)
+	require.Equal(t, wire.ExitUsage, code, errOut)
 	code, out, errOut := runCLI(t, db, "--json", "soak", "--rounds", "5", "--scratch", "--faults", "terminate,kill-server")
-	require.Equal(t, cli.ExitOK, code, "stdout %s\nstderr %s", out, errOut)
+	require.Equal(t, wire.ExitOK, code, "stdout %s\nstderr %s", out, errOut)
 	res := jsonObject(t, out)
 	require.EqualValues(t, 5, res["executions"])
 	name := res["database"].(string)
@@ -110,7 +111,7 @@ func TestSoakOnADatabaseGivenByURLNeedsScratchAndCannotRestartIt(t *testing.T) {
 	_, err = conn.Exec(context.Background(), "DROP DATABASE "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
 	require.NoError(t, err)
 	code, _, errOut = runCLI(t, db, "--json", "soak", "--rounds", "1", "--faults", "lightning")
-	require.Equal(t, cli.ExitUsage, code, errOut)
+	require.Equal(t, wire.ExitUsage, code, errOut)
 }
 
 // soak --failover names what it needs: a database given by URL needs its formation's monitor,
@@ -119,13 +120,13 @@ func TestSoakFailoverSaysWhatItNeeds(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t)
 	code, out, _ := runCLI(t, db, "--json", "soak", "--rounds", "1", "--failover", "--scratch")
-	require.Equal(t, cli.ExitUsage, code, out)
+	require.Equal(t, wire.ExitUsage, code, out)
 	require.Contains(t, out, "needs --monitor, the formation's monitor URL (pg_autoctl show uri --formation monitor)")
 	code, out, _ = runCLI(t, db, "--json", "soak", "--rounds", "1", "--scratch", "--faults", "failover")
-	require.Equal(t, cli.ExitUsage, code, out)
+	require.Equal(t, wire.ExitUsage, code, out)
 	require.Contains(t, out, "run soak with --failover")
 	code, out, _ = runOn(t, t.TempDir(), "soak", "--rounds", "1", "--failover", "--monitor", "postgres://m/pg_auto_failover")
-	require.Equal(t, cli.ExitUsage, code, out)
+	require.Equal(t, wire.ExitUsage, code, out)
 	require.Contains(t, out, "--monitor names the monitor of the formation given by --dsn")
 	var n int
 	require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM record`).Scan(&n))

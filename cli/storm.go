@@ -17,6 +17,8 @@ import (
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/storm"
+	"github.com/idemwork/idemwork/storm/stormtypes"
+	"github.com/idemwork/idemwork/wire"
 )
 
 // stormFlags are the flags of `storm` itself; its subcommands carry the request's flags.
@@ -58,16 +60,16 @@ func newStormCmd(a *app) *cobra.Command {
 	svc.bind(cmd)
 	pf := cmd.PersistentFlags()
 	pf.IntVar(&sf.n, "n", 0, "number of requests (required)")
-	pf.IntVar(&sf.concurrency, "concurrency", 0, fmt.Sprintf("concurrent workers per process (default min(requests per process, %d))", storm.DefaultConcurrency))
+	pf.IntVar(&sf.concurrency, "concurrency", 0, fmt.Sprintf("concurrent workers per process (default min(requests per process, %d))", stormtypes.DefaultConcurrency))
 	pf.IntVar(&sf.processes, "processes", 1, "child processes to fire from (1: this process)")
-	pf.StringVar(&sf.via, "via", storm.ViaInproc, "inproc (the kernel directly) or http")
+	pf.StringVar(&sf.via, "via", stormtypes.ViaInproc, "inproc (the kernel directly) or http")
 	pf.StringArrayVar(&sf.urls, "url", nil, "with --via http: a running 'idemwork serve'; repeat it for several (round-robin; default: start one on 127.0.0.1)")
-	pf.IntVar(&sf.servers, "servers", 0, fmt.Sprintf("with --via http: start this many server processes on loopback over the one database, round-robin (at most %d)", storm.MaxServers))
+	pf.IntVar(&sf.servers, "servers", 0, fmt.Sprintf("with --via http: start this many server processes on loopback over the one database, round-robin (at most %d)", stormtypes.MaxServers))
 	pf.StringVar(&sf.token, "token", "", "with --url: bearer token — other users can read a command line: prefer IDEMWORK_TOKEN or --token-file (default: config http.tokens for the owner)")
 	pf.StringVar(&sf.tokenFile, "token-file", "", "with --url: read the bearer token from this file (mode 0600)")
 	pf.BoolVar(&sf.noShare, "no-share", false, "no in-process sharing: every request goes to the database")
 	pf.BoolVar(&sf.failFirst, "fail-first", false, "inject a failure into the first attempt's work (once): another request must execute")
-	pf.DurationVar(&sf.hold, "hold", 0, fmt.Sprintf("the executing request keeps its transaction open this long after its work, before SUCCEEDED and COMMIT, so the queue on the unique index can be watched (at most %s)", storm.MaxHold))
+	pf.DurationVar(&sf.hold, "hold", 0, fmt.Sprintf("the executing request keeps its transaction open this long after its work, before SUCCEEDED and COMMIT, so the queue on the unique index can be watched (at most %s)", stormtypes.MaxHold))
 	cmd.AddCommand(newStormCreateCmd(a, &sf), newStormPatchCmd(a, &sf), newStormActionCmd(a, &sf))
 	return cmd
 }
@@ -76,7 +78,7 @@ func newStormCreateCmd(a *app, sf *stormFlags) *cobra.Command {
 	cmd := &cobra.Command{Use: "create", Short: "Storm a create (operation <MODULE>:record:create)", Args: cobra.NoArgs}
 	r := bindCreate(cmd, stormKeyHelp)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		return a.runStorm(cmd, sf, storm.Spec{Op: storm.OpCreate, Create: r.input(cmd)})
+		return a.runStorm(cmd, sf, stormtypes.Spec{Op: stormtypes.OpCreate, Create: r.input(cmd)})
 	}
 	return cmd
 }
@@ -85,7 +87,7 @@ func newStormPatchCmd(a *app, sf *stormFlags) *cobra.Command {
 	cmd := &cobra.Command{Use: "patch", Short: "Storm a patch (operation <MODULE>:record:<id>:patch)", Args: cobra.NoArgs}
 	r := bindPatch(cmd, stormKeyHelp)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		return a.runStorm(cmd, sf, storm.Spec{Op: storm.OpPatch, Patch: r.input(cmd)})
+		return a.runStorm(cmd, sf, stormtypes.Spec{Op: stormtypes.OpPatch, Patch: r.input(cmd)})
 	}
 	return cmd
 }
@@ -94,7 +96,7 @@ func newStormActionCmd(a *app, sf *stormFlags) *cobra.Command {
 	cmd := &cobra.Command{Use: "action", Short: "Storm a feature run (operation <MODULE>:record:<id>:feature:<featureId>)", Args: cobra.NoArgs}
 	r := bindAction(cmd, stormKeyHelp)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		return a.runStorm(cmd, sf, storm.Spec{Op: storm.OpAction, Action: r.request(cmd)})
+		return a.runStorm(cmd, sf, stormtypes.Spec{Op: stormtypes.OpAction, Action: r.request(cmd)})
 	}
 	return cmd
 }
@@ -105,13 +107,13 @@ const stormKeyHelp = "Idempotency-Key (default: a generated storm-… key)"
 // runStorm completes spec from the storm flags, runs it and prints the summary. The exit code
 // follows the verdict: 0 agrees, 3 every request rejected (the rejection's code), 4 failed
 // requests, a disagreeing database or a stopped storm.
-func (a *app) runStorm(cmd *cobra.Command, sf *stormFlags, spec storm.Spec) error {
+func (a *app) runStorm(cmd *cobra.Command, sf *stormFlags, spec stormtypes.Spec) error {
 	ctx := cmd.Context()
 	if !cmd.Flags().Changed("n") {
 		return usagef("storm needs --n, the number of requests")
 	}
 	if sf.processes < 1 {
-		return usagef("--processes: want 1-%d, got %d", storm.MaxProcesses, sf.processes)
+		return usagef("--processes: want 1-%d, got %d", stormtypes.MaxProcesses, sf.processes)
 	}
 	spec.N, spec.Concurrency, spec.Processes, spec.Servers = sf.n, sf.concurrency, sf.processes, sf.servers
 	spec.Via, spec.URLs, spec.Share, spec.FailFirst, spec.Hold = sf.via, sf.urls, !sf.noShare, sf.failFirst, sf.hold
@@ -160,7 +162,7 @@ func (a *app) runStorm(cmd *cobra.Command, sf *stormFlags, spec storm.Spec) erro
 		WorkerArgs: args, WorkerEnv: wenv, MaxConns: a.cfg.Database.MaxConns}
 	stall := newStallReporter(a.stderr, spec.N)
 	env.OnLocks = stall.sample
-	events := make(chan storm.Event, 256)
+	events := make(chan stormtypes.Event, 256)
 	go stall.count(events)
 	stopReporter := stall.start()
 	sum, runErr := storm.Run(ctx, env, spec, events)
@@ -171,7 +173,7 @@ func (a *app) runStorm(cmd *cobra.Command, sf *stormFlags, spec storm.Spec) erro
 
 // reportStorm ends a storm command: a storm that sent nothing is a usage error; otherwise the
 // summary (JSON with the error that decides the exit, or printed by print) and its verdict.
-func (a *app) reportStorm(sum storm.Summary, runErr error, print func(io.Writer, storm.Summary)) error {
+func (a *app) reportStorm(sum stormtypes.Summary, runErr error, print func(io.Writer, stormtypes.Summary)) error {
 	if sum.Requests == 0 {
 		return stormUsage(runErr)
 	}
@@ -194,7 +196,7 @@ func (a *app) reportStorm(sum storm.Summary, runErr error, print func(io.Writer,
 
 // stormJSON is the summary with the error that decided a non-zero exit, if any.
 type stormJSON struct {
-	storm.Summary
+	stormtypes.Summary
 	Error *errorDetail `json:"error,omitempty"`
 }
 
@@ -220,26 +222,26 @@ func (e *verdictError) Coded() (apperr.Code, int, string, int) {
 
 // stormVerdict is the storm's error: the run's own failure (a worker process that died, a
 // server that could not start), else the verdict's.
-func stormVerdict(sum storm.Summary, runErr error) error {
+func stormVerdict(sum stormtypes.Summary, runErr error) error {
 	if runErr != nil && !errors.Is(runErr, context.Canceled) && !errors.Is(runErr, context.DeadlineExceeded) {
 		return runErr
 	}
 	v := sum.Verdict
 	switch v.Verdict {
-	case storm.VerdictAgrees:
+	case stormtypes.VerdictAgrees:
 		return nil
-	case storm.VerdictRejected:
+	case stormtypes.VerdictRejected:
 		status := sum.Errors[v.Code].Status
 		if status == 0 {
 			status = apperr.Code(v.Code).Status()
 		}
-		return &verdictError{code: apperr.Code(v.Code), status: status, msg: v.Text, exit: ExitRejected}
+		return &verdictError{code: apperr.Code(v.Code), status: status, msg: v.Text, exit: wire.ExitRejected}
 	}
 	status := sum.Errors[v.Code].Status
 	if status < 500 {
 		status = http.StatusInternalServerError
 	}
-	return &verdictError{code: apperr.Code(v.Code), status: status, msg: v.Text, exit: ExitInternal}
+	return &verdictError{code: apperr.Code(v.Code), status: status, msg: v.Text, exit: wire.ExitInternal}
 }
 
 // stormUsage turns the engine's USAGE errors into command-line usage errors (exit 2).
@@ -304,13 +306,13 @@ func (a *app) stormToken(flag, owner string) (string, error) {
 }
 
 // printStorm writes the human summary: a small table, then the verdict in its three parts.
-func printStorm(w io.Writer, s storm.Summary) {
+func printStorm(w io.Writer, s stormtypes.Summary) {
 	st := s.Storm
 	share := "on"
 	if !st.Share {
 		share = "off"
 	}
-	fmt.Fprintf(w, "storm %s  key %s  owner %s  (sessions \"%s…\")\n", st.Operation, st.Key, st.Owner, storm.AppNamePrefix(st.ID))
+	fmt.Fprintf(w, "storm %s  key %s  owner %s  (sessions \"%s…\")\n", st.Operation, st.Key, st.Owner, stormtypes.AppNamePrefix(st.ID))
 	fmt.Fprintf(w, "%d requests  %d process(es) x %d workers  via %s  sharing %s", s.Requests, st.Processes, st.Concurrency, st.Via, share)
 	if len(s.ByServer) > 1 {
 		fmt.Fprintf(w, "  %d servers", len(s.ByServer))
@@ -324,7 +326,7 @@ func printStorm(w io.Writer, s storm.Summary) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "  %-28s %8s  %s\n", "OUTCOME", "COUNT", "SAMPLE (one request's message)")
-	for _, c := range storm.OrderedOutcomes(s.Outcomes) {
+	for _, c := range stormtypes.OrderedOutcomes(s.Outcomes) {
 		label := c
 		if es := s.Verified.ExecutionStatus; c == string(idemtype.Executed) && es != "" && es != "SUCCEEDED" {
 			label = c + " (execution " + es + ")" // never a bare EXECUTED for a BLOCKED run
@@ -366,7 +368,7 @@ func printStorm(w io.Writer, s storm.Summary) {
 	vd := s.Verdict
 	fmt.Fprintf(w, "  answers   %s %s\n", mark(vd.Answers.OK), vd.Answers.Text)
 	fmt.Fprintf(w, "  database  %s %s\n", mark(vd.Database.OK), vd.Database.Text)
-	fmt.Fprintf(w, "  verdict   %s %s\n", mark(vd.Verdict == storm.VerdictAgrees), vd.Text)
+	fmt.Fprintf(w, "  verdict   %s %s\n", mark(vd.Verdict == stormtypes.VerdictAgrees), vd.Text)
 }
 
 func mark(ok bool) string {
@@ -378,7 +380,7 @@ func mark(ok bool) string {
 
 func countsText(outcomes map[string]int) string {
 	parts := make([]string, 0, len(outcomes))
-	for _, c := range storm.OrderedOutcomes(outcomes) {
+	for _, c := range stormtypes.OrderedOutcomes(outcomes) {
 		parts = append(parts, fmt.Sprintf("%s %d", c, outcomes[c]))
 	}
 	return strings.Join(parts, ", ")
@@ -392,7 +394,7 @@ type stallReporter struct {
 	mu       sync.Mutex
 	answered int
 	progress time.Time
-	last     storm.LockSample
+	last     stormtypes.LockSample
 }
 
 func newStallReporter(w io.Writer, n int) *stallReporter {
@@ -400,14 +402,14 @@ func newStallReporter(w io.Writer, n int) *stallReporter {
 }
 
 // sample is the storm's OnLocks.
-func (r *stallReporter) sample(s storm.LockSample) {
+func (r *stallReporter) sample(s stormtypes.LockSample) {
 	r.mu.Lock()
 	r.last = s
 	r.mu.Unlock()
 }
 
 // count consumes the storm's events until the channel closes.
-func (r *stallReporter) count(events <-chan storm.Event) {
+func (r *stallReporter) count(events <-chan stormtypes.Event) {
 	for range events {
 		r.mu.Lock()
 		r.answered++

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/idemwork/idemwork/storm"
+	"github.com/idemwork/idemwork/storm/stormtypes"
 )
 
 // serviceStormFlags are the request of a service storm (storm with --method, no subcommand).
@@ -43,7 +44,7 @@ func (a *app) runServiceStorm(cmd *cobra.Command, sf *stormFlags, f *serviceStor
 	if !cmd.Flags().Changed("n") {
 		return usagef("storm needs --n, the number of requests")
 	}
-	if sf.processes != 1 || sf.servers != 0 || sf.failFirst || sf.hold != 0 || sf.noShare || (sf.via != "" && sf.via != storm.ViaInproc) {
+	if sf.processes != 1 || sf.servers != 0 || sf.failFirst || sf.hold != 0 || sf.noShare || (sf.via != "" && sf.via != stormtypes.ViaInproc) {
 		return usagef("a service storm fires from this process at --url: --processes, --servers, --fail-first, --hold, --no-share and --via are for idemwork's own storms")
 	}
 	if f.method == "" {
@@ -73,12 +74,12 @@ func (a *app) runServiceStorm(cmd *cobra.Command, sf *stormFlags, f *serviceStor
 }
 
 // printServiceStorm writes a service storm's summary.
-func printServiceStorm(w io.Writer, s storm.Summary) {
+func printServiceStorm(w io.Writer, s stormtypes.Summary) {
 	st := s.Storm
 	fmt.Fprintf(w, "storm %s %s  key %s  owner %s\n", st.Method, strings.Join(st.URLs, " "), safe(st.Key), safe(st.Owner))
 	fmt.Fprintf(w, "%d requests  %d workers  %d instance(s)\n\n", s.Requests, st.Concurrency, len(st.URLs))
 	fmt.Fprintf(w, "  %-28s %8s  %s\n", "OUTCOME", "COUNT", "SAMPLE (one request's message)")
-	for _, c := range storm.OrderedOutcomes(s.Outcomes) {
+	for _, c := range stormtypes.OrderedOutcomes(s.Outcomes) {
 		fmt.Fprintf(w, "  %-28s %8d", safe(c), s.Outcomes[c])
 		if e, ok := s.Errors[c]; ok {
 			fmt.Fprintf(w, "  %q", e.Sample)
@@ -103,5 +104,5 @@ func printServiceStorm(w io.Writer, s storm.Summary) {
 	vd := s.Verdict
 	fmt.Fprintf(w, "  answers   %s %s\n", mark(vd.Answers.OK), vd.Answers.Text)
 	fmt.Fprintf(w, "  database  %s %s\n", mark(vd.Database.OK), vd.Database.Text)
-	fmt.Fprintf(w, "  verdict   %s %s\n", mark(vd.Verdict == storm.VerdictAgrees), vd.Text)
+	fmt.Fprintf(w, "  verdict   %s %s\n", mark(vd.Verdict == stormtypes.VerdictAgrees), vd.Text)
 }

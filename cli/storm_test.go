@@ -17,6 +17,7 @@ import (
 	"github.com/idemwork/idemwork/internal/argvmask"
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/storm"
+	"github.com/idemwork/idemwork/storm/stormtypes"
 )
 
 // TestMain serves the package's tests and, re-executed by a multi-process storm (which runs
@@ -161,7 +162,7 @@ func TestStormCommandExitCodes(t *testing.T) {
 	require.Equal(t, 4, code, errOut)
 	s = jsonObject(t, out)
 	require.Equal(t, false, s["verified"].(map[string]any)["agrees"])
-	require.Equal(t, string(storm.CodeDisagrees), s["error"].(map[string]any)["code"])
+	require.Equal(t, string(stormtypes.CodeDisagrees), s["error"].(map[string]any)["code"])
 	require.Contains(t, errOut, "2 audit events carry the key")
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/idemwork/idemwork/cli"
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/storm"
+	"github.com/idemwork/idemwork/storm/stormtypes"
 )
 
 // writeConfig writes a config file for one test.
@@ -183,7 +184,7 @@ func TestAStormWorkerNeverWritesToADatabaseItsSessionMayNotWrite(t *testing.T) {
 	db := testdb.New(t)
 	exe, err := os.Executable()
 	require.NoError(t, err)
-	spec := storm.Spec{Op: storm.OpCreate, N: 3, Concurrency: 1, Processes: 1, Via: storm.ViaInproc}
+	spec := stormtypes.Spec{Op: stormtypes.OpCreate, N: 3, Concurrency: 1, Processes: 1, Via: stormtypes.ViaInproc}
 	spec.Create.Owner, spec.Create.Module, spec.Create.Key, spec.Create.Title = "w", "NOTE", "forged", "t"
 	// A hand-made job without readOnly, naming the database.
 	job, err := json.Marshal(map[string]any{"spec": spec, "dsn": db.DSN, "ttl": int64(time.Hour), "memMaxContentLength": 2000})

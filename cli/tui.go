@@ -13,11 +13,11 @@ import (
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/internal/clipboard"
+	"github.com/idemwork/idemwork/internal/uictx"
 	"github.com/idemwork/idemwork/internal/workbench"
 	"github.com/idemwork/idemwork/outbox"
 	"github.com/idemwork/idemwork/store"
 	"github.com/idemwork/idemwork/tui"
-	"github.com/idemwork/idemwork/tui/shared"
 	"github.com/idemwork/idemwork/views"
 	"github.com/idemwork/idemwork/wire"
 )
@@ -46,7 +46,7 @@ func runTUI(ctx context.Context, a *app, opts tuiOptions) error {
 	if err := idemtype.ValidateOwner(owner); err != nil {
 		return err
 	}
-	styles := shared.StylesForTerminal(os.Getenv("NO_COLOR") != "")
+	styles := uictx.StylesForTerminal(os.Getenv("NO_COLOR") != "")
 	// Said before the opening starts: from then on a.cfg is the opening goroutine's.
 	stage := a.bootStage()
 	openCtx, cancel := context.WithCancel(ctx)
@@ -102,7 +102,7 @@ func (a *app) bootStage() string {
 // demo data when asked, and builds the program context and the views' readers and writers over
 // the store, the kernel and a delivery worker of the workbench's own.
 // The notice is what the user should know that did not stop it (demo data left unseeded).
-func (a *app) openWorkbench(ctx context.Context, owner string, opts tuiOptions, styles shared.Styles) (*shared.ProgramContext, views.Backend, string, error) {
+func (a *app) openWorkbench(ctx context.Context, owner string, opts tuiOptions, styles uictx.Styles) (*uictx.ProgramContext, views.Backend, string, error) {
 	k, err := a.kernel(ctx)
 	if err != nil {
 		return nil, views.Backend{}, "", err
@@ -134,11 +134,11 @@ func (a *app) openWorkbench(ctx context.Context, owner string, opts tuiOptions, 
 	if a.conn.Embedded {
 		embeddedDir = a.dataDir()
 	}
-	health := &shared.Health{}
-	pctx := &shared.ProgramContext{
+	health := &uictx.Health{}
+	pctx := &uictx.ProgramContext{
 		Styles: styles,
-		Keys:   shared.DefaultKeys(),
-		Conn: shared.Conn{Embedded: a.conn.Embedded, Display: a.conn.Display, Database: a.conn.Database, ReadOnly: a.conn.ReadOnly,
+		Keys:   uictx.DefaultKeys(),
+		Conn: uictx.Conn{Embedded: a.conn.Embedded, Display: a.conn.Display, Database: a.conn.Database, ReadOnly: a.conn.ReadOnly,
 			ReadOnlyReason: a.conn.ReadOnlyReason, DataDir: embeddedDir},
 		Writes:      workbench.Gate(a.db),
 		Clock:       clock,

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemwork/idemwork/cli"
+	"github.com/idemwork/idemwork/wire"
 )
 
 func TestVerifyCommandExits0CleanAnd4WithViolations(t *testing.T) {
@@ -27,7 +27,7 @@ func TestVerifyCommandExits0CleanAnd4WithViolations(t *testing.T) {
 	_, err := c.db.Pool.Exec(t.Context(), `UPDATE record SET revision = 5 WHERE id = $1`, id)
 	require.NoError(t, err)
 	code, out, errOut := c.exec("verify", "--owner", "alice")
-	require.Equal(t, cli.ExitInternal, code, out)
+	require.Equal(t, wire.ExitInternal, code, out)
 	rep = c.object(out)
 	require.Equal(t, false, rep["ok"])
 	require.Equal(t, "alice", rep["owner"])
@@ -48,10 +48,10 @@ func TestVerifyCommandExits0CleanAnd4WithViolations(t *testing.T) {
 	// Another owner is clean.
 	require.Equal(t, true, c.ok("verify", "--owner", "bob")["ok"])
 
-	c.fails(cli.ExitUsage, "verify")
-	c.fails(cli.ExitUsage, "verify", "--owner", "alice", "--all")
-	c.fails(cli.ExitUsage, "verify", "--all", "--since", "yesterday")
-	c.fails(cli.ExitUsage, "verify", "--all", "--progress", "sometimes")
+	c.fails(wire.ExitUsage, "verify")
+	c.fails(wire.ExitUsage, "verify", "--owner", "alice", "--all")
+	c.fails(wire.ExitUsage, "verify", "--all", "--since", "yesterday")
+	c.fails(wire.ExitUsage, "verify", "--all", "--progress", "sometimes")
 }
 
 // flagged are the keys each invariant of a verify report names in its examples.
@@ -154,14 +154,14 @@ func TestVerifyExits4NamingTheInvariantAndTheKeyForEachClassOfTampering(t *testi
 			h := setupHistory(t)
 			tc.plant(h)
 			code, out, errOut := h.c.exec("verify", "--owner", "alice")
-			require.Equal(t, cli.ExitInternal, code, "stdout %s stderr %s", out, errOut)
+			require.Equal(t, wire.ExitInternal, code, "stdout %s stderr %s", out, errOut)
 			require.Contains(t, errOut, "INVARIANT_VIOLATIONS")
 			rep := h.c.object(out)
 			got := flagged(t, rep)
 			t.Logf("flagged: %v", got)
 			require.Contains(t, got[tc.invariant], tc.key, "verify names %s and key %s: %v", tc.invariant, tc.key, got)
 			// The text report names it too, for a person.
-			text := h.c.textExit(cli.ExitInternal, "verify", "--owner", "alice")
+			text := h.c.textExit(wire.ExitInternal, "verify", "--owner", "alice")
 			require.Contains(t, text, "✗ "+tc.invariant)
 			require.Contains(t, text, "key "+tc.key)
 			require.NotContains(t, text, `\"`, "a detail's quotes are shown as typed, not escaped")

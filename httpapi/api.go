@@ -21,22 +21,12 @@ import (
 	"github.com/idemwork/idemwork/idem/idemhttp"
 	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/wire"
 )
 
 // Header names of the API.
 const (
-	HeaderIdempotencyKey = idemtype.HeaderIdempotencyKey
-	// HeaderReplayed is "true" on a response restored from the first result (REPLAYED) or shared
-	// from an in-process leader (JOINED).
-	HeaderReplayed = wire.HeaderReplayed
-	// HeaderOutcome names the outcome of a write: EXECUTED, REPLAYED or JOINED, or
-	// OutcomeUnknown with a 503 COMMIT_UNKNOWN.
-	HeaderOutcome = wire.HeaderOutcome
-	// OutcomeUnknown is HeaderOutcome's value when the commit's outcome is unknown.
-	OutcomeUnknown = wire.OutcomeUnknown
-	// HeaderWaited is "true" when a replay first waited on the unique index for the winner.
-	HeaderWaited = wire.HeaderWaited
 	// HeaderShare set to "off" asks the server not to share an in-process flight for this
 	// request (the CLI's --no-share): it only bypasses an optimisation, never a rule.
 	HeaderShare = "X-Idemwork-Share"
@@ -215,7 +205,7 @@ type WhoAmI struct {
 	Owner string `json:"owner"`
 }
 
-func whoami(_ *http.Request, owner string) (wire.Response, error) {
+func whoami(_ *http.Request, owner string) (model.Response, error) {
 	return wire.JSON(http.StatusOK, WhoAmI{Owner: owner}), nil
 }
 
@@ -261,26 +251,26 @@ func clip(s string, n int) string {
 	return s[:cut] + "…"
 }
 
-type endpointFunc func(r *http.Request, owner string) (wire.Response, error)
+type endpointFunc func(r *http.Request, owner string) (model.Response, error)
 
 // writeFunc is a write route's handler, given the request's Idempotency-Key ("" for none).
-type writeFunc func(r *http.Request, owner, key string) (wire.Response, error)
+type writeFunc func(r *http.Request, owner, key string) (model.Response, error)
 
 // write guards a write route: on a read-only session every write is refused with READ_ONLY
 // before the runner starts — a replay included, though it would only read; the Idempotency-Key
 // header is parsed (400 BAD_REQUEST when it is empty, repeated or unparsable, or absent where
 // http.require_key asks for one).
 func (a *API) write(fn writeFunc) endpointFunc {
-	return func(r *http.Request, owner string) (wire.Response, error) {
+	return func(r *http.Request, owner string) (model.Response, error) {
 		if err := a.k.RequireWritable(); err != nil {
-			return wire.Response{}, err
+			return model.Response{}, err
 		}
 		key, present, err := idemhttp.ParseKey(r.Header)
 		if err != nil {
-			return wire.Response{}, err
+			return model.Response{}, err
 		}
 		if !present && a.opts.RequireKey {
-			return wire.Response{}, apperr.New(apperr.BadRequest, "this server requires an %s header on every write (http.require_key = true)", HeaderIdempotencyKey)
+			return model.Response{}, apperr.New(apperr.BadRequest, "this server requires an %s header on every write (http.require_key = true)", idemtype.HeaderIdempotencyKey)
 		}
 		rep, err := fn(r, owner, key)
 		return rep, wire.LostCommit(err, key, lookAfter(r))
@@ -328,8 +318,8 @@ func (a *API) endpoint(fn endpointFunc) http.HandlerFunc {
 			rep.Serve(w)
 			return
 		}
-		e.waited = rep.Headers[HeaderWaited] == "true"
-		e.outcome = rep.Headers[HeaderOutcome]
+		e.waited = rep.Headers[idemtype.HeaderWaited] == "true"
+		e.outcome = rep.Headers[idemtype.HeaderOutcome]
 		rep.Serve(w)
 	}
 }
@@ -399,9 +389,3 @@ func isLoopbackRemote(remote string) bool {
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
 }
-
-// ErrorBody is the JSON of every error: {"error": {"code", "status", "message"}}.
-type ErrorBody = wire.ErrorBody
-
-// ErrorDetail is the inside of ErrorBody.
-type ErrorDetail = wire.ErrorDetail

@@ -17,9 +17,11 @@ import (
 
 	"github.com/idemwork/idemwork/httpapi"
 	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/storm"
+	"github.com/idemwork/idemwork/storm/stormtypes"
 )
 
 func TestMain(m *testing.M) { testdb.Main(m) }
@@ -64,6 +66,7 @@ type serverOptions struct {
 
 func setupWith(t *testing.T, o serverOptions) *testBundle {
 	t.Helper()
+	ctx := testdb.Context(t)
 	db := o.existing
 	if db == nil {
 		db = testdb.NewWith(t, o.db)
@@ -86,7 +89,7 @@ func setupWith(t *testing.T, o serverOptions) *testBundle {
 	}
 	ln, err := httpapi.Listen("127.0.0.1:0", false)
 	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- httpapi.Serve(ctx, httpapi.NewServer(h, nil), ln, 5*time.Second) }()
 	var once sync.Once
@@ -146,7 +149,7 @@ func (b *testBundle) as(t *testing.T, token, method, path, body string, headers 
 	return b.do(t, method, path, rd, append([]string{"Authorization", "Bearer " + token, "Content-Type", "application/json"}, headers...)...)
 }
 
-func key(k string) []string { return []string{httpapi.HeaderIdempotencyKey, k} }
+func key(k string) []string { return []string{idemtype.HeaderIdempotencyKey, k} }
 
 func TestCreateReplayPatchActionAndReads(t *testing.T) {
 	t.Parallel()
@@ -155,7 +158,7 @@ func TestCreateReplayPatchActionAndReads(t *testing.T) {
 	created := b.as(t, aliceToken, "POST", "/v1/modules/NOTE/records", `{"title":"hello","payload":{"n":1}}`, key("c-1")...)
 	require.Equal(t, http.StatusCreated, created.status, created.raw)
 	require.Equal(t, "EXECUTED", created.body["outcome"])
-	require.Empty(t, created.header.Get(httpapi.HeaderReplayed))
+	require.Empty(t, created.header.Get(idemtype.HeaderReplayed))
 	rec := created.record()
 	id := rec["id"].(string)
 	require.Equal(t, "alice", rec["ownerId"])
@@ -166,7 +169,7 @@ func TestCreateReplayPatchActionAndReads(t *testing.T) {
 	replay := b.as(t, aliceToken, "POST", "/v1/modules/NOTE/records", `{ "payload": {"n":1}, "title": "hello" }`, key("c-1")...)
 	require.Equal(t, http.StatusCreated, replay.status, replay.raw)
 	require.Equal(t, "REPLAYED", replay.body["outcome"])
-	require.Equal(t, "true", replay.header.Get(httpapi.HeaderReplayed))
+	require.Equal(t, "true", replay.header.Get(idemtype.HeaderReplayed))
 	require.Equal(t, rec, replay.record())
 
 	patched := b.as(t, aliceToken, "PATCH", "/v1/modules/NOTE/records/"+id, `{"expectRevision":1,"title":"second"}`, key("p-1")...)
@@ -226,7 +229,7 @@ func TestCommitmentReview(t *testing.T) {
 	require.Equal(t, "EXECUTED", r.body["outcome"])
 	r2 := b.as(t, aliceToken, "POST", "/v1/modules/COMMITMENT/records/"+id+"/reviews", `{"verdict":"kept","comment":"done"}`, key("r-1")...)
 	require.Equal(t, "REPLAYED", r2.body["outcome"])
-	require.Equal(t, "true", r2.header.Get(httpapi.HeaderReplayed))
+	require.Equal(t, "true", r2.header.Get(idemtype.HeaderReplayed))
 	require.Equal(t, r.body["review"], r2.body["review"])
 	wrong := b.as(t, aliceToken, "POST", "/v1/modules/NOTE/records/"+id+"/reviews", `{"verdict":"kept","comment":"x"}`)
 	require.Equal(t, http.StatusNotFound, wrong.status, wrong.raw)
@@ -363,8 +366,8 @@ func TestBodiesAreCapped(t *testing.T) {
 func TestConcurrentHTTPStormExecutesOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t, false)
-	spec := storm.Spec{Op: storm.OpCreate, Create: kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "http-storm", Title: "t"},
-		N: 300, Concurrency: 30, Share: true, Via: storm.ViaHTTP, URL: b.url, Token: aliceToken}
+	spec := stormtypes.Spec{Op: stormtypes.OpCreate, Create: kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "http-storm", Title: "t"},
+		N: 300, Concurrency: 30, Share: true, Via: stormtypes.ViaHTTP, URL: b.url, Token: aliceToken}
 	sum, err := storm.Run(context.Background(), storm.Env{Kernel: b.k}, spec, nil)
 	require.NoError(t, err)
 	require.Equal(t, 1, sum.Outcomes["EXECUTED"], "%v", sum.Outcomes)

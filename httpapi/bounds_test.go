@@ -17,6 +17,7 @@ import (
 
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/httpapi"
+	"github.com/idemwork/idemwork/wire"
 )
 
 // scrape returns the text of /metrics.
@@ -99,7 +100,7 @@ func TestEveryRefusalServeMakesIsACataloguedCode(t *testing.T) {
 	b := setup(t, false)
 	catalogued := func(what string, status int, body []byte) {
 		t.Helper()
-		var e httpapi.ErrorBody
+		var e wire.ErrorBody
 		require.NoError(t, json.Unmarshal(body, &e), "%s: %s", what, body)
 		require.Equal(t, status, e.Error.Status, "%s: %s", what, body)
 		require.Contains(t, apperr.Codes(), apperr.Code(e.Error.Code), "%s: %s is not in the catalog", what, e.Error.Code)

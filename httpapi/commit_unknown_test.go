@@ -1,13 +1,12 @@
 package httpapi_test
 
 import (
-	"context"
 	"net/http"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemwork/idemwork/httpapi"
+	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/internal/faultproxy"
 	"github.com/idemwork/idemwork/internal/testdb"
 )
@@ -22,6 +21,7 @@ func setupOverProxy(t *testing.T) (*testBundle, *faultproxy.Proxy) {
 
 func TestAWriteWhoseCommitWasLostAnswers503CommitUnknownAndTheRetryTellsTheTruth(t *testing.T) {
 	t.Parallel()
+	ctx := testdb.Context(t)
 	for _, tc := range []struct {
 		name      string
 		mode      faultproxy.Mode
@@ -39,20 +39,20 @@ func TestAWriteWhoseCommitWasLostAnswers503CommitUnknownAndTheRetryTellsTheTruth
 			<-p.Fired()
 			require.Equal(t, http.StatusServiceUnavailable, lost.status, lost.raw)
 			require.Equal(t, "COMMIT_UNKNOWN", lost.code())
-			require.Equal(t, httpapi.OutcomeUnknown, lost.header.Get(httpapi.HeaderOutcome))
+			require.Equal(t, idemtype.OutcomeUnknown, lost.header.Get(idemtype.HeaderOutcome))
 			require.Contains(t, lost.body["error"].(map[string]any)["message"], "retry with the same Idempotency-Key")
 			require.NotContains(t, lost.raw, "EOF", "never the driver's words")
 
 			var records int
-			require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM record`).Scan(&records))
+			require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM record`).Scan(&records))
 			require.Equal(t, map[bool]int{true: 1, false: 0}[tc.committed], records)
 
 			retry := b.as(t, aliceToken, "POST", "/v1/modules/NOTE/records", body, key("k-commit")...)
 			require.Equal(t, http.StatusCreated, retry.status, retry.raw)
 			want := map[bool]string{true: "REPLAYED", false: "EXECUTED"}[tc.committed]
 			require.Equal(t, want, retry.body["outcome"], "the retry with the same key says what really happened")
-			require.Equal(t, want, retry.header.Get(httpapi.HeaderOutcome))
-			require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM record`).Scan(&records))
+			require.Equal(t, want, retry.header.Get(idemtype.HeaderOutcome))
+			require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM record`).Scan(&records))
 			require.Equal(t, 1, records, "exactly once either way")
 		})
 	}

@@ -17,9 +17,11 @@ import (
 
 	"github.com/idemwork/idemwork/httpapi"
 	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/internal/testgate"
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/wire"
 )
 
 // outcomeFields matches the two members a replay may change.
@@ -57,12 +59,12 @@ func TestAReplayIsByteForByteTheFirstResponse(t *testing.T) {
 	body := `{"title":"bytes <&>","summary":"a\nb","payload":{"zz":1e3,"a":[1.0,-0,2.50],"n":{"y":"\u00e9","x":null},"dup":"no"}}`
 	status, h, first := b.send(t, "POST", "/v1/modules/NOTE/records", body, key("bytes-1")...)
 	require.Equal(t, http.StatusCreated, status, first)
-	require.Equal(t, "EXECUTED", h.Get(httpapi.HeaderOutcome))
+	require.Equal(t, "EXECUTED", h.Get(idemtype.HeaderOutcome))
 	require.Contains(t, first, `"payload":{"a":[1.0,0,2.50],"n":{"x":null,"y":"é"},"zz":1000,"dup":"no"}`, "the canonical form, as jsonb stores it")
 	for _, again := range []string{body, `{"payload":{"dup":"no","n":{"x":null,"y":"é"},"a":[1.0,0,2.50],"zz":1000},"summary":"a\nb","title":"bytes <&>"}`} {
 		status, h, replay := b.send(t, "POST", "/v1/modules/NOTE/records", again, key("bytes-1")...)
 		require.Equal(t, http.StatusCreated, status, replay)
-		require.Equal(t, "REPLAYED", h.Get(httpapi.HeaderOutcome))
+		require.Equal(t, "REPLAYED", h.Get(idemtype.HeaderOutcome))
 		require.Equal(t, outcomeFields.ReplaceAllString(first, ""), outcomeFields.ReplaceAllString(replay, ""))
 	}
 	var rec struct {
@@ -81,21 +83,21 @@ func TestTheQuotedAndTheBareKeyAreTheSameKey(t *testing.T) {
 	t.Parallel()
 	b := setup(t, false)
 	const uuid = "8e03978e-40d5-43e8-bc93-6894a57f9324"
-	status, h, _ := b.send(t, "POST", "/v1/modules/NOTE/records", `{"title":"t"}`, httpapi.HeaderIdempotencyKey, `"`+uuid+`"`)
+	status, h, _ := b.send(t, "POST", "/v1/modules/NOTE/records", `{"title":"t"}`, idemtype.HeaderIdempotencyKey, `"`+uuid+`"`)
 	require.Equal(t, http.StatusCreated, status)
-	require.Equal(t, "EXECUTED", h.Get(httpapi.HeaderOutcome))
-	status, h, raw := b.send(t, "POST", "/v1/modules/NOTE/records", `{"title":"t"}`, httpapi.HeaderIdempotencyKey, uuid)
+	require.Equal(t, "EXECUTED", h.Get(idemtype.HeaderOutcome))
+	status, h, raw := b.send(t, "POST", "/v1/modules/NOTE/records", `{"title":"t"}`, idemtype.HeaderIdempotencyKey, uuid)
 	require.Equal(t, http.StatusCreated, status)
-	require.Equal(t, "REPLAYED", h.Get(httpapi.HeaderOutcome))
+	require.Equal(t, "REPLAYED", h.Get(idemtype.HeaderOutcome))
 	require.Contains(t, raw, `"key":"`+uuid+`"`, "stored without the quotes")
-	status, h, _ = b.send(t, "POST", "/v1/modules/NOTE/records", `{"title":"t"}`, httpapi.HeaderIdempotencyKey, ` "`+uuid+`" `)
+	status, h, _ = b.send(t, "POST", "/v1/modules/NOTE/records", `{"title":"t"}`, idemtype.HeaderIdempotencyKey, ` "`+uuid+`" `)
 	require.Equal(t, http.StatusCreated, status)
-	require.Equal(t, "REPLAYED", h.Get(httpapi.HeaderOutcome))
+	require.Equal(t, "REPLAYED", h.Get(idemtype.HeaderOutcome))
 	// An escaped quote inside an sf-string is part of the key.
-	status, _, raw = b.send(t, "POST", "/v1/modules/NOTE/records", `{"title":"t"}`, httpapi.HeaderIdempotencyKey, `"a\"b\\c"`)
+	status, _, raw = b.send(t, "POST", "/v1/modules/NOTE/records", `{"title":"t"}`, idemtype.HeaderIdempotencyKey, `"a\"b\\c"`)
 	require.Equal(t, http.StatusCreated, status, raw)
-	status, h, _ = b.send(t, "POST", "/v1/modules/NOTE/records", `{"title":"t"}`, httpapi.HeaderIdempotencyKey, `a"b\c`)
-	require.Equal(t, "REPLAYED", h.Get(httpapi.HeaderOutcome), status)
+	status, h, _ = b.send(t, "POST", "/v1/modules/NOTE/records", `{"title":"t"}`, idemtype.HeaderIdempotencyKey, `a"b\c`)
+	require.Equal(t, "REPLAYED", h.Get(idemtype.HeaderOutcome), status)
 	require.Equal(t, 2, b.records(t, "alice"))
 }
 
@@ -104,14 +106,14 @@ func TestTheQuotedAndTheBareKeyAreTheSameKey(t *testing.T) {
 func TestAQuotedKeysParametersAreIgnored(t *testing.T) {
 	t.Parallel()
 	b := setup(t, false)
-	status, h, raw := b.send(t, "POST", "/v1/modules/NOTE/records", `{"title":"t"}`, httpapi.HeaderIdempotencyKey, `"a1";x=1`)
+	status, h, raw := b.send(t, "POST", "/v1/modules/NOTE/records", `{"title":"t"}`, idemtype.HeaderIdempotencyKey, `"a1";x=1`)
 	require.Equal(t, http.StatusCreated, status, raw)
-	require.Equal(t, "EXECUTED", h.Get(httpapi.HeaderOutcome))
+	require.Equal(t, "EXECUTED", h.Get(idemtype.HeaderOutcome))
 	require.Contains(t, raw, `"key":"a1"`, "stored without the parameters")
 	for _, v := range []string{`"a1"`, `a1`, `"a1";trace=?0;n=2.5`, `"a1";v="x;y"`} {
-		status, h, raw = b.send(t, "POST", "/v1/modules/NOTE/records", `{"title":"t"}`, httpapi.HeaderIdempotencyKey, v)
+		status, h, raw = b.send(t, "POST", "/v1/modules/NOTE/records", `{"title":"t"}`, idemtype.HeaderIdempotencyKey, v)
 		require.Equal(t, http.StatusCreated, status, "%s: %s", v, raw)
-		require.Equal(t, "REPLAYED", h.Get(httpapi.HeaderOutcome), v)
+		require.Equal(t, "REPLAYED", h.Get(idemtype.HeaderOutcome), v)
 	}
 	require.Equal(t, 1, b.records(t, "alice"))
 }
@@ -124,15 +126,15 @@ func TestEmptyRepeatedAndUnparsableHeadersAre400AndWriteNothing(t *testing.T) {
 		name    string
 		headers []string
 	}{
-		{"empty key", []string{httpapi.HeaderIdempotencyKey, ""}},
-		{"whitespace key", []string{httpapi.HeaderIdempotencyKey, "   "}},
-		{"empty sf-string", []string{httpapi.HeaderIdempotencyKey, `""`}},
-		{"unterminated sf-string", []string{httpapi.HeaderIdempotencyKey, `"abc`}},
-		{"bad escape", []string{httpapi.HeaderIdempotencyKey, `"a\b"`}},
-		{"text after the string that is not parameters", []string{httpapi.HeaderIdempotencyKey, `"a" x`}},
-		{"a parameter name in capitals", []string{httpapi.HeaderIdempotencyKey, `"a";X=1`}},
-		{"a parameter without its value", []string{httpapi.HeaderIdempotencyKey, `"a";x=`}},
-		{"two keys", []string{httpapi.HeaderIdempotencyKey, "k1", httpapi.HeaderIdempotencyKey, "k1"}},
+		{"empty key", []string{idemtype.HeaderIdempotencyKey, ""}},
+		{"whitespace key", []string{idemtype.HeaderIdempotencyKey, "   "}},
+		{"empty sf-string", []string{idemtype.HeaderIdempotencyKey, `""`}},
+		{"unterminated sf-string", []string{idemtype.HeaderIdempotencyKey, `"abc`}},
+		{"bad escape", []string{idemtype.HeaderIdempotencyKey, `"a\b"`}},
+		{"text after the string that is not parameters", []string{idemtype.HeaderIdempotencyKey, `"a" x`}},
+		{"a parameter name in capitals", []string{idemtype.HeaderIdempotencyKey, `"a";X=1`}},
+		{"a parameter without its value", []string{idemtype.HeaderIdempotencyKey, `"a";x=`}},
+		{"two keys", []string{idemtype.HeaderIdempotencyKey, "k1", idemtype.HeaderIdempotencyKey, "k1"}},
 		{"two Authorization headers", []string{"Authorization", "Bearer " + bobToken}},
 	} {
 		for i := 0; i < 3; i++ {
@@ -173,7 +175,7 @@ func TestDuplicateNamesAndInvalidUTF8InABodyAre422NamingTheField(t *testing.T) {
 	} {
 		status, _, raw := b.send(t, "POST", "/v1/modules/NOTE/records", c.body, key("k")...)
 		require.Equal(t, http.StatusUnprocessableEntity, status, "%q: %s", c.body, raw)
-		var e httpapi.ErrorBody
+		var e wire.ErrorBody
 		require.NoError(t, json.Unmarshal([]byte(raw), &e))
 		require.Equal(t, "VALIDATION_FAILED", string(e.Error.Code))
 		require.True(t, strings.HasPrefix(e.Error.Message, c.field), "%q: %s", c.body, e.Error.Message)
@@ -205,7 +207,7 @@ func TestNetHTTPsOwnErrorsAreTheJSONErrorObject(t *testing.T) {
 		_ = c.Close()
 		require.GreaterOrEqual(t, resp.StatusCode, 400, "%q", raw)
 		require.Equal(t, "application/json; charset=utf-8", resp.Header.Get("Content-Type"), "%q: %s", raw, body)
-		var e httpapi.ErrorBody
+		var e wire.ErrorBody
 		require.NoError(t, json.Unmarshal(body, &e), "%q: %s", raw, body)
 		require.Equal(t, resp.StatusCode, e.Error.Status)
 		require.NotEmpty(t, e.Error.Code)
@@ -274,7 +276,7 @@ func TestAClientThatLeftIsLogged499(t *testing.T) {
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "POST", b.url+"/v1/modules/NOTE/records", strings.NewReader(`{"title":"t"}`))
 	req.Header.Set("Authorization", "Bearer "+aliceToken)
-	req.Header.Set(httpapi.HeaderIdempotencyKey, "gone")
+	req.Header.Set(idemtype.HeaderIdempotencyKey, "gone")
 	done := make(chan error, 1)
 	go func() {
 		resp, err := b.c.Do(req)
@@ -322,7 +324,7 @@ func TestOneKeysQueueCannotStarveAnotherOwner(t *testing.T) {
 		defer wg.Done()
 		req, _ := http.NewRequest("POST", b.url+"/v1/modules/NOTE/records", strings.NewReader(`{"title":"stall"}`))
 		req.Header.Set("Authorization", "Bearer "+aliceToken)
-		req.Header.Set(httpapi.HeaderIdempotencyKey, "stalled")
+		req.Header.Set(idemtype.HeaderIdempotencyKey, "stalled")
 		req.Header.Set(httpapi.HeaderShare, "off")
 		req.Header.Set("X-Test-Hold", "1") // only the leader reaches the step; the others queue behind its key
 		resp, err := b.c.Do(req)
@@ -381,7 +383,7 @@ func TestPastTheOwnersShareAWriteIs503OverloadedWithRetryAfter(t *testing.T) {
 		runner: idem.Options{Limits: idem.Limits{OwnerMaxConns: 1, AcquireTimeout: 200 * time.Millisecond}}})
 	done := make(chan int, 1)
 	go func() {
-		status, _, _ := b.send(t, "POST", "/v1/modules/NOTE/records", `{"title":"held"}`, "X-Test-Hold", "1", httpapi.HeaderIdempotencyKey, "held")
+		status, _, _ := b.send(t, "POST", "/v1/modules/NOTE/records", `{"title":"held"}`, "X-Test-Hold", "1", idemtype.HeaderIdempotencyKey, "held")
 		done <- status
 	}()
 	gate.AwaitHeld(t)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemwork/idemwork/httpapi"
+	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/kernel"
 )
 
@@ -66,7 +66,7 @@ func requireServedAsShown(t *testing.T, b *testBundle, name string, retry respon
 	for h, v := range headers {
 		require.Equal(t, v, retry.header.Get(h), "%s: header %s", name, h)
 	}
-	for _, h := range []string{"Content-Type", "Location", "Retry-After", httpapi.HeaderOutcome, httpapi.HeaderReplayed, httpapi.HeaderWaited} {
+	for _, h := range []string{"Content-Type", "Location", "Retry-After", idemtype.HeaderOutcome, idemtype.HeaderReplayed, idemtype.HeaderWaited} {
 		if retry.header.Get(h) != "" {
 			require.Contains(t, headers, h, "%s: the replay shows %s", name, h)
 		}
@@ -104,7 +104,7 @@ func TestAKeysReplayIsTheResponseARetryGets(t *testing.T) {
 	retry := b.as(t, aliceToken, "POST", "/v1/modules/NOTE/records", body, key("c-1")...)
 	require.Equal(t, "REPLAYED", retry.body["outcome"])
 	requireServedAsShown(t, b, "c-1", retry)
-	require.Equal(t, "REPLAYED", retry.header.Get(httpapi.HeaderOutcome))
+	require.Equal(t, "REPLAYED", retry.header.Get(idemtype.HeaderOutcome))
 	require.NotEmpty(t, retry.header.Get("Location"))
 
 	id := created.record()["id"].(string)

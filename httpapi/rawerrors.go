@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/wire"
 )
 
 // net/http answers a few requests itself, before any handler runs, in plain text: a request it
@@ -92,7 +93,7 @@ func rewriteServerError(p []byte) ([]byte, bool) {
 			code = apperr.NotImplemented
 		}
 	}
-	body, _ := json.Marshal(ErrorBody{Error: ErrorDetail{Code: code, Status: status, Message: text}})
+	body, _ := json.Marshal(wire.ErrorBody{Error: wire.ErrorDetail{Code: code, Status: status, Message: text}})
 	body = append(body, '\n')
 	var out bytes.Buffer
 	out.WriteString(proto + strconv.Itoa(status) + " " + http.StatusText(status) + "\r\n")

@@ -54,62 +54,62 @@ func shareOf(r *http.Request) *bool {
 	return nil
 }
 
-func (a *API) createRecord(r *http.Request, owner, key string) (wire.Response, error) {
+func (a *API) createRecord(r *http.Request, owner, key string) (model.Response, error) {
 	var b CreateBody
 	if err := a.decodeBody(r, false, &b); err != nil {
-		return wire.Response{}, err
+		return model.Response{}, err
 	}
 	module := r.PathValue("module")
 	in := model.NewCreate(owner, module, key, b.Title, b.Summary, b.Payload)
 	in.ShareInFlight = shareOf(r)
 	res, err := a.k.Create(r.Context(), in)
 	if err != nil {
-		return wire.Response{}, err
+		return model.Response{}, err
 	}
 	return kernel.WriteResponse(res), nil
 }
 
-func (a *API) patchRecord(r *http.Request, owner, key string) (wire.Response, error) {
+func (a *API) patchRecord(r *http.Request, owner, key string) (model.Response, error) {
 	var b PatchBody
 	if err := a.decodeBody(r, false, &b); err != nil {
-		return wire.Response{}, err
+		return model.Response{}, err
 	}
 	in := model.NewPatch(owner, r.PathValue("module"), r.PathValue("id"), key, b.ExpectRevision, b.Title, b.Summary, b.Payload)
 	in.ShareInFlight = shareOf(r)
 	res, err := a.k.Patch(r.Context(), in)
 	if err != nil {
-		return wire.Response{}, err
+		return model.Response{}, err
 	}
 	return kernel.WriteResponse(res), nil
 }
 
-func (a *API) runFeature(r *http.Request, owner, key string) (wire.Response, error) {
+func (a *API) runFeature(r *http.Request, owner, key string) (model.Response, error) {
 	var b FeatureBody
 	if err := a.decodeBody(r, true, &b); err != nil {
-		return wire.Response{}, err
+		return model.Response{}, err
 	}
 	in := model.NewFeature(owner, r.PathValue("module"), r.PathValue("id"), r.PathValue("featureId"), key, b.Input)
 	in.ShareInFlight = shareOf(r)
 	res, err := a.k.RunFeature(r.Context(), in)
 	if err != nil {
-		return wire.Response{}, err
+		return model.Response{}, err
 	}
 	return kernel.WriteResponse(res), nil
 }
 
-func (a *API) createReview(r *http.Request, owner, key string) (wire.Response, error) {
+func (a *API) createReview(r *http.Request, owner, key string) (model.Response, error) {
 	if m := r.PathValue("module"); m != kernel.ModuleCommitment {
-		return wire.Response{}, apperr.New(apperr.NotFound, "reviews exist only for %s records (POST /v1/modules/%s/records/{id}/reviews), not %s",
+		return model.Response{}, apperr.New(apperr.NotFound, "reviews exist only for %s records (POST /v1/modules/%s/records/{id}/reviews), not %s",
 			kernel.ModuleCommitment, kernel.ModuleCommitment, m)
 	}
 	var b ReviewBody
 	if err := a.decodeBody(r, false, &b); err != nil {
-		return wire.Response{}, err
+		return model.Response{}, err
 	}
 	res, err := a.k.CreateReview(r.Context(), kernel.ReviewInput{Owner: owner, RecordID: r.PathValue("id"), Key: key,
 		Verdict: b.Verdict, Comment: b.Comment, ShareInFlight: shareOf(r)})
 	if err != nil {
-		return wire.Response{}, err
+		return model.Response{}, err
 	}
 	return res.Response(), nil
 }
@@ -161,15 +161,15 @@ type AuditBody struct {
 // of the pool; the rest waits in this process holding nothing, and past the acquire timeout is
 // 503 OVERLOADED with Retry-After.
 func (a *API) read(fn endpointFunc) endpointFunc {
-	return func(r *http.Request, owner string) (wire.Response, error) {
+	return func(r *http.Request, owner string) (model.Response, error) {
 		leave, err := a.reads.enter(r.Context(), owner)
 		if err != nil {
-			return wire.Response{}, err
+			return model.Response{}, err
 		}
 		defer leave()
 		release, err := a.k.Runner().HoldOwner(r.Context(), owner)
 		if err != nil {
-			return wire.Response{}, err
+			return model.Response{}, err
 		}
 		defer release()
 		return fn(r, owner)
@@ -225,27 +225,27 @@ func auditCursor(e store.AuditEvent) string { return store.Cursor{At: e.At, ID: 
 
 // getRecord answers the record, its latest revision and the first page of its executions and
 // audit events: three statements, however long its history.
-func (a *API) getRecord(r *http.Request, owner string) (wire.Response, error) {
+func (a *API) getRecord(r *http.Request, owner string) (model.Response, error) {
 	if r.URL.RawQuery != "" {
-		return wire.Response{}, apperr.New(apperr.BadRequest, "GET of a record takes no query; page its lists at links.revisions, links.executions and links.audit")
+		return model.Response{}, apperr.New(apperr.BadRequest, "GET of a record takes no query; page its lists at links.revisions, links.executions and links.audit")
 	}
 	p, err := recordParams(r, owner, store.MaxRecordPage)
 	if err != nil {
-		return wire.Response{}, err
+		return model.Response{}, err
 	}
 	db := a.k.DB()
 	head, err := db.GetRecordHead(r.Context(), owner, p.Module, p.RecordID)
 	if err != nil {
-		return wire.Response{}, err
+		return model.Response{}, err
 	}
 	p.Exists = true
 	execs, moreExecs, err := db.RecordExecutionPage(r.Context(), p)
 	if err != nil {
-		return wire.Response{}, err
+		return model.Response{}, err
 	}
 	audit, moreAudit, err := db.RecordAuditPage(r.Context(), p)
 	if err != nil {
-		return wire.Response{}, err
+		return model.Response{}, err
 	}
 	body := RecordBody{Record: head.Record, Revisions: []store.Revision{head.Latest}, Executions: execs, Audit: audit,
 		Links: RecordLinks{Revisions: *pagePath(r, "revisions", "", p)}}
@@ -261,7 +261,7 @@ func (a *API) getRecord(r *http.Request, owner string) (wire.Response, error) {
 // getRecordPart answers one page of a record's revisions, executions or audit events: its own
 // statement alone (a second only when the page is empty, to tell a record without entries from
 // no record).
-func (a *API) getRecordPart(r *http.Request, owner string) (wire.Response, error) {
+func (a *API) getRecordPart(r *http.Request, owner string) (model.Response, error) {
 	part := r.PathValue("part")
 	max := store.MaxRecordPage
 	switch part {
@@ -269,11 +269,11 @@ func (a *API) getRecordPart(r *http.Request, owner string) (wire.Response, error
 		max = store.MaxRevisionPage
 	case "executions", "audit":
 	default:
-		return wire.Response{}, apperr.New(apperr.NotFound, "no route GET %s (a record has /revisions, /executions and /audit)", r.URL.Path)
+		return model.Response{}, apperr.New(apperr.NotFound, "no route GET %s (a record has /revisions, /executions and /audit)", r.URL.Path)
 	}
 	p, err := recordParams(r, owner, max)
 	if err != nil {
-		return wire.Response{}, err
+		return model.Response{}, err
 	}
 	after := r.URL.Query().Get("after")
 	db, ctx := a.k.DB(), r.Context()
@@ -282,13 +282,13 @@ func (a *API) getRecordPart(r *http.Request, owner string) (wire.Response, error
 		if after != "" {
 			n, err := strconv.Atoi(after)
 			if err != nil || n < 0 {
-				return wire.Response{}, apperr.New(apperr.BadRequest, "after: want a revision number (0 or more), got %q", after)
+				return model.Response{}, apperr.New(apperr.BadRequest, "after: want a revision number (0 or more), got %q", after)
 			}
 			p.AfterRevision = n
 		}
 		revs, more, err := db.RecordRevisionPage(ctx, p)
 		if err != nil {
-			return wire.Response{}, err
+			return model.Response{}, err
 		}
 		body := RevisionsBody{Revisions: revs}
 		if more {
@@ -299,14 +299,14 @@ func (a *API) getRecordPart(r *http.Request, owner string) (wire.Response, error
 	if after != "" {
 		c, err := store.DecodeCursor(after)
 		if err != nil {
-			return wire.Response{}, apperr.New(apperr.BadRequest, "after: %q is not a cursor this server printed (follow next)", after)
+			return model.Response{}, apperr.New(apperr.BadRequest, "after: %q is not a cursor this server printed (follow next)", after)
 		}
 		p.After = c
 	}
 	if part == "executions" {
 		execs, more, err := db.RecordExecutionPage(ctx, p)
 		if err != nil {
-			return wire.Response{}, err
+			return model.Response{}, err
 		}
 		body := ExecutionsBody{Executions: execs}
 		if more {
@@ -316,7 +316,7 @@ func (a *API) getRecordPart(r *http.Request, owner string) (wire.Response, error
 	}
 	audit, more, err := db.RecordAuditPage(ctx, p)
 	if err != nil {
-		return wire.Response{}, err
+		return model.Response{}, err
 	}
 	body := AuditBody{Audit: audit}
 	if more {
@@ -325,10 +325,10 @@ func (a *API) getRecordPart(r *http.Request, owner string) (wire.Response, error
 	return wire.JSON(http.StatusOK, body), nil
 }
 
-func (a *API) getKey(r *http.Request, owner string) (wire.Response, error) {
+func (a *API) getKey(r *http.Request, owner string) (model.Response, error) {
 	v, err := a.k.InspectKey(r.Context(), owner, r.PathValue("key"))
 	if err != nil {
-		return wire.Response{}, err
+		return model.Response{}, err
 	}
 	return wire.JSON(http.StatusOK, v), nil
 }

@@ -49,9 +49,10 @@ func terminator(t *testing.T, db *testdb.DB, app string, stop <-chan struct{}) (
 // unkeyed one that the record may exist; and a keyed retry says what really happened, once.
 func TestABackendTerminatedDuringCommitIsNeverAnsweredNothingCommitted(t *testing.T) {
 	t.Parallel()
+	ctx := testdb.Context(t)
 	const app = "idemwork-under-fire"
 	db := testdb.New(t)
-	sdb, err := store.Open(context.Background(), db.DSN, store.Options{ApplicationName: app, MaxConns: 8})
+	sdb, err := store.Open(ctx, db.DSN, store.Options{ApplicationName: app, MaxConns: 8})
 	require.NoError(t, err)
 	t.Cleanup(sdb.Close)
 	b := setupWith(t, serverOptions{existing: &testdb.DB{DB: sdb, Pool: db.Pool, DSN: db.DSN, Name: db.Name}})
@@ -97,7 +98,7 @@ func TestABackendTerminatedDuringCommitIsNeverAnsweredNothingCommitted(t *testin
 	<-stopped
 
 	titles := map[string]int{}
-	rows, err := db.Pool.Query(context.Background(), `SELECT title FROM record WHERE owner_id = 'alice'`)
+	rows, err := db.Pool.Query(ctx, `SELECT title FROM record WHERE owner_id = 'alice'`)
 	require.NoError(t, err)
 	for rows.Next() {
 		var title string
@@ -147,7 +148,7 @@ func TestABackendTerminatedDuringCommitIsNeverAnsweredNothingCommitted(t *testin
 		require.Equal(t, http.StatusCreated, r.status, r.raw)
 		require.Equal(t, map[int]string{0: "EXECUTED", 1: "REPLAYED"}[titles[a.title]], r.body["outcome"], a.title)
 		var n int
-		require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM record WHERE title = $1`, a.title).Scan(&n))
+		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM record WHERE title = $1`, a.title).Scan(&n))
 		require.Equal(t, 1, n)
 	}
 }

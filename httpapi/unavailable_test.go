@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemwork/idemwork/httpapi"
+	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/internal/faultproxy"
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/kernel"
@@ -79,6 +80,7 @@ func TestAStatementTimeoutIs503WithRetryAfterAndWhatToDo(t *testing.T) {
 // DATABASE_UNAVAILABLE with Retry-After; the retry executes once.
 func TestATerminatedBackendIs503WithRetryAfterAndWhatToDo(t *testing.T) {
 	t.Parallel()
+	ctx := testdb.Context(t)
 	b := setup(t, false)
 	holder := holdKey(t, b.db, "k-term")
 	const body = `{"title":"terminated"}`
@@ -87,24 +89,24 @@ func TestATerminatedBackendIs503WithRetryAfterAndWhatToDo(t *testing.T) {
 	// The request's session queues on the unique index behind the holder; end it there.
 	var pid int
 	require.Eventually(t, func() bool {
-		err := b.db.Pool.QueryRow(context.Background(), `SELECT pid FROM pg_stat_activity
+		err := b.db.Pool.QueryRow(ctx, `SELECT pid FROM pg_stat_activity
 			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%INSERT INTO %idempotency_record%'`).Scan(&pid)
 		return err == nil
 	}, 30*time.Second, 10*time.Millisecond)
 	var ended bool
-	require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT pg_terminate_backend($1)`, pid).Scan(&ended))
+	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT pg_terminate_backend($1)`, pid).Scan(&ended))
 	require.True(t, ended)
 	requireUnavailable(t, <-done, "the database ended the session (SQLSTATE 57P01")
 	// The driver's words go to the operator's log, as the cause of the 503.
 	require.Eventually(t, func() bool {
 		return strings.Contains(b.log.String(), `cause="reserve key: FATAL: terminating connection due to administrator command (SQLSTATE 57P01)"`)
 	}, 10*time.Second, 10*time.Millisecond, b.log.String())
-	require.NoError(t, holder.Rollback(context.Background()))
+	require.NoError(t, holder.Rollback(ctx))
 	retry := b.as(t, aliceToken, "POST", "/v1/modules/NOTE/records", body, key("k-term")...)
 	require.Equal(t, http.StatusCreated, retry.status, retry.raw)
 	require.Equal(t, "EXECUTED", retry.body["outcome"])
 	var records int
-	require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM record`).Scan(&records))
+	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM record`).Scan(&records))
 	require.Equal(t, 1, records)
 }
 
@@ -113,6 +115,7 @@ func TestATerminatedBackendIs503WithRetryAfterAndWhatToDo(t *testing.T) {
 // can have committed), and the write's retry executes once.
 func TestAConnectionLostOutsideCommitIs503WithRetryAfter(t *testing.T) {
 	t.Parallel()
+	ctx := testdb.Context(t)
 	db := testdb.New(t)
 	p := faultproxy.Start(t, db.DSN)
 	b := serveOver(t, db, p.DSN())
@@ -128,12 +131,12 @@ func TestAConnectionLostOutsideCommitIs503WithRetryAfter(t *testing.T) {
 	r = b.as(t, aliceToken, "POST", "/v1/modules/NOTE/records", body, key("k-write")...)
 	<-p.Fired()
 	requireUnavailable(t, r, "the connection to the database was lost")
-	require.NotEqual(t, httpapi.OutcomeUnknown, r.header.Get(httpapi.HeaderOutcome))
+	require.NotEqual(t, idemtype.OutcomeUnknown, r.header.Get(idemtype.HeaderOutcome))
 	retry := b.as(t, aliceToken, "POST", "/v1/modules/NOTE/records", body, key("k-write")...)
 	require.Equal(t, http.StatusCreated, retry.status, retry.raw)
 	require.Equal(t, "EXECUTED", retry.body["outcome"])
 	var records int
-	require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM record WHERE title = 'cut'`).Scan(&records))
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM record WHERE title = 'cut'`).Scan(&records))
 	require.Equal(t, 2, records, "k-read's and k-write's, once each")
 	require.False(t, strings.Contains(r.raw, "unexpected"))
 }

@@ -22,7 +22,7 @@ import (
 // transaction's, its search_path LOCAL).
 func TestTheRunnerWorksThroughATransactionPoolerWhateverOthersLeftOnTheSession(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := testdb.Context(t)
 	name := testdb.NewEmptyDatabase(t)
 	bouncer := testdb.NewBouncer(t, store.PoolerTransaction, testdb.BouncerOptions{PoolSize: 1})
 	dsn := bouncer.DSN(name)

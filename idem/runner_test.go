@@ -16,6 +16,7 @@ import (
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/idem"
 	"github.com/idemwork/idemwork/idem/idemtype"
+	"github.com/idemwork/idemwork/internal/testdb"
 )
 
 func TestACacheHitRunsNeitherPrepareNorWork(t *testing.T) {
@@ -304,6 +305,7 @@ func TestTheTTLComesFromOptionsAndAReplayNeverExtendsIt(t *testing.T) {
 
 func TestAFollowerWithAnotherBodyDoesNotJoinAndGetsKeyReuseFromTheDatabase(t *testing.T) {
 	t.Parallel()
+	ctx := testdb.Context(t)
 	b := setup(t)
 	g := newGate(t)
 	var wg sync.WaitGroup
@@ -312,14 +314,14 @@ func TestAFollowerWithAnotherBodyDoesNotJoinAndGetsKeyReuseFromTheDatabase(t *te
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		leader, leaderErr = b.runHeld(context.Background(), idem.Request{Owner: "alice", Key: "k"}, "one", held{g: g})
+		leader, leaderErr = b.runHeld(ctx, idem.Request{Owner: "alice", Key: "k"}, "one", held{g: g})
 	}()
 	g.AwaitHeld(t)
 	require.Equal(t, 1, b.runner.Stats().InFlight)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		_, followerErr = b.run(context.Background(), idem.Request{Owner: "alice", Key: "k"}, "two")
+		_, followerErr = b.run(ctx, idem.Request{Owner: "alice", Key: "k"}, "two")
 	}()
 	// It queues on the unique index instead of sharing a result computed for another body.
 	for i := 0; ; i++ {
@@ -340,6 +342,7 @@ func TestAFollowerWithAnotherBodyDoesNotJoinAndGetsKeyReuseFromTheDatabase(t *te
 
 func TestSameKeyGoroutinesRunWorkOnceAndShareTheLeadersValue(t *testing.T) {
 	t.Parallel()
+	ctx := testdb.Context(t)
 	b := setup(t)
 	const n = 12
 	var mu sync.Mutex
@@ -352,7 +355,7 @@ func TestSameKeyGoroutinesRunWorkOnceAndShareTheLeadersValue(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			start.Wait()
-			res, err := b.run(context.Background(), idem.Request{Owner: "alice", Key: "same"}, "v")
+			res, err := b.run(ctx, idem.Request{Owner: "alice", Key: "same"}, "v")
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -376,7 +379,7 @@ func TestSameKeyGoroutinesRunWorkOnceAndShareTheLeadersValue(t *testing.T) {
 func TestAnExplicitShareInFlightCannotOverrideTheCallersTransaction(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ctx := context.Background()
+	ctx := testdb.Context(t)
 	g := newGate(t)
 	var wg sync.WaitGroup
 	var txErr error
@@ -468,12 +471,13 @@ func TestTheOffsetClockMovesAndResets(t *testing.T) {
 // returns once it is held; result waits for the leader's end (open g first).
 func leadHeld(t *testing.T, b *testBundle, g *gate, req idem.Request) (result func() (idem.Result[widget], error)) {
 	t.Helper()
+	ctx := testdb.Context(t)
 	var res idem.Result[widget]
 	var err error
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		res, err = b.runHeld(context.Background(), req, "v", held{g: g})
+		res, err = b.runHeld(ctx, req, "v", held{g: g})
 	}()
 	g.AwaitHeld(t)
 	return func() (idem.Result[widget], error) {
@@ -538,6 +542,7 @@ func TestAParkedFollowerWhoseContextEndsLeavesAndTheOthersStillJoin(t *testing.T
 // leader's value.
 func TestRunPreparedFollowersParkOnTheLeadersFlightAndShareItsValue(t *testing.T) {
 	t.Parallel()
+	ctx := testdb.Context(t)
 	b := setup(t)
 	g := newGate(t)
 	var wg sync.WaitGroup
@@ -546,7 +551,7 @@ func TestRunPreparedFollowersParkOnTheLeadersFlightAndShareItsValue(t *testing.T
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		leader, leaderErr = b.runHeld(context.Background(), idem.Request{Owner: "alice", Key: "k"}, "v", held{g: g})
+		leader, leaderErr = b.runHeld(ctx, idem.Request{Owner: "alice", Key: "k"}, "v", held{g: g})
 	}()
 	g.AwaitHeld(t)
 	const followers = 5
@@ -573,6 +578,7 @@ func TestRunPreparedFollowersParkOnTheLeadersFlightAndShareItsValue(t *testing.T
 // takes the database path itself, so exactly one of them executes and the rest share or replay.
 func TestRunPreparedFollowersOfAFailedLeaderTakeTheDatabasePathThemselves(t *testing.T) {
 	t.Parallel()
+	ctx := testdb.Context(t)
 	b := setup(t)
 	g := newGate(t)
 	boom := errors.New("the leader fails")
@@ -581,7 +587,7 @@ func TestRunPreparedFollowersOfAFailedLeaderTakeTheDatabasePathThemselves(t *tes
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		_, leaderErr = b.runHeld(context.Background(), idem.Request{Owner: "alice", Key: "k"}, "v", held{g: g, fail: boom})
+		_, leaderErr = b.runHeld(ctx, idem.Request{Owner: "alice", Key: "k"}, "v", held{g: g, fail: boom})
 	}()
 	g.AwaitHeld(t)
 	const followers = 4

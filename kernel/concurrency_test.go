@@ -18,6 +18,7 @@ import (
 
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/idem/idemtype"
+	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/store"
 )
@@ -88,6 +89,7 @@ func TestSameKeyRaceWithSharingOnExecutesOnceAndTheRestJoinOrReplay(t *testing.T
 
 func TestWithSharingOnFollowersJoinTheLeaderInsteadOfQueueingOnTheDatabase(t *testing.T) {
 	t.Parallel()
+	ctx := testdb.Context(t)
 	b := setup(t)
 	g := newGate(t)
 	var leaders atomic.Int32
@@ -103,7 +105,7 @@ func TestWithSharingOnFollowersJoinTheLeaderInsteadOfQueueingOnTheDatabase(t *te
 	got := newOutcomes()
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { defer wg.Done(); got.add(faulted.Create(context.Background(), in)) }()
+	go func() { defer wg.Done(); got.add(faulted.Create(ctx, in)) }()
 	g.AwaitHeld(t)
 	require.Equal(t, 1, b.runner.Stats().InFlight, "the leader published its flight")
 
@@ -112,13 +114,13 @@ func TestWithSharingOnFollowersJoinTheLeaderInsteadOfQueueingOnTheDatabase(t *te
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			got.add(faulted.Create(context.Background(), in))
+			got.add(faulted.Create(ctx, in))
 		}()
 	}
 	// Every follower parks on the leader's flight; none went to the database, where it would
 	// show as a session waiting on a lock.
 	waitForFollowers(t, b.k, followers)
-	n, err := waitingOnLocks(context.Background(), b.db.DB)
+	n, err := waitingOnLocks(ctx, b.db.DB)
 	require.NoError(t, err)
 	require.Zero(t, n, "no follower queues on the unique index while it can join the leader")
 	g.Open()
@@ -134,6 +136,7 @@ func TestWithSharingOnFollowersJoinTheLeaderInsteadOfQueueingOnTheDatabase(t *te
 
 func TestAFailedLeaderNeverHandsItsErrorToFollowers(t *testing.T) {
 	t.Parallel()
+	ctx := testdb.Context(t)
 	b := setup(t)
 	g := newGate(t)
 	var calls atomic.Int32
@@ -149,11 +152,11 @@ func TestAFailedLeaderNeverHandsItsErrorToFollowers(t *testing.T) {
 	got := newOutcomes()
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { defer wg.Done(); got.add(faulted.Create(context.Background(), in)) }()
+	go func() { defer wg.Done(); got.add(faulted.Create(ctx, in)) }()
 	g.AwaitHeld(t)
 	for i := 0; i < 4; i++ {
 		wg.Add(1)
-		go func() { defer wg.Done(); got.add(faulted.Create(context.Background(), in)) }()
+		go func() { defer wg.Done(); got.add(faulted.Create(ctx, in)) }()
 	}
 	// The followers are parked on the flight before the leader fails.
 	waitForFollowers(t, b.k, 4)
@@ -172,6 +175,7 @@ func TestAFailedLeaderNeverHandsItsErrorToFollowers(t *testing.T) {
 
 func TestWithSharingOffNoCallJoinsAndLosersReplayAfterWaitingOnTheUniqueIndex(t *testing.T) {
 	t.Parallel()
+	ctx := testdb.Context(t)
 	b := setup(t)
 	g := newGate(t)
 	winner := b.k.WithFaults(func(_ context.Context, step string) error {
@@ -184,14 +188,14 @@ func TestWithSharingOffNoCallJoinsAndLosersReplayAfterWaitingOnTheUniqueIndex(t 
 	got := newOutcomes()
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { defer wg.Done(); got.add(winner.Create(context.Background(), in)) }()
+	go func() { defer wg.Done(); got.add(winner.Create(ctx, in)) }()
 	g.AwaitHeld(t)
 	require.Zero(t, b.runner.Stats().InFlight, "ShareInFlight false publishes no flight")
 
 	const losers = 5
 	for i := 0; i < losers; i++ {
 		wg.Add(1)
-		go func() { defer wg.Done(); got.add(b.k.Create(context.Background(), in)) }()
+		go func() { defer wg.Done(); got.add(b.k.Create(ctx, in)) }()
 	}
 	// The winner holds its transaction open; every loser's INSERT waits on the winner's
 	// transaction id for the unique index.
@@ -215,7 +219,7 @@ func TestWithSharingOffNoCallJoinsAndLosersReplayAfterWaitingOnTheUniqueIndex(t 
 	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM record_revision`))
 
 	// A replay that did not queue says so.
-	res, err := b.k.Create(context.Background(), in)
+	res, err := b.k.Create(ctx, in)
 	require.NoError(t, err)
 	require.Equal(t, idemtype.Replayed, res.Outcome)
 	require.False(t, res.Waited)
@@ -240,7 +244,7 @@ func TestWithSharingOffAFreeForAllStillExecutesOnceAndNeverJoins(t *testing.T) {
 func TestInsideAnAmbientTransactionCallsNeverShareEvenWhenAskedTo(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ctx := context.Background()
+	ctx := testdb.Context(t)
 	in := kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "ambient", Title: "t", ShareInFlight: boolp(true)}
 	g, commit := newGate(t), newGate(t)
 	var resA, resB kernel.WriteResult
@@ -319,6 +323,7 @@ func TestConcurrentOptimisticLockingLetsExactlyOnePatchWin(t *testing.T) {
 
 func TestAStalePatchThatRacesPastPrepareStillGetsRevisionConflict(t *testing.T) {
 	t.Parallel()
+	ctx := testdb.Context(t)
 	b := setup(t)
 	rec := b.createNote(t, "alice", "base", "base")
 	g := newGate(t)
@@ -338,10 +343,10 @@ func TestAStalePatchThatRacesPastPrepareStillGetsRevisionConflict(t *testing.T) 
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		_, errB = stale.Patch(context.Background(), kernel.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: rec.Record.ID, Key: "b", ExpectRevision: 1, Title: str("b")})
+		_, errB = stale.Patch(ctx, kernel.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: rec.Record.ID, Key: "b", ExpectRevision: 1, Title: str("b")})
 	}()
 	g.AwaitHeld(t) // B passed prepare against revision 1 and queued its UPDATE
-	resA, errA = b.k.Patch(context.Background(), kernel.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: rec.Record.ID, Key: "a", ExpectRevision: 1, Title: str("a")})
+	resA, errA = b.k.Patch(ctx, kernel.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: rec.Record.ID, Key: "a", ExpectRevision: 1, Title: str("a")})
 	g.Open()
 	wg.Wait()
 	require.NoError(t, errA)
@@ -536,7 +541,7 @@ func TestAPatchQueuedBehindAnotherWritersRowLockGetsRevisionConflictWhenItCommit
 	t.Parallel()
 	b := setup(t)
 	rec := b.createNote(t, "alice", "base", "base")
-	ctx := context.Background()
+	ctx := testdb.Context(t)
 
 	// Another writer has moved the row to revision 2 and holds its lock, uncommitted.
 	other, err := b.db.Pool.Begin(ctx)

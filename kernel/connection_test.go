@@ -185,6 +185,7 @@ func TestOneKeyExecutesOnceUnderConcurrencyInEveryExecModeAndThroughPoolers(t *t
 	for _, r := range routes() {
 		t.Run(r.name, func(t *testing.T) {
 			t.Parallel()
+			ctx := testdb.Context(t)
 			name := testdb.NewDatabase(t)
 			k := openRoute(t, r, name, testdb.BouncerPoolSize+10)
 			const n = 60
@@ -196,7 +197,7 @@ func TestOneKeyExecutesOnceUnderConcurrencyInEveryExecModeAndThroughPoolers(t *t
 			for range n {
 				wg.Go(func() {
 					<-start
-					res, err := k.Create(context.Background(), kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "same",
+					res, err := k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "same",
 						Title: "t", Payload: json.RawMessage(`{"text":"x"}`), ShareInFlight: boolp(false)})
 					mu.Lock()
 					defer mu.Unlock()
@@ -213,7 +214,6 @@ func TestOneKeyExecutesOnceUnderConcurrencyInEveryExecModeAndThroughPoolers(t *t
 			require.Equal(t, map[string]int{"EXECUTED": 1, "REPLAYED": n - 1}, outcomes)
 			require.Len(t, ids, 1)
 			var records, revisions int
-			ctx := context.Background()
 			require.NoError(t, k.DB().Q(ctx).QueryRow(ctx, `SELECT (SELECT count(*) FROM record WHERE owner_id = 'alice'),
 				(SELECT count(*) FROM record_revision WHERE owner_id = 'alice')`).Scan(&records, &revisions))
 			require.Equal(t, 1, records)

@@ -1,7 +1,6 @@
 package kernel_test
 
 import (
-	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -20,7 +19,7 @@ import (
 func TestAStormRacingTheReaperStillExecutesOncePerKey(t *testing.T) {
 	t.Parallel()
 	b := setupWith(t, testdb.Options{MaxConns: 40})
-	ctx := context.Background()
+	ctx := testdb.Context(t)
 	// perKey workers per key, each sending its request rounds times in a row: requests keep
 	// arriving after the key's new life committed, which is when a reaper that deleted a valid
 	// row would let one of them execute again.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 	"github.com/idemwork/idemwork/wire"
 )
@@ -14,7 +15,7 @@ import (
 // record's Location for a create, 200 for a patch or a feature run, with the outcome headers
 // and the result as the body. The HTTP adapter serves it, the CLI prints its body, and key
 // inspection shows the one a replay returns.
-func WriteResponse(w WriteResult) wire.Response {
+func WriteResponse(w WriteResult) model.Response {
 	status := http.StatusOK
 	create := false
 	if op, err := ParseOperation(w.Operation); err == nil && op.Kind == OpKindCreate {
@@ -28,7 +29,7 @@ func WriteResponse(w WriteResult) wire.Response {
 }
 
 // Response is the answer a client receives for a review: 201 with the outcome headers.
-func (w ReviewWriteResult) Response() wire.Response {
+func (w ReviewWriteResult) Response() model.Response {
 	return wire.Write(http.StatusCreated, w.Outcome, w.Waited, w)
 }
 
@@ -57,7 +58,7 @@ func featureOf(mod *Module, id string) (Feature, error) {
 // one holding the key (that one would also carry Idempotency-Waited). Nil when no request gets
 // a replay: the key expired (the next request executes anew), or its operation is not one a
 // request can name.
-func (k *Kernel) replayResponse(ctx context.Context, owner string, row store.KeyRow, expired bool) *wire.Response {
+func (k *Kernel) replayResponse(ctx context.Context, owner string, row store.KeyRow, expired bool) *model.Response {
 	if expired {
 		return nil
 	}
@@ -65,7 +66,7 @@ func (k *Kernel) replayResponse(ctx context.Context, owner string, row store.Key
 	if err != nil {
 		return nil
 	}
-	answer := func(r wire.Response) *wire.Response { return &r }
+	answer := func(r model.Response) *model.Response { return &r }
 	by := writer{key: row.Key, xid: row.ReservedXID}
 	mod, err := k.writableModule(op.Module)
 	if err != nil {

@@ -15,37 +15,68 @@ import (
 	"github.com/idemwork/idemwork/store"
 )
 
-// slowProvider holds its first call until release is closed, then answers with firstErr; every
-// later call succeeds at once. It counts calls per idempotency id.
-type slowProvider struct {
-	entered  chan struct{}
-	release  chan struct{}
-	firstErr error
-	first    atomic.Bool
-	mu       sync.Mutex
-	calls    map[string]int
+// heldProvider holds every call until the test answers it: each call hands the channel its
+// answer goes to over calls, in the order the calls start. It counts calls per idempotency id.
+type heldProvider struct {
+	calls chan chan error
+	mu    sync.Mutex
+	count map[string]int
 }
 
-func newSlowProvider(firstErr error) *slowProvider {
-	return &slowProvider{entered: make(chan struct{}), release: make(chan struct{}), firstErr: firstErr, calls: map[string]int{}}
+func newHeldProvider() *heldProvider {
+	return &heldProvider{calls: make(chan chan error), count: map[string]int{}}
 }
 
-func (p *slowProvider) Deliver(_ context.Context, m store.OutboxMessage) error {
+func (p *heldProvider) Deliver(ctx context.Context, m store.OutboxMessage) error {
 	p.mu.Lock()
-	p.calls[m.IdempotencyID]++
+	p.count[m.IdempotencyID]++
 	p.mu.Unlock()
-	if p.first.CompareAndSwap(false, true) {
-		close(p.entered)
-		<-p.release
-		return p.firstErr
+	answer := make(chan error, 1) // buffered: the test's answer never blocks
+	select {
+	case p.calls <- answer:
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	return nil
+	select {
+	case err := <-answer:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
-func (p *slowProvider) callsFor(id string) int {
+func (p *heldProvider) callsFor(id string) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.calls[id]
+	return p.count[id]
+}
+
+// recv receives from ch, failing the test when nothing comes within 30 s.
+func recv[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(30 * time.Second):
+		t.Fatalf("waited 30 s for %s", what)
+		var zero T
+		return zero
+	}
+}
+
+type pass struct {
+	rep outbox.Report
+	err error
+}
+
+// startPass runs one pass of w in the background; its report comes on the channel returned.
+func startPass(ctx context.Context, w *outbox.Worker) <-chan pass {
+	done := make(chan pass, 1)
+	go func() {
+		rep, err := w.RunOnce(ctx, 10)
+		done <- pass{rep, err}
+	}()
+	return done
 }
 
 func auditCount(t *testing.T, b bundle, execID, action string) int {
@@ -56,43 +87,48 @@ func auditCount(t *testing.T, b bundle, execID, action string) int {
 	return n
 }
 
-// outlivedLease runs worker A into a provider call that outlives its lease, lets worker B claim
-// and deliver the same message meanwhile, then lets A's call return. It returns A's report.
-func outlivedLease(t *testing.T, b bundle, p *slowProvider) outbox.Report {
+// overlappingClaims runs worker A into a provider call that outlives its lease, then lets
+// worker B claim the same message again (its lease ran out) and start a call of its own. Both
+// calls are held: it returns their answer channels and the channels A's and B's passes report
+// on. The call timeout is far above the test's waits, so neither call is cut off.
+func overlappingClaims(t *testing.T, ctx context.Context, b bundle, p *heldProvider) (callA, callB chan error, passA, passB <-chan pass) {
 	t.Helper()
-	ctx := context.Background()
-	opts := outbox.Options{Providers: map[string]outbox.Provider{"notifier": p}, Clock: b.clock, Lease: time.Minute}
-	a, bw := outbox.NewWorker(b.db.DB, opts), outbox.NewWorker(b.db.DB, opts)
-
-	var repA outbox.Report
-	var errA error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		repA, errA = a.RunOnce(ctx, 10)
-	}()
-	<-p.entered
+	opts := outbox.Options{Providers: map[string]outbox.Provider{"notifier": p}, Clock: b.clock, Lease: time.Minute, CallTimeout: 50 * time.Second}
+	passA = startPass(ctx, outbox.NewWorker(b.db.DB, opts))
+	callA = recv(t, p.calls, "A's provider call")
 	// The lease runs out while A's provider call is still running (a provider slower than the
 	// lease, or the workbench clock moved forward): the message is due again.
 	b.clock.Advance(2 * time.Minute)
-	repB, err := bw.RunOnce(ctx, 10)
-	require.NoError(t, err)
-	require.Equal(t, 1, repB.Claimed, "the message is claimed again once A's lease ran out")
-	require.Equal(t, 1, repB.Delivered)
+	passB = startPass(ctx, outbox.NewWorker(b.db.DB, opts))
+	callB = recv(t, p.calls, "B's provider call")
+	return callA, callB, passA, passB
+}
 
-	close(p.release)
-	<-done
-	require.NoError(t, errA)
-	return repA
+// outlivedLease is overlappingClaims where B's call delivers and B settles before A's call
+// answers aAnswer. It returns A's report.
+func outlivedLease(t *testing.T, b bundle, p *heldProvider, aAnswer error) outbox.Report {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	callA, callB, passA, passB := overlappingClaims(t, ctx, b, p)
+	callB <- nil
+	repB := recv(t, passB, "B's pass")
+	require.NoError(t, repB.err)
+	require.Equal(t, outbox.Report{Claimed: 1, Delivered: 1}, repB.rep, "the message is claimed again once A's lease ran out, and delivered")
+
+	callA <- aAnswer
+	repA := recv(t, passA, "A's pass")
+	require.NoError(t, repA.err)
+	return repA.rep
 }
 
 func TestASettleWhoseLeaseRanOutNeverWritesASecondDelivery(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	exec := notify(t, b, "fence-1")
-	p := newSlowProvider(nil)
+	p := newHeldProvider()
 
-	repA := outlivedLease(t, b, p)
+	repA := outlivedLease(t, b, p, nil)
 
 	require.Equal(t, 1, auditCount(t, b, exec, "FEATURE_F02_DELIVERED"), "exactly one DELIVERED audit event")
 	m, e, attempts := status(t, b, exec)
@@ -108,9 +144,9 @@ func TestASettleWhoseLeaseRanOutNeverReopensADeliveredMessage(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	exec := notify(t, b, "fence-2")
-	p := newSlowProvider(errors.New("provider timed out"))
+	p := newHeldProvider()
 
-	repA := outlivedLease(t, b, p)
+	repA := outlivedLease(t, b, p, errors.New("provider timed out"))
 
 	m, e, _ := status(t, b, exec)
 	require.Equal(t, "DELIVERED", m, "a DELIVERED message is never turned back into PENDING")
@@ -121,10 +157,67 @@ func TestASettleWhoseLeaseRanOutNeverReopensADeliveredMessage(t *testing.T) {
 
 	b.clock.Advance(time.Hour)
 	w := outbox.NewWorker(b.db.DB, outbox.Options{Providers: map[string]outbox.Provider{"notifier": p}, Clock: b.clock})
-	rep, err := w.RunOnce(context.Background(), 10)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rep, err := w.RunOnce(ctx, 10)
 	require.NoError(t, err)
 	require.Zero(t, rep.Claimed, "nothing is delivered again")
 	require.Equal(t, 2, p.callsFor(exec))
+}
+
+// outboxRow is what a settle writes to a message.
+type outboxRow struct {
+	Status      string
+	Attempts    int
+	NextAttempt time.Time
+	LastError   *string
+}
+
+func readOutboxRow(t *testing.T, b bundle, execID string) outboxRow {
+	t.Helper()
+	var r outboxRow
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT status, attempts, next_attempt_at, last_error FROM outbox_message
+		WHERE execution_id = $1`, execID).Scan(&r.Status, &r.Attempts, &r.NextAttempt, &r.LastError))
+	return r
+}
+
+// SPEC §7: the settle is fenced by the claim's token (its attempt), not by the message's status.
+// While B's call runs the message is PENDING, as it was when A claimed it, and A's late settle —
+// a delivery or a failure — still changes nothing: it would otherwise settle the message under
+// B's running call, or end B's lease early with a retry that a third worker claims while B's
+// call still runs.
+func TestASettleWhoseLeaseRanOutChangesNothingWhileTheNewClaimsCallRuns(t *testing.T) {
+	t.Parallel()
+	for name, answer := range map[string]error{"delivered": nil, "failed": errors.New("provider timed out")} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			exec := notify(t, b, "fence-"+name)
+			p := newHeldProvider()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			callA, callB, passA, passB := overlappingClaims(t, ctx, b, p)
+			claimedByB := readOutboxRow(t, b, exec)
+			require.Equal(t, "PENDING", claimedByB.Status)
+			require.Equal(t, 2, claimedByB.Attempts)
+
+			callA <- answer
+			repA := recv(t, passA, "A's pass")
+			require.NoError(t, repA.err)
+			require.Equal(t, outbox.Report{Claimed: 1, Lost: 1}, repA.rep, "A's lease ran out: its settle is lost, whatever its call answered")
+			require.Equal(t, claimedByB, readOutboxRow(t, b, exec), "B's claim is untouched: still PENDING, its lease, no error")
+			require.Zero(t, auditCount(t, b, exec, "FEATURE_F02_DELIVERED"))
+
+			callB <- nil
+			repB := recv(t, passB, "B's pass")
+			require.NoError(t, repB.err)
+			require.Equal(t, outbox.Report{Claimed: 1, Delivered: 1}, repB.rep, "B's settle is the one that counts")
+			m, e, attempts := status(t, b, exec)
+			require.Equal(t, []string{"DELIVERED", "DELIVERED"}, []string{m, e})
+			require.Equal(t, 2, attempts)
+			require.Equal(t, 1, auditCount(t, b, exec, "FEATURE_F02_DELIVERED"))
+		})
+	}
 }
 
 // callLog records every provider call per idempotency id: how many, and whether two of them

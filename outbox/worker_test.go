@@ -161,6 +161,7 @@ func TestTheBackoffScheduleDoublesWithJitterUpToItsCap(t *testing.T) {
 
 func TestAProviderCallIsCutOffBelowTheLease(t *testing.T) {
 	t.Parallel()
+	ctx := testdb.Context(t)
 	b := setup(t)
 	exec := notify(t, b, "n-timeout")
 	hang := providerFunc(func(ctx context.Context, _ store.OutboxMessage) error {
@@ -171,12 +172,12 @@ func TestAProviderCallIsCutOffBelowTheLease(t *testing.T) {
 		Lease: 3 * time.Second, CallTimeout: 100 * time.Millisecond})
 	require.Equal(t, 100*time.Millisecond, w.CallTimeout())
 	start := time.Now()
-	rep, err := w.RunOnce(context.Background(), 10)
+	rep, err := w.RunOnce(ctx, 10)
 	require.NoError(t, err)
 	require.Less(t, time.Since(start), time.Second, "the call timeout, not a fixed 10 s, ends a hung call")
 	require.Equal(t, 1, rep.Retried)
 	var lastErr string
-	require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT last_error FROM outbox_message WHERE execution_id = $1`, exec).Scan(&lastErr))
+	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT last_error FROM outbox_message WHERE execution_id = $1`, exec).Scan(&lastErr))
 	require.Contains(t, lastErr, "timed out after 100ms")
 
 	long := outbox.NewWorker(b.db.DB, outbox.Options{Lease: 2 * time.Second, CallTimeout: 5 * time.Second})
@@ -218,6 +219,7 @@ func (f providerFunc) Deliver(ctx context.Context, m store.OutboxMessage) error 
 
 func TestConcurrentWorkersNeverClaimTheSameMessage(t *testing.T) {
 	t.Parallel()
+	ctx := testdb.Context(t)
 	b := setup(t)
 	for i := 0; i < 8; i++ {
 		notify(t, b, "k"+string(rune('a'+i)))
@@ -230,7 +232,7 @@ func TestConcurrentWorkersNeverClaimTheSameMessage(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			w := outbox.NewWorker(b.db.DB, outbox.Options{Providers: map[string]outbox.Provider{"notifier": b.provider}, Clock: b.clock})
-			rep, err := w.RunOnce(context.Background(), 8)
+			rep, err := w.RunOnce(ctx, 8)
 			require.NoError(t, err)
 			mu.Lock()
 			claimed += rep.Claimed

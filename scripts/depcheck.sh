@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# depcheck: the dependency arrows of CONVENTIONS.md "Layout" that `go list` can check. Dependencies
-# point down; an engine never reaches for an adapter or the configuration, and the entry points
+# depcheck: the dependency arrows of docs/conventions.md ("Layout", drawn in README.md's
+# Architecture) that `go list -deps` can check. Dependencies point down; an engine never reaches for an adapter or the configuration, and the entry points
 # are imported by nobody below them. Run by `make lint`; exits 1 naming each arrow that points the
 # wrong way.
 set -euo pipefail
@@ -111,9 +111,14 @@ forbid "$mod/storm" "$mod/httpapi" "$mod/config"
 # view declares, implemented over the store and the kernel in internal/workbench and wired in
 # cli: none of them (nor the plain data they use, model and storm/stormtypes) reaches the
 # database, directly or through anything it imports (kernel, idem, storm, outbox, wire).
-for pkg in tui views tui/shared model storm/stormtypes; do
+for pkg in tui views internal/uictx model storm/stormtypes; do
 	forbid "$mod/$pkg" "$mod/store" "github.com/jackc/pgx/v5/..."
 done
+# The program context the shell and the views share lies below both: it imports neither, and
+# the views never import the shell. The storm's plain data lies below the engine.
+forbid "$mod/internal/uictx" "$mod/tui" "$mod/views"
+forbid "$mod/views" "$mod/tui"
+forbid "$mod/storm/stormtypes" "$mod/storm"
 # The store-backed readers and writers are wired by cli (and the TUI's test harness) only.
 only "$mod/internal/workbench" "$mod/cli" "$mod/internal/tuitest"
 # Nothing imports the entry points: main wires cli, and cli starts the TUI.

@@ -1,39 +1,40 @@
 package soak
 
 import (
-	"context"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/kernel"
-	"github.com/idemwork/idemwork/storm"
+	"github.com/idemwork/idemwork/storm/stormtypes"
 )
 
 // The soak's accounting of one round, from a verdict the database gave.
 
-func checked(t *testing.T, spec storm.Spec, truth storm.Summary, events ...storm.Event) Result {
+func checked(t *testing.T, spec stormtypes.Spec, truth stormtypes.Summary, events ...stormtypes.Event) Result {
 	t.Helper()
+	ctx := testdb.Context(t)
 	e := &engine{res: Result{Problems: []string{}}}
-	ch := make(chan storm.Event, len(events))
+	ch := make(chan stormtypes.Event, len(events))
 	for _, ev := range events {
 		ch <- ev
 	}
 	close(ch)
-	e.check(context.Background(), 7, plan{path: pathShared, op: opCreate}, spec, truth, ch)
+	e.check(ctx, 7, plan{path: pathShared, op: opCreate}, spec, truth, ch)
 	return e.res
 }
 
-var createSpec = storm.Spec{Op: storm.OpCreate, Create: kernel.CreateInput{Owner: "o", Module: kernel.ModuleNote, Key: "k"}}
+var createSpec = stormtypes.Spec{Op: stormtypes.OpCreate, Create: kernel.CreateInput{Owner: "o", Module: kernel.ModuleNote, Key: "k"}}
 
-func truthOf(revisions int, agrees bool, outcome string) storm.Summary {
-	return storm.Summary{Outcomes: map[string]int{outcome: 1}, Verified: storm.Verified{KeyStatus: "SUCCEEDED", Revisions: revisions, AuditEvents: revisions,
-		Agrees: agrees, Envelope: &storm.Reference{RecordID: "r", Revision: 1}}}
+func truthOf(revisions int, agrees bool, outcome string) stormtypes.Summary {
+	return stormtypes.Summary{Outcomes: map[string]int{outcome: 1}, Verified: stormtypes.Verified{KeyStatus: "SUCCEEDED", Revisions: revisions, AuditEvents: revisions,
+		Agrees: agrees, Envelope: &stormtypes.Reference{RecordID: "r", Revision: 1}}}
 }
 
 func TestARoundThatExecutedOnceCountsOneExecutionAndNothingElse(t *testing.T) {
 	res := checked(t, createSpec, truthOf(1, true, "REPLAYED"),
-		storm.Event{Outcome: "EXECUTED", RecordID: "r", Revision: 1}, storm.Event{Outcome: "COMMIT_UNKNOWN"}, storm.Event{Outcome: "JOINED", RecordID: "r", Revision: 1})
+		stormtypes.Event{Outcome: "EXECUTED", RecordID: "r", Revision: 1}, stormtypes.Event{Outcome: "COMMIT_UNKNOWN"}, stormtypes.Event{Outcome: "JOINED", RecordID: "r", Revision: 1})
 	require.EqualValues(t, 1, res.Executions)
 	require.Zero(t, res.Duplicates)
 	require.Zero(t, res.Violations)
@@ -48,9 +49,9 @@ func TestAKeyWhoseWorkCommittedTwiceIsADuplicate(t *testing.T) {
 }
 
 func TestResponsesThatContradictTheDatabaseAreViolations(t *testing.T) {
-	res := checked(t, createSpec, truthOf(1, true, "EXECUTED"), storm.Event{Outcome: "EXECUTED", RecordID: "r", Revision: 1})
+	res := checked(t, createSpec, truthOf(1, true, "EXECUTED"), stormtypes.Event{Outcome: "EXECUTED", RecordID: "r", Revision: 1})
 	require.EqualValues(t, 1, res.Violations, "two answers said EXECUTED for one execution")
-	res = checked(t, createSpec, truthOf(1, true, "REPLAYED"), storm.Event{Outcome: "REPLAYED", RecordID: "other", Revision: 1})
+	res = checked(t, createSpec, truthOf(1, true, "REPLAYED"), stormtypes.Event{Outcome: "REPLAYED", RecordID: "other", Revision: 1})
 	require.EqualValues(t, 1, res.Violations, "an answer that is not the stored result")
 	res = checked(t, createSpec, truthOf(1, false, "REPLAYED"))
 	require.EqualValues(t, 1, res.Violations, "the verdict disagrees")

@@ -573,17 +573,17 @@ func (e *engine) failoverFault() (Fault, bool) {
 }
 
 // spec builds the round's storm on a fresh key.
-func (e *engine) spec(ctx context.Context, round int, p plan) (storm.Spec, error) {
+func (e *engine) spec(ctx context.Context, round int, p plan) (stormtypes.Spec, error) {
 	key := fmt.Sprintf("soak-%s-%06d", e.runID, round)
 	o := p.owner
-	s := storm.Spec{N: p.n, Concurrency: p.n, Share: p.path != pathNoShare}
+	s := stormtypes.Spec{N: p.n, Concurrency: p.n, Share: p.path != pathNoShare}
 	feature := func(module, record, id string) {
-		s.Op = storm.OpAction
+		s.Op = stormtypes.OpAction
 		s.Action = kernel.FeatureInput{Owner: o.id, Module: module, RecordID: record, FeatureID: id, Key: key}
 	}
 	switch p.op {
 	case opCreate:
-		s.Op = storm.OpCreate
+		s.Op = stormtypes.OpCreate
 		s.Create = kernel.CreateInput{Owner: o.id, Module: kernel.ModuleNote, Key: key, Title: fmt.Sprintf("soak round %d", round),
 			Payload: json.RawMessage(fmt.Sprintf(`{"round":%d}`, round))}
 	case opPatch:
@@ -593,7 +593,7 @@ func (e *engine) spec(ctx context.Context, round int, p plan) (storm.Spec, error
 			return s, fmt.Errorf("read the note's revision: %w", err)
 		}
 		title := fmt.Sprintf("patched by round %d", round)
-		s.Op = storm.OpPatch
+		s.Op = stormtypes.OpPatch
 		s.Patch = kernel.PatchInput{Owner: o.id, Module: kernel.ModuleNote, RecordID: o.note, Key: key, ExpectRevision: cur.Revision, Title: &title}
 	case opArchive:
 		feature(kernel.ModuleNote, o.note, "F01")
@@ -606,7 +606,7 @@ func (e *engine) spec(ctx context.Context, round int, p plan) (storm.Spec, error
 	}
 	switch p.path {
 	case pathHTTP:
-		s.Via, s.URL, s.Token = storm.ViaHTTP, e.srv.url(), o.token
+		s.Via, s.URL, s.Token = stormtypes.ViaHTTP, e.srv.url(), o.token
 	case pathProcesses:
 		s.Processes, s.Concurrency = 2, (p.n+1)/2
 	}
@@ -646,7 +646,7 @@ func (e *engine) round(ctx context.Context, i int) {
 			}
 		})
 	}
-	events := make(chan storm.Event, spec.N)
+	events := make(chan stormtypes.Event, spec.N)
 	start := time.Now()
 	env := e.env
 	if p.path == pathProcesses {
@@ -680,9 +680,9 @@ func (e *engine) round(ctx context.Context, i int) {
 // learn retries the round's key once at a time, in process and unshared, until it gets a
 // result: a client that lost its answer does the same. The answer's verdict (read from the
 // database) says how often the key's work committed.
-func (e *engine) learn(ctx context.Context, round int, spec storm.Spec) (storm.Summary, bool) {
+func (e *engine) learn(ctx context.Context, round int, spec stormtypes.Spec) (stormtypes.Summary, bool) {
 	rs := spec
-	rs.N, rs.Concurrency, rs.Processes, rs.Via, rs.URL, rs.Token, rs.Share = 1, 1, 1, storm.ViaInproc, "", "", false
+	rs.N, rs.Concurrency, rs.Processes, rs.Via, rs.URL, rs.Token, rs.Share = 1, 1, 1, stormtypes.ViaInproc, "", "", false
 	deadline := time.Now().Add(2 * time.Minute)
 	wait := 20 * time.Millisecond
 	for {
@@ -715,10 +715,10 @@ func (e *engine) learn(ctx context.Context, round int, spec storm.Spec) (storm.S
 }
 
 // check compares the round's responses and the key's rows.
-func (e *engine) check(ctx context.Context, round int, p plan, spec storm.Spec, truth storm.Summary, events <-chan storm.Event) {
+func (e *engine) check(ctx context.Context, round int, p plan, spec stormtypes.Spec, truth stormtypes.Summary, events <-chan stormtypes.Event) {
 	v := truth.Verified
 	units := v.Revisions
-	if spec.Op == storm.OpAction {
+	if spec.Op == stormtypes.OpAction {
 		units = v.Executions
 	}
 	e.res.Executions += int64(units)
@@ -758,8 +758,8 @@ func (e *engine) check(ctx context.Context, round int, p plan, spec storm.Spec, 
 // already settled the round's outbox message: its DELIVERED or FAILED audit event carries the
 // key too, and the verdict counts every audit event of the key. (That the settle happened once
 // is verify's outbox_settled_once.)
-func (e *engine) onlySettled(ctx context.Context, spec storm.Spec, v storm.Verified) bool {
-	if spec.Op != storm.OpAction || spec.Action.Module != kernel.ModuleCommitment || len(v.Problems) != 1 || v.Executions != 1 {
+func (e *engine) onlySettled(ctx context.Context, spec stormtypes.Spec, v stormtypes.Verified) bool {
+	if spec.Op != stormtypes.OpAction || spec.Action.Module != kernel.ModuleCommitment || len(v.Problems) != 1 || v.Executions != 1 {
 		return false
 	}
 	settles, err := e.k.DB().CountSettleAudits(ctx, spec.Owner(), spec.Key())

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemwork/idemwork/internal/testdb"
@@ -34,17 +35,50 @@ func TestTheLegacyCountsSeeEveryRowARedactionCouldMeet(t *testing.T) {
 	c, err := db.CountLegacy(ctx, op, policy)
 	require.NoError(t, err)
 	require.Equal(t, store.LegacyCounts{Receipts: 2, OtherOperations: 1, Typed: 1, Processing: 1}, c)
+}
+
+// SPEC §8, IDENTITY: `idemwork legacy redact` deletes exactly
+// operation='identity:create' AND response->>'policy'='raw-json-v1', and is safe to rerun.
+func TestTheLegacyRedactionDeletesExactlyTheOperationsReceiptsUnderThePolicyAndIsSafeToRerun(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const op, policy = "identity:create", "raw-json-v1"
+	receipt := func(key, operation, response string) {
+		ok, err := db.InsertLegacyReceipt(ctx, store.LegacyReceipt{OwnerID: "alice", Key: key, Operation: operation, Fingerprint: "f",
+			Response: json.RawMessage(response), CreatedAt: t0, ExpiresAt: t0.Add(time.Hour)})
+		require.NoError(t, err)
+		require.True(t, ok)
+	}
+	receipt("legacy-1", op, `{"policy":"raw-json-v1"}`)
+	receipt("legacy-2", op, `{"policy":"raw-json-v1"}`)
+	receipt("other-operation", "create:NOTE", `{"policy":"raw-json-v1"}`)
+	receipt("other-policy", op, `{"policy":"record-snapshot-reference-v1"}`)
+	keys := func() []string {
+		rows, err := db.Pool.Query(ctx, `SELECT idempotency_key FROM idempotency_record ORDER BY idempotency_key`)
+		require.NoError(t, err)
+		keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		return keys
+	}
 
 	n, err := db.DeleteLegacy(ctx, op, policy)
 	require.NoError(t, err)
-	require.EqualValues(t, 2, n)
-	require.Equal(t, 3, countWhere(t, db, `SELECT count(*) FROM idempotency_record`), "only the operation's receipts under the policy go")
+	require.EqualValues(t, 2, n, "the operation's two receipts under the policy")
+	require.Equal(t, []string{"other-operation", "other-policy"}, keys(),
+		"a receipt of another operation under the policy, and one of the operation under another policy, stay")
+
+	n, err = db.DeleteLegacy(ctx, op, policy)
+	require.NoError(t, err)
+	require.Zero(t, n, "a rerun deletes nothing more")
+	require.Equal(t, []string{"other-operation", "other-policy"}, keys())
 }
 
 func TestAnEntryReadForShareHoldsOffItsChangeUntilTheTransactionEnds(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t)
-	ctx := context.Background()
+	ctx := testdb.Context(t)
 	status, err := db.ShareLedgerEntry(ctx, "no-such-migration")
 	require.NoError(t, err)
 	require.Equal(t, "missing", status)
@@ -52,12 +86,13 @@ func TestAnEntryReadForShareHoldsOffItsChangeUntilTheTransactionEnds(t *testing.
 	const name = "0019_identity_legacy_verification" // pending in a fresh database
 	require.NoError(t, db.SetLedgerEntry(ctx, name, "passed", json.RawMessage(`{"receipts":2,"problems":[]}`), t0))
 	set := make(chan error, 1)
+	outer := ctx // the change comes from outside the transaction
 	require.NoError(t, db.Tx(ctx, func(ctx context.Context) error {
 		status, err := db.ShareLedgerEntry(ctx, name)
 		require.NoError(t, err)
 		require.Equal(t, "passed", status)
 		go func() {
-			set <- db.SetLedgerEntry(context.Background(), name, "failed", json.RawMessage(`{}`), t0.Add(time.Minute))
+			set <- db.SetLedgerEntry(outer, name, "failed", json.RawMessage(`{}`), t0.Add(time.Minute))
 		}()
 		require.Eventually(t, func() bool {
 			return countWhere(t, db, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) == 1

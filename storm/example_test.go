@@ -7,6 +7,7 @@ import (
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/storm"
+	"github.com/idemwork/idemwork/storm/stormtypes"
 )
 
 // A live display consumes events while the storm runs; the channel is the caller's, so it
@@ -18,12 +19,12 @@ func ExampleRun() {
 	defer drop()
 	// The process's kernel, e.g. from the CLI or the TUI.
 	k := kernel.New(db.DB, kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
-	spec := storm.Spec{
-		Op:     storm.OpCreate,
+	spec := stormtypes.Spec{
+		Op:     stormtypes.OpCreate,
 		Create: kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "k-1", Title: "t"},
 		N:      40, Processes: 2, Share: true,
 	}
-	events := make(chan storm.Event, 64)
+	events := make(chan stormtypes.Event, 64)
 	done := make(chan map[string]int)
 	go func() {
 		counts := map[string]int{}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/storm/stormtypes"
 )
 
 // What a storm injects into the work of the requests that execute goes through the kernel's
@@ -25,7 +26,7 @@ import (
 //     request on the key queues behind it where the Locks view and the sampler can see it.
 
 func injected(step string) error {
-	return apperr.New(CodeInjectedFault, "injected failure after the %s step (--fail-first): the whole transaction rolled back", step)
+	return apperr.New(stormtypes.CodeInjectedFault, "injected failure after the %s step (--fail-first): the whole transaction rolled back", step)
 }
 
 // faults is a storm's injections for one process.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/storm/stormtypes"
 )
 
 // The storm is a client of the HTTP API's public contract (SPEC §10.3): the header names and
@@ -58,7 +59,7 @@ type (
 // NewHTTPTarget sends s's request to the servers at urls (request i to server i mod
 // len(urls)) with the bearer token, keeping up to conns connections open; a request may take the
 // storm's hold on top of its two minutes.
-func NewHTTPTarget(urls []string, token string, s Spec, conns int) (Target, error) {
+func NewHTTPTarget(urls []string, token string, s stormtypes.Spec, conns int) (Target, error) {
 	if len(urls) == 0 {
 		return nil, errors.New("storm: an HTTP target needs at least one server")
 	}
@@ -88,7 +89,7 @@ type httpTarget struct {
 func (t *httpTarget) Warm(ctx context.Context, n int) error { return warmServers(ctx, t.c, t.sv, n) }
 func (t *httpTarget) Close()                                { t.c.CloseIdleConnections() }
 
-func (t *httpTarget) Do(ctx context.Context, i int) Event {
+func (t *httpTarget) Do(ctx context.Context, i int) stormtypes.Event {
 	server := i % len(t.targets)
 	ev := httpDo(ctx, t.c, t.method, t.targets[server], t.body, t.sv.token, t.key, t.share)
 	ev.Server = server + 1
@@ -160,16 +161,16 @@ func warmHTTP(ctx context.Context, c *http.Client, base string, conns int) error
 }
 
 // httpRequestOf builds the method, path and body of s's request for the HTTP API.
-func httpRequestOf(s Spec) (string, string, []byte, error) {
+func httpRequestOf(s stormtypes.Spec) (string, string, []byte, error) {
 	esc := url.PathEscape
 	var method, path string
 	var body any
 	switch s.Op {
-	case OpPatch:
+	case stormtypes.OpPatch:
 		in := s.Patch
 		method, path = http.MethodPatch, "/v1/modules/"+esc(in.Module)+"/records/"+esc(in.RecordID)
 		body = patchBody{ExpectRevision: in.ExpectRevision, Title: in.Title, Summary: in.Summary, Payload: in.Payload}
-	case OpAction:
+	case stormtypes.OpAction:
 		in := s.Action
 		method, path = http.MethodPost, "/v1/modules/"+esc(in.Module)+"/records/"+esc(in.RecordID)+"/features/"+esc(in.FeatureID)
 		body = featureBody{Input: in.Input}
@@ -185,10 +186,10 @@ func httpRequestOf(s Spec) (string, string, []byte, error) {
 	return method, path, b, nil
 }
 
-func httpDo(ctx context.Context, c *http.Client, method, target string, body []byte, token, key string, share bool) Event {
+func httpDo(ctx context.Context, c *http.Client, method, target string, body []byte, token, key string, share bool) stormtypes.Event {
 	req, err := http.NewRequestWithContext(ctx, method, target, bytes.NewReader(body))
 	if err != nil {
-		return Event{Outcome: string(CodeHTTPError), Err: err.Error()}
+		return stormtypes.Event{Outcome: string(stormtypes.CodeHTTPError), Err: err.Error()}
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+token)
@@ -199,17 +200,17 @@ func httpDo(ctx context.Context, c *http.Client, method, target string, body []b
 	resp, err := c.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
-			return Event{Outcome: string(CodeCancelled), Err: errCutShort, Status: 499}
+			return stormtypes.Event{Outcome: string(stormtypes.CodeCancelled), Err: errCutShort, Status: 499}
 		}
-		return Event{Outcome: string(CodeHTTPError), Err: oneLine(err.Error())}
+		return stormtypes.Event{Outcome: string(stormtypes.CodeHTTPError), Err: oneLine(err.Error())}
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	if err != nil {
 		if ctx.Err() != nil {
-			return Event{Outcome: string(CodeCancelled), Err: errCutShort, Status: 499}
+			return stormtypes.Event{Outcome: string(stormtypes.CodeCancelled), Err: errCutShort, Status: 499}
 		}
-		return Event{Outcome: string(CodeHTTPError), Err: oneLine(err.Error()), Status: resp.StatusCode}
+		return stormtypes.Event{Outcome: string(stormtypes.CodeHTTPError), Err: oneLine(err.Error()), Status: resp.StatusCode}
 	}
 	ev := eventOfHTTP(resp.StatusCode, raw)
 	if resp.Header.Get(headerWaited) == "true" {
@@ -258,11 +259,11 @@ func checkTokenOwner(ctx context.Context, c *http.Client, t servers, owner strin
 }
 
 // eventOfHTTP reads a response body of SPEC §10.2: a write result or a coded error.
-func eventOfHTTP(status int, raw []byte) Event {
+func eventOfHTTP(status int, raw []byte) stormtypes.Event {
 	if status >= 200 && status < 300 {
 		var res kernel.WriteResult
 		if err := json.Unmarshal(raw, &res); err != nil || res.Outcome == "" {
-			return Event{Outcome: fmt.Sprintf("HTTP_%d", status), Err: "the response is not a write result", Status: status}
+			return stormtypes.Event{Outcome: fmt.Sprintf("HTTP_%d", status), Err: "the response is not a write result", Status: status}
 		}
 		ev := eventOf(res, nil)
 		ev.Status = status
@@ -270,7 +271,7 @@ func eventOfHTTP(status int, raw []byte) Event {
 	}
 	var eb errorBody
 	if err := json.Unmarshal(raw, &eb); err != nil || eb.Error.Code == "" {
-		return Event{Outcome: fmt.Sprintf("HTTP_%d", status), Err: oneLine(string(raw)), Status: status}
+		return stormtypes.Event{Outcome: fmt.Sprintf("HTTP_%d", status), Err: oneLine(string(raw)), Status: status}
 	}
-	return Event{Outcome: eb.Error.Code, Err: eb.Error.Message, Status: status}
+	return stormtypes.Event{Outcome: eb.Error.Code, Err: eb.Error.Message, Status: status}
 }

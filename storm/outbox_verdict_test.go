@@ -13,6 +13,7 @@ import (
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/outbox"
 	"github.com/idemwork/idemwork/storm"
+	"github.com/idemwork/idemwork/storm/stormtypes"
 )
 
 // The outbox worker settles the message of a COMMITMENT F02 storm and audits the delivery with
@@ -24,7 +25,7 @@ func TestAStormCountsOnlyTheAuditEventsItsOperationWrites(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
 	id := b.newRecord(t, "uma", kernel.ModuleCommitment, `{"status":"OPEN"}`)
-	spec := storm.Spec{Op: storm.OpAction, N: 20, Concurrency: 5, Share: false,
+	spec := stormtypes.Spec{Op: stormtypes.OpAction, N: 20, Concurrency: 5, Share: false,
 		Action: kernel.FeatureInput{Owner: "uma", Module: kernel.ModuleCommitment, RecordID: id, FeatureID: "F02", Key: "k-notify"}}
 	sum, err := storm.Run(ctxFor(t), b.env, spec, nil)
 	require.NoError(t, err)
@@ -43,7 +44,7 @@ func TestAStormCountsOnlyTheAuditEventsItsOperationWrites(t *testing.T) {
 	require.Equal(t, map[string]int{"REPLAYED": 20}, sum.Outcomes)
 	require.True(t, sum.Verified.Agrees, "%v", sum.Verified.Problems)
 	require.Equal(t, 1, sum.Verified.AuditEvents)
-	require.Equal(t, storm.VerdictAgrees, sum.Verdict.Verdict, sum.Verdict.Text)
+	require.Equal(t, stormtypes.VerdictAgrees, sum.Verdict.Verdict, sum.Verdict.Text)
 
 	// An event the operation itself wrote twice is still a disagreement.
 	_, err = b.db.Pool.Exec(ctx, `INSERT INTO audit_event (owner_id, id, module_code, record_id, action, revision, execution_id, idempotency_key, detail, at)

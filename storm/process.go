@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/storm/stormtypes"
 )
 
 // child is one worker process as the parent sees it.
@@ -198,7 +199,7 @@ func (g *procGroup) close() {
 // runChildren fires the storm from spec.Processes child processes released together.
 func runChildren(ctx context.Context, r *stormRun) (time.Time, error) {
 	spec, env := r.spec, r.env
-	if spec.Via == ViaInproc && env.DSN == "" {
+	if spec.Via == stormtypes.ViaInproc && env.DSN == "" {
 		return time.Time{}, errors.New("storm: Env.DSN is required for a multi-process storm")
 	}
 	claim, cleanup, err := r.faultClaim()

@@ -12,12 +12,13 @@ import (
 
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/storm/stormtypes"
 )
 
 // stormRun is one storm in progress.
 type stormRun struct {
 	env    Env
-	spec   Spec
+	spec   stormtypes.Spec
 	col    *collector
 	faults faults // for the requests this process executes
 	// local serves the in-process requests and the in-process server: a kernel over a pool of
@@ -42,25 +43,25 @@ type stormRun struct {
 // has a transaction open. When ctx ends the storm stops: requests not yet answered are
 // CANCELLED, and the summary still says what the database holds. On an error after the storm
 // started, Run still returns what it measured.
-func Run(ctx context.Context, env Env, spec Spec, events chan<- Event) (Summary, error) {
+func Run(ctx context.Context, env Env, spec stormtypes.Spec, events chan<- stormtypes.Event) (stormtypes.Summary, error) {
 	spec, err := spec.Normalized()
 	if err != nil {
-		return Summary{}, err
+		return stormtypes.Summary{}, err
 	}
 	if env.Kernel == nil {
-		return Summary{}, errors.New("storm: Env.Kernel is required (the verdict is read from its database)")
+		return stormtypes.Summary{}, errors.New("storm: Env.Kernel is required (the verdict is read from its database)")
 	}
 	home := env.Kernel.DB()
 	before, err := readKeyState(ctx, home, spec)
 	if err != nil {
-		return Summary{}, fmt.Errorf("storm: read the key before the storm: %w", err)
+		return stormtypes.Summary{}, fmt.Errorf("storm: read the key before the storm: %w", err)
 	}
 	r := &stormRun{env: env, spec: spec, local: env.Kernel, col: newCollector(ctx, spec.N, events), faults: faults{hold: spec.Hold}}
 	if spec.FailFirst {
 		r.faults.fail = (&faultOnce{}).fault
 	}
-	ownServer := spec.Via == ViaHTTP && len(spec.URLs) == 0 && spec.Servers <= 1
-	localNeeded := ownServer || (spec.Processes == 1 && spec.Via == ViaInproc)
+	ownServer := spec.Via == stormtypes.ViaHTTP && len(spec.URLs) == 0 && spec.Servers <= 1
+	localNeeded := ownServer || (spec.Processes == 1 && spec.Via == stormtypes.ViaInproc)
 	closeLocal := func() {}
 	// Against running servers (URLs) the sessions are theirs: nothing of the storm's to watch.
 	r.tagged = len(spec.URLs) == 0 && (env.DSN != "" || !localNeeded)
@@ -74,7 +75,7 @@ func Run(ctx context.Context, env Env, spec Spec, events chan<- Event) (Summary,
 			registry: env.Kernel.Registry})
 		if err != nil {
 			r.col.finish()
-			return Summary{}, err
+			return stormtypes.Summary{}, err
 		}
 		closeLocal = sync.OnceFunc(closeK)
 		defer closeLocal()
@@ -84,11 +85,11 @@ func Run(ctx context.Context, env Env, spec Spec, events chan<- Event) (Summary,
 	stopServers, err := r.targets(ctx, ownServer)
 	if err != nil {
 		r.col.finish()
-		return Summary{}, err
+		return stormtypes.Summary{}, err
 	}
 	var smp *sampler
 	if r.tagged {
-		smp = startSampler(ctx, home, AppNamePrefix(spec.ID), env.OnLocks)
+		smp = startSampler(ctx, home, stormtypes.AppNamePrefix(spec.ID), env.OnLocks)
 	}
 
 	var release time.Time
@@ -111,7 +112,7 @@ func Run(ctx context.Context, env Env, spec Spec, events chan<- Event) (Summary,
 	open, settleErr := 0, error(nil)
 	if r.tagged {
 		closeLocal() // its sessions end; a transaction still open there rolls back
-		open, settleErr = settle(vctx, home, AppNamePrefix(spec.ID), settleTimeout+spec.Hold, stopped)
+		open, settleErr = settle(vctx, home, stormtypes.AppNamePrefix(spec.ID), settleTimeout+spec.Hold, stopped)
 	}
 	sum := r.col.summarize(spec, release, stopped, r.servers.urls)
 	if smp != nil {
@@ -136,7 +137,7 @@ func (r *stormRun) targets(ctx context.Context, ownServer bool) (func(), error) 
 	spec := r.spec
 	nothing := func() {}
 	switch {
-	case spec.Via != ViaHTTP:
+	case spec.Via != stormtypes.ViaHTTP:
 		return nothing, nil
 	case len(spec.URLs) > 0:
 		r.servers = servers{urls: spec.URLs, token: spec.Token}
@@ -144,7 +145,7 @@ func (r *stormRun) targets(ctx context.Context, ownServer bool) (func(), error) 
 		defer c.CloseIdleConnections()
 		return nothing, checkTokenOwner(ctx, c, r.servers, spec.Owner())
 	}
-	token := "storm-" + randomHex(16)
+	token := "storm-" + stormtypes.RandomHex(16)
 	if ownServer {
 		url, stop, err := startServer(ctx, r.env.Serve, r.local, token, spec.Owner(), r.env.MaxBodyBytes, r.faults)
 		if err != nil {
@@ -191,7 +192,7 @@ func startServer(ctx context.Context, serve ServeFunc, k *kernel.Kernel, token, 
 func runInProcess(ctx context.Context, r *stormRun) (time.Time, error) {
 	spec := r.spec
 	var t Target
-	if spec.Via == ViaHTTP {
+	if spec.Via == stormtypes.ViaHTTP {
 		ht, err := NewHTTPTarget(r.servers.urls, r.servers.token, spec, spec.Concurrency)
 		if err != nil {
 			return time.Time{}, err
@@ -219,7 +220,7 @@ func runInProcess(ctx context.Context, r *stormRun) (time.Time, error) {
 
 // fire runs c workers; each marks itself parked, waits for release, then takes request indices
 // base..base+n-1 in turn until none are left.
-func fire(ctx context.Context, n, c, base, pid int, t Target, parked *sync.WaitGroup, release <-chan struct{}, emit func(Event)) {
+func fire(ctx context.Context, n, c, base, pid int, t Target, parked *sync.WaitGroup, release <-chan struct{}, emit func(stormtypes.Event)) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range c {
@@ -269,22 +270,22 @@ func warmPool(ctx context.Context, db *store.DB, n int) error {
 // through an internal queue of N slots, so a worker never blocks on a slow consumer.
 type collector struct {
 	mu      sync.Mutex
-	results []Event
+	results []stormtypes.Event
 	got     []bool
 	last    time.Time
-	queue   chan Event
+	queue   chan stormtypes.Event
 	done    chan struct{}
 }
 
-func newCollector(ctx context.Context, n int, events chan<- Event) *collector {
-	c := &collector{results: make([]Event, n), got: make([]bool, n), done: make(chan struct{})}
+func newCollector(ctx context.Context, n int, events chan<- stormtypes.Event) *collector {
+	c := &collector{results: make([]stormtypes.Event, n), got: make([]bool, n), done: make(chan struct{})}
 	if events == nil {
 		close(c.done)
 		return c
 	}
 	// The forwarder gets the channel itself, not the field: finish clears the field, and the
 	// goroutine may not have started reading by then.
-	queue := make(chan Event, n)
+	queue := make(chan stormtypes.Event, n)
 	c.queue = queue
 	go func() {
 		defer close(c.done)
@@ -302,7 +303,7 @@ func newCollector(ctx context.Context, n int, events chan<- Event) *collector {
 }
 
 // add records ev; a duplicate or out-of-range index (a confused child) is dropped.
-func (c *collector) add(ev Event) {
+func (c *collector) add(ev stormtypes.Event) {
 	c.mu.Lock()
 	if ev.Index < 0 || ev.Index >= len(c.results) || c.got[ev.Index] {
 		c.mu.Unlock()

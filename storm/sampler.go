@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/storm/stormtypes"
 )
 
 // blockersEvery is how often a sample also says what the waiting sessions wait on (it calls
@@ -17,17 +18,17 @@ const blockersEvery = 250 * time.Millisecond
 type sampler struct {
 	db     *store.DB
 	prefix string
-	notify func(LockSample)
+	notify func(stormtypes.LockSample)
 
 	cancel context.CancelFunc
 	done   chan struct{}
 
 	mu   sync.Mutex
-	last LockSample
+	last stormtypes.LockSample
 	n    int
 }
 
-func startSampler(ctx context.Context, db *store.DB, prefix string, notify func(LockSample)) *sampler {
+func startSampler(ctx context.Context, db *store.DB, prefix string, notify func(stormtypes.LockSample)) *sampler {
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s := &sampler{db: db, prefix: prefix, notify: notify, cancel: cancel, done: make(chan struct{})}
 	go s.loop(sctx, ctx.Done())
@@ -36,7 +37,7 @@ func startSampler(ctx context.Context, db *store.DB, prefix string, notify func(
 
 func (s *sampler) loop(ctx context.Context, stormDone <-chan struct{}) {
 	defer close(s.done)
-	t := time.NewTicker(SampleEvery)
+	t := time.NewTicker(stormtypes.SampleEvery)
 	defer t.Stop()
 	var blockersAt time.Time
 	for {
@@ -70,8 +71,8 @@ func (s *sampler) loop(ctx context.Context, stormDone <-chan struct{}) {
 }
 
 // sample takes one look; with blockers it also asks whom the waiters wait on.
-func (s *sampler) sample(ctx context.Context, blockers bool) (LockSample, error) {
-	x := LockSample{At: time.Now()}
+func (s *sampler) sample(ctx context.Context, blockers bool) (stormtypes.LockSample, error) {
+	x := stormtypes.LockSample{At: time.Now()}
 	c, err := s.db.AppSessions(ctx, s.prefix)
 	if err != nil {
 		return x, err
@@ -84,21 +85,21 @@ func (s *sampler) sample(ctx context.Context, blockers bool) (LockSample, error)
 	if err != nil {
 		return x, err
 	}
-	x.Blockers = make([]Blocker, 0, len(bs))
+	x.Blockers = make([]stormtypes.Blocker, 0, len(bs))
 	for _, b := range bs {
-		x.Blockers = append(x.Blockers, Blocker{PID: b.PID, Application: b.Application, State: b.State, XactMs: b.XactMs, Query: b.Query,
+		x.Blockers = append(x.Blockers, stormtypes.Blocker{PID: b.PID, Application: b.Application, State: b.State, XactMs: b.XactMs, Query: b.Query,
 			LockType: b.LockType, Waiters: b.Waiters, Storm: strings.HasPrefix(b.Application, s.prefix)})
 	}
 	return x, nil
 }
 
 // stop ends sampling and returns what it saw.
-func (s *sampler) stop() LockStats {
+func (s *sampler) stop() stormtypes.LockStats {
 	s.cancel()
 	<-s.done
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := LockStats{PeakWaiting: s.last.PeakWaiting, Samples: s.n, EveryMs: float64(SampleEvery.Microseconds()) / 1000}
+	st := stormtypes.LockStats{PeakWaiting: s.last.PeakWaiting, Samples: s.n, EveryMs: float64(stormtypes.SampleEvery.Microseconds()) / 1000}
 	if !s.last.PeakAt.IsZero() {
 		at := s.last.PeakAt
 		st.PeakAt = &at

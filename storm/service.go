@@ -19,6 +19,7 @@ import (
 
 	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/storm/stormtypes"
 )
 
 // A service storm fires N concurrent requests with one Idempotency-Key at any HTTP service built
@@ -54,18 +55,18 @@ var placeholder = regexp.MustCompile(`\$([0-9]+)`)
 
 // Normalized checks s and fills its defaults.
 func (s ServiceSpec) Normalized() (ServiceSpec, error) {
-	if s.N < 1 || s.N > MaxRequests {
-		return s, usage("--n: want 1-%d requests, got %d", MaxRequests, s.N)
+	if s.N < 1 || s.N > stormtypes.MaxRequests {
+		return s, usage("--n: want 1-%d requests, got %d", stormtypes.MaxRequests, s.N)
 	}
-	if s.Concurrency < 0 || s.Concurrency > MaxConcurrency {
-		return s, usage("--concurrency: want 1-%d, got %d", MaxConcurrency, s.Concurrency)
+	if s.Concurrency < 0 || s.Concurrency > stormtypes.MaxConcurrency {
+		return s, usage("--concurrency: want 1-%d, got %d", stormtypes.MaxConcurrency, s.Concurrency)
 	}
 	if s.Concurrency == 0 {
-		s.Concurrency = min(s.N, DefaultConcurrency)
+		s.Concurrency = min(s.N, stormtypes.DefaultConcurrency)
 	}
 	s.Concurrency = min(s.Concurrency, s.N)
-	if len(s.URLs) == 0 || len(s.URLs) > MaxServers {
-		return s, usage("a service storm needs 1-%d --url (the service's endpoint on each instance), got %d", MaxServers, len(s.URLs))
+	if len(s.URLs) == 0 || len(s.URLs) > stormtypes.MaxServers {
+		return s, usage("a service storm needs 1-%d --url (the service's endpoint on each instance), got %d", stormtypes.MaxServers, len(s.URLs))
 	}
 	for _, raw := range s.URLs {
 		u, err := url.Parse(raw)
@@ -81,7 +82,7 @@ func (s ServiceSpec) Normalized() (ServiceSpec, error) {
 		return s, usage("--owner: %s (the owner whose key the service stores, for the verdict)", strings.TrimPrefix(err.Error(), "VALIDATION_FAILED: owner: "))
 	}
 	if s.Key == "" {
-		s.Key = "storm-" + randomHex(8)
+		s.Key = "storm-" + stormtypes.RandomHex(8)
 	}
 	if err := idemtype.ValidateKey(s.Key); err != nil {
 		return s, usage("--key: %s", strings.TrimPrefix(err.Error(), "VALIDATION_FAILED: key: "))
@@ -98,7 +99,7 @@ func (s ServiceSpec) Normalized() (ServiceSpec, error) {
 		}
 	}
 	if s.ID == "" {
-		s.ID = randomHex(6)
+		s.ID = stormtypes.RandomHex(6)
 	}
 	return s, nil
 }
@@ -117,21 +118,21 @@ func (s ServiceSpec) countArgs() []any {
 // RunService fires spec at the service and reads the verdict through db (a session on the
 // service's database whose schema holds the runner's table: store.DB.Service). events, when
 // set, receives each request as it finishes.
-func RunService(ctx context.Context, db *store.DB, spec ServiceSpec, events chan<- Event) (Summary, error) {
+func RunService(ctx context.Context, db *store.DB, spec ServiceSpec, events chan<- stormtypes.Event) (stormtypes.Summary, error) {
 	spec, err := spec.Normalized()
 	if err != nil {
-		return Summary{}, err
+		return stormtypes.Summary{}, err
 	}
 	before, err := readServiceState(ctx, db, spec)
 	if err != nil {
-		return Summary{}, fmt.Errorf("storm: read the key before the storm: %w", err)
+		return stormtypes.Summary{}, fmt.Errorf("storm: read the key before the storm: %w", err)
 	}
 	col := newCollector(ctx, spec.N, events)
 	t := newServiceTarget(spec)
 	defer t.Close()
 	if err := t.Warm(ctx, spec.Concurrency); err != nil {
 		col.finish()
-		return Summary{}, err
+		return stormtypes.Summary{}, err
 	}
 	release := make(chan struct{})
 	var parked, wg sync.WaitGroup
@@ -150,7 +151,7 @@ func RunService(ctx context.Context, db *store.DB, spec ServiceSpec, events chan
 		vctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 	}
-	sum := col.summarize(Spec{Op: OpService, N: spec.N, Concurrency: spec.Concurrency, Processes: 1, Via: ViaHTTP, URLs: spec.URLs, Share: true, ID: spec.ID},
+	sum := col.summarize(stormtypes.Spec{Op: stormtypes.OpService, N: spec.N, Concurrency: spec.Concurrency, Processes: 1, Via: stormtypes.ViaHTTP, URLs: spec.URLs, Share: true, ID: spec.ID},
 		released, stopped, spec.URLs)
 	sum.Storm.Owner, sum.Storm.Key, sum.Storm.Method, sum.Storm.CountSQL = spec.Owner, spec.Key, spec.Method, spec.CountSQL
 	bodies := map[string]bool{}
@@ -195,8 +196,8 @@ func readServiceState(ctx context.Context, db *store.DB, spec ServiceSpec) (serv
 // the answers: when a request succeeded, the key is SUCCEEDED, at most one request executed,
 // every success carries the same bytes and the service holds exactly one row of the key; when
 // none did, the key and the rows are as they were.
-func verifyService(ctx context.Context, db *store.DB, spec ServiceSpec, before serviceState, sum Summary) Verified {
-	v := Verified{KeyStatus: "ABSENT", KeyStatusBefore: before.status, ServiceRowsBefore: before.rows}
+func verifyService(ctx context.Context, db *store.DB, spec ServiceSpec, before serviceState, sum stormtypes.Summary) stormtypes.Verified {
+	v := stormtypes.Verified{KeyStatus: "ABSENT", KeyStatusBefore: before.status, ServiceRowsBefore: before.rows}
 	after, err := readServiceState(ctx, db, spec)
 	if err != nil {
 		unread(&v, "read the key and the service's rows", err)
@@ -233,11 +234,11 @@ func verifyService(ctx context.Context, db *store.DB, spec ServiceSpec, before s
 // judgeService is a service storm's verdict: agrees (every answer a success or a SPEC
 // rejection, and the database agrees), rejected (every request refused with one code), failed
 // (requests failed, or the database could not be read) or disagrees.
-func judgeService(s Summary, stopped bool) Verdict {
-	var v Verdict
+func judgeService(s stormtypes.Summary, stopped bool) stormtypes.Verdict {
+	var v stormtypes.Verdict
 	succ, failed := 0, 0
 	var parts []string
-	for _, code := range OrderedOutcomes(s.Outcomes) {
+	for _, code := range stormtypes.OrderedOutcomes(s.Outcomes) {
 		n := s.Outcomes[code]
 		parts = append(parts, fmt.Sprintf("%s %d", code, n))
 		switch {
@@ -247,7 +248,7 @@ func judgeService(s Summary, stopped bool) Verdict {
 			failed += n
 		}
 	}
-	v.Answers = Part{OK: failed == 0, Text: fmt.Sprintf("%d requests: %s", s.Requests, strings.Join(parts, ", "))}
+	v.Answers = stormtypes.Part{OK: failed == 0, Text: fmt.Sprintf("%d requests: %s", s.Requests, strings.Join(parts, ", "))}
 	d := s.Verified
 	v.Database.OK = d.Agrees
 	switch {
@@ -267,20 +268,20 @@ func judgeService(s Summary, stopped bool) Verdict {
 	top, n := s.TopError()
 	switch {
 	case stopped:
-		v.Verdict, v.Code, v.Text = VerdictStopped, string(CodeCancelled), "stopped before every request was answered"
+		v.Verdict, v.Code, v.Text = stormtypes.VerdictStopped, string(stormtypes.CodeCancelled), "stopped before every request was answered"
 	case d.Unread != nil:
-		v.Verdict, v.Code, v.Text = VerdictFailed, d.Unread.Code, "not verified: the database could not be read to check the answers"
+		v.Verdict, v.Code, v.Text = stormtypes.VerdictFailed, d.Unread.Code, "not verified: the database could not be read to check the answers"
 	case !d.Agrees:
-		v.Verdict, v.Code = VerdictDisagrees, string(CodeDisagrees)
+		v.Verdict, v.Code = stormtypes.VerdictDisagrees, string(stormtypes.CodeDisagrees)
 		v.Text = "the database disagrees with the answers: " + strings.Join(d.Problems, "; ")
 	case failed > 0:
-		v.Verdict, v.Code = VerdictFailed, top
+		v.Verdict, v.Code = stormtypes.VerdictFailed, top
 		v.Text = fmt.Sprintf("%d of %d requests failed (%s: %s)", failed, s.Requests, top, s.Errors[top].Sample)
 	case succ == 0 && n == s.Requests:
-		v.Verdict, v.Code = VerdictRejected, top
+		v.Verdict, v.Code = stormtypes.VerdictRejected, top
 		v.Text = fmt.Sprintf("every request was refused: %s: %s", top, s.Errors[top].Sample)
 	default:
-		v.Verdict = VerdictAgrees
+		v.Verdict = stormtypes.VerdictAgrees
 		v.Text = fmt.Sprintf("executed at most once: %d EXECUTED, %d REPLAYED, %d JOINED; the database agrees",
 			s.Outcomes[string(idemtype.Executed)], s.Outcomes[string(idemtype.Replayed)], s.Outcomes[string(idemtype.Joined)])
 	}
@@ -321,35 +322,35 @@ func (t *serviceTarget) Warm(ctx context.Context, n int) error {
 	return nil
 }
 
-func (t *serviceTarget) Do(ctx context.Context, i int) Event {
+func (t *serviceTarget) Do(ctx context.Context, i int) stormtypes.Event {
 	server := i % len(t.spec.URLs)
 	ev := t.do(ctx, t.spec.URLs[server])
 	ev.Server = server + 1
 	return ev
 }
 
-func (t *serviceTarget) do(ctx context.Context, target string) Event {
+func (t *serviceTarget) do(ctx context.Context, target string) stormtypes.Event {
 	req, err := http.NewRequestWithContext(ctx, t.spec.Method, target, bytes.NewReader(t.spec.Body))
 	if err != nil {
-		return Event{Outcome: string(CodeHTTPError), Err: err.Error()}
+		return stormtypes.Event{Outcome: string(stormtypes.CodeHTTPError), Err: err.Error()}
 	}
 	req.Header = t.header.Clone()
 	resp, err := t.c.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
-			return Event{Outcome: string(CodeCancelled), Err: errCutShort, Status: 499}
+			return stormtypes.Event{Outcome: string(stormtypes.CodeCancelled), Err: errCutShort, Status: 499}
 		}
-		return Event{Outcome: string(CodeHTTPError), Err: oneLine(err.Error())}
+		return stormtypes.Event{Outcome: string(stormtypes.CodeHTTPError), Err: oneLine(err.Error())}
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	if err != nil {
 		if ctx.Err() != nil {
-			return Event{Outcome: string(CodeCancelled), Err: errCutShort, Status: 499}
+			return stormtypes.Event{Outcome: string(stormtypes.CodeCancelled), Err: errCutShort, Status: 499}
 		}
-		return Event{Outcome: string(CodeHTTPError), Err: oneLine(err.Error()), Status: resp.StatusCode}
+		return stormtypes.Event{Outcome: string(stormtypes.CodeHTTPError), Err: oneLine(err.Error()), Status: resp.StatusCode}
 	}
-	ev := Event{Status: resp.StatusCode, Waited: resp.Header.Get(idemtype.HeaderWaited) == "true"}
+	ev := stormtypes.Event{Status: resp.StatusCode, Waited: resp.Header.Get(idemtype.HeaderWaited) == "true"}
 	outcome := resp.Header.Get(idemtype.HeaderOutcome)
 	switch {
 	case resp.StatusCode >= 200 && resp.StatusCode < 300 && outcome != "" && outcome != idemtype.OutcomeUnknown:

@@ -9,6 +9,7 @@ import (
 
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/storm/stormtypes"
 )
 
 // Env is what the engine needs from its host.
@@ -38,7 +39,7 @@ type Env struct {
 	MaxConns int
 	// OnLocks, when set, receives every lock sample as it is taken (each SampleEvery while the
 	// storm runs). It runs on the sampler's goroutine and must not block.
-	OnLocks func(LockSample)
+	OnLocks func(stormtypes.LockSample)
 }
 
 // ServeFunc serves the HTTP API over k on ln until ctx ends, then shuts down gracefully (the
@@ -59,5 +60,5 @@ func usage(format string, args ...any) error { return apperr.New(apperr.Usage, f
 // appName names one of the storm's pools: p0 is this process, p1… its worker processes, s1…
 // its servers.
 func appName(id string, role byte, n int) string {
-	return fmt.Sprintf("%s%c%d", AppNamePrefix(id), role, n)
+	return fmt.Sprintf("%s%c%d", stormtypes.AppNamePrefix(id), role, n)
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/store"
 	"github.com/idemwork/idemwork/storm"
+	"github.com/idemwork/idemwork/storm/stormtypes"
 )
 
 // TestMain doubles as the storm's worker: children of multi-process storms re-execute this test
@@ -86,7 +87,7 @@ func (b *testBundle) ownerRows(t *testing.T, owner string) map[string]int {
 	return out
 }
 
-func sumOutcomes(s storm.Summary) int {
+func sumOutcomes(s stormtypes.Summary) int {
 	n := 0
 	for _, c := range s.Outcomes {
 		n += c
@@ -94,15 +95,15 @@ func sumOutcomes(s storm.Summary) int {
 	return n
 }
 
-func requireOnlySuccesses(t *testing.T, s storm.Summary) {
+func requireOnlySuccesses(t *testing.T, s stormtypes.Summary) {
 	t.Helper()
 	for code := range s.Outcomes {
 		require.Contains(t, []string{"EXECUTED", "REPLAYED", "JOINED"}, code, "outcomes: %v", s.Outcomes)
 	}
 }
 
-func createSpec(owner, key string) storm.Spec {
-	return storm.Spec{Op: storm.OpCreate, Create: kernel.CreateInput{Owner: owner, Module: kernel.ModuleNote, Key: key, Title: "storm"}}
+func createSpec(owner, key string) stormtypes.Spec {
+	return stormtypes.Spec{Op: stormtypes.OpCreate, Create: kernel.CreateInput{Owner: owner, Module: kernel.ModuleNote, Key: key, Title: "storm"}}
 }
 
 func (b *testBundle) newRecord(t *testing.T, owner, module string, payload string) string {
@@ -118,8 +119,8 @@ func TestFourHundredRequestsFromFourProcessesExecuteOnce(t *testing.T) {
 	spec := createSpec("alice", "k-procs")
 	spec.N, spec.Processes, spec.Concurrency, spec.Share = 400, 4, 25, true
 
-	events := make(chan storm.Event, 4) // small on purpose: the consumer lags behind the storm
-	var got []storm.Event
+	events := make(chan stormtypes.Event, 4) // small on purpose: the consumer lags behind the storm
+	var got []stormtypes.Event
 	consumed := make(chan struct{})
 	go func() {
 		defer close(consumed)
@@ -136,7 +137,7 @@ func TestFourHundredRequestsFromFourProcessesExecuteOnce(t *testing.T) {
 	require.Equal(t, 400, sumOutcomes(sum))
 	require.Equal(t, 1, sum.Outcomes["EXECUTED"], "outcomes: %v", sum.Outcomes)
 	requireOnlySuccesses(t, sum)
-	require.Equal(t, storm.Distinct{RecordIDs: 1, Revisions: 1, ExecutionIDs: 0}, sum.Distinct)
+	require.Equal(t, stormtypes.Distinct{RecordIDs: 1, Revisions: 1, ExecutionIDs: 0}, sum.Distinct)
 	require.True(t, sum.Verified.Agrees, "problems: %v", sum.Verified.Problems)
 	require.Equal(t, "SUCCEEDED", sum.Verified.KeyStatus)
 	require.Equal(t, 1, sum.Verified.Revisions)
@@ -195,7 +196,7 @@ func TestPatchStormWritesOneRevision(t *testing.T) {
 		// Each storm patches from the revision the previous one left.
 		from := b.count(t, "SELECT revision FROM record WHERE owner_id = 'carol' AND id = $1", id)
 		title := fmt.Sprintf("patched share=%v", share)
-		spec := storm.Spec{Op: storm.OpPatch, Patch: kernel.PatchInput{Owner: "carol", Module: kernel.ModuleNote, RecordID: id,
+		spec := stormtypes.Spec{Op: stormtypes.OpPatch, Patch: kernel.PatchInput{Owner: "carol", Module: kernel.ModuleNote, RecordID: id,
 			Key: fmt.Sprintf("k-patch-%v", share), ExpectRevision: from, Title: &title}}
 		spec.N, spec.Processes, spec.Share = 120, 2, share
 		sum, err := storm.Run(ctxFor(t), b.env, spec, nil)
@@ -205,9 +206,9 @@ func TestPatchStormWritesOneRevision(t *testing.T) {
 		if !share {
 			require.Zero(t, sum.Outcomes["JOINED"])
 		}
-		require.Equal(t, storm.Distinct{RecordIDs: 1, Revisions: 1}, sum.Distinct)
+		require.Equal(t, stormtypes.Distinct{RecordIDs: 1, Revisions: 1}, sum.Distinct)
 		require.True(t, sum.Verified.Agrees, "problems: %v", sum.Verified.Problems)
-		require.Equal(t, &storm.Reference{RecordID: id, Revision: from + 1}, sum.Verified.Envelope)
+		require.Equal(t, &stormtypes.Reference{RecordID: id, Revision: from + 1}, sum.Verified.Envelope)
 		require.Equal(t, from+1, b.count(t, "SELECT revision FROM record WHERE owner_id = 'carol' AND id = $1", id))
 	}
 	require.Equal(t, 3, b.count(t, "SELECT count(*) FROM record_revision WHERE owner_id = 'carol'"))
@@ -230,7 +231,7 @@ func TestActionStormRunsTheFeatureOnce(t *testing.T) {
 	}
 	for i, c := range cases {
 		key := fmt.Sprintf("k-action-%d", i)
-		spec := storm.Spec{Op: storm.OpAction, Action: kernel.FeatureInput{Owner: "dave", Module: c.module, RecordID: c.id, FeatureID: c.f, Key: key}}
+		spec := stormtypes.Spec{Op: stormtypes.OpAction, Action: kernel.FeatureInput{Owner: "dave", Module: c.module, RecordID: c.id, FeatureID: c.f, Key: key}}
 		spec.N, spec.Processes, spec.Share = 120, 2, c.share
 		sum, err := storm.Run(ctxFor(t), b.env, spec, nil)
 		require.NoError(t, err, c.name)
@@ -264,10 +265,10 @@ func TestFailFirstLeavesNothingPartialAndAnotherRequestExecutes(t *testing.T) {
 		share bool
 		via   string
 	}{
-		{"in process, shared", "erin", 1, true, storm.ViaInproc},
-		{"in process, no share", "frank", 1, false, storm.ViaInproc},
-		{"three processes", "grace", 3, true, storm.ViaInproc},
-		{"over http", "heidi", 1, true, storm.ViaHTTP},
+		{"in process, shared", "erin", 1, true, stormtypes.ViaInproc},
+		{"in process, no share", "frank", 1, false, stormtypes.ViaInproc},
+		{"three processes", "grace", 3, true, stormtypes.ViaInproc},
+		{"over http", "heidi", 1, true, stormtypes.ViaHTTP},
 	}
 	for _, c := range cases {
 		spec := createSpec(c.owner, "k-fail")
@@ -275,7 +276,7 @@ func TestFailFirstLeavesNothingPartialAndAnotherRequestExecutes(t *testing.T) {
 		sum, err := storm.Run(ctxFor(t), b.env, spec, nil)
 		require.NoError(t, err, c.name)
 		require.Equal(t, 90, sumOutcomes(sum), c.name)
-		require.Equal(t, 1, sum.Outcomes[string(storm.CodeInjectedFault)], "%s: %v", c.name, sum.Outcomes)
+		require.Equal(t, 1, sum.Outcomes[string(stormtypes.CodeInjectedFault)], "%s: %v", c.name, sum.Outcomes)
 		require.Equal(t, 1, sum.Outcomes["EXECUTED"], "%s: %v", c.name, sum.Outcomes)
 		require.Equal(t, 89, sum.Successes(), c.name)
 		require.True(t, sum.Verified.Agrees, "%s: %v", c.name, sum.Verified.Problems)
@@ -290,7 +291,7 @@ func TestHTTPStormAgainstItsOwnServerExecutesOnce(t *testing.T) {
 	b := setup(t)
 	id := b.newRecord(t, "ivan", kernel.ModuleNote, `{}`)
 	create := createSpec("ivan", "k-http")
-	create.N, create.Via, create.Share, create.Concurrency = 200, storm.ViaHTTP, true, 24
+	create.N, create.Via, create.Share, create.Concurrency = 200, stormtypes.ViaHTTP, true, 24
 	sum, err := storm.Run(ctxFor(t), b.env, create, nil)
 	require.NoError(t, err)
 	require.Equal(t, 1, sum.Outcomes["EXECUTED"], "%v", sum.Outcomes)
@@ -298,9 +299,9 @@ func TestHTTPStormAgainstItsOwnServerExecutesOnce(t *testing.T) {
 	require.True(t, sum.Verified.Agrees, "%v", sum.Verified.Problems)
 
 	// Children over HTTP, without sharing in the server: every request reaches PostgreSQL.
-	action := storm.Spec{Op: storm.OpAction, Action: kernel.FeatureInput{Owner: "ivan", Module: kernel.ModuleNote, RecordID: id, FeatureID: "F01", Key: "k-http-action"}}
-	action.N, action.Via, action.Processes, action.Share = 120, storm.ViaHTTP, 2, false
-	events := make(chan storm.Event, 200)
+	action := stormtypes.Spec{Op: stormtypes.OpAction, Action: kernel.FeatureInput{Owner: "ivan", Module: kernel.ModuleNote, RecordID: id, FeatureID: "F01", Key: "k-http-action"}}
+	action.N, action.Via, action.Processes, action.Share = 120, stormtypes.ViaHTTP, 2, false
+	events := make(chan stormtypes.Event, 200)
 	sum, err = storm.Run(ctxFor(t), b.env, action, events)
 	require.NoError(t, err)
 	require.Equal(t, 1, sum.Outcomes["EXECUTED"], "%v", sum.Outcomes)
@@ -395,7 +396,7 @@ func TestRejectedStormReportsTheCode(t *testing.T) {
 	code, n := sum.TopError()
 	require.Equal(t, "VALIDATION_FAILED", code)
 	require.Equal(t, 10, n)
-	require.Equal(t, storm.VerdictRejected, sum.Verdict.Verdict)
+	require.Equal(t, stormtypes.VerdictRejected, sum.Verdict.Verdict)
 	require.Equal(t, "VALIDATION_FAILED", sum.Verdict.Code)
 	require.Equal(t, 10, sum.Errors["VALIDATION_FAILED"].Count)
 	require.Contains(t, sum.Errors["VALIDATION_FAILED"].Sample, "title", "the sample says which field and why")
@@ -405,19 +406,19 @@ func TestSpecNormalization(t *testing.T) {
 	t.Parallel()
 	base := createSpec("o", "k")
 	base.N = 10
-	bad := map[string]func(s *storm.Spec){
-		"no requests":       func(s *storm.Spec) { s.N = 0 },
-		"too many requests": func(s *storm.Spec) { s.N = storm.MaxRequests + 1 },
-		"unknown op":        func(s *storm.Spec) { s.Op = "delete" },
-		"unknown via":       func(s *storm.Spec) { s.Via = "carrier-pigeon" },
-		"url without http":  func(s *storm.Spec) { s.URL = "http://127.0.0.1:1" },
-		"url without token": func(s *storm.Spec) { s.Via, s.URL = storm.ViaHTTP, "http://127.0.0.1:1" },
-		"fail-first over url": func(s *storm.Spec) {
-			s.Via, s.URL, s.Token, s.FailFirst = storm.ViaHTTP, "http://127.0.0.1:1", "t", true
+	bad := map[string]func(s *stormtypes.Spec){
+		"no requests":       func(s *stormtypes.Spec) { s.N = 0 },
+		"too many requests": func(s *stormtypes.Spec) { s.N = stormtypes.MaxRequests + 1 },
+		"unknown op":        func(s *stormtypes.Spec) { s.Op = "delete" },
+		"unknown via":       func(s *stormtypes.Spec) { s.Via = "carrier-pigeon" },
+		"url without http":  func(s *stormtypes.Spec) { s.URL = "http://127.0.0.1:1" },
+		"url without token": func(s *stormtypes.Spec) { s.Via, s.URL = stormtypes.ViaHTTP, "http://127.0.0.1:1" },
+		"fail-first over url": func(s *stormtypes.Spec) {
+			s.Via, s.URL, s.Token, s.FailFirst = stormtypes.ViaHTTP, "http://127.0.0.1:1", "t", true
 		},
-		"bad key":       func(s *storm.Spec) { s.Create.Key = "has space" },
-		"bad owner":     func(s *storm.Spec) { s.Create.Owner = "no/slash" },
-		"negative conc": func(s *storm.Spec) { s.Concurrency = -1 },
+		"bad key":       func(s *stormtypes.Spec) { s.Create.Key = "has space" },
+		"bad owner":     func(s *stormtypes.Spec) { s.Create.Owner = "no/slash" },
+		"negative conc": func(s *stormtypes.Spec) { s.Concurrency = -1 },
 	}
 	for name, mutate := range bad {
 		s := base
@@ -433,14 +434,14 @@ func TestSpecNormalization(t *testing.T) {
 	require.True(t, strings.HasPrefix(n.Key(), "storm-"), n.Key())
 	require.Equal(t, 10, n.Processes, "never more processes than requests")
 	require.Equal(t, 1, n.Concurrency)
-	require.Equal(t, storm.ViaInproc, n.Via)
+	require.Equal(t, stormtypes.ViaInproc, n.Via)
 }
 
 func TestWorkerNeverFiresWithoutARelease(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	spec := createSpec("lou", "k-abort")
-	spec.N, spec.Concurrency, spec.Processes, spec.Share, spec.Via = 5, 2, 1, true, storm.ViaInproc
+	spec.N, spec.Concurrency, spec.Processes, spec.Share, spec.Via = 5, 2, 1, true, stormtypes.ViaInproc
 	job, err := json.Marshal(map[string]any{"spec": spec, "indexBase": 0, "dsn": b.db.DSN, "ttl": int64(time.Hour), "memMaxContentLength": 2000})
 	require.NoError(t, err)
 	r, w := io.Pipe()
@@ -477,8 +478,8 @@ func (s *syncBuffer) String() string {
 func TestPercentileIsNearestRank(t *testing.T) {
 	t.Parallel()
 	v := []float64{1, 2, 3, 4, 5}
-	require.Equal(t, 3.0, storm.Percentile(v, 50))
-	require.Equal(t, 5.0, storm.Percentile(v, 99))
-	require.Equal(t, 1.0, storm.Percentile(v, 1))
-	require.Zero(t, storm.Percentile(nil, 50))
+	require.Equal(t, 3.0, stormtypes.Percentile(v, 50))
+	require.Equal(t, 5.0, stormtypes.Percentile(v, 99))
+	require.Equal(t, 1.0, stormtypes.Percentile(v, 1))
+	require.Zero(t, stormtypes.Percentile(nil, 50))
 }

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strconv"
 	"time"
+
+	"github.com/idemwork/idemwork/storm/stormtypes"
 )
 
 // Samples of requests that got no answer.
@@ -16,21 +18,21 @@ const (
 
 // summarize counts what the storm's requests got. A request with no result is CANCELLED when
 // the storm was stopped (it was never sent, or cut short), else NO_RESPONSE.
-func (c *collector) summarize(spec Spec, release time.Time, stopped bool, urls []string) Summary {
+func (c *collector) summarize(spec stormtypes.Spec, release time.Time, stopped bool, urls []string) stormtypes.Summary {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s := Summary{Requests: spec.N, Outcomes: map[string]int{}, Errors: map[string]ErrorSample{}, ByProcess: []ProcessSummary{},
-		Storm: Setup{Op: spec.Op, Owner: spec.Owner(), Key: spec.Key(), Operation: spec.Operation(), N: spec.N,
+	s := stormtypes.Summary{Requests: spec.N, Outcomes: map[string]int{}, Errors: map[string]stormtypes.ErrorSample{}, ByProcess: []stormtypes.ProcessSummary{},
+		Storm: stormtypes.Setup{Op: spec.Op, Owner: spec.Owner(), Key: spec.Key(), Operation: spec.Operation(), N: spec.N,
 			Concurrency: spec.Concurrency, Processes: spec.Processes, Share: spec.Share, Via: spec.Via, URL: spec.URL,
 			Servers: spec.Servers, FailFirst: spec.FailFirst, HoldMs: float64(spec.Hold.Microseconds()) / 1000, ID: spec.ID}}
 	if len(urls) > 1 || len(spec.URLs) > 0 {
 		s.Storm.URLs = urls
 	}
 	records, revisions, executions := map[string]bool{}, map[string]bool{}, map[string]bool{}
-	byPID := map[int]*ProcessSummary{}
-	byServer := make([]ServerSummary, len(urls))
+	byPID := map[int]*stormtypes.ProcessSummary{}
+	byServer := make([]stormtypes.ServerSummary, len(urls))
 	for i, u := range urls {
-		byServer[i] = ServerSummary{URL: u, Outcomes: map[string]int{}}
+		byServer[i] = stormtypes.ServerSummary{URL: u, Outcomes: map[string]int{}}
 	}
 	lat := make([]float64, 0, len(c.results))
 	noteError := func(code, msg string, status int) {
@@ -44,11 +46,11 @@ func (c *collector) summarize(spec Spec, release time.Time, stopped bool, urls [
 	for i, ev := range c.results {
 		if !c.got[i] {
 			if stopped {
-				s.Outcomes[string(CodeCancelled)]++
-				noteError(string(CodeCancelled), errNotSent, 0)
+				s.Outcomes[string(stormtypes.CodeCancelled)]++
+				noteError(string(stormtypes.CodeCancelled), errNotSent, 0)
 			} else {
-				s.Outcomes[string(CodeNoResponse)]++
-				noteError(string(CodeNoResponse), errNoResponse, 0)
+				s.Outcomes[string(stormtypes.CodeNoResponse)]++
+				noteError(string(stormtypes.CodeNoResponse), errNoResponse, 0)
 			}
 			continue
 		}
@@ -66,7 +68,7 @@ func (c *collector) summarize(spec Spec, release time.Time, stopped bool, urls [
 		}
 		p := byPID[ev.PID]
 		if p == nil {
-			p = &ProcessSummary{PID: ev.PID, Outcomes: map[string]int{}}
+			p = &stormtypes.ProcessSummary{PID: ev.PID, Outcomes: map[string]int{}}
 			byPID[ev.PID] = p
 		}
 		p.Requests++
@@ -82,7 +84,7 @@ func (c *collector) summarize(spec Spec, release time.Time, stopped bool, urls [
 			executions[ev.ExecutionID] = true
 		}
 	}
-	s.Distinct = Distinct{RecordIDs: len(records), Revisions: len(revisions), ExecutionIDs: len(executions)}
+	s.Distinct = stormtypes.Distinct{RecordIDs: len(records), Revisions: len(revisions), ExecutionIDs: len(executions)}
 	s.LatencyMs = latencyOf(lat)
 	if !release.IsZero() && !c.last.IsZero() {
 		s.WallMs = round3(float64(c.last.Sub(release).Microseconds()) / 1000)
@@ -91,23 +93,23 @@ func (c *collector) summarize(spec Spec, release time.Time, stopped bool, urls [
 		s.ByProcess = append(s.ByProcess, *p)
 	}
 	sort.Slice(s.ByProcess, func(i, j int) bool { return s.ByProcess[i].PID < s.ByProcess[j].PID })
-	if spec.Via == ViaHTTP {
+	if spec.Via == stormtypes.ViaHTTP {
 		s.ByServer = byServer
 	}
 	return s
 }
 
-func latencyOf(ms []float64) Latency {
+func latencyOf(ms []float64) stormtypes.Latency {
 	if len(ms) == 0 {
-		return Latency{}
+		return stormtypes.Latency{}
 	}
 	slices.Sort(ms)
 	sum := 0.0
 	for _, v := range ms {
 		sum += v
 	}
-	return Latency{Min: round3(ms[0]), Mean: round3(sum / float64(len(ms))), P50: round3(Percentile(ms, 50)),
-		P95: round3(Percentile(ms, 95)), P99: round3(Percentile(ms, 99)), Max: round3(ms[len(ms)-1])}
+	return stormtypes.Latency{Min: round3(ms[0]), Mean: round3(sum / float64(len(ms))), P50: round3(stormtypes.Percentile(ms, 50)),
+		P95: round3(stormtypes.Percentile(ms, 95)), P99: round3(stormtypes.Percentile(ms, 99)), Max: round3(ms[len(ms)-1])}
 }
 
 func round3(v float64) float64 { return math.Round(v*1000) / 1000 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/idemwork/idemwork/idem"
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/storm/stormtypes"
 	"github.com/idemwork/idemwork/wire"
 )
 
@@ -20,46 +21,46 @@ type Target interface {
 	Warm(ctx context.Context, n int) error
 	// Do performs request i (its index in the whole storm) and describes its result; the
 	// caller stamps index, pid and latency.
-	Do(ctx context.Context, i int) Event
+	Do(ctx context.Context, i int) stormtypes.Event
 	// Close releases what the target holds (idle HTTP connections).
 	Close()
 }
 
 // NewKernelTarget fires s's request at k directly: the in-process path. Sharing is s.Share.
-func NewKernelTarget(k *kernel.Kernel, s Spec) Target {
+func NewKernelTarget(k *kernel.Kernel, s stormtypes.Spec) Target {
 	share := s.Share
 	t := &kernelTarget{k: k}
 	switch s.Op {
-	case OpPatch:
+	case stormtypes.OpPatch:
 		in := s.Patch
 		in.ShareInFlight = &share
-		t.do = func(ctx context.Context) Event { return eventOf(k.Patch(ctx, in)) }
-	case OpAction:
+		t.do = func(ctx context.Context) stormtypes.Event { return eventOf(k.Patch(ctx, in)) }
+	case stormtypes.OpAction:
 		in := s.Action
 		in.ShareInFlight = &share
-		t.do = func(ctx context.Context) Event { return eventOf(k.RunFeature(ctx, in)) }
+		t.do = func(ctx context.Context) stormtypes.Event { return eventOf(k.RunFeature(ctx, in)) }
 	default:
 		in := s.Create
 		in.ShareInFlight = &share
-		t.do = func(ctx context.Context) Event { return eventOf(k.Create(ctx, in)) }
+		t.do = func(ctx context.Context) stormtypes.Event { return eventOf(k.Create(ctx, in)) }
 	}
 	return t
 }
 
 type kernelTarget struct {
 	k  *kernel.Kernel
-	do func(ctx context.Context) Event
+	do func(ctx context.Context) stormtypes.Event
 }
 
-func (t *kernelTarget) Warm(ctx context.Context, n int) error { return warmPool(ctx, t.k.DB(), n) }
-func (t *kernelTarget) Do(ctx context.Context, _ int) Event   { return t.do(ctx) }
-func (t *kernelTarget) Close()                                {}
+func (t *kernelTarget) Warm(ctx context.Context, n int) error          { return warmPool(ctx, t.k.DB(), n) }
+func (t *kernelTarget) Do(ctx context.Context, _ int) stormtypes.Event { return t.do(ctx) }
+func (t *kernelTarget) Close()                                         {}
 
-func eventOf(res kernel.WriteResult, err error) Event {
+func eventOf(res kernel.WriteResult, err error) stormtypes.Event {
 	if err != nil {
 		return errorEvent(err)
 	}
-	ev := Event{Outcome: string(res.Outcome), Waited: res.Waited, Status: http.StatusOK}
+	ev := stormtypes.Event{Outcome: string(res.Outcome), Waited: res.Waited, Status: http.StatusOK}
 	if res.Record != nil {
 		ev.RecordID, ev.Revision = res.Record.ID, res.Record.Revision
 	}
@@ -72,16 +73,16 @@ func eventOf(res kernel.WriteResult, err error) Event {
 // errCutShort is the sample of a request the storm's stop cut short.
 const errCutShort = "cut short: the storm was stopped while this request ran"
 
-func errorEvent(err error) Event {
+func errorEvent(err error) stormtypes.Event {
 	if errors.Is(err, context.Canceled) {
-		return Event{Outcome: string(CodeCancelled), Err: errCutShort, Status: 499}
+		return stormtypes.Event{Outcome: string(stormtypes.CodeCancelled), Err: errCutShort, Status: 499}
 	}
 	// What a client would be told (a known cause coded, anything else INTERNAL naming the step
 	// and the SQLSTATE), never the driver's text.
 	ae := wire.Coded(err)
 	msg := oneLine(ae.Message)
 	// The same fact as a replay's waited: this request queued on the unique index first.
-	return Event{Outcome: string(ae.Code), Err: msg, Status: ae.Status(), Waited: idem.WaitedOnIndex(err)}
+	return stormtypes.Event{Outcome: string(ae.Code), Err: msg, Status: ae.Status(), Waited: idem.WaitedOnIndex(err)}
 }
 
 func oneLine(s string) string {

@@ -1,15 +1,16 @@
 package storm_test
 
 import (
-	"context"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemwork/idemwork/internal/faultproxy"
+	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/store"
 	"github.com/idemwork/idemwork/storm"
+	"github.com/idemwork/idemwork/storm/stormtypes"
 )
 
 // A storm whose answers all arrived but whose database could not be read afterwards is not
@@ -17,11 +18,12 @@ import (
 // disagrees" (the database said nothing), and never the driver's text.
 func TestAStormWhoseDatabaseCannotBeReadIsNotVerifiedAndSaysWhy(t *testing.T) {
 	t.Parallel()
+	ctx := testdb.Context(t)
 	b := setup(t)
 	// The storm's requests go straight to the database (env.DSN); what verifies them — the
 	// kernel's session — goes through a proxy that cuts the connection reading the revisions.
 	p := faultproxy.Start(t, b.db.DSN)
-	home, err := store.Open(context.Background(), p.DSN(), store.Options{MaxConns: 4})
+	home, err := store.Open(ctx, p.DSN(), store.Options{MaxConns: 4})
 	require.NoError(t, err)
 	t.Cleanup(home.Close)
 	env := b.env
@@ -42,7 +44,7 @@ func TestAStormWhoseDatabaseCannotBeReadIsNotVerifiedAndSaysWhy(t *testing.T) {
 	require.Empty(t, sum.Verified.Problems, "not a disagreement")
 
 	v := sum.Verdict
-	require.Equal(t, storm.VerdictFailed, v.Verdict)
+	require.Equal(t, stormtypes.VerdictFailed, v.Verdict)
 	require.Equal(t, "DATABASE_UNAVAILABLE", v.Code)
 	require.True(t, v.Answers.OK, "every request was answered")
 	require.False(t, v.Database.OK)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/storm/stormtypes"
 )
 
 type answerKind int
@@ -19,18 +20,18 @@ const (
 	answerCancelled            // the storm was stopped
 )
 
-func kindOf(code string, status int, s Summary) answerKind {
+func kindOf(code string, status int, s stormtypes.Summary) answerKind {
 	switch code {
 	case string(idemtype.Executed), string(idemtype.Replayed), string(idemtype.Joined):
 		return answerSucceeded
-	case string(CodeCancelled):
+	case string(stormtypes.CodeCancelled):
 		return answerCancelled
-	case string(CodeInjectedFault):
+	case string(stormtypes.CodeInjectedFault):
 		if s.Storm.FailFirst && s.Outcomes[code] == 1 {
 			return answerExpected
 		}
 		return answerFailed
-	case string(CodeNoResponse), string(CodeHTTPError):
+	case string(stormtypes.CodeNoResponse), string(stormtypes.CodeHTTPError):
 		return answerFailed
 	}
 	if status >= 400 && status < 500 {
@@ -46,7 +47,7 @@ type codeCount struct {
 }
 
 // byKind groups the summary's outcomes by kind, most frequent first.
-func byKind(s Summary) map[answerKind][]codeCount {
+func byKind(s stormtypes.Summary) map[answerKind][]codeCount {
 	out := map[answerKind][]codeCount{}
 	for code, n := range s.Outcomes {
 		k := kindOf(code, s.Errors[code].Status, s)
@@ -87,7 +88,7 @@ func times(list []codeCount) string {
 }
 
 // withSample is "CODE × n" and the first code's sample message.
-func withSample(list []codeCount, s Summary) string {
+func withSample(list []codeCount, s stormtypes.Summary) string {
 	out := times(list)
 	if e := s.Errors[list[0].code]; e.Sample != "" {
 		out += fmt.Sprintf(" (%s: %q)", list[0].code, e.Sample)
@@ -96,11 +97,11 @@ func withSample(list []codeCount, s Summary) string {
 }
 
 // judge words the verdict of s.
-func judge(s Summary, spec Spec, stopped bool) Verdict {
+func judge(s stormtypes.Summary, spec stormtypes.Spec, stopped bool) stormtypes.Verdict {
 	k := byKind(s)
 	ok, rejected, expected, failed, cancelled := k[answerSucceeded], k[answerRejected], k[answerExpected], k[answerFailed], k[answerCancelled]
 	nOK, nFailed, nCancelled := total(ok), total(failed), total(cancelled)
-	var v Verdict
+	var v stormtypes.Verdict
 
 	// Answers. An execution that is not a plain success (BLOCKED, PENDING) is said with them:
 	// "EXECUTED 1" alone would read as the real action done.
@@ -133,7 +134,7 @@ func judge(s Summary, spec Spec, stopped bool) Verdict {
 	if stopped {
 		head = fmt.Sprintf("stopped: %d answered, %d cancelled", s.Requests-nCancelled, nCancelled)
 	}
-	v.Answers = Part{OK: nFailed == 0 && nCancelled == 0, Text: head + ": " + strings.Join(parts, "; ")}
+	v.Answers = stormtypes.Part{OK: nFailed == 0 && nCancelled == 0, Text: head + ": " + strings.Join(parts, "; ")}
 
 	// Database.
 	d := s.Verified
@@ -154,7 +155,7 @@ func judge(s Summary, spec Spec, stopped bool) Verdict {
 	// Verdict.
 	switch {
 	case stopped:
-		v.Verdict, v.Code = VerdictStopped, string(CodeCancelled)
+		v.Verdict, v.Code = stormtypes.VerdictStopped, string(stormtypes.CodeCancelled)
 		v.Text = fmt.Sprintf("stopped: %d answered, %d cancelled", s.Requests-nCancelled, nCancelled)
 		switch {
 		case d.Unread != nil:
@@ -165,22 +166,22 @@ func judge(s Summary, spec Spec, stopped bool) Verdict {
 	case d.Unread != nil:
 		// Not read is not contradicted: the storm is unverified, which is a failure of the storm,
 		// never a success and never a disagreement the database did not express.
-		v.Verdict, v.Code = VerdictFailed, d.Unread.Code
+		v.Verdict, v.Code = stormtypes.VerdictFailed, d.Unread.Code
 		v.Text = "not verified: the database could not be read to check the answers: " + d.Unread.Code + ": " + d.Unread.Message
 		if nFailed > 0 {
 			v.Text += fmt.Sprintf("; and %d of %d requests failed: %s", nFailed, s.Requests, times(failed))
 		}
 	case !d.Agrees:
-		v.Verdict, v.Code = VerdictDisagrees, string(CodeDisagrees)
+		v.Verdict, v.Code = stormtypes.VerdictDisagrees, string(stormtypes.CodeDisagrees)
 		v.Text = "the database disagrees with the answers: " + strings.Join(d.Problems, "; ")
 		if nFailed > 0 {
 			v.Text += fmt.Sprintf("; and %d of %d requests failed: %s", nFailed, s.Requests, times(failed))
 		}
 	case nFailed > 0:
-		v.Verdict, v.Code = VerdictFailed, failed[0].code
+		v.Verdict, v.Code = stormtypes.VerdictFailed, failed[0].code
 		v.Text = fmt.Sprintf("%d of %d requests failed: %s", nFailed, s.Requests, withSample(failed, s))
 	case nOK == 0:
-		v.Verdict = VerdictRejected
+		v.Verdict = stormtypes.VerdictRejected
 		if len(rejected) > 0 {
 			v.Code = rejected[0].code
 		} else {
@@ -188,7 +189,7 @@ func judge(s Summary, spec Spec, stopped bool) Verdict {
 		}
 		v.Text = "no request succeeded: " + times(append(rejected, expected...))
 	default:
-		v.Verdict = VerdictAgrees
+		v.Verdict = stormtypes.VerdictAgrees
 		switch ex := s.Outcomes[string(idemtype.Executed)]; {
 		case ex == 1 && blocked != "":
 			v.Text = "agrees: exactly one request executed, and its execution is " + blocked + "; the database holds what every answer says"
@@ -202,13 +203,13 @@ func judge(s Summary, spec Spec, stopped bool) Verdict {
 }
 
 // databaseText describes an agreeing key: its rows and what the envelope points at.
-func databaseText(d Verified, spec Spec) string {
+func databaseText(d stormtypes.Verified, spec stormtypes.Spec) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "key %s: %s, %s", d.KeyStatus, plural(d.Revisions, "revision"), plural(d.AuditEvents, "audit event"))
 	if d.Envelope != nil {
 		fmt.Fprintf(&b, "; the envelope points at %s@%d", d.Envelope.RecordID, d.Envelope.Revision)
 	}
-	if spec.Op == OpAction && d.ExecutionStatus != "" {
+	if spec.Op == stormtypes.OpAction && d.ExecutionStatus != "" {
 		fmt.Fprintf(&b, "; execution %s", d.ExecutionStatus)
 		switch {
 		case d.ExecutionMode == "blocked_external":
@@ -222,8 +223,8 @@ func databaseText(d Verified, spec Spec) string {
 
 // executionNote is "BLOCKED (failed closed: nothing was sent)" or "PENDING (queued for the
 // outbox worker)" for an action storm whose execution is not a plain success, "" otherwise.
-func executionNote(d Verified, spec Spec) string {
-	if spec.Op != OpAction || !d.Agrees {
+func executionNote(d stormtypes.Verified, spec stormtypes.Spec) string {
+	if spec.Op != stormtypes.OpAction || !d.Agrees {
 		return ""
 	}
 	switch d.ExecutionStatus {

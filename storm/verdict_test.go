@@ -21,16 +21,17 @@ import (
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/storm"
+	"github.com/idemwork/idemwork/storm/stormtypes"
 )
 
 // latestLocks keeps the storm's last lock sample (its OnLocks).
 type latestLocks struct {
 	mu sync.Mutex
-	s  storm.LockSample
+	s  stormtypes.LockSample
 }
 
-func (l *latestLocks) set(s storm.LockSample) { l.mu.Lock(); l.s = s; l.mu.Unlock() }
-func (l *latestLocks) get() storm.LockSample  { l.mu.Lock(); defer l.mu.Unlock(); return l.s }
+func (l *latestLocks) set(s stormtypes.LockSample) { l.mu.Lock(); l.s = s; l.mu.Unlock() }
+func (l *latestLocks) get() stormtypes.LockSample  { l.mu.Lock(); defer l.mu.Unlock(); return l.s }
 
 // holdKey opens a transaction (not the storm's) that reserves owner's key as PROCESSING, the
 // way a request stuck in its work would, and returns it with its backend's pid.
@@ -52,7 +53,7 @@ func (b *testBundle) holdKey(t *testing.T, owner, key, operation string) (pgx.Tx
 // transaction open.
 func (b *testBundle) stormSessionsInXact(t *testing.T, id string) int {
 	t.Helper()
-	return b.count(t, `SELECT count(*) FROM pg_stat_activity WHERE starts_with(application_name, $1) AND xact_start IS NOT NULL`, storm.AppNamePrefix(id))
+	return b.count(t, `SELECT count(*) FROM pg_stat_activity WHERE starts_with(application_name, $1) AND xact_start IS NOT NULL`, stormtypes.AppNamePrefix(id))
 }
 
 // requireStormSessionsGone waits until the storm's sessions have disconnected (a backend
@@ -60,20 +61,21 @@ func (b *testBundle) stormSessionsInXact(t *testing.T, id string) int {
 func (b *testBundle) requireStormSessionsGone(t *testing.T, id string) {
 	t.Helper()
 	require.Eventually(t, func() bool {
-		return b.count(t, `SELECT count(*) FROM pg_stat_activity WHERE starts_with(application_name, $1)`, storm.AppNamePrefix(id)) == 0
+		return b.count(t, `SELECT count(*) FROM pg_stat_activity WHERE starts_with(application_name, $1)`, stormtypes.AppNamePrefix(id)) == 0
 	}, 10*time.Second, 10*time.Millisecond, "the storm's pools are closed")
 }
 
 func TestAStormWhoseEveryRequestIsRejectedSaysSoAndWritesNothing(t *testing.T) {
 	t.Parallel()
+	ctx := testdb.Context(t)
 	b := setup(t)
 	id := b.newRecord(t, "rita", kernel.ModuleNote, `{}`)
 	title := "moved on"
-	_, err := b.k.Patch(context.Background(), kernel.PatchInput{Owner: "rita", Module: kernel.ModuleNote, RecordID: id, ExpectRevision: 1, Title: &title})
+	_, err := b.k.Patch(ctx, kernel.PatchInput{Owner: "rita", Module: kernel.ModuleNote, RecordID: id, ExpectRevision: 1, Title: &title})
 	require.NoError(t, err)
 
 	// A patch storm from the revision the record has left behind.
-	spec := storm.Spec{Op: storm.OpPatch, N: 50, Share: false, Patch: kernel.PatchInput{Owner: "rita", Module: kernel.ModuleNote, RecordID: id,
+	spec := stormtypes.Spec{Op: stormtypes.OpPatch, N: 50, Share: false, Patch: kernel.PatchInput{Owner: "rita", Module: kernel.ModuleNote, RecordID: id,
 		Key: "k-stale", ExpectRevision: 1, Title: &title}}
 	sum, err := storm.Run(ctxFor(t), b.env, spec, nil)
 	require.NoError(t, err)
@@ -85,7 +87,7 @@ func TestAStormWhoseEveryRequestIsRejectedSaysSoAndWritesNothing(t *testing.T) {
 	require.Equal(t, "ABSENT", sum.Verified.KeyStatusBefore)
 	require.Equal(t, "ABSENT", sum.Verified.KeyStatus)
 	v := sum.Verdict
-	require.Equal(t, storm.VerdictRejected, v.Verdict)
+	require.Equal(t, stormtypes.VerdictRejected, v.Verdict)
 	require.Equal(t, "REVISION_CONFLICT", v.Code)
 	require.Equal(t, "no request succeeded: REVISION_CONFLICT × 50", v.Text)
 	require.True(t, v.Answers.OK, "a rejection is a SPEC answer: %s", v.Answers.Text)
@@ -97,13 +99,13 @@ func TestAStormWhoseEveryRequestIsRejectedSaysSoAndWritesNothing(t *testing.T) {
 	// row is left as it was.
 	op := kernel.OpCreate(kernel.ModuleNote)
 	tx, _ := b.holdKey(t, "rita", "k-leftover", op)
-	require.NoError(t, tx.Commit(context.Background()))
+	require.NoError(t, tx.Commit(ctx))
 	spec = createSpec("rita", "k-leftover")
 	spec.N = 20
 	sum, err = storm.Run(ctxFor(t), b.env, spec, nil)
 	require.NoError(t, err)
 	require.Equal(t, map[string]int{"IDEMPOTENCY_IN_PROGRESS": 20}, sum.Outcomes)
-	require.Equal(t, storm.VerdictRejected, sum.Verdict.Verdict)
+	require.Equal(t, stormtypes.VerdictRejected, sum.Verdict.Verdict)
 	require.Equal(t, "IDEMPOTENCY_IN_PROGRESS", sum.Verdict.Code)
 	require.True(t, sum.Verdict.Database.OK, "%v", sum.Verified.Problems)
 	require.Equal(t, "nothing written: the key is PROCESSING, as before the storm", sum.Verdict.Database.Text)
@@ -112,11 +114,11 @@ func TestAStormWhoseEveryRequestIsRejectedSaysSoAndWritesNothing(t *testing.T) {
 	// a disagreement, not "nothing written".
 	spec = createSpec("rita", "k-changes")
 	spec.Create.Module, spec.N, spec.Concurrency = kernel.ModuleIdentity, 5, 1 // every request: LEGACY_WRITE_DISABLED
-	events := make(chan storm.Event)                                           // unbuffered: Run waits for each delivery
+	events := make(chan stormtypes.Event)                                      // unbuffered: Run waits for each delivery
 	written := make(chan error, 1)
 	go func() {
 		<-events // the first answer: now someone else writes the key, before Run can judge
-		_, err := b.k.Create(context.Background(), kernel.CreateInput{Owner: "rita", Module: kernel.ModuleNote, Key: "k-changes", Title: "x"})
+		_, err := b.k.Create(ctx, kernel.CreateInput{Owner: "rita", Module: kernel.ModuleNote, Key: "k-changes", Title: "x"})
 		written <- err
 		for range events {
 		}
@@ -126,7 +128,7 @@ func TestAStormWhoseEveryRequestIsRejectedSaysSoAndWritesNothing(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, <-written)
 	require.False(t, sum.Verified.Agrees)
-	require.Equal(t, storm.VerdictDisagrees, sum.Verdict.Verdict)
+	require.Equal(t, stormtypes.VerdictDisagrees, sum.Verdict.Verdict)
 	require.Contains(t, sum.Verdict.Text, "no request succeeded, yet the key changed: ABSENT before the storm, SUCCEEDED since")
 }
 
@@ -156,7 +158,7 @@ func TestFailedRequestsAreNeverHiddenBehindADatabaseThatAgrees(t *testing.T) {
 	require.True(t, sum.Verdict.Database.OK)
 	// …and the storm still failed.
 	v := sum.Verdict
-	require.Equal(t, storm.VerdictFailed, v.Verdict)
+	require.Equal(t, stormtypes.VerdictFailed, v.Verdict)
 	require.Equal(t, "DATABASE_UNAVAILABLE", v.Code)
 	require.False(t, v.Answers.OK)
 	n := sum.Outcomes["DATABASE_UNAVAILABLE"]
@@ -182,7 +184,7 @@ func TestStoppingAStormStuckBehindALockAccountsForEveryRequestAndLeavesNoSession
 		spec.N, spec.Processes, spec.Concurrency, spec.Share, spec.ID = 40, procs, 20/procs, false, id
 		ctx, stop := context.WithCancel(ctxFor(t))
 		type result struct {
-			sum storm.Summary
+			sum stormtypes.Summary
 			err error
 		}
 		done := make(chan result, 1)
@@ -212,7 +214,7 @@ func TestStoppingAStormStuckBehindALockAccountsForEveryRequestAndLeavesNoSession
 		sum := r.sum
 		require.Equal(t, map[string]int{"CANCELLED": 40}, sum.Outcomes, "processes %d: every request accounted for, sent or not", procs)
 		require.Equal(t, 40, sum.Errors["CANCELLED"].Count)
-		require.Equal(t, storm.VerdictStopped, sum.Verdict.Verdict)
+		require.Equal(t, stormtypes.VerdictStopped, sum.Verdict.Verdict)
 		require.Equal(t, "stopped: 0 answered, 40 cancelled", sum.Verdict.Text)
 		require.GreaterOrEqual(t, sum.Locks.PeakWaiting, 20)
 		// Judged after its own sessions ended: none is left waiting behind the holder.
@@ -226,8 +228,9 @@ func TestStoppingAStormStuckBehindALockAccountsForEveryRequestAndLeavesNoSession
 
 func TestWaitedIsTheRunnersFactForReplaysAndRejectionsAlike(t *testing.T) {
 	t.Parallel()
+	ctx := testdb.Context(t)
 	b := setup(t)
-	for _, via := range []string{storm.ViaInproc, storm.ViaHTTP} {
+	for _, via := range []string{stormtypes.ViaInproc, stormtypes.ViaHTTP} {
 		owner := "uma-" + via
 		holder, _ := b.holdKey(t, owner, "k-wait", kernel.OpCreate(kernel.ModuleNote))
 		var locks latestLocks
@@ -235,7 +238,7 @@ func TestWaitedIsTheRunnersFactForReplaysAndRejectionsAlike(t *testing.T) {
 		env.OnLocks = locks.set
 		spec := createSpec(owner, "k-wait")
 		spec.N, spec.Concurrency, spec.Share, spec.Via = 20, 20, false, via
-		done := make(chan storm.Summary, 1)
+		done := make(chan stormtypes.Summary, 1)
 		go func() {
 			sum, err := storm.Run(ctxFor(t), env, spec, nil)
 			if err != nil {
@@ -246,7 +249,7 @@ func TestWaitedIsTheRunnersFactForReplaysAndRejectionsAlike(t *testing.T) {
 		require.Eventually(t, func() bool { return locks.get().Waiting == 20 }, time.Minute, 5*time.Millisecond, via)
 		// The holder commits its PROCESSING row: every waiter gets IDEMPOTENCY_IN_PROGRESS after
 		// having waited on the unique index, and says so.
-		require.NoError(t, holder.Commit(context.Background()))
+		require.NoError(t, holder.Commit(ctx))
 		sum := <-done
 		require.Equal(t, map[string]int{"IDEMPOTENCY_IN_PROGRESS": 20}, sum.Outcomes, via)
 		require.Equal(t, 20, sum.Waited, "%s: waited on the unique index, as the runner recorded it", via)
@@ -275,7 +278,7 @@ func TestHoldKeepsTheQueueOnTheUniqueIndexWhereTheSamplerSeesIt(t *testing.T) {
 		require.LessOrEqual(t, sum.Locks.PeakWaiting, 29)
 		require.NotNil(t, sum.Locks.PeakAt)
 		require.Greater(t, sum.Locks.Samples, 20, "sampled every %v ms for a second", sum.Locks.EveryMs)
-		require.Equal(t, storm.VerdictAgrees, sum.Verdict.Verdict, sum.Verdict.Text)
+		require.Equal(t, stormtypes.VerdictAgrees, sum.Verdict.Verdict, sum.Verdict.Text)
 		require.InDelta(t, 1000, sum.Storm.HoldMs, 0.001)
 		b.requireStormSessionsGone(t, sum.Storm.ID)
 	}
@@ -297,7 +300,7 @@ func TestATokenOfAnotherOwnerIsRefusedBeforeAnyRequest(t *testing.T) {
 	b := setup(t)
 	url := serveAPI(t, b.k, map[string]string{"tok-wes": "wes", "tok-xia": "xia"})
 	spec := createSpec("xia", "k-token")
-	spec.N, spec.Via, spec.URL = 10, storm.ViaHTTP, url
+	spec.N, spec.Via, spec.URL = 10, stormtypes.ViaHTTP, url
 
 	spec.Token = "tok-wes"
 	_, err := storm.Run(ctxFor(t), b.env, spec, nil)
@@ -315,14 +318,14 @@ func TestATokenOfAnotherOwnerIsRefusedBeforeAnyRequest(t *testing.T) {
 	spec.Token = "tok-xia"
 	sum, err := storm.Run(ctxFor(t), b.env, spec, nil)
 	require.NoError(t, err)
-	require.Equal(t, storm.VerdictAgrees, sum.Verdict.Verdict, sum.Verdict.Text)
+	require.Equal(t, stormtypes.VerdictAgrees, sum.Verdict.Verdict, sum.Verdict.Text)
 }
 
 func TestAWorkerTakesReadOnlyFromItsSessionNeverFromTheJob(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	spec := createSpec("yan", "k-ro")
-	spec.N, spec.Concurrency, spec.Processes, spec.Via = 3, 1, 1, storm.ViaInproc
+	spec.N, spec.Concurrency, spec.Processes, spec.Via = 3, 1, 1, stormtypes.ViaInproc
 	// A hand-made job without readOnly, on a session whose rules say read-only.
 	job, err := json.Marshal(map[string]any{"spec": spec, "indexBase": 0, "dsn": b.db.DSN, "ttl": int64(time.Hour), "memMaxContentLength": 2000})
 	require.NoError(t, err)
@@ -342,9 +345,9 @@ func TestThreeServerProcessesOnOneDatabaseExecuteExactlyOnce(t *testing.T) {
 	for _, share := range []bool{true, false} {
 		owner := fmt.Sprintf("zoe-%v", share)
 		spec := createSpec(owner, "k-servers")
-		spec.N, spec.Via, spec.Servers, spec.Share, spec.Concurrency = 300, storm.ViaHTTP, 3, share, 24
+		spec.N, spec.Via, spec.Servers, spec.Share, spec.Concurrency = 300, stormtypes.ViaHTTP, 3, share, 24
 		var seen atomic.Int64
-		events := make(chan storm.Event, 300)
+		events := make(chan stormtypes.Event, 300)
 		sum, err := storm.Run(ctxFor(t), b.env, spec, events)
 		close(events)
 		for ev := range events {
@@ -362,7 +365,7 @@ func TestThreeServerProcessesOnOneDatabaseExecuteExactlyOnce(t *testing.T) {
 			urls[s.URL] = true
 		}
 		require.Len(t, urls, 3, "three servers")
-		require.Equal(t, storm.VerdictAgrees, sum.Verdict.Verdict, sum.Verdict.Text)
+		require.Equal(t, stormtypes.VerdictAgrees, sum.Verdict.Verdict, sum.Verdict.Text)
 		require.Equal(t, map[string]int{"record": 1, "record_revision": 1, "feature_execution": 0, "audit_event": 1, "idempotency_record": 1},
 			b.ownerRows(t, owner))
 		b.requireStormSessionsGone(t, sum.Storm.ID)
@@ -375,11 +378,11 @@ func TestSeveralURLsShareTheStormRoundRobin(t *testing.T) {
 	tokens := map[string]string{"tok-amy": "amy"}
 	u1, u2 := serveAPI(t, b.k, tokens), serveAPI(t, b.k, tokens)
 	spec := createSpec("amy", "k-urls")
-	spec.N, spec.Via, spec.URLs, spec.Token, spec.Share = 60, storm.ViaHTTP, []string{u1, u2}, "tok-amy", false
+	spec.N, spec.Via, spec.URLs, spec.Token, spec.Share = 60, stormtypes.ViaHTTP, []string{u1, u2}, "tok-amy", false
 	sum, err := storm.Run(ctxFor(t), b.env, spec, nil)
 	require.NoError(t, err)
 	require.Equal(t, 1, sum.Outcomes["EXECUTED"], "%v", sum.Outcomes)
-	require.Equal(t, []storm.ServerSummary{{URL: u1, Requests: 30, Outcomes: sum.ByServer[0].Outcomes}, {URL: u2, Requests: 30, Outcomes: sum.ByServer[1].Outcomes}}, sum.ByServer)
+	require.Equal(t, []stormtypes.ServerSummary{{URL: u1, Requests: 30, Outcomes: sum.ByServer[0].Outcomes}, {URL: u2, Requests: 30, Outcomes: sum.ByServer[1].Outcomes}}, sum.ByServer)
 	require.Equal(t, []string{u1, u2}, sum.Storm.URLs)
-	require.Equal(t, storm.VerdictAgrees, sum.Verdict.Verdict, sum.Verdict.Text)
+	require.Equal(t, stormtypes.VerdictAgrees, sum.Verdict.Verdict, sum.Verdict.Text)
 }

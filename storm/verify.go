@@ -10,16 +10,17 @@ import (
 	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/storm/stormtypes"
 )
 
 // unread records that step could not read the database: the storm is not verified. The reason
 // is coded and worded as every answer is (store.TranslateError), never the driver's text.
-func unread(v *Verified, step string, err error) {
+func unread(v *stormtypes.Verified, step string, err error) {
 	if v.Unread != nil {
 		return
 	}
 	ae := apperr.As(store.TranslateError(fmt.Errorf("%s: %w", step, err)))
-	v.Unread = &Unread{Code: string(ae.Code), Message: ae.Message}
+	v.Unread = &stormtypes.Unread{Code: string(ae.Code), Message: ae.Message}
 }
 
 // keyState is what the database holds for the key at one moment: its row and how many rows
@@ -41,7 +42,7 @@ func (k keyState) String() string {
 
 // readKeyState reads the key's row and counts the revisions, executions and audit events of
 // the storm's operation that carry it.
-func readKeyState(ctx context.Context, db *store.DB, spec Spec) (keyState, error) {
+func readKeyState(ctx context.Context, db *store.DB, spec stormtypes.Spec) (keyState, error) {
 	k := keyState{status: "ABSENT"}
 	owner, key := spec.Owner(), spec.Key()
 	row, err := db.ReadKeyState(ctx, owner, key)
@@ -57,8 +58,8 @@ func readKeyState(ctx context.Context, db *store.DB, spec Spec) (keyState, error
 
 // verify reads the key's rows and checks them against the responses: the result every
 // success points at when some request succeeded, else that the storm wrote nothing.
-func verify(ctx context.Context, db *store.DB, spec Spec, before keyState, results []Event, got []bool, successes int) Verified {
-	v := Verified{KeyStatus: "ABSENT", KeyStatusBefore: before.status}
+func verify(ctx context.Context, db *store.DB, spec stormtypes.Spec, before keyState, results []stormtypes.Event, got []bool, successes int) stormtypes.Verified {
+	v := stormtypes.Verified{KeyStatus: "ABSENT", KeyStatusBefore: before.status}
 	problem := v.AddProblem
 	if successes == 0 {
 		after, err := readKeyState(ctx, db, spec)
@@ -113,7 +114,7 @@ func verify(ctx context.Context, db *store.DB, spec Spec, before keyState, resul
 
 	if response != nil {
 		env, err := idemtype.ParseEnvelope(response)
-		var ref Reference
+		var ref stormtypes.Reference
 		if err == nil && !env.Legacy {
 			err = json.Unmarshal(env.Result, &ref)
 		}
@@ -145,7 +146,7 @@ func verify(ctx context.Context, db *store.DB, spec Spec, before keyState, resul
 	}
 
 	wantRevisions, wantExecutions := 1, 0
-	if spec.Op == OpAction {
+	if spec.Op == stormtypes.OpAction {
 		wantExecutions = 1
 		if len(execs) == 1 && execs[0].Mode != string(kernel.ModeInternal) {
 			wantRevisions = 0 // blocked_external and outbox runs leave the revision where it was

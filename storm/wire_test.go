@@ -10,14 +10,17 @@ import (
 
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/httpapi"
+	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/storm/stormtypes"
+	"github.com/idemwork/idemwork/wire"
 )
 
 // The storm's HTTP target is a client of the API's public contract and carries its own copy of
 // the names it sends and reads; they are the server's.
 func TestTheHTTPTargetSpeaksTheAPIsContract(t *testing.T) {
-	require.Equal(t, httpapi.HeaderIdempotencyKey, headerIdempotencyKey)
-	require.Equal(t, httpapi.HeaderWaited, headerWaited)
+	require.Equal(t, idemtype.HeaderIdempotencyKey, headerIdempotencyKey)
+	require.Equal(t, idemtype.HeaderWaited, headerWaited)
 	require.Equal(t, httpapi.HeaderShare, headerShare)
 
 	summary, title := "s", "t2"
@@ -28,7 +31,7 @@ func TestTheHTTPTargetSpeaksTheAPIsContract(t *testing.T) {
 		dec.DisallowUnknownFields()
 		require.NoError(t, dec.Decode(into), "%s", raw)
 	}
-	method, path, raw, err := httpRequestOf(Spec{Op: OpCreate, Create: kernel.CreateInput{Module: "NOTE", Title: "t", Summary: &summary, Payload: payload}})
+	method, path, raw, err := httpRequestOf(stormtypes.Spec{Op: stormtypes.OpCreate, Create: kernel.CreateInput{Module: "NOTE", Title: "t", Summary: &summary, Payload: payload}})
 	require.NoError(t, err)
 	require.Equal(t, http.MethodPost, method)
 	require.Equal(t, "/v1/modules/NOTE/records", path)
@@ -36,7 +39,7 @@ func TestTheHTTPTargetSpeaksTheAPIsContract(t *testing.T) {
 	strict(raw, &create)
 	require.Equal(t, httpapi.CreateBody{Title: "t", Summary: &summary, Payload: payload}, create)
 
-	method, path, raw, err = httpRequestOf(Spec{Op: OpPatch, Patch: kernel.PatchInput{Module: "NOTE", RecordID: "r1", ExpectRevision: 3, Title: &title}})
+	method, path, raw, err = httpRequestOf(stormtypes.Spec{Op: stormtypes.OpPatch, Patch: kernel.PatchInput{Module: "NOTE", RecordID: "r1", ExpectRevision: 3, Title: &title}})
 	require.NoError(t, err)
 	require.Equal(t, http.MethodPatch, method)
 	require.Equal(t, "/v1/modules/NOTE/records/r1", path)
@@ -44,7 +47,7 @@ func TestTheHTTPTargetSpeaksTheAPIsContract(t *testing.T) {
 	strict(raw, &patch)
 	require.Equal(t, httpapi.PatchBody{ExpectRevision: 3, Title: &title}, patch)
 
-	method, path, raw, err = httpRequestOf(Spec{Op: OpAction, Action: kernel.FeatureInput{Module: "NOTE", RecordID: "r1", FeatureID: "F01", Input: payload}})
+	method, path, raw, err = httpRequestOf(stormtypes.Spec{Op: stormtypes.OpAction, Action: kernel.FeatureInput{Module: "NOTE", RecordID: "r1", FeatureID: "F01", Input: payload}})
 	require.NoError(t, err)
 	require.Equal(t, http.MethodPost, method)
 	require.Equal(t, "/v1/modules/NOTE/records/r1/features/F01", path)
@@ -58,8 +61,8 @@ func TestTheHTTPTargetSpeaksTheAPIsContract(t *testing.T) {
 	require.NoError(t, json.Unmarshal(who, &w))
 	require.Equal(t, "alice", w.Owner)
 
-	eb, err := json.Marshal(httpapi.ErrorBody{Error: httpapi.ErrorDetail{Code: apperr.RevisionConflict, Status: 409, Message: "stale"}})
+	eb, err := json.Marshal(wire.ErrorBody{Error: wire.ErrorDetail{Code: apperr.RevisionConflict, Status: 409, Message: "stale"}})
 	require.NoError(t, err)
 	ev := eventOfHTTP(409, eb)
-	require.Equal(t, Event{Outcome: string(apperr.RevisionConflict), Err: "stale", Status: 409}, ev)
+	require.Equal(t, stormtypes.Event{Outcome: string(apperr.RevisionConflict), Err: "stale", Status: 409}, ev)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/idemwork/idemwork/idem"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/storm/stormtypes"
 	"github.com/idemwork/idemwork/wire"
 )
 
@@ -60,9 +61,9 @@ type WorkerSession struct {
 
 // workerJob is what the parent tells a child.
 type workerJob struct {
-	Role      string `json:"role,omitempty"`
-	Spec      Spec   `json:"spec"` // for a firing child N is its share and Processes is 1
-	IndexBase int    `json:"indexBase"`
+	Role      string          `json:"role,omitempty"`
+	Spec      stormtypes.Spec `json:"spec"` // for a firing child N is its share and Processes is 1
+	IndexBase int             `json:"indexBase"`
 	// DSN is used only when the host's session names none (test binaries).
 	DSN string `json:"dsn,omitempty"`
 	// ReadOnly can only add to the host's session rules.
@@ -89,13 +90,13 @@ type workerJob struct {
 }
 
 // rawFields are Spec's JSON-document fields by name.
-func rawFields(s *Spec) map[string]*json.RawMessage {
+func rawFields(s *stormtypes.Spec) map[string]*json.RawMessage {
 	return map[string]*json.RawMessage{"create.payload": &s.Create.Payload, "patch.payload": &s.Patch.Payload, "action.input": &s.Action.Input}
 }
 
 // newWorkerJob is the job of a child of the storm run by r: the parent's rules and kernel
 // settings, role and spec filled in by the caller.
-func newWorkerJob(s Spec, env Env) workerJob {
+func newWorkerJob(s stormtypes.Spec, env Env) workerJob {
 	j := workerJob{Spec: s, DSN: env.DSN}
 	for name, f := range rawFields(&j.Spec) {
 		if *f == nil {
@@ -125,11 +126,11 @@ func (j *workerJob) restoreNilRaw() {
 
 // workerMsg is one line a child prints.
 type workerMsg struct {
-	T     string `json:"t"` // ready | listening | event | error | done
-	PID   int    `json:"pid,omitempty"`
-	Event *Event `json:"e,omitempty"`
-	Msg   string `json:"msg,omitempty"`
-	URL   string `json:"url,omitempty"`
+	T     string            `json:"t"` // ready | listening | event | error | done
+	PID   int               `json:"pid,omitempty"`
+	Event *stormtypes.Event `json:"e,omitempty"`
+	Msg   string            `json:"msg,omitempty"`
+	URL   string            `json:"url,omitempty"`
 	// Code is an error line's code (its Msg is the message without it): the parent answers a
 	// child that could not get ready with it, not with INTERNAL.
 	Code apperr.Code `json:"code,omitempty"`
@@ -189,7 +190,7 @@ func serveWorker(ctx context.Context, in io.Reader, w *lineWriter, barrier io.Re
 		return apperr.New(apperr.Internal, "storm-worker: the job has no requests")
 	}
 	var t Target
-	if spec.Via == ViaHTTP {
+	if spec.Via == stormtypes.ViaHTTP {
 		if len(job.URLs) == 0 {
 			return apperr.New(apperr.Internal, "storm-worker: the job names no server")
 		}
@@ -219,7 +220,7 @@ func serveWorker(ctx context.Context, in io.Reader, w *lineWriter, barrier io.Re
 	var parked, wg sync.WaitGroup
 	parked.Add(spec.Concurrency)
 	wg.Go(func() {
-		fire(fctx, spec.N, spec.Concurrency, job.IndexBase, pid, t, &parked, release, func(ev Event) {
+		fire(fctx, spec.N, spec.Concurrency, job.IndexBase, pid, t, &parked, release, func(ev stormtypes.Event) {
 			w.send(workerMsg{T: "event", Event: &ev})
 		})
 	})

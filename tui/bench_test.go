@@ -20,8 +20,8 @@ import (
 
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/internal/tuitest"
+	"github.com/idemwork/idemwork/internal/uictx"
 	"github.com/idemwork/idemwork/tui"
-	"github.com/idemwork/idemwork/tui/shared"
 )
 
 const benchOwner = "big"
@@ -186,7 +186,7 @@ func BenchmarkKeypressToFrame(b *testing.B) {
 		{"Audit1M", keys("4"), scroll},
 		{"Timeline1M", keys("5"), scroll},
 		{"KeyDetail", append(keys("2"), key("enter")), keys("j", "j", "l", "j", "h", "k")},
-		{"RecordDetail60KBx200revs", []tea.Msg{shared.JumpMsg{Kind: shared.JumpRecord, Module: "NOTE", ID: "01JBXG00000000000000000000"}},
+		{"RecordDetail60KBx200revs", []tea.Msg{uictx.JumpMsg{Kind: uictx.JumpRecord, Module: "NOTE", ID: "01JBXG00000000000000000000"}},
 			keys("k", "k", "j", "2", "k", "l", "j", "j", "h", "1", "k", " ", "k")},
 	}
 	for _, c := range cases {
@@ -211,7 +211,7 @@ func BenchmarkFrame(b *testing.B) {
 			b.Run(fmt.Sprintf("mode%s/%s", mode, rec.name), func(b *testing.B) {
 				m := tui.New(bundle.Ctx, bundle.Backend)
 				m.Update(tea.WindowSizeMsg{Width: 120, Height: 40})
-				tuitest.Settle(b, tuitest.Updater(m), cmdOf(m.Update(shared.JumpMsg{Kind: shared.JumpRecord, Module: "NOTE", ID: rec.id})))
+				tuitest.Settle(b, tuitest.Updater(m), cmdOf(m.Update(uictx.JumpMsg{Kind: uictx.JumpRecord, Module: "NOTE", ID: rec.id})))
 				tuitest.Settle(b, tuitest.Updater(m), cmdOf(m.Update(key(mode))))
 				b.ReportAllocs()
 				b.ResetTimer()
@@ -246,7 +246,7 @@ func (f *firstOutput) Write(p []byte) (int, error) {
 // BenchmarkColdFirstFrame times a program's start until its output says what it prepares,
 // with the database still opening (it never finishes here): the first frame must not wait.
 func BenchmarkColdFirstFrame(b *testing.B) {
-	styles := shared.NewStyles(shared.DefaultTheme())
+	styles := uictx.NewStyles(uictx.DefaultTheme())
 	var l latencies
 	for i := 0; i < b.N; i++ {
 		out := &firstOutput{want: "creating the database cluster", at: make(chan time.Time, 1)}

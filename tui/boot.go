@@ -11,14 +11,14 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/idemwork/idemwork/internal/termsafe"
-	"github.com/idemwork/idemwork/tui/shared"
+	"github.com/idemwork/idemwork/internal/uictx"
 	"github.com/idemwork/idemwork/views"
 )
 
 // BootResult is what opening the database gave: the program context and the views' readers and
 // writers, or why it failed.
 type BootResult struct {
-	Ctx     *shared.ProgramContext
+	Ctx     *uictx.ProgramContext
 	Backend views.Backend
 	// Notice is what the user should know that did not stop the opening (demo data left
 	// unseeded); the workbench opens with it in its status line.
@@ -30,8 +30,8 @@ type BootResult struct {
 // so the terminal says what is being prepared from the very first frame ("creating the database
 // cluster…") while the database opens elsewhere; then Boot hands over to the workbench.
 type Boot struct {
-	styles        shared.Styles
-	keys          shared.GlobalKeys // q and ctrl+c quit while the database is prepared
+	styles        uictx.Styles
+	keys          uictx.GlobalKeys // q and ctrl+c quit while the database is prepared
 	stage         string
 	done          <-chan BootResult
 	notice        string
@@ -48,8 +48,8 @@ type bootDoneMsg BootResult
 type bootTickMsg struct{}
 
 // NewBoot shows stage until done delivers the program context.
-func NewBoot(styles shared.Styles, stage string, done <-chan BootResult) *Boot {
-	return &Boot{styles: styles, keys: shared.DefaultKeys().Global, stage: stage, done: done, started: time.Now()}
+func NewBoot(styles uictx.Styles, stage string, done <-chan BootResult) *Boot {
+	return &Boot{styles: styles, keys: uictx.DefaultKeys().Global, stage: stage, done: done, started: time.Now()}
 }
 
 // Err is why the database could not be opened (nil when it was, or when the user quit first).
@@ -95,7 +95,7 @@ func (b *Boot) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		b.model.Clipboard = b.Clipboard
 		cmds := []tea.Cmd{b.model.Init()}
 		if b.notice = msg.Notice; b.notice != "" {
-			notice := shared.StatusMsg{Text: b.notice, Error: true}
+			notice := uictx.StatusMsg{Text: b.notice, Error: true}
 			cmds = append(cmds, func() tea.Msg { return notice })
 		}
 		if b.width > 0 {

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemwork/idemwork/internal/tuitest"
-	"github.com/idemwork/idemwork/tui/shared"
+	"github.com/idemwork/idemwork/internal/uictx"
 )
 
 // screenLines is the frame as plain text, one string a line.
@@ -34,7 +34,7 @@ func TestAStatusLongerThanTheLineWrapsOntoMoreLinesAndIsNotCut(t *testing.T) {
 	settleModel(t, m, m.Init())
 	notice := `demo data is not fully seeded: SNAPSHOT_INTEGRITY_VIOLATION: stored envelope carries an unknown field "unknownField" ` +
 		`(the workbench opens without it; idemwork verify --owner alice names what is wrong)`
-	m.Update(shared.StatusMsg{Text: notice, Error: true})
+	m.Update(uictx.StatusMsg{Text: notice, Error: true})
 	lines := screenLines(t, m.View(), 80, 24)
 	var status []string
 	for _, l := range lines[len(lines)-3:] {
@@ -45,7 +45,7 @@ func TestAStatusLongerThanTheLineWrapsOntoMoreLinesAndIsNotCut(t *testing.T) {
 	require.Contains(t, lines[1], "Records of alice", "the body starts where it did")
 
 	// Once it is gone, the body has its lines back.
-	m.Update(shared.StatusMsg{Text: "copied x"})
+	m.Update(uictx.StatusMsg{Text: "copied x"})
 	lines = screenLines(t, m.View(), 80, 24)
 	require.Equal(t, " copied x", strings.TrimRight(lines[23], " "))
 	require.Contains(t, lines[22], "? help")
@@ -55,7 +55,7 @@ func TestAStatusLongerThanTheLineWrapsOntoMoreLinesAndIsNotCut(t *testing.T) {
 func TestAStatusLongerThanItsLinesEndsInAnEllipsis(t *testing.T) {
 	t.Parallel()
 	m, _ := newModel(t, 80, 24)
-	m.Update(shared.StatusMsg{Text: strings.Repeat("word ", 200) + "END"})
+	m.Update(uictx.StatusMsg{Text: strings.Repeat("word ", 200) + "END"})
 	lines := screenLines(t, m.View(), 80, 24)
 	last := strings.TrimRight(lines[23], " ")
 	require.True(t, strings.HasSuffix(last, "…"), "%q", last)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/internal/termsafe"
-	"github.com/idemwork/idemwork/tui/shared"
+	"github.com/idemwork/idemwork/internal/uictx"
 	"github.com/idemwork/idemwork/views"
 )
 
@@ -22,7 +22,7 @@ import (
 // to its kind ("embedded /…", the host), then the MEM-001 limit and the time go, and only then
 // a long owner is cut. A line still too long ends in "…". cat says the live MEM-001 limit
 // (nil: not shown).
-func header(ctx *shared.ProgramContext, cat views.Catalog, width int) string {
+func header(ctx *uictx.ProgramContext, cat views.Catalog, width int) string {
 	s := ctx.Styles
 	c := ctx.Conn
 	conn := termsafe.Line(c.Display)
@@ -104,14 +104,18 @@ func header(ctx *shared.ProgramContext, cat views.Catalog, width int) string {
 }
 
 // connFloor is how short the connection may get: its first word (embedded, or the host) and a
-// little of what follows, marked cut.
+// little of what follows, marked cut — but never more than maxConnFloor cells, so a long host
+// (a socket directory's path) cannot push the mode off the line.
 func connFloor(conn string) int {
 	first, _, more := strings.Cut(conn, " ")
 	if !more {
-		return ansi.StringWidth(first)
+		return min(ansi.StringWidth(first), maxConnFloor)
 	}
-	return min(ansi.StringWidth(first)+3, ansi.StringWidth(conn))
+	return min(ansi.StringWidth(first)+3, ansi.StringWidth(conn), maxConnFloor)
 }
+
+// maxConnFloor bounds connFloor: enough of a host to recognise it.
+const maxConnFloor = 24
 
 // cutTo cuts s to w cells, marking the cut with "…".
 func cutTo(s string, w int) string {

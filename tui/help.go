@@ -8,7 +8,7 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
 
-	"github.com/idemwork/idemwork/tui/shared"
+	"github.com/idemwork/idemwork/internal/uictx"
 	"github.com/idemwork/idemwork/views"
 )
 
@@ -20,7 +20,7 @@ type helpOverlay struct {
 	model help.Model
 }
 
-func newHelpOverlay(s shared.Styles) helpOverlay {
+func newHelpOverlay(s uictx.Styles) helpOverlay {
 	h := help.New()
 	h.ShortSeparator = " · "
 	h.FullSeparator = "   "
@@ -37,7 +37,7 @@ func newHelpOverlay(s shared.Styles) helpOverlay {
 }
 
 // globalGroups are the keys that act in every view, as the overlay's columns.
-func globalGroups(g shared.GlobalKeys) [][]key.Binding {
+func globalGroups(g uictx.GlobalKeys) [][]key.Binding {
 	return [][]key.Binding{
 		{g.Filter, g.Jump, g.Owner, g.Rules, g.Copy},
 		{g.NextFocus, g.PrevFocus, g.Help, g.Quit, g.ForceQuit},
@@ -46,7 +46,7 @@ func globalGroups(g shared.GlobalKeys) [][]key.Binding {
 }
 
 // navigatorGroups are the keys of the focused navigator.
-func navigatorGroups(k shared.ShellKeys) [][]key.Binding {
+func navigatorGroups(k uictx.ShellKeys) [][]key.Binding {
 	return [][]key.Binding{{k.NavUp, k.NavDown, k.NavLeave}}
 }
 
@@ -54,7 +54,7 @@ func navigatorGroups(k shared.ShellKeys) [][]key.Binding {
 // global keys. Each group is a column (bubbles/help's full view) where the columns fit the
 // space; where they do not (80×24), each group flows over lines of "key desc · key desc"
 // (bubbles/help's short view), so every key is still on screen.
-func (o *helpOverlay) view(s shared.Styles, km shared.KeyMap, v views.View, w, h int) string {
+func (o *helpOverlay) view(s uictx.Styles, km uictx.KeyMap, v views.View, w, h int) string {
 	inner := w - s.Modal.GetHorizontalFrameSize()
 	layout := func(lay func([][]key.Binding, int) []string) []string {
 		lines := []string{s.Title.Render("In " + v.Title())}

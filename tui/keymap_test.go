@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemwork/idemwork/internal/tuitest"
+	"github.com/idemwork/idemwork/internal/uictx"
 	"github.com/idemwork/idemwork/tui"
-	"github.com/idemwork/idemwork/tui/shared"
 	"github.com/idemwork/idemwork/views"
 )
 
@@ -31,7 +31,7 @@ type keyState struct {
 func keyStates() []keyState {
 	var states []keyState
 	for i := 0; i < 10; i++ {
-		d := shared.ViewDigit(i)
+		d := uictx.ViewDigit(i)
 		states = append(states, keyState{"view " + d, []string{d}})
 	}
 	return append(states,
@@ -90,7 +90,7 @@ func collisions(active []kb.Binding) []string {
 // which it matches before the view (all but the digits, which yield to a digit the view shows
 // in its footer), and the view's own; while the view takes the keys for a field, only ctrl+c
 // stays the shell's.
-func activeKeys(km shared.KeyMap, v views.View) []kb.Binding {
+func activeKeys(km uictx.KeyMap, v views.View) []kb.Binding {
 	g := km.Global
 	shell := []kb.Binding{g.ForceQuit}
 	if !v.Capturing() {
@@ -102,7 +102,7 @@ func activeKeys(km shared.KeyMap, v views.View) []kb.Binding {
 
 // shadowedDigits names the view's bindings on a digit that the shell would take to switch
 // views: a view owns a digit only by showing it in its footer.
-func shadowedDigits(km shared.KeyMap, v views.View) []string {
+func shadowedDigits(km uictx.KeyMap, v views.View) []string {
 	if v.Capturing() {
 		return nil
 	}
@@ -120,7 +120,7 @@ func shadowedDigits(km shared.KeyMap, v views.View) []string {
 
 func TestNoTwoKeysActiveInOneViewCollide(t *testing.T) {
 	t.Parallel()
-	km := shared.DefaultKeys()
+	km := uictx.DefaultKeys()
 	for _, st := range keyStates() {
 		m := enter(t, 120, 40, st)
 		v := m.Active()
@@ -134,7 +134,7 @@ func TestNoTwoKeysActiveInOneViewCollide(t *testing.T) {
 // key, or a digit kept out of the footer, are found.
 func TestTheCollisionCheckFindsAKeyClaimedTwice(t *testing.T) {
 	t.Parallel()
-	km := shared.DefaultKeys()
+	km := uictx.DefaultKeys()
 	ref := kb.NewBinding(kb.WithKeys("R"), kb.WithHelp("R", "reload"))
 	require.Len(t, collisions([]kb.Binding{km.Global.Rules, ref}), 1, "R is the rules form everywhere")
 	require.Len(t, collisions([]kb.Binding{km.Records.Module, kb.NewBinding(kb.WithKeys("m"), kb.WithHelp("m", "mark"))}), 1)
@@ -158,7 +158,7 @@ func helpShows(screen string, b kb.Binding) bool {
 
 func TestTheHelpShowsEveryKeyOfTheFocusedViewAndTheGlobalKeys(t *testing.T) {
 	t.Parallel()
-	km := shared.DefaultKeys()
+	km := uictx.DefaultKeys()
 	var global []kb.Binding
 	gv := reflect.ValueOf(km.Global)
 	for i := 0; i < gv.NumField(); i++ {
@@ -191,7 +191,7 @@ func TestTheHelpShowsEveryKeyOfTheFocusedViewAndTheGlobalKeys(t *testing.T) {
 // the prompt's enter and esc and the help's own esc are said in words.
 func TestEveryBindingOfTheKeyMapIsShownWhereItActs(t *testing.T) {
 	t.Parallel()
-	km := shared.DefaultKeys()
+	km := uictx.DefaultKeys()
 	var shown []kb.Binding
 	for _, st := range keyStates() {
 		v := enter(t, 120, 40, st).Active()

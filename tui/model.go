@@ -20,7 +20,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/idemwork/idemwork/internal/termsafe"
-	"github.com/idemwork/idemwork/tui/shared"
+	"github.com/idemwork/idemwork/internal/uictx"
 	"github.com/idemwork/idemwork/views"
 )
 
@@ -33,7 +33,7 @@ const (
 
 // Model is the root model.
 type Model struct {
-	ctx     *shared.ProgramContext
+	ctx     *uictx.ProgramContext
 	backend views.Backend
 	views   []views.View
 	active  int
@@ -52,7 +52,7 @@ type Model struct {
 	statusAt   time.Time
 
 	width, height int
-	// dbDown is true while the session's database cannot be reached (shared.Health): the status
+	// dbDown is true while the session's database cannot be reached (uictx.Health): the status
 	// line says so until it can, and r reads every view again (refreshedAt: when it last did).
 	dbDown      bool
 	refreshedAt time.Time
@@ -71,7 +71,7 @@ type Clipboard interface {
 type tickMsg time.Time
 
 // New builds the shell over a program context, its views reading and writing through b.
-func New(ctx *shared.ProgramContext, b views.Backend) *Model {
+func New(ctx *uictx.ProgramContext, b views.Backend) *Model {
 	m := &Model{ctx: ctx, backend: b, help: newHelpOverlay(ctx.Styles)}
 	m.records = views.NewRecords(ctx, b.Records)
 	m.keys = views.NewKeys(ctx, b.Keys)
@@ -185,7 +185,7 @@ func (m *Model) watchHealth() tea.Cmd {
 	if time.Since(m.refreshedAt) < 2*time.Second {
 		return status(said, false) // the r that found it back read every view already
 	}
-	return tea.Batch(status(said, false), m.broadcast(shared.DataChangedMsg{}))
+	return tea.Batch(status(said, false), m.broadcast(uictx.DataChangedMsg{}))
 }
 
 func (m *Model) update(msg tea.Msg) (tea.Model, tea.Cmd) {
@@ -199,14 +199,14 @@ func (m *Model) update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			m.setStatus("", false)
 		}
 		return m, tea.Batch(tick(), m.broadcast(views.TickMsg{}))
-	case shared.StatusMsg:
+	case uictx.StatusMsg:
 		m.setStatus(msg.Text, msg.Error)
 		return m, nil
-	case shared.OwnerChangedMsg, shared.DataChangedMsg:
+	case uictx.OwnerChangedMsg, uictx.DataChangedMsg:
 		return m, m.broadcast(msg)
-	case shared.JumpMsg:
+	case uictx.JumpMsg:
 		return m, m.jump(msg)
-	case shared.OpenFormMsg:
+	case uictx.OpenFormMsg:
 		if m.ctx.ReadOnly() && msg.Kind != "rules" {
 			return m, status(m.ctx.ReadOnlyMessage(), true)
 		}
@@ -214,7 +214,7 @@ func (m *Model) update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		w, h := m.bodySize()
 		m.form.SetSize(w, h)
 		return m, m.form.Init()
-	case shared.OpenStormMsg:
+	case uictx.OpenStormMsg:
 		m.storm.Prepare(msg)
 		m.nav.focused = false
 		return m, m.switchTo(m.indexOf(m.storm))
@@ -237,7 +237,7 @@ func (m *Model) update(msg tea.Msg) (tea.Model, tea.Cmd) {
 }
 
 func status(text string, isErr bool) tea.Cmd {
-	return func() tea.Msg { return shared.StatusMsg{Text: text, Error: isErr} }
+	return func() tea.Msg { return uictx.StatusMsg{Text: text, Error: isErr} }
 }
 
 func (m *Model) broadcast(msg tea.Msg) tea.Cmd {
@@ -248,12 +248,12 @@ func (m *Model) broadcast(msg tea.Msg) tea.Cmd {
 	return tea.Batch(cmds...)
 }
 
-func (m *Model) jump(msg shared.JumpMsg) tea.Cmd {
+func (m *Model) jump(msg uictx.JumpMsg) tea.Cmd {
 	m.nav.focused, m.help.shown = false, false
 	switch msg.Kind {
-	case shared.JumpRecord:
+	case uictx.JumpRecord:
 		return tea.Batch(m.switchTo(m.indexOf(m.records)), m.records.OpenRecord(msg.Module, msg.ID))
-	case shared.JumpKey:
+	case uictx.JumpKey:
 		return tea.Batch(m.switchTo(m.indexOf(m.keys)), m.keys.OpenKey(msg.ID))
 	}
 	return nil
@@ -306,7 +306,7 @@ func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 	}
 	// A digit switches views wherever no text field has the keys: over the help, and in a form or
 	// the storm's settings on a choice field (the form closes, as esc closes it).
-	digit, _ := shared.ViewIndex(msg.String())
+	digit, _ := uictx.ViewIndex(msg.String())
 	isDigit := msg.Type == tea.KeyRunes && !msg.Paste && key.Matches(msg, g.Views) && digit < len(m.views)
 	if m.form != nil {
 		if isDigit && !m.form.TextFocused() {
@@ -345,13 +345,16 @@ func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 		if sv, ok := v.(views.Searcher); ok {
 			return m.openPrompt(promptSearch, "search "+v.Title()+": "+sv.SearchHint(), sv.Query())
 		}
-		return m.openPrompt(promptFilter, v.Title()+" filter (the rows on screen)", "")
+		if _, ok := v.(views.Filterer); ok {
+			return m.openPrompt(promptFilter, v.Title()+" filter (the rows on screen)", "")
+		}
+		return status(v.Title()+" has no rows to filter or search", false)
 	case key.Matches(msg, g.Jump):
 		return m.openPrompt(promptJump, "jump to (owner O | key K | record ID)", "")
 	case key.Matches(msg, g.Owner):
 		return m.openPrompt(promptOwner, "owner", m.ctx.Owner)
 	case key.Matches(msg, g.Rules):
-		return func() tea.Msg { return shared.OpenFormMsg{Kind: "rules"} }
+		return func() tea.Msg { return uictx.OpenFormMsg{Kind: "rules"} }
 	case key.Matches(msg, g.ClockFwd):
 		return m.moveClock(time.Hour)
 	case key.Matches(msg, g.ClockBack):
@@ -368,7 +371,7 @@ func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 		if i, ok := m.nav.key(m.ctx.Keys.Shell, msg, m.active, len(m.views)); ok {
 			return m.switchTo(i)
 		}
-		if i, ok := shared.ViewIndex(msg.String()); ok && key.Matches(msg, g.Views) && i < len(m.views) {
+		if i, ok := uictx.ViewIndex(msg.String()); ok && key.Matches(msg, g.Views) && i < len(m.views) {
 			return m.switchTo(i)
 		}
 		return nil
@@ -376,13 +379,13 @@ func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 	if m.dbDown && key.Matches(msg, m.ctx.Keys.List.Refresh) {
 		// One r reads every view again (each would otherwise need its own).
 		m.refreshedAt = time.Now()
-		return tea.Batch(status("reading every view again…", false), m.broadcast(shared.DataChangedMsg{}))
+		return tea.Batch(status("reading every view again…", false), m.broadcast(uictx.DataChangedMsg{}))
 	}
 	// Digits switch views directly (1-9, and 0 for the tenth), except a digit the focused view
 	// has a key of its own for, shown in its footer: 1-3 inside an open record choose its pane,
 	// 0 in Outbox clears the provider's failures.
 	if key.Matches(msg, g.Views) && !ownsKey(v, msg) {
-		if i, ok := shared.ViewIndex(msg.String()); ok && i < len(m.views) {
+		if i, ok := uictx.ViewIndex(msg.String()); ok && i < len(m.views) {
 			return m.switchTo(i)
 		}
 	}
@@ -432,9 +435,9 @@ func (m *Model) copySelection() tea.Cmd {
 	return func() tea.Msg {
 		where, err := c.Copy(sel)
 		if err != nil {
-			return shared.StatusMsg{Text: "y: " + what + " was not copied: " + err.Error(), Error: true}
+			return uictx.StatusMsg{Text: "y: " + what + " was not copied: " + err.Error(), Error: true}
 		}
-		return shared.StatusMsg{Text: "y: " + what + ": " + where}
+		return uictx.StatusMsg{Text: "y: " + what + ": " + where}
 	}
 }
 

@@ -14,8 +14,8 @@ import (
 
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/internal/tuitest"
+	"github.com/idemwork/idemwork/internal/uictx"
 	"github.com/idemwork/idemwork/tui"
-	"github.com/idemwork/idemwork/tui/shared"
 )
 
 func TestMain(m *testing.M) {
@@ -197,7 +197,7 @@ func TestSlashSearchesTheDatabaseAsYouType(t *testing.T) {
 func TestWhateverAViewLetsThroughOnlyStylingReachesTheTerminal(t *testing.T) {
 	t.Parallel()
 	m, _ := newModel(t, 120, 40)
-	m.Update(shared.StatusMsg{Text: "evil \x1b[2J\x1b]52;c;aGk=\x07 done"})
+	m.Update(uictx.StatusMsg{Text: "evil \x1b[2J\x1b]52;c;aGk=\x07 done"})
 	screen := m.View()
 	require.NotContains(t, screen, "\x1b[2J")
 	require.NotContains(t, screen, "\x1b]52")
@@ -207,7 +207,7 @@ func TestWhateverAViewLetsThroughOnlyStylingReachesTheTerminal(t *testing.T) {
 func TestTheFirstFrameSaysWhatIsBeingPrepared(t *testing.T) {
 	t.Parallel()
 	done := make(chan tui.BootResult)
-	boot := tui.NewBoot(shared.NewStyles(shared.DefaultTheme()), "creating the database cluster in /x (first run: initdb takes a few seconds)…", done)
+	boot := tui.NewBoot(uictx.NewStyles(uictx.DefaultTheme()), "creating the database cluster in /x (first run: initdb takes a few seconds)…", done)
 	require.Contains(t, boot.View(), "creating the database cluster in /x", "before the terminal's size is known")
 	boot.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
 	require.Contains(t, boot.View(), "creating the database cluster")
@@ -242,7 +242,7 @@ func TestJumpToAnOwnerSwitchesEveryView(t *testing.T) {
 	}
 	_, cmd = m.Update(key("enter"))
 	msg := cmd()
-	st, ok := msg.(shared.StatusMsg)
+	st, ok := msg.(uictx.StatusMsg)
 	require.True(t, ok, "%T", msg)
 	require.True(t, st.Error)
 	require.Contains(t, st.Text, "VALIDATION_FAILED")
@@ -287,8 +287,8 @@ func TestAReadOnlySessionRefusesWritesWithAClearMessage(t *testing.T) {
 	m, b := newModel(t, 120, 40)
 	b.Ctx.Conn.ReadOnly = true
 	require.Contains(t, m.View(), "READ-ONLY")
-	_, cmd := m.Update(shared.OpenFormMsg{Kind: "create", Module: "NOTE"})
-	st := cmd().(shared.StatusMsg)
+	_, cmd := m.Update(uictx.OpenFormMsg{Kind: "create", Module: "NOTE"})
+	st := cmd().(uictx.StatusMsg)
 	require.True(t, st.Error)
 	require.Contains(t, st.Text, "READ_ONLY")
 }
@@ -307,7 +307,7 @@ func TestInsideAnOpenRecordOneToThreeChoosePanesAndOtherDigitsSwitchViews(t *tes
 	t.Parallel()
 	m, b := newModel(t, 120, 40)
 	tuitest.SeedFixed(t, b)
-	m.Update(shared.JumpMsg{Kind: shared.JumpRecord, Module: "NOTE", ID: tuitest.NoteID})
+	m.Update(uictx.JumpMsg{Kind: uictx.JumpRecord, Module: "NOTE", ID: tuitest.NoteID})
 	m.Update(key("2"))
 	require.Equal(t, "Records", m.ActiveTitle(), "2 picks the diff pane of the open record")
 	m.Update(key("6"))
@@ -342,14 +342,14 @@ func TestDigitsSwitchViewsUnlessATextFieldHasTheKeys(t *testing.T) {
 	m.Update(key("esc"))
 
 	m.Update(key("1"))
-	m.Update(shared.OpenFormMsg{Kind: "create", Module: "NOTE"}) // on Module, a choice
+	m.Update(uictx.OpenFormMsg{Kind: "create", Module: "NOTE"}) // on Module, a choice
 	require.Contains(t, m.View(), "Create a record")
 	m.Update(key("3"))
 	require.Equal(t, "Executions", m.ActiveTitle(), "a form on a choice field")
 	require.NotContains(t, m.View(), "Create a record", "the form closed")
 
 	m.Update(key("1"))
-	m.Update(shared.OpenFormMsg{Kind: "create", Module: "NOTE"})
+	m.Update(uictx.OpenFormMsg{Kind: "create", Module: "NOTE"})
 	m.Update(key("tab")) // Idempotency-Key
 	m.Update(key("3"))
 	require.Equal(t, "Records", m.ActiveTitle())
@@ -385,7 +385,7 @@ func TestAChunkOfRunesIsTextInATextFieldNeverAKeyName(t *testing.T) {
 	m.Update(key("esc"))
 
 	m.Update(key("1"))
-	m.Update(shared.OpenFormMsg{Kind: "create", Module: "NOTE"})
+	m.Update(uictx.OpenFormMsg{Kind: "create", Module: "NOTE"})
 	m.Update(key("tab")) // Idempotency-Key
 	m.Update(tea.KeyMsg{Type: tea.KeyCtrlU})
 	m.Update(chunk("tab"))

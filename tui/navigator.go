@@ -8,7 +8,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/ansi"
 
-	"github.com/idemwork/idemwork/tui/shared"
+	"github.com/idemwork/idemwork/internal/uictx"
 	"github.com/idemwork/idemwork/views"
 )
 
@@ -20,7 +20,7 @@ type navigator struct {
 
 // key handles a key while the navigator has the focus: the view to switch to, and whether to
 // switch. Leaving (enter, →) hands the keys back to the view.
-func (n *navigator) key(k shared.ShellKeys, msg tea.KeyMsg, active, count int) (int, bool) {
+func (n *navigator) key(k uictx.ShellKeys, msg tea.KeyMsg, active, count int) (int, bool) {
 	switch {
 	case key.Matches(msg, k.NavUp):
 		return (active + count - 1) % count, true
@@ -43,12 +43,12 @@ func (n *navigator) click(msg tea.MouseMsg, y, count int) (int, bool) {
 }
 
 // view draws the navigator h lines high.
-func (n *navigator) view(s shared.Styles, vs []views.View, active, h int) string {
+func (n *navigator) view(s uictx.Styles, vs []views.View, active, h int) string {
 	lines := make([]string, 0, h)
 	for i, v := range vs {
 		// The active view is marked in the text too (NO_COLOR, plain captures): ">" when the view
 		// has the keys, "»" when the navigator has them.
-		digit := shared.ViewDigit(i)
+		digit := uictx.ViewDigit(i)
 		label := fmt.Sprintf("  %s %s", digit, v.Title())
 		st := s.NavItem
 		if i == active {

@@ -10,7 +10,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/idemwork/idemwork/idem/idemtype"
-	"github.com/idemwork/idemwork/tui/shared"
+	"github.com/idemwork/idemwork/internal/uictx"
 	"github.com/idemwork/idemwork/views"
 )
 
@@ -63,7 +63,7 @@ func (m *Model) updatePrompt(msg tea.KeyMsg) tea.Cmd {
 		m.prompt = nil
 		switch p.kind {
 		case promptFilter:
-			m.views[m.active].SetFilter("")
+			m.setFilter("")
 		case promptSearch:
 			// esc leaves search: every row again.
 			if sv, ok := m.views[m.active].(views.Searcher); ok && sv.Query() != "" {
@@ -80,7 +80,7 @@ func (m *Model) updatePrompt(msg tea.KeyMsg) tea.Cmd {
 	p.input, cmd = p.input.Update(msg)
 	switch {
 	case p.kind == promptFilter:
-		m.views[m.active].SetFilter(p.input.Value())
+		m.setFilter(p.input.Value())
 	case p.kind == promptSearch && p.input.Value() != before:
 		p.seq++
 		seq := p.seq
@@ -102,7 +102,7 @@ func (m *Model) searchTick(msg searchTickMsg) tea.Cmd {
 func (m *Model) submitPrompt(kind promptKind, value string) tea.Cmd {
 	switch kind {
 	case promptFilter:
-		m.views[m.active].SetFilter(value)
+		m.setFilter(value)
 		return nil
 	case promptSearch:
 		// enter keeps what typing already searched; it searches only what was not yet asked.
@@ -120,17 +120,17 @@ func (m *Model) submitPrompt(kind promptKind, value string) tea.Cmd {
 	case "owner", "o":
 		return m.setOwner(rest)
 	case "key", "k":
-		return m.jump(shared.JumpMsg{Kind: shared.JumpKey, ID: rest})
+		return m.jump(uictx.JumpMsg{Kind: uictx.JumpKey, ID: rest})
 	case "record", "r":
-		return m.jump(shared.JumpMsg{Kind: shared.JumpRecord, ID: rest})
+		return m.jump(uictx.JumpMsg{Kind: uictx.JumpRecord, ID: rest})
 	}
 	if value == "" {
 		return nil
 	}
 	if ulidRE.MatchString(value) {
-		return m.jump(shared.JumpMsg{Kind: shared.JumpRecord, ID: value})
+		return m.jump(uictx.JumpMsg{Kind: uictx.JumpRecord, ID: value})
 	}
-	return m.jump(shared.JumpMsg{Kind: shared.JumpKey, ID: value})
+	return m.jump(uictx.JumpMsg{Kind: uictx.JumpKey, ID: value})
 }
 
 func (m *Model) setOwner(owner string) tea.Cmd {
@@ -138,5 +138,13 @@ func (m *Model) setOwner(owner string) tea.Cmd {
 		return status("VALIDATION_FAILED: "+strings.TrimPrefix(err.Error(), "VALIDATION_FAILED: "), true)
 	}
 	m.ctx.Owner = owner
-	return tea.Batch(status("owner is now "+owner, false), m.broadcast(shared.OwnerChangedMsg{}))
+	return tea.Batch(status("owner is now "+owner, false), m.broadcast(uictx.OwnerChangedMsg{}))
+}
+
+// setFilter narrows the active view's rows, when it is a Filterer (only those open the filter
+// prompt).
+func (m *Model) setFilter(s string) {
+	if f, ok := m.views[m.active].(views.Filterer); ok {
+		f.SetFilter(s)
+	}
 }

@@ -18,11 +18,11 @@ import (
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/internal/tuitest"
+	"github.com/idemwork/idemwork/internal/uictx"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/storm/stormtypes"
 	"github.com/idemwork/idemwork/tui"
-	"github.com/idemwork/idemwork/tui/shared"
 	"github.com/idemwork/idemwork/views"
 )
 
@@ -364,7 +364,7 @@ func TestTheOutboxReadsTheRowAndKeepsItsSelection(t *testing.T) {
 	first := selectedRow(t, m.View())
 
 	notify("n2") // a newer message: the list's first row from now on
-	settleModel(t, m, cmdOf(m.Update(shared.DataChangedMsg{})))
+	settleModel(t, m, cmdOf(m.Update(uictx.DataChangedMsg{})))
 	require.Contains(t, screenText(m), "2 loaded")
 	require.Equal(t, first, selectedRow(t, m.View()), "the same message stays selected, one row down")
 
@@ -380,7 +380,7 @@ func TestTheOutboxReadsTheRowAndKeepsItsSelection(t *testing.T) {
 type unreachable struct {
 	views.RecordReader
 	down   *bool
-	health *shared.Health
+	health *uictx.Health
 	mu     *sync.Mutex
 	reads  *int
 }
@@ -502,7 +502,7 @@ SELECT 'alice', 'old-key-' || lpad(i::text, 4, '0'), 'NOTE:record:create', 'f', 
 func TestTheColdStartKeepsItsCounterAt80Columns(t *testing.T) {
 	t.Parallel()
 	stage := "creating the database cluster in /work/scratch/some/long/path/to/the/pg (first run: initdb takes a few seconds)…"
-	boot := tui.NewBoot(shared.NewStyles(shared.MonoTheme()), stage, make(chan tui.BootResult))
+	boot := tui.NewBoot(uictx.NewStyles(uictx.MonoTheme()), stage, make(chan tui.BootResult))
 	tm := teatest.NewTestModel(t, boot, teatest.WithInitialTermSize(80, 24))
 	counter := regexp.MustCompile(`\(\d+(\.\d+)?m?s\)`)
 	teatest.WaitFor(t, tm.Output(), func(out []byte) bool {

@@ -9,8 +9,8 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/idemwork/idemwork/internal/termsafe"
+	"github.com/idemwork/idemwork/internal/uictx"
 	"github.com/idemwork/idemwork/model"
-	"github.com/idemwork/idemwork/tui/shared"
 )
 
 // auditQuery reads an Audit search: an action prefix (actions are upper case), or "key:" and a
@@ -38,7 +38,7 @@ type AuditReader interface {
 
 // NewAudit lists the owner's audit events, newest first, with the idempotency key each
 // carries; enter jumps to the record, K to the key; / searches by action or key prefix.
-func NewAudit(ctx *shared.ProgramContext, src AuditReader) View {
+func NewAudit(ctx *uictx.ProgramContext, src AuditReader) View {
 	v := &listView[model.AuditEvent]{ctx: ctx, title: "Audit", keys: []key.Binding{ctx.Keys.List.Open, ctx.Keys.List.ToKey},
 		hint: "action prefix (RECORD_P, FEATURE_), or key:PREFIX"}
 	v.list.table.Columns = []Column{{Title: "WHEN", Width: 14}, {Title: "ACTION", Width: 22}, {Title: "MODULE", Width: 10, Optional: true},
@@ -65,9 +65,9 @@ func NewAudit(ctx *shared.ProgramContext, src AuditReader) View {
 		switch {
 		case a == nil:
 		case key.Matches(msg, ctx.Keys.List.Open) && a.RecordID != nil:
-			return jump(shared.JumpRecord, a.ModuleCode, *a.RecordID)
+			return jump(uictx.JumpRecord, a.ModuleCode, *a.RecordID)
 		case key.Matches(msg, ctx.Keys.List.ToKey) && a.IdempotencyKey != nil:
-			return jump(shared.JumpKey, "", *a.IdempotencyKey)
+			return jump(uictx.JumpKey, "", *a.IdempotencyKey)
 		case key.Matches(msg, ctx.Keys.List.ToKey):
 			return status("this event carries no idempotency key", true)
 		}

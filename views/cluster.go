@@ -11,9 +11,10 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/idemwork/idemwork/idem/idemtype"
+	"github.com/idemwork/idemwork/internal/termsafe"
+	"github.com/idemwork/idemwork/internal/uictx"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/storm/stormtypes"
-	"github.com/idemwork/idemwork/tui/shared"
 )
 
 // clusterRefresh is how often the Cluster view reads the cluster, on screen or not: a failover
@@ -35,7 +36,7 @@ type ClusterReader interface {
 // fired across it: its requests that got DATABASE_UNAVAILABLE or COMMIT_UNKNOWN, their retries
 // once the new primary answers, and what the database holds of the key after them.
 type Cluster struct {
-	ctx   *shared.ProgramContext
+	ctx   *uictx.ProgramContext
 	src   ClusterReader
 	run   StormRunner
 	w, h  int
@@ -102,7 +103,7 @@ type clusterRetryMsg struct {
 
 // NewCluster returns the Cluster view; run (nil: none) retries the failed requests of a storm
 // that ran into a failover.
-func NewCluster(ctx *shared.ProgramContext, src ClusterReader, run StormRunner) *Cluster {
+func NewCluster(ctx *uictx.ProgramContext, src ClusterReader, run StormRunner) *Cluster {
 	v := &Cluster{ctx: ctx, src: src, run: run}
 	v.setColumns(120)
 	return v
@@ -427,12 +428,12 @@ func (v *Cluster) View() string {
 	default:
 		repl = s.Warning.Render("not synchronous: a commit acknowledged here can be lost on failover (" + asyncWhy(v.state) + ")")
 	}
-	lines := []string{cut(head, v.w), cut(repl, v.w)}
+	lines := []string{termsafe.Cut(head, v.w), termsafe.Cut(repl, v.w)}
 	if v.err != "" {
-		lines = append(lines, cut(s.Danger.Render(v.err), v.w))
+		lines = append(lines, termsafe.Cut(s.Danger.Render(v.err), v.w))
 	}
 	for _, n := range v.state.Notes {
-		lines = append(lines, cut(s.Subtle.Render(printable(n)), v.w))
+		lines = append(lines, termsafe.Cut(s.Subtle.Render(printable(n)), v.w))
 	}
 	lines = append(lines, v.table.View(s, true))
 	lines = append(lines, v.history()...)
@@ -466,7 +467,7 @@ func (v *Cluster) history() []string {
 		if e.warn {
 			st = s.Warning
 		}
-		out = append(out, line{e.at, cut(st.Render(e.at.Local().Format("15:04:05.000")+"  "+printable(e.text)), v.w)})
+		out = append(out, line{e.at, termsafe.Cut(st.Render(e.at.Local().Format("15:04:05.000")+"  "+printable(e.text)), v.w)})
 	}
 	for _, x := range v.storms {
 		moment := "  key " + printable(x.key) + " · no move of the primary seen (yet)"
@@ -490,7 +491,7 @@ func (v *Cluster) history() []string {
 		if x.afterOK {
 			st = s.Success
 		}
-		out = append(out, line{x.ended, cut(s.Warning.Render(head), v.w) + "\n" + cut(s.Warning.Render(moment), v.w) + "\n" + cut(st.Render(after), v.w)})
+		out = append(out, line{x.ended, termsafe.Cut(s.Warning.Render(head), v.w) + "\n" + termsafe.Cut(s.Warning.Render(moment), v.w) + "\n" + termsafe.Cut(st.Render(after), v.w)})
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].at.After(out[j].at) })
 	lines := []string{s.Bold.Render("What moved") + s.Subtle.Render(" (newest first)")}

@@ -10,7 +10,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/idemwork/idemwork/internal/termsafe"
-	"github.com/idemwork/idemwork/tui/shared"
+	"github.com/idemwork/idemwork/internal/uictx"
 )
 
 // Column is a table column; Width 0 takes the remaining space (at least Min).
@@ -375,23 +375,23 @@ func (t *Table) rowText(i int) string {
 		// The cell as termsafe.Cell draws it (fuzzed: nothing leaves its cell).
 		b.WriteString(termsafe.Cell(v, w[j]))
 	}
-	t.text[i] = pad(b.String(), t.width-gutter)
+	t.text[i] = termsafe.Pad(b.String(), t.width-gutter)
 	return t.text[i]
 }
 
 // View renders the table into exactly its height; each line is exactly its width. The selected
 // row carries the cursor mark; focused, it is also drawn in reverse video or the selection
 // colour.
-func (t *Table) View(s shared.Styles, focused bool) string {
+func (t *Table) View(s uictx.Styles, focused bool) string {
 	w := t.widths()
 	var b strings.Builder
 	cells := make([]string, 0, len(t.Columns))
 	for i, c := range t.Columns {
 		if w[i] >= 0 {
-			cells = append(cells, pad(c.Title, w[i]))
+			cells = append(cells, termsafe.Pad(c.Title, w[i]))
 		}
 	}
-	b.WriteString(s.TableHeader.Render(pad(noMark+strings.Join(cells, " "), t.width)))
+	b.WriteString(s.TableHeader.Render(termsafe.Pad(noMark+strings.Join(cells, " "), t.width)))
 	h := t.bodyHeight()
 	for line := 0; line < h; line++ {
 		b.WriteByte('\n')
@@ -402,7 +402,7 @@ func (t *Table) View(s shared.Styles, focused bool) string {
 				if empty == "" {
 					empty = "(nothing here)"
 				}
-				b.WriteString(s.Subtle.Render(pad("  "+empty, t.width)))
+				b.WriteString(s.Subtle.Render(termsafe.Pad("  "+empty, t.width)))
 			} else {
 				b.WriteString(strings.Repeat(" ", t.width))
 			}
@@ -425,29 +425,6 @@ func (t *Table) View(s shared.Styles, focused bool) string {
 	return b.String()
 }
 
-// pad fits s into exactly w cells (truncating with an ellipsis).
-func pad(s string, w int) string {
-	if w <= 0 {
-		return ""
-	}
-	s = cut(s, w)
-	if n := ansi.StringWidth(s); n < w {
-		s += strings.Repeat(" ", w-n)
-	}
-	return s
-}
-
-// cut truncates s to at most w cells.
-func cut(s string, w int) string {
-	if w <= 0 {
-		return ""
-	}
-	if ansi.StringWidth(s) <= w {
-		return s
-	}
-	return ansi.Truncate(s, w, "…")
-}
-
 // cutLeft truncates s to at most w cells from the left, keeping its end.
 func cutLeft(s string, w int) string {
 	n := ansi.StringWidth(s)
@@ -468,7 +445,7 @@ func fitBlock(s string, w, h int) string {
 		lines = lines[:h]
 	}
 	for i, l := range lines {
-		lines[i] = cut(l, w)
+		lines[i] = termsafe.Cut(l, w)
 	}
 	for len(lines) < h {
 		lines = append(lines, "")

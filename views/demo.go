@@ -8,8 +8,8 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
+	"github.com/idemwork/idemwork/internal/uictx"
 	"github.com/idemwork/idemwork/model"
-	"github.com/idemwork/idemwork/tui/shared"
 )
 
 // Demo tells the whole story of SPEC §7 in three parts: the blocked_external walk-through (a
@@ -19,7 +19,7 @@ import (
 // blocked-external` and `idemwork demo outbox` run — each followed by its claims, checked
 // against the database. Text wraps to the pane and scrolls; nothing is cut.
 type Demo struct {
-	ctx  *shared.ProgramContext
+	ctx  *uictx.ProgramContext
 	src  DemoRunner
 	w, h int
 	part int
@@ -93,7 +93,7 @@ type OutboxWalk interface {
 const demoKeyPrefix = "demo-outbox"
 
 // NewDemo returns the Demo view.
-func NewDemo(ctx *shared.ProgramContext, src DemoRunner) *Demo {
+func NewDemo(ctx *uictx.ProgramContext, src DemoRunner) *Demo {
 	v := &Demo{ctx: ctx, src: src}
 	v.resetBlocked()
 	v.resetOutbox()
@@ -227,7 +227,7 @@ func (v *Demo) Update(msg tea.Msg) tea.Cmd {
 		}
 		v.compare = nil // the rows moved on; the comparison is read again when shown
 		v.layout(true)
-		return func() tea.Msg { return shared.DataChangedMsg{} }
+		return func() tea.Msg { return uictx.DataChangedMsg{} }
 	case demoCompareMsg:
 		if msg.req != v.req {
 			return nil
@@ -239,7 +239,7 @@ func (v *Demo) Update(msg tea.Msg) tea.Cmd {
 			v.errs[partCompare], v.compare = "", &msg.cmp
 		}
 		v.layout(false)
-	case shared.OwnerChangedMsg:
+	case uictx.OwnerChangedMsg:
 		if !v.busy {
 			v.resetBlocked()
 			v.resetOutbox()
@@ -307,9 +307,6 @@ func (v *Demo) FullHelp() [][]key.Binding {
 
 // Capturing is false.
 func (v *Demo) Capturing() bool { return false }
-
-// SetFilter does nothing here.
-func (v *Demo) SetFilter(string) {}
 
 // Selection is the shown walk-through's record id, or the comparison as JSON.
 func (v *Demo) Selection() string {

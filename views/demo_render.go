@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/idemwork/idemwork/internal/termsafe"
 	"github.com/idemwork/idemwork/model"
 
 	"github.com/charmbracelet/lipgloss"
@@ -206,7 +207,7 @@ func (v *Demo) compareLines(width int) []string {
 		return out
 	}
 	col := (width - 3) / 2
-	out = append(out, "", pad(s.Warning.Render(bHead), col)+" │ "+s.Success.Render(oHead))
+	out = append(out, "", termsafe.Pad(s.Warning.Render(bHead), col)+" │ "+s.Success.Render(oHead))
 	for _, r := range rows {
 		out = append(out, "", s.Bold.Render(r.label))
 		left, right := cell("", r.b, col), cell("", r.o, col)
@@ -218,7 +219,7 @@ func (v *Demo) compareLines(width int) []string {
 			if i < len(right) {
 				rt = right[i]
 			}
-			out = append(out, pad(l, col)+" │ "+rt)
+			out = append(out, termsafe.Pad(l, col)+" │ "+rt)
 		}
 	}
 	return out

@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemwork/idemwork/internal/tuitest"
+	"github.com/idemwork/idemwork/internal/uictx"
 	"github.com/idemwork/idemwork/kernel"
-	"github.com/idemwork/idemwork/tui/shared"
 	"github.com/idemwork/idemwork/views"
 )
 
@@ -26,7 +26,7 @@ func drain(t *testing.T, update func(tea.Msg) tea.Cmd, cmd tea.Cmd) {
 	for i := 0; cmd != nil && i < 20; i++ {
 		msg := cmd()
 		switch m := msg.(type) {
-		case shared.DataChangedMsg, shared.StatusMsg, nil:
+		case uictx.DataChangedMsg, uictx.StatusMsg, nil:
 			return
 		case tea.BatchMsg:
 			for _, c := range m {
@@ -240,7 +240,7 @@ func TestTheDemoIsRefusedInAReadOnlySession(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
 		readOnly bool
-		gate     shared.WriteGate
+		gate     uictx.WriteGate
 		reason   string
 	}{
 		{true, writable, "READ_ONLY: this session is read-only"},
@@ -251,8 +251,8 @@ func TestTheDemoIsRefusedInAReadOnlySession(t *testing.T) {
 		v := views.NewDemo(ctx, walkNever{t})
 		v.SetSize(63, 21)
 		msg := v.Update(runes("n"))()
-		require.Equal(t, shared.StatusMsg{Text: "the demo writes, so it does not run here: " + ctx.ReadOnlyMessage(), Error: true}, msg)
-		require.Contains(t, msg.(shared.StatusMsg).Text, c.reason, "the session's own reason")
+		require.Equal(t, uictx.StatusMsg{Text: "the demo writes, so it does not run here: " + ctx.ReadOnlyMessage(), Error: true}, msg)
+		require.Contains(t, msg.(uictx.StatusMsg).Text, c.reason, "the session's own reason")
 		require.Empty(t, blockedOf(v))
 	}
 }
@@ -332,7 +332,7 @@ func TestTheOutboxViewDrivesAMessageToFailedWithinMaxAttempts(t *testing.T) {
 	last := b.Outbox.MaxAttempts()
 	for attempt := 1; attempt <= last; attempt++ {
 		drain(t, v.Update, v.Update(runes("d")))
-		drain(t, v.Update, v.Update(shared.DataChangedMsg{}))
+		drain(t, v.Update, v.Update(uictx.DataChangedMsg{}))
 		var status string
 		var next time.Time
 		require.NoError(t, b.DB.Pool.QueryRow(ctx, `SELECT status, next_attempt_at FROM outbox_message WHERE execution_id = $1`, res.Execution.ID).Scan(&status, &next))
@@ -366,7 +366,7 @@ func TestTheCrashSwitchRedeliversWithOneEffect(t *testing.T) {
 	require.True(t, b.Crash.On())
 	require.Contains(t, ansi.Strip(v.View()), "crash between call and settle: ON")
 	drain(t, v.Update, v.Update(runes("d")))
-	drain(t, v.Update, v.Update(shared.DataChangedMsg{}))
+	drain(t, v.Update, v.Update(uictx.DataChangedMsg{}))
 	screen := ansi.Strip(v.View())
 	require.Contains(t, screen, "claimed, not settled; the lease hides it")
 	require.Contains(t, squash(screen), squash("the row: 1 call to provider notifier with idempotency id "+id+" · not settled yet"))
@@ -379,7 +379,7 @@ func TestTheCrashSwitchRedeliversWithOneEffect(t *testing.T) {
 	require.False(t, b.Crash.On())
 	b.Clock.Advance(b.Outbox.Lease() + time.Second)
 	drain(t, v.Update, v.Update(runes("d")))
-	drain(t, v.Update, v.Update(shared.DataChangedMsg{}))
+	drain(t, v.Update, v.Update(uictx.DataChangedMsg{}))
 	require.NoError(t, b.DB.Pool.QueryRow(ctx, `SELECT status FROM outbox_message WHERE execution_id = $1`, id).Scan(&status))
 	require.Equal(t, "DELIVERED", status)
 	require.Equal(t, 2, b.Provider.Calls(id))

@@ -8,8 +8,8 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/idemwork/idemwork/internal/termsafe"
+	"github.com/idemwork/idemwork/internal/uictx"
 	"github.com/idemwork/idemwork/model"
-	"github.com/idemwork/idemwork/tui/shared"
 )
 
 // executionQuery reads an Executions search: a key prefix, or "record:" and a record id prefix.
@@ -36,7 +36,7 @@ type ExecutionReader interface {
 
 // NewExecutions lists the owner's feature executions, newest first; BLOCKED (a direct
 // external call that failed closed) stands out; enter jumps to the record, K to the key.
-func NewExecutions(ctx *shared.ProgramContext, src ExecutionReader) View {
+func NewExecutions(ctx *uictx.ProgramContext, src ExecutionReader) View {
 	v := &listView[model.Execution]{ctx: ctx, title: "Executions", keys: []key.Binding{ctx.Keys.List.Open, ctx.Keys.List.ToKey},
 		hint: "key prefix, or record:ID-PREFIX"}
 	v.list.table.Columns = []Column{{Title: "WHEN", Width: 14}, {Title: "MODULE", Width: 10, Optional: true}, {Title: "RECORD", Width: 12, Optional: true},
@@ -73,9 +73,9 @@ func NewExecutions(ctx *shared.ProgramContext, src ExecutionReader) View {
 		switch {
 		case e == nil:
 		case key.Matches(msg, ctx.Keys.List.Open):
-			return jump(shared.JumpRecord, e.ModuleCode, e.RecordID)
+			return jump(uictx.JumpRecord, e.ModuleCode, e.RecordID)
 		case key.Matches(msg, ctx.Keys.List.ToKey) && e.IdempotencyKey != nil:
-			return jump(shared.JumpKey, "", *e.IdempotencyKey)
+			return jump(uictx.JumpKey, "", *e.IdempotencyKey)
 		case key.Matches(msg, ctx.Keys.List.ToKey):
 			return status("this execution ran without an idempotency key", true)
 		}

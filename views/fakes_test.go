@@ -11,9 +11,9 @@ import (
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/internal/tuitest"
+	"github.com/idemwork/idemwork/internal/uictx"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/storm/stormtypes"
-	"github.com/idemwork/idemwork/tui/shared"
 	"github.com/idemwork/idemwork/views"
 )
 
@@ -34,11 +34,11 @@ var (
 )
 
 // plainCtx is a program context over no database: alice, the test theme and the pinned clock.
-func plainCtx() *shared.ProgramContext {
-	return &shared.ProgramContext{
-		Styles:  shared.NewStyles(shared.DefaultTheme()),
-		Keys:    shared.DefaultKeys(),
-		Conn:    shared.Conn{Display: "fake"},
+func plainCtx() *uictx.ProgramContext {
+	return &uictx.ProgramContext{
+		Styles:  uictx.NewStyles(uictx.DefaultTheme()),
+		Keys:    uictx.DefaultKeys(),
+		Conn:    uictx.Conn{Display: "fake"},
 		Writes:  writable,
 		Owner:   "alice",
 		NowFunc: func() time.Time { return tuitest.Now },

@@ -16,8 +16,8 @@ import (
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/internal/termsafe"
+	"github.com/idemwork/idemwork/internal/uictx"
 	"github.com/idemwork/idemwork/model"
-	"github.com/idemwork/idemwork/tui/shared"
 )
 
 // Form is the modal for a write: create, patch or run a feature, each with a chosen (or
@@ -25,7 +25,7 @@ import (
 // a submit the form stays open with the outcome, so the same request can be sent again to watch
 // it replay.
 type Form struct {
-	ctx    *shared.ProgramContext
+	ctx    *uictx.ProgramContext
 	deps   FormDeps
 	w, h   int
 	kind   string // create | patch | action | rules
@@ -187,7 +187,7 @@ func validationMessage(err error) string {
 }
 
 // NewForm builds the form for an OpenFormMsg.
-func NewForm(ctx *shared.ProgramContext, deps FormDeps, m shared.OpenFormMsg) *Form {
+func NewForm(ctx *uictx.ProgramContext, deps FormDeps, m uictx.OpenFormMsg) *Form {
 	f := &Form{ctx: ctx, deps: deps, kind: m.Kind, module: m.Module, record: m.RecordID, rev: m.Revision}
 	keyField := &formField{label: "Idempotency-Key", input: newInput(FreshKey(), 255), validate: keyCheck, hint: "ctrl+n: fresh key · empty: no idempotency"}
 	switch m.Kind {
@@ -335,7 +335,7 @@ func (f *Form) Update(msg tea.Msg) tea.Cmd {
 		if off := f.clockOffset(); off != "" {
 			text += " — written under the moved clock (" + off + ")"
 		}
-		cmds := []tea.Cmd{status(text, false), func() tea.Msg { return shared.DataChangedMsg{} }}
+		cmds := []tea.Cmd{status(text, false), func() tea.Msg { return uictx.DataChangedMsg{} }}
 		if f.kind == "patch" {
 			// The record moved on (or a replay says where it was): the form shows it as it is now.
 			cmds = append(cmds, f.loadLatest(string(msg.res.Outcome)))
@@ -343,7 +343,7 @@ func (f *Form) Update(msg tea.Msg) tea.Cmd {
 		if r := msg.res.Record; r != nil {
 			// Behind the form, the workbench opens the rows just written (or replayed); the form
 			// stays on top so the same request can be sent again.
-			cmds = append(cmds, jump(shared.JumpRecord, r.ModuleCode, r.ID))
+			cmds = append(cmds, jump(uictx.JumpRecord, r.ModuleCode, r.ID))
 		}
 		return tea.Batch(cmds...)
 	case tea.KeyMsg:
@@ -368,7 +368,7 @@ func (f *Form) Update(msg tea.Msg) tea.Cmd {
 		case key.Matches(msg, f.ctx.Keys.Form.ToRecord):
 			if f.result != nil && f.result.Record != nil {
 				r := f.result.Record
-				return tea.Batch(func() tea.Msg { return FormClosedMsg{} }, jump(shared.JumpRecord, r.ModuleCode, r.ID))
+				return tea.Batch(func() tea.Msg { return FormClosedMsg{} }, jump(uictx.JumpRecord, r.ModuleCode, r.ID))
 			}
 			return nil
 		case key.Matches(msg, f.ctx.Keys.Form.Next):
@@ -528,7 +528,7 @@ func (f *Form) prefill(msg formPrefillMsg) tea.Cmd {
 			// A one-line field cannot hold it as it is: left empty, the patch keeps it.
 			fl.input.SetValue("")
 			f.notes = append(f.notes, fmt.Sprintf("the stored %s holds control characters or line breaks (%s): left empty, a patch keeps it",
-				strings.ToLower(label), cut(termsafe.Line(value), 24)))
+				strings.ToLower(label), termsafe.Cut(termsafe.Line(value), 24)))
 			continue
 		}
 		fl.input.SetValue(value)
@@ -574,12 +574,12 @@ func (f *Form) View() string {
 	titles := map[string]string{"create": "Create a record", "patch": "Patch " + safe(f.module) + " " + safe(f.record),
 		"action": "Run a feature of " + safe(f.module) + " " + safe(f.record), "rules": "Module rules (change at run time)"}
 	var b []string
-	b = append(b, s.Title.Render(cut(titles[f.kind], iw)))
+	b = append(b, s.Title.Render(termsafe.Cut(titles[f.kind], iw)))
 	if f.loadErr != "" {
-		b = append(b, s.Danger.Render(cut(f.loadErr, iw)))
+		b = append(b, s.Danger.Render(termsafe.Cut(f.loadErr, iw)))
 	}
 	if off := f.clockOffset(); off != "" && f.kind != "rules" {
-		b = append(b, s.Warning.Render(cut("the workbench clock is moved "+off+": this write is stamped "+
+		b = append(b, s.Warning.Render(termsafe.Cut("the workbench clock is moved "+off+": this write is stamped "+
 			f.ctx.Now().Local().Format("Jan 2 15:04")+" and its key expires by that clock", iw)))
 	}
 	for _, n := range f.notes {
@@ -598,7 +598,7 @@ func (f *Form) View() string {
 		b = append(b, "  "+fl.input.View())
 		if fl.validate != nil {
 			if e := fl.validate(fl.value()); e != "" {
-				b = append(b, s.FieldError.Render(cut("  ✗ "+e, iw)))
+				b = append(b, s.FieldError.Render(termsafe.Cut("  ✗ "+e, iw)))
 				if fl.label == "Idempotency-Key" && shownKey(fl.value()) != fl.value() {
 					b = append(b, s.FieldError.Render("    as typed: "+cutLeft(shownKey(fl.value()), iw-14)))
 				}
@@ -609,7 +609,7 @@ func (f *Form) View() string {
 			}
 		}
 		if i == f.focus && fl.hint != "" {
-			b = append(b, s.Subtle.Render(cut("  "+fl.hint, iw)))
+			b = append(b, s.Subtle.Render(termsafe.Cut("  "+fl.hint, iw)))
 		}
 	}
 	b = append(b, "")
@@ -633,7 +633,7 @@ func (f *Form) View() string {
 		}
 		b = append(b, wrap(line+s.Subtle.Render(" "+safe(r.Operation)), iw, 2)...)
 		if r.Record != nil {
-			b = append(b, cut(fmt.Sprintf("record %s revision %d", r.Record.ID, r.Record.Revision), iw))
+			b = append(b, termsafe.Cut(fmt.Sprintf("record %s revision %d", r.Record.ID, r.Record.Revision), iw))
 		}
 		if e := r.Execution; e != nil {
 			b = append(b, wrap(fmt.Sprintf("execution %s %s %s", e.ID, e.Mode, e.Status), iw, 2)...)
@@ -645,7 +645,7 @@ func (f *Form) View() string {
 			}
 		}
 		if r.Envelope != nil {
-			b = append(b, s.Subtle.Render(cut("envelope "+compactJSON(r.Envelope), iw)))
+			b = append(b, s.Subtle.Render(termsafe.Cut("envelope "+compactJSON(r.Envelope), iw)))
 		}
 	}
 	if f.sent != nil && !f.busy {

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemwork/idemwork/internal/tuitest"
-	"github.com/idemwork/idemwork/tui/shared"
+	"github.com/idemwork/idemwork/internal/uictx"
 	"github.com/idemwork/idemwork/views"
 )
 
@@ -18,7 +18,7 @@ func TestTheFeaturePickerNamesEachFeatureWithItsModeAndABlockedRunSaysBlocked(t 
 	b := tuitest.New(t)
 	tuitest.SeedFixed(t, b)
 	for _, w := range []int{63, 103} { // the form's room in an 80- and a 120-column terminal
-		f := views.NewForm(b.Ctx, b.Backend.Form(), shared.OpenFormMsg{Kind: "action", Module: "MEM-001", RecordID: tuitest.MemID})
+		f := views.NewForm(b.Ctx, b.Backend.Form(), uictx.OpenFormMsg{Kind: "action", Module: "MEM-001", RecordID: tuitest.MemID})
 		f.SetSize(w, 21)
 		screen := ansi.Strip(f.View())
 		require.Contains(t, screen, "F01 rewrite · internal", "at %d", w)
@@ -34,7 +34,7 @@ func TestTheFeaturePickerNamesEachFeatureWithItsModeAndABlockedRunSaysBlocked(t 
 		require.Contains(t, strings.Join(strings.Fields(screen), " "), "BLOCKED: the feature would call a provider directly")
 		var status string
 		for _, m := range msgs {
-			if s, ok := m.(shared.StatusMsg); ok {
+			if s, ok := m.(uictx.StatusMsg); ok {
 				status = s.Text
 			}
 		}
@@ -56,7 +56,7 @@ func settleCollect(t *testing.T, update func(tea.Msg) tea.Cmd, cmd tea.Cmd, seen
 		}
 		*seen = append(*seen, msg)
 		switch msg.(type) {
-		case shared.StatusMsg, shared.DataChangedMsg, shared.JumpMsg, nil:
+		case uictx.StatusMsg, uictx.DataChangedMsg, uictx.JumpMsg, nil:
 			return
 		}
 		cmd = update(msg)

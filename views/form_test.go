@@ -11,8 +11,8 @@ import (
 
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/idem/idemtype"
+	"github.com/idemwork/idemwork/internal/uictx"
 	"github.com/idemwork/idemwork/model"
-	"github.com/idemwork/idemwork/tui/shared"
 	"github.com/idemwork/idemwork/views"
 )
 
@@ -41,7 +41,7 @@ func TestThePatchFormTakesItsExpectedRevisionFromTheSameReadAsItsFields(t *testi
 		}
 		return model.WriteResult{Outcome: idemtype.Executed, Operation: model.OpPatch("NOTE", id)}, nil
 	}}
-	f := views.NewForm(plainCtx(), views.FormDeps{Writer: w, Records: latest}, shared.OpenFormMsg{Kind: "patch", Module: "NOTE", RecordID: id, Revision: 1})
+	f := views.NewForm(plainCtx(), views.FormDeps{Writer: w, Records: latest}, uictx.OpenFormMsg{Kind: "patch", Module: "NOTE", RecordID: id, Revision: 1})
 	f.SetSize(100, 30)
 	settle(t, f.Update, f.Init())
 	require.Equal(t, "v2", fieldValue(t, f, "Title"))
@@ -58,7 +58,7 @@ func TestThePatchFormTakesItsExpectedRevisionFromTheSameReadAsItsFields(t *testi
 
 func TestAFixedFieldClearsItsErrorAndAnEditedPayloadSurvivesAModuleSwitch(t *testing.T) {
 	t.Parallel()
-	f := views.NewForm(plainCtx(), views.FormDeps{}, shared.OpenFormMsg{Kind: "create", Module: "NOTE"})
+	f := views.NewForm(plainCtx(), views.FormDeps{}, uictx.OpenFormMsg{Kind: "create", Module: "NOTE"})
 	f.SetSize(100, 30)
 	tab := tea.KeyMsg{Type: tea.KeyTab}
 	f.Update(tab) // -> key
@@ -91,7 +91,7 @@ func TestSendingAgainWithoutAKeySaysItExecutesAgainAndAMovedClockIsFlagged(t *te
 		return model.WriteResult{Outcome: idemtype.Executed, Operation: model.OpCreate("NOTE"),
 			Record: &model.Record{ID: "01JUNKEYED0000000000000000", OwnerID: "alice", ModuleCode: "NOTE", Revision: 1, Title: in.(model.CreateInput).Title}}, nil
 	}}
-	f := views.NewForm(ctx, views.FormDeps{Writer: w}, shared.OpenFormMsg{Kind: "create", Module: "NOTE"})
+	f := views.NewForm(ctx, views.FormDeps{Writer: w}, uictx.OpenFormMsg{Kind: "create", Module: "NOTE"})
 	f.SetSize(100, 30)
 	require.Contains(t, f.View(), "the workbench clock is moved +1h0m0s: this write is stamped")
 	tab := tea.KeyMsg{Type: tea.KeyTab}
@@ -99,9 +99,9 @@ func TestSendingAgainWithoutAKeySaysItExecutesAgainAndAMovedClockIsFlagged(t *te
 	f.Update(tea.KeyMsg{Type: tea.KeyCtrlU})
 	f.Update(tab) // -> title
 	typeText(f, "unkeyed")
-	var st shared.StatusMsg
+	var st uictx.StatusMsg
 	settle(t, func(m tea.Msg) tea.Cmd {
-		if s, ok := m.(shared.StatusMsg); ok {
+		if s, ok := m.(uictx.StatusMsg); ok {
 			st = s
 		}
 		return f.Update(m)
@@ -124,7 +124,7 @@ func TestAPatchLeavesAValueTheFormCannotHoldAsItIs(t *testing.T) {
 	w := &writer{answer: func(any) (model.WriteResult, error) {
 		return model.WriteResult{Outcome: idemtype.Executed, Operation: model.OpPatch("NOTE", id)}, nil
 	}}
-	f := views.NewForm(plainCtx(), views.FormDeps{Writer: w, Records: latest}, shared.OpenFormMsg{Kind: "patch", Module: "NOTE", RecordID: id, Revision: 1})
+	f := views.NewForm(plainCtx(), views.FormDeps{Writer: w, Records: latest}, uictx.OpenFormMsg{Kind: "patch", Module: "NOTE", RecordID: id, Revision: 1})
 	f.SetSize(100, 30)
 	settle(t, f.Update, f.Init())
 	screen := strings.Join(strings.Fields(strings.ReplaceAll(f.View(), "│", "")), " ")

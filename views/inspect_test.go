@@ -20,11 +20,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemwork/idemwork/internal/tuitest"
+	"github.com/idemwork/idemwork/internal/uictx"
 	"github.com/idemwork/idemwork/internal/workbench"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
-	"github.com/idemwork/idemwork/tui/shared"
 	"github.com/idemwork/idemwork/views"
 )
 
@@ -107,7 +107,7 @@ func plantKeyStates(t *testing.T, b tuitest.Bundle) {
 
 func openListedKey(t *testing.T, v *views.Keys, name string) string {
 	t.Helper()
-	settle(t, v.Update, v.Update(shared.OwnerChangedMsg{}))
+	settle(t, v.Update, v.Update(uictx.OwnerChangedMsg{}))
 	v.Update(keyPress("g"))
 	for i := 0; i < 10; i++ {
 		if v.Selection() == name {
@@ -434,7 +434,7 @@ func TestAuditAndTimelineSearchTheWholeHistory(t *testing.T) {
 	e.SetSize(103, 37)
 	settle(t, e.Update, e.(views.Searcher).Search("record:01JDEMOMEM"))
 	require.Contains(t, e.View(), "1 match: record id starts with")
-	require.Equal(t, shared.JumpMsg{Kind: shared.JumpKey, ID: "fixed-publish"}, e.Update(keyPress("K"))())
+	require.Equal(t, uictx.JumpMsg{Kind: uictx.JumpKey, ID: "fixed-publish"}, e.Update(keyPress("K"))())
 
 	settle(t, e.Update, e.(views.Searcher).Search("bad key"))
 	require.Contains(t, e.View(), "VALIDATION_FAILED", "a search the database cannot run says why")
@@ -455,8 +455,8 @@ func TestTheRecordsHistoryPaneOpensKeysAndShowsThemWhole(t *testing.T) {
 	v.Update(keyPress("3"))
 	screen := strings.Join(requireBlock(t, v.View(), 63, 21), "\n")
 	require.Contains(t, screen, "fixed-publish", "the key is shown whole")
-	require.Equal(t, shared.JumpMsg{Kind: shared.JumpKey, ID: "fixed-publish"}, v.Update(keyPress("enter"))())
-	require.Equal(t, shared.JumpMsg{Kind: shared.JumpKey, ID: "fixed-publish"}, v.Update(keyPress("K"))())
+	require.Equal(t, uictx.JumpMsg{Kind: uictx.JumpKey, ID: "fixed-publish"}, v.Update(keyPress("enter"))())
+	require.Equal(t, uictx.JumpMsg{Kind: uictx.JumpKey, ID: "fixed-publish"}, v.Update(keyPress("K"))())
 	require.Equal(t, "fixed-publish", v.Selection())
 }
 
@@ -550,9 +550,9 @@ func TestTimelineXExportsTheWholeSelectionToACSVFileAndSaysWhere(t *testing.T) {
 	v.SetSize(103, 37)
 	settle(t, v.Update, v.Init())
 	require.Contains(t, v.View(), "100 loaded · more below", "the screen holds a page")
-	var last shared.StatusMsg
+	var last uictx.StatusMsg
 	settle(t, func(m tea.Msg) tea.Cmd {
-		if s, ok := m.(shared.StatusMsg); ok {
+		if s, ok := m.(uictx.StatusMsg); ok {
 			last = s
 			return nil
 		}
@@ -570,9 +570,9 @@ func TestTimelineXExportsTheWholeSelectionToACSVFileAndSaysWhere(t *testing.T) {
 
 	// With a search, what it matches.
 	settle(t, v.Update, v.(views.Searcher).Search("fixed-publish"))
-	last = shared.StatusMsg{}
+	last = uictx.StatusMsg{}
 	settle(t, func(m tea.Msg) tea.Cmd {
-		if s, ok := m.(shared.StatusMsg); ok {
+		if s, ok := m.(uictx.StatusMsg); ok {
 			last = s
 			return nil
 		}

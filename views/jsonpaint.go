@@ -10,7 +10,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/idemwork/idemwork/internal/termsafe"
-	"github.com/idemwork/idemwork/tui/shared"
+	"github.com/idemwork/idemwork/internal/uictx"
 )
 
 // paint is a style reduced to the bytes it puts around text, measured once, so a 60 KB
@@ -75,7 +75,7 @@ type jsonPainter struct {
 	col                        int // cells on the current line
 }
 
-func newJSONPainter(s shared.Styles) jsonPainter {
+func newJSONPainter(s uictx.Styles) jsonPainter {
 	return jsonPainter{key: paintOf(s.JSONKey), str: paintOf(s.JSONString), num: paintOf(s.JSONNumber),
 		punct: paintOf(s.JSONPunct), null: paintOf(s.Subtle)}
 }

@@ -17,8 +17,8 @@ import (
 	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/internal/termsafe"
 	"github.com/idemwork/idemwork/internal/ticket"
+	"github.com/idemwork/idemwork/internal/uictx"
 	"github.com/idemwork/idemwork/model"
-	"github.com/idemwork/idemwork/tui/shared"
 )
 
 // Keys lists the owner's idempotency keys in every state; a selected key opens side by side:
@@ -26,7 +26,7 @@ import (
 // the drift, what the next request with the key meets, and the key's rows life by life. Each
 // pane scrolls; ←/→ move between them and y copies the focused one.
 type Keys struct {
-	ctx  *shared.ProgramContext
+	ctx  *uictx.ProgramContext
 	src  KeySource
 	w, h int
 	list paged[model.KeyRow]
@@ -72,7 +72,7 @@ type keyDetail struct {
 }
 
 // NewKeys returns the Keys view, reading through src.
-func NewKeys(ctx *shared.ProgramContext, src KeySource) *Keys {
+func NewKeys(ctx *uictx.ProgramContext, src KeySource) *Keys {
 	v := &Keys{ctx: ctx, src: src}
 	// The key is what a row is read by: it takes the width its longest key needs, and the
 	// operation (cut from the left, keeping ":patch") and the policy yield first.
@@ -157,11 +157,11 @@ func (v *Keys) Update(msg tea.Msg) tea.Cmd {
 		if v.detail != nil && v.detail.view != nil {
 			v.layoutHead() // the expiry countdown
 		}
-	case shared.OwnerChangedMsg:
+	case uictx.OwnerChangedMsg:
 		v.detail = nil
 		v.list.query = ""
 		return v.list.restart(v.ctx)
-	case shared.DataChangedMsg:
+	case uictx.DataChangedMsg:
 		cmds := []tea.Cmd{v.reload()}
 		if v.detail != nil {
 			cmds = append(cmds, v.loadDetail())
@@ -207,7 +207,7 @@ func (v *Keys) updateDetail(msg tea.KeyMsg) tea.Cmd {
 	case key.Matches(msg, v.ctx.Keys.List.Open):
 		if kv := d.view; kv != nil {
 			if r := kv.Latest.Record; r != nil {
-				return jump(shared.JumpRecord, r.ModuleCode, r.ID)
+				return jump(uictx.JumpRecord, r.ModuleCode, r.ID)
 			}
 			return status("this key names no record that exists", true)
 		}
@@ -222,8 +222,8 @@ func (v *Keys) updateDetail(msg tea.KeyMsg) tea.Cmd {
 	return nil
 }
 
-func jump(kind shared.JumpKind, module, id string) tea.Cmd {
-	return func() tea.Msg { return shared.JumpMsg{Kind: kind, Module: module, ID: id} }
+func jump(kind uictx.JumpKind, module, id string) tea.Cmd {
+	return func() tea.Msg { return uictx.JumpMsg{Kind: kind, Module: module, ID: id} }
 }
 
 // shortPolicy drops the words every policy name shares, for the list's narrow column.
@@ -353,17 +353,17 @@ func (v *Keys) layoutHead() {
 	}
 	verdict := strings.Split(ansi.Wrap(safe(kv.Verdict), v.w, " "), "\n")
 	if len(verdict) > most {
-		verdict = append(verdict[:most-1], cut(strings.Join(verdict[most-1:], " "), v.w))
+		verdict = append(verdict[:most-1], termsafe.Cut(strings.Join(verdict[most-1:], " "), v.w))
 	}
 	for _, l := range verdict {
 		head = append(head, vs.Render(l))
 	}
 	head = append(head,
-		cut(s.Title.Render("key "+safe(kv.Key))+s.Subtle.Render(" · ")+v.stateStyle(kv).Render(kv.State)+s.Subtle.Render(" · "+expiry), v.w),
-		cut(s.Subtle.Render("operation ")+safe(kv.Operation)+s.Subtle.Render(" · "+asOf(d.at)+" (r reads again · x exports)"), v.w))
+		termsafe.Cut(s.Title.Render("key "+safe(kv.Key))+s.Subtle.Render(" · ")+v.stateStyle(kv).Render(kv.State)+s.Subtle.Render(" · "+expiry), v.w),
+		termsafe.Cut(s.Subtle.Render("operation ")+safe(kv.Operation)+s.Subtle.Render(" · "+asOf(d.at)+" (r reads again · x exports)"), v.w))
 	// A replayable key says how the replay relates to the record now.
 	if kv.State == model.KeySucceeded {
-		head = append(head, v.stateStyle(kv).Render(cut(Drift(kv), v.w)))
+		head = append(head, v.stateStyle(kv).Render(termsafe.Cut(Drift(kv), v.w)))
 	}
 	d.head = head
 }
@@ -535,10 +535,10 @@ func (v *Keys) viewDetail() string {
 	s := v.ctx.Styles
 	d := v.detail
 	if d.err != "" {
-		return s.Danger.Render(cut(d.err, v.w)) + "\n" + s.Subtle.Render("esc: back · r: retry")
+		return s.Danger.Render(termsafe.Cut(d.err, v.w)) + "\n" + s.Subtle.Render("esc: back · r: retry")
 	}
 	if d.view == nil {
-		return s.Subtle.Render(cut("loading key "+safe(d.key)+"…", v.w))
+		return s.Subtle.Render(termsafe.Cut("loading key "+safe(d.key)+"…", v.w))
 	}
 	p := &d.panes
 	var body string
@@ -573,9 +573,6 @@ func (v *Keys) FullHelp() [][]key.Binding {
 
 // Capturing is false.
 func (v *Keys) Capturing() bool { return false }
-
-// SetFilter is unused: Keys searches the database (Search).
-func (v *Keys) SetFilter(string) {}
 
 // Search lists the owner's keys starting with q.
 func (v *Keys) Search(q string) tea.Cmd { v.detail = nil; return v.list.search(v.ctx, q) }

@@ -4,13 +4,13 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/idemwork/idemwork/tui/shared"
+	"github.com/idemwork/idemwork/internal/uictx"
 )
 
 // listView is a screen that is one keyset-paged table: Executions, Audit, Timeline, Outbox.
 // Each is configured with its columns, row mapping, heading and keys.
 type listView[T any] struct {
-	ctx   *shared.ProgramContext
+	ctx   *uictx.ProgramContext
 	w, h  int
 	list  paged[T]
 	title string
@@ -40,10 +40,10 @@ func (v *listView[T]) Update(msg tea.Msg) tea.Cmd {
 		}
 	}
 	switch msg := msg.(type) {
-	case shared.OwnerChangedMsg:
+	case uictx.OwnerChangedMsg:
 		v.list.query = ""
 		return v.list.restart(v.ctx)
-	case shared.DataChangedMsg:
+	case uictx.DataChangedMsg:
 		return v.list.reload(v.ctx)
 	case TickMsg:
 		v.list.refill()

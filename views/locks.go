@@ -9,9 +9,10 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
+	"github.com/idemwork/idemwork/internal/termsafe"
+	"github.com/idemwork/idemwork/internal/uictx"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/storm/stormtypes"
-	"github.com/idemwork/idemwork/tui/shared"
 )
 
 // lockRefresh is how often the Locks view polls while it is on screen.
@@ -25,7 +26,7 @@ const lockRefresh = 400 * time.Millisecond
 // view polls, so it also keeps the peak the storm's own sampler saw. Idle sessions are hidden
 // unless asked for.
 type Locks struct {
-	ctx      *shared.ProgramContext
+	ctx      *uictx.ProgramContext
 	src      SessionReader
 	w, h     int
 	table    Table
@@ -69,7 +70,7 @@ type SessionReader interface {
 }
 
 // NewLocks returns the Locks view.
-func NewLocks(ctx *shared.ProgramContext, src SessionReader) *Locks {
+func NewLocks(ctx *uictx.ProgramContext, src SessionReader) *Locks {
 	v := &Locks{ctx: ctx, src: src, storms: map[string]string{}}
 	v.setColumns(120)
 	return v
@@ -311,7 +312,7 @@ func (v *Locks) View() string {
 	if v.err != "" {
 		sub = s.Danger.Render(v.err)
 	}
-	return cut(head, v.w) + "\n" + cut(v.stormLine(), v.w) + "\n" + cut(sub, v.w) + "\n" + v.table.View(s, true)
+	return termsafe.Cut(head, v.w) + "\n" + termsafe.Cut(v.stormLine(), v.w) + "\n" + termsafe.Cut(sub, v.w) + "\n" + v.table.View(s, true)
 }
 
 // stormLine is the last storm's own count of its sessions waiting on a lock.

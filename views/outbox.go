@@ -13,8 +13,8 @@ import (
 	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
 
+	"github.com/idemwork/idemwork/internal/uictx"
 	"github.com/idemwork/idemwork/model"
-	"github.com/idemwork/idemwork/tui/shared"
 )
 
 // OutboxTools is what the Outbox view reads and drives: the owner's messages, the session's
@@ -87,7 +87,7 @@ const outboxDetailLines = 6
 // provider call and the settle, so the redelivery after the lease shows the provider
 // deduplicating by the idempotency id. NEXT says when a message is due; the selected message's
 // attempts, last error and what the provider saw of it are shown below the table.
-func NewOutbox(ctx *shared.ProgramContext, tools OutboxTools) View {
+func NewOutbox(ctx *uictx.ProgramContext, tools OutboxTools) View {
 	v := &listView[model.OutboxMessage]{ctx: ctx, title: "Outbox", keys: []key.Binding{ctx.Keys.Outbox.Deliver, ctx.Keys.Outbox.FailOne, ctx.Keys.Outbox.FailSet, ctx.Keys.Outbox.FailClear, ctx.Keys.Outbox.Crash, ctx.Keys.List.Open}}
 	ov := &outboxView{listView: v, tools: tools}
 	v.list.table.Columns = []Column{{Title: "STATUS", Width: 9}, {Title: "TRY", Width: 5}, {Title: "NEXT", Width: 9},
@@ -209,7 +209,7 @@ func (v *outboxView) key(msg tea.KeyMsg, m *model.OutboxMessage) tea.Cmd {
 			RecordID string `json:"recordId"`
 		}
 		if json.Unmarshal(m.PayloadRef, &ref) == nil && ref.RecordID != "" {
-			return jump(shared.JumpRecord, "", ref.RecordID)
+			return jump(uictx.JumpRecord, "", ref.RecordID)
 		}
 	}
 	return nil
@@ -273,7 +273,7 @@ func (v *outboxView) Update(msg tea.Msg) tea.Cmd {
 		if m.err != nil {
 			return status(errText(m.err), true)
 		}
-		return tea.Batch(status(m.text, false), func() tea.Msg { return shared.DataChangedMsg{} })
+		return tea.Batch(status(m.text, false), func() tea.Msg { return uictx.DataChangedMsg{} })
 	case tea.KeyMsg:
 		if v.setting {
 			return v.typeCount(m)

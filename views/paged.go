@@ -11,7 +11,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/idemwork/idemwork/internal/termsafe"
-	"github.com/idemwork/idemwork/tui/shared"
+	"github.com/idemwork/idemwork/internal/uictx"
 )
 
 // pageSize is how many rows one keyset page loads; the next page loads when the cursor nears
@@ -83,7 +83,7 @@ type pageMsg[T any] struct {
 
 // reload reads the rows again where they are (the top, or the bottom after G), keeping the
 // selected row selected.
-func (p *paged[T]) reload(ctx *shared.ProgramContext) tea.Cmd {
+func (p *paged[T]) reload(ctx *uictx.ProgramContext) tea.Cmd {
 	p.req++
 	p.remember()
 	if p.prev != "" {
@@ -102,7 +102,7 @@ func (p *paged[T]) remember() {
 
 // restart shows the first page for another owner or search: nothing of the rows before stays on
 // screen, and the selection starts at the top.
-func (p *paged[T]) restart(ctx *shared.ProgramContext) tea.Cmd {
+func (p *paged[T]) restart(ctx *uictx.ProgramContext) tea.Cmd {
 	p.rows, p.next, p.prev, p.err, p.keep = nil, "", "", "", ""
 	p.table.SetRows(nil)
 	p.table.Top()
@@ -111,12 +111,12 @@ func (p *paged[T]) restart(ctx *shared.ProgramContext) tea.Cmd {
 }
 
 // search replaces the rows with the first page of the owner's rows matching q.
-func (p *paged[T]) search(ctx *shared.ProgramContext, q string) tea.Cmd {
+func (p *paged[T]) search(ctx *uictx.ProgramContext, q string) tea.Cmd {
 	p.query = q
 	return p.restart(ctx)
 }
 
-func (p *paged[T]) load(ctx *shared.ProgramContext, cursor string, mode pageMode) tea.Cmd {
+func (p *paged[T]) load(ctx *uictx.ProgramContext, cursor string, mode pageMode) tea.Cmd {
 	req, owner, fetch, q, at := p.req, ctx.Owner, p.fetch, p.query, ctx.Now()
 	reverse := mode == pagePrepend || mode == pageLast
 	p.loading = true
@@ -205,7 +205,7 @@ func (p *paged[T]) refill() {
 
 // more loads the page below when the cursor nears the end of what is loaded, or the page above
 // when it nears the start of a run that does not begin at the top.
-func (p *paged[T]) more(ctx *shared.ProgramContext) tea.Cmd {
+func (p *paged[T]) more(ctx *uictx.ProgramContext) tea.Cmd {
 	switch {
 	case p.loading:
 	case p.next != "" && p.table.NearEnd():
@@ -228,7 +228,7 @@ func (p *paged[T]) selected() *T {
 // keyNav applies navigation keys and loads more when needed. G on a reversible list whose
 // last row is not loaded reads the listing from its other end (one query); g on a run that
 // does not start at the top reads the top again.
-func (p *paged[T]) keyNav(ctx *shared.ProgramContext, msg tea.KeyMsg, page int) (bool, tea.Cmd) {
+func (p *paged[T]) keyNav(ctx *uictx.ProgramContext, msg tea.KeyMsg, page int) (bool, tea.Cmd) {
 	k := ctx.Keys.List
 	switch {
 	case key.Matches(msg, k.Bottom) && p.reversible && p.next != "":
@@ -248,17 +248,17 @@ func (p *paged[T]) keyNav(ctx *shared.ProgramContext, msg tea.KeyMsg, page int) 
 }
 
 // mouse applies the wheel and clicks (y relative to the table's header line).
-func (p *paged[T]) mouse(ctx *shared.ProgramContext, msg tea.MouseMsg, y int) tea.Cmd {
+func (p *paged[T]) mouse(ctx *uictx.ProgramContext, msg tea.MouseMsg, y int) tea.Cmd {
 	wheelTable(&p.table, msg, y)
 	return p.more(ctx)
 }
 
 // heading is the line above a list, w cells wide: its title and summary, or what failed and
 // what is shown instead, wrapped over two lines (the table gives up its last line).
-func (p *paged[T]) heading(ctx *shared.ProgramContext, normal string, w int) string {
+func (p *paged[T]) heading(ctx *uictx.ProgramContext, normal string, w int) string {
 	s := ctx.Styles
 	if p.err == "" {
-		return cut(normal, w)
+		return termsafe.Cut(normal, w)
 	}
 	text := "✗ " + p.err
 	if len(p.rows) > 0 {

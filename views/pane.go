@@ -9,7 +9,8 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/ansi"
 
-	"github.com/idemwork/idemwork/tui/shared"
+	"github.com/idemwork/idemwork/internal/termsafe"
+	"github.com/idemwork/idemwork/internal/uictx"
 )
 
 // scrollPane is a titled, bordered pane of exactly its size whose content scrolls (a
@@ -115,7 +116,7 @@ func (p *scrollPane) layout(keepOffset bool) {
 }
 
 // Scroll applies a scrolling key; it reports whether the key was one.
-func (p *scrollPane) Scroll(k *shared.KeyMap, msg tea.KeyMsg) bool {
+func (p *scrollPane) Scroll(k *uictx.KeyMap, msg tea.KeyMsg) bool {
 	switch {
 	case key.Matches(msg, k.List.Up):
 		p.vp.ScrollUp(1)
@@ -161,7 +162,7 @@ func (p *scrollPane) Position() string {
 func (p *scrollPane) Copy() string { return p.raw }
 
 // View draws the pane: a focused pane has a heavy border and a marked title.
-func (p *scrollPane) View(s shared.Styles, focused bool) string {
+func (p *scrollPane) View(s uictx.Styles, focused bool) string {
 	iw, _ := p.inner()
 	title := p.title
 	if focused {
@@ -174,12 +175,12 @@ func (p *scrollPane) View(s shared.Styles, focused bool) string {
 			pos += " ↓"
 		}
 	}
-	head := s.PaneTitle.Render(cut(title, max(1, iw-ansi.StringWidth(pos)))) + s.Subtle.Render(pos)
+	head := s.PaneTitle.Render(termsafe.Cut(title, max(1, iw-ansi.StringWidth(pos)))) + s.Subtle.Render(pos)
 	return paneFrame(s, head+"\n"+p.vp.View(), p.w, p.h, focused)
 }
 
 // paneFrame draws a bordered box of exactly w×h cells around body (its lines already fit).
-func paneFrame(s shared.Styles, body string, w, h int, focused bool) string {
+func paneFrame(s uictx.Styles, body string, w, h int, focused bool) string {
 	st := s.Pane
 	if focused {
 		st = s.PaneFocused

@@ -9,10 +9,10 @@ import (
 
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/internal/tuitest"
+	"github.com/idemwork/idemwork/internal/uictx"
 	"github.com/idemwork/idemwork/internal/workbench"
 	"github.com/idemwork/idemwork/store"
 	"github.com/idemwork/idemwork/storm/stormtypes"
-	"github.com/idemwork/idemwork/tui/shared"
 	"github.com/idemwork/idemwork/views"
 )
 
@@ -20,7 +20,7 @@ import (
 func statusText(t *testing.T, cmd tea.Cmd) string {
 	t.Helper()
 	require.NotNil(t, cmd)
-	msg, ok := cmd().(shared.StatusMsg)
+	msg, ok := cmd().(uictx.StatusMsg)
 	require.True(t, ok, "a status line")
 	require.True(t, msg.Error)
 	return msg.Text
@@ -33,9 +33,10 @@ func statusText(t *testing.T, cmd tea.Cmd) string {
 // used here.
 func TestEveryViewThatRefusesAWriteSaysTheSessionsOwnReason(t *testing.T) {
 	t.Parallel()
+	ctx := testdb.Context(t)
 	b := tuitest.New(t)
 	testdb.AdminIn(t, b.DB.Name, `INSERT INTO goose_db_version (version_id, is_applied) VALUES (9999, true)`)
-	sdb, err := store.Open(context.Background(), b.DB.DSN, store.Options{})
+	sdb, err := store.Open(ctx, b.DB.DSN, store.Options{})
 	require.NoError(t, err)
 	t.Cleanup(sdb.Close)
 	b.Ctx.Writes = workbench.Gate(sdb)
@@ -43,7 +44,7 @@ func TestEveryViewThatRefusesAWriteSaysTheSessionsOwnReason(t *testing.T) {
 	const reason = `SCHEMA_NOT_READY: the database schema in schema "public" is newer than this idemwork`
 	const wrong = "reconnect with --allow-writes"
 
-	f := views.NewForm(b.Ctx, b.Backend.Form(), shared.OpenFormMsg{Kind: "create", Module: "NOTE"})
+	f := views.NewForm(b.Ctx, b.Backend.Form(), uictx.OpenFormMsg{Kind: "create", Module: "NOTE"})
 	f.SetSize(100, 30)
 	settle(t, f.Update, f.Init())
 	f.Update(tea.KeyMsg{Type: tea.KeyTab})

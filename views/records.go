@@ -12,8 +12,8 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/idemwork/idemwork/internal/termsafe"
+	"github.com/idemwork/idemwork/internal/uictx"
 	"github.com/idemwork/idemwork/model"
-	"github.com/idemwork/idemwork/tui/shared"
 )
 
 // Records lists the owner's records (keyset pages, module filter, / searching titles and ids in
@@ -21,7 +21,7 @@ import (
 // between any two (the base marked), and its executions and audit events. A record's snapshots
 // are read when shown, not with the list: a record of 200 revisions of 60 KB opens at once.
 type Records struct {
-	ctx    *shared.ProgramContext
+	ctx    *uictx.ProgramContext
 	src    RecordReader
 	w, h   int
 	list   paged[model.Record]
@@ -90,7 +90,7 @@ func recordQuery(module, q string) model.RecordQuery {
 }
 
 // NewRecords returns the Records view, reading through src.
-func NewRecords(ctx *shared.ProgramContext, src RecordReader) *Records {
+func NewRecords(ctx *uictx.ProgramContext, src RecordReader) *Records {
 	v := &Records{ctx: ctx, src: src}
 	v.list.table.Columns = []Column{{Title: "MODULE", Width: 10}, {Title: "ID", Width: 12}, {Title: "REV", Width: 4}, {Title: "TITLE", Min: 10}, {Title: "UPDATED", Width: 14}}
 	v.list.toRow = func(r model.Record) Row {
@@ -215,11 +215,11 @@ func (v *Records) Update(msg tea.Msg) tea.Cmd {
 		return v.showSelection()
 	case TickMsg:
 		v.list.refill()
-	case shared.OwnerChangedMsg:
+	case uictx.OwnerChangedMsg:
 		v.detail = nil
 		v.list.query = ""
 		return v.list.restart(v.ctx)
-	case shared.DataChangedMsg:
+	case uictx.DataChangedMsg:
 		cmds := []tea.Cmd{v.reload()}
 		if v.detail != nil {
 			cmds = append(cmds, v.loadDetail())
@@ -275,7 +275,7 @@ func (v *Records) updateList(msg tea.KeyMsg) tea.Cmd {
 		if module == "" {
 			module = "NOTE"
 		}
-		return func() tea.Msg { return shared.OpenFormMsg{Kind: "create", Module: module} }
+		return func() tea.Msg { return uictx.OpenFormMsg{Kind: "create", Module: module} }
 	case key.Matches(msg, v.ctx.Keys.Records.Patch), key.Matches(msg, v.ctx.Keys.Records.Action), key.Matches(msg, v.ctx.Keys.Records.Storm):
 		if sel == nil {
 			return status("select a record first", true)
@@ -285,18 +285,18 @@ func (v *Records) updateList(msg tea.KeyMsg) tea.Cmd {
 	return nil
 }
 
-func recordAction(k shared.RecordsKeys, msg tea.KeyMsg, module, id string, revision int) tea.Cmd {
+func recordAction(k uictx.RecordsKeys, msg tea.KeyMsg, module, id string, revision int) tea.Cmd {
 	switch {
 	case key.Matches(msg, k.Patch):
 		return func() tea.Msg {
-			return shared.OpenFormMsg{Kind: "patch", Module: module, RecordID: id, Revision: revision}
+			return uictx.OpenFormMsg{Kind: "patch", Module: module, RecordID: id, Revision: revision}
 		}
 	case key.Matches(msg, k.Action):
 		return func() tea.Msg {
-			return shared.OpenFormMsg{Kind: "action", Module: module, RecordID: id, Revision: revision}
+			return uictx.OpenFormMsg{Kind: "action", Module: module, RecordID: id, Revision: revision}
 		}
 	case key.Matches(msg, k.Storm):
-		return func() tea.Msg { return shared.OpenStormMsg{Module: module, RecordID: id, Revision: revision} }
+		return func() tea.Msg { return uictx.OpenStormMsg{Module: module, RecordID: id, Revision: revision} }
 	}
 	return nil
 }
@@ -332,7 +332,7 @@ func (v *Records) updateDetail(msg tea.KeyMsg) tea.Cmd {
 		if key.Matches(msg, v.ctx.Keys.List.Open) || key.Matches(msg, v.ctx.Keys.List.ToKey) {
 			i := d.history.Selected()
 			if i >= 0 && i < len(d.histKeys) && d.histKeys[i] != nil {
-				return jump(shared.JumpKey, "", *d.histKeys[i])
+				return jump(uictx.JumpKey, "", *d.histKeys[i])
 			}
 			return status("this row carries no idempotency key", true)
 		}
@@ -627,10 +627,10 @@ func (v *Records) viewDetail() string {
 	s := v.ctx.Styles
 	d := v.detail
 	if d.err != "" {
-		return s.Danger.Render(cut(d.err, v.w)) + "\n" + s.Subtle.Render("esc: back · r: retry")
+		return s.Danger.Render(termsafe.Cut(d.err, v.w)) + "\n" + s.Subtle.Render("esc: back · r: retry")
 	}
 	if d.data == nil {
-		return s.Subtle.Render(cut("loading record "+safe(d.id)+"…", v.w))
+		return s.Subtle.Render(termsafe.Cut("loading record "+safe(d.id)+"…", v.w))
 	}
 	r := d.data.Record
 	head := s.Title.Render(safe(r.ModuleCode)+" "+safe(r.ID)) + s.Subtle.Render(fmt.Sprintf(" · revision %d · ", r.Revision)) + termsafe.Quote(r.Title)
@@ -647,7 +647,7 @@ func (v *Records) viewDetail() string {
 	bodyH := v.h - 2
 	if d.mode == modeHistory {
 		body := paneFrame(s, s.PaneTitle.Render("▸ Executions and audit events of this record (enter/K: open its key)")+"\n"+d.history.View(s, true), v.w, bodyH, true)
-		return cut(head, v.w) + "\n" + cut(sub, v.w) + "\n" + body
+		return termsafe.Cut(head, v.w) + "\n" + termsafe.Cut(sub, v.w) + "\n" + body
 	}
 	rw := v.revsWidth()
 	title := "Revisions"
@@ -657,9 +657,9 @@ func (v *Records) viewDetail() string {
 	if d.focus == 0 {
 		title = "▸ " + title
 	}
-	left := paneFrame(s, s.PaneTitle.Render(cut(title, rw-4))+"\n"+d.revs.View(s, d.focus == 0), rw, bodyH, d.focus == 0)
+	left := paneFrame(s, s.PaneTitle.Render(termsafe.Cut(title, rw-4))+"\n"+d.revs.View(s, d.focus == 0), rw, bodyH, d.focus == 0)
 	right := d.content.View(s, d.focus == 1)
-	return cut(head, v.w) + "\n" + cut(sub, v.w) + "\n" + joinH(left, right)
+	return termsafe.Cut(head, v.w) + "\n" + termsafe.Cut(sub, v.w) + "\n" + joinH(left, right)
 }
 
 // writeKeys are the keys that write from Records: none on a read-only session, whose footer
@@ -722,9 +722,6 @@ func (v *Records) FullHelp() [][]key.Binding {
 
 // Capturing is false: this view has no text fields.
 func (v *Records) Capturing() bool { return false }
-
-// SetFilter is unused: Records searches the database (Search).
-func (v *Records) SetFilter(string) {}
 
 // Search lists the owner's records whose title contains q (or, for "id:P", whose id starts
 // with P).

@@ -15,9 +15,9 @@ import (
 	"github.com/muesli/termenv"
 
 	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/internal/uictx"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/storm/stormtypes"
-	"github.com/idemwork/idemwork/tui/shared"
 )
 
 // Storm fires N concurrent requests of one operation on one key and shows, live, how each
@@ -33,7 +33,7 @@ import (
 // that same body. The target — the owner's record a patch or a feature run fires at — is read
 // again when the owner or the record changes; a target the owner does not have fires nothing.
 type Storm struct {
-	ctx     *shared.ProgramContext
+	ctx     *uictx.ProgramContext
 	deps    StormDeps
 	w, h    int
 	fields  []*formField
@@ -199,7 +199,7 @@ const (
 )
 
 // NewStorm returns the Storm view.
-func NewStorm(ctx *shared.ProgramContext, deps StormDeps) *Storm {
+func NewStorm(ctx *uictx.ProgramContext, deps StormDeps) *Storm {
 	bar := progress.New(progress.WithDefaultGradient(), progress.WithoutPercentage())
 	if ctx.Styles.Mono {
 		// The bar paints its gradient itself, past lipgloss's profile: under NO_COLOR it draws
@@ -367,7 +367,7 @@ func (v *Storm) request() model.WriteRequest {
 
 // Prepare sets the storm up for a record (from the Records view); the record is read when the
 // view comes on screen, and its title, summary and payload fill the body as the patch form's do.
-func (v *Storm) Prepare(m shared.OpenStormMsg) {
+func (v *Storm) Prepare(m uictx.OpenStormMsg) {
 	if v.running {
 		return
 	}
@@ -685,14 +685,14 @@ func (v *Storm) Update(msg tea.Msg) tea.Cmd {
 		return nil
 	case stormTargetMsg:
 		return v.targetRead(msg)
-	case shared.OwnerChangedMsg:
+	case uictx.OwnerChangedMsg:
 		// The record was the last owner's: read it again for this one (a record id is one
 		// owner's), and until it is read, nothing fires at it.
 		if v.target.record != "" && !v.running {
 			v.target.resolved, v.target.refusal, v.target.base = false, "", nil
 			return v.loadTarget(true)
 		}
-	case shared.DataChangedMsg:
+	case uictx.DataChangedMsg:
 		// Something wrote: the record may have moved on (a form's patch).
 		if v.target.record != "" && !v.running && !v.editing {
 			return v.loadTarget(false)
@@ -762,7 +762,7 @@ func (v *Storm) finish(msg stormDoneMsg) tea.Cmd {
 		txt = fmt.Sprintf("storm #%d did not run: %s", r.n, r.notRun)
 	}
 	isErr := r.summary == nil || r.summary.Verdict.Verdict != stormtypes.VerdictAgrees
-	cmds := []tea.Cmd{status(txt, isErr), v.loadTarget(false), func() tea.Msg { return shared.DataChangedMsg{} }}
+	cmds := []tea.Cmd{status(txt, isErr), v.loadTarget(false), func() tea.Msg { return uictx.DataChangedMsg{} }}
 	if r.outcomes[string(apperr.KeyReused)] > 0 && v.deps.Reuse != nil {
 		ex, req, n := v.deps.Reuse, r.req, r.n
 		cmds = append(cmds, query(func(ctx context.Context) tea.Msg {
@@ -924,9 +924,6 @@ func (v *Storm) FullHelp() [][]key.Binding {
 	// ctrl+x acts while a storm runs (the footer shows it then).
 	return [][]key.Binding{v.ShortHelp(), {k.Storm.Stop}}
 }
-
-// SetFilter does nothing here.
-func (v *Storm) SetFilter(string) {}
 
 // Selection is the storm's key.
 func (v *Storm) Selection() string { return v.value(fKey) }

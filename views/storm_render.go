@@ -81,7 +81,7 @@ func bodyText(r model.WriteRequest) string {
 func (v *Storm) View() string {
 	s := v.ctx.Styles
 	head := s.Title.Render("Replay storm") + s.Subtle.Render(" · fires at "+v.firesAt())
-	out := []string{cut(head, v.w)}
+	out := []string{termsafe.Cut(head, v.w)}
 	var about []string
 	if v.target.record != "" {
 		if v.execStatus != "" {
@@ -92,7 +92,7 @@ func (v *Storm) View() string {
 		}
 	}
 	if len(about) > 0 {
-		out = append(out, s.Subtle.Render(cut(printable(strings.Join(about, " · ")), v.w)))
+		out = append(out, s.Subtle.Render(termsafe.Cut(printable(strings.Join(about, " · ")), v.w)))
 	}
 	if why := v.refusal(); why != "" {
 		out = append(out, wrapLines(s.Danger, printable("✗ "+why), v.w, 3)...)
@@ -138,7 +138,7 @@ func (v *Storm) formLines() []string {
 				val = s.RowSelected.Render(" ◂ " + val + " ▸ ")
 			}
 		}
-		out = append(out, cut(marker+label.Render(pad(f.label, 24))+val, v.w))
+		out = append(out, termsafe.Cut(marker+label.Render(termsafe.Pad(f.label, 24))+val, v.w))
 		msg := ""
 		if f.validate != nil {
 			msg = f.validate(f.value())
@@ -225,7 +225,7 @@ func (v *Storm) historyLines(n int) []string {
 		}
 		line := fmt.Sprintf("  #%d %s %s key %s · %s · %s", r.n, r.at.Local().Format("15:04:05"), r.req.Kind, shownKey(r.req.Key()),
 			strings.Join(counts, " "), result)
-		out = append(out, s.Subtle.Render(cut(printable(line), v.w)))
+		out = append(out, s.Subtle.Render(termsafe.Cut(printable(line), v.w)))
 	}
 	return out
 }
@@ -258,7 +258,7 @@ func (v *Storm) progressLines(r *stormRun) []string {
 		v.bar.Width = min(bw, 60)
 		line = v.bar.ViewAs(float64(done)/float64(n)) + line
 	}
-	out = append(out, cut(line, v.w))
+	out = append(out, termsafe.Cut(line, v.w))
 
 	var parts []string
 	// A BLOCKED (or only queued) execution is said with the outcome that made it: "EXECUTED 1"
@@ -287,7 +287,7 @@ func (v *Storm) progressLines(r *stormRun) []string {
 	if r.reuse != "" {
 		out = append(out, wrapLines(s.Warning, printable("IDEMPOTENCY_KEY_REUSED: "+r.reuse), v.w, 3)...)
 	}
-	out = append(out, cut(fmt.Sprintf("latency ms  p50 %.2f  p95 %.2f  p99 %.2f  max %.2f", stormtypes.Percentile(r.sorted, 50), stormtypes.Percentile(r.sorted, 95),
+	out = append(out, termsafe.Cut(fmt.Sprintf("latency ms  p50 %.2f  p95 %.2f  p99 %.2f  max %.2f", stormtypes.Percentile(r.sorted, 50), stormtypes.Percentile(r.sorted, 95),
 		stormtypes.Percentile(r.sorted, 99), stormtypes.Percentile(r.sorted, 100)), v.w))
 	out = append(out, s.Highlight.Render(sparkline(r.latencies, v.w-2)))
 
@@ -297,7 +297,7 @@ func (v *Storm) progressLines(r *stormRun) []string {
 		if !l.PeakAt.IsZero() && l.PeakWaiting > 0 {
 			locks += " at " + l.PeakAt.Local().Format("15:04:05.000")
 		}
-		out = append(out, s.Subtle.Render(cut(locks, v.w)))
+		out = append(out, s.Subtle.Render(termsafe.Cut(locks, v.w)))
 		if quiet := time.Since(r.lastEvent); quiet >= stallAfter && done < n && !v.stopping {
 			why := l.WaitsOn()
 			if why == "" {
@@ -314,7 +314,7 @@ func (v *Storm) progressLines(r *stormRun) []string {
 			locks += " at " + at.Local().Format("15:04:05.000")
 		}
 		locks += fmt.Sprintf(" (%d samples)", sm.Locks.Samples)
-		out = append(out, s.Subtle.Render(cut(locks, v.w)))
+		out = append(out, s.Subtle.Render(termsafe.Cut(locks, v.w)))
 		if sm.Locks.PeakWaiting > r.waited {
 			out = append(out, wrapLines(s.Subtle, locksVersusWaited(sm.Locks.PeakWaiting, r.waited, r.lockTypes), v.w, 3)...)
 		}
@@ -398,7 +398,7 @@ func (v *Storm) verdictLines(r *stormRun) []string {
 	if n := len(sm.ByServer); n > 1 {
 		tail += fmt.Sprintf(" · %d servers", n)
 	}
-	out = append(out, s.Subtle.Render(cut(tail, v.w)))
+	out = append(out, s.Subtle.Render(termsafe.Cut(tail, v.w)))
 	return out
 }
 
@@ -433,7 +433,7 @@ func wrapCommand(st lipgloss.Style, text string, w, maxLines int) []string {
 	lines = append(lines, line)
 	if len(lines) > maxLines {
 		lines = lines[:maxLines]
-		lines[maxLines-1] = cut(lines[maxLines-1]+" …", w)
+		lines[maxLines-1] = termsafe.Cut(lines[maxLines-1]+" …", w)
 	}
 	for i, l := range lines {
 		lines[i] = st.Render(l)
@@ -460,7 +460,7 @@ func wrap(text string, w, maxLines int) []string {
 	lines := strings.Split(wrapped, "\n")
 	if len(lines) > maxLines {
 		lines = lines[:maxLines]
-		lines[maxLines-1] = cut(lines[maxLines-1]+" …", w)
+		lines[maxLines-1] = termsafe.Cut(lines[maxLines-1]+" …", w)
 	}
 	return lines
 }

@@ -17,9 +17,9 @@ import (
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/internal/tuitest"
+	"github.com/idemwork/idemwork/internal/uictx"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/storm/stormtypes"
-	"github.com/idemwork/idemwork/tui/shared"
 	"github.com/idemwork/idemwork/views"
 )
 
@@ -168,7 +168,7 @@ func TestTheStormViewCountsWaitsOfRejectionsAndShowsTheExecutionStatus(t *testin
 		return s, nil
 	}
 	v := views.NewStorm(plainCtx(), views.StormDeps{Run: run, Records: records, Catalog: &catalog{}})
-	v.Prepare(shared.OpenStormMsg{Module: "MEM-001", RecordID: tuitest.MemID, Revision: 1})
+	v.Prepare(uictx.OpenStormMsg{Module: "MEM-001", RecordID: tuitest.MemID, Revision: 1})
 	v.SetSize(120, 37)
 	p := newProgram(t, v)
 	p.run(v.SetActive(true))
@@ -211,7 +211,7 @@ func TestTheStormFormShowsTheBodyAndFollowsTheRecordsRevision(t *testing.T) {
 	deps := views.StormDeps{Run: run, Records: records, Catalog: &catalog{}}
 	v := views.NewStorm(plainCtx(), deps)
 	// Records hands over a stale revision: the view reads the record itself.
-	v.Prepare(shared.OpenStormMsg{Module: "NOTE", RecordID: tuitest.NoteID, Revision: 1})
+	v.Prepare(uictx.OpenStormMsg{Module: "NOTE", RecordID: tuitest.NoteID, Revision: 1})
 	v.SetSize(120, 37)
 	p := newProgram(t, v)
 	p.run(v.SetActive(true))
@@ -248,7 +248,7 @@ func TestTheStormFormShowsTheBodyAndFollowsTheRecordsRevision(t *testing.T) {
 
 	// A create storm from a MEM-001 record sends the module's template as its payload.
 	v2 := views.NewStorm(plainCtx(), deps)
-	v2.Prepare(shared.OpenStormMsg{Module: "MEM-001", RecordID: tuitest.MemID, Revision: 1})
+	v2.Prepare(uictx.OpenStormMsg{Module: "MEM-001", RecordID: tuitest.MemID, Revision: 1})
 	v2.SetSize(120, 37)
 	p2 := newProgram(t, v2)
 	p2.send(tea.KeyMsg{Type: tea.KeyLeft}) // patch → create
@@ -309,7 +309,7 @@ func TestTheLocksViewNamesAStormsSessionsItsKeyAndItsPeak(t *testing.T) {
 	t.Parallel()
 	b := tuitest.New(t)
 	tuitest.SeedFixed(t, b)
-	ctx := context.Background()
+	ctx := testdb.Context(t)
 	holder, err := b.DB.Pool.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = holder.Rollback(ctx) }()
@@ -321,13 +321,13 @@ func TestTheLocksViewNamesAStormsSessionsItsKeyAndItsPeak(t *testing.T) {
 	// A storm whose one session waits on the holder while it runs.
 	waiting := make(chan error, 1)
 	run := func(sctx context.Context, spec stormtypes.Spec, events chan<- stormtypes.Event, locks chan<- stormtypes.LockSample) (stormtypes.Summary, error) {
-		c, err := pgx.Connect(context.Background(), testdb.WithParam(b.DB.DSN, "application_name", stormtypes.AppNamePrefix(spec.ID)+"p0"))
+		c, err := pgx.Connect(ctx, testdb.WithParam(b.DB.DSN, "application_name", stormtypes.AppNamePrefix(spec.ID)+"p0"))
 		if err != nil {
 			return stormtypes.Summary{}, err
 		}
 		go func() { // it ends when the holder rolls back
-			defer c.Close(context.Background())
-			_, err := c.Exec(context.Background(), `UPDATE record SET title = 'waiting' WHERE id = $1`, tuitest.NoteID)
+			defer c.Close(ctx)
+			_, err := c.Exec(ctx, `UPDATE record SET title = 'waiting' WHERE id = $1`, tuitest.NoteID)
 			waiting <- err
 		}()
 		locks <- stormtypes.LockSample{Waiting: 1, PeakWaiting: 1, PeakAt: tuitest.Now}
@@ -381,11 +381,11 @@ func lineWith(screen, s string) string {
 // statusRecorder keeps the status messages the program carried.
 type statusRecorder struct {
 	mu   sync.Mutex
-	msgs []shared.StatusMsg
+	msgs []uictx.StatusMsg
 }
 
 func (r *statusRecorder) Update(msg tea.Msg) tea.Cmd {
-	if st, ok := msg.(shared.StatusMsg); ok {
+	if st, ok := msg.(uictx.StatusMsg); ok {
 		r.mu.Lock()
 		r.msgs = append(r.msgs, st)
 		r.mu.Unlock()
@@ -393,11 +393,11 @@ func (r *statusRecorder) Update(msg tea.Msg) tea.Cmd {
 	return nil
 }
 
-func (r *statusRecorder) last() (shared.StatusMsg, bool) {
+func (r *statusRecorder) last() (uictx.StatusMsg, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.msgs) == 0 {
-		return shared.StatusMsg{}, false
+		return uictx.StatusMsg{}, false
 	}
 	return r.msgs[len(r.msgs)-1], true
 }

@@ -14,8 +14,8 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/idemwork/idemwork/internal/termsafe"
+	"github.com/idemwork/idemwork/internal/uictx"
 	"github.com/idemwork/idemwork/model"
-	"github.com/idemwork/idemwork/tui/shared"
 )
 
 // timelineQuery reads a Timeline search: a key prefix, or "action:" and an action prefix.
@@ -91,7 +91,7 @@ type HistoryReader interface {
 // NewTimeline is the owner's merged history — audit events, executions, keys and revisions —
 // newest first, one keyset page at a time, for support staff tracing what happened; / searches
 // by key or action prefix and x exports what is selected, whole, to a CSV file.
-func NewTimeline(ctx *shared.ProgramContext, src HistoryReader) View {
+func NewTimeline(ctx *uictx.ProgramContext, src HistoryReader) View {
 	v := &listView[model.Event]{ctx: ctx, title: "Timeline", keys: []key.Binding{ctx.Keys.List.Open, ctx.Keys.List.ToKey, ctx.Keys.Timeline.Export},
 		hint: "key prefix (its whole story), or action:PREFIX"}
 	v.list.table.Columns = []Column{{Title: "WHEN", Width: 14}, {Title: "KIND", Width: 9}, {Title: "WHAT", Min: 16}, {Title: "RECORD", Width: 12, Optional: true}, {Title: "KEY", Width: 22}}
@@ -157,9 +157,9 @@ func NewTimeline(ctx *shared.ProgramContext, src HistoryReader) View {
 			return startExport(src, q, ctx.ExportDir, ctx.Now())
 		case e == nil:
 		case key.Matches(msg, ctx.Keys.List.Open) && e.Kind == "key" && e.Key != nil, key.Matches(msg, ctx.Keys.List.ToKey) && e.Key != nil:
-			return jump(shared.JumpKey, "", *e.Key)
+			return jump(uictx.JumpKey, "", *e.Key)
 		case key.Matches(msg, ctx.Keys.List.Open) && e.RecordID != nil:
-			return jump(shared.JumpRecord, deref(e.ModuleCode), *e.RecordID)
+			return jump(uictx.JumpRecord, deref(e.ModuleCode), *e.RecordID)
 		}
 		return nil
 	}

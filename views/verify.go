@@ -11,8 +11,8 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/idemwork/idemwork/internal/uictx"
 	"github.com/idemwork/idemwork/model"
-	"github.com/idemwork/idemwork/tui/shared"
 )
 
 // Verify shows `idemwork verify --owner <current owner>`: every invariant of the stored rows with
@@ -21,7 +21,7 @@ import (
 // run has no deadline of its own (an owner with a million audit events takes a while): it shows
 // its progress — rows checked of an estimate — and ctrl+x cancels it.
 type Verify struct {
-	ctx    *shared.ProgramContext
+	ctx    *uictx.ProgramContext
 	src    InvariantChecker
 	w, h   int
 	active bool
@@ -75,7 +75,7 @@ type InvariantChecker interface {
 
 // NewVerify returns the Verify view, checking through src (nil: the view says it needs a
 // database).
-func NewVerify(ctx *shared.ProgramContext, src InvariantChecker) *Verify {
+func NewVerify(ctx *uictx.ProgramContext, src InvariantChecker) *Verify {
 	return &Verify{ctx: ctx, src: src}
 }
 
@@ -148,12 +148,12 @@ func (v *Verify) Update(msg tea.Msg) tea.Cmd {
 		v.rep, v.owner, v.at = &msg.rep, msg.rep.Owner, msg.at
 		v.lines = v.render(msg.rep)
 		v.offset = min(v.offset, max(len(v.lines)-1, 0))
-	case shared.OwnerChangedMsg:
+	case uictx.OwnerChangedMsg:
 		v.rep, v.lines, v.offset = nil, nil, 0
 		if v.active {
 			return v.run()
 		}
-	case shared.DataChangedMsg:
+	case uictx.DataChangedMsg:
 		if v.active && !v.busy {
 			return v.run()
 		}
@@ -315,9 +315,6 @@ func count(n int64) string {
 
 // Capturing is false: the view has no text field.
 func (v *Verify) Capturing() bool { return false }
-
-// SetFilter does nothing here.
-func (v *Verify) SetFilter(string) {}
 
 // Selection is the first example's record or key, for y.
 func (v *Verify) Selection() string {

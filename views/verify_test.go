@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemwork/idemwork/internal/tuitest"
+	"github.com/idemwork/idemwork/internal/uictx"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/model"
-	"github.com/idemwork/idemwork/tui/shared"
 	"github.com/idemwork/idemwork/views"
 )
 
@@ -36,7 +36,7 @@ func TestTheVerifyViewShowsTheCurrentOwnersInvariantsAndEscapesStoredText(t *tes
 	_, err = b.DB.Pool.Exec(ctx, `INSERT INTO record (owner_id, id, module_code, revision, title, payload, created_at, updated_at)
 		VALUES ('alice', E'EVIL\x1b[2J\nX', 'NOTE', 3, 't', '{}', now(), now()), ('bob', 'B', 'NOTE', 9, 't', '{}', now(), now())`)
 	require.NoError(t, err)
-	settle(t, v.Update, v.Update(shared.DataChangedMsg{}))
+	settle(t, v.Update, v.Update(uictx.DataChangedMsg{}))
 	screen = v.View()
 	require.Contains(t, screen, "✗ revisions_dense")
 	require.Contains(t, screen, `record EVIL\x1b[2J\nX: record.revision is 3 but it has 0`)
@@ -50,7 +50,7 @@ func TestTheVerifyViewShowsTheCurrentOwnersInvariantsAndEscapesStoredText(t *tes
 
 	// The owner changes: the check runs again for the new owner.
 	b.Ctx.Owner = "bob"
-	settle(t, v.Update, v.Update(shared.OwnerChangedMsg{}))
+	settle(t, v.Update, v.Update(uictx.OwnerChangedMsg{}))
 	require.Contains(t, v.View(), "violation(s) for bob")
 	require.Equal(t, "B", v.Selection())
 

@@ -15,7 +15,7 @@ import (
 
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/internal/termsafe"
-	"github.com/idemwork/idemwork/tui/shared"
+	"github.com/idemwork/idemwork/internal/uictx"
 )
 
 // View is one screen of the workbench.
@@ -29,13 +29,15 @@ type View interface {
 	FullHelp() [][]key.Binding
 	// Capturing is true while a text field has focus: global keys (q, ?, /) go to the view.
 	Capturing() bool
-	// SetFilter narrows the rows shown ("" clears it). Views of stored rows implement Searcher
-	// instead, and the shell uses that.
-	SetFilter(s string)
 	// Selection is what `y` copies: the selected id or key, or the focused pane's content
 	// ("" for none).
 	Selection() string
 }
+
+// Filterer is a view whose `/` narrows the rows it has loaded, as typed ("" clears it). Views of
+// stored rows are Searchers instead, and the shell uses that; a view that is neither has no rows
+// for `/` to narrow.
+type Filterer interface{ SetFilter(s string) }
 
 // TextFocuser is a view (or the write form) that says whether the field with the keys is a
 // text field; a view that captures keys without it has one. Keys typed there are text (digits
@@ -113,11 +115,11 @@ func errText(err error) string {
 }
 
 func status(text string, isErr bool) tea.Cmd {
-	return func() tea.Msg { return shared.StatusMsg{Text: text, Error: isErr} }
+	return func() tea.Msg { return uictx.StatusMsg{Text: text, Error: isErr} }
 }
 
 // moveTable applies navigation keys to a table; it reports whether the key was one.
-func moveTable(k shared.ListKeys, t *Table, msg tea.KeyMsg, page int) bool {
+func moveTable(k uictx.ListKeys, t *Table, msg tea.KeyMsg, page int) bool {
 	switch {
 	case key.Matches(msg, k.Up):
 		t.Move(-1)

@@ -18,10 +18,10 @@ import (
 	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/internal/tuitest"
+	"github.com/idemwork/idemwork/internal/uictx"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/storm/stormtypes"
-	"github.com/idemwork/idemwork/tui/shared"
 	"github.com/idemwork/idemwork/views"
 )
 
@@ -46,7 +46,7 @@ func typeText(f *views.Form, s string) {
 func TestTheFormValidatesJSONAsYouTypeAndSendingAgainReplays(t *testing.T) {
 	t.Parallel()
 	b := tuitest.New(t)
-	f := views.NewForm(b.Ctx, b.Backend.Form(), shared.OpenFormMsg{Kind: "create", Module: "NOTE"})
+	f := views.NewForm(b.Ctx, b.Backend.Form(), uictx.OpenFormMsg{Kind: "create", Module: "NOTE"})
 	f.SetSize(100, 30)
 	tab := tea.KeyMsg{Type: tea.KeyTab}
 	f.Update(tab) // -> key
@@ -100,7 +100,7 @@ func TestAFormErrorShowsItsCodeNotARawDatabaseError(t *testing.T) {
 			"INTERNAL (HTTP 500): internal error in insert record", "duplicate key"},
 	} {
 		w := &writer{answer: func(any) (model.WriteResult, error) { return model.WriteResult{}, c.err }}
-		f := views.NewForm(plainCtx(), views.FormDeps{Writer: w}, shared.OpenFormMsg{Kind: "create", Module: "IDENTITY"})
+		f := views.NewForm(plainCtx(), views.FormDeps{Writer: w}, uictx.OpenFormMsg{Kind: "create", Module: "IDENTITY"})
 		f.SetSize(200, 30)
 		f.Update(tea.KeyMsg{Type: tea.KeyTab})
 		f.Update(tea.KeyMsg{Type: tea.KeyTab})
@@ -141,7 +141,7 @@ func TestStaleResultsAreDropped(t *testing.T) {
 	older := v.Init() // a query issued while the owner had nothing
 	msgOld := older()
 	src.add(model.Record{ID: "01JFRESH000000000000000000", OwnerID: "alice", ModuleCode: "NOTE", Revision: 1, Title: "fresh"})
-	settle(t, v.Update, v.Update(shared.DataChangedMsg{})) // a newer query sees the record
+	settle(t, v.Update, v.Update(uictx.DataChangedMsg{})) // a newer query sees the record
 	require.Contains(t, v.View(), "fresh")
 	v.Update(msgOld) // the older answer arrives late
 	require.Contains(t, v.View(), "fresh", "a stale page never overwrites a newer one")
@@ -163,7 +163,7 @@ func TestExecutionsCountBlockedAndJumpToTheRecord(t *testing.T) {
 	settle(t, v.Update, v.Init())
 	require.Contains(t, v.View(), "1 BLOCKED")
 	msg := v.Update(tea.KeyMsg{Type: tea.KeyEnter})()
-	require.Equal(t, shared.JumpMsg{Kind: shared.JumpRecord, Module: "MEM-001", ID: tuitest.MemID}, msg)
+	require.Equal(t, uictx.JumpMsg{Kind: uictx.JumpRecord, Module: "MEM-001", ID: tuitest.MemID}, msg)
 }
 
 func TestTheOutboxViewRunsTheWorker(t *testing.T) {
@@ -230,8 +230,8 @@ func TestAuditJumpsToTheRecordAndToTheKeyOfAnEvent(t *testing.T) {
 	require.Contains(t, screen, "FEATURE_F02_BLOCKED")
 	require.Contains(t, screen, "3 loaded")
 	// Newest first: the BLOCKED event is selected.
-	require.Equal(t, shared.JumpMsg{Kind: shared.JumpRecord, Module: "MEM-001", ID: tuitest.MemID}, v.Update(tea.KeyMsg{Type: tea.KeyEnter})())
-	require.Equal(t, shared.JumpMsg{Kind: shared.JumpKey, ID: "fixed-publish"}, v.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("K")})())
+	require.Equal(t, uictx.JumpMsg{Kind: uictx.JumpRecord, Module: "MEM-001", ID: tuitest.MemID}, v.Update(tea.KeyMsg{Type: tea.KeyEnter})())
+	require.Equal(t, uictx.JumpMsg{Kind: uictx.JumpKey, ID: "fixed-publish"}, v.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("K")})())
 }
 
 func TestTheTimelineMergesEveryKindNewestFirstAndOpensKeys(t *testing.T) {
@@ -246,8 +246,8 @@ func TestTheTimelineMergesEveryKindNewestFirstAndOpensKeys(t *testing.T) {
 		require.Contains(t, screen, kind)
 	}
 	// The newest entries are the publish key and its BLOCKED execution (same instant, "key" sorts last).
-	require.Equal(t, shared.JumpMsg{Kind: shared.JumpKey, ID: "fixed-publish"}, v.Update(tea.KeyMsg{Type: tea.KeyEnter})())
-	v.SetFilter("RECORD_PATCHED")
+	require.Equal(t, uictx.JumpMsg{Kind: uictx.JumpKey, ID: "fixed-publish"}, v.Update(tea.KeyMsg{Type: tea.KeyEnter})())
+	v.(views.Filterer).SetFilter("RECORD_PATCHED")
 	require.Contains(t, v.View(), "RECORD_PATCHED")
 	require.NotContains(t, v.View(), "FEATURE_F02_BLOCKED")
 }
@@ -256,7 +256,7 @@ func TestLocksShowsASessionWaitingOnAnotherOnesLock(t *testing.T) {
 	t.Parallel()
 	b := tuitest.New(t)
 	tuitest.SeedFixed(t, b)
-	ctx := context.Background()
+	ctx := testdb.Context(t)
 	holder, err := b.DB.Pool.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = holder.Rollback(ctx) }()
@@ -287,7 +287,7 @@ func TestLocksShowsASessionWaitingOnAnotherOnesLock(t *testing.T) {
 
 func TestTheFormJudgesKeysAndTitlesByTheRunnersAndKernelsOwnRules(t *testing.T) {
 	t.Parallel()
-	f := views.NewForm(plainCtx(), views.FormDeps{}, shared.OpenFormMsg{Kind: "create", Module: "NOTE"})
+	f := views.NewForm(plainCtx(), views.FormDeps{}, uictx.OpenFormMsg{Kind: "create", Module: "NOTE"})
 	f.SetSize(100, 30)
 	f.Update(tea.KeyMsg{Type: tea.KeyTab}) // -> key
 	f.Update(tea.KeyMsg{Type: tea.KeyCtrlU})
@@ -365,7 +365,7 @@ func TestAReloadKeepsTheSelectedRowAndShowsTheNewOneAbove(t *testing.T) {
 	v.Update(press("j")) // "middle"
 	require.Equal(t, fmt.Sprintf("01JREC%020d", 1), v.Selection())
 	src.add(model.Record{ID: "01JREC99999999999999999999", OwnerID: "alice", ModuleCode: "NOTE", Revision: 1, Title: "brand new"})
-	settle(t, v.Update, v.Update(shared.DataChangedMsg{}))
+	settle(t, v.Update, v.Update(uictx.DataChangedMsg{}))
 	require.Equal(t, fmt.Sprintf("01JREC%020d", 1), v.Selection(), "the same record stays selected")
 	lines := strings.Split(ansi.Strip(v.View()), "\n")
 	require.Contains(t, lines[2], "brand new", "the new row is in view, above")

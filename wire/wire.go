@@ -9,6 +9,7 @@ import (
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/idem"
 	"github.com/idemwork/idemwork/idem/idemtype"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 )
 
@@ -21,7 +22,7 @@ const (
 )
 
 // JSON is a response whose body is v as JSON (HTML characters unescaped, one trailing newline).
-func JSON(status int, v any) Response {
+func JSON(status int, v any) model.Response {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
@@ -30,7 +31,7 @@ func JSON(status int, v any) Response {
 		// answered as one rather than with half a body.
 		return Error(apperr.Wrap(apperr.Internal, err, "internal error: encode the response body"))
 	}
-	return Response{Status: status, Body: b.String(), ExitCode: ExitCode("", status), Headers: map[string]string{
+	return model.Response{Status: status, Body: b.String(), ExitCode: ExitCode("", status), Headers: map[string]string{
 		"Content-Type":           "application/json; charset=utf-8",
 		"X-Content-Type-Options": "nosniff",
 		"Cache-Control":          "no-store",
@@ -41,17 +42,17 @@ func JSON(status int, v any) Response {
 // always, Idempotent-Replayed for REPLAYED and JOINED, Idempotency-Waited after a wait on the
 // unique index. A first call and each of its replays differ in these headers and in the body's
 // outcome and waited only.
-func Write(status int, outcome idemtype.Outcome, waited bool, v any) Response {
+func Write(status int, outcome idemtype.Outcome, waited bool, v any) model.Response {
 	r := JSON(status, v)
 	if r.Status != status {
 		return r
 	}
-	r.Headers[HeaderOutcome] = string(outcome)
+	r.Headers[idemtype.HeaderOutcome] = string(outcome)
 	if outcome == idemtype.Replayed || outcome == idemtype.Joined {
-		r.Headers[HeaderReplayed] = "true"
+		r.Headers[idemtype.HeaderReplayed] = "true"
 	}
 	if waited {
-		r.Headers[HeaderWaited] = "true"
+		r.Headers[idemtype.HeaderWaited] = "true"
 	}
 	return r
 }
@@ -83,7 +84,7 @@ func Coded(err error) *apperr.Error { return apperr.As(store.TranslateError(err)
 // headers it calls for — Retry-After where a retry may cure it, Idempotency-Outcome: unknown
 // with COMMIT_UNKNOWN, Idempotency-Waited when the rejection came after a wait on the unique
 // index (a committed leftover PROCESSING row met after the wait, for one).
-func Error(err error) Response {
+func Error(err error) model.Response {
 	ae := Coded(err)
 	msg := ae.Message
 	if msg == "" {
@@ -93,21 +94,21 @@ func Error(err error) Response {
 	switch ae.Code {
 	case apperr.CommitUnknown:
 		// Neither EXECUTED nor failed: the client must retry with the same key to find out.
-		r.Headers[HeaderOutcome] = OutcomeUnknown
+		r.Headers[idemtype.HeaderOutcome] = idemtype.OutcomeUnknown
 	case apperr.Overloaded, apperr.DatabaseUnavailable:
-		r.Headers[HeaderRetryAfter] = "1"
+		r.Headers[model.HeaderRetryAfter] = "1"
 	case apperr.ReplicationUnsafe:
 		// Cured when the synchronous standby attaches: seconds to minutes, not the next moment.
-		r.Headers[HeaderRetryAfter] = "5"
+		r.Headers[model.HeaderRetryAfter] = "5"
 	}
 	if idem.WaitedOnIndex(err) {
-		r.Headers[HeaderWaited] = "true"
+		r.Headers[idemtype.HeaderWaited] = "true"
 	}
 	return r
 }
 
 // ErrorStatus is an error response with an explicit status (an adapter's own: 405, 499).
-func ErrorStatus(status int, code apperr.Code, msg string) Response {
+func ErrorStatus(status int, code apperr.Code, msg string) model.Response {
 	r := JSON(status, ErrorBody{Error: ErrorDetail{Code: code, Status: status, Message: msg}})
 	r.ExitCode = ExitCode(code, status)
 	if status == http.StatusRequestEntityTooLarge {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/idem/idemtype"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/wire"
 )
 
@@ -19,8 +20,8 @@ func TestAWritesResponseIsServedAsBuilt(t *testing.T) {
 	t.Parallel()
 	r := wire.Write(http.StatusCreated, idemtype.Replayed, true, map[string]string{"title": "<&>"})
 	require.Equal(t, "{\"title\":\"<&>\"}\n", r.Body, "HTML characters unescaped, one newline")
-	require.Equal(t, []string{wire.HeaderOutcome, wire.HeaderReplayed, wire.HeaderWaited, "Cache-Control", "Content-Type", "X-Content-Type-Options"}, r.HeaderNames())
-	require.Equal(t, "REPLAYED", r.Headers[wire.HeaderOutcome])
+	require.Equal(t, []string{idemtype.HeaderOutcome, idemtype.HeaderReplayed, idemtype.HeaderWaited, "Cache-Control", "Content-Type", "X-Content-Type-Options"}, r.HeaderNames())
+	require.Equal(t, "REPLAYED", r.Headers[idemtype.HeaderOutcome])
 	require.Equal(t, 0, r.ExitCode)
 	rec := httptest.NewRecorder()
 	r.Serve(rec)
@@ -31,7 +32,7 @@ func TestAWritesResponseIsServedAsBuilt(t *testing.T) {
 	}
 	require.Equal(t, "HTTP 201 Created\nIdempotency-Outcome: REPLAYED\nIdempotent-Replayed: true\nIdempotency-Waited: true\n"+
 		"Cache-Control: no-store\nContent-Type: application/json; charset=utf-8\nX-Content-Type-Options: nosniff\n\n{\"title\":\"<&>\"}\n", r.Text())
-	require.NotContains(t, wire.Write(http.StatusOK, idemtype.Executed, false, nil).Headers, wire.HeaderReplayed)
+	require.NotContains(t, wire.Write(http.StatusOK, idemtype.Executed, false, nil).Headers, idemtype.HeaderReplayed)
 }
 
 // An error's answer: its status and body from the code, the headers the code calls for, and the
@@ -45,10 +46,10 @@ func TestAnErrorsResponseCarriesWhatItsCodeCallsFor(t *testing.T) {
 		header string
 		value  string
 	}{
-		{apperr.New(apperr.CommitUnknown, "lost"), 503, 4, wire.HeaderOutcome, wire.OutcomeUnknown},
-		{apperr.New(apperr.DatabaseUnavailable, "gone"), 503, 4, wire.HeaderRetryAfter, "1"},
-		{apperr.New(apperr.Overloaded, "busy"), 503, 4, wire.HeaderRetryAfter, "1"},
-		{apperr.New(apperr.ReplicationUnsafe, "no sync standby"), 503, 3, wire.HeaderRetryAfter, "5"},
+		{apperr.New(apperr.CommitUnknown, "lost"), 503, 4, idemtype.HeaderOutcome, idemtype.OutcomeUnknown},
+		{apperr.New(apperr.DatabaseUnavailable, "gone"), 503, 4, model.HeaderRetryAfter, "1"},
+		{apperr.New(apperr.Overloaded, "busy"), 503, 4, model.HeaderRetryAfter, "1"},
+		{apperr.New(apperr.ReplicationUnsafe, "no sync standby"), 503, 3, model.HeaderRetryAfter, "5"},
 		{apperr.New(apperr.InProgress, "held"), 409, 3, "", ""},
 		{apperr.New(apperr.Usage, "flag"), 400, 2, "", ""},
 		{apperr.New(apperr.PayloadTooLarge, "big"), 413, 3, "Connection", "close"},

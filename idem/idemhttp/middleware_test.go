@@ -13,6 +13,7 @@ import (
 	"github.com/idemwork/idemwork/idem"
 	"github.com/idemwork/idemwork/idem/idemhttp"
 	"github.com/idemwork/idemwork/idem/idemtype"
+	"github.com/idemwork/idemwork/internal/testdb"
 )
 
 const key = "Idempotency-Key"
@@ -134,8 +135,9 @@ func TestConcurrentRequestsWithOneKeyExecuteOnceAndAnswerTheSameBytes(t *testing
 // written for it.
 func TestPastTheOwnersShareAWriteIs503OverloadedWithRetryAfter(t *testing.T) {
 	t.Parallel()
+	ctx := testdb.Context(t)
 	b := setup(t, idem.Options{Limits: idem.Limits{OwnerMaxConns: 1, AcquireTimeout: 100 * time.Millisecond}}, idemhttp.Options{})
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	slow := make(chan struct{})
 	go func() {

@@ -119,23 +119,31 @@ func pad0(s string, n int) string {
 
 // Cell returns s as a terminal-safe line of exactly w cells: cut with an ellipsis when longer,
 // padded with spaces when shorter.
-func Cell(s string, w int) string {
+func Cell(s string, w int) string { return Pad(Line(s), w) }
+
+// Fit returns s as a terminal-safe line of at most w cells (cut with an ellipsis).
+func Fit(s string, w int) string { return Cut(Line(s), w) }
+
+// Pad fits s, a line that is terminal-safe already (rendered, styles and all), into exactly w
+// cells: cut with an ellipsis when longer, padded with spaces when shorter. Cell is Pad of a
+// stored string.
+func Pad(s string, w int) string {
 	if w <= 0 {
 		return ""
 	}
-	s = Fit(s, w)
+	s = Cut(s, w)
 	if n := ansi.StringWidth(s); n < w {
 		s += strings.Repeat(" ", w-n)
 	}
 	return s
 }
 
-// Fit returns s as a terminal-safe line of at most w cells (cut with an ellipsis).
-func Fit(s string, w int) string {
+// Cut cuts s, a line that is terminal-safe already, to at most w cells, marking the cut with
+// an ellipsis. Fit is Cut of a stored string.
+func Cut(s string, w int) string {
 	if w <= 0 {
 		return ""
 	}
-	s = Line(s)
 	if ansi.StringWidth(s) <= w {
 		return s
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,16 +13,25 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/idemwork/idemwork/embedded"
 )
 
 // Standby is a hot standby of the test server: a base backup taken with pg_basebackup -R,
-// started as the server's unprivileged user on loopback (its socket and a TCP port with the
-// cluster's password). It streams from the test server, so a database created there appears
-// here after WaitCaughtUp.
+// started as the server's unprivileged user on loopback (its socket and a TCP port). It streams
+// from the test server, so a database created there appears here after WaitCaughtUp.
+//
+// Its roles are the test server's. Of the embedded cluster the standby's copy shares the postgres
+// role's TCP password; of a server of IDEMWORK_TEST_DSN it knows no password (that server may
+// trust, or keep a password of its own), so DSN reaches it over its private socket instead, as
+// the DSN's user.
 type Standby struct {
 	cluster *embedded.Cluster
+	// user is the role the test server's DSN logs in as; overSocket is set when the standby's
+	// TCP password is not that role's (a server of IDEMWORK_TEST_DSN).
+	user       string
+	overSocket bool
 }
 
 // HotStandby returns the standby of the test binary, making it on first use; Main stops it.
@@ -33,6 +43,13 @@ func HotStandby(t testing.TB) *Standby {
 	if shared.standby == nil && shared.standErr == nil {
 		shared.standby, shared.standErr = startStandby()
 	}
+	if shared.standErr != nil && shared.cluster == nil {
+		// Only a server set up for it gives a base backup (a replication entry in its
+		// pg_hba.conf, a role with REPLICATION, max_wal_senders): without one the standby's
+		// tests have nothing to run against.
+		t.Skipf("testdb: IDEMWORK_TEST_DSN's server gave no hot standby (%v); the standby tests need a base backup of it "+
+			"(a pg_hba.conf replication entry for loopback and a role with REPLICATION), or unset IDEMWORK_TEST_DSN to use the embedded cluster", shared.standErr)
+	}
 	if shared.standErr != nil {
 		t.Fatalf("testdb: hot standby: %v", shared.standErr)
 	}
@@ -43,6 +60,10 @@ func startStandby() (*Standby, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cred, err := embedded.ServerCredential("")
+	if err != nil {
+		return nil, err
+	}
+	admin, err := pgconn.ParseConfig(shared.adminDSN)
 	if err != nil {
 		return nil, err
 	}
@@ -88,16 +109,35 @@ func startStandby() (*Standby, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start the standby: %w", err)
 	}
-	return &Standby{cluster: c}, nil
+	return &Standby{cluster: c, user: admin.User, overSocket: shared.cluster == nil}, nil
 }
 
 func (s *Standby) stop() { _ = s.cluster.Stop(context.Background()) }
 
-// DSN reaches database name on the standby over loopback TCP, with the cluster's password.
-func (s *Standby) DSN(name string) string { return s.cluster.TCPDSN(name) }
+// DSN reaches database name on the standby: over loopback TCP with the cluster's password when
+// the test server is the embedded cluster, otherwise over its private socket (see Standby).
+func (s *Standby) DSN(name string) string {
+	if s.overSocket {
+		return s.SocketDSN(name)
+	}
+	return s.cluster.TCPDSN(name)
+}
 
-// SocketDSN reaches database name on the standby over its private socket.
-func (s *Standby) SocketDSN(name string) string { return s.cluster.DSN(name) }
+// OverTCP reports whether DSN reaches the standby over loopback TCP (see Standby).
+func (s *Standby) OverTCP() bool { return !s.overSocket }
+
+// SocketDSN reaches database name on the standby over its private socket, as the test server's
+// DSN's user.
+func (s *Standby) SocketDSN(name string) string {
+	u, err := url.Parse(s.cluster.DSN(name))
+	if err != nil {
+		panic(fmt.Sprintf("testdb: the embedded cluster's DSN: %v", err)) // the cluster builds it
+	}
+	q := u.Query()
+	q.Set("user", s.user)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
 
 // WaitCaughtUp waits until the standby has replayed everything the primary wrote so far: it
 // writes a marker row on the primary and waits for the standby to see it (WAL replays in order).
@@ -117,7 +157,7 @@ func (s *Standby) WaitCaughtUp(t testing.TB) {
 	if err != nil {
 		t.Fatalf("testdb: %v", err)
 	}
-	standby, err := pgx.Connect(ctx, s.cluster.DSN("postgres"))
+	standby, err := pgx.Connect(ctx, s.SocketDSN("postgres"))
 	if err != nil {
 		t.Fatalf("testdb: standby: %v", err)
 	}

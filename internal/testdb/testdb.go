@@ -3,7 +3,8 @@
 // created with CREATE DATABASE … TEMPLATE and dropped when the test ends. It also starts the
 // components production puts in front of PostgreSQL, on loopback: pgbouncer in transaction and
 // in session mode (Bouncer) and a hot standby made with pg_basebackup -R (Standby). No test
-// skips for want of any of them.
+// skips for want of any of them, but for one case it names: a server of IDEMWORK_TEST_DSN that
+// gives no base backup has no standby.
 //
 // Use it from TestMain so everything it started stops when the binary ends:
 //
@@ -374,4 +375,16 @@ func NewRole(t testing.TB, prefix, database string) string {
 		Admin(t, "DROP ROLE "+pgx.Identifier{role}.Sanitize())
 	})
 	return role
+}
+
+// Deadline bounds every test that waits (on a lock, a flight, a goroutine, a server): a
+// regression that blocks fails that test with context.DeadlineExceeded instead of hanging the
+// binary until go test's own timeout, minutes later and without saying which wait it was.
+const Deadline = 2 * time.Minute
+
+// Context is the context of a test that waits: t's own (ended when t ends), with Deadline.
+func Context(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), Deadline)
+	t.Cleanup(cancel)
+	return ctx
 }

@@ -13,12 +13,13 @@ import (
 
 	"github.com/idemwork/idemwork/idem"
 	"github.com/idemwork/idemwork/internal/testdb"
+	"github.com/idemwork/idemwork/internal/uictx"
 	"github.com/idemwork/idemwork/internal/workbench"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/outbox"
 	"github.com/idemwork/idemwork/store"
 	"github.com/idemwork/idemwork/storm"
-	"github.com/idemwork/idemwork/tui/shared"
+	"github.com/idemwork/idemwork/storm/stormtypes"
 	"github.com/idemwork/idemwork/views"
 )
 
@@ -29,7 +30,7 @@ var Now = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 type Bundle struct {
 	DB     *testdb.DB
 	Kernel *kernel.Kernel
-	Ctx    *shared.ProgramContext
+	Ctx    *uictx.ProgramContext
 	// Backend is the views' readers and writers over DB and Kernel, wired as cli wires them.
 	Backend views.Backend
 	// The handles behind Ctx and Backend, for tests that drive or read them.
@@ -52,11 +53,11 @@ func NewOver(db *testdb.DB) Bundle {
 	provider, crash := outbox.NewMemoryProvider(), &outbox.CrashSwitch{}
 	worker := outbox.NewWorker(db.DB, outbox.Options{Providers: map[string]outbox.Provider{"notifier": provider}, Clock: clock,
 		AfterCall: crash.AfterCall})
-	health := &shared.Health{}
-	ctx := &shared.ProgramContext{
-		Styles:  shared.NewStyles(shared.DefaultTheme()),
-		Keys:    shared.DefaultKeys(),
-		Conn:    shared.Conn{Embedded: true, Display: "embedded /test/pg", Database: "idemwork", DataDir: "/test/pg"},
+	health := &uictx.Health{}
+	ctx := &uictx.ProgramContext{
+		Styles:  uictx.NewStyles(uictx.DefaultTheme()),
+		Keys:    uictx.DefaultKeys(),
+		Conn:    uictx.Conn{Embedded: true, Display: "embedded /test/pg", Database: "idemwork", DataDir: "/test/pg"},
 		Writes:  workbench.Gate(db.DB),
 		Clock:   clock,
 		Owner:   "alice",
@@ -64,7 +65,7 @@ func NewOver(db *testdb.DB) Bundle {
 		NowFunc: func() time.Time { return Now },
 	}
 	// Storms run in this process, as the workbench's do (no child processes, no HTTP servers).
-	run := func(ctx context.Context, spec storm.Spec, events chan<- storm.Event, _ chan<- storm.LockSample) (storm.Summary, error) {
+	run := func(ctx context.Context, spec stormtypes.Spec, events chan<- stormtypes.Event, _ chan<- stormtypes.LockSample) (stormtypes.Summary, error) {
 		sum, err := storm.Run(ctx, storm.Env{Kernel: k, DSN: db.DSN}, spec, events)
 		return sum, workbench.Coded(err)
 	}

@@ -46,6 +46,8 @@ func TestTheClusterReaderSeesAPrimaryItsAsyncStandbyAndAStandby(t *testing.T) {
 	require.False(t, ok, "a standby is not the primary")
 	require.Equal(t, "standby", st.Nodes[0].Role)
 	require.True(t, st.Nodes[0].Connected)
-	require.NotEmpty(t, st.Connected, "reached over loopback TCP: its address is named")
+	if standby.OverTCP() { // over a socket (the standby of an IDEMWORK_TEST_DSN server) there is no address to name
+		require.NotEmpty(t, st.Connected, "reached over loopback TCP: its address is named")
+	}
 	require.Equal(t, []string{"no pg_auto_failover monitor known: this is the connected node's view (IDEMWORK_MONITOR names a formation's monitor)"}, st.Notes)
 }

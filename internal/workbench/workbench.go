@@ -11,12 +11,12 @@ import (
 
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/internal/uictx"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/libinspect"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/outbox"
 	"github.com/idemwork/idemwork/store"
-	"github.com/idemwork/idemwork/tui/shared"
 	"github.com/idemwork/idemwork/views"
 	"github.com/idemwork/idemwork/wire"
 )
@@ -36,7 +36,7 @@ type Sources struct {
 	// verified by it, and the views of idemwork's records find none.
 	Service *libinspect.Inspector
 	// Health hears every call's end: whether the database answered (nil: not tracked).
-	Health *shared.Health
+	Health *uictx.Health
 }
 
 // Backend is the views' readers and writers over s.
@@ -72,7 +72,7 @@ func Backend(s Sources) views.Backend {
 
 // Gate is the session's write gate: the session's own refusal (a hot standby, a newer schema, a
 // read-only session), or READ_ONLY for a handle opened read-only.
-func Gate(db *store.DB) shared.WriteGate { return gate{db: db} }
+func Gate(db *store.DB) uictx.WriteGate { return gate{db: db} }
 
 type gate struct{ db *store.DB }
 
@@ -88,7 +88,7 @@ func (g gate) WriteRefusal() error {
 
 // Replication is what the header warns with: the session's replication risk as last read (the
 // caller keeps it read: store.DB.WatchReplication).
-func Replication(db *store.DB) shared.ReplicationWatch { return replication{db: db} }
+func Replication(db *store.DB) uictx.ReplicationWatch { return replication{db: db} }
 
 type replication struct{ db *store.DB }
 
@@ -101,7 +101,7 @@ func (r replication) ReplicationRisk() string {
 
 // Clock is the runner's clock when it can be moved (an idem.OffsetClock), else nil: the
 // workbench then shows the system time and cannot move it.
-func Clock(k *kernel.Kernel) shared.Clock {
+func Clock(k *kernel.Kernel) uictx.Clock {
 	if c, ok := k.Runner().Clock().(*idem.OffsetClock); ok && c != nil {
 		return c
 	}
@@ -122,7 +122,7 @@ func Coded(err error) error {
 }
 
 // health notes every call's end in the session's Health, and codes its error (Coded).
-type health struct{ h *shared.Health }
+type health struct{ h *uictx.Health }
 
 func (h health) coded(err error) error {
 	h.h.Note(err != nil && store.Unreachable(err), err == nil)

@@ -16,8 +16,8 @@ import (
 
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/internal/tuitest"
+	"github.com/idemwork/idemwork/internal/uictx"
 	"github.com/idemwork/idemwork/tui"
-	"github.com/idemwork/idemwork/tui/shared"
 )
 
 func TestMain(m *testing.M) {
@@ -62,7 +62,7 @@ func key(s string) tea.KeyMsg {
 func TestNoColorKeepsSelectionFocusAndCursorsVisible(t *testing.T) {
 	t.Setenv("NO_COLOR", "1")
 	b := tuitest.New(t)
-	b.Ctx.Styles = shared.StylesForTerminal(os.Getenv("NO_COLOR") != "")
+	b.Ctx.Styles = uictx.StylesForTerminal(os.Getenv("NO_COLOR") != "")
 	tuitest.SeedFixed(t, b)
 	m := tui.New(b.Ctx, b.Backend)
 	m.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
@@ -92,7 +92,7 @@ func TestNoColorKeepsSelectionFocusAndCursorsVisible(t *testing.T) {
 	require.True(t, reversed(lines[selected+1]))
 
 	// A form: the focused field is marked and its text cursor is in reverse video.
-	m.Update(shared.OpenFormMsg{Kind: "create", Module: "NOTE"})
+	m.Update(uictx.OpenFormMsg{Kind: "create", Module: "NOTE"})
 	m.Update(tea.KeyMsg{Type: tea.KeyTab})
 	form := m.View()
 	requireNoColour(t, form)

@@ -1,9 +1,9 @@
-// Package shared is the workbench's shared program context: terminal size, theme, key map,
+// Package uictx is the workbench's shared program context: terminal size, theme, key map,
 // clock, the session's connection and write gate, handed to every view (gh-dash style), plus
-// the messages views and the shell exchange. It holds no database handle: views read and write
-// through the small interfaces each declares, wired in cli. Views import this package, never
-// the root model.
-package shared
+// the messages views and the shell exchange. It lies below both: views and the shell (tui)
+// import it, and it imports neither. It holds no database handle: views read and write through
+// the small interfaces each declares, wired in cli.
+package uictx
 
 import (
 	"time"
