@@ -15,6 +15,7 @@ import (
 	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 	"github.com/idemwork/idemwork/storm"
 )
@@ -227,7 +228,7 @@ func BenchmarkFingerprint(b *testing.B) {
 	body := []byte(`{"title": "bench note", "payload": {"tags": ["home", "todo"], "text": "call the plumber about the kitchen tap", "priority": 2}}`)
 	b.ReportAllocs()
 	for b.Loop() {
-		_ = idem.Fingerprint(kernel.OpCreate(kernel.ModuleNote), body)
+		_ = idem.Fingerprint(model.OpCreate(kernel.ModuleNote), body)
 	}
 }
 
@@ -313,7 +314,7 @@ func benchStorms(b *testing.B, kinds ...stormKind) {
 	b.ResetTimer()
 	for i := range b.N {
 		t0 := time.Now()
-		if _, err := k.Create(ctx, kernel.CreateInput{Owner: Owner, Module: kernel.ModuleNote, Key: w.newKey("lone-"),
+		if _, err := k.Create(ctx, model.CreateInput{Owner: Owner, Module: kernel.ModuleNote, Key: w.newKey("lone-"),
 			Title: noteTitle, Payload: notePayload}); err != nil {
 			b.Fatal(err)
 		}

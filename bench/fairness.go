@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 	"github.com/idemwork/idemwork/storm"
 )
@@ -225,12 +226,12 @@ func (h *harness) runFairness(ctx context.Context, flood int, shapes []int) (*Fa
 // about size bytes, and returns its id.
 func longHistory(ctx context.Context, k *kernel.Kernel, owner string, revisions, size int) (string, error) {
 	blob := strings.Repeat("x", size)
-	c, err := k.Create(ctx, kernel.CreateInput{Owner: owner, Module: kernel.ModuleNote, Title: "fairness", Payload: []byte(`{"blob":"` + blob + `"}`)})
+	c, err := k.Create(ctx, model.CreateInput{Owner: owner, Module: kernel.ModuleNote, Title: "fairness", Payload: []byte(`{"blob":"` + blob + `"}`)})
 	if err != nil {
 		return "", fmt.Errorf("bench: fairness: create: %w", err)
 	}
 	for rev := 1; rev < revisions; rev++ {
-		if _, err := k.Patch(ctx, kernel.PatchInput{Owner: owner, Module: kernel.ModuleNote, RecordID: c.Record.ID, ExpectRevision: rev,
+		if _, err := k.Patch(ctx, model.PatchInput{Owner: owner, Module: kernel.ModuleNote, RecordID: c.Record.ID, ExpectRevision: rev,
 			Payload: []byte(fmt.Sprintf(`{"blob":"%s","rev":%d}`, blob, rev+1))}); err != nil {
 			return "", fmt.Errorf("bench: fairness: patch: %w", err)
 		}

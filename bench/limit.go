@@ -18,6 +18,7 @@ import (
 	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/jsonb"
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 )
 
@@ -165,7 +166,7 @@ func (t *target) learnPlans(ctx context.Context, tr *rtTracer) error {
 			return err
 		}
 		tr.take()
-		res, err := t.k.RunFeature(ctx, kernel.FeatureInput{Owner: Owner, Module: kernel.ModuleMem, RecordID: replayRecord,
+		res, err := t.k.RunFeature(ctx, model.FeatureInput{Owner: Owner, Module: kernel.ModuleMem, RecordID: replayRecord,
 			FeatureID: "F01", Key: "learn-replay"})
 		if err != nil {
 			return err
@@ -232,10 +233,10 @@ var (
 func newLimitInputs(reg *kernel.Registry) (limitInputs, error) {
 	var in limitInputs
 	var err error
-	if in.notePayload, err = kernel.CanonicalObject("payload", notePayload); err != nil {
+	if in.notePayload, err = model.CanonicalObject("payload", notePayload); err != nil {
 		return in, err
 	}
-	in.createOp = kernel.OpCreate(kernel.ModuleNote)
+	in.createOp = model.OpCreate(kernel.ModuleNote)
 	body := jsonb.AppendObject(nil, jsonb.Member{Name: "title", Value: jsonb.AppendString(nil, noteTitle)},
 		jsonb.Member{Name: "payload", Value: in.notePayload})
 	in.createFingerprint = idem.Fingerprint(in.createOp, body)
@@ -265,7 +266,7 @@ func newLimitInputs(reg *kernel.Registry) (limitInputs, error) {
 	if err != nil {
 		return in, err
 	}
-	if in.memNewPayload, err = kernel.CanonicalObject("payload", b); err != nil {
+	if in.memNewPayload, err = model.CanonicalObject("payload", b); err != nil {
 		return in, err
 	}
 	if b, err = json.Marshal(out); err != nil {
@@ -311,7 +312,7 @@ func (t *target) limitCreate(ctx context.Context, key string) error {
 		return errors.New("bench: the limit side has not learned the runner's statements")
 	}
 	now := limitNow()
-	rec := store.Record{ID: t.ids.newID(now), OwnerID: Owner, ModuleCode: kernel.ModuleNote, Revision: 1, Title: noteTitle,
+	rec := model.Record{ID: t.ids.newID(now), OwnerID: Owner, ModuleCode: kernel.ModuleNote, Revision: 1, Title: noteTitle,
 		Payload: in.notePayload, CreatedAt: now, UpdatedAt: now}
 	snap, err := store.AppendSnapshot(nil, rec)
 	if err != nil {
@@ -353,16 +354,16 @@ func (t *target) limitFeature(ctx context.Context, recordID, key string) error {
 		return errors.New("bench: the limit side has not learned the runner's statements")
 	}
 	recs := t.fx.limitRecords
-	op := kernel.OpFeature(kernel.ModuleMem, recordID, "F01")
+	op := model.OpFeature(kernel.ModuleMem, recordID, "F01")
 	now := limitNow()
 	// The record as the locking read returns it, and its next revision as F01 writes it.
-	rec := store.Record{ID: recordID, OwnerID: Owner, ModuleCode: kernel.ModuleMem, Revision: 2, Title: memTitle,
+	rec := model.Record{ID: recordID, OwnerID: Owner, ModuleCode: kernel.ModuleMem, Revision: 2, Title: memTitle,
 		Payload: in.memNewPayload, CreatedAt: recs.created, UpdatedAt: now}
 	snap, err := store.AppendSnapshot(nil, rec)
 	if err != nil {
 		return err
 	}
-	exec := store.Execution{ID: t.ids.newID(now), OwnerID: Owner, ModuleCode: kernel.ModuleMem, RecordID: recordID, FeatureID: "F01",
+	exec := model.Execution{ID: t.ids.newID(now), OwnerID: Owner, ModuleCode: kernel.ModuleMem, RecordID: recordID, FeatureID: "F01",
 		Mode: "internal", Status: "SUCCEEDED", RecordRevision: rec.Revision, Input: in.featureInput, Output: in.memOutput,
 		IdempotencyKey: &key, CreatedAt: now, UpdatedAt: now}
 	env, err := idem.BuildEnvelope(kernel.PolicyFeatureExecution, executionFields, refJSON(recordID, rec.Revision, exec.ID))
@@ -440,7 +441,7 @@ func readLimit(br pgx.BatchResults, path []role, recordID string) (err error) {
 				return errors.New("bench: the limit's reservation lost")
 			}
 		case roleLockRecord:
-			var rec store.Record
+			var rec model.Record
 			if err := br.QueryRow().Scan(&rec.ID, &rec.OwnerID, &rec.ModuleCode, &rec.Revision, &rec.Title, &rec.Summary, &rec.Payload,
 				&rec.CreatedAt, &rec.UpdatedAt); err != nil {
 				return fmt.Errorf("%s %s: %w", r, recordID, err)

@@ -10,6 +10,7 @@ import (
 	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 )
 
@@ -81,7 +82,7 @@ func TestWhatTheLimitWritesReplaysThroughTheRunner(t *testing.T) {
 	ctx := context.Background()
 
 	require.NoError(t, tg.limitCreate(ctx, "limit-create-1"))
-	res, err := tg.k.Create(ctx, kernel.CreateInput{Owner: Owner, Module: kernel.ModuleNote, Key: "limit-create-1",
+	res, err := tg.k.Create(ctx, model.CreateInput{Owner: Owner, Module: kernel.ModuleNote, Key: "limit-create-1",
 		Title: noteTitle, Payload: notePayload})
 	require.NoError(t, err)
 	require.Equal(t, idemtype.Replayed, res.Outcome)
@@ -91,7 +92,7 @@ func TestWhatTheLimitWritesReplaysThroughTheRunner(t *testing.T) {
 
 	recordID := tg.fx.limitRecords.take()
 	require.NoError(t, tg.limitFeature(ctx, recordID, "limit-feature-1"))
-	res, err = tg.k.RunFeature(ctx, kernel.FeatureInput{Owner: Owner, Module: kernel.ModuleMem, RecordID: recordID, FeatureID: "F01",
+	res, err = tg.k.RunFeature(ctx, model.FeatureInput{Owner: Owner, Module: kernel.ModuleMem, RecordID: recordID, FeatureID: "F01",
 		Key: "limit-feature-1"})
 	require.NoError(t, err)
 	require.Equal(t, idemtype.Replayed, res.Outcome)
@@ -100,7 +101,7 @@ func TestWhatTheLimitWritesReplaysThroughTheRunner(t *testing.T) {
 
 	// And it is what the runner itself writes for the same request on a record in the same state.
 	runnerRecord := tg.fx.runnerRecords.take()
-	ran, err := tg.k.RunFeature(ctx, kernel.FeatureInput{Owner: Owner, Module: kernel.ModuleMem, RecordID: runnerRecord, FeatureID: "F01",
+	ran, err := tg.k.RunFeature(ctx, model.FeatureInput{Owner: Owner, Module: kernel.ModuleMem, RecordID: runnerRecord, FeatureID: "F01",
 		Key: "runner-feature-1"})
 	require.NoError(t, err)
 	require.Equal(t, idemtype.Executed, ran.Outcome)

@@ -22,6 +22,7 @@ import (
 	"github.com/idemwork/idemwork/idem"
 	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 )
 
@@ -202,7 +203,7 @@ func (g *idGen) newID(t time.Time) string {
 // ---- the runner side: the kernel, as users call it ----
 
 func (t *target) runnerFreshKey(ctx context.Context, w *worker) error {
-	res, err := t.k.Create(ctx, kernel.CreateInput{Owner: Owner, Module: kernel.ModuleNote, Key: w.newKey("fk-"),
+	res, err := t.k.Create(ctx, model.CreateInput{Owner: Owner, Module: kernel.ModuleNote, Key: w.newKey("fk-"),
 		Title: noteTitle, Payload: notePayload})
 	if err != nil {
 		return err
@@ -215,7 +216,7 @@ func (t *target) runnerFeatureRun(ctx context.Context, w *worker) error {
 }
 
 func (t *target) runnerFeature(ctx context.Context, recordID, key string) error {
-	res, err := t.k.RunFeature(ctx, kernel.FeatureInput{Owner: Owner, Module: kernel.ModuleMem, RecordID: recordID,
+	res, err := t.k.RunFeature(ctx, model.FeatureInput{Owner: Owner, Module: kernel.ModuleMem, RecordID: recordID,
 		FeatureID: "F01", Key: key})
 	if err != nil {
 		return err
@@ -225,7 +226,7 @@ func (t *target) runnerFeature(ctx context.Context, recordID, key string) error 
 
 func (t *target) runnerReplayHit(ctx context.Context, w *worker) error {
 	keys := t.fx.runnerReplayKeys
-	res, err := t.k.RunFeature(ctx, kernel.FeatureInput{Owner: Owner, Module: kernel.ModuleMem,
+	res, err := t.k.RunFeature(ctx, model.FeatureInput{Owner: Owner, Module: kernel.ModuleMem,
 		RecordID: replayRecord(keys, w), FeatureID: "F01", Key: replayKey(keys, w)})
 	if err != nil {
 		return err
@@ -354,7 +355,7 @@ func (t *target) rawMiss(ctx context.Context, key string) error {
 
 func (t *target) rawFreshKey(ctx context.Context, w *worker) error {
 	key := w.newKey("fk-")
-	operation := kernel.OpCreate(kernel.ModuleNote)
+	operation := model.OpCreate(kernel.ModuleNote)
 	body, err := json.Marshal(map[string]any{"title": noteTitle, "payload": notePayload})
 	if err != nil {
 		return err
@@ -364,7 +365,7 @@ func (t *target) rawFreshKey(ctx context.Context, w *worker) error {
 		return err
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	rec := store.Record{ID: t.ids.newID(now), OwnerID: Owner, ModuleCode: kernel.ModuleNote, Revision: 1, Title: noteTitle,
+	rec := model.Record{ID: t.ids.newID(now), OwnerID: Owner, ModuleCode: kernel.ModuleNote, Revision: 1, Title: noteTitle,
 		Payload: notePayload, CreatedAt: now, UpdatedAt: now}
 	if _, err := tx.Exec(ctx, rawInsertRecord, rec.OwnerID, rec.ID, rec.ModuleCode, rec.Revision, rec.Title, rec.Summary,
 		rec.Payload, rec.CreatedAt, rec.UpdatedAt); err != nil {
@@ -400,7 +401,7 @@ func (t *target) rawFeatureRun(ctx context.Context, w *worker) error {
 }
 
 func (t *target) rawFeature(ctx context.Context, recordID, key string) error {
-	operation := kernel.OpFeature(kernel.ModuleMem, recordID, "F01")
+	operation := model.OpFeature(kernel.ModuleMem, recordID, "F01")
 	body, err := json.Marshal(map[string]any{})
 	if err != nil {
 		return err
@@ -410,7 +411,7 @@ func (t *target) rawFeature(ctx context.Context, recordID, key string) error {
 		return err
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	var rec store.Record
+	var rec model.Record
 	if err := tx.QueryRow(ctx, rawLockRecord, Owner, kernel.ModuleMem, recordID).Scan(&rec.ID, &rec.OwnerID, &rec.ModuleCode,
 		&rec.Revision, &rec.Title, &rec.Summary, &rec.Payload, &rec.CreatedAt, &rec.UpdatedAt); err != nil {
 		return err
@@ -476,7 +477,7 @@ func (t *target) rawFeature(ctx context.Context, recordID, key string) error {
 func (t *target) rawReplayHit(ctx context.Context, w *worker) error {
 	keys := t.fx.rawReplayKeys
 	recordID, key := replayRecord(keys, w), replayKey(keys, w)
-	operation := kernel.OpFeature(kernel.ModuleMem, recordID, "F01")
+	operation := model.OpFeature(kernel.ModuleMem, recordID, "F01")
 	body, err := json.Marshal(map[string]any{})
 	if err != nil {
 		return err
@@ -502,11 +503,11 @@ func (t *target) rawReplayHit(ctx context.Context, w *worker) error {
 	if err := t.pool.QueryRow(ctx, rawReadRevision, Owner, env.Result.RecordID, env.Result.Revision).Scan(&snap); err != nil {
 		return err
 	}
-	var rec store.Record
+	var rec model.Record
 	if err := json.Unmarshal(snap, &rec); err != nil {
 		return err
 	}
-	var e store.Execution
+	var e model.Execution
 	if err := t.pool.QueryRow(ctx, rawReadExecution, Owner, kernel.ModuleMem, env.Result.RecordID, env.Result.ExecutionID).Scan(
 		&e.ID, &e.OwnerID, &e.ModuleCode, &e.RecordID, &e.FeatureID, &e.Mode, &e.Status, &e.RecordRevision, &e.Input, &e.Output,
 		&e.IdempotencyKey, &e.CreatedAt, &e.UpdatedAt); err != nil {

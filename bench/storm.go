@@ -11,6 +11,7 @@ import (
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 	"github.com/idemwork/idemwork/storm"
 	"github.com/idemwork/idemwork/storm/stormtypes"
@@ -118,7 +119,7 @@ func (h *harness) runStorms(ctx context.Context, rounds int) (*StormReport, erro
 		for i, kd := range kinds {
 			for range 5 {
 				t0 := time.Now()
-				if _, err := k.Create(ctx, kernel.CreateInput{Owner: Owner, Module: kernel.ModuleNote, Key: w.newKey("lone-"),
+				if _, err := k.Create(ctx, model.CreateInput{Owner: Owner, Module: kernel.ModuleNote, Key: w.newKey("lone-"),
 					Title: noteTitle, Payload: notePayload}); err != nil {
 					return nil, fmt.Errorf("bench: lone request: %w", err)
 				}
@@ -162,7 +163,7 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // and times release → last response.
 func (h *harness) inprocStorm(ctx context.Context, k *kernel.Kernel, n int, share bool) (stormShot, error) {
 	w := &worker{keyBuf: make([]byte, 0, 64)}
-	in := kernel.CreateInput{Owner: Owner, Module: kernel.ModuleNote, Key: w.newKey("storm-"), Title: noteTitle,
+	in := model.CreateInput{Owner: Owner, Module: kernel.ModuleNote, Key: w.newKey("storm-"), Title: noteTitle,
 		Payload: notePayload, ShareInFlight: &share}
 	type result struct {
 		end      time.Time
@@ -236,7 +237,7 @@ func (h *harness) inprocStorm(ctx context.Context, k *kernel.Kernel, n int, shar
 // wake again n goroutines around one request, with none of the runner's work per follower.
 func (h *harness) floorStorm(ctx context.Context, k *kernel.Kernel, n int) (stormShot, error) {
 	w := &worker{keyBuf: make([]byte, 0, 64)}
-	in := kernel.CreateInput{Owner: Owner, Module: kernel.ModuleNote, Key: w.newKey("floor-"), Title: noteTitle, Payload: notePayload}
+	in := model.CreateInput{Owner: Owner, Module: kernel.ModuleNote, Key: w.newKey("floor-"), Title: noteTitle, Payload: notePayload}
 	var mu sync.Mutex
 	var leader chan struct{}
 	ends := make([]time.Time, n)
@@ -294,7 +295,7 @@ func (h *harness) floorStorm(ctx context.Context, k *kernel.Kernel, n int) (stor
 func (h *harness) processStorm(ctx context.Context, k *kernel.Kernel) (stormShot, error) {
 	w := &worker{keyBuf: make([]byte, 0, 64)}
 	spec := stormtypes.Spec{Op: stormtypes.OpCreate, N: StormProcesses * StormPerProcess, Processes: StormProcesses, Share: true,
-		Create: kernel.CreateInput{Owner: Owner, Module: kernel.ModuleNote, Key: w.newKey("pstorm-"), Title: noteTitle, Payload: notePayload}}
+		Create: model.CreateInput{Owner: Owner, Module: kernel.ModuleNote, Key: w.newKey("pstorm-"), Title: noteTitle, Payload: notePayload}}
 	env := h.stormEnv(k)
 	events := make(chan stormtypes.Event, spec.N)
 	var lat []time.Duration

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 )
 
@@ -154,7 +155,7 @@ func (h *harness) measureVerify(ctx context.Context, events int) (*VerifyCell, e
 	k := kernel.New(h.db, kernel.NewRegistry(kernel.NewRules(h.memMax)), kernel.Options{})
 	last := time.Now()
 	started = time.Now()
-	rep, err := k.VerifyInvariants(ctx, kernel.VerifyOptions{Owner: verifyOwner, Progress: func(p kernel.VerifyProgress) {
+	rep, err := k.VerifyInvariants(ctx, model.VerifyOptions{Owner: verifyOwner, Progress: func(p model.VerifyProgress) {
 		if time.Since(last) >= 5*time.Second {
 			last = time.Now()
 			h.logf("    verify: %d of ~%d rows (%s)\n", p.Checked, p.Estimate, p.Table)

@@ -16,6 +16,7 @@ import (
 	"github.com/idemwork/idemwork/internal/termsafe"
 	"github.com/idemwork/idemwork/internal/ticket"
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 )
 
@@ -110,7 +111,7 @@ func required(cmd *cobra.Command, names ...string) {
 	}
 }
 
-func (a *app) printWrite(res kernel.WriteResult) {
+func (a *app) printWrite(res model.WriteResult) {
 	if a.flags.json {
 		printBody(a.stdout, kernel.WriteResponse(res))
 		return
@@ -139,7 +140,7 @@ func newCreateCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{Use: "create", Short: "Create a record (operation <MODULE>:record:create)", Args: cobra.NoArgs}
 	r := bindCreate(cmd, "Idempotency-Key (none: runs without idempotency)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		return a.runWrite(cmd, func(ctx context.Context, k *kernel.Kernel) (kernel.WriteResult, error) {
+		return a.runWrite(cmd, func(ctx context.Context, k *kernel.Kernel) (model.WriteResult, error) {
 			return k.Create(ctx, r.input(cmd))
 		})
 	}
@@ -150,7 +151,7 @@ func newPatchCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{Use: "patch", Short: "Write the next revision of a record (optimistic lock on --expect-revision)", Args: cobra.NoArgs}
 	r := bindPatch(cmd, "Idempotency-Key")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		return a.runWrite(cmd, func(ctx context.Context, k *kernel.Kernel) (kernel.WriteResult, error) {
+		return a.runWrite(cmd, func(ctx context.Context, k *kernel.Kernel) (model.WriteResult, error) {
 			return k.Patch(ctx, r.input(cmd))
 		})
 	}
@@ -161,7 +162,7 @@ func newActionCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{Use: "action", Short: "Run a feature of a record", Args: cobra.NoArgs}
 	r := bindAction(cmd, "Idempotency-Key")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		return a.runWrite(cmd, func(ctx context.Context, k *kernel.Kernel) (kernel.WriteResult, error) {
+		return a.runWrite(cmd, func(ctx context.Context, k *kernel.Kernel) (model.WriteResult, error) {
 			return k.RunFeature(ctx, r.request(cmd))
 		})
 	}
@@ -278,7 +279,7 @@ func newKeysCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			rows, next, err := k.DB().Keys(cmd.Context(), store.KeyQuery{Owner: owner, Prefix: prefix, Limit: limit, Cursor: cursor})
+			rows, next, err := k.DB().Keys(cmd.Context(), model.KeyQuery{Owner: owner, Prefix: prefix, Limit: limit, Cursor: cursor})
 			if err != nil {
 				return err
 			}
@@ -390,7 +391,7 @@ func newKeyCmd(a *app) *cobra.Command {
 }
 
 func newHistoryCmd(a *app) *cobra.Command {
-	var q store.HistoryQuery
+	var q model.HistoryQuery
 	var format string
 	cmd := &cobra.Command{Use: "history", Short: "An owner's merged timeline (audit, executions, keys, revisions), oldest first", Args: cobra.NoArgs,
 		Long: "An owner's merged timeline, one keyset page at a time (--limit, --cursor), or the whole of it\n" +
@@ -409,13 +410,13 @@ func newHistoryCmd(a *app) *cobra.Command {
 			if err := checkLimit(q.Limit, format == ""); err != nil {
 				return err
 			}
-			var exportFormat store.ExportFormat
+			var exportFormat model.ExportFormat
 			if format != "" {
 				f, err := store.ParseExportFormat(format)
 				if err != nil {
 					return usagef("--format: %q is not json or csv", format)
 				}
-				if f == store.ExportCSV && a.flags.json {
+				if f == model.ExportCSV && a.flags.json {
 					return usagef("--format csv prints CSV, not a JSON object: drop --json")
 				}
 				exportFormat = f

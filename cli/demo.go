@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/idemwork/idemwork/apperr"
-	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/outbox"
 )
 
@@ -94,7 +94,7 @@ func newDemoCmd(a *app) *cobra.Command {
 
 // printDemo writes a walk-through's steps (JSON: {"steps", "reused"?}) and fails with exit 4 when
 // any check did not hold against the database. tail, when set, ends the text form.
-func (a *app) printDemo(steps []kernel.DemoStep, reused []string, tail func(io.Writer)) error {
+func (a *app) printDemo(steps []model.DemoStep, reused []string, tail func(io.Writer)) error {
 	failed := 0
 	for _, s := range steps {
 		failed += s.Failed()

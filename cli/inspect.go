@@ -7,14 +7,14 @@ import (
 	"io"
 	"strings"
 
-	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/libinspect"
+	"github.com/idemwork/idemwork/model"
 )
 
 // printKeyView writes `idemwork key` for a person: the state and what the next request meets,
 // the stored envelope beside the restore's outcome, the drift to the latest record, and the
 // key's rows life by life. Every stored string is terminal-safe.
-func printKeyView(w io.Writer, v kernel.KeyView) {
+func printKeyView(w io.Writer, v model.KeyView) {
 	// The verdict first: what the key's rows say happened, and what a retry gets.
 	fmt.Fprintln(w, safe(v.Verdict))
 	fmt.Fprintf(w, "key %s  %s  %s\n", safe(v.Key), v.State, safe(v.Operation))
@@ -64,7 +64,7 @@ func printKeyView(w io.Writer, v kernel.KeyView) {
 
 // printReplay writes what a client gets back for a retry of the key: the response as served
 // over HTTP, and the CLI's exit code with the same body.
-func printReplay(w io.Writer, v kernel.KeyView) {
+func printReplay(w io.Writer, v model.KeyView) {
 	r := v.Replay
 	switch {
 	case r == nil && v.Expired:

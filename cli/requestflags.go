@@ -19,7 +19,7 @@ import (
 // --payload '{}' are its defaults, the same request given or not).
 
 type createFlags struct {
-	in      kernel.CreateInput
+	in      model.CreateInput
 	summary string
 	payload jsonFlag
 }
@@ -37,12 +37,12 @@ func bindCreate(cmd *cobra.Command, keyHelp string) *createFlags {
 	return r
 }
 
-func (r *createFlags) input(cmd *cobra.Command) kernel.CreateInput {
+func (r *createFlags) input(cmd *cobra.Command) model.CreateInput {
 	return model.NewCreate(r.in.Owner, r.in.Module, r.in.Key, r.in.Title, optString(cmd, "summary", r.summary), r.payload.value())
 }
 
 type patchFlags struct {
-	in             kernel.PatchInput
+	in             model.PatchInput
 	title, summary string
 	payload        jsonFlag
 }
@@ -62,14 +62,14 @@ func bindPatch(cmd *cobra.Command, keyHelp string) *patchFlags {
 	return r
 }
 
-func (r *patchFlags) input(cmd *cobra.Command) kernel.PatchInput {
+func (r *patchFlags) input(cmd *cobra.Command) model.PatchInput {
 	in := r.in
 	return model.NewPatch(in.Owner, in.Module, in.RecordID, in.Key, in.ExpectRevision, optString(cmd, "title", r.title),
 		optString(cmd, "summary", r.summary), r.payload.value())
 }
 
 type actionFlags struct {
-	in    kernel.FeatureInput
+	in    model.FeatureInput
 	input jsonFlag
 }
 
@@ -86,14 +86,14 @@ func bindAction(cmd *cobra.Command, keyHelp string) *actionFlags {
 	return r
 }
 
-func (r *actionFlags) request(cmd *cobra.Command) kernel.FeatureInput {
+func (r *actionFlags) request(cmd *cobra.Command) model.FeatureInput {
 	in := r.in
 	return model.NewFeature(in.Owner, in.Module, in.RecordID, in.FeatureID, in.Key, r.input.value())
 }
 
 // runWrite runs one write command: the kernel (refused on a read-only session), the write, the
 // result printed as text or as the JSON of SPEC §10.2.
-func (a *app) runWrite(cmd *cobra.Command, write func(ctx context.Context, k *kernel.Kernel) (kernel.WriteResult, error)) error {
+func (a *app) runWrite(cmd *cobra.Command, write func(ctx context.Context, k *kernel.Kernel) (model.WriteResult, error)) error {
 	k, err := a.writer(cmd.Context())
 	if err != nil {
 		return err

@@ -18,6 +18,7 @@ import (
 
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/model"
 )
 
 func newVerifyCmd(a *app) *cobra.Command {
@@ -64,10 +65,10 @@ func newVerifyCmd(a *app) *cobra.Command {
 			if svc != nil {
 				check = svc.VerifyInvariants // a service's database: the runner's invariants over its keys
 			}
-			opts := kernel.VerifyOptions{Owner: owner, Batch: batch, Since: from, Secrets: slices.Collect(maps.Keys(a.cfg.HTTP.Tokens))}
-			var last kernel.VerifyProgress
+			opts := model.VerifyOptions{Owner: owner, Batch: batch, Since: from, Secrets: slices.Collect(maps.Keys(a.cfg.HTTP.Tokens))}
+			var last model.VerifyProgress
 			line := &progressLine{w: a.stderr, tty: isTerminal(a.stderr), every: time.Second}
-			opts.Progress = func(p kernel.VerifyProgress) {
+			opts.Progress = func(p model.VerifyProgress) {
 				last = p
 				if show {
 					line.update(p)
@@ -186,7 +187,7 @@ type progressLine struct {
 	shown bool
 }
 
-func (p *progressLine) update(pr kernel.VerifyProgress) {
+func (p *progressLine) update(pr model.VerifyProgress) {
 	now := time.Now()
 	if p.shown && now.Sub(p.last) < p.every {
 		return

@@ -20,6 +20,7 @@ import (
 	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/storm"
 	"github.com/idemwork/idemwork/storm/stormtypes"
 )
@@ -366,7 +367,7 @@ func TestBodiesAreCapped(t *testing.T) {
 func TestConcurrentHTTPStormExecutesOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t, false)
-	spec := stormtypes.Spec{Op: stormtypes.OpCreate, Create: kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "http-storm", Title: "t"},
+	spec := stormtypes.Spec{Op: stormtypes.OpCreate, Create: model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "http-storm", Title: "t"},
 		N: 300, Concurrency: 30, Share: true, Via: stormtypes.ViaHTTP, URL: b.url, Token: aliceToken}
 	sum, err := storm.Run(context.Background(), storm.Env{Kernel: b.k}, spec, nil)
 	require.NoError(t, err)

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemwork/idemwork/idem/idemtype"
-	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/model"
 )
 
 // GET /v1/keys/{key} shows a key in every state it can be in, 200 with the state and what the
@@ -19,9 +19,9 @@ func TestGetKeyShowsEveryKeyState(t *testing.T) {
 	t.Parallel()
 	b := setup(t, false)
 	ctx := context.Background()
-	_, err := b.k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: "NOTE", Key: "ok-1", Title: "t"})
+	_, err := b.k.Create(ctx, model.CreateInput{Owner: "alice", Module: "NOTE", Key: "ok-1", Title: "t"})
 	require.NoError(t, err)
-	_, err = b.k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: "NOTE", Key: "tampered", Title: "t"})
+	_, err = b.k.Create(ctx, model.CreateInput{Owner: "alice", Module: "NOTE", Key: "tampered", Title: "t"})
 	require.NoError(t, err)
 	_, err = b.db.Pool.Exec(ctx, `UPDATE idempotency_record SET response = response || '{"title": "smuggled"}' WHERE idempotency_key = 'tampered'`)
 	require.NoError(t, err)
@@ -32,8 +32,8 @@ func TestGetKeyShowsEveryKeyState(t *testing.T) {
 		('alice', 'legacy', 'identity:create', repeat('c', 64), 'SUCCEEDED', '{"policy": "raw-json-v1", "body": {"id": "x"}}', now(), now() + interval '1 day', now())`)
 	require.NoError(t, err)
 
-	for key, state := range map[string]string{"ok-1": kernel.KeySucceeded, "stuck": kernel.KeyProcessing, "gone": kernel.KeyExpired,
-		"legacy": kernel.KeyLegacy, "tampered": kernel.KeyFailsClosed} {
+	for key, state := range map[string]string{"ok-1": model.KeySucceeded, "stuck": model.KeyProcessing, "gone": model.KeyExpired,
+		"legacy": model.KeyLegacy, "tampered": model.KeyFailsClosed} {
 		r := b.as(t, aliceToken, "GET", "/v1/keys/"+key, "")
 		require.Equal(t, http.StatusOK, r.status, "%s: %s", key, r.raw)
 		require.Equal(t, state, r.body["state"], key)

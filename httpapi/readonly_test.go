@@ -13,6 +13,7 @@ import (
 	"github.com/idemwork/idemwork/httpapi"
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 )
 
@@ -20,7 +21,7 @@ func TestAReadOnlyServerRefusesWritesEvenReplaysAndStillServesReads(t *testing.T
 	t.Parallel()
 	db := testdb.New(t)
 	rw := kernel.New(db.DB, kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
-	first, err := rw.Create(context.Background(), kernel.CreateInput{Owner: "alice", Module: "NOTE", Key: "k", Title: "t"})
+	first, err := rw.Create(context.Background(), model.CreateInput{Owner: "alice", Module: "NOTE", Key: "k", Title: "t"})
 	require.NoError(t, err)
 
 	ro, err := store.Open(context.Background(), db.DSN, store.Options{ReadOnly: true})

@@ -118,11 +118,11 @@ func (a *API) createReview(r *http.Request, owner, key string) (model.Response, 
 // revision (never every revision: a record's history grows without bound), the first page of
 // its executions and of its audit events, and links to read each list a page at a time.
 type RecordBody struct {
-	Record store.Record `json:"record"`
+	Record model.Record `json:"record"`
 	// Revisions holds the latest revision only; Links.Revisions reads them all.
-	Revisions  []store.Revision   `json:"revisions"`
-	Executions []store.Execution  `json:"executions"`
-	Audit      []store.AuditEvent `json:"audit"`
+	Revisions  []model.Revision   `json:"revisions"`
+	Executions []model.Execution  `json:"executions"`
+	Audit      []model.AuditEvent `json:"audit"`
 	Links      RecordLinks        `json:"links"`
 }
 
@@ -138,19 +138,19 @@ type RecordLinks struct {
 // /audit (?after= continues, ?limit= sizes a page); Next is the next page's path, null after
 // the last.
 type RevisionsBody struct {
-	Revisions []store.Revision `json:"revisions"`
+	Revisions []model.Revision `json:"revisions"`
 	Next      *string          `json:"next"`
 }
 
 // ExecutionsBody is a page of GET …/executions.
 type ExecutionsBody struct {
-	Executions []store.Execution `json:"executions"`
+	Executions []model.Execution `json:"executions"`
 	Next       *string           `json:"next"`
 }
 
 // AuditBody is a page of GET …/audit.
 type AuditBody struct {
-	Audit []store.AuditEvent `json:"audit"`
+	Audit []model.AuditEvent `json:"audit"`
 	Next  *string            `json:"next"`
 }
 
@@ -217,11 +217,11 @@ func pagePath(r *http.Request, part, after string, p store.RecordPageParams) *st
 	return &path
 }
 
-func executionCursor(e store.Execution) string {
+func executionCursor(e model.Execution) string {
 	return store.Cursor{At: e.CreatedAt, ID: e.ID}.Encode()
 }
 
-func auditCursor(e store.AuditEvent) string { return store.Cursor{At: e.At, ID: e.ID}.Encode() }
+func auditCursor(e model.AuditEvent) string { return store.Cursor{At: e.At, ID: e.ID}.Encode() }
 
 // getRecord answers the record, its latest revision and the first page of its executions and
 // audit events: three statements, however long its history.
@@ -247,7 +247,7 @@ func (a *API) getRecord(r *http.Request, owner string) (model.Response, error) {
 	if err != nil {
 		return model.Response{}, err
 	}
-	body := RecordBody{Record: head.Record, Revisions: []store.Revision{head.Latest}, Executions: execs, Audit: audit,
+	body := RecordBody{Record: head.Record, Revisions: []model.Revision{head.Latest}, Executions: execs, Audit: audit,
 		Links: RecordLinks{Revisions: *pagePath(r, "revisions", "", p)}}
 	if moreExecs {
 		body.Links.Executions = pagePath(r, "executions", executionCursor(execs[len(execs)-1]), p)

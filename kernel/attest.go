@@ -6,6 +6,7 @@ import (
 
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/attest"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 )
 
@@ -16,7 +17,7 @@ import (
 // SNAPSHOT_INTEGRITY_VIOLATION naming the row.
 
 // revisionHead is what a revision's digest covers of the row besides its snapshot.
-func revisionHead(r store.Revision, a store.Attestation) attest.Head {
+func revisionHead(r model.Revision, a store.Attestation) attest.Head {
 	at := r.CreatedAt
 	return attest.Head{At: &at, Key: r.IdempotencyKey, XID: a.XID}
 }
@@ -37,14 +38,14 @@ func checkRevisionChain(row store.RevisionWithParent) error {
 }
 
 // executionOf is the part of e its digest covers.
-func executionOf(e store.Execution) attest.Execution {
+func executionOf(e model.Execution) attest.Execution {
 	return attest.Execution{ID: e.ID, OwnerID: e.OwnerID, ModuleCode: e.ModuleCode, RecordID: e.RecordID, FeatureID: e.FeatureID,
 		Mode: e.Mode, Status: e.Status, RecordRevision: e.RecordRevision, Input: e.Input, Output: e.Output}
 }
 
 // checkExecutionDigest fails unless the execution carries the digest of what it was written
 // with, chained on its revision's.
-func checkExecutionDigest(e store.Execution, a store.Attestation) error {
+func checkExecutionDigest(e model.Execution, a store.Attestation) error {
 	if a.Digest == nil {
 		return apperr.New(apperr.SnapshotIntegrity, "execution %s of record %s carries no digest: it was removed after the execution was written",
 			e.ID, e.RecordID)

@@ -13,6 +13,7 @@ import (
 	"github.com/idemwork/idemwork/attest"
 	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/outbox"
 )
 
@@ -26,30 +27,30 @@ const hostileTitle = `"quoted" \ back\slash · 𝄞 e` + "\u0301" + " \u2028 end
 func (b *testBundle) writeEveryKindOfRow(t *testing.T, owner string) {
 	t.Helper()
 	ctx := context.Background()
-	note, err := b.k.Create(ctx, kernel.CreateInput{Owner: owner, Module: kernel.ModuleNote, Key: "a-create", Title: hostileTitle,
+	note, err := b.k.Create(ctx, model.CreateInput{Owner: owner, Module: kernel.ModuleNote, Key: "a-create", Title: hostileTitle,
 		Summary: str("line one\nline\ttwo"), Payload: raw(map[string]any{"n": 1.50, "nested": map[string]any{"z": []any{true, nil, "é"}}, "big": strings.Repeat("x", 60_000)})})
 	require.NoError(t, err)
 	for i := 1; i <= 3; i++ {
-		_, err := b.k.Patch(ctx, kernel.PatchInput{Owner: owner, Module: kernel.ModuleNote, RecordID: note.Record.ID, ExpectRevision: i,
+		_, err := b.k.Patch(ctx, model.PatchInput{Owner: owner, Module: kernel.ModuleNote, RecordID: note.Record.ID, ExpectRevision: i,
 			Key: "a-patch-" + string(rune('0'+i)), Title: str(hostileTitle + " v" + string(rune('0'+i)))})
 		require.NoError(t, err)
 	}
-	_, err = b.k.RunFeature(ctx, kernel.FeatureInput{Owner: owner, Module: kernel.ModuleNote, RecordID: note.Record.ID, FeatureID: "F01", Key: "a-archive"})
+	_, err = b.k.RunFeature(ctx, model.FeatureInput{Owner: owner, Module: kernel.ModuleNote, RecordID: note.Record.ID, FeatureID: "F01", Key: "a-archive"})
 	require.NoError(t, err)
-	unkeyed, err := b.k.Create(ctx, kernel.CreateInput{Owner: owner, Module: kernel.ModuleNote, Title: "no key", Payload: raw(map[string]any{})})
+	unkeyed, err := b.k.Create(ctx, model.CreateInput{Owner: owner, Module: kernel.ModuleNote, Title: "no key", Payload: raw(map[string]any{})})
 	require.NoError(t, err)
-	_, err = b.k.Patch(ctx, kernel.PatchInput{Owner: owner, Module: kernel.ModuleNote, RecordID: unkeyed.Record.ID, ExpectRevision: 1, Title: str("still none")})
+	_, err = b.k.Patch(ctx, model.PatchInput{Owner: owner, Module: kernel.ModuleNote, RecordID: unkeyed.Record.ID, ExpectRevision: 1, Title: str("still none")})
 	require.NoError(t, err)
 	mem := b.createMem(t, owner, "a-mem", "  some   spaced \u00a0 text ")
 	for _, f := range []string{"F01", "F02"} {
-		_, err := b.k.RunFeature(ctx, kernel.FeatureInput{Owner: owner, Module: kernel.ModuleMem, RecordID: mem.Record.ID, FeatureID: f, Key: "a-mem-" + f})
+		_, err := b.k.RunFeature(ctx, model.FeatureInput{Owner: owner, Module: kernel.ModuleMem, RecordID: mem.Record.ID, FeatureID: f, Key: "a-mem-" + f})
 		require.NoError(t, err)
 	}
 	p := outbox.NewMemoryProvider()
 	w := outbox.NewWorker(b.db.DB, outbox.Options{Providers: map[string]outbox.Provider{"notifier": p}, Clock: b.clock, MaxAttempts: 1})
 	for i, fail := range []bool{false, true, false} {
 		c := b.createCommitment(t, owner, "a-commit-"+string(rune('a'+i)))
-		_, err = b.k.RunFeature(ctx, kernel.FeatureInput{Owner: owner, Module: kernel.ModuleCommitment, RecordID: c.Record.ID, FeatureID: "F02", Key: "a-notify-" + string(rune('a'+i))})
+		_, err = b.k.RunFeature(ctx, model.FeatureInput{Owner: owner, Module: kernel.ModuleCommitment, RecordID: c.Record.ID, FeatureID: "F02", Key: "a-notify-" + string(rune('a'+i))})
 		require.NoError(t, err)
 		if fail {
 			p.FailNext(1)
@@ -140,7 +141,7 @@ func TestAReplayOfAnEditedRevisionOrExecutionFailsClosedNamingIt(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
 	note := b.createNote(t, "alice", "n-create", "first")
-	patch := kernel.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: note.Record.ID, ExpectRevision: 1, Key: "n-patch", Title: str("second")}
+	patch := model.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: note.Record.ID, ExpectRevision: 1, Key: "n-patch", Title: str("second")}
 	_, err := b.k.Patch(ctx, patch)
 	require.NoError(t, err)
 
@@ -161,7 +162,7 @@ func TestAReplayOfAnEditedRevisionOrExecutionFailsClosedNamingIt(t *testing.T) {
 
 	// An execution's output.
 	mem := b.createMem(t, "alice", "m-create", "  a   b ")
-	run := kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleMem, RecordID: mem.Record.ID, FeatureID: "F01", Key: "m-rewrite"}
+	run := model.FeatureInput{Owner: "alice", Module: kernel.ModuleMem, RecordID: mem.Record.ID, FeatureID: "F01", Key: "m-rewrite"}
 	ran, err := b.k.RunFeature(ctx, run)
 	require.NoError(t, err)
 	b.exec(t, `UPDATE feature_execution SET output = '{"rewritten": "HACKED"}' WHERE id = $1`, ran.Execution.ID)
@@ -170,7 +171,7 @@ func TestAReplayOfAnEditedRevisionOrExecutionFailsClosedNamingIt(t *testing.T) {
 	require.Contains(t, ae.Message, "execution "+ran.Execution.ID)
 
 	// A digest removed is no way out.
-	blocked := kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleMem, RecordID: mem.Record.ID, FeatureID: "F02", Key: "m-publish"}
+	blocked := model.FeatureInput{Owner: "alice", Module: kernel.ModuleMem, RecordID: mem.Record.ID, FeatureID: "F02", Key: "m-publish"}
 	bl, err := b.k.RunFeature(ctx, blocked)
 	require.NoError(t, err)
 	b.exec(t, `UPDATE feature_execution SET digest = NULL WHERE id = $1`, bl.Execution.ID)
@@ -189,11 +190,11 @@ func TestAReplayServesOnlyRowsItsOwnKeyWrote(t *testing.T) {
 	ctx := context.Background()
 	note := b.createNote(t, "alice", "c1", "one")
 	for i, key := range []string{"p2", "p3", "p4"} {
-		_, err := b.k.Patch(ctx, kernel.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: note.Record.ID, ExpectRevision: i + 1, Key: key, Title: str(key)})
+		_, err := b.k.Patch(ctx, model.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: note.Record.ID, ExpectRevision: i + 1, Key: key, Title: str(key)})
 		require.NoError(t, err)
 	}
 	replayPatch := func(key string, from int, title string) error {
-		_, err := b.k.Patch(ctx, kernel.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: note.Record.ID, ExpectRevision: from, Key: key, Title: str(title)})
+		_, err := b.k.Patch(ctx, model.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: note.Record.ID, ExpectRevision: from, Key: key, Title: str(title)})
 		return err
 	}
 	require.NoError(t, replayPatch("p2", 1, "p2"), "untampered, a replay restores")
@@ -224,20 +225,20 @@ func TestAReplayServesOnlyRowsItsOwnKeyWrote(t *testing.T) {
 	for _, key := range []string{"p2", "c1", "ghost", "p3"} {
 		v, err := b.k.InspectKey(ctx, "alice", key)
 		require.NoError(t, err)
-		require.Equal(t, kernel.KeyFailsClosed, v.State, key)
+		require.Equal(t, model.KeyFailsClosed, v.State, key)
 		require.NotNil(t, v.Replay, key)
 		require.Equal(t, 500, v.Replay.Status, key)
 		require.Contains(t, v.Replay.Body, "SNAPSHOT_INTEGRITY_VIOLATION", key)
 	}
 	v, err := b.k.InspectKey(ctx, "alice", "p4")
 	require.NoError(t, err)
-	require.Equal(t, kernel.KeySucceeded, v.State, "the key whose rows these are still replays")
+	require.Equal(t, model.KeySucceeded, v.State, "the key whose rows these are still replays")
 	require.Equal(t, idemtype.Replayed, mustPatchOutcome(t, b, note.Record.ID, "p4", 3))
 }
 
 func mustPatchOutcome(t *testing.T, b *testBundle, recordID, key string, from int) idemtype.Outcome {
 	t.Helper()
-	res, err := b.k.Patch(context.Background(), kernel.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: recordID, ExpectRevision: from, Key: key, Title: str(key)})
+	res, err := b.k.Patch(context.Background(), model.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: recordID, ExpectRevision: from, Key: key, Title: str(key)})
 	require.NoError(t, err)
 	return res.Outcome
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/jsonb"
+	"github.com/idemwork/idemwork/model"
 )
 
 // canonicalJSON renders a value the kernel itself built (a feature's output) canonically.
@@ -38,7 +39,7 @@ var marshalLikeV1 = jsonv2.JoinOptions(jsonv2.FormatNilSliceAsNull(true), jsonv2
 
 // CheckTitle enforces a title: 1-200 characters of one line, no control character at all.
 func CheckTitle(s string) error {
-	if err := CheckText("title", s, 1, MaxTitleChars); err != nil {
+	if err := model.CheckText("title", s, 1, model.MaxTitleChars); err != nil {
 		return err
 	}
 	return checkControls("title", s, "")
@@ -47,7 +48,7 @@ func CheckTitle(s string) error {
 // CheckSummary enforces a summary: at most 2000 characters, no control character but newline
 // and tab.
 func CheckSummary(s string) error {
-	if err := CheckText("summary", s, 0, MaxSummaryChar); err != nil {
+	if err := model.CheckText("summary", s, 0, model.MaxSummaryChar); err != nil {
 		return err
 	}
 	return checkControls("summary", s, "\n\t")

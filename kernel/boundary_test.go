@@ -12,6 +12,7 @@ import (
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/model"
 )
 
 // nested returns an object nested depth levels deep ({"a":{"a":...}}).
@@ -44,25 +45,25 @@ func TestTheJSONBoundaryRejectsBadInputWithAFieldNamedValidationErrorAndWritesNo
 			if payload != "" {
 				p = json.RawMessage(payload)
 			}
-			_, err := b.k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: key, Title: title, Summary: summary, Payload: p})
+			_, err := b.k.Create(ctx, model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: key, Title: title, Summary: summary, Payload: p})
 			return err
 		}
 	}
 	patch := func(payload string) func(string) error {
 		return func(key string) error {
-			_, err := b.k.Patch(ctx, kernel.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: note.Record.ID, Key: key, ExpectRevision: 1, Payload: json.RawMessage(payload)})
+			_, err := b.k.Patch(ctx, model.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: note.Record.ID, Key: key, ExpectRevision: 1, Payload: json.RawMessage(payload)})
 			return err
 		}
 	}
 	feature := func(input string) func(string) error {
 		return func(key string) error {
-			_, err := b.k.RunFeature(ctx, kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: note.Record.ID, FeatureID: "F01", Key: key, Input: json.RawMessage(input)})
+			_, err := b.k.RunFeature(ctx, model.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: note.Record.ID, FeatureID: "F01", Key: key, Input: json.RawMessage(input)})
 			return err
 		}
 	}
 	cases := []c{
-		{"payload over 64 KiB", create("t", nil, sized(kernel.MaxJSONBytes+1)), "payload", "exceeds the 65536-byte limit"},
-		{"payload deeper than 16", create("t", nil, nested(kernel.MaxJSONDepth+1)), "payload", "deeper than 16"},
+		{"payload over 64 KiB", create("t", nil, sized(model.MaxJSONBytes+1)), "payload", "exceeds the 65536-byte limit"},
+		{"payload deeper than 16", create("t", nil, nested(model.MaxJSONDepth+1)), "payload", "deeper than 16"},
 		{"payload with NUL", create("t", nil, `{"a":"x\u0000y"}`), "payload", "NUL"},
 		{"payload key with NUL", create("t", nil, `{"a\u0000":1}`), "payload", "NUL"},
 		{"payload with invalid UTF-8", create("t", nil, "{\"a\":\"\xff\xfe\"}"), "payload", "UTF-8"},
@@ -77,7 +78,7 @@ func TestTheJSONBoundaryRejectsBadInputWithAFieldNamedValidationErrorAndWritesNo
 		{"title of 201 characters", create(strings.Repeat("é", 201), nil, ""), "title", "got 201"},
 		{"title with NUL", create("a\x00b", nil, ""), "title", "NUL"},
 		{"summary of 2001 characters", create("t", str(strings.Repeat("s", 2001)), ""), "summary", "at most 2000 characters, got 2001"},
-		{"patch payload over 64 KiB", patch(sized(kernel.MaxJSONBytes + 1)), "payload", "exceeds"},
+		{"patch payload over 64 KiB", patch(sized(model.MaxJSONBytes + 1)), "payload", "exceeds"},
 		{"patch payload an array", patch(`[]`), "payload", "must be a JSON object"},
 		{"feature input deeper than 16", feature(nested(17)), "input", "deeper than 16"},
 		{"feature input with NUL", feature(`{"a":"\u0000"}`), "input", "NUL"},
@@ -120,26 +121,26 @@ func TestTheJSONBoundaryAcceptsEverythingUpToItsLimitsAndJSONBStoresIt(t *testin
 	b := setup(t)
 	ctx := context.Background()
 	for i, payload := range []string{
-		sized(kernel.MaxJSONBytes),
-		nested(kernel.MaxJSONDepth),
+		sized(model.MaxJSONBytes),
+		nested(model.MaxJSONDepth),
 		`{"emoji":"\ud83d\ude00","escaped":"\\ud800 is text","uni":"ünïcödé","ctl":"\u0001\t\n"}`,
 		`{"big":123456789012345678901234567890,"precise":3.14159265358979323846264338327950288,"tiny":1e-16383,"huge":1e40000,"neg":-0.0e5}`,
 		`{"zero":0e99999999}`,
 	} {
-		res, err := b.k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "ok-" + string(rune('a'+i)),
-			Title: strings.Repeat("t", kernel.MaxTitleChars), Summary: str(strings.Repeat("ß", kernel.MaxSummaryChar)), Payload: json.RawMessage(payload)})
+		res, err := b.k.Create(ctx, model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "ok-" + string(rune('a'+i)),
+			Title: strings.Repeat("t", model.MaxTitleChars), Summary: str(strings.Repeat("ß", model.MaxSummaryChar)), Payload: json.RawMessage(payload)})
 		require.NoError(t, err, "payload %d", i)
 		require.Equal(t, idemtype.Executed, res.Outcome)
 		// The stored revision restores through the integrity check.
-		again, err := b.k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "ok-" + string(rune('a'+i)),
-			Title: strings.Repeat("t", kernel.MaxTitleChars), Summary: str(strings.Repeat("ß", kernel.MaxSummaryChar)), Payload: json.RawMessage(payload)})
+		again, err := b.k.Create(ctx, model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "ok-" + string(rune('a'+i)),
+			Title: strings.Repeat("t", model.MaxTitleChars), Summary: str(strings.Repeat("ß", model.MaxSummaryChar)), Payload: json.RawMessage(payload)})
 		require.NoError(t, err, "replay of payload %d", i)
 		require.Equal(t, idemtype.Replayed, again.Outcome)
 		var same bool
 		require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT $1::jsonb = $2::jsonb AND $1::jsonb = $3::jsonb`,
 			string(res.Record.Payload), string(again.Record.Payload), payload).Scan(&same))
 		require.True(t, same, "payload %d restores as the value that was written", i)
-		require.LessOrEqual(t, storedSize(t, b, res.Record.ID), kernel.MaxJSONBytes, "payload %d as PostgreSQL prints it", i)
+		require.LessOrEqual(t, storedSize(t, b, res.Record.ID), model.MaxJSONBytes, "payload %d as PostgreSQL prints it", i)
 		require.Equal(t, storedSize(t, b, res.Record.ID), len(res.Record.Payload), "payload %d: the first response carries exactly what jsonb stored", i)
 	}
 }
@@ -149,9 +150,9 @@ func TestAFeatureKeepsEveryNumberOfThePayloadExactly(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
 	payload := `{"id":12345678901234567890,"ratio":0.1000000000000000055511151231257827,"list":[9007199254740993,1e2]}`
-	rec, err := b.k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "nums", Title: "n", Payload: json.RawMessage(payload)})
+	rec, err := b.k.Create(ctx, model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "nums", Title: "n", Payload: json.RawMessage(payload)})
 	require.NoError(t, err)
-	archived, err := b.k.RunFeature(ctx, kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: rec.Record.ID, FeatureID: "F01", Key: "nums-archive"})
+	archived, err := b.k.RunFeature(ctx, model.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: rec.Record.ID, FeatureID: "F01", Key: "nums-archive"})
 	require.NoError(t, err)
 	var stored string
 	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT payload::text FROM record WHERE id = $1`, rec.Record.ID).Scan(&stored))
@@ -169,18 +170,18 @@ func TestARevisionNearTheSizeLimitStillRestoresAfterJSONBRendersIt(t *testing.T)
 	// Compact input whose canonical form (jsonb's text: a space after every comma) is just under
 	// 64 KiB, with room for F01's "archived": true. The limit is measured on that form, on the
 	// way in and when the revision is read back, so what the boundary accepted always restores.
-	n := (kernel.MaxJSONBytes - 64) / 3
+	n := (model.MaxJSONBytes - 64) / 3
 	payload := `{"a":[` + strings.TrimSuffix(strings.Repeat("1,", n), ",") + `]}`
-	in := kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "near-limit", Title: "t", Payload: json.RawMessage(payload)}
+	in := model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "near-limit", Title: "t", Payload: json.RawMessage(payload)}
 	first, err := b.k.Create(ctx, in)
 	require.NoError(t, err)
-	require.Greater(t, len(first.Record.Payload), kernel.MaxJSONBytes-64)
-	require.LessOrEqual(t, len(first.Record.Payload), kernel.MaxJSONBytes)
+	require.Greater(t, len(first.Record.Payload), model.MaxJSONBytes-64)
+	require.LessOrEqual(t, len(first.Record.Payload), model.MaxJSONBytes)
 	again, err := b.k.Create(ctx, in)
 	require.NoError(t, err, "a revision the boundary accepted must restore")
 	require.Equal(t, idemtype.Replayed, again.Outcome)
 	requireSameRecord(t, first.Record, again.Record)
-	_, err = b.k.RunFeature(ctx, kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: first.Record.ID, FeatureID: "F01", Key: "near-limit-f"})
+	_, err = b.k.RunFeature(ctx, model.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: first.Record.ID, FeatureID: "F01", Key: "near-limit-f"})
 	require.NoError(t, err)
 	_, err = b.k.FindRevision(ctx, "alice", kernel.ModuleNote, first.Record.ID, 2)
 	require.NoError(t, err)
@@ -204,10 +205,10 @@ func TestTheJSONBoundaryAgreesWithPostgreSQLOnNumbersAndEscapes(t *testing.T) {
 	}
 	for _, v := range values {
 		for _, doc := range []string{`{"v":` + v + `}`, `{"k":[` + v + `]}`} {
-			accepted := kernel.CheckJSONObject("payload", []byte(doc)) == nil
+			accepted := model.CheckJSONObject("payload", []byte(doc)) == nil
 			var printed string
 			pgErr := b.db.Pool.QueryRow(ctx, `SELECT $1::text::jsonb::text`, doc).Scan(&printed)
-			want := pgErr == nil && len(printed) <= kernel.MaxJSONBytes
+			want := pgErr == nil && len(printed) <= model.MaxJSONBytes
 			require.Equal(t, want, accepted, "%.60s: boundary accepted=%v, jsonb error=%v, printed %d bytes", doc, accepted, pgErr, len(printed))
 		}
 	}

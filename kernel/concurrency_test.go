@@ -20,6 +20,7 @@ import (
 	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 )
 
@@ -27,13 +28,13 @@ import (
 type outcomes struct {
 	mu      sync.Mutex
 	byName  map[string]int
-	results []kernel.WriteResult
+	results []model.WriteResult
 	errs    []error
 }
 
 func newOutcomes() *outcomes { return &outcomes{byName: map[string]int{}} }
 
-func (o *outcomes) add(res kernel.WriteResult, err error) {
+func (o *outcomes) add(res model.WriteResult, err error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if err != nil {
@@ -67,7 +68,7 @@ func TestSameKeyRaceWithSharingOnExecutesOnceAndTheRestJoinOrReplay(t *testing.T
 	const n = 16
 	got := newOutcomes()
 	fire(n, func(int) {
-		got.add(b.k.Create(context.Background(), kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "race-share", Title: "raced",
+		got.add(b.k.Create(context.Background(), model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "race-share", Title: "raced",
 			Payload: raw(map[string]any{"n": 1})}))
 	})
 	require.Empty(t, got.errs)
@@ -101,7 +102,7 @@ func TestWithSharingOnFollowersJoinTheLeaderInsteadOfQueueingOnTheDatabase(t *te
 		}
 		return nil
 	})
-	in := kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "join-me", Title: "shared"}
+	in := model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "join-me", Title: "shared"}
 	got := newOutcomes()
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -148,7 +149,7 @@ func TestAFailedLeaderNeverHandsItsErrorToFollowers(t *testing.T) {
 		}
 		return nil
 	})
-	in := kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "bad-leader", Title: "t"}
+	in := model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "bad-leader", Title: "t"}
 	got := newOutcomes()
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -184,7 +185,7 @@ func TestWithSharingOffNoCallJoinsAndLosersReplayAfterWaitingOnTheUniqueIndex(t 
 		}
 		return nil
 	})
-	in := kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "no-share", Title: "t", ShareInFlight: boolp(false)}
+	in := model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "no-share", Title: "t", ShareInFlight: boolp(false)}
 	got := newOutcomes()
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -231,7 +232,7 @@ func TestWithSharingOffAFreeForAllStillExecutesOnceAndNeverJoins(t *testing.T) {
 	const n = 12
 	got := newOutcomes()
 	fire(n, func(int) {
-		got.add(b.k.Create(context.Background(), kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "ffa", Title: "t", ShareInFlight: boolp(false)}))
+		got.add(b.k.Create(context.Background(), model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "ffa", Title: "t", ShareInFlight: boolp(false)}))
 	})
 	require.Empty(t, got.errs)
 	require.Equal(t, 1, got.byName["EXECUTED"], "%v", got.byName)
@@ -245,9 +246,9 @@ func TestInsideAnAmbientTransactionCallsNeverShareEvenWhenAskedTo(t *testing.T) 
 	t.Parallel()
 	b := setup(t)
 	ctx := testdb.Context(t)
-	in := kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "ambient", Title: "t", ShareInFlight: boolp(true)}
+	in := model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "ambient", Title: "t", ShareInFlight: boolp(true)}
 	g, commit := newGate(t), newGate(t)
-	var resA, resB kernel.WriteResult
+	var resA, resB model.WriteResult
 	var errA, errB, txErrA, txErrB error
 	var bInTx bool
 	var wg sync.WaitGroup
@@ -305,7 +306,7 @@ func TestConcurrentOptimisticLockingLetsExactlyOnePatchWin(t *testing.T) {
 	const n = 10
 	got := newOutcomes()
 	fire(n, func(i int) {
-		got.add(b.k.Patch(context.Background(), kernel.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: rec.Record.ID,
+		got.add(b.k.Patch(context.Background(), model.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: rec.Record.ID,
 			Key: fmt.Sprintf("patch-%d", i), ExpectRevision: 1, Title: str(fmt.Sprintf("writer %d", i))}))
 	})
 	require.Equal(t, map[string]int{"EXECUTED": 1, "REVISION_CONFLICT": n - 1}, got.byName)
@@ -337,16 +338,16 @@ func TestAStalePatchThatRacesPastPrepareStillGetsRevisionConflict(t *testing.T) 
 		}
 		return nil
 	})
-	var resA kernel.WriteResult
+	var resA model.WriteResult
 	var errA, errB error
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		_, errB = stale.Patch(ctx, kernel.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: rec.Record.ID, Key: "b", ExpectRevision: 1, Title: str("b")})
+		_, errB = stale.Patch(ctx, model.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: rec.Record.ID, Key: "b", ExpectRevision: 1, Title: str("b")})
 	}()
 	g.AwaitHeld(t) // B passed prepare against revision 1 and queued its UPDATE
-	resA, errA = b.k.Patch(ctx, kernel.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: rec.Record.ID, Key: "a", ExpectRevision: 1, Title: str("a")})
+	resA, errA = b.k.Patch(ctx, model.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: rec.Record.ID, Key: "a", ExpectRevision: 1, Title: str("a")})
 	g.Open()
 	wg.Wait()
 	require.NoError(t, errA)
@@ -392,7 +393,7 @@ func TestHelperProcessRunsOneFeature(t *testing.T) {
 	line, err := bufio.NewReader(os.Stdin).ReadString('\n')
 	require.NoError(t, err)
 	require.Equal(t, "GO\n", line)
-	res, err := k.RunFeature(ctx, kernel.FeatureInput{Owner: os.Getenv(helperEnvOwner), Module: kernel.ModuleNote,
+	res, err := k.RunFeature(ctx, model.FeatureInput{Owner: os.Getenv(helperEnvOwner), Module: kernel.ModuleNote,
 		RecordID: os.Getenv(helperEnvRecord), FeatureID: "F01", Key: os.Getenv(helperEnvKey)})
 	out := helperResult{}
 	if err != nil {
@@ -519,7 +520,7 @@ func TestSameKeyAcrossProcessesExecutesOnceAndReplaysTheFirstRevisionAfterDrift(
 	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM idempotency_record WHERE idempotency_key = 'xproc'`))
 
 	// Drift: the record moves on; a fresh process replaying the key gets the first result.
-	_, err = b.k.Patch(ctx, kernel.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: rec.Record.ID, Key: "drift", ExpectRevision: 2,
+	_, err = b.k.Patch(ctx, model.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: rec.Record.ID, Key: "drift", ExpectRevision: 2,
 		Title: str("moved on"), Payload: raw(map[string]any{"archived": false})})
 	require.NoError(t, err)
 	late := startChild(t, ctx, env...)
@@ -554,7 +555,7 @@ func TestAPatchQueuedBehindAnotherWritersRowLockGetsRevisionConflictWhenItCommit
 	go func() {
 		// Prepare still reads revision 1 (the other write is not committed) and passes; the
 		// guarded UPDATE then queues on the row lock inside this patch's commit.
-		_, err := b.k.Patch(ctx, kernel.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: rec.Record.ID, Key: "late", ExpectRevision: 1, Title: str("late")})
+		_, err := b.k.Patch(ctx, model.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: rec.Record.ID, Key: "late", ExpectRevision: 1, Title: str("late")})
 		done <- err
 	}()
 	waitForLockWaiters(t, b.db.DB, 1)

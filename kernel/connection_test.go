@@ -15,6 +15,7 @@ import (
 	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 )
 
@@ -96,40 +97,40 @@ func exerciseKernel(t *testing.T, k *kernel.Kernel) {
 	// garbage, and the same owner would then replay the previous call's keys.
 	owner := fmt.Sprintf("o-%d", exerciseOwners.Add(1))
 	payload := json.RawMessage(`{"text":"hello","tags":["a","b"],"n":1.5}`)
-	created, err := k.Create(ctx, kernel.CreateInput{Owner: owner, Module: kernel.ModuleNote, Key: "create-1", Title: "t", Summary: str("s"), Payload: payload})
+	created, err := k.Create(ctx, model.CreateInput{Owner: owner, Module: kernel.ModuleNote, Key: "create-1", Title: "t", Summary: str("s"), Payload: payload})
 	require.NoError(t, err)
 	require.Equal(t, idemtype.Executed, created.Outcome)
-	again, err := k.Create(ctx, kernel.CreateInput{Owner: owner, Module: kernel.ModuleNote, Key: "create-1", Title: "t", Summary: str("s"), Payload: payload})
+	again, err := k.Create(ctx, model.CreateInput{Owner: owner, Module: kernel.ModuleNote, Key: "create-1", Title: "t", Summary: str("s"), Payload: payload})
 	require.NoError(t, err)
 	require.Equal(t, idemtype.Replayed, again.Outcome)
 	require.Equal(t, created.Record.ID, again.Record.ID)
 
-	patched, err := k.Patch(ctx, kernel.PatchInput{Owner: owner, Module: kernel.ModuleNote, RecordID: created.Record.ID, Key: "patch-1",
+	patched, err := k.Patch(ctx, model.PatchInput{Owner: owner, Module: kernel.ModuleNote, RecordID: created.Record.ID, Key: "patch-1",
 		ExpectRevision: 1, Title: str("t2"), Payload: json.RawMessage(`{"text":"second"}`)})
 	require.NoError(t, err)
 	require.Equal(t, 2, patched.Record.Revision)
-	replayPatch, err := k.Patch(ctx, kernel.PatchInput{Owner: owner, Module: kernel.ModuleNote, RecordID: created.Record.ID, Key: "patch-1",
+	replayPatch, err := k.Patch(ctx, model.PatchInput{Owner: owner, Module: kernel.ModuleNote, RecordID: created.Record.ID, Key: "patch-1",
 		ExpectRevision: 1, Title: str("t2"), Payload: json.RawMessage(`{"text":"second"}`)})
 	require.NoError(t, err)
 	require.Equal(t, idemtype.Replayed, replayPatch.Outcome)
 	require.Equal(t, 2, replayPatch.Record.Revision)
 
-	mem, err := k.Create(ctx, kernel.CreateInput{Owner: owner, Module: kernel.ModuleMem, Key: "mem-1", Title: "memo",
+	mem, err := k.Create(ctx, model.CreateInput{Owner: owner, Module: kernel.ModuleMem, Key: "mem-1", Title: "memo",
 		Payload: json.RawMessage(`{"originalContent":"a  b","currentContent":"  a   b  "}`)})
 	require.NoError(t, err)
-	run, err := k.RunFeature(ctx, kernel.FeatureInput{Owner: owner, Module: kernel.ModuleMem, RecordID: mem.Record.ID, FeatureID: "F01", Key: "run-1"})
+	run, err := k.RunFeature(ctx, model.FeatureInput{Owner: owner, Module: kernel.ModuleMem, RecordID: mem.Record.ID, FeatureID: "F01", Key: "run-1"})
 	require.NoError(t, err)
 	require.Equal(t, idemtype.Executed, run.Outcome)
 	require.NotNil(t, run.Execution)
-	replayRun, err := k.RunFeature(ctx, kernel.FeatureInput{Owner: owner, Module: kernel.ModuleMem, RecordID: mem.Record.ID, FeatureID: "F01", Key: "run-1"})
+	replayRun, err := k.RunFeature(ctx, model.FeatureInput{Owner: owner, Module: kernel.ModuleMem, RecordID: mem.Record.ID, FeatureID: "F01", Key: "run-1"})
 	require.NoError(t, err)
 	require.Equal(t, idemtype.Replayed, replayRun.Outcome)
 	require.Equal(t, run.Execution.ID, replayRun.Execution.ID)
-	blocked, err := k.RunFeature(ctx, kernel.FeatureInput{Owner: owner, Module: kernel.ModuleMem, RecordID: mem.Record.ID, FeatureID: "F02", Key: "run-2"})
+	blocked, err := k.RunFeature(ctx, model.FeatureInput{Owner: owner, Module: kernel.ModuleMem, RecordID: mem.Record.ID, FeatureID: "F02", Key: "run-2"})
 	require.NoError(t, err)
 	require.Equal(t, "BLOCKED", blocked.Execution.Status)
 
-	promise, err := k.Create(ctx, kernel.CreateInput{Owner: owner, Module: kernel.ModuleCommitment, Key: "c-1", Title: "promise",
+	promise, err := k.Create(ctx, model.CreateInput{Owner: owner, Module: kernel.ModuleCommitment, Key: "c-1", Title: "promise",
 		Payload: json.RawMessage(`{"status":"OPEN"}`)})
 	require.NoError(t, err)
 	review, err := k.CreateReview(ctx, kernel.ReviewInput{Owner: owner, RecordID: promise.Record.ID, Key: "review-1", Verdict: "kept", Comment: "c"})
@@ -141,7 +142,7 @@ func exerciseKernel(t *testing.T, k *kernel.Kernel) {
 	// in keyset pages: both in one read-only transaction, whatever the route, and both clean.
 	// What it set for its statements (work_mem, plan_cache_mode) ended with that transaction.
 	for _, since := range []time.Time{{}, time.Unix(0, 0)} {
-		rep, err := k.VerifyInvariants(ctx, kernel.VerifyOptions{Owner: owner, Since: since})
+		rep, err := k.VerifyInvariants(ctx, model.VerifyOptions{Owner: owner, Since: since})
 		require.NoError(t, err)
 		require.True(t, rep.OK, "since %v: %+v", since, rep.Failed())
 		require.EqualValues(t, 3, rep.Checked["records"], "since %v", since)
@@ -197,7 +198,7 @@ func TestOneKeyExecutesOnceUnderConcurrencyInEveryExecModeAndThroughPoolers(t *t
 			for range n {
 				wg.Go(func() {
 					<-start
-					res, err := k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "same",
+					res, err := k.Create(ctx, model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "same",
 						Title: "t", Payload: json.RawMessage(`{"text":"x"}`), ShareInFlight: boolp(false)})
 					mu.Lock()
 					defer mu.Unlock()

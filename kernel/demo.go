@@ -8,6 +8,7 @@ import (
 
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/idem/idemtype"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 )
 
@@ -45,7 +46,7 @@ func (k *Kernel) SeedDemo(ctx context.Context) (SeedReport, error) {
 		rep.Skipped = true
 		return rep, nil
 	}
-	count := func(res WriteResult, err error) (WriteResult, error) {
+	count := func(res model.WriteResult, err error) (model.WriteResult, error) {
 		if err == nil {
 			rep.Writes++
 			rep.Outcomes[string(res.Outcome)]++
@@ -56,13 +57,13 @@ func (k *Kernel) SeedDemo(ctx context.Context) (SeedReport, error) {
 	raw := func(v any) json.RawMessage { b, _ := json.Marshal(v); return b }
 
 	// alice: a note that drifts (create, then two patches: a replay of the create returns rev 1).
-	note, err := count(k.Create(ctx, CreateInput{Owner: "alice", Module: ModuleNote, Key: demoFirstKey, Title: "Groceries",
+	note, err := count(k.Create(ctx, model.CreateInput{Owner: "alice", Module: ModuleNote, Key: demoFirstKey, Title: "Groceries",
 		Summary: str("weekly list"), Payload: raw(map[string]any{"items": []string{"milk", "eggs"}})}))
 	if err != nil {
 		return rep, fmt.Errorf("seed: %w", err)
 	}
 	id := note.Record.ID
-	steps := []PatchInput{
+	steps := []model.PatchInput{
 		{Owner: "alice", Module: ModuleNote, RecordID: id, Key: "demo:alice:note-1:patch-1", ExpectRevision: 1,
 			Payload: raw(map[string]any{"items": []string{"milk", "eggs", "bread"}})},
 		{Owner: "alice", Module: ModuleNote, RecordID: id, Key: "demo:alice:note-1:patch-2", ExpectRevision: 2,
@@ -75,34 +76,34 @@ func (k *Kernel) SeedDemo(ctx context.Context) (SeedReport, error) {
 			return rep, fmt.Errorf("seed: %w", err)
 		}
 	}
-	old, err := count(k.Create(ctx, CreateInput{Owner: "alice", Module: ModuleNote, Key: "demo:alice:note-2", Title: "Old ideas",
+	old, err := count(k.Create(ctx, model.CreateInput{Owner: "alice", Module: ModuleNote, Key: "demo:alice:note-2", Title: "Old ideas",
 		Payload: raw(map[string]any{"ideas": []string{"sourdough"}})}))
 	if err != nil {
 		return rep, fmt.Errorf("seed: %w", err)
 	}
-	if _, err := count(k.RunFeature(ctx, FeatureInput{Owner: "alice", Module: ModuleNote, RecordID: old.Record.ID, FeatureID: "F01", Key: "demo:alice:note-2:archive"})); err != nil {
+	if _, err := count(k.RunFeature(ctx, model.FeatureInput{Owner: "alice", Module: ModuleNote, RecordID: old.Record.ID, FeatureID: "F01", Key: "demo:alice:note-2:archive"})); err != nil {
 		return rep, fmt.Errorf("seed: %w", err)
 	}
 
 	// alice: MEM-001 rewritten internally, then a blocked publish.
-	mem, err := count(k.Create(ctx, CreateInput{Owner: "alice", Module: ModuleMem, Key: "demo:alice:mem-1", Title: "Meeting notes",
+	mem, err := count(k.Create(ctx, model.CreateInput{Owner: "alice", Module: ModuleMem, Key: "demo:alice:mem-1", Title: "Meeting notes",
 		Payload: raw(map[string]any{"originalContent": "  Ship   the   runner  ", "currentContent": "  Ship   the   runner  "})}))
 	if err != nil {
 		return rep, fmt.Errorf("seed: %w", err)
 	}
 	for _, f := range []struct{ feature, key string }{{"F01", "demo:alice:mem-1:rewrite"}, {"F02", "demo:alice:mem-1:publish"}} {
-		if _, err := count(k.RunFeature(ctx, FeatureInput{Owner: "alice", Module: ModuleMem, RecordID: mem.Record.ID, FeatureID: f.feature, Key: f.key})); err != nil {
+		if _, err := count(k.RunFeature(ctx, model.FeatureInput{Owner: "alice", Module: ModuleMem, RecordID: mem.Record.ID, FeatureID: f.feature, Key: f.key})); err != nil {
 			return rep, fmt.Errorf("seed: %w", err)
 		}
 	}
 
 	// alice: commitments — one closed and reviewed, one notified through the outbox.
-	c1, err := count(k.Create(ctx, CreateInput{Owner: "alice", Module: ModuleCommitment, Key: "demo:alice:commit-1", Title: "Send the report",
+	c1, err := count(k.Create(ctx, model.CreateInput{Owner: "alice", Module: ModuleCommitment, Key: "demo:alice:commit-1", Title: "Send the report",
 		Payload: raw(map[string]any{"status": "OPEN", "due": "2026-12-01"})}))
 	if err != nil {
 		return rep, fmt.Errorf("seed: %w", err)
 	}
-	if _, err := count(k.RunFeature(ctx, FeatureInput{Owner: "alice", Module: ModuleCommitment, RecordID: c1.Record.ID, FeatureID: "F01", Key: "demo:alice:commit-1:close"})); err != nil {
+	if _, err := count(k.RunFeature(ctx, model.FeatureInput{Owner: "alice", Module: ModuleCommitment, RecordID: c1.Record.ID, FeatureID: "F01", Key: "demo:alice:commit-1:close"})); err != nil {
 		return rep, fmt.Errorf("seed: %w", err)
 	}
 	rv, err := k.CreateReview(ctx, ReviewInput{Owner: "alice", RecordID: c1.Record.ID, Key: "demo:alice:commit-1:review", Verdict: "kept", Comment: "done a day early"})
@@ -111,21 +112,21 @@ func (k *Kernel) SeedDemo(ctx context.Context) (SeedReport, error) {
 	}
 	rep.Writes++
 	rep.Outcomes[string(rv.Outcome)]++
-	c2, err := count(k.Create(ctx, CreateInput{Owner: "alice", Module: ModuleCommitment, Key: "demo:alice:commit-2", Title: "Call the plumber",
+	c2, err := count(k.Create(ctx, model.CreateInput{Owner: "alice", Module: ModuleCommitment, Key: "demo:alice:commit-2", Title: "Call the plumber",
 		Payload: raw(map[string]any{"status": "OPEN"})}))
 	if err != nil {
 		return rep, fmt.Errorf("seed: %w", err)
 	}
-	if _, err := count(k.RunFeature(ctx, FeatureInput{Owner: "alice", Module: ModuleCommitment, RecordID: c2.Record.ID, FeatureID: "F02", Key: "demo:alice:commit-2:notify"})); err != nil {
+	if _, err := count(k.RunFeature(ctx, model.FeatureInput{Owner: "alice", Module: ModuleCommitment, RecordID: c2.Record.ID, FeatureID: "F02", Key: "demo:alice:commit-2:notify"})); err != nil {
 		return rep, fmt.Errorf("seed: %w", err)
 	}
 
 	// bob: his own records, isolated from alice's even where keys coincide.
-	if _, err := count(k.Create(ctx, CreateInput{Owner: "bob", Module: ModuleNote, Key: "demo:alice:note-1", Title: "Bob's note with alice's key",
+	if _, err := count(k.Create(ctx, model.CreateInput{Owner: "bob", Module: ModuleNote, Key: "demo:alice:note-1", Title: "Bob's note with alice's key",
 		Payload: raw(map[string]any{"text": "keys are per owner"})})); err != nil {
 		return rep, fmt.Errorf("seed: %w", err)
 	}
-	if _, err := count(k.Create(ctx, CreateInput{Owner: "bob", Module: ModuleMem, Key: "demo:bob:mem-1", Title: "Draft",
+	if _, err := count(k.Create(ctx, model.CreateInput{Owner: "bob", Module: ModuleMem, Key: "demo:bob:mem-1", Title: "Draft",
 		Payload: raw(map[string]any{"originalContent": "hello", "currentContent": "hello"})})); err != nil {
 		return rep, fmt.Errorf("seed: %w", err)
 	}
@@ -169,8 +170,8 @@ type BlockedExternalDemo struct {
 	owner  string
 	prefix string
 	next   int
-	record *store.Record
-	first  *store.Execution
+	record *model.Record
+	first  *model.Execution
 }
 
 // NewBlockedExternalDemo prepares the demo for owner; its keys start with keyPrefix.
@@ -179,7 +180,7 @@ func (k *Kernel) NewBlockedExternalDemo(owner, keyPrefix string) *BlockedExterna
 }
 
 // Done reports whether every step ran.
-func (d *BlockedExternalDemo) Done() bool { return d.next >= len(BlockedExternalSteps) }
+func (d *BlockedExternalDemo) Done() bool { return d.next >= len(model.BlockedExternalSteps) }
 
 // StepsDone is how many steps ran.
 func (d *BlockedExternalDemo) StepsDone() int { return d.next }
@@ -187,12 +188,12 @@ func (d *BlockedExternalDemo) StepsDone() int { return d.next }
 // PublishKey is the Idempotency-Key of the demo's F02 request.
 func (d *BlockedExternalDemo) PublishKey() string { return d.prefix + ":publish" }
 
-func check(ok bool, claim, format string, args ...any) DemoCheck {
-	return DemoCheck{OK: ok, Claim: claim, Text: fmt.Sprintf(format, args...)}
+func check(ok bool, claim, format string, args ...any) model.DemoCheck {
+	return model.DemoCheck{OK: ok, Claim: claim, Text: fmt.Sprintf(format, args...)}
 }
 
 // actions lists audit events' actions, in order.
-func actions(audit []store.AuditEvent) string {
+func actions(audit []model.AuditEvent) string {
 	out := make([]string, len(audit))
 	for i, a := range audit {
 		out[i] = a.Action
@@ -204,21 +205,21 @@ func actions(audit []store.AuditEvent) string {
 }
 
 // Next runs the next step.
-func (d *BlockedExternalDemo) Next(ctx context.Context) (DemoStep, error) {
+func (d *BlockedExternalDemo) Next(ctx context.Context) (model.DemoStep, error) {
 	if d.Done() {
-		return DemoStep{}, fmt.Errorf("the demo has no more steps")
+		return model.DemoStep{}, fmt.Errorf("the demo has no more steps")
 	}
-	step := DemoStep{Step: BlockedExternalSteps[d.next], Notes: []string{}, Checks: []DemoCheck{}}
-	publish := FeatureInput{Owner: d.owner, Module: ModuleMem, FeatureID: "F02", Key: d.PublishKey()}
+	step := model.DemoStep{Step: model.BlockedExternalSteps[d.next], Notes: []string{}, Checks: []model.DemoCheck{}}
+	publish := model.FeatureInput{Owner: d.owner, Module: ModuleMem, FeatureID: "F02", Key: d.PublishKey()}
 	switch d.next {
 	case 0:
-		res, err := d.k.Create(ctx, CreateInput{Owner: d.owner, Module: ModuleMem, Key: d.prefix + ":create", Title: "Blocked external demo",
+		res, err := d.k.Create(ctx, model.CreateInput{Owner: d.owner, Module: ModuleMem, Key: d.prefix + ":create", Title: "Blocked external demo",
 			Payload: json.RawMessage(`{"originalContent":"publish me","currentContent":"publish me"}`)})
 		if err != nil {
 			return step, err
 		}
 		d.record = res.Record
-		step.Outcome, step.Result, step.Record = res.Outcome, OutcomeText(res.Outcome, nil), res.Record
+		step.Outcome, step.Result, step.Record = res.Outcome, model.OutcomeText(res.Outcome, nil), res.Record
 		step.Notes = append(step.Notes, fmt.Sprintf("%s: MEM-001 record %s at revision %d (key %s)", res.Outcome, res.Record.ID, res.Record.Revision, d.prefix+":create"),
 			fmt.Sprintf("envelope %s — a reference, no content", res.Envelope))
 	case 1:
@@ -249,11 +250,11 @@ func (d *BlockedExternalDemo) Next(ctx context.Context) (DemoStep, error) {
 		}
 		e := res.Execution
 		d.first = e
-		stored := store.Execution{}
+		stored := model.Execution{}
 		if len(execs) == 1 {
 			stored = execs[0]
 		}
-		step.Outcome, step.Result, step.Record, step.Execution = res.Outcome, OutcomeText(res.Outcome, e), res.Record, e
+		step.Outcome, step.Result, step.Record, step.Execution = res.Outcome, model.OutcomeText(res.Outcome, e), res.Record, e
 		step.Notes = append(step.Notes, fmt.Sprintf("%s: execution %s — the call committed the fact that the feature failed closed; the client gets it as {record, execution}",
 			step.Result, e.ID))
 		step.Checks = append(step.Checks,
@@ -286,7 +287,7 @@ func (d *BlockedExternalDemo) Next(ctx context.Context) (DemoStep, error) {
 				check(len(execs) == 1, "the replay wrote nothing", "feature_execution rows for this key in the database: %d", len(execs)))
 			break
 		}
-		step.Outcome, step.Result, step.Record, step.Execution = res.Outcome, OutcomeText(res.Outcome, res.Execution), res.Record, res.Execution
+		step.Outcome, step.Result, step.Record, step.Execution = res.Outcome, model.OutcomeText(res.Outcome, res.Execution), res.Record, res.Execution
 		step.Notes = append(step.Notes, fmt.Sprintf("%s: the client gets the same execution %s again — BLOCKED for good, nothing will ever deliver it", step.Result, res.Execution.ID))
 		step.Checks = append(step.Checks,
 			check(res.Outcome == idemtype.Replayed, "a replay returns the stored result", "outcome %s", res.Outcome),
@@ -299,9 +300,9 @@ func (d *BlockedExternalDemo) Next(ctx context.Context) (DemoStep, error) {
 }
 
 // DemoBlockedExternal runs every step of the demo.
-func (k *Kernel) DemoBlockedExternal(ctx context.Context, owner, keyPrefix string) ([]DemoStep, error) {
+func (k *Kernel) DemoBlockedExternal(ctx context.Context, owner, keyPrefix string) ([]model.DemoStep, error) {
 	d := k.NewBlockedExternalDemo(owner, keyPrefix)
-	var steps []DemoStep
+	var steps []model.DemoStep
 	for !d.Done() {
 		s, err := d.Next(ctx)
 		if err != nil {

@@ -7,13 +7,13 @@ import (
 	"strings"
 
 	"github.com/idemwork/idemwork/apperr"
-	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/model"
 )
 
 // CompareModes reads the two requests of the walk-throughs — blockedKey a direct_external run,
 // outboxKey an outbox run, both of owner — and sets them side by side.
-func (k *Kernel) CompareModes(ctx context.Context, owner, blockedKey, outboxKey string) (ModeComparison, error) {
-	var c ModeComparison
+func (k *Kernel) CompareModes(ctx context.Context, owner, blockedKey, outboxKey string) (model.ModeComparison, error) {
+	var c model.ModeComparison
 	var err error
 	if c.Blocked, err = k.modeSide(ctx, owner, blockedKey); err != nil {
 		return c, err
@@ -24,8 +24,8 @@ func (k *Kernel) CompareModes(ctx context.Context, owner, blockedKey, outboxKey 
 	return c, nil
 }
 
-func (k *Kernel) modeSide(ctx context.Context, owner, key string) (ModeSide, error) {
-	side := ModeSide{Key: key, Committed: []string{}}
+func (k *Kernel) modeSide(ctx context.Context, owner, key string) (model.ModeSide, error) {
+	side := model.ModeSide{Key: key, Committed: []string{}}
 	row, err := k.db.GetKey(ctx, owner, key)
 	if err != nil {
 		return side, err
@@ -62,7 +62,7 @@ func (k *Kernel) modeSide(ctx context.Context, owner, key string) (ModeSide, err
 	// The request's own audit event says what the execution was when it committed; the row may
 	// have been settled since.
 	committed := e.Status
-	var request *store.AuditEvent
+	var request *model.AuditEvent
 	for i := range audit {
 		if audit[i].ExecutionID != nil && *audit[i].ExecutionID == e.ID {
 			request = &audit[i]
@@ -95,7 +95,7 @@ func (k *Kernel) modeSide(ctx context.Context, owner, key string) (ModeSide, err
 	side.Committed = append(side.Committed, fmt.Sprintf("idempotency_record %s → execution %s", row.Status, e.ID),
 		fmt.Sprintf("record: %d revision(s) written, stays at revision %d", revisions, e.RecordRevision))
 
-	side.Client = fmt.Sprintf("%s: {record %s@%d, execution %s %s}", OutcomeText("EXECUTED", &store.Execution{Status: committed}), e.RecordID, e.RecordRevision, e.ID, committed)
+	side.Client = fmt.Sprintf("%s: {record %s@%d, execution %s %s}", model.OutcomeText("EXECUTED", &model.Execution{Status: committed}), e.RecordID, e.RecordRevision, e.ID, committed)
 
 	_, restored, _, err := k.RestoreKey(ctx, owner, row.Key, row.ReservedXID, row.Operation, row.Response)
 	switch {
@@ -104,9 +104,9 @@ func (k *Kernel) modeSide(ctx context.Context, owner, key string) (ModeSide, err
 	case restored == nil || restored.ID != e.ID:
 		side.Replay = "REPLAYED, but not this execution"
 	case restored.Status == committed:
-		side.Replay = fmt.Sprintf("%s: the same execution, still %s", OutcomeText("REPLAYED", restored), restored.Status)
+		side.Replay = fmt.Sprintf("%s: the same execution, still %s", model.OutcomeText("REPLAYED", restored), restored.Status)
 	default:
-		side.Replay = fmt.Sprintf("%s: the same execution, now %s (as the worker settled it)", OutcomeText("REPLAYED", restored), restored.Status)
+		side.Replay = fmt.Sprintf("%s: the same execution, now %s (as the worker settled it)", model.OutcomeText("REPLAYED", restored), restored.Status)
 	}
 	if side.Replay != "" && restored != nil && restored.Status == "BLOCKED" {
 		side.Replay += " for good: nothing will ever deliver it"

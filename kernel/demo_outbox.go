@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/idem/idemtype"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/outbox"
 	"github.com/idemwork/idemwork/store"
 )
@@ -36,7 +37,7 @@ type OutboxDemo struct {
 	clock    interface{ Advance(time.Duration) }
 	moved    time.Duration
 	next     int
-	record   *store.Record
+	record   *model.Record
 	revision int
 	notes    []notification
 	reused   []string
@@ -45,8 +46,8 @@ type OutboxDemo struct {
 // notification is one F02 request of the demo.
 type notification struct {
 	key  string
-	exec store.Execution
-	msg  store.OutboxMessage
+	exec model.Execution
+	msg  model.OutboxMessage
 }
 
 // NewOutboxDemo prepares the walk-through for owner. Its record's key is keyPrefix+":record" (a
@@ -83,7 +84,7 @@ func (k *Kernel) NewOutboxDemo(owner, keyPrefix string, settings outbox.Options)
 }
 
 // Done reports whether every step ran.
-func (d *OutboxDemo) Done() bool { return d.next >= len(OutboxSteps) }
+func (d *OutboxDemo) Done() bool { return d.next >= len(model.OutboxSteps) }
 
 // StepsDone is how many steps ran.
 func (d *OutboxDemo) StepsDone() int { return d.next }
@@ -106,13 +107,13 @@ func (d *OutboxDemo) Provider() *outbox.MemoryProvider { return d.provider }
 func (d *OutboxDemo) ClockMoved() time.Duration { return d.moved }
 
 // Next runs the next step.
-func (d *OutboxDemo) Next(ctx context.Context) (DemoStep, error) {
+func (d *OutboxDemo) Next(ctx context.Context) (model.DemoStep, error) {
 	if d.Done() {
-		return DemoStep{}, fmt.Errorf("the demo has no more steps")
+		return model.DemoStep{}, fmt.Errorf("the demo has no more steps")
 	}
-	step := DemoStep{Step: OutboxSteps[d.next], Notes: []string{}, Checks: []DemoCheck{}}
+	step := model.DemoStep{Step: model.OutboxSteps[d.next], Notes: []string{}, Checks: []model.DemoCheck{}}
 	// One method per step, in OutboxSteps' order.
-	run := [...]func(*OutboxDemo, context.Context, *DemoStep) error{(*OutboxDemo).createRecord, (*OutboxDemo).notify,
+	run := [...]func(*OutboxDemo, context.Context, *model.DemoStep) error{(*OutboxDemo).createRecord, (*OutboxDemo).notify,
 		(*OutboxDemo).replay, (*OutboxDemo).deliver, (*OutboxDemo).retry, (*OutboxDemo).crashBeforeSettle, (*OutboxDemo).redeliver,
 		(*OutboxDemo).exhaust, (*OutboxDemo).settled}
 	err := run[d.next](d, ctx, &step)
@@ -124,12 +125,12 @@ func (d *OutboxDemo) Next(ctx context.Context) (DemoStep, error) {
 }
 
 // DemoOutbox runs every step of the outbox walk-through.
-func (k *Kernel) DemoOutbox(ctx context.Context, owner, keyPrefix string, settings outbox.Options) ([]DemoStep, []string, error) {
+func (k *Kernel) DemoOutbox(ctx context.Context, owner, keyPrefix string, settings outbox.Options) ([]model.DemoStep, []string, error) {
 	d, err := k.NewOutboxDemo(owner, keyPrefix, settings)
 	if err != nil {
 		return nil, nil, err
 	}
-	var steps []DemoStep
+	var steps []model.DemoStep
 	for !d.Done() {
 		s, err := d.Next(ctx)
 		if err != nil {
@@ -142,25 +143,25 @@ func (k *Kernel) DemoOutbox(ctx context.Context, owner, keyPrefix string, settin
 
 // noteState is what the database holds about one notification now.
 type noteState struct {
-	execs    []store.Execution
-	messages []store.OutboxMessage
-	audit    []store.AuditEvent
+	execs    []model.Execution
+	messages []model.OutboxMessage
+	audit    []model.AuditEvent
 	writers  []store.RowWriter
 	settles  int
 }
 
-func (s noteState) exec() store.Execution {
+func (s noteState) exec() model.Execution {
 	if len(s.execs) == 1 {
 		return s.execs[0]
 	}
-	return store.Execution{}
+	return model.Execution{}
 }
 
-func (s noteState) msg() store.OutboxMessage {
+func (s noteState) msg() model.OutboxMessage {
 	if len(s.messages) == 1 {
 		return s.messages[0]
 	}
-	return store.OutboxMessage{}
+	return model.OutboxMessage{}
 }
 
 // xmins maps each table to the transaction ids that last wrote its rows of the key.
@@ -175,10 +176,10 @@ func (s noteState) xmin(table, what string) string {
 
 // reread reads notification i's rows again, keeps its message as the notification's latest and
 // shows its execution and message on step.
-func (d *OutboxDemo) reread(ctx context.Context, step *DemoStep, i int) (noteState, store.Execution, store.OutboxMessage, error) {
+func (d *OutboxDemo) reread(ctx context.Context, step *model.DemoStep, i int) (noteState, model.Execution, model.OutboxMessage, error) {
 	st, err := d.read(ctx, d.notes[i].key)
 	if err != nil {
-		return st, store.Execution{}, store.OutboxMessage{}, err
+		return st, model.Execution{}, model.OutboxMessage{}, err
 	}
 	e, m := st.exec(), st.msg()
 	d.notes[i].msg = m
@@ -210,12 +211,12 @@ func (d *OutboxDemo) read(ctx context.Context, key string) (noteState, error) {
 }
 
 // pass runs the demo's worker over one message of the demo, and only that one.
-func (d *OutboxDemo) pass(ctx context.Context, m store.OutboxMessage) (outbox.Report, error) {
+func (d *OutboxDemo) pass(ctx context.Context, m model.OutboxMessage) (outbox.Report, error) {
 	return d.worker.RunScoped(ctx, outbox.Scope{OwnerID: d.owner, MessageIDs: []string{m.ID}}, 1)
 }
 
 // advanceTo moves the workbench clock to t when t is still ahead, and says so.
-func (d *OutboxDemo) advanceTo(step *DemoStep, t time.Time, why string) {
+func (d *OutboxDemo) advanceTo(step *model.DemoStep, t time.Time, why string) {
 	now := d.k.runner.Clock().Now()
 	if !t.After(now) {
 		return
@@ -260,9 +261,9 @@ func envelopeRecord(raw json.RawMessage) string {
 	return env.Result.RecordID
 }
 
-func (d *OutboxDemo) createRecord(ctx context.Context, step *DemoStep) error {
+func (d *OutboxDemo) createRecord(ctx context.Context, step *model.DemoStep) error {
 	key := d.RecordKey()
-	res, err := d.k.Create(ctx, CreateInput{Owner: d.owner, Module: ModuleCommitment, Key: key, Title: "Outbox demo: tell the team the release is out",
+	res, err := d.k.Create(ctx, model.CreateInput{Owner: d.owner, Module: ModuleCommitment, Key: key, Title: "Outbox demo: tell the team the release is out",
 		Payload: json.RawMessage(`{"status":"OPEN"}`)})
 	if err != nil {
 		return err
@@ -286,7 +287,7 @@ func (d *OutboxDemo) createRecord(ctx context.Context, step *DemoStep) error {
 		}
 	}
 	d.record, d.revision = &latest, latest.Revision
-	step.Outcome, step.Result, step.Record = res.Outcome, OutcomeText(res.Outcome, nil), res.Record
+	step.Outcome, step.Result, step.Record = res.Outcome, model.OutcomeText(res.Outcome, nil), res.Record
 	step.Notes = append(step.Notes, fmt.Sprintf("%s: COMMITMENT record %s at revision %d (key %s)", res.Outcome, res.Record.ID, res.Record.Revision, key))
 	step.Checks = append(step.Checks,
 		check(row.Status == "SUCCEEDED" && envelopeRecord(row.Response) == res.Record.ID && latest.ID == res.Record.ID,
@@ -303,9 +304,9 @@ func (d *OutboxDemo) createRecord(ctx context.Context, step *DemoStep) error {
 	return nil
 }
 
-func (d *OutboxDemo) notify(ctx context.Context, step *DemoStep) error {
+func (d *OutboxDemo) notify(ctx context.Context, step *model.DemoStep) error {
 	key := d.NotifyKey(1)
-	res, err := d.k.RunFeature(ctx, FeatureInput{Owner: d.owner, Module: ModuleCommitment, RecordID: d.record.ID, FeatureID: "F02", Key: key})
+	res, err := d.k.RunFeature(ctx, model.FeatureInput{Owner: d.owner, Module: ModuleCommitment, RecordID: d.record.ID, FeatureID: "F02", Key: key})
 	if err != nil {
 		return err
 	}
@@ -319,7 +320,7 @@ func (d *OutboxDemo) notify(ctx context.Context, step *DemoStep) error {
 	}
 	e, m := st.exec(), st.msg()
 	d.notes = append(d.notes, notification{key: key, exec: e, msg: m})
-	step.Outcome, step.Result, step.Record, step.Execution, step.Message = res.Outcome, OutcomeText(res.Outcome, res.Execution), res.Record, res.Execution, &m
+	step.Outcome, step.Result, step.Record, step.Execution, step.Message = res.Outcome, model.OutcomeText(res.Outcome, res.Execution), res.Record, res.Execution, &m
 	step.Notes = append(step.Notes, fmt.Sprintf("%s: execution %s, outbox message %s (key %s)", step.Result, res.Execution.ID, m.ID, key),
 		"the client gets {record, execution PENDING}: the notification is accepted and on its way, not done")
 	want := st.xmin("idempotency_record", "")
@@ -344,13 +345,13 @@ func (d *OutboxDemo) notify(ctx context.Context, step *DemoStep) error {
 	return nil
 }
 
-func (d *OutboxDemo) replay(ctx context.Context, step *DemoStep) error {
+func (d *OutboxDemo) replay(ctx context.Context, step *model.DemoStep) error {
 	n := d.notes[0]
 	before, err := d.read(ctx, n.key)
 	if err != nil {
 		return err
 	}
-	res, err := d.k.RunFeature(ctx, FeatureInput{Owner: d.owner, Module: ModuleCommitment, RecordID: d.record.ID, FeatureID: "F02", Key: n.key})
+	res, err := d.k.RunFeature(ctx, model.FeatureInput{Owner: d.owner, Module: ModuleCommitment, RecordID: d.record.ID, FeatureID: "F02", Key: n.key})
 	if err != nil {
 		return err
 	}
@@ -359,7 +360,7 @@ func (d *OutboxDemo) replay(ctx context.Context, step *DemoStep) error {
 		return err
 	}
 	m := st.msg()
-	step.Outcome, step.Result, step.Record, step.Execution, step.Message = res.Outcome, OutcomeText(res.Outcome, res.Execution), res.Record, res.Execution, &m
+	step.Outcome, step.Result, step.Record, step.Execution, step.Message = res.Outcome, model.OutcomeText(res.Outcome, res.Execution), res.Record, res.Execution, &m
 	step.Notes = append(step.Notes, fmt.Sprintf("%s: the client gets execution %s again, as it is now", step.Result, res.Execution.ID))
 	step.Checks = append(step.Checks,
 		check(res.Outcome == idemtype.Replayed, "a replay returns the stored result", "outcome %s", res.Outcome),
@@ -371,7 +372,7 @@ func (d *OutboxDemo) replay(ctx context.Context, step *DemoStep) error {
 	return nil
 }
 
-func (d *OutboxDemo) deliver(ctx context.Context, step *DemoStep) error {
+func (d *OutboxDemo) deliver(ctx context.Context, step *model.DemoStep) error {
 	n := d.notes[0]
 	rep, err := d.pass(ctx, n.msg)
 	if err != nil {
@@ -398,7 +399,7 @@ func (d *OutboxDemo) deliver(ctx context.Context, step *DemoStep) error {
 	return nil
 }
 
-func lastError(m store.OutboxMessage) string {
+func lastError(m model.OutboxMessage) string {
 	if m.LastError == nil {
 		return "none"
 	}
@@ -406,9 +407,9 @@ func lastError(m store.OutboxMessage) string {
 }
 
 // queue runs notification n (2 or 3) and reads what it committed.
-func (d *OutboxDemo) queue(ctx context.Context, step *DemoStep, n int) (notification, error) {
+func (d *OutboxDemo) queue(ctx context.Context, step *model.DemoStep, n int) (notification, error) {
 	key := d.NotifyKey(n)
-	res, err := d.k.RunFeature(ctx, FeatureInput{Owner: d.owner, Module: ModuleCommitment, RecordID: d.record.ID, FeatureID: "F02", Key: key})
+	res, err := d.k.RunFeature(ctx, model.FeatureInput{Owner: d.owner, Module: ModuleCommitment, RecordID: d.record.ID, FeatureID: "F02", Key: key})
 	if err != nil {
 		return notification{}, err
 	}
@@ -421,12 +422,12 @@ func (d *OutboxDemo) queue(ctx context.Context, step *DemoStep, n int) (notifica
 		return note, apperr.New(apperr.Internal, "notification %s committed %d execution(s) and %d message(s), not one of each", key, len(st.execs), len(st.messages))
 	}
 	d.notes = append(d.notes, note)
-	step.Outcome, step.Result, step.Record = res.Outcome, OutcomeText(res.Outcome, res.Execution), res.Record
+	step.Outcome, step.Result, step.Record = res.Outcome, model.OutcomeText(res.Outcome, res.Execution), res.Record
 	step.Notes = append(step.Notes, fmt.Sprintf("%s: execution %s, outbox message %s (key %s)", step.Result, note.exec.ID, note.msg.ID, key))
 	return note, nil
 }
 
-func (d *OutboxDemo) retry(ctx context.Context, step *DemoStep) error {
+func (d *OutboxDemo) retry(ctx context.Context, step *model.DemoStep) error {
 	n, err := d.queue(ctx, step, 2)
 	if err != nil {
 		return err
@@ -452,7 +453,7 @@ func (d *OutboxDemo) retry(ctx context.Context, step *DemoStep) error {
 	return nil
 }
 
-func (d *OutboxDemo) crashBeforeSettle(ctx context.Context, step *DemoStep) error {
+func (d *OutboxDemo) crashBeforeSettle(ctx context.Context, step *model.DemoStep) error {
 	n := d.notes[1]
 	d.advanceTo(step, n.msg.NextAttemptAt, "to when the retry is due")
 	d.crash.Set(true)
@@ -477,7 +478,7 @@ func (d *OutboxDemo) crashBeforeSettle(ctx context.Context, step *DemoStep) erro
 	return nil
 }
 
-func (d *OutboxDemo) redeliver(ctx context.Context, step *DemoStep) error {
+func (d *OutboxDemo) redeliver(ctx context.Context, step *model.DemoStep) error {
 	n := d.notes[1]
 	d.advanceTo(step, n.msg.NextAttemptAt, "past the crashed claim's lease")
 	effects := d.provider.Delivered()
@@ -497,7 +498,7 @@ func (d *OutboxDemo) redeliver(ctx context.Context, step *DemoStep) error {
 	return nil
 }
 
-func (d *OutboxDemo) exhaust(ctx context.Context, step *DemoStep) error {
+func (d *OutboxDemo) exhaust(ctx context.Context, step *model.DemoStep) error {
 	n, err := d.queue(ctx, step, 3)
 	if err != nil {
 		return err
@@ -556,7 +557,7 @@ func (d *OutboxDemo) exhaust(ctx context.Context, step *DemoStep) error {
 	return nil
 }
 
-func (d *OutboxDemo) settled(ctx context.Context, step *DemoStep) error {
+func (d *OutboxDemo) settled(ctx context.Context, step *model.DemoStep) error {
 	var execs, msgs, settles, effects []string
 	all, once := true, true
 	for i, n := range d.notes {
@@ -579,7 +580,7 @@ func (d *OutboxDemo) settled(ctx context.Context, step *DemoStep) error {
 		}
 	}
 	first := d.notes[0]
-	res, err := d.k.RunFeature(ctx, FeatureInput{Owner: d.owner, Module: ModuleCommitment, RecordID: d.record.ID, FeatureID: "F02", Key: first.key})
+	res, err := d.k.RunFeature(ctx, model.FeatureInput{Owner: d.owner, Module: ModuleCommitment, RecordID: d.record.ID, FeatureID: "F02", Key: first.key})
 	if err != nil {
 		return err
 	}
@@ -587,7 +588,7 @@ func (d *OutboxDemo) settled(ctx context.Context, step *DemoStep) error {
 	if err != nil {
 		return err
 	}
-	step.Outcome, step.Result, step.Record, step.Execution = res.Outcome, OutcomeText(res.Outcome, res.Execution), res.Record, res.Execution
+	step.Outcome, step.Result, step.Record, step.Execution = res.Outcome, model.OutcomeText(res.Outcome, res.Execution), res.Record, res.Execution
 	step.Notes = append(step.Notes, fmt.Sprintf("%s: a replay of %s now tells the client the notification went out", step.Result, first.key))
 	step.Checks = append(step.Checks,
 		check(all, "every notification is settled, none PENDING", "feature_execution: %s; outbox_message: %s", strings.Join(execs, ", "), strings.Join(msgs, ", ")),

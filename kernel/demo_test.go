@@ -10,8 +10,8 @@ import (
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/outbox"
-	"github.com/idemwork/idemwork/store"
 )
 
 // The guided walk-throughs (SPEC §7): each claim a step makes is asserted here again on the
@@ -19,7 +19,7 @@ import (
 // step's own checks, which are asserted besides.
 
 // requireChecksHold fails on any check of the step the database did not bear out.
-func requireChecksHold(t *testing.T, s kernel.DemoStep) {
+func requireChecksHold(t *testing.T, s model.DemoStep) {
 	t.Helper()
 	require.NotEmpty(t, s.Step)
 	for _, c := range s.Checks {
@@ -149,13 +149,13 @@ func TestTheOutboxWalkThroughsClaimsHoldOnTheRows(t *testing.T) {
 	ctx := context.Background()
 	// Another owner's message is due all along: the demo's worker must never touch it.
 	bobs := b.createCommitment(t, "bob", "bob-c")
-	bobRun, err := b.k.RunFeature(ctx, kernel.FeatureInput{Owner: "bob", Module: kernel.ModuleCommitment, RecordID: bobs.Record.ID, FeatureID: "F02", Key: "bob-n"})
+	bobRun, err := b.k.RunFeature(ctx, model.FeatureInput{Owner: "bob", Module: kernel.ModuleCommitment, RecordID: bobs.Record.ID, FeatureID: "F02", Key: "bob-n"})
 	require.NoError(t, err)
 
 	d, err := b.k.NewOutboxDemo("alice", "demo-test", outboxSettings)
 	require.NoError(t, err)
 	p := d.Provider()
-	next := func() kernel.DemoStep {
+	next := func() model.DemoStep {
 		t.Helper()
 		s, err := d.Next(ctx)
 		require.NoError(t, err)
@@ -269,7 +269,7 @@ func TestTheOutboxWalkThroughsClaimsHoldOnTheRows(t *testing.T) {
 	require.Equal(t, "PENDING", bob.status, "bob's message was never claimed by the demo's worker")
 	require.Zero(t, bob.attempts)
 
-	rep, err := b.k.VerifyInvariants(ctx, kernel.VerifyOptions{})
+	rep, err := b.k.VerifyInvariants(ctx, model.VerifyOptions{})
 	require.NoError(t, err)
 	require.True(t, rep.OK, "the walk-through leaves rows idemwork verify accepts: %+v", rep.Failed())
 }
@@ -283,7 +283,7 @@ func TestASecondOutboxWalkThroughReusesTheRecordAndSaysSo(t *testing.T) {
 	require.Empty(t, reused)
 	second, reused, err := b.k.DemoOutbox(ctx, "alice", "demo-again", outboxSettings)
 	require.NoError(t, err)
-	require.Len(t, second, len(kernel.OutboxSteps))
+	require.Len(t, second, len(model.OutboxSteps))
 	for _, s := range append(first, second...) {
 		requireChecksHold(t, s)
 	}
@@ -335,7 +335,7 @@ func TestTheComparisonSetsBothModesSideBySideFromTheirRows(t *testing.T) {
 	}
 	d, err := b.k.NewOutboxDemo("alice", "cmp-outbox", outboxSettings)
 	require.NoError(t, err)
-	var queued kernel.DemoStep
+	var queued model.DemoStep
 	for range 2 {
 		queued, err = d.Next(ctx)
 		require.NoError(t, err)
@@ -377,10 +377,10 @@ func TestTheComparisonSetsBothModesSideBySideFromTheirRows(t *testing.T) {
 
 func TestABlockedRunReadsBlockedAndTheFeaturePickerNamesModes(t *testing.T) {
 	t.Parallel()
-	require.Equal(t, "BLOCKED (outcome EXECUTED)", kernel.OutcomeText(idemtype.Executed, &store.Execution{Status: "BLOCKED"}))
-	require.Equal(t, "BLOCKED (outcome JOINED)", kernel.OutcomeText(idemtype.Joined, &store.Execution{Status: "BLOCKED"}))
-	require.Equal(t, "EXECUTED", kernel.OutcomeText(idemtype.Executed, &store.Execution{Status: "SUCCEEDED"}))
-	require.Equal(t, "REPLAYED", kernel.OutcomeText(idemtype.Replayed, nil))
+	require.Equal(t, "BLOCKED (outcome EXECUTED)", model.OutcomeText(idemtype.Executed, &model.Execution{Status: "BLOCKED"}))
+	require.Equal(t, "BLOCKED (outcome JOINED)", model.OutcomeText(idemtype.Joined, &model.Execution{Status: "BLOCKED"}))
+	require.Equal(t, "EXECUTED", model.OutcomeText(idemtype.Executed, &model.Execution{Status: "SUCCEEDED"}))
+	require.Equal(t, "REPLAYED", model.OutcomeText(idemtype.Replayed, nil))
 	reg := kernel.NewRegistry(kernel.NewRules(10))
 	mem, err := reg.Module(kernel.ModuleMem)
 	require.NoError(t, err)

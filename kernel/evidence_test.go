@@ -13,6 +13,7 @@ import (
 	"github.com/idemwork/idemwork/idem"
 	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 )
 
@@ -20,7 +21,7 @@ import (
 
 // requireSameRecord compares two records field by field; payloads compare as JSON because the
 // first result carries the request's bytes and a restore carries jsonb's rendering of them.
-func requireSameRecord(t *testing.T, want, got *store.Record) {
+func requireSameRecord(t *testing.T, want, got *model.Record) {
 	t.Helper()
 	require.NotNil(t, got)
 	require.Equal(t, want.ID, got.ID)
@@ -34,7 +35,7 @@ func requireSameRecord(t *testing.T, want, got *store.Record) {
 	require.True(t, want.UpdatedAt.Equal(got.UpdatedAt), "updatedAt %s vs %s", want.UpdatedAt, got.UpdatedAt)
 }
 
-func requireSameExecution(t *testing.T, want, got *store.Execution) {
+func requireSameExecution(t *testing.T, want, got *model.Execution) {
 	t.Helper()
 	require.NotNil(t, got)
 	require.Equal(t, want.ID, got.ID)
@@ -57,10 +58,10 @@ func TestEnvelopesHoldMinimalReferencesUnderTheirPolicyNamesAndRestoreExactly(t 
 	ctx := context.Background()
 
 	created := b.createNote(t, "alice", "env-create", "first")
-	patched, err := b.k.Patch(ctx, kernel.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: created.Record.ID,
+	patched, err := b.k.Patch(ctx, model.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: created.Record.ID,
 		Key: "env-patch", ExpectRevision: 1, Title: str("second")})
 	require.NoError(t, err)
-	feature, err := b.k.RunFeature(ctx, kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: created.Record.ID,
+	feature, err := b.k.RunFeature(ctx, model.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: created.Record.ID,
 		FeatureID: "F01", Key: "env-feature"})
 	require.NoError(t, err)
 	commitment := b.createCommitment(t, "alice", "env-commitment")
@@ -92,20 +93,20 @@ func TestEnvelopesHoldMinimalReferencesUnderTheirPolicyNamesAndRestoreExactly(t 
 		string(b.rawResponse(t, "alice", "env-review")["result"]))
 
 	// Each replay restores exactly what the first call returned.
-	again, err := b.k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "env-create", Title: "first",
+	again, err := b.k.Create(ctx, model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "env-create", Title: "first",
 		Payload: raw(map[string]any{"text": "first"})})
 	require.NoError(t, err)
 	require.Equal(t, idemtype.Replayed, again.Outcome)
 	requireSameRecord(t, created.Record, again.Record)
 	require.JSONEq(t, string(created.Envelope), string(again.Envelope))
 
-	again, err = b.k.Patch(ctx, kernel.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: created.Record.ID,
+	again, err = b.k.Patch(ctx, model.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: created.Record.ID,
 		Key: "env-patch", ExpectRevision: 1, Title: str("second")})
 	require.NoError(t, err)
 	require.Equal(t, idemtype.Replayed, again.Outcome)
 	requireSameRecord(t, patched.Record, again.Record)
 
-	againF, err := b.k.RunFeature(ctx, kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: created.Record.ID,
+	againF, err := b.k.RunFeature(ctx, model.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: created.Record.ID,
 		FeatureID: "F01", Key: "env-feature"})
 	require.NoError(t, err)
 	require.Equal(t, idemtype.Replayed, againF.Outcome)
@@ -128,11 +129,11 @@ func TestACacheHitSkipsCurrentStateAndModuleRules(t *testing.T) {
 	created := b.createMem(t, "alice", "hit-create", "hello world")
 	require.Equal(t, 1, b.seen.get("prepare"))
 	require.Equal(t, 1, b.seen.get("module-rules"))
-	patchIn := kernel.PatchInput{Owner: "alice", Module: kernel.ModuleMem, RecordID: created.Record.ID, Key: "hit-patch", ExpectRevision: 1,
+	patchIn := model.PatchInput{Owner: "alice", Module: kernel.ModuleMem, RecordID: created.Record.ID, Key: "hit-patch", ExpectRevision: 1,
 		Payload: raw(map[string]any{"originalContent": "hello world", "currentContent": "hello   there"})}
 	_, err := b.k.Patch(ctx, patchIn)
 	require.NoError(t, err)
-	featIn := kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleMem, RecordID: created.Record.ID, FeatureID: "F01", Key: "hit-feature"}
+	featIn := model.FeatureInput{Owner: "alice", Module: kernel.ModuleMem, RecordID: created.Record.ID, FeatureID: "F01", Key: "hit-feature"}
 	_, err = b.k.RunFeature(ctx, featIn)
 	require.NoError(t, err)
 	require.Equal(t, 3, b.seen.get("prepare"), "each miss runs prepare once")
@@ -143,7 +144,7 @@ func TestACacheHitSkipsCurrentStateAndModuleRules(t *testing.T) {
 	b.seen.reset()
 	var checkpoints []string
 	fk := b.k.WithFaults(func(_ context.Context, step string) error { checkpoints = append(checkpoints, step); return nil })
-	res, err := fk.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleMem, Key: "hit-create", Title: "memo",
+	res, err := fk.Create(ctx, model.CreateInput{Owner: "alice", Module: kernel.ModuleMem, Key: "hit-create", Title: "memo",
 		Payload: raw(map[string]any{"originalContent": "hello world", "currentContent": "hello world"})})
 	require.NoError(t, err)
 	require.Equal(t, idemtype.Replayed, res.Outcome)
@@ -179,19 +180,19 @@ func TestAMissKeepsTheSideEffectOrder(t *testing.T) {
 		want []string
 	}{
 		{"create", func() error {
-			_, err := k.Create(fctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "o-create", Title: "t"})
+			_, err := k.Create(fctx, model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "o-create", Title: "t"})
 			return err
 		}, []string{kernel.StepReserved, "observe:prepare", "observe:module-rules", kernel.StepRecord, kernel.StepRevision, kernel.StepAudit, kernel.StepSucceeded}},
 		{"patch", func() error {
-			_, err := k.Patch(fctx, kernel.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: note.Record.ID, Key: "o-patch", ExpectRevision: 1, Title: str("t2")})
+			_, err := k.Patch(fctx, model.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: note.Record.ID, Key: "o-patch", ExpectRevision: 1, Title: str("t2")})
 			return err
 		}, []string{kernel.StepReserved, "observe:prepare", "observe:read-current", "observe:module-rules", kernel.StepRecord, kernel.StepRevision, kernel.StepAudit, kernel.StepSucceeded}},
 		{"internal feature", func() error {
-			_, err := k.RunFeature(fctx, kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: note.Record.ID, FeatureID: "F01", Key: "o-feature"})
+			_, err := k.RunFeature(fctx, model.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: note.Record.ID, FeatureID: "F01", Key: "o-feature"})
 			return err
 		}, []string{kernel.StepReserved, "observe:prepare", "observe:read-current", "observe:module-rules", kernel.StepRecord, kernel.StepRevision, kernel.StepExecution, kernel.StepAudit, kernel.StepSucceeded}},
 		{"outbox feature", func() error {
-			_, err := k.RunFeature(fctx, kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleCommitment, RecordID: commitment.Record.ID, FeatureID: "F02", Key: "o-outbox"})
+			_, err := k.RunFeature(fctx, model.FeatureInput{Owner: "alice", Module: kernel.ModuleCommitment, RecordID: commitment.Record.ID, FeatureID: "F02", Key: "o-outbox"})
 			return err
 		}, []string{kernel.StepReserved, "observe:prepare", "observe:read-current", kernel.StepExecution, kernel.StepAudit, kernel.StepSucceeded}},
 	}
@@ -214,14 +215,14 @@ func TestTheSuccessCacheIsReadFirstSoAReplayNeedsNoWriteTransaction(t *testing.T
 	require.NoError(t, err)
 	defer ro.Close()
 	rk := kernel.New(ro, kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
-	res, err := rk.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "cache-first", Title: "cached",
+	res, err := rk.Create(ctx, model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "cache-first", Title: "cached",
 		Payload: raw(map[string]any{"text": "cached"})})
 	require.NoError(t, err)
 	require.Equal(t, idemtype.Replayed, res.Outcome)
 	requireSameRecord(t, first.Record, res.Record)
 
 	// The same read-only kernel cannot execute a miss: the check above is able to fail.
-	_, err = rk.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "cache-miss", Title: "x"})
+	_, err = rk.Create(ctx, model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "cache-miss", Title: "x"})
 	requireCode(t, err, apperr.ReadOnly)
 }
 
@@ -229,18 +230,18 @@ func TestReplayAfterTheRecordGainsRevisionsStillReturnsTheFirstRevision(t *testi
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	in := kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "drift", Title: "Secret title", Summary: str("secret summary"),
+	in := model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "drift", Title: "Secret title", Summary: str("secret summary"),
 		Payload: raw(map[string]any{"content": "secret payload content", "n": 1})}
 	first, err := b.k.Create(ctx, in)
 	require.NoError(t, err)
 	require.Equal(t, idemtype.Executed, first.Outcome)
 	id := first.Record.ID
 	for rev := 1; rev <= 3; rev++ {
-		_, err := b.k.Patch(ctx, kernel.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: id, ExpectRevision: rev,
+		_, err := b.k.Patch(ctx, model.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: id, ExpectRevision: rev,
 			Title: str("title v" + string(rune('1'+rev))), Payload: raw(map[string]any{"content": "changed", "n": rev + 1})})
 		require.NoError(t, err)
 	}
-	_, err = b.k.RunFeature(ctx, kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: id, FeatureID: "F01"})
+	_, err = b.k.RunFeature(ctx, model.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: id, FeatureID: "F01"})
 	require.NoError(t, err)
 	require.Equal(t, 5, b.currentRevision(t, "alice", id))
 
@@ -265,7 +266,7 @@ func TestMEM001StoresOnlyRecordIdAndRevision(t *testing.T) {
 	ctx := context.Background()
 	content := "  Confidential   memory   text  "
 	created := b.createMem(t, "alice", "mem-only-refs", content)
-	rewrite, err := b.k.RunFeature(ctx, kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleMem, RecordID: created.Record.ID,
+	rewrite, err := b.k.RunFeature(ctx, model.FeatureInput{Owner: "alice", Module: kernel.ModuleMem, RecordID: created.Record.ID,
 		FeatureID: "F01", Key: "mem-only-refs:rewrite"})
 	require.NoError(t, err)
 	require.JSONEq(t, `{"originalContent":"`+content+`","currentContent":"Confidential memory text"}`, string(rewrite.Record.Payload))
@@ -285,13 +286,13 @@ func TestOwnersAreIsolatedAndTheSameKeyOfAnotherOwnerIsUnaffected(t *testing.T) 
 	b := setup(t)
 	ctx := context.Background()
 	alice := b.createNote(t, "alice", "shared-key", "alice's")
-	bob, err := b.k.Create(ctx, kernel.CreateInput{Owner: "bob", Module: kernel.ModuleNote, Key: "shared-key", Title: "bob's"})
+	bob, err := b.k.Create(ctx, model.CreateInput{Owner: "bob", Module: kernel.ModuleNote, Key: "shared-key", Title: "bob's"})
 	require.NoError(t, err)
 	require.Equal(t, idemtype.Executed, bob.Outcome, "bob's key is his own even though alice used the same string")
 	require.NotEqual(t, alice.Record.ID, bob.Record.ID)
 
 	// bob reusing the key with another operation conflicts only with his own binding.
-	_, err = b.k.Create(ctx, kernel.CreateInput{Owner: "bob", Module: kernel.ModuleMem, Key: "shared-key", Title: "x",
+	_, err = b.k.Create(ctx, model.CreateInput{Owner: "bob", Module: kernel.ModuleMem, Key: "shared-key", Title: "x",
 		Payload: raw(map[string]any{"originalContent": "a", "currentContent": "a"})})
 	requireCode(t, err, apperr.ScopeConflict)
 	again := b.createNote(t, "alice", "shared-key", "alice's")
@@ -299,9 +300,9 @@ func TestOwnersAreIsolatedAndTheSameKeyOfAnotherOwnerIsUnaffected(t *testing.T) 
 	requireSameRecord(t, alice.Record, again.Record)
 
 	// bob cannot read, patch or run features on alice's record.
-	_, err = b.k.Patch(ctx, kernel.PatchInput{Owner: "bob", Module: kernel.ModuleNote, RecordID: alice.Record.ID, ExpectRevision: 1, Title: str("mine")})
+	_, err = b.k.Patch(ctx, model.PatchInput{Owner: "bob", Module: kernel.ModuleNote, RecordID: alice.Record.ID, ExpectRevision: 1, Title: str("mine")})
 	requireCode(t, err, apperr.RecordNotFound)
-	_, err = b.k.RunFeature(ctx, kernel.FeatureInput{Owner: "bob", Module: kernel.ModuleNote, RecordID: alice.Record.ID, FeatureID: "F01", Key: "steal"})
+	_, err = b.k.RunFeature(ctx, model.FeatureInput{Owner: "bob", Module: kernel.ModuleNote, RecordID: alice.Record.ID, FeatureID: "F01", Key: "steal"})
 	requireCode(t, err, apperr.RecordNotFound)
 	_, err = b.k.FindRevision(ctx, "bob", kernel.ModuleNote, alice.Record.ID, 1)
 	requireCode(t, err, apperr.RecordNotFound)
@@ -320,9 +321,9 @@ func TestModulesAreIsolatedAndARecordIsOnlyReachableThroughItsModule(t *testing.
 	b := setup(t)
 	ctx := context.Background()
 	mem := b.createMem(t, "alice", "mod-mem", "text")
-	_, err := b.k.Patch(ctx, kernel.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: mem.Record.ID, ExpectRevision: 1, Title: str("as a note")})
+	_, err := b.k.Patch(ctx, model.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: mem.Record.ID, ExpectRevision: 1, Title: str("as a note")})
 	requireCode(t, err, apperr.RecordNotFound)
-	_, err = b.k.RunFeature(ctx, kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: mem.Record.ID, FeatureID: "F01"})
+	_, err = b.k.RunFeature(ctx, model.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: mem.Record.ID, FeatureID: "F01"})
 	requireCode(t, err, apperr.RecordNotFound)
 	_, err = b.k.FindRevision(ctx, "alice", kernel.ModuleNote, mem.Record.ID, 1)
 	requireCode(t, err, apperr.RecordNotFound)

@@ -12,6 +12,7 @@ import (
 	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 )
 
@@ -47,7 +48,7 @@ var (
 	revisionWrite    = stepWrite{kernel.StepRevision, "record_revision"}
 	executionWrite   = stepWrite{kernel.StepExecution, "feature_execution"}
 	auditWrite       = stepWrite{kernel.StepAudit, "audit_event"}
-	successWrite     = stepWrite{kernel.StepSuccess, "idempotency_record"}
+	successWrite     = stepWrite{idem.StepSuccess, "idempotency_record"}
 )
 
 func faultCases() []faultCase {
@@ -57,7 +58,7 @@ func faultCases() []faultCase {
 	return []faultCase{
 		{name: "create", steps: recordSteps, writes: recordWrites, prepare: func(t *testing.T, b *testBundle) writeFunc {
 			return func(ctx context.Context, k *kernel.Kernel, key string) (idemtype.Outcome, error) {
-				res, err := k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: key, Title: "t",
+				res, err := k.Create(ctx, model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: key, Title: "t",
 					Payload: raw(map[string]any{"a": 1})})
 				return res.Outcome, err
 			}
@@ -65,7 +66,7 @@ func faultCases() []faultCase {
 		{name: "patch", steps: recordSteps, writes: recordWrites, prepare: func(t *testing.T, b *testBundle) writeFunc {
 			rec := b.createNote(t, "alice", "base", "base")
 			return func(ctx context.Context, k *kernel.Kernel, key string) (idemtype.Outcome, error) {
-				res, err := k.Patch(ctx, kernel.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: rec.Record.ID, Key: key,
+				res, err := k.Patch(ctx, model.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: rec.Record.ID, Key: key,
 					ExpectRevision: 1, Title: str("patched")})
 				return res.Outcome, err
 			}
@@ -76,7 +77,7 @@ func faultCases() []faultCase {
 			prepare: func(t *testing.T, b *testBundle) writeFunc {
 				rec := b.createNote(t, "alice", "base", "base")
 				return func(ctx context.Context, k *kernel.Kernel, key string) (idemtype.Outcome, error) {
-					res, err := k.RunFeature(ctx, kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: rec.Record.ID, FeatureID: "F01", Key: key})
+					res, err := k.RunFeature(ctx, model.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: rec.Record.ID, FeatureID: "F01", Key: key})
 					return res.Outcome, err
 				}
 			}},
@@ -85,7 +86,7 @@ func faultCases() []faultCase {
 			prepare: func(t *testing.T, b *testBundle) writeFunc {
 				rec := b.createMem(t, "alice", "base", "text")
 				return func(ctx context.Context, k *kernel.Kernel, key string) (idemtype.Outcome, error) {
-					res, err := k.RunFeature(ctx, kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleMem, RecordID: rec.Record.ID, FeatureID: "F02", Key: key})
+					res, err := k.RunFeature(ctx, model.FeatureInput{Owner: "alice", Module: kernel.ModuleMem, RecordID: rec.Record.ID, FeatureID: "F02", Key: key})
 					return res.Outcome, err
 				}
 			}},
@@ -94,7 +95,7 @@ func faultCases() []faultCase {
 			prepare: func(t *testing.T, b *testBundle) writeFunc {
 				rec := b.createCommitment(t, "alice", "base")
 				return func(ctx context.Context, k *kernel.Kernel, key string) (idemtype.Outcome, error) {
-					res, err := k.RunFeature(ctx, kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleCommitment, RecordID: rec.Record.ID, FeatureID: "F02", Key: key})
+					res, err := k.RunFeature(ctx, model.FeatureInput{Owner: "alice", Module: kernel.ModuleCommitment, RecordID: rec.Record.ID, FeatureID: "F02", Key: key})
 					return res.Outcome, err
 				}
 			}},
@@ -112,7 +113,7 @@ func faultCases() []faultCase {
 
 // rowCondition is the condition a fault applies to: the row the step writes.
 func (w stepWrite) rowCondition() string {
-	if w.step == kernel.StepSuccess {
+	if w.step == idem.StepSuccess {
 		return "status = 'SUCCEEDED'"
 	}
 	return "true"

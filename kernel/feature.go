@@ -11,7 +11,7 @@ import (
 )
 
 type preparedFeature struct {
-	current    store.Record
+	current    model.Record
 	newPayload json.RawMessage // internal features only
 	output     json.RawMessage
 	input      json.RawMessage
@@ -21,35 +21,35 @@ type preparedFeature struct {
 // An internal feature writes the next revision; a direct_external one fails closed: it commits
 // a BLOCKED execution and leaves the revision as it was; an outbox one commits a PENDING
 // execution and an outbox message for the worker.
-func (k *Kernel) RunFeature(ctx context.Context, in FeatureInput) (WriteResult, error) {
+func (k *Kernel) RunFeature(ctx context.Context, in model.FeatureInput) (model.WriteResult, error) {
 	mod, err := k.writableModule(in.Module)
 	if err != nil {
-		return WriteResult{}, err
+		return model.WriteResult{}, err
 	}
 	if err := CheckRecordID(in.RecordID); err != nil {
-		return WriteResult{}, err
+		return model.WriteResult{}, err
 	}
 	feat, err := featureOf(mod, in.FeatureID)
 	if err != nil {
-		return WriteResult{}, err
+		return model.WriteResult{}, err
 	}
-	op := OpFeature(mod.Code, in.RecordID, feat.ID)
+	op := model.OpFeature(mod.Code, in.RecordID, feat.ID)
 	raw := rawRequest(make([]byte, 0, 16+len(in.Input))).json(in.Input)
-	return k.share(ctx, in.Owner, in.Key, op, in.ShareInFlight, raw, func(shareOff bool) (WriteResult, error) {
+	return k.share(ctx, in.Owner, in.Key, op, in.ShareInFlight, raw, func(shareOff bool) (model.WriteResult, error) {
 		return k.runFeature(ctx, &in, mod, feat, op, shareOff)
 	})
 }
 
 // runFeature is RunFeature past the sharing of identical requests.
-func (k *Kernel) runFeature(ctx context.Context, pin *FeatureInput, mod *Module, feat Feature, op string, shareOff bool) (WriteResult, error) {
+func (k *Kernel) runFeature(ctx context.Context, pin *model.FeatureInput, mod *Module, feat Feature, op string, shareOff bool) (model.WriteResult, error) {
 	in := *pin
 	var err error
 	req := idem.Request{Owner: in.Owner, Key: in.Key, Operation: op, Module: mod.Code, ShareInFlight: shareIf(in.ShareInFlight, shareOff)}
 	input := json.RawMessage(`{}`)
 	var given json.RawMessage
 	if in.Input != nil {
-		if input, err = CanonicalObject("input", in.Input); err != nil {
-			return WriteResult{}, err
+		if input, err = model.CanonicalObject("input", in.Input); err != nil {
+			return model.WriteResult{}, err
 		}
 		given = input
 	}
@@ -99,7 +99,7 @@ func (k *Kernel) runFeature(ctx context.Context, pin *FeatureInput, mod *Module,
 			if err != nil {
 				return preparedFeature{}, err
 			}
-			if p.newPayload, err = CanonicalObject("payload", b); err != nil {
+			if p.newPayload, err = model.CanonicalObject("payload", b); err != nil {
 				return preparedFeature{}, err
 			}
 			if p.output, err = canonicalJSON(out); err != nil {
@@ -117,15 +117,15 @@ func (k *Kernel) runFeature(ctx context.Context, pin *FeatureInput, mod *Module,
 	}
 	res, err := runWrite(ctx, k, req, idem.ResultPolicy[FeatureResult](k.featurePolicyFor(feat.ID)), prepare, work)
 	if err != nil {
-		return WriteResult{}, k.explainReuse(ctx, model.WriteRequest{Kind: model.KindAction, Feature: in}, err)
+		return model.WriteResult{}, k.explainReuse(ctx, model.WriteRequest{Kind: model.KindAction, Feature: in}, err)
 	}
 	return featureWriteResult(res, in.Key, op), nil
 }
 
-func (k *Kernel) runFeatureWork(ctx context.Context, b *store.Batch, in FeatureInput, mod *Module, feat Feature, op string, p preparedFeature) (FeatureResult, error) {
+func (k *Kernel) runFeatureWork(ctx context.Context, b *store.Batch, in model.FeatureInput, mod *Module, feat Feature, op string, p preparedFeature) (FeatureResult, error) {
 	now := k.now()
 	rec := p.current
-	exec := store.Execution{ID: k.newID(now), OwnerID: in.Owner, ModuleCode: mod.Code, RecordID: rec.ID, FeatureID: feat.ID,
+	exec := model.Execution{ID: k.newID(now), OwnerID: in.Owner, ModuleCode: mod.Code, RecordID: rec.ID, FeatureID: feat.ID,
 		Input: p.input, Output: p.output, IdempotencyKey: keyPtr(in.Key), CreatedAt: now, UpdatedAt: now}
 	action := "FEATURE_" + feat.ID + "_EXECUTED"
 	switch feat.Mode {
@@ -151,7 +151,7 @@ func (k *Kernel) runFeatureWork(ctx context.Context, b *store.Batch, in FeatureI
 	b.InsertExecution(StepExecution, exec)
 	if feat.Mode == ModeOutbox {
 		ref, _ := json.Marshal(map[string]any{"recordId": rec.ID, "revision": rec.Revision, "executionId": exec.ID})
-		b.InsertOutbox(StepExecution, store.OutboxMessage{ID: k.newID(now), OwnerID: in.Owner, ExecutionID: exec.ID,
+		b.InsertOutbox(StepExecution, model.OutboxMessage{ID: k.newID(now), OwnerID: in.Owner, ExecutionID: exec.ID,
 			Provider: feat.Provider, PayloadRef: ref, IdempotencyID: exec.ID, IdempotencyKey: keyPtr(in.Key), Status: "PENDING",
 			NextAttemptAt: now, CreatedAt: now})
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/idemwork/idemwork/idem"
 	"github.com/idemwork/idemwork/jsonb"
-	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/model"
 )
 
 // Before json v2, an internal feature decoded the payload and input
@@ -29,7 +29,7 @@ func canonicalPayloadStd(v any) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return CanonicalObject("payload", b)
+	return model.CanonicalObject("payload", b)
 }
 
 func canonicalJSONStd(v any) ([]byte, error) {
@@ -64,10 +64,10 @@ func TestInternalFeaturesWriteTheSameBytesAsThroughEncodingJSON(t *testing.T) {
 				continue
 			}
 			for _, rawPayload := range payloads {
-				payload, err := CanonicalObject("payload", []byte(rawPayload))
+				payload, err := model.CanonicalObject("payload", []byte(rawPayload))
 				require.NoError(t, err)
 				for _, rawInput := range inputs {
-					input, err := CanonicalObject("input", []byte(rawInput))
+					input, err := model.CanonicalObject("input", []byte(rawInput))
 					require.NoError(t, err)
 					stdP, err := decodeObjectStd(payload)
 					require.NoError(t, err)
@@ -90,7 +90,7 @@ func TestInternalFeaturesWriteTheSameBytesAsThroughEncodingJSON(t *testing.T) {
 					wantPayload, wantErr := canonicalPayloadStd(stdNext)
 					b, err := marshalValue(next)
 					require.NoError(t, err)
-					gotPayload, gotErr := CanonicalObject("payload", b)
+					gotPayload, gotErr := model.CanonicalObject("payload", b)
 					require.Equal(t, wantErr, gotErr)
 					require.Equal(t, string(wantPayload), string(gotPayload), "%s %s on %s", code, feat.ID, rawPayload)
 					wantOut, wantErr := canonicalJSONStd(stdOut)
@@ -167,11 +167,11 @@ func TestPoliciesSerializeReferencesAsJSONMarshalDoes(t *testing.T) {
 	for _, id := range ids {
 		for _, rev := range []int{0, 1, 2, 1 << 31} {
 			rp := recordSnapshotPolicy{k}
-			got, err := rp.Serialize(RecordResult{Record: store.Record{ID: id, Revision: rev}})
+			got, err := rp.Serialize(RecordResult{Record: model.Record{ID: id, Revision: rev}})
 			want, wantErr := json.Marshal(recordRef{RecordID: id, Revision: rev})
 			require.Equal(t, env(rp.Name(), rp.Fields(), want, wantErr), env(rp.Name(), rp.Fields(), got, err), "%q", id)
 			fp := k.featurePolicyFor("F01")
-			got, err = fp.Serialize(FeatureResult{Record: store.Record{ID: id, Revision: rev}, Execution: store.Execution{ID: id + "e"}})
+			got, err = fp.Serialize(FeatureResult{Record: model.Record{ID: id, Revision: rev}, Execution: model.Execution{ID: id + "e"}})
 			want, wantErr = json.Marshal(executionRef{RecordID: id, Revision: rev, ExecutionID: id + "e"})
 			require.Equal(t, env(fp.Name(), fp.Fields(), want, wantErr), env(fp.Name(), fp.Fields(), got, err), "%q", id)
 			if id == ids[0] || id == ids[1] {
@@ -179,7 +179,7 @@ func TestPoliciesSerializeReferencesAsJSONMarshalDoes(t *testing.T) {
 			}
 		}
 		cp := commitmentReviewPolicy{k}
-		got, err := cp.Serialize(ReviewResult{Review: store.Review{RecordID: id, ID: "01JREV" + id}})
+		got, err := cp.Serialize(ReviewResult{Review: model.Review{RecordID: id, ID: "01JREV" + id}})
 		want, wantErr := json.Marshal(reviewRef{RecordID: id, ReviewID: "01JREV" + id})
 		require.Equal(t, env(cp.Name(), cp.Fields(), want, wantErr), env(cp.Name(), cp.Fields(), got, err), "%q", id)
 	}

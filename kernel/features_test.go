@@ -12,6 +12,7 @@ import (
 	"github.com/idemwork/idemwork/idem"
 	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/model"
 )
 
 func TestADirectExternalFeatureFailsClosedToABlockedExecutionAndReplaysIt(t *testing.T) {
@@ -20,7 +21,7 @@ func TestADirectExternalFeatureFailsClosedToABlockedExecutionAndReplaysIt(t *tes
 	ctx := context.Background()
 	mem := b.createMem(t, "alice", "mem", "publish me")
 	before := b.counts(t)
-	in := kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleMem, RecordID: mem.Record.ID, FeatureID: "F02", Key: "publish"}
+	in := model.FeatureInput{Owner: "alice", Module: kernel.ModuleMem, RecordID: mem.Record.ID, FeatureID: "F02", Key: "publish"}
 	res, err := b.k.RunFeature(ctx, in)
 	require.NoError(t, err, "BLOCKED is a committed fact, not an error")
 	require.Equal(t, idemtype.Executed, res.Outcome)
@@ -59,7 +60,7 @@ func TestAnOutboxFeatureCommitsAPendingExecutionAndExactlyOneOutboxMessage(t *te
 	b := setup(t)
 	ctx := context.Background()
 	c := b.createCommitment(t, "alice", "c")
-	in := kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleCommitment, RecordID: c.Record.ID, FeatureID: "F02", Key: "notify"}
+	in := model.FeatureInput{Owner: "alice", Module: kernel.ModuleCommitment, RecordID: c.Record.ID, FeatureID: "F02", Key: "notify"}
 	res, err := b.k.RunFeature(ctx, in)
 	require.NoError(t, err)
 	require.Equal(t, "outbox", res.Execution.Mode)
@@ -129,23 +130,23 @@ func TestIdentityWritesAreGoneAndTouchNothingNotEvenTheKey(t *testing.T) {
 	fk := b.k.WithFaults(func(_ context.Context, s string) error { reached = append(reached, s); return nil })
 	calls := map[string]func() error{
 		"create": func() error {
-			_, err := fk.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleIdentity, Key: "id-create", Title: "me"})
+			_, err := fk.Create(ctx, model.CreateInput{Owner: "alice", Module: kernel.ModuleIdentity, Key: "id-create", Title: "me"})
 			return err
 		},
 		"create without a key": func() error {
-			_, err := fk.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleIdentity, Title: "me"})
+			_, err := fk.Create(ctx, model.CreateInput{Owner: "alice", Module: kernel.ModuleIdentity, Title: "me"})
 			return err
 		},
 		"patch": func() error {
-			_, err := fk.Patch(ctx, kernel.PatchInput{Owner: "alice", Module: kernel.ModuleIdentity, RecordID: "01ANY", Key: "id-patch", ExpectRevision: 1, Title: str("x")})
+			_, err := fk.Patch(ctx, model.PatchInput{Owner: "alice", Module: kernel.ModuleIdentity, RecordID: "01ANY", Key: "id-patch", ExpectRevision: 1, Title: str("x")})
 			return err
 		},
 		"feature": func() error {
-			_, err := fk.RunFeature(ctx, kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleIdentity, RecordID: "01ANY", FeatureID: "F01", Key: "id-feature"})
+			_, err := fk.RunFeature(ctx, model.FeatureInput{Owner: "alice", Module: kernel.ModuleIdentity, RecordID: "01ANY", FeatureID: "F01", Key: "id-feature"})
 			return err
 		},
 		"bad owner too": func() error {
-			_, err := fk.Create(ctx, kernel.CreateInput{Owner: "not valid!", Module: kernel.ModuleIdentity, Key: "k", Title: "me"})
+			_, err := fk.Create(ctx, model.CreateInput{Owner: "not valid!", Module: kernel.ModuleIdentity, Key: "k", Title: "me"})
 			return err
 		},
 	}
@@ -178,7 +179,7 @@ func TestLegacyRedactionDeletesExactlyTheIdentityRawJSONReceiptsAfterVerificatio
 	// whose result mentions raw-json-v1 below the top level.
 	note := b.createNote(t, "alice", "identity:create", "decoy key")
 	b.createNote(t, "bob", "legacy-0", "same key as a legacy receipt")
-	_, err := b.k.RunFeature(ctx, kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: note.Record.ID, FeatureID: "F01", Key: "decoy-f"})
+	_, err := b.k.RunFeature(ctx, model.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: note.Record.ID, FeatureID: "F01", Key: "decoy-f"})
 	require.NoError(t, err)
 	b.insertReceipt(t, "carol", "nested", "NOTE:record:create", `{"schemaVersion":1,"policy":"record-snapshot-reference-v1","result":{"recordId":"raw-json-v1","revision":1}}`)
 	decoys := b.count(t, `SELECT count(*) FROM idempotency_record`) - 3
@@ -230,13 +231,13 @@ func TestALegacyReceiptIsNeverReplayedIntoAWrite(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	b.insertReceipt(t, "alice", "old", kernel.OpCreate(kernel.ModuleNote), `{"policy":"raw-json-v1","body":{"title":"old"}}`)
+	b.insertReceipt(t, "alice", "old", model.OpCreate(kernel.ModuleNote), `{"policy":"raw-json-v1","body":{"title":"old"}}`)
 	var fp string
 	// A receipt of the legacy era carries a version 1 fingerprint; it is compared by that rule.
-	fp, err := idem.FingerprintV1(kernel.OpCreate(kernel.ModuleNote), []byte(`{"title":"old"}`))
+	fp, err := idem.FingerprintV1(model.OpCreate(kernel.ModuleNote), []byte(`{"title":"old"}`))
 	require.NoError(t, err)
 	b.exec(t, `UPDATE idempotency_record SET fingerprint = $1 WHERE idempotency_key = 'old'`, fp)
-	_, err = b.k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "old", Title: "old"})
+	_, err = b.k.Create(ctx, model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "old", Title: "old"})
 	ae := requireCode(t, err, apperr.PolicyMismatch)
 	require.Contains(t, ae.Message, idemtype.LegacyPolicy)
 	require.Zero(t, b.count(t, `SELECT count(*) FROM record`))

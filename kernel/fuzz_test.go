@@ -9,7 +9,7 @@ import (
 
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/idem"
-	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/model"
 )
 
 // FuzzCheckJSONObject: the boundary never panics, rejects only with a field-named
@@ -25,7 +25,7 @@ func FuzzCheckJSONObject(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		err := kernel.CheckJSONObject("payload", raw)
+		err := model.CheckJSONObject("payload", raw)
 		if err != nil {
 			ae := apperr.As(err)
 			if ae.Code != apperr.ValidationFailed || !(strings.HasPrefix(ae.Message, "payload: ") || strings.HasPrefix(ae.Message, "payload.") || strings.HasPrefix(ae.Message, "payload[")) {
@@ -33,7 +33,7 @@ func FuzzCheckJSONObject(f *testing.F) {
 			}
 			return
 		}
-		if len(raw) > kernel.MaxJSONBytes || !utf8.Valid(raw) || !json.Valid(raw) {
+		if len(raw) > model.MaxJSONBytes || !utf8.Valid(raw) || !json.Valid(raw) {
 			t.Fatalf("accepted %q: size %d, utf8 %v, valid %v", raw, len(raw), utf8.Valid(raw), json.Valid(raw))
 		}
 		dec := json.NewDecoder(bytes.NewReader(raw))
@@ -45,7 +45,7 @@ func FuzzCheckJSONObject(f *testing.F) {
 		if _, ok := v.(map[string]any); !ok {
 			t.Fatalf("accepted a non-object %q", raw)
 		}
-		if d := depth(v); d > kernel.MaxJSONDepth {
+		if d := depth(v); d > model.MaxJSONDepth {
 			t.Fatalf("accepted depth %d", d)
 		}
 		if hasNUL(v) {
@@ -53,11 +53,11 @@ func FuzzCheckJSONObject(f *testing.F) {
 		}
 		// What the boundary accepts round-trips: its canonical form is a fixed point, so the
 		// stored value read back fingerprints and renders as the first request did.
-		canon, err := kernel.CanonicalObject("payload", raw)
+		canon, err := model.CanonicalObject("payload", raw)
 		if err != nil {
 			t.Fatalf("accepted %q but cannot render it: %v", raw, err)
 		}
-		again, err := kernel.CanonicalObject("payload", canon)
+		again, err := model.CanonicalObject("payload", canon)
 		if err != nil || !bytes.Equal(canon, again) {
 			t.Fatalf("%q: canonical %q renders again as %q, %v", raw, canon, again, err)
 		}

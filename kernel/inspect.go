@@ -10,13 +10,14 @@ import (
 
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/idem/idemtype"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 	"github.com/idemwork/idemwork/wire"
 )
 
-func errorView(err error) *ErrorView {
+func errorView(err error) *model.ErrorView {
 	ae := wire.Coded(err)
-	return &ErrorView{Code: ae.Code, Status: ae.Status(), Message: ae.Message}
+	return &model.ErrorView{Code: ae.Code, Status: ae.Status(), Message: ae.Message}
 }
 
 // keyHistoryCap bounds the rows of one key InspectKey reads (newest kept).
@@ -33,9 +34,9 @@ type resultRef struct {
 // InspectKey reads a key in any state with its restored result, the latest record and its
 // history. Restoring here runs the same policy a replay would, read-only; a restore that fails
 // is reported (RestoreError) beside the stored envelope, never returned as the error.
-func (k *Kernel) InspectKey(ctx context.Context, owner, key string) (KeyView, error) {
+func (k *Kernel) InspectKey(ctx context.Context, owner, key string) (model.KeyView, error) {
 	if err := idemtype.ValidateKey(key); err != nil {
-		return KeyView{}, err
+		return model.KeyView{}, err
 	}
 	return k.InspectStoredKey(ctx, owner, key)
 }
@@ -43,23 +44,23 @@ func (k *Kernel) InspectKey(ctx context.Context, owner, key string) (KeyView, er
 // InspectStoredKey is InspectKey for a key read from the database (a row of a list) rather than
 // typed by a user: it is looked up as it is, so a planted or legacy row whose key breaks today's
 // key rule can still be inspected.
-func (k *Kernel) InspectStoredKey(ctx context.Context, owner, key string) (KeyView, error) {
+func (k *Kernel) InspectStoredKey(ctx context.Context, owner, key string) (model.KeyView, error) {
 	if err := idemtype.ValidateOwner(owner); err != nil {
-		return KeyView{}, err
+		return model.KeyView{}, err
 	}
 	if key == "" {
-		return KeyView{}, apperr.New(apperr.ValidationFailed, "key: empty")
+		return model.KeyView{}, apperr.New(apperr.ValidationFailed, "key: empty")
 	}
 	row, err := k.db.GetKey(ctx, owner, key)
 	if err != nil {
-		return KeyView{}, err
+		return model.KeyView{}, err
 	}
 	now := k.runner.Clock().Now()
-	v := KeyView{Key: row.Key, Operation: row.Operation, Status: row.Status, Fingerprint: row.Fingerprint,
+	v := model.KeyView{Key: row.Key, Operation: row.Operation, Status: row.Status, Fingerprint: row.Fingerprint,
 		CreatedAt: row.CreatedAt, ExpiresAt: row.ExpiresAt, Envelope: row.Response, Expired: !row.ExpiresAt.After(now)}
 	history, err := k.db.KeyHistory(ctx, owner, key, keyHistoryCap)
 	if err != nil {
-		return KeyView{}, err
+		return model.KeyView{}, err
 	}
 
 	op, opErr := ParseOperation(row.Operation)
@@ -83,7 +84,7 @@ func (k *Kernel) InspectStoredKey(ctx context.Context, owner, key string) (KeyVi
 		case v.RestoreError == nil:
 			v.Restored.Record, v.Restored.Execution, v.Restored.Review, err = k.RestoreKey(ctx, owner, row.Key, row.ReservedXID, row.Operation, row.Response)
 			if err != nil {
-				v.Restored = RestoredView{}
+				v.Restored = model.RestoredView{}
 				v.RestoreError = errorView(err)
 			}
 		}
@@ -107,7 +108,7 @@ func (k *Kernel) InspectStoredKey(ctx context.Context, owner, key string) (KeyVi
 		if recordID != "" && CheckRecordID(recordID) == nil {
 			latest, err := k.db.LatestRecord(ctx, owner, op.Module, recordID)
 			if err != nil && !errors.Is(err, store.ErrNotFound) {
-				return KeyView{}, err
+				return model.KeyView{}, err
 			}
 			if err == nil {
 				v.Latest.Record = &latest
@@ -136,33 +137,33 @@ func (k *Kernel) InspectStoredKey(ctx context.Context, owner, key string) (KeyVi
 }
 
 // keyVerdict is what the next request with the key meets (SPEC §4.2), as a state and a sentence.
-func keyVerdict(v KeyView, op Operation, opOK bool, now time.Time) (string, string) {
+func keyVerdict(v model.KeyView, op Operation, opOK bool, now time.Time) (string, string) {
 	stamp := v.ExpiresAt.UTC().Format("2006-01-02 15:04:05Z")
 	switch {
 	case v.Legacy && opOK && op.Kind == OpKindLegacy:
-		return KeyLegacy, "legacy raw-json-v1 receipt: readable only, never replayed; identity:create writes are refused with 410 LEGACY_WRITE_DISABLED"
+		return model.KeyLegacy, "legacy raw-json-v1 receipt: readable only, never replayed; identity:create writes are refused with 410 LEGACY_WRITE_DISABLED"
 	case v.Expired:
 		was := "a SUCCEEDED row"
 		if v.Status == "PROCESSING" {
 			was = "an abnormal PROCESSING leftover"
 		}
-		return KeyExpired, fmt.Sprintf("expired at %s (%s): never replayed again; the next request with this key deletes the row and executes anew", stamp, was)
+		return model.KeyExpired, fmt.Sprintf("expired at %s (%s): never replayed again; the next request with this key deletes the row and executes anew", stamp, was)
 	case v.Legacy:
-		return KeyLegacy, fmt.Sprintf("legacy raw-json-v1 receipt: readable only, never replayed; a request with this key fails closed: %d %s", v.RestoreError.Status, v.RestoreError.Code)
+		return model.KeyLegacy, fmt.Sprintf("legacy raw-json-v1 receipt: readable only, never replayed; a request with this key fails closed: %d %s", v.RestoreError.Status, v.RestoreError.Code)
 	case v.Status == "PROCESSING":
-		return KeyProcessing, fmt.Sprintf("abnormal — committed PROCESSING without a result: never treated as success, never re-executed; the next request with this key gets 409 IDEMPOTENCY_IN_PROGRESS until it expires at %s (in %s)",
+		return model.KeyProcessing, fmt.Sprintf("abnormal — committed PROCESSING without a result: never treated as success, never re-executed; the next request with this key gets 409 IDEMPOTENCY_IN_PROGRESS until it expires at %s (in %s)",
 			stamp, v.ExpiresAt.Sub(now).Round(time.Second))
 	case v.RestoreError != nil:
-		return KeyFailsClosed, fmt.Sprintf("a replay fails closed: %d %s: %s", v.RestoreError.Status, v.RestoreError.Code, v.RestoreError.Message)
+		return model.KeyFailsClosed, fmt.Sprintf("a replay fails closed: %d %s: %s", v.RestoreError.Status, v.RestoreError.Code, v.RestoreError.Message)
 	case v.Restored.Record != nil && v.Restored.Execution != nil:
-		return KeySucceeded, fmt.Sprintf("a replay returns revision %d of record %s and execution %s (%s), the exact first result",
+		return model.KeySucceeded, fmt.Sprintf("a replay returns revision %d of record %s and execution %s (%s), the exact first result",
 			v.Restored.Record.Revision, v.Restored.Record.ID, v.Restored.Execution.ID, v.Restored.Execution.Status)
 	case v.Restored.Record != nil:
-		return KeySucceeded, fmt.Sprintf("a replay returns revision %d of record %s, the exact first result", v.Restored.Record.Revision, v.Restored.Record.ID)
+		return model.KeySucceeded, fmt.Sprintf("a replay returns revision %d of record %s, the exact first result", v.Restored.Record.Revision, v.Restored.Record.ID)
 	case v.Restored.Review != nil:
-		return KeySucceeded, fmt.Sprintf("a replay returns review %s (verdict %s), the exact first result", v.Restored.Review.ID, v.Restored.Review.Verdict)
+		return model.KeySucceeded, fmt.Sprintf("a replay returns review %s (verdict %s), the exact first result", v.Restored.Review.ID, v.Restored.Review.Verdict)
 	}
-	return KeySucceeded, "a replay returns the first result"
+	return model.KeySucceeded, "a replay returns the first result"
 }
 
 // Life kinds (KeyLife.Kind).
@@ -181,7 +182,7 @@ const (
 // they settle. Rows that record no transaction (written before migration 0004) are grouped by
 // what they reference (an audit event names its revision and its execution); such a group is the
 // current life only when it holds what the envelope references.
-func groupLives(events []store.Event, ref *resultRef, row *keyRowFacts, problems []lifeProblem) []KeyLife {
+func groupLives(events []model.Event, ref *resultRef, row *keyRowFacts, problems []lifeProblem) []model.KeyLife {
 	reserved := ""
 	if row != nil && row.ReservedXID != nil {
 		reserved = *row.ReservedXID
@@ -199,10 +200,10 @@ func groupLives(events []store.Event, ref *resultRef, row *keyRowFacts, problems
 			execLife[e.ID] = *e.XID
 		}
 	}
-	byXID := map[string]*KeyLife{}
+	byXID := map[string]*model.KeyLife{}
 	var order []string
-	var old []store.Event // rows that record no transaction
-	var keyRows []store.Event
+	var old []model.Event // rows that record no transaction
+	var keyRows []model.Event
 	for _, e := range events {
 		if e.Kind == "key" {
 			keyRows = append(keyRows, e)
@@ -223,14 +224,14 @@ func groupLives(events []store.Event, ref *resultRef, row *keyRowFacts, problems
 		}
 		l, ok := byXID[xid]
 		if !ok {
-			l = &KeyLife{XID: xid, Events: []store.Event{}}
+			l = &model.KeyLife{XID: xid, Events: []model.Event{}}
 			byXID[xid] = l
 			order = append(order, xid)
 		}
 		l.Events = append(l.Events, e)
 	}
-	var lives []KeyLife
-	var current *KeyLife
+	var lives []model.KeyLife
+	var current *model.KeyLife
 	for _, x := range order {
 		l := byXID[x]
 		sort.SliceStable(l.Events, func(i, j int) bool { return l.Events[i].At.Before(l.Events[j].At) })
@@ -268,22 +269,22 @@ func groupLives(events []store.Event, ref *resultRef, row *keyRowFacts, problems
 		if reserved != "" {
 			label = fmt.Sprintf("current life: transaction %s, which wrote no row of this key", reserved)
 		}
-		current = &KeyLife{Current: true, Kind: lifeCurrent, XID: reserved, Label: label, Events: []store.Event{}}
+		current = &model.KeyLife{Current: true, Kind: lifeCurrent, XID: reserved, Label: label, Events: []model.Event{}}
 	}
 	current.Events = append(current.Events, keyRows...)
 	sort.SliceStable(current.Events, func(i, j int) bool { return current.Events[i].At.Before(current.Events[j].At) })
 	// The current life first, then the others newest first.
 	sort.SliceStable(lives, func(i, j int) bool { return lives[i].Events[0].At.After(lives[j].Events[0].At) })
-	return append([]KeyLife{*current}, lives...)
+	return append([]model.KeyLife{*current}, lives...)
 }
 
 // unattributedLives groups rows that record no transaction by what they reference; the group
 // holding what the envelope references is the current life when mayBeCurrent.
-func unattributedLives(events []store.Event, ref *resultRef, mayBeCurrent bool) []KeyLife {
+func unattributedLives(events []model.Event, ref *resultRef, mayBeCurrent bool) []model.KeyLife {
 	if len(events) == 0 {
 		return nil
 	}
-	anchors := func(e store.Event) []string {
+	anchors := func(e model.Event) []string {
 		var a []string
 		switch {
 		case e.Kind == "execution":
@@ -332,17 +333,17 @@ func unattributedLives(events []store.Event, ref *resultRef, mayBeCurrent bool) 
 			currentRoot = find(anchor)
 		}
 	}
-	groups := map[string]*KeyLife{}
+	groups := map[string]*model.KeyLife{}
 	var order []string
 	for _, e := range events {
 		root := find(anchors(e)[0])
 		if _, ok := groups[root]; !ok {
-			groups[root] = &KeyLife{Kind: lifeUnattributed, Events: []store.Event{}}
+			groups[root] = &model.KeyLife{Kind: lifeUnattributed, Events: []model.Event{}}
 			order = append(order, root)
 		}
 		groups[root].Events = append(groups[root].Events, e)
 	}
-	out := make([]KeyLife, 0, len(order))
+	out := make([]model.KeyLife, 0, len(order))
 	for _, root := range order {
 		g := groups[root]
 		first := stamp(g.Events[0].At)

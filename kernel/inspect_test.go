@@ -12,7 +12,7 @@ import (
 	"github.com/idemwork/idemwork/model"
 )
 
-func lifeKinds(l kernel.KeyLife) []string {
+func lifeKinds(l model.KeyLife) []string {
 	var out []string
 	for _, e := range l.Events {
 		what := e.Kind
@@ -30,12 +30,12 @@ func TestInspectingASucceededKeyShowsTheExactReplayAndItsOneLife(t *testing.T) {
 	ctx := context.Background()
 	c := b.createNote(t, "alice", "s-1", "first")
 	title := "second"
-	_, err := b.k.Patch(ctx, kernel.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: c.Record.ID, ExpectRevision: 1, Title: &title})
+	_, err := b.k.Patch(ctx, model.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: c.Record.ID, ExpectRevision: 1, Title: &title})
 	require.NoError(t, err)
 
 	v, err := b.k.InspectKey(ctx, "alice", "s-1")
 	require.NoError(t, err)
-	require.Equal(t, kernel.KeySucceeded, v.State)
+	require.Equal(t, model.KeySucceeded, v.State)
 	require.False(t, v.Expired)
 	require.Nil(t, v.RestoreError)
 	require.Equal(t, 1, v.Restored.Record.Revision)
@@ -59,7 +59,7 @@ func TestInspectingACommittedProcessingLeftoverSaysWhatTheNextRequestGets(t *tes
 
 	v, err := b.k.InspectKey(ctx, "alice", "stuck")
 	require.NoError(t, err, "a PROCESSING row is shown, not an error")
-	require.Equal(t, kernel.KeyProcessing, v.State)
+	require.Equal(t, model.KeyProcessing, v.State)
 	require.Nil(t, v.Envelope)
 	require.Nil(t, v.RestoreError)
 	require.Nil(t, v.Restored.Record)
@@ -71,7 +71,7 @@ func TestInspectingACommittedProcessingLeftoverSaysWhatTheNextRequestGets(t *tes
 	require.Regexp(t, `^abnormal: reserved at .* \(transaction \d+\) and committed without its result — nothing ran; a retry gets 409 IDEMPOTENCY_IN_PROGRESS until the key expires at `, v.Verdict)
 
 	// And that is what the next request gets.
-	_, err = b.k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "stuck", Title: "t"})
+	_, err = b.k.Create(ctx, model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "stuck", Title: "t"})
 	requireCode(t, err, apperr.InProgress)
 }
 
@@ -83,7 +83,7 @@ func TestInspectingAnExpiredKeySaysItRunsAgain(t *testing.T) {
 	b.clock.Advance(25 * time.Hour)
 	v, err := b.k.InspectKey(ctx, "alice", "old-1")
 	require.NoError(t, err)
-	require.Equal(t, kernel.KeyExpired, v.State)
+	require.Equal(t, model.KeyExpired, v.State)
 	require.True(t, v.Expired)
 	require.Contains(t, v.Next, "the next request with this key deletes the row and executes anew")
 	require.Equal(t, 1, v.Restored.Record.Revision, "what it was is still shown")
@@ -99,17 +99,17 @@ func TestInspectingALegacyReceiptShowsItReadOnly(t *testing.T) {
 	b.insertReceipt(t, "alice", "legacy-1", kernel.OpLegacyIdentityCreate, `{"policy":"raw-json-v1","body":{"identityId":"x"}}`)
 	v, err := b.k.InspectKey(ctx, "alice", "legacy-1")
 	require.NoError(t, err)
-	require.Equal(t, kernel.KeyLegacy, v.State)
+	require.Equal(t, model.KeyLegacy, v.State)
 	require.True(t, v.Legacy)
 	require.Contains(t, v.Next, "410 LEGACY_WRITE_DISABLED")
 	require.Equal(t, model.VerdictLegacy, v.VerdictKind)
 	require.Nil(t, v.Restored.Record)
 
 	// A raw-json-v1 envelope under a current operation fails closed, and says so.
-	b.insertReceipt(t, "alice", "legacy-2", kernel.OpCreate(kernel.ModuleNote), `{"policy":"raw-json-v1","body":{"title":"x"}}`)
+	b.insertReceipt(t, "alice", "legacy-2", model.OpCreate(kernel.ModuleNote), `{"policy":"raw-json-v1","body":{"title":"x"}}`)
 	v, err = b.k.InspectKey(ctx, "alice", "legacy-2")
 	require.NoError(t, err)
-	require.Equal(t, kernel.KeyLegacy, v.State)
+	require.Equal(t, model.KeyLegacy, v.State)
 	require.Equal(t, apperr.PolicyMismatch, v.RestoreError.Code)
 	require.Contains(t, v.Next, "500 IDEMPOTENCY_POLICY_MISMATCH")
 }
@@ -122,7 +122,7 @@ func TestInspectingATamperedKeyShowsTheCodedErrorBesideTheStoredEnvelope(t *test
 	b.exec(t, `UPDATE idempotency_record SET response = response || '{"title": "smuggled"}' WHERE idempotency_key = 't-env'`)
 	v, err := b.k.InspectKey(ctx, "alice", "t-env")
 	require.NoError(t, err, "the key is shown, the restore fails closed")
-	require.Equal(t, kernel.KeyFailsClosed, v.State)
+	require.Equal(t, model.KeyFailsClosed, v.State)
 	require.Equal(t, apperr.SnapshotIntegrity, v.RestoreError.Code)
 	require.Contains(t, string(v.Envelope), "smuggled", "the stored envelope as it is")
 	require.Contains(t, v.Next, "a replay fails closed: 500 SNAPSHOT_INTEGRITY_VIOLATION")
@@ -136,7 +136,7 @@ func TestInspectingATamperedKeyShowsTheCodedErrorBesideTheStoredEnvelope(t *test
 	b.exec(t, `UPDATE record_revision SET snapshot = jsonb_set(snapshot, '{ownerId}', '"mallory"') WHERE record_id = $1`, d.Record.ID)
 	v, err = b.k.InspectKey(ctx, "alice", "t-rev")
 	require.NoError(t, err)
-	require.Equal(t, kernel.KeyFailsClosed, v.State)
+	require.Equal(t, model.KeyFailsClosed, v.State)
 	require.Equal(t, apperr.SnapshotIntegrity, v.RestoreError.Code)
 	require.Equal(t, model.VerdictTampered, v.VerdictKind)
 	require.Contains(t, v.Verdict, "tampered: revision 1 of record "+d.Record.ID)
@@ -153,7 +153,7 @@ func TestAKeysEarlierLifeIsListedApartFromItsCurrentOne(t *testing.T) {
 
 	v, err := b.k.InspectKey(ctx, "alice", "twice")
 	require.NoError(t, err)
-	require.Equal(t, kernel.KeySucceeded, v.State)
+	require.Equal(t, model.KeySucceeded, v.State)
 	require.Len(t, v.Lives, 2)
 	cur, old := v.Lives[0], v.Lives[1]
 	require.True(t, cur.Current)
@@ -181,7 +181,7 @@ func TestAKeysEarlierLifeIsListedApartFromItsCurrentOne(t *testing.T) {
 	b.exec(t, `DELETE FROM record_revision WHERE record_id = $1`, second.Record.ID)
 	v, err = b.k.InspectKey(ctx, "alice", "twice")
 	require.NoError(t, err)
-	require.Equal(t, kernel.KeyProcessing, v.State)
+	require.Equal(t, model.KeyProcessing, v.State)
 	require.Equal(t, []string{"key"}, lifeKinds(v.Lives[0]), "nothing was written in this reservation's life")
 	require.Equal(t, []string{"revision", "audit RECORD_CREATED"}, lifeKinds(v.Lives[1]))
 	require.Equal(t, model.VerdictProcessing, v.VerdictKind)
@@ -192,11 +192,11 @@ func TestInspectingAFeatureKeyGroupsItsExecution(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
 	m := b.createMem(t, "alice", "", "draft")
-	_, err := b.k.RunFeature(ctx, kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleMem, RecordID: m.Record.ID, FeatureID: "F02", Key: "pub"})
+	_, err := b.k.RunFeature(ctx, model.FeatureInput{Owner: "alice", Module: kernel.ModuleMem, RecordID: m.Record.ID, FeatureID: "F02", Key: "pub"})
 	require.NoError(t, err)
 	v, err := b.k.InspectKey(ctx, "alice", "pub")
 	require.NoError(t, err)
-	require.Equal(t, kernel.KeySucceeded, v.State)
+	require.Equal(t, model.KeySucceeded, v.State)
 	require.Equal(t, "BLOCKED", v.Restored.Execution.Status)
 	require.Len(t, v.Lives, 1)
 	require.Equal(t, []string{"key", "execution", "audit FEATURE_F02_BLOCKED"}, lifeKinds(v.Lives[0]))
@@ -235,7 +235,7 @@ func TestTheKeyVerdictIsReadFromTheRows(t *testing.T) {
 	require.Len(t, v.Lives, 2)
 	require.Equal(t, "twice", v.Lives[1].Kind, "the first run is not called an earlier life")
 
-	rep, err := b.k.VerifyInvariants(ctx, kernel.VerifyOptions{Owner: "alice"})
+	rep, err := b.k.VerifyInvariants(ctx, model.VerifyOptions{Owner: "alice"})
 	require.NoError(t, err)
 	got := map[string][]string{}
 	for _, inv := range rep.Failed() {

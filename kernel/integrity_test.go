@@ -13,6 +13,7 @@ import (
 	"github.com/idemwork/idemwork/idem"
 	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/model"
 )
 
 func TestAKeyBoundToAnotherOperationIsAScopeConflict(t *testing.T) {
@@ -23,16 +24,16 @@ func TestAKeyBoundToAnotherOperationIsAScopeConflict(t *testing.T) {
 	before := b.counts(t)
 	for name, call := range map[string]func() error{
 		"create in another module": func() error {
-			_, err := b.k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleCommitment, Key: "scoped", Title: "n",
+			_, err := b.k.Create(ctx, model.CreateInput{Owner: "alice", Module: kernel.ModuleCommitment, Key: "scoped", Title: "n",
 				Payload: raw(map[string]any{"status": "OPEN"})})
 			return err
 		},
 		"patch": func() error {
-			_, err := b.k.Patch(ctx, kernel.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: note.Record.ID, Key: "scoped", ExpectRevision: 1, Title: str("x")})
+			_, err := b.k.Patch(ctx, model.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: note.Record.ID, Key: "scoped", ExpectRevision: 1, Title: str("x")})
 			return err
 		},
 		"feature": func() error {
-			_, err := b.k.RunFeature(ctx, kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: note.Record.ID, FeatureID: "F01", Key: "scoped"})
+			_, err := b.k.RunFeature(ctx, model.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: note.Record.ID, FeatureID: "F01", Key: "scoped"})
 			return err
 		},
 	} {
@@ -49,12 +50,12 @@ func TestTheSameKeyAndOperationWithAnotherBodyIsKeyReuse(t *testing.T) {
 	ctx := context.Background()
 	b.createNote(t, "alice", "reuse", "original")
 	before := b.counts(t)
-	_, err := b.k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "reuse", Title: "different",
+	_, err := b.k.Create(ctx, model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "reuse", Title: "different",
 		Payload: raw(map[string]any{"text": "original"})})
 	ae := requireCode(t, err, apperr.KeyReused)
 	require.Equal(t, 422, ae.Status())
 	// The same body in another key order and spacing is the same request.
-	res, err := b.k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "reuse", Title: "original",
+	res, err := b.k.Create(ctx, model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "reuse", Title: "original",
 		Payload: json.RawMessage(" {\n \"text\" : \"original\" } ")})
 	require.NoError(t, err)
 	require.Equal(t, idemtype.Replayed, res.Outcome)
@@ -70,7 +71,7 @@ func TestALeftoverProcessingRowCommittedBySomeoneElseIsInProgressAndNeverExecute
 		VALUES ('alice', 'stuck', 'NOTE:record:create', 'whatever', 'PROCESSING', $1, $2, $1)`, now, now.Add(time.Hour))
 	before := b.counts(t)
 	for i := 0; i < 2; i++ {
-		_, err := b.k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "stuck", Title: "t"})
+		_, err := b.k.Create(ctx, model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "stuck", Title: "t"})
 		ae := requireCode(t, err, apperr.InProgress)
 		require.Equal(t, 409, ae.Status())
 	}
@@ -78,7 +79,7 @@ func TestALeftoverProcessingRowCommittedBySomeoneElseIsInProgressAndNeverExecute
 
 	// Once it expires, the key is free.
 	b.clock.Advance(time.Hour + time.Second)
-	res, err := b.k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "stuck", Title: "t"})
+	res, err := b.k.Create(ctx, model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "stuck", Title: "t"})
 	require.NoError(t, err)
 	require.Equal(t, idemtype.Executed, res.Outcome)
 	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM idempotency_record WHERE idempotency_key = 'stuck' AND status = 'SUCCEEDED'`))
@@ -94,7 +95,7 @@ func TestAnExpiredKeyIsDeletedAndExecutedAgain(t *testing.T) {
 	require.Equal(t, idemtype.Replayed, again.Outcome, "still valid just before the TTL")
 
 	b.clock.Advance(2 * time.Minute)
-	later, err := b.k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "ttl", Title: "once",
+	later, err := b.k.Create(ctx, model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "ttl", Title: "once",
 		Payload: raw(map[string]any{"text": "once"})})
 	require.NoError(t, err)
 	require.Equal(t, idemtype.Executed, later.Outcome)
@@ -107,7 +108,7 @@ func TestAnExpiredKeyIsDeletedAndExecutedAgain(t *testing.T) {
 
 	// An expired key bound to another operation is free for it too (no scope conflict).
 	b.clock.Advance(idem.DefaultTTL + time.Minute)
-	mem, err := b.k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleMem, Key: "ttl", Title: "m",
+	mem, err := b.k.Create(ctx, model.CreateInput{Owner: "alice", Module: kernel.ModuleMem, Key: "ttl", Title: "m",
 		Payload: raw(map[string]any{"originalContent": "a", "currentContent": "a"})})
 	require.NoError(t, err)
 	require.Equal(t, idemtype.Executed, mem.Outcome)
@@ -139,12 +140,12 @@ func TestATamperedPolicyNameFailsClosedWithPolicyMismatch(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
 	rec := b.createNote(t, "alice", "pol", "p")
-	_, err := b.k.RunFeature(ctx, kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: rec.Record.ID, FeatureID: "F01", Key: "pol-f"})
+	_, err := b.k.RunFeature(ctx, model.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: rec.Record.ID, FeatureID: "F01", Key: "pol-f"})
 	require.NoError(t, err)
 	for _, tampered := range []string{"record-snapshot-reference-v2", kernel.PolicyFeatureExecution, idemtype.LegacyPolicy, ""} {
 		b.exec(t, `UPDATE idempotency_record SET response = jsonb_set(response, '{policy}', to_jsonb($1::text)) WHERE idempotency_key = 'pol'`, tampered)
 		before := b.counts(t)
-		_, err := b.k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "pol", Title: "p", Payload: raw(map[string]any{"text": "p"})})
+		_, err := b.k.Create(ctx, model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "pol", Title: "p", Payload: raw(map[string]any{"text": "p"})})
 		if tampered == "" {
 			requireCode(t, err, apperr.SnapshotIntegrity) // no policy at all is not an envelope
 		} else {
@@ -155,7 +156,7 @@ func TestATamperedPolicyNameFailsClosedWithPolicyMismatch(t *testing.T) {
 	}
 	// The feature policy name on a record operation is rejected the other way round too.
 	b.exec(t, `UPDATE idempotency_record SET response = jsonb_set(response, '{policy}', '"record-snapshot-reference-v1"') WHERE idempotency_key = 'pol-f'`)
-	_, err = b.k.RunFeature(ctx, kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: rec.Record.ID, FeatureID: "F01", Key: "pol-f"})
+	_, err = b.k.RunFeature(ctx, model.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: rec.Record.ID, FeatureID: "F01", Key: "pol-f"})
 	requireCode(t, err, apperr.PolicyMismatch)
 }
 
@@ -180,7 +181,7 @@ func TestATamperedSnapshotFailsClosedWithSnapshotIntegrityViolation(t *testing.T
 			ctx := context.Background()
 			rec := b.createNote(t, "alice", "snap", "s")
 			require.EqualValues(t, 1, b.exec(t, `UPDATE record_revision SET snapshot = `+expr+` WHERE record_id = $1 AND revision = 1`, rec.Record.ID))
-			_, err := b.k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "snap", Title: "s", Payload: raw(map[string]any{"text": "s"})})
+			_, err := b.k.Create(ctx, model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "snap", Title: "s", Payload: raw(map[string]any{"text": "s"})})
 			ae := requireCode(t, err, apperr.SnapshotIntegrity)
 			require.Equal(t, 500, ae.Status())
 			_, err = b.k.FindRevision(ctx, "alice", kernel.ModuleNote, rec.Record.ID, 1)
@@ -196,9 +197,9 @@ func TestRestoreCannotCrossOwnersOrModulesAndFailsClosed(t *testing.T) {
 	aliceNote := b.createNote(t, "alice", "a-note", "alice")
 	aliceMem := b.createMem(t, "alice", "a-mem", "alice mem")
 	bobNote := b.createNote(t, "bob", "b-note", "bob")
-	feat, err := b.k.RunFeature(ctx, kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: aliceNote.Record.ID, FeatureID: "F01", Key: "a-feat"})
+	feat, err := b.k.RunFeature(ctx, model.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: aliceNote.Record.ID, FeatureID: "F01", Key: "a-feat"})
 	require.NoError(t, err)
-	bobFeat, err := b.k.RunFeature(ctx, kernel.FeatureInput{Owner: "bob", Module: kernel.ModuleNote, RecordID: bobNote.Record.ID, FeatureID: "F01", Key: "b-feat"})
+	bobFeat, err := b.k.RunFeature(ctx, model.FeatureInput{Owner: "bob", Module: kernel.ModuleNote, RecordID: bobNote.Record.ID, FeatureID: "F01", Key: "b-feat"})
 	require.NoError(t, err)
 	aliceC := b.createCommitment(t, "alice", "a-c")
 	bobC := b.createCommitment(t, "bob", "b-c")
@@ -212,11 +213,11 @@ func TestRestoreCannotCrossOwnersOrModulesAndFailsClosed(t *testing.T) {
 			WHERE owner_id = 'alice' AND idempotency_key = $2`, result, key))
 	}
 	replayNote := func() error {
-		_, err := b.k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "a-note", Title: "alice", Payload: raw(map[string]any{"text": "alice"})})
+		_, err := b.k.Create(ctx, model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "a-note", Title: "alice", Payload: raw(map[string]any{"text": "alice"})})
 		return err
 	}
 	replayFeat := func() error {
-		_, err := b.k.RunFeature(ctx, kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: aliceNote.Record.ID, FeatureID: "F01", Key: "a-feat"})
+		_, err := b.k.RunFeature(ctx, model.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: aliceNote.Record.ID, FeatureID: "F01", Key: "a-feat"})
 		return err
 	}
 	replayReview := func() error {
@@ -258,7 +259,7 @@ func TestAStoredEnvelopeWithAnyForbiddenFieldFailsClosedOnReplay(t *testing.T) {
 	rec := b.createNote(t, "alice", "guarded", "g")
 	pristine := b.rawResponse(t, "alice", "guarded")
 	replay := func() error {
-		_, err := b.k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "guarded", Title: "g", Payload: raw(map[string]any{"text": "g"})})
+		_, err := b.k.Create(ctx, model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "guarded", Title: "g", Payload: raw(map[string]any{"text": "g"})})
 		return err
 	}
 	require.NoError(t, replay())
@@ -296,20 +297,20 @@ func TestAChangedModuleRuleAndABodyThatNoLongerValidatesStillReplayTheFirstResul
 	b := setup(t)
 	ctx := context.Background()
 	content := strings.Repeat("x", 100)
-	in := kernel.CreateInput{Owner: "alice", Module: kernel.ModuleMem, Key: "rule", Title: "memo",
+	in := model.CreateInput{Owner: "alice", Module: kernel.ModuleMem, Key: "rule", Title: "memo",
 		Payload: raw(map[string]any{"originalContent": content, "currentContent": content})}
 	first, err := b.k.Create(ctx, in)
 	require.NoError(t, err)
-	featIn := kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleMem, RecordID: first.Record.ID, FeatureID: "F01", Key: "rule-f"}
+	featIn := model.FeatureInput{Owner: "alice", Module: kernel.ModuleMem, RecordID: first.Record.ID, FeatureID: "F01", Key: "rule-f"}
 	firstF, err := b.k.RunFeature(ctx, featIn)
 	require.NoError(t, err)
 
 	b.k.Registry.Rules.SetMemMaxContentLength(10)
 	// A new request with the same body fails the changed rule ...
-	_, err = b.k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleMem, Key: "rule-new", Title: "memo", Payload: in.Payload})
+	_, err = b.k.Create(ctx, model.CreateInput{Owner: "alice", Module: kernel.ModuleMem, Key: "rule-new", Title: "memo", Payload: in.Payload})
 	ae := requireCode(t, err, apperr.ValidationFailed)
 	require.Contains(t, ae.Message, "max_content_length")
-	_, err = b.k.RunFeature(ctx, kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleMem, RecordID: first.Record.ID, FeatureID: "F01", Key: "rule-f-new"})
+	_, err = b.k.RunFeature(ctx, model.FeatureInput{Owner: "alice", Module: kernel.ModuleMem, RecordID: first.Record.ID, FeatureID: "F01", Key: "rule-f-new"})
 	requireCode(t, err, apperr.ValidationFailed)
 	// ... but the replays return the first results untouched by it.
 	b.seen.reset()
@@ -331,10 +332,10 @@ func TestABodyThatNoLongerValidatesStillReplaysTheFirstResult(t *testing.T) {
 	// The first request was valid when it ran; the same body is invalid today because the
 	// record it patched has moved on (expectRevision is stale).
 	rec := b.createNote(t, "alice", "base", "base")
-	in := kernel.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: rec.Record.ID, Key: "stale-body", ExpectRevision: 1, Title: str("v2")}
+	in := model.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: rec.Record.ID, Key: "stale-body", ExpectRevision: 1, Title: str("v2")}
 	first, err := b.k.Patch(ctx, in)
 	require.NoError(t, err)
-	_, err = b.k.Patch(ctx, kernel.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: rec.Record.ID, ExpectRevision: 2, Title: str("v3")})
+	_, err = b.k.Patch(ctx, model.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: rec.Record.ID, ExpectRevision: 2, Title: str("v3")})
 	require.NoError(t, err)
 	fresh := in
 	fresh.Key = "stale-body-new"
@@ -349,10 +350,10 @@ func TestABodyThatNoLongerValidatesStillReplaysTheFirstResult(t *testing.T) {
 
 	// The same holds for a COMMITMENT close whose record is no longer OPEN.
 	c := b.createCommitment(t, "alice", "c")
-	closeIn := kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleCommitment, RecordID: c.Record.ID, FeatureID: "F01", Key: "close"}
+	closeIn := model.FeatureInput{Owner: "alice", Module: kernel.ModuleCommitment, RecordID: c.Record.ID, FeatureID: "F01", Key: "close"}
 	closed, err := b.k.RunFeature(ctx, closeIn)
 	require.NoError(t, err)
-	_, err = b.k.RunFeature(ctx, kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleCommitment, RecordID: c.Record.ID, FeatureID: "F01", Key: "close-again"})
+	_, err = b.k.RunFeature(ctx, model.FeatureInput{Owner: "alice", Module: kernel.ModuleCommitment, RecordID: c.Record.ID, FeatureID: "F01", Key: "close-again"})
 	requireCode(t, err, apperr.ValidationFailed)
 	replayed, err := b.k.RunFeature(ctx, closeIn)
 	require.NoError(t, err)

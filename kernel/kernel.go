@@ -88,15 +88,13 @@ func (k *Kernel) checkpoint(ctx context.Context, step string) error {
 // (StepSucceeded before the success row). A write queued in the transaction keeps the step it
 // belongs to: when the server refuses it, the request fails with an *idem.StepError of that step.
 const (
-	StepReserved  = idem.StepReserve
+	StepReserved  = idem.StepReserve // the runner's own step, named in the kernel's list so a FaultFunc sees every step in one place
 	StepRecord    = "record"
 	StepRevision  = "revision"
 	StepExecution = "execution" // the feature execution and, for an outbox feature, its message
 	StepReview    = "review"
 	StepAudit     = "audit"
 	StepSucceeded = "before-succeeded"
-	// StepSuccess is the success row's own step (no checkpoint follows it: the COMMIT does).
-	StepSuccess = idem.StepSuccess
 )
 
 // runWrite runs a kernel write through the runner (idem.RunPrepared): in ctx's ambient

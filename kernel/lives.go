@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 )
 
@@ -162,7 +163,7 @@ func judgeLives(key string, row *keyRowFacts, lives []life) []lifeProblem {
 // livesOf groups a key's timeline entries by the transaction that wrote them (the key row's
 // entry aside: it is the reservation, not a row the request wrote). Rows without a recorded
 // transaction are left out: their lives are told by their references (groupLives).
-func livesOf(events []store.Event) []life {
+func livesOf(events []model.Event) []life {
 	by := map[string]*life{}
 	var order []string
 	for _, e := range events {

@@ -14,6 +14,7 @@ import (
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/internal/testgate"
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 )
 
@@ -173,25 +174,25 @@ func requireCode(t *testing.T, err error, code apperr.Code) *apperr.Error {
 	return ae
 }
 
-func (b *testBundle) createNote(t *testing.T, owner, key, title string) kernel.WriteResult {
+func (b *testBundle) createNote(t *testing.T, owner, key, title string) model.WriteResult {
 	t.Helper()
-	res, err := b.k.Create(context.Background(), kernel.CreateInput{Owner: owner, Module: kernel.ModuleNote, Key: key, Title: title,
+	res, err := b.k.Create(context.Background(), model.CreateInput{Owner: owner, Module: kernel.ModuleNote, Key: key, Title: title,
 		Payload: raw(map[string]any{"text": title})})
 	require.NoError(t, err)
 	return res
 }
 
-func (b *testBundle) createMem(t *testing.T, owner, key, content string) kernel.WriteResult {
+func (b *testBundle) createMem(t *testing.T, owner, key, content string) model.WriteResult {
 	t.Helper()
-	res, err := b.k.Create(context.Background(), kernel.CreateInput{Owner: owner, Module: kernel.ModuleMem, Key: key, Title: "memo",
+	res, err := b.k.Create(context.Background(), model.CreateInput{Owner: owner, Module: kernel.ModuleMem, Key: key, Title: "memo",
 		Payload: raw(map[string]any{"originalContent": content, "currentContent": content})})
 	require.NoError(t, err)
 	return res
 }
 
-func (b *testBundle) createCommitment(t *testing.T, owner, key string) kernel.WriteResult {
+func (b *testBundle) createCommitment(t *testing.T, owner, key string) model.WriteResult {
 	t.Helper()
-	res, err := b.k.Create(context.Background(), kernel.CreateInput{Owner: owner, Module: kernel.ModuleCommitment, Key: key, Title: "promise",
+	res, err := b.k.Create(context.Background(), model.CreateInput{Owner: owner, Module: kernel.ModuleCommitment, Key: key, Title: "promise",
 		Payload: raw(map[string]any{"status": "OPEN", "due": "2026-12-01"})})
 	require.NoError(t, err)
 	return res

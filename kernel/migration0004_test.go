@@ -14,6 +14,7 @@ import (
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/migrations"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 )
 
@@ -109,21 +110,21 @@ func TestMigration0004AttestsOldRowsAndSaysWhatItCannotTell(t *testing.T) {
 	require.NoError(t, err)
 	defer db.Close()
 	k := kernel.New(db, kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
-	rep, err := k.VerifyInvariants(ctx, kernel.VerifyOptions{})
+	rep, err := k.VerifyInvariants(ctx, model.VerifyOptions{})
 	require.NoError(t, err)
 	require.True(t, rep.OK, "%+v", rep.Failed())
 	require.Equal(t, map[string]int64{"revisions": 2, "executions": 1, "outboxMessages": 1, "auditEvents": 3}, rep.Unattributed)
 
 	// The history is tamper-evident from the migration on, and new writes chain on it.
-	res, err := k.Patch(ctx, kernel.PatchInput{Owner: "old", Module: kernel.ModuleNote, RecordID: "R1", ExpectRevision: 2, Key: "new-p", Title: str("third")})
+	res, err := k.Patch(ctx, model.PatchInput{Owner: "old", Module: kernel.ModuleNote, RecordID: "R1", ExpectRevision: 2, Key: "new-p", Title: str("third")})
 	require.NoError(t, err)
 	require.Equal(t, 3, res.Record.Revision)
-	rep, err = k.VerifyInvariants(ctx, kernel.VerifyOptions{})
+	rep, err = k.VerifyInvariants(ctx, model.VerifyOptions{})
 	require.NoError(t, err)
 	require.True(t, rep.OK, "%+v", rep.Failed())
 	_, err = sqlDB.ExecContext(ctx, `UPDATE record_revision SET snapshot = jsonb_set(snapshot, '{title}', '"HACKED"') WHERE record_id = 'R1' AND revision = 1`)
 	require.NoError(t, err)
-	rep, err = k.VerifyInvariants(ctx, kernel.VerifyOptions{})
+	rep, err = k.VerifyInvariants(ctx, model.VerifyOptions{})
 	require.NoError(t, err)
 	require.False(t, rep.OK)
 	chain := rep.Invariants[indexOf(rep, kernel.InvRevisionChain)]
@@ -131,7 +132,7 @@ func TestMigration0004AttestsOldRowsAndSaysWhatItCannotTell(t *testing.T) {
 	require.Equal(t, "old-c", chain.Examples[0].Key)
 }
 
-func indexOf(rep kernel.InvariantReport, name string) int {
+func indexOf(rep model.InvariantReport, name string) int {
 	for i, inv := range rep.Invariants {
 		if inv.Name == name {
 			return i

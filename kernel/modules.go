@@ -14,6 +14,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/model"
 )
 
 // Module codes of SPEC §8.
@@ -64,7 +65,7 @@ func (m *Module) createOperation() string {
 	if m.createOp != "" {
 		return m.createOp
 	}
-	return OpCreate(m.Code)
+	return model.OpCreate(m.Code)
 }
 
 // Feature returns the module's feature id.
@@ -119,7 +120,7 @@ func NewRegistry(rules *Rules) *Registry {
 	mods := []*Module{noteModule(), memModule(), commitmentModule(), identityModule()}
 	reg := &Registry{modules: map[string]*Module{}, Rules: rules}
 	for _, m := range mods {
-		m.createOp = OpCreate(m.Code)
+		m.createOp = model.OpCreate(m.Code)
 		reg.modules[m.Code] = m
 	}
 	return reg

@@ -13,6 +13,7 @@ import (
 	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 )
 
@@ -29,7 +30,7 @@ const oneTripCreate = "batch[begin; settings; select k.operation, k.fingerprint,
 func warmCreate(t *testing.T, k *kernel.Kernel, w *testdb.Trips) {
 	t.Helper()
 	noShare := false
-	_, err := k.Create(context.Background(), kernel.CreateInput{Owner: "warm", Module: kernel.ModuleNote, Key: "warm", Title: "w",
+	_, err := k.Create(context.Background(), model.CreateInput{Owner: "warm", Module: kernel.ModuleNote, Key: "warm", Title: "w",
 		ShareInFlight: &noShare})
 	require.NoError(t, err)
 	w.Take()
@@ -64,7 +65,7 @@ func TestACommittedKeyReplaysFromTheCreatesOneRoundTripWritingNothing(t *testing
 	first, _ := tracedKernel(t, db)
 	ctx := context.Background()
 	noShare := false
-	in := kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "taken", Title: "first", ShareInFlight: &noShare}
+	in := model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "taken", Title: "first", ShareInFlight: &noShare}
 	created, err := first.Create(ctx, in)
 	require.NoError(t, err)
 	before := rowsOf(t, db, "alice", "taken")
@@ -92,10 +93,10 @@ func TestALeftoverProcessingKeyIsInProgressFromTheCreatesOneRoundTrip(t *testing
 	ctx := context.Background()
 	_, err := db.Pool.Exec(ctx, `INSERT INTO idempotency_record (owner_id, idempotency_key, operation, fingerprint, status, created_at,
 		expires_at, updated_at) VALUES ('alice', 'stuck', $1, 'x', 'PROCESSING', now(), now() + interval '1 hour', now())`,
-		kernel.OpCreate(kernel.ModuleNote))
+		model.OpCreate(kernel.ModuleNote))
 	require.NoError(t, err)
 	noShare := false
-	_, err = k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "stuck", Title: "n", ShareInFlight: &noShare})
+	_, err = k.Create(ctx, model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "stuck", Title: "n", ShareInFlight: &noShare})
 	requireCode(t, err, apperr.InProgress)
 	require.Equal(t, []string{oneTripCreate}, w.Take())
 	require.Equal(t, map[string]int{"key": 1, "record": 0, "revision": 0, "audit": 0}, rowsOf(t, db, "alice", "stuck"))
@@ -122,15 +123,15 @@ func TestACreateWhoseKeyIsHeldWaitsAndReplaysTheHoldersResult(t *testing.T) {
 		return nil
 	})
 	noShare := false
-	in := kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "held", Title: "n", ShareInFlight: &noShare}
+	in := model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "held", Title: "n", ShareInFlight: &noShare}
 	var wg sync.WaitGroup
-	var first kernel.WriteResult
+	var first model.WriteResult
 	var firstErr error
 	wg.Go(func() { first, firstErr = held.Create(ctx, in) })
 	g.AwaitHeld(t)
 	// Another process's kernel: its create is the one round trip, whose reservation waits.
 	other := kernel.New(b.db.DB, kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
-	var second kernel.WriteResult
+	var second model.WriteResult
 	var secondErr error
 	wg.Go(func() { second, secondErr = other.Create(ctx, in) })
 	waitForLockWaiters(t, b.db.DB, 1)
@@ -155,13 +156,13 @@ func TestAPrepareFailureOnAFreshKeyLeavesNothing(t *testing.T) {
 	warmCreate(t, k, w)
 	ctx := context.Background()
 	noShare := false
-	_, err := k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "bad", Title: strings.Repeat("t", 201),
+	_, err := k.Create(ctx, model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "bad", Title: strings.Repeat("t", 201),
 		ShareInFlight: &noShare})
 	requireCode(t, err, apperr.ValidationFailed)
 	require.Equal(t, nothing, rowsOf(t, db, "alice", "bad"))
 	trips := w.Take()
 	require.Contains(t, trips[0], "with ins as", "the reservation was taken before the failure was answered")
-	res, err := k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "bad", Title: "good", ShareInFlight: &noShare})
+	res, err := k.Create(ctx, model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "bad", Title: "good", ShareInFlight: &noShare})
 	require.NoError(t, err)
 	require.Equal(t, idemtype.Executed, res.Outcome)
 }
@@ -176,7 +177,7 @@ func TestARetryWhosePrepareNowFailsStillReplaysTheFirstResult(t *testing.T) {
 	first, _ := tracedKernel(t, db)
 	ctx := context.Background()
 	noShare := false
-	in := kernel.CreateInput{Owner: "alice", Module: kernel.ModuleMem, Key: "rule", Title: "memo", ShareInFlight: &noShare,
+	in := model.CreateInput{Owner: "alice", Module: kernel.ModuleMem, Key: "rule", Title: "memo", ShareInFlight: &noShare,
 		Payload: raw(map[string]any{"originalContent": "hello world", "currentContent": "hello world"})}
 	created, err := first.Create(ctx, in)
 	require.NoError(t, err)
@@ -184,7 +185,7 @@ func TestARetryWhosePrepareNowFailsStillReplaysTheFirstResult(t *testing.T) {
 
 	other, w := tracedKernel(t, db)
 	other.Registry.Rules.SetMemMaxContentLength(5)
-	_, err = other.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleMem, Key: "rule-new", Title: "memo",
+	_, err = other.Create(ctx, model.CreateInput{Owner: "alice", Module: kernel.ModuleMem, Key: "rule-new", Title: "memo",
 		ShareInFlight: &noShare, Payload: in.Payload})
 	requireCode(t, err, apperr.ValidationFailed)
 	w.Take()
@@ -215,13 +216,13 @@ func TestThroughATransactionPoolerAFreshKeyIsStillOneRoundTripAndAFeatureRunTwo(
 	warmCreate(t, k, w)
 	ctx := context.Background()
 	noShare := false
-	in := kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "pooled", Title: "n", ShareInFlight: &noShare}
+	in := model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "pooled", Title: "n", ShareInFlight: &noShare}
 	created, err := k.Create(ctx, in)
 	require.NoError(t, err)
 	require.Equal(t, idemtype.Executed, created.Outcome)
 	require.Equal(t, []string{oneTripCreate}, w.Take())
 
-	ran, err := k.RunFeature(ctx, kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: created.Record.ID, FeatureID: "F01",
+	ran, err := k.RunFeature(ctx, model.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: created.Record.ID, FeatureID: "F01",
 		Key: "pooled-f", ShareInFlight: &noShare})
 	require.NoError(t, err)
 	require.Equal(t, idemtype.Executed, ran.Outcome)

@@ -17,33 +17,33 @@ func revisionConflict(recordID string, expected int) error {
 
 // Patch writes the next revision of a record if it is still at ExpectRevision (operation
 // <MODULE>:record:<id>:patch).
-func (k *Kernel) Patch(ctx context.Context, in PatchInput) (WriteResult, error) {
+func (k *Kernel) Patch(ctx context.Context, in model.PatchInput) (model.WriteResult, error) {
 	mod, err := k.writableModule(in.Module)
 	if err != nil {
-		return WriteResult{}, err
+		return model.WriteResult{}, err
 	}
 	if err := CheckRecordID(in.RecordID); err != nil {
-		return WriteResult{}, err
+		return model.WriteResult{}, err
 	}
 	if in.ExpectRevision < 1 {
-		return WriteResult{}, apperr.New(apperr.ValidationFailed, "expectRevision: must be the record's current revision (>= 1)")
+		return model.WriteResult{}, apperr.New(apperr.ValidationFailed, "expectRevision: must be the record's current revision (>= 1)")
 	}
-	op := OpPatch(mod.Code, in.RecordID)
+	op := model.OpPatch(mod.Code, in.RecordID)
 	raw := rawRequest(make([]byte, 0, 32+len(in.Payload))).number(in.ExpectRevision).optText(in.Title).optText(in.Summary).json(in.Payload)
-	return k.share(ctx, in.Owner, in.Key, op, in.ShareInFlight, raw, func(shareOff bool) (WriteResult, error) {
+	return k.share(ctx, in.Owner, in.Key, op, in.ShareInFlight, raw, func(shareOff bool) (model.WriteResult, error) {
 		return k.patch(ctx, &in, mod, op, shareOff)
 	})
 }
 
 // patch is Patch past the sharing of identical requests.
-func (k *Kernel) patch(ctx context.Context, pin *PatchInput, mod *Module, op string, shareOff bool) (WriteResult, error) {
+func (k *Kernel) patch(ctx context.Context, pin *model.PatchInput, mod *Module, op string, shareOff bool) (model.WriteResult, error) {
 	in := *pin
 	var err error
 	req := idem.Request{Owner: in.Owner, Key: in.Key, Operation: op, Module: mod.Code, ShareInFlight: shareIf(in.ShareInFlight, shareOff)}
 	var payload json.RawMessage
 	if in.Payload != nil {
-		if payload, err = CanonicalObject("payload", in.Payload); err != nil {
-			return WriteResult{}, err
+		if payload, err = model.CanonicalObject("payload", in.Payload); err != nil {
+			return model.WriteResult{}, err
 		}
 	}
 	req.Body = model.PatchBody(in.ExpectRevision, in.Title, in.Summary, payload)
@@ -53,18 +53,18 @@ func (k *Kernel) patch(ctx context.Context, pin *PatchInput, mod *Module, op str
 	// The current record's read travels with the reservation (and nowhere without one).
 	current := k.db.RecordAhead(in.Owner, mod.Code, in.RecordID, false)
 	req.Prefetch = []idem.Prefetch{current}
-	prepare := func(ctx context.Context) (store.Record, error) {
+	prepare := func(ctx context.Context) (model.Record, error) {
 		k.note("prepare")
 		k.note("read-current")
 		cur, err := current.Get(ctx)
 		if errors.Is(err, store.ErrNotFound) {
-			return store.Record{}, notFound(in.Owner, mod.Code, in.RecordID)
+			return model.Record{}, notFound(in.Owner, mod.Code, in.RecordID)
 		}
 		if err != nil {
-			return store.Record{}, err
+			return model.Record{}, err
 		}
 		if cur.Revision != in.ExpectRevision {
-			return store.Record{}, apperr.New(apperr.RevisionConflict, "record %s is at revision %d, not the expected %d; reload and retry", in.RecordID, cur.Revision, in.ExpectRevision)
+			return model.Record{}, apperr.New(apperr.RevisionConflict, "record %s is at revision %d, not the expected %d; reload and retry", in.RecordID, cur.Revision, in.ExpectRevision)
 		}
 		next := cur
 		if in.Title != nil {
@@ -77,11 +77,11 @@ func (k *Kernel) patch(ctx context.Context, pin *PatchInput, mod *Module, op str
 			next.Payload = payload
 		}
 		if err := k.checkRecordFields(mod, next.Title, next.Summary, next.Payload); err != nil {
-			return store.Record{}, err
+			return model.Record{}, err
 		}
 		return next, nil
 	}
-	work := func(ctx context.Context, b *store.Batch, next store.Record) (RecordResult, error) {
+	work := func(ctx context.Context, b *store.Batch, next model.Record) (RecordResult, error) {
 		from := next.Revision
 		next.Revision++
 		next.UpdatedAt = k.now()
@@ -92,7 +92,7 @@ func (k *Kernel) patch(ctx context.Context, pin *PatchInput, mod *Module, op str
 	}
 	res, err := runWrite(ctx, k, req, idem.ResultPolicy[RecordResult](k.recordPolicy), prepare, work)
 	if err != nil {
-		return WriteResult{}, k.explainReuse(ctx, model.WriteRequest{Kind: model.KindPatch, Patch: in}, err)
+		return model.WriteResult{}, k.explainReuse(ctx, model.WriteRequest{Kind: model.KindPatch, Patch: in}, err)
 	}
 	return recordWriteResult(res, in.Key, op), nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/idem"
 	"github.com/idemwork/idemwork/jsonb"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 )
 
@@ -24,18 +25,18 @@ const (
 
 // RecordResult is the result of a create or patch: the record as of the written revision.
 type RecordResult struct {
-	Record store.Record
+	Record model.Record
 }
 
 // FeatureResult is the result of a feature run: {record, execution}.
 type FeatureResult struct {
-	Record    store.Record
-	Execution store.Execution
+	Record    model.Record
+	Execution model.Execution
 }
 
 // ReviewResult is the result of a commitment review.
 type ReviewResult struct {
-	Review store.Review
+	Review model.Review
 }
 
 type recordRef struct {
@@ -129,7 +130,7 @@ func (p featureExecutionPolicy) Restore(ctx context.Context, owner, module strin
 	if err != nil {
 		return FeatureResult{}, err
 	}
-	var exec store.Execution
+	var exec model.Execution
 	var a store.Attestation
 	if e := p.pre.execution(owner, module, ref.RecordID, ref.ExecutionID); e != nil && p.pre.judged != nil {
 		// Verify judged every execution's digest already: the envelope's is judged by that.
@@ -166,7 +167,7 @@ func (p featureExecutionPolicy) Restore(ctx context.Context, owner, module strin
 
 // checkAttestedExecution is checkExecution, then the execution's digest, then (for a policy
 // bound to a key) who wrote it.
-func (p featureExecutionPolicy) checkAttestedExecution(e store.Execution, a store.Attestation, ref executionRef) error {
+func (p featureExecutionPolicy) checkAttestedExecution(e model.Execution, a store.Attestation, ref executionRef) error {
 	if err := p.checkExecution(e, ref); err != nil {
 		return err
 	}
@@ -182,7 +183,7 @@ func (p featureExecutionPolicy) checkAttestedExecution(e store.Execution, a stor
 // checkExecution fails closed unless the execution belongs to the envelope's record and
 // revision and to the operation's feature: an envelope moved to another revision, or an
 // execution rewritten to another feature, is never replayed as the first result.
-func (p featureExecutionPolicy) checkExecution(e store.Execution, ref executionRef) error {
+func (p featureExecutionPolicy) checkExecution(e model.Execution, ref executionRef) error {
 	switch {
 	case e.RecordID != ref.RecordID:
 		return apperr.New(apperr.SnapshotIntegrity, "execution %s belongs to record %s, not to the stored result's record %s", e.ID, e.RecordID, ref.RecordID)
@@ -237,7 +238,7 @@ func (p commitmentReviewPolicy) restore(ctx context.Context, owner, module strin
 	if err := decodeReviewRef(result, &ref); err != nil {
 		return ReviewResult{}, apperr.New(apperr.SnapshotIntegrity, "stored result is not a review reference")
 	}
-	var rv store.Review
+	var rv model.Review
 	var err error
 	if r := pre.reviewOf(owner, ref.RecordID, ref.ReviewID); r != nil {
 		rv = *r
@@ -289,9 +290,9 @@ func revisionName(row store.RevisionWithParent) string {
 // again when they are exactly the rows it would read, and reads them itself otherwise.
 type prefetched struct {
 	rev        *store.RevisionWithParent
-	exec       *store.Execution
+	exec       *model.Execution
 	execAttest store.Attestation
-	review     *store.Review
+	review     *model.Review
 	// judged, when set, is what verify found wrong with every revision and execution in its
 	// scope, checked once each: the rows above carry their identity and who wrote them only
 	// (no snapshot, input, output or digest), and their content is judged by it.
@@ -333,7 +334,7 @@ func (p *prefetched) revision(owner, module, recordID string, revision int) *sto
 }
 
 // execution is the prefetched execution if it is the one FindExecution would read.
-func (p *prefetched) execution(owner, module, recordID, id string) *store.Execution {
+func (p *prefetched) execution(owner, module, recordID, id string) *model.Execution {
 	if p == nil || p.exec == nil {
 		return nil
 	}
@@ -345,7 +346,7 @@ func (p *prefetched) execution(owner, module, recordID, id string) *store.Execut
 }
 
 // reviewOf is the prefetched review if it is the one FindReview would read.
-func (p *prefetched) reviewOf(owner, recordID, id string) *store.Review {
+func (p *prefetched) reviewOf(owner, recordID, id string) *model.Review {
 	if p == nil || p.review == nil {
 		return nil
 	}
@@ -357,35 +358,35 @@ func (p *prefetched) reviewOf(owner, recordID, id string) *store.Review {
 }
 
 // revisionFor is restoreRevisionRow, judging the prefetched revision when it is the one to read.
-func (k *Kernel) revisionFor(ctx context.Context, pre *prefetched, owner, module, recordID string, revision int) (store.RevisionWithParent, store.Record, error) {
+func (k *Kernel) revisionFor(ctx context.Context, pre *prefetched, owner, module, recordID string, revision int) (store.RevisionWithParent, model.Record, error) {
 	if r := pre.revision(owner, module, recordID, revision); r != nil && pre.judged != nil {
 		if err := pre.judged.revisions[revisionKey{owner, recordID, revision}]; err != nil {
-			return *r, store.Record{}, err
+			return *r, model.Record{}, err
 		}
-		return *r, store.Record{ID: recordID, OwnerID: owner, ModuleCode: module, Revision: revision}, nil
+		return *r, model.Record{ID: recordID, OwnerID: owner, ModuleCode: module, Revision: revision}, nil
 	}
 	if r := pre.revision(owner, module, recordID, revision); r != nil {
 		rec, err := checkAttestedSnapshot(*r, owner, module, recordID, revision)
 		return *r, rec, err
 	}
 	if pre.isOffline() {
-		return store.RevisionWithParent{}, store.Record{}, errNeedsRead
+		return store.RevisionWithParent{}, model.Record{}, errNeedsRead
 	}
 	return k.restoreRevisionRow(ctx, owner, module, recordID, revision)
 }
 
 // restoreRevision reads the exact referenced revision; a reference that does not resolve inside
 // this owner and module fails closed.
-func (k *Kernel) restoreRevision(ctx context.Context, owner, module, recordID string, revision int) (store.Record, error) {
+func (k *Kernel) restoreRevision(ctx context.Context, owner, module, recordID string, revision int) (model.Record, error) {
 	_, rec, err := k.restoreRevisionRow(ctx, owner, module, recordID, revision)
 	return rec, err
 }
 
 // restoreRevisionRow is restoreRevision with the row read.
-func (k *Kernel) restoreRevisionRow(ctx context.Context, owner, module, recordID string, revision int) (store.RevisionWithParent, store.Record, error) {
+func (k *Kernel) restoreRevisionRow(ctx context.Context, owner, module, recordID string, revision int) (store.RevisionWithParent, model.Record, error) {
 	row, rec, err := k.findRevision(ctx, owner, module, recordID, revision)
 	if apperr.Is(err, apperr.RecordNotFound) {
-		return row, store.Record{}, apperr.New(apperr.SnapshotIntegrity, "the stored result references revision %d of record %s, which does not exist for this owner and module %s", revision, recordID, module)
+		return row, model.Record{}, apperr.New(apperr.SnapshotIntegrity, "the stored result references revision %d of record %s, which does not exist for this owner and module %s", revision, recordID, module)
 	}
 	return row, rec, err
 }
@@ -396,31 +397,31 @@ func (k *Kernel) restoreRevisionRow(ctx context.Context, owner, module, recordID
 //
 // The revision must also be the one its digest chain says was written (issue 22): a snapshot,
 // key or time changed after the write fails closed too, naming the revision.
-func (k *Kernel) FindRevision(ctx context.Context, owner, module, recordID string, revision int) (store.Record, error) {
+func (k *Kernel) FindRevision(ctx context.Context, owner, module, recordID string, revision int) (model.Record, error) {
 	_, rec, err := k.findRevision(ctx, owner, module, recordID, revision)
 	return rec, err
 }
 
-func (k *Kernel) findRevision(ctx context.Context, owner, module, recordID string, revision int) (store.RevisionWithParent, store.Record, error) {
+func (k *Kernel) findRevision(ctx context.Context, owner, module, recordID string, revision int) (store.RevisionWithParent, model.Record, error) {
 	row, err := k.db.FindRevision(ctx, owner, module, recordID, revision)
 	if errors.Is(err, store.ErrNotFound) {
-		return row, store.Record{}, apperr.New(apperr.RecordNotFound, "record %s has no revision %d for owner %s in module %s", recordID, revision, owner, module)
+		return row, model.Record{}, apperr.New(apperr.RecordNotFound, "record %s has no revision %d for owner %s in module %s", recordID, revision, owner, module)
 	}
 	if err != nil {
-		return row, store.Record{}, err
+		return row, model.Record{}, err
 	}
 	rec, err := checkAttestedSnapshot(row, owner, module, recordID, revision)
 	return row, rec, err
 }
 
 // checkAttestedSnapshot is checkSnapshot, then the revision's digest chain.
-func checkAttestedSnapshot(row store.RevisionWithParent, owner, module, recordID string, revision int) (store.Record, error) {
+func checkAttestedSnapshot(row store.RevisionWithParent, owner, module, recordID string, revision int) (model.Record, error) {
 	rec, err := checkSnapshot(row, owner, module, recordID, revision)
 	if err != nil {
 		return rec, err
 	}
 	if err := checkRevisionChain(row); err != nil {
-		return store.Record{}, err
+		return model.Record{}, err
 	}
 	return rec, nil
 }
@@ -429,14 +430,14 @@ func checkAttestedSnapshot(row store.RevisionWithParent, owner, module, recordID
 // exact name, of its type — with json v2 (RejectUnknownMembers). Anything else reports false, and
 // checkSnapshot decodes it with encoding/json as it always has: where this succeeds,
 // encoding/json gives the same record (pinned by TestTheFastSnapshotDecoderAgreesWithEncodingJSON).
-func decodeSnapshot(raw []byte) (store.Record, bool) {
-	var rec store.Record
+func decodeSnapshot(raw []byte) (model.Record, bool) {
+	var rec model.Record
 	return rec, jsonv2.Unmarshal(raw, &rec, jsonv2.RejectUnknownMembers(true)) == nil
 }
 
-func checkSnapshot(row store.RevisionWithParent, owner, module, recordID string, revision int) (store.Record, error) {
-	fail := func(what string) (store.Record, error) {
-		return store.Record{}, apperr.New(apperr.SnapshotIntegrity, "revision %d of record %s: %s", revision, recordID, what)
+func checkSnapshot(row store.RevisionWithParent, owner, module, recordID string, revision int) (model.Record, error) {
+	fail := func(what string) (model.Record, error) {
+		return model.Record{}, apperr.New(apperr.SnapshotIntegrity, "revision %d of record %s: %s", revision, recordID, what)
 	}
 	if row.OwnerID != owner || row.RecordID != recordID || row.Revision.Revision != revision {
 		return fail("the row does not match the query")
@@ -455,7 +456,7 @@ func checkSnapshot(row store.RevisionWithParent, owner, module, recordID string,
 	if snap.OwnerID != owner || snap.ModuleCode != module || snap.ID != recordID || snap.Revision != revision {
 		return fail("the snapshot's ownerId/moduleCode/id/revision do not match the row and its parent")
 	}
-	if err := CheckJSONObject("snapshot.payload", snap.Payload); err != nil {
+	if err := model.CheckJSONObject("snapshot.payload", snap.Payload); err != nil {
 		return fail("the snapshot payload fails the JSON boundary (" + apperr.As(err).Message + ")")
 	}
 	return snap, nil
@@ -520,13 +521,13 @@ func (pol featureExecutionPolicy) ReadReplay(ctx context.Context, q idem.Querier
 
 // replayedRevision checks the revision read with the key like restoreRevision does; false means
 // "not found here" (the caller then runs Restore, which reports it as FindRevision would).
-func replayedRevision(row *store.RevisionWithParent, p idem.ReplayParams, recordID string, revision int) (store.Record, bool, error) {
+func replayedRevision(row *store.RevisionWithParent, p idem.ReplayParams, recordID string, revision int) (model.Record, bool, error) {
 	if row == nil {
-		return store.Record{}, false, nil
+		return model.Record{}, false, nil
 	}
 	rec, err := checkAttestedSnapshot(*row, p.Owner, p.Module, recordID, revision)
 	if err != nil {
-		return store.Record{}, false, err
+		return model.Record{}, false, err
 	}
 	return rec, true, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 )
 
@@ -24,8 +25,8 @@ func TestAStormRacingTheReaperStillExecutesOncePerKey(t *testing.T) {
 	// arriving after the key's new life committed, which is when a reaper that deleted a valid
 	// row would let one of them execute again.
 	const keys, perKey, rounds = 12, 8, 6
-	create := func(i int) kernel.CreateInput {
-		return kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: fmt.Sprintf("race-%02d", i), Title: "raced",
+	create := func(i int) model.CreateInput {
+		return model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: fmt.Sprintf("race-%02d", i), Title: "raced",
 			Payload: raw(map[string]any{"i": i}), ShareInFlight: boolp(false)}
 	}
 	// Each key's first life, then every key expires: the storm below re-executes each once, while

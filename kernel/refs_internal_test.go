@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/model"
 )
 
 // The former allocation-free reference scanner (refscan.go) is gone; its differential test
@@ -78,7 +78,7 @@ func TestTheFastSnapshotDecoderAgreesWithEncodingJSON(t *testing.T) {
 		`{"id": "R"} {}`,
 	} {
 		fast, ok := decodeSnapshot([]byte(raw))
-		var slow store.Record
+		var slow model.Record
 		dec := json.NewDecoder(bytesReader([]byte(raw)))
 		dec.DisallowUnknownFields()
 		err := dec.Decode(&slow)

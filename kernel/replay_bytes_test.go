@@ -12,6 +12,7 @@ import (
 	"github.com/idemwork/idemwork/idem"
 	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/model"
 )
 
 // withoutOutcome is a write result's JSON with outcome and waited blanked: what must be byte for
@@ -34,7 +35,7 @@ func TestTheFirstResponseIsByteForByteWhatAReplayReturns(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	in := kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "bytes", Title: "t <&> é", Summary: str("two\nlines"),
+	in := model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "bytes", Title: "t <&> é", Summary: str("two\nlines"),
 		Payload: json.RawMessage(`{"zz":1e3, "a":[1.0, -0, 1.50e1], "nested":{"y":"\u00e9\/","x":null}, "b":"\u001f"}`)}
 	first, err := b.k.Create(ctx, in)
 	require.NoError(t, err)
@@ -62,7 +63,7 @@ func TestTheFirstResponseIsByteForByteWhatAReplayReturns(t *testing.T) {
 	require.Equal(t, withoutOutcome(t, first), withoutOutcome(t, again))
 
 	// A feature run: its execution's input and output and the record it wrote, first and replay.
-	fin := kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: first.Record.ID, FeatureID: "F01", Key: "bytes-f",
+	fin := model.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: first.Record.ID, FeatureID: "F01", Key: "bytes-f",
 		Input: json.RawMessage(`{"why":"tidy","n":2E2}`)}
 	f1, err := b.k.RunFeature(ctx, fin)
 	require.NoError(t, err)
@@ -73,7 +74,7 @@ func TestTheFirstResponseIsByteForByteWhatAReplayReturns(t *testing.T) {
 	require.Equal(t, withoutOutcome(t, f1), withoutOutcome(t, f2))
 
 	// A patch, and a review.
-	pin := kernel.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: first.Record.ID, Key: "bytes-p", ExpectRevision: 2,
+	pin := model.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: first.Record.ID, Key: "bytes-p", ExpectRevision: 2,
 		Payload: json.RawMessage(`{"k":[3,2,1]}`)}
 	p1, err := b.k.Patch(ctx, pin)
 	require.NoError(t, err)
@@ -101,7 +102,7 @@ func TestDuplicateNamesAndBadTextAreRefusedNamingTheField(t *testing.T) {
 		if payload != "" {
 			p = json.RawMessage(payload)
 		}
-		_, err := b.k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "bad", Title: title, Summary: summary, Payload: p})
+		_, err := b.k.Create(ctx, model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "bad", Title: title, Summary: summary, Payload: p})
 		return err
 	}
 	for _, c := range []struct {
@@ -127,7 +128,7 @@ func TestDuplicateNamesAndBadTextAreRefusedNamingTheField(t *testing.T) {
 	}
 	require.Equal(t, before, b.counts(t), "nothing was written")
 	// Newline and tab are what a summary may hold.
-	_, err := b.k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "ok", Title: "t", Summary: str("a\n\tb")})
+	_, err := b.k.Create(ctx, model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "ok", Title: "t", Summary: str("a\n\tb")})
 	require.NoError(t, err)
 }
 
@@ -137,7 +138,7 @@ func TestAVersion1FingerprintIsComparedByVersion1sRule(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	in := kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "old-key", Title: "hello"}
+	in := model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "old-key", Title: "hello"}
 	first, err := b.k.Create(ctx, in)
 	require.NoError(t, err)
 	// What the runner stored for this request before versions (the v1 known answer of
@@ -148,7 +149,7 @@ func TestAVersion1FingerprintIsComparedByVersion1sRule(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, idemtype.Replayed, again.Outcome)
 	require.Equal(t, first.Record.ID, again.Record.ID)
-	_, err = b.k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "old-key", Title: "bye"})
+	_, err = b.k.Create(ctx, model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "old-key", Title: "bye"})
 	requireCode(t, err, apperr.KeyReused)
 	// A version this runner does not know fails closed rather than guessing.
 	b.exec(t, `UPDATE idempotency_record SET fingerprint = 'v9:abc' WHERE idempotency_key = 'old-key'`)
@@ -176,7 +177,7 @@ func TestTheVersion1BodiesOfEveryWriteKeepTheirKnownFingerprints(t *testing.T) {
 	}
 	// A create with a payload (numbers as written, HTML characters): the v1 body was
 	// {"payload":{"b":1e3,"a":[1.0,-0,"<&>"]},"summary":"line1\nline2","title":"n"}.
-	cin := kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "v1-c1", Title: "n", Summary: str("line1\nline2"),
+	cin := model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "v1-c1", Title: "n", Summary: str("line1\nline2"),
 		Payload: json.RawMessage(` { "b" : 1e3, "a" : [1.0, -0, "<&>"] } `)}
 	_, err := b.k.Create(ctx, cin)
 	require.NoError(t, err)
@@ -190,19 +191,19 @@ func TestTheVersion1BodiesOfEveryWriteKeepTheirKnownFingerprints(t *testing.T) {
 		input json.RawMessage
 		body  string
 	}{{"v1-f1", nil, `{}`}, {"v1-f2", json.RawMessage(`{"b":2, "a":1}`), `{"input":{"b":2,"a":1}}`}} {
-		fin := kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleMem, RecordID: mem.Record.ID, FeatureID: "F02", Key: c.key, Input: c.input}
+		fin := model.FeatureInput{Owner: "alice", Module: kernel.ModuleMem, RecordID: mem.Record.ID, FeatureID: "F02", Key: c.key, Input: c.input}
 		_, err := b.k.RunFeature(ctx, fin)
 		require.NoError(t, err)
-		fp, err := idem.FingerprintV1(kernel.OpFeature(kernel.ModuleMem, mem.Record.ID, "F02"), []byte(c.body))
+		fp, err := idem.FingerprintV1(model.OpFeature(kernel.ModuleMem, mem.Record.ID, "F02"), []byte(c.body))
 		require.NoError(t, err)
 		set(c.key, fp)
 		replay(func() (idemtype.Outcome, error) { r, err := b.k.RunFeature(ctx, fin); return r.Outcome, err })
 	}
-	pin := kernel.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: note.Record.ID, Key: "v1-p", ExpectRevision: 1,
+	pin := model.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: note.Record.ID, Key: "v1-p", ExpectRevision: 1,
 		Title: str("t2"), Payload: json.RawMessage(`{"k":[1,2]}`)}
 	_, err = b.k.Patch(ctx, pin)
 	require.NoError(t, err)
-	fp, err := idem.FingerprintV1(kernel.OpPatch(kernel.ModuleNote, note.Record.ID), []byte(`{"expectRevision":1,"payload":{"k":[1,2]},"title":"t2"}`))
+	fp, err := idem.FingerprintV1(model.OpPatch(kernel.ModuleNote, note.Record.ID), []byte(`{"expectRevision":1,"payload":{"k":[1,2]},"title":"t2"}`))
 	require.NoError(t, err)
 	set("v1-p", fp)
 	replay(func() (idemtype.Outcome, error) { r, err := b.k.Patch(ctx, pin); return r.Outcome, err })

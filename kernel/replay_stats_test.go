@@ -10,6 +10,7 @@ import (
 	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 )
 
@@ -61,16 +62,16 @@ func TestACacheHitWritesNothingByTheServersOwnCounters(t *testing.T) {
 	ctx := context.Background()
 	k := b.k
 	noShare := false
-	create := kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "hit-create", Title: "note",
+	create := model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "hit-create", Title: "note",
 		Payload: json.RawMessage(`{"text": "x"}`), ShareInFlight: &noShare}
 	created, err := k.Create(ctx, create)
 	require.NoError(t, err)
 	title := "renamed"
-	patch := kernel.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: created.Record.ID, Key: "hit-patch", ExpectRevision: 1,
+	patch := model.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: created.Record.ID, Key: "hit-patch", ExpectRevision: 1,
 		Title: &title, ShareInFlight: &noShare}
 	_, err = k.Patch(ctx, patch)
 	require.NoError(t, err)
-	feature := kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: created.Record.ID, FeatureID: "F01", Key: "hit-feature",
+	feature := model.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: created.Record.ID, FeatureID: "F01", Key: "hit-feature",
 		ShareInFlight: &noShare}
 	_, err = k.RunFeature(ctx, feature)
 	require.NoError(t, err)
@@ -90,7 +91,7 @@ func TestACacheHitWritesNothingByTheServersOwnCounters(t *testing.T) {
 }
 
 func requireHitsWriteNothing(t *testing.T, ctx context.Context, q store.Querier, kernelFor func() *kernel.Kernel,
-	create kernel.CreateInput, patch kernel.PatchInput, feature kernel.FeatureInput) {
+	create model.CreateInput, patch model.PatchInput, feature model.FeatureInput) {
 	t.Helper()
 	before := readCounters(t, ctx, q)
 	const rounds = 5

@@ -7,7 +7,6 @@ import (
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/idem"
 	"github.com/idemwork/idemwork/model"
-	"github.com/idemwork/idemwork/store"
 	"github.com/idemwork/idemwork/wire"
 )
 
@@ -15,7 +14,7 @@ import (
 // record's Location for a create, 200 for a patch or a feature run, with the outcome headers
 // and the result as the body. The HTTP adapter serves it, the CLI prints its body, and key
 // inspection shows the one a replay returns.
-func WriteResponse(w WriteResult) model.Response {
+func WriteResponse(w model.WriteResult) model.Response {
 	status := http.StatusOK
 	create := false
 	if op, err := ParseOperation(w.Operation); err == nil && op.Kind == OpKindCreate {
@@ -58,7 +57,7 @@ func featureOf(mod *Module, id string) (Feature, error) {
 // one holding the key (that one would also carry Idempotency-Waited). Nil when no request gets
 // a replay: the key expired (the next request executes anew), or its operation is not one a
 // request can name.
-func (k *Kernel) replayResponse(ctx context.Context, owner string, row store.KeyRow, expired bool) *model.Response {
+func (k *Kernel) replayResponse(ctx context.Context, owner string, row model.KeyRow, expired bool) *model.Response {
 	if expired {
 		return nil
 	}

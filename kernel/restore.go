@@ -7,19 +7,19 @@ import (
 
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/idem"
-	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/model"
 )
 
 // RestoreKey restores the stored envelope of key (reserved by transaction keyXID, nil when
 // unknown) with the policy its operation uses today, as a replay would — the digests of what it
 // reads and who wrote it included. It returns the record and (for features) the execution, or
 // the review.
-func (k *Kernel) RestoreKey(ctx context.Context, owner, key string, keyXID *string, operation string, response []byte) (*store.Record, *store.Execution, *store.Review, error) {
+func (k *Kernel) RestoreKey(ctx context.Context, owner, key string, keyXID *string, operation string, response []byte) (*model.Record, *model.Execution, *model.Review, error) {
 	return k.restoreKey(ctx, owner, key, keyXID, operation, response, nil)
 }
 
 // restoreKey is RestoreKey judging the rows read ahead in pre where they are the ones to read.
-func (k *Kernel) restoreKey(ctx context.Context, owner, key string, keyXID *string, operation string, response []byte, pre *prefetched) (*store.Record, *store.Execution, *store.Review, error) {
+func (k *Kernel) restoreKey(ctx context.Context, owner, key string, keyXID *string, operation string, response []byte, pre *prefetched) (*model.Record, *model.Execution, *model.Review, error) {
 	op, err := ParseOperation(operation)
 	if err != nil {
 		return nil, nil, nil, err

@@ -116,7 +116,7 @@ func (k *Kernel) rebuildFirst(ctx context.Context, r model.WriteRequest, recordI
 		if err != nil {
 			return nil, err
 		}
-		payload, _ := CanonicalObject("payload", rec.Payload)
+		payload, _ := model.CanonicalObject("payload", rec.Payload)
 		for _, s := range optional(rec.Summary, rec.Summary == "") {
 			for _, p := range optionalJSON(payload, string(payload) == "{}") {
 				out = append(out, model.WriteRequest{Kind: model.KindCreate, Create: model.CreateInput{Owner: owner, Module: module,
@@ -132,8 +132,8 @@ func (k *Kernel) rebuildFirst(ctx context.Context, r model.WriteRequest, recordI
 		if err != nil {
 			return nil, err
 		}
-		pa, _ := CanonicalObject("payload", after.Payload)
-		pb, _ := CanonicalObject("payload", before.Payload)
+		pa, _ := model.CanonicalObject("payload", after.Payload)
+		pb, _ := model.CanonicalObject("payload", before.Payload)
 		for _, t := range optional(after.Title, after.Title == before.Title) {
 			for _, s := range optional(after.Summary, after.Summary == before.Summary) {
 				for _, p := range optionalJSON(pa, bytes.Equal(pa, pb)) {
@@ -147,7 +147,7 @@ func (k *Kernel) rebuildFirst(ctx context.Context, r model.WriteRequest, recordI
 		if err != nil {
 			return nil, apperr.Wrap(apperr.RecordNotFound, err, "execution %s", executionID)
 		}
-		in, _ := CanonicalObject("input", e.Input)
+		in, _ := model.CanonicalObject("input", e.Input)
 		for _, i := range optionalJSON(in, string(in) == "{}") {
 			out = append(out, model.WriteRequest{Kind: model.KindAction, Feature: model.FeatureInput{Owner: owner, Module: module,
 				RecordID: recordID, FeatureID: r.Feature.FeatureID, Key: r.Key(), Input: i}})
@@ -295,7 +295,7 @@ func canonicalOrEmpty(field string, raw json.RawMessage, defaultEmpty bool) []by
 		}
 		return nil
 	}
-	c, err := CanonicalObject(field, raw)
+	c, err := model.CanonicalObject(field, raw)
 	if err != nil {
 		return raw
 	}

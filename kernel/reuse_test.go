@@ -26,7 +26,7 @@ func TestACreatesDefaultsSpelledOrLeftOutAreOneRequest(t *testing.T) {
 	first, err := b.k.Create(ctx, form.Create)
 	require.NoError(t, err)
 	require.Equal(t, idemtype.Executed, first.Outcome)
-	for name, in := range map[string]kernel.CreateInput{
+	for name, in := range map[string]model.CreateInput{
 		"the CLI without --summary or --payload": model.NewCreate("alice", kernel.ModuleNote, "one-body", "form record", nil, nil),
 		"the CLI with --summary '' --payload {}": model.NewCreate("alice", kernel.ModuleNote, "one-body", "form record", str(""), json.RawMessage(`{}`)),
 		"a storm's body (payload only)":          {Owner: "alice", Module: kernel.ModuleNote, Key: "one-body", Title: "form record", Payload: json.RawMessage(` { } `)},
@@ -63,7 +63,7 @@ func TestAKeyStoredWithADefaultSpelledStillReplaysAcrossTheUpgrade(t *testing.T)
 	asSent := model.CreateBodyAsSent("t", str(""), json.RawMessage(`{}`))
 	require.JSONEq(t, `{"title":"t","summary":"","payload":{}}`, string(asSent))
 	b.exec(t, `UPDATE idempotency_record SET fingerprint = $1 WHERE idempotency_key = 'old-spelling'`,
-		idem.Fingerprint(kernel.OpCreate(kernel.ModuleNote), asSent))
+		idem.Fingerprint(model.OpCreate(kernel.ModuleNote), asSent))
 	again, err := b.k.Create(ctx, in)
 	require.NoError(t, err)
 	require.Equal(t, idemtype.Replayed, again.Outcome)

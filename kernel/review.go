@@ -9,6 +9,7 @@ import (
 	"github.com/idemwork/idemwork/idem"
 	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/jsonb"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 )
 
@@ -28,7 +29,7 @@ type ReviewWriteResult struct {
 	Waited    bool             `json:"waited"`
 	Key       *string          `json:"key"`
 	Operation string           `json:"operation"`
-	Review    store.Review     `json:"review"`
+	Review    model.Review     `json:"review"`
 	Envelope  json.RawMessage  `json:"envelope"`
 }
 
@@ -50,24 +51,24 @@ func (k *Kernel) CreateReview(ctx context.Context, in ReviewInput) (ReviewWriteR
 	// The current record's read travels with the reservation (and nowhere without one).
 	current := k.db.RecordAhead(in.Owner, mod.Code, in.RecordID, false)
 	req.Prefetch = []idem.Prefetch{current}
-	prepare := func(ctx context.Context) (store.Record, error) {
+	prepare := func(ctx context.Context) (model.Record, error) {
 		k.note("prepare")
 		if in.Verdict != "kept" && in.Verdict != "missed" {
-			return store.Record{}, apperr.New(apperr.ValidationFailed, "verdict: must be kept or missed")
+			return model.Record{}, apperr.New(apperr.ValidationFailed, "verdict: must be kept or missed")
 		}
-		if err := CheckText("comment", in.Comment, 1, MaxCommentChar); err != nil {
-			return store.Record{}, err
+		if err := model.CheckText("comment", in.Comment, 1, model.MaxCommentChar); err != nil {
+			return model.Record{}, err
 		}
 		k.note("read-current")
 		cur, err := current.Get(ctx)
 		if errors.Is(err, store.ErrNotFound) {
-			return store.Record{}, notFound(in.Owner, mod.Code, in.RecordID)
+			return model.Record{}, notFound(in.Owner, mod.Code, in.RecordID)
 		}
 		return cur, err
 	}
-	work := func(ctx context.Context, b *store.Batch, cur store.Record) (ReviewResult, error) {
+	work := func(ctx context.Context, b *store.Batch, cur model.Record) (ReviewResult, error) {
 		now := k.now()
-		rv := store.Review{ID: k.newID(now), OwnerID: in.Owner, ModuleCode: mod.Code, RecordID: cur.ID, RecordRevision: cur.Revision,
+		rv := model.Review{ID: k.newID(now), OwnerID: in.Owner, ModuleCode: mod.Code, RecordID: cur.ID, RecordRevision: cur.Revision,
 			Verdict: in.Verdict, Comment: in.Comment, IdempotencyKey: keyPtr(in.Key), CreatedAt: now}
 		b.InsertReview(StepReview, rv)
 		if err := k.checkpoint(ctx, StepReview); err != nil {

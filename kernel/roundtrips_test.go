@@ -11,6 +11,7 @@ import (
 	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 )
 
@@ -41,11 +42,11 @@ func TestAFreshKeyTakesOneRoundTripAFeatureRunTwoAndAReplayOne(t *testing.T) {
 	k, w := tracedKernel(t, db)
 	ctx := context.Background()
 	noShare := false
-	create := func(key string) kernel.CreateInput {
-		return kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: key, Title: "n", ShareInFlight: &noShare}
+	create := func(key string) model.CreateInput {
+		return model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: key, Title: "n", ShareInFlight: &noShare}
 	}
-	feature := func(id, key string) kernel.FeatureInput {
-		return kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: id, FeatureID: "F01", Key: key, ShareInFlight: &noShare}
+	feature := func(id, key string) model.FeatureInput {
+		return model.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: id, FeatureID: "F01", Key: key, ShareInFlight: &noShare}
 	}
 	// Warm the connection's statement cache: every statement is prepared once.
 	warm, err := k.Create(ctx, create("warm-c"))
@@ -107,9 +108,9 @@ func TestAReplayWhoseReservationLostLocksNoRecord(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
 	noShare := false
-	note, err := b.k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "n", Title: "n", ShareInFlight: &noShare})
+	note, err := b.k.Create(ctx, model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "n", Title: "n", ShareInFlight: &noShare})
 	require.NoError(t, err)
-	in := kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: note.Record.ID, FeatureID: "F01", Key: "f", ShareInFlight: &noShare}
+	in := model.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: note.Record.ID, FeatureID: "F01", Key: "f", ShareInFlight: &noShare}
 	_, err = b.k.RunFeature(ctx, in)
 	require.NoError(t, err)
 	xmax := func() string {
@@ -140,7 +141,7 @@ func TestSameKeyAndOtherKeyFeatureRunsOnOneRecordNeitherDeadlockNorRunTwice(t *t
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	noShare := false
-	note, err := b.k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "rec", Title: "n", ShareInFlight: &noShare})
+	note, err := b.k.Create(ctx, model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "rec", Title: "n", ShareInFlight: &noShare})
 	require.NoError(t, err)
 
 	// The first run holds its key and the record's lock until let go.
@@ -151,13 +152,13 @@ func TestSameKeyAndOtherKeyFeatureRunsOnOneRecordNeitherDeadlockNorRunTwice(t *t
 		}
 		return nil
 	})
-	in := func(key string) kernel.FeatureInput {
-		return kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: note.Record.ID, FeatureID: "F01", Key: key,
+	in := func(key string) model.FeatureInput {
+		return model.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: note.Record.ID, FeatureID: "F01", Key: key,
 			ShareInFlight: &noShare}
 	}
 	type answer struct {
 		key string
-		res kernel.WriteResult
+		res model.WriteResult
 		err error
 	}
 	answers := make(chan answer, 32)
@@ -185,7 +186,7 @@ func TestSameKeyAndOtherKeyFeatureRunsOnOneRecordNeitherDeadlockNorRunTwice(t *t
 	wg.Wait()
 	close(answers)
 
-	executed := map[string]kernel.WriteResult{}
+	executed := map[string]model.WriteResult{}
 	var replays []answer
 	for a := range answers {
 		require.NoError(t, a.err, a.key)

@@ -19,6 +19,7 @@ import (
 	"github.com/idemwork/idemwork/idem"
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 )
 
@@ -139,12 +140,12 @@ func TestTheWriteAndReplayPathRoutesEachStatementToOneOwner(t *testing.T) {
 	title := "patched"
 
 	// Records to act on, made before the trace starts.
-	note, err := k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Title: "n", ShareInFlight: &no})
+	note, err := k.Create(ctx, model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Title: "n", ShareInFlight: &no})
 	require.NoError(t, err)
-	mem, err := k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleMem, Title: "m",
+	mem, err := k.Create(ctx, model.CreateInput{Owner: "alice", Module: kernel.ModuleMem, Title: "m",
 		Payload: json.RawMessage(`{"originalContent":"a memo","currentContent":"a memo"}`), ShareInFlight: &no})
 	require.NoError(t, err)
-	promise, err := k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleCommitment, Title: "p",
+	promise, err := k.Create(ctx, model.CreateInput{Owner: "alice", Module: kernel.ModuleCommitment, Title: "p",
 		Payload: json.RawMessage(`{"status":"OPEN"}`), ShareInFlight: &no})
 	require.NoError(t, err)
 	tr.take()
@@ -154,41 +155,41 @@ func TestTheWriteAndReplayPathRoutesEachStatementToOneOwner(t *testing.T) {
 		run  func() error
 	}{
 		{"keyed create", func() error {
-			_, err := k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "c1", Title: "t", ShareInFlight: &no})
+			_, err := k.Create(ctx, model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "c1", Title: "t", ShareInFlight: &no})
 			return err
 		}},
 		{"replay", func() error {
-			_, err := k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "c1", Title: "t", ShareInFlight: &no})
+			_, err := k.Create(ctx, model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "c1", Title: "t", ShareInFlight: &no})
 			return err
 		}},
 		{"unkeyed create", func() error {
-			_, err := k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Title: "t", ShareInFlight: &no})
+			_, err := k.Create(ctx, model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Title: "t", ShareInFlight: &no})
 			return err
 		}},
 		{"keyed patch", func() error {
-			_, err := k.Patch(ctx, kernel.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: note.Record.ID, Key: "p1",
+			_, err := k.Patch(ctx, model.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: note.Record.ID, Key: "p1",
 				ExpectRevision: 1, Title: &title, ShareInFlight: &no})
 			return err
 		}},
 		{"unkeyed patch", func() error {
-			_, err := k.Patch(ctx, kernel.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: note.Record.ID,
+			_, err := k.Patch(ctx, model.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: note.Record.ID,
 				ExpectRevision: 2, Title: &title, ShareInFlight: &no})
 			return err
 		}},
 		{"internal feature", func() error {
-			_, err := k.RunFeature(ctx, kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleMem, RecordID: mem.Record.ID, FeatureID: "F01", Key: "f1", ShareInFlight: &no})
+			_, err := k.RunFeature(ctx, model.FeatureInput{Owner: "alice", Module: kernel.ModuleMem, RecordID: mem.Record.ID, FeatureID: "F01", Key: "f1", ShareInFlight: &no})
 			return err
 		}},
 		{"blocked_external feature", func() error {
-			_, err := k.RunFeature(ctx, kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleMem, RecordID: mem.Record.ID, FeatureID: "F02", Key: "f2", ShareInFlight: &no})
+			_, err := k.RunFeature(ctx, model.FeatureInput{Owner: "alice", Module: kernel.ModuleMem, RecordID: mem.Record.ID, FeatureID: "F02", Key: "f2", ShareInFlight: &no})
 			return err
 		}},
 		{"outbox feature", func() error {
-			_, err := k.RunFeature(ctx, kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleCommitment, RecordID: promise.Record.ID, FeatureID: "F02", Key: "f3", ShareInFlight: &no})
+			_, err := k.RunFeature(ctx, model.FeatureInput{Owner: "alice", Module: kernel.ModuleCommitment, RecordID: promise.Record.ID, FeatureID: "F02", Key: "f3", ShareInFlight: &no})
 			return err
 		}},
 		{"feature replay", func() error {
-			_, err := k.RunFeature(ctx, kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleCommitment, RecordID: promise.Record.ID, FeatureID: "F02", Key: "f3", ShareInFlight: &no})
+			_, err := k.RunFeature(ctx, model.FeatureInput{Owner: "alice", Module: kernel.ModuleCommitment, RecordID: promise.Record.ID, FeatureID: "F02", Key: "f3", ShareInFlight: &no})
 			return err
 		}},
 		{"review", func() error {
@@ -198,7 +199,7 @@ func TestTheWriteAndReplayPathRoutesEachStatementToOneOwner(t *testing.T) {
 		{"create over an expired key", func() error {
 			clock.Advance(48 * time.Hour)
 			defer clock.Reset()
-			_, err := k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "c1", Title: "again", ShareInFlight: &no})
+			_, err := k.Create(ctx, model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "c1", Title: "again", ShareInFlight: &no})
 			return err
 		}},
 	}

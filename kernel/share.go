@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/idemwork/idemwork/idem/idemtype"
-	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/model"
 )
 
 // Identical concurrent writes of one kernel share one call before any of them builds its
@@ -34,14 +34,14 @@ type sharedCall struct {
 	raw  []byte
 	done chan struct{}
 	// Set before done is closed; read only after.
-	res WriteResult
+	res model.WriteResult
 	err error
 }
 
 // share runs write once for concurrent identical requests (see sharing): write is called with
 // shareOff true when the request must not share anything (it follows a leader that failed).
 func (k *Kernel) share(ctx context.Context, owner, key, operation string, shareInFlight *bool, raw rawRequest,
-	write func(shareOff bool) (WriteResult, error)) (WriteResult, error) {
+	write func(shareOff bool) (model.WriteResult, error)) (model.WriteResult, error) {
 	if key == "" || shareInFlight != nil && !*shareInFlight {
 		return write(false)
 	}
@@ -80,7 +80,7 @@ func (k *Kernel) share(ctx context.Context, owner, key, operation string, shareI
 // sharing off when the leader failed.
 //
 //go:noinline
-func (k *Kernel) follow(ctx context.Context, c *sharedCall, write func(shareOff bool) (WriteResult, error)) (WriteResult, error) {
+func (k *Kernel) follow(ctx context.Context, c *sharedCall, write func(shareOff bool) (model.WriteResult, error)) (model.WriteResult, error) {
 	s := k.sharing
 	s.waiting.Add(1)
 	select {
@@ -88,7 +88,7 @@ func (k *Kernel) follow(ctx context.Context, c *sharedCall, write func(shareOff 
 		s.waiting.Add(-1)
 	case <-ctx.Done():
 		s.waiting.Add(-1)
-		return WriteResult{}, ctx.Err()
+		return model.WriteResult{}, ctx.Err()
 	}
 	if c.err != nil {
 		return write(true)
@@ -111,10 +111,10 @@ func (e errorString) Error() string { return string(e) }
 
 // joined is a leader's result as a follower gets it: outcome JOINED, no wait of its own, and
 // what it points to copied (one allocation), so that no two callers share a record.
-func joined(res WriteResult) WriteResult {
+func joined(res model.WriteResult) model.WriteResult {
 	w := &struct {
-		rec  store.Record
-		exec store.Execution
+		rec  model.Record
+		exec model.Execution
 		key  string
 	}{}
 	out := res

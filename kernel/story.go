@@ -12,7 +12,7 @@ import (
 // keyStory is a key's verdict in words (issue 22): what its rows say happened — read from the
 // rows' keys, transactions, times and digests, never inferred from the reservation's time — and
 // what a retry gets now. lives are groupLives' (the current life first).
-func keyStory(v KeyView, row *keyRowFacts, lives []KeyLife, problems []lifeProblem) (string, string) {
+func keyStory(v model.KeyView, row *keyRowFacts, lives []model.KeyLife, problems []lifeProblem) (string, string) {
 	retry := retryPhrase(v)
 	cur := lives[0]
 	ran := ranPhrase(cur)
@@ -32,7 +32,7 @@ func keyStory(v KeyView, row *keyRowFacts, lives []KeyLife, problems []lifeProbl
 		}
 	}
 	switch {
-	case v.State == KeyLegacy:
+	case v.State == model.KeyLegacy:
 		return model.VerdictLegacy, v.Next
 	case v.RestoreError != nil && v.RestoreError.Code == apperr.SnapshotIntegrity:
 		return model.VerdictTampered, with("tampered: " + v.RestoreError.Message)
@@ -77,7 +77,7 @@ func keyStory(v KeyView, row *keyRowFacts, lives []KeyLife, problems []lifeProbl
 
 // ranPhrase says when and by which transaction the current life ran: "executed once at …
 // (transaction 8812)".
-func ranPhrase(cur KeyLife) string {
+func ranPhrase(cur model.KeyLife) string {
 	var first *time.Time
 	for _, e := range cur.Events {
 		if e.Kind != "key" {
@@ -97,7 +97,7 @@ func ranPhrase(cur KeyLife) string {
 }
 
 // recordedExpiry is the key's expiry a life's own audit event recorded (nil: none).
-func recordedExpiry(l KeyLife) *time.Time {
+func recordedExpiry(l model.KeyLife) *time.Time {
 	for _, e := range l.Events {
 		if e.Kind == "audit" && e.KeyExpiresAt != nil && (e.Action == nil || !isSettleAction(*e.Action)) {
 			return e.KeyExpiresAt
@@ -107,7 +107,7 @@ func recordedExpiry(l KeyLife) *time.Time {
 }
 
 // retryPhrase says what a retry of the key's first request gets now ("" when nothing can).
-func retryPhrase(v KeyView) string {
+func retryPhrase(v model.KeyView) string {
 	if v.Expired {
 		return "a retry executes anew (the key expired, so nothing is replayed)"
 	}

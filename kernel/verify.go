@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/idem/idemtype"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 )
 
@@ -65,9 +66,9 @@ var invariantDescriptions = []struct{ name, text string }{
 
 type verifier struct {
 	k      *Kernel
-	opts   VerifyOptions
-	rep    *InvariantReport
-	byName map[string]*Invariant
+	opts   model.VerifyOptions
+	rep    *model.InvariantReport
+	byName map[string]*model.Invariant
 	// progress: rows read so far and the run's estimate.
 	checked, estimate int64
 	// judged is what the revisions and executions passes found wrong with the rows they read,
@@ -89,7 +90,7 @@ func (v *verifier) judgeExecution(owner, id string, err error) {
 	}
 }
 
-func (v *verifier) violate(name string, ex Violation) {
+func (v *verifier) violate(name string, ex model.Violation) {
 	inv := v.byName[name]
 	inv.Count++
 	if len(inv.Examples) < MaxExamples {
@@ -184,11 +185,11 @@ func redact(s string) string {
 // keyset pages inside one read-only snapshot. It never writes; it works on a read-only session.
 // It has no deadline of its own: it runs until it is done or ctx ends (a canceled ctx returns
 // ctx's error). opts.Progress hears how far it is after every page.
-func (k *Kernel) VerifyInvariants(ctx context.Context, opts VerifyOptions) (InvariantReport, error) {
+func (k *Kernel) VerifyInvariants(ctx context.Context, opts model.VerifyOptions) (model.InvariantReport, error) {
 	start := time.Now()
 	if opts.Owner != "" {
 		if err := idemtype.ValidateOwner(opts.Owner); err != nil {
-			return InvariantReport{}, err
+			return model.InvariantReport{}, err
 		}
 	}
 	if opts.Batch <= 0 {
@@ -197,17 +198,17 @@ func (k *Kernel) VerifyInvariants(ctx context.Context, opts VerifyOptions) (Inva
 	if opts.Now.IsZero() {
 		opts.Now = k.runner.Clock().Now()
 	}
-	rep := InvariantReport{Owner: opts.Owner, Checked: map[string]int64{}, Unattributed: map[string]int64{}, PassMs: map[string]float64{}}
+	rep := model.InvariantReport{Owner: opts.Owner, Checked: map[string]int64{}, Unattributed: map[string]int64{}, PassMs: map[string]float64{}}
 	if !opts.Since.IsZero() {
 		since := opts.Since.UTC()
 		rep.Since = &since
 	}
-	v := &verifier{k: k, opts: opts, rep: &rep, byName: map[string]*Invariant{}}
+	v := &verifier{k: k, opts: opts, rep: &rep, byName: map[string]*model.Invariant{}}
 	if opts.Since.IsZero() {
 		v.judged = &judgement{revisions: map[revisionKey]error{}, executions: map[string]error{}}
 	}
 	for _, d := range invariantDescriptions {
-		rep.Invariants = append(rep.Invariants, Invariant{Name: d.name, Description: d.text, Examples: []Violation{}})
+		rep.Invariants = append(rep.Invariants, model.Invariant{Name: d.name, Description: d.text, Examples: []model.Violation{}})
 	}
 	for i := range rep.Invariants {
 		v.byName[rep.Invariants[i].Name] = &rep.Invariants[i]
@@ -239,9 +240,9 @@ func (k *Kernel) VerifyInvariants(ctx context.Context, opts VerifyOptions) (Inva
 	})
 	if err != nil {
 		if ctx.Err() != nil {
-			return InvariantReport{}, ctx.Err()
+			return model.InvariantReport{}, ctx.Err()
 		}
-		return InvariantReport{}, err
+		return model.InvariantReport{}, err
 	}
 	for _, inv := range rep.Invariants {
 		rep.Violations += inv.Count
@@ -254,7 +255,7 @@ func (k *Kernel) VerifyInvariants(ctx context.Context, opts VerifyOptions) (Inva
 // report tells opts.Progress how far the run is.
 func (v *verifier) report(table string) {
 	if v.opts.Progress != nil {
-		v.opts.Progress(VerifyProgress{Table: table, Checked: v.checked, Estimate: v.estimate})
+		v.opts.Progress(model.VerifyProgress{Table: table, Checked: v.checked, Estimate: v.estimate})
 	}
 }
 
@@ -367,7 +368,7 @@ func (v *verifier) keys(ctx context.Context) error {
 	// judged again once the connection is free.
 	var putOff []store.VerifyKeyRow
 	judge := func(ctx context.Context, r store.VerifyKeyRow, offline bool) bool {
-		ex := Violation{Owner: r.OwnerID, Key: r.Key}
+		ex := model.Violation{Owner: r.OwnerID, Key: r.Key}
 		if r.Status == "PROCESSING" {
 			if !r.ExpiresAt.After(v.opts.Now) {
 				ex.Detail = fmt.Sprintf("a committed PROCESSING row (a request that never finished) expired at %s and is still stored", r.ExpiresAt.UTC().Format(time.RFC3339))
@@ -426,7 +427,7 @@ func (v *verifier) keys(ctx context.Context) error {
 func (v *verifier) records(ctx context.Context) error {
 	return pages(ctx, v, "records", v.opts.Batch, v.k.db.VerifyRecords, v.k.db.VerifyRecordsScan,
 		func(r store.VerifyRecordRow) {
-			ex := Violation{Owner: r.OwnerID, Record: r.ID}
+			ex := model.Violation{Owner: r.OwnerID, Record: r.ID}
 			if r.Revisions != r.Revision || r.MinRevision != 1 || r.MaxRevision != r.Revision {
 				ex.Detail = fmt.Sprintf("record.revision is %d but it has %d revision(s) numbered %d..%d", r.Revision, r.Revisions, r.MinRevision, r.MaxRevision)
 				v.violate(InvRevisionsDense, ex)
@@ -435,14 +436,14 @@ func (v *verifier) records(ctx context.Context) error {
 				ex.Detail = fmt.Sprintf("the row differs from revision %d's snapshot (or that revision is missing)", r.Revision)
 				v.violate(InvRecordIsLatest, ex)
 			}
-			v.printable(Violation{Owner: r.OwnerID, Record: r.ID}, "the row's", r.Title, r.Summary)
+			v.printable(model.Violation{Owner: r.OwnerID, Record: r.ID}, "the row's", r.Title, r.Summary)
 		}, nil)
 }
 
 // printable flags a title or summary holding a control character the write boundary refuses
 // (CheckTitle, CheckSummary): planted behind the kernel's back, it is damage, and Verify is where
 // it is looked for. where says whose text it is ("the row's", "the snapshot's").
-func (v *verifier) printable(ex Violation, where, title, summary string) {
+func (v *verifier) printable(ex model.Violation, where, title, summary string) {
 	for _, err := range []error{checkControls("title", title, ""), checkControls("summary", summary, "\n\t")} {
 		if err != nil {
 			ex.Detail = where + " " + apperr.As(err).Message
@@ -455,7 +456,7 @@ func (v *verifier) printable(ex Violation, where, title, summary string) {
 func (v *verifier) revisions(ctx context.Context) error {
 	return pages(ctx, v, "revisions", v.opts.Batch/verifyRevisionBatchShare, v.k.db.VerifyRevisions, v.k.db.VerifyRevisionsScan,
 		func(r store.VerifyRevisionRow) {
-			ex := Violation{Owner: r.OwnerID, Key: deref(r.IdempotencyKey), Record: r.RecordID, Revision: r.Revision.Revision}
+			ex := model.Violation{Owner: r.OwnerID, Key: deref(r.IdempotencyKey), Record: r.RecordID, Revision: r.Revision.Revision}
 			var bad error // what a read of the revision fails closed with
 			switch {
 			case !r.HasParent:
@@ -492,7 +493,7 @@ func (v *verifier) revisions(ctx context.Context) error {
 func (v *verifier) executions(ctx context.Context) error {
 	return pages(ctx, v, "executions", v.opts.Batch, v.k.db.VerifyExecutions, v.k.db.VerifyExecutionsScan,
 		func(r store.VerifyExecutionRow) {
-			ex := Violation{Owner: r.OwnerID, Key: deref(r.IdempotencyKey), Record: r.RecordID, Execution: r.ID}
+			ex := model.Violation{Owner: r.OwnerID, Key: deref(r.IdempotencyKey), Record: r.RecordID, Execution: r.ID}
 			switch {
 			case !r.HasRecord:
 				ex.Detail = fmt.Sprintf("execution of %s %s: the record does not exist in its module", r.ModuleCode, r.FeatureID)
@@ -542,7 +543,7 @@ func (v *verifier) executions(ctx context.Context) error {
 func (v *verifier) outbox(ctx context.Context) error {
 	return pages(ctx, v, "outboxMessages", v.opts.Batch, v.k.db.VerifyOutbox, v.k.db.VerifyOutboxScan,
 		func(r store.VerifyOutboxRow) {
-			ex := Violation{Owner: r.OwnerID, Key: deref(r.Key), Message: r.ID, Execution: r.ExecutionID}
+			ex := model.Violation{Owner: r.OwnerID, Key: deref(r.Key), Message: r.ID, Execution: r.ExecutionID}
 			if s := v.secretIn(r.PayloadRef, false, nil); s != "" {
 				ex.Detail = "the payload reference " + s
 				v.violate(InvNoSecrets, ex)
@@ -567,7 +568,7 @@ func (v *verifier) audit(ctx context.Context) error {
 	return pages(ctx, v, "auditEvents", v.opts.Batch*2, v.k.db.VerifyAudit, v.k.db.VerifyAuditScan,
 		func(r store.VerifyAuditRow) {
 			if s := v.secretIn(r.Detail, true, r.Contents); s != "" {
-				ex := Violation{Owner: r.OwnerID, Audit: r.ID, Detail: r.Action + ": the detail " + s}
+				ex := model.Violation{Owner: r.OwnerID, Audit: r.ID, Detail: r.Action + ": the detail " + s}
 				if r.RecordID != nil {
 					ex.Record = *r.RecordID
 				}
@@ -673,6 +674,6 @@ func (v *verifier) judgeKey(k store.VerifyKeyLives) {
 		return // --since: nothing of this key was written since
 	}
 	for _, p := range judgeLives(k.Key, k.Row, lives) {
-		v.violate(p.invariant, Violation{Owner: k.OwnerID, Key: k.Key, Detail: p.detail})
+		v.violate(p.invariant, model.Violation{Owner: k.OwnerID, Key: k.Key, Detail: p.detail})
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/outbox"
 	"github.com/idemwork/idemwork/store"
 )
@@ -24,11 +25,11 @@ func (b *testBundle) realisticHistory(t *testing.T) {
 	_, err := b.k.SeedDemo(ctx)
 	require.NoError(t, err)
 	note := b.createNote(t, "carol", "c-note", "carol's")
-	_, err = b.k.RunFeature(ctx, kernel.FeatureInput{Owner: "carol", Module: kernel.ModuleNote, RecordID: note.Record.ID, FeatureID: "F01", Key: "c-archive"})
+	_, err = b.k.RunFeature(ctx, model.FeatureInput{Owner: "carol", Module: kernel.ModuleNote, RecordID: note.Record.ID, FeatureID: "F01", Key: "c-archive"})
 	require.NoError(t, err)
 	mem := b.createMem(t, "carol", "c-mem", "  private   words that must not leak ")
 	for _, f := range []string{"F01", "F02"} {
-		_, err = b.k.RunFeature(ctx, kernel.FeatureInput{Owner: "carol", Module: kernel.ModuleMem, RecordID: mem.Record.ID, FeatureID: f, Key: "c-mem-" + f})
+		_, err = b.k.RunFeature(ctx, model.FeatureInput{Owner: "carol", Module: kernel.ModuleMem, RecordID: mem.Record.ID, FeatureID: f, Key: "c-mem-" + f})
 		require.NoError(t, err)
 	}
 	p := outbox.NewMemoryProvider()
@@ -37,7 +38,7 @@ func (b *testBundle) realisticHistory(t *testing.T) {
 	require.NoError(t, err)
 	for i, fail := range []bool{false, true} {
 		c := b.createCommitment(t, "carol", "c-commit-"+string(rune('a'+i)))
-		_, err = b.k.RunFeature(ctx, kernel.FeatureInput{Owner: "carol", Module: kernel.ModuleCommitment, RecordID: c.Record.ID, FeatureID: "F02", Key: "c-notify-" + string(rune('a'+i))})
+		_, err = b.k.RunFeature(ctx, model.FeatureInput{Owner: "carol", Module: kernel.ModuleCommitment, RecordID: c.Record.ID, FeatureID: "F02", Key: "c-notify-" + string(rune('a'+i))})
 		require.NoError(t, err)
 		if fail {
 			p.FailNext(1)
@@ -60,19 +61,19 @@ func TestVerifyFindsNothingWrongWithWhatTheKernelWrites(t *testing.T) {
 	ctx := context.Background()
 	b.realisticHistory(t)
 	b.writeEveryKindOfRow(t, "dave")
-	for i, in := range []kernel.CreateInput{
+	for i, in := range []model.CreateInput{
 		{Owner: "carol", Module: kernel.ModuleNote, Key: "paste-dsn", Title: "dsn", Payload: raw(map[string]any{"url": "postgres://user:pass@db.example/app"})},
 		{Owner: "carol", Module: kernel.ModuleNote, Key: "paste-bearer", Title: "header", Summary: str("Authorization: Bearer abcdef123456")},
 		{Owner: "carol", Module: kernel.ModuleNote, Title: "uses config-token-0042", Payload: raw(map[string]any{"password": "x", "conn": "host=db password=hunter2"})},
 	} {
 		res, err := b.k.Create(ctx, in)
 		require.NoError(t, err, "content %d is accepted", i)
-		_, err = b.k.RunFeature(ctx, kernel.FeatureInput{Owner: "carol", Module: kernel.ModuleNote, RecordID: res.Record.ID, FeatureID: "F01",
+		_, err = b.k.RunFeature(ctx, model.FeatureInput{Owner: "carol", Module: kernel.ModuleNote, RecordID: res.Record.ID, FeatureID: "F01",
 			Input: raw(map[string]any{"why": "Bearer abcdefghijk postgres://u:p@h/d"})})
 		require.NoError(t, err)
 	}
 	for _, owner := range []string{"", "carol"} {
-		rep, err := b.k.VerifyInvariants(ctx, kernel.VerifyOptions{Owner: owner, Secrets: []string{"config-token-0042"}})
+		rep, err := b.k.VerifyInvariants(ctx, model.VerifyOptions{Owner: owner, Secrets: []string{"config-token-0042"}})
 		require.NoError(t, err)
 		require.True(t, rep.OK, "violations: %+v", rep.Failed())
 		require.Zero(t, rep.Violations)
@@ -102,25 +103,25 @@ func TestVerifyFindsEveryKindOfPlantedViolation(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
 	b.realisticHistory(t)
-	noKey := func(owner string) kernel.CreateInput {
-		return kernel.CreateInput{Owner: owner, Module: kernel.ModuleNote, Title: "t", Payload: raw(map[string]any{"a": 1})}
+	noKey := func(owner string) model.CreateInput {
+		return model.CreateInput{Owner: owner, Module: kernel.ModuleNote, Title: "t", Payload: raw(map[string]any{"a": 1})}
 	}
-	create := func(in kernel.CreateInput) string {
+	create := func(in model.CreateInput) string {
 		res, err := b.k.Create(ctx, in)
 		require.NoError(t, err)
 		return res.Record.ID
 	}
 	feature := func(owner, module, recordID, featureID string) string {
-		res, err := b.k.RunFeature(ctx, kernel.FeatureInput{Owner: owner, Module: module, RecordID: recordID, FeatureID: featureID})
+		res, err := b.k.RunFeature(ctx, model.FeatureInput{Owner: owner, Module: module, RecordID: recordID, FeatureID: featureID})
 		require.NoError(t, err)
 		return res.Execution.ID
 	}
 	memOf := func(owner string) string {
-		return create(kernel.CreateInput{Owner: owner, Module: kernel.ModuleMem, Title: "m",
+		return create(model.CreateInput{Owner: owner, Module: kernel.ModuleMem, Title: "m",
 			Payload: raw(map[string]any{"originalContent": "the secret draft of a letter", "currentContent": "the secret draft of a letter"})})
 	}
 	commitmentOf := func(owner string) string {
-		return create(kernel.CreateInput{Owner: owner, Module: kernel.ModuleCommitment, Title: "c", Payload: raw(map[string]any{"status": "OPEN"})})
+		return create(model.CreateInput{Owner: owner, Module: kernel.ModuleCommitment, Title: "c", Payload: raw(map[string]any{"status": "OPEN"})})
 	}
 	want := map[string][]string{}
 
@@ -136,7 +137,7 @@ func TestVerifyFindsEveryKindOfPlantedViolation(t *testing.T) {
 
 	// record.revision says 3, the revisions are 1..2.
 	dense := create(noKey("v-dense"))
-	_, err := b.k.Patch(ctx, kernel.PatchInput{Owner: "v-dense", Module: kernel.ModuleNote, RecordID: dense, ExpectRevision: 1, Title: str("t2")})
+	_, err := b.k.Patch(ctx, model.PatchInput{Owner: "v-dense", Module: kernel.ModuleNote, RecordID: dense, ExpectRevision: 1, Title: str("t2")})
 	require.NoError(t, err)
 	b.exec(t, `UPDATE record SET revision = 3 WHERE id = $1`, dense)
 	want["v-dense"] = []string{kernel.InvRecordIsLatest, kernel.InvRevisionsDense}
@@ -161,12 +162,12 @@ func TestVerifyFindsEveryKindOfPlantedViolation(t *testing.T) {
 	bell := create(noKey("v-ctrl"))
 	b.exec(t, `UPDATE record SET summary = E'ring\x07' WHERE id = $1`, bell)
 	b.exec(t, `UPDATE record_revision SET snapshot = jsonb_set(snapshot, '{summary}', to_jsonb(E'ring\x07'::text)) WHERE record_id = $1`, bell)
-	create(kernel.CreateInput{Owner: "v-ctrl", Module: kernel.ModuleNote, Title: "lines", Summary: str("one\ntwo\tthree"), Payload: raw(map[string]any{})})
+	create(model.CreateInput{Owner: "v-ctrl", Module: kernel.ModuleNote, Title: "lines", Summary: str("one\ntwo\tthree"), Payload: raw(map[string]any{})})
 	want["v-ctrl"] = []string{kernel.InvRevisionChain, kernel.InvTextPrintable}
 
 	// A revision whose audit event is gone.
 	ra := create(noKey("v-revaudit"))
-	_, err = b.k.Patch(ctx, kernel.PatchInput{Owner: "v-revaudit", Module: kernel.ModuleNote, RecordID: ra, ExpectRevision: 1, Title: str("t2")})
+	_, err = b.k.Patch(ctx, model.PatchInput{Owner: "v-revaudit", Module: kernel.ModuleNote, RecordID: ra, ExpectRevision: 1, Title: str("t2")})
 	require.NoError(t, err)
 	b.exec(t, `DELETE FROM audit_event WHERE owner_id = 'v-revaudit' AND action = 'RECORD_PATCHED'`)
 	want["v-revaudit"] = []string{kernel.InvRevisionAudited}
@@ -211,8 +212,8 @@ func TestVerifyFindsEveryKindOfPlantedViolation(t *testing.T) {
 
 	// Secrets in what idemwork writes: a DSN in an audit detail (planted), beside a bearer token
 	// and a configured token in content the API accepted (the owner's, not judged).
-	create(kernel.CreateInput{Owner: "v-secret", Module: kernel.ModuleNote, Title: "paste", Payload: raw(map[string]any{"header": "Authorization: Bearer eyJhbGciOiJIUzI1NiJ9"})})
-	create(kernel.CreateInput{Owner: "v-secret", Module: kernel.ModuleNote, Title: "uses config-token-0042", Payload: raw(map[string]any{})})
+	create(model.CreateInput{Owner: "v-secret", Module: kernel.ModuleNote, Title: "paste", Payload: raw(map[string]any{"header": "Authorization: Bearer eyJhbGciOiJIUzI1NiJ9"})})
+	create(model.CreateInput{Owner: "v-secret", Module: kernel.ModuleNote, Title: "uses config-token-0042", Payload: raw(map[string]any{})})
 	leak := create(noKey("v-secret"))
 	b.exec(t, `UPDATE audit_event SET detail = '{"dsn":"postgres://app:hunter2@db.internal/prod"}' WHERE record_id = $1`, leak)
 	want["v-secret"] = []string{kernel.InvNoSecrets}
@@ -232,7 +233,7 @@ func TestVerifyFindsEveryKindOfPlantedViolation(t *testing.T) {
 		since time.Time
 	}{{500, time.Time{}}, {3, time.Time{}}, {3, time.Unix(0, 0)}} {
 		batch := run.batch
-		rep, err := b.k.VerifyInvariants(ctx, kernel.VerifyOptions{Batch: batch, Since: run.since, Secrets: []string{"config-token-0042"}})
+		rep, err := b.k.VerifyInvariants(ctx, model.VerifyOptions{Batch: batch, Since: run.since, Secrets: []string{"config-token-0042"}})
 		require.NoError(t, err)
 		require.False(t, rep.OK)
 		got := map[string][]string{}
@@ -253,13 +254,13 @@ func TestVerifyFindsEveryKindOfPlantedViolation(t *testing.T) {
 			sort.Strings(want[owner])
 		}
 		require.Equal(t, want, got, "batch %d: each planted violation is found, and nothing else", batch)
-		secrets := rep.Invariants[slices.IndexFunc(rep.Invariants, func(i kernel.Invariant) bool { return i.Name == kernel.InvNoSecrets })]
+		secrets := rep.Invariants[slices.IndexFunc(rep.Invariants, func(i model.Invariant) bool { return i.Name == kernel.InvNoSecrets })]
 		require.EqualValues(t, 3, secrets.Count, "the DSN, MEM-001 content by value and by name (the content the API accepted is not judged): %+v", secrets.Examples)
 		for _, ex := range secrets.Examples {
 			require.NotContains(t, ex.Detail, "hunter2", "a report never repeats the secret it found")
 			require.NotContains(t, ex.Detail, "eyJhbGciOiJIUzI1NiJ9")
 		}
-		printable := rep.Invariants[slices.IndexFunc(rep.Invariants, func(i kernel.Invariant) bool { return i.Name == kernel.InvTextPrintable })]
+		printable := rep.Invariants[slices.IndexFunc(rep.Invariants, func(i model.Invariant) bool { return i.Name == kernel.InvTextPrintable })]
 		require.EqualValues(t, 4, printable.Count, "the title and the summary, each in the row and in the snapshot: %+v", printable.Examples)
 		var details []string
 		for _, ex := range printable.Examples {
@@ -273,10 +274,10 @@ func TestVerifyFindsEveryKindOfPlantedViolation(t *testing.T) {
 	}
 
 	// One owner's check sees only that owner.
-	clean, err := b.k.VerifyInvariants(ctx, kernel.VerifyOptions{Owner: "carol"})
+	clean, err := b.k.VerifyInvariants(ctx, model.VerifyOptions{Owner: "carol"})
 	require.NoError(t, err)
 	require.True(t, clean.OK, "%+v", clean.Failed())
-	one, err := b.k.VerifyInvariants(ctx, kernel.VerifyOptions{Owner: "v-twice"})
+	one, err := b.k.VerifyInvariants(ctx, model.VerifyOptions{Owner: "v-twice"})
 	require.NoError(t, err)
 	require.EqualValues(t, 1, one.Violations)
 }
@@ -290,7 +291,7 @@ func TestVerifyRunsOnAReadOnlySession(t *testing.T) {
 	defer ro.Close()
 	k := kernel.New(ro, kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
 	before := b.counts(t)
-	rep, err := k.VerifyInvariants(context.Background(), kernel.VerifyOptions{})
+	rep, err := k.VerifyInvariants(context.Background(), model.VerifyOptions{})
 	require.NoError(t, err)
 	require.True(t, rep.OK, "%+v", rep.Failed())
 	require.Equal(t, before, b.counts(t))

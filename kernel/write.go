@@ -7,6 +7,7 @@ import (
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/idem"
 	"github.com/idemwork/idemwork/jsonb"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 )
 
@@ -47,29 +48,29 @@ func bodyV1(fields map[string]any) ([]byte, error) {
 }
 
 // recordWriteResult is what a create or patch returns for the runner's result.
-func recordWriteResult(res idem.Result[RecordResult], key, op string) WriteResult {
+func recordWriteResult(res idem.Result[RecordResult], key, op string) model.WriteResult {
 	// One allocation for what the result points to (a storm's followers each make one).
 	w := &struct {
-		rec store.Record
+		rec model.Record
 		key string
 	}{utcRecord(res.Value.Record), key}
-	return WriteResult{Outcome: res.Outcome, Waited: res.Waited, Key: keyIn(&w.key), Operation: op, Record: &w.rec, Envelope: res.Envelope}
+	return model.WriteResult{Outcome: res.Outcome, Waited: res.Waited, Key: keyIn(&w.key), Operation: op, Record: &w.rec, Envelope: res.Envelope}
 }
 
 // featureWriteResult is what a feature run returns for the runner's result.
-func featureWriteResult(res idem.Result[FeatureResult], key, op string) WriteResult {
+func featureWriteResult(res idem.Result[FeatureResult], key, op string) model.WriteResult {
 	w := &struct {
-		rec  store.Record
-		exec store.Execution
+		rec  model.Record
+		exec model.Execution
 		key  string
 	}{utcRecord(res.Value.Record), res.Value.Execution, key}
 	w.exec.CreatedAt, w.exec.UpdatedAt = w.exec.CreatedAt.UTC(), w.exec.UpdatedAt.UTC()
-	return WriteResult{Outcome: res.Outcome, Waited: res.Waited, Key: keyIn(&w.key), Operation: op, Record: &w.rec, Execution: &w.exec, Envelope: res.Envelope}
+	return model.WriteResult{Outcome: res.Outcome, Waited: res.Waited, Key: keyIn(&w.key), Operation: op, Record: &w.rec, Execution: &w.exec, Envelope: res.Envelope}
 }
 
 // utcRecord is rec with its times in UTC: a record read back from PostgreSQL carries the
 // session's zone, one built in this process the clock's, and a replay must print the same bytes.
-func utcRecord(rec store.Record) store.Record {
+func utcRecord(rec model.Record) model.Record {
 	rec.CreatedAt, rec.UpdatedAt = rec.CreatedAt.UTC(), rec.UpdatedAt.UTC()
 	return rec
 }
@@ -97,7 +98,7 @@ func (k *Kernel) checkRecordFields(mod *Module, title, summary string, payload j
 
 // writeRecord queues rec (a new record when fromRevision is 0, else the next revision of it),
 // its revision and the audit event in b, with a fault checkpoint after each.
-func (k *Kernel) writeRecord(ctx context.Context, b *store.Batch, rec store.Record, fromRevision int, key, action, op string) error {
+func (k *Kernel) writeRecord(ctx context.Context, b *store.Batch, rec model.Record, fromRevision int, key, action, op string) error {
 	if fromRevision == 0 {
 		b.InsertRecord(StepRecord, rec)
 	} else {
@@ -140,7 +141,7 @@ func auditDetail(nameValues ...string) json.RawMessage {
 
 func (k *Kernel) audit(ctx context.Context, b *store.Batch, owner, module, recordID, action string, revision *int, executionID *string, key string, d json.RawMessage) error {
 	now := k.now()
-	b.InsertAudit(StepAudit, store.AuditEvent{ID: k.newID(now), OwnerID: owner, ModuleCode: module, RecordID: &recordID,
+	b.InsertAudit(StepAudit, model.AuditEvent{ID: k.newID(now), OwnerID: owner, ModuleCode: module, RecordID: &recordID,
 		Action: action, Revision: revision, ExecutionID: executionID, IdempotencyKey: keyPtr(key), Detail: d, At: now})
 	return k.checkpoint(ctx, StepAudit)
 }

@@ -11,8 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/outbox"
-	"github.com/idemwork/idemwork/store"
 )
 
 // heldProvider holds every call until the test answers it: each call hands the channel its
@@ -27,7 +27,7 @@ func newHeldProvider() *heldProvider {
 	return &heldProvider{calls: make(chan chan error), count: map[string]int{}}
 }
 
-func (p *heldProvider) Deliver(ctx context.Context, m store.OutboxMessage) error {
+func (p *heldProvider) Deliver(ctx context.Context, m model.OutboxMessage) error {
 	p.mu.Lock()
 	p.count[m.IdempotencyID]++
 	p.mu.Unlock()
@@ -250,7 +250,7 @@ func (l *callLog) leave(id string) {
 
 // slowHonest takes d per call and honours its context: it returns when ctx ends.
 func slowHonest(l *callLog, d time.Duration) outbox.Provider {
-	return providerFunc(func(ctx context.Context, m store.OutboxMessage) error {
+	return providerFunc(func(ctx context.Context, m model.OutboxMessage) error {
 		l.enter(m.IdempotencyID)
 		defer l.leave(m.IdempotencyID)
 		t := time.NewTimer(d)
@@ -382,7 +382,7 @@ func TestAProviderThatIgnoresItsContextIsCutOffCountedAndNeverSettlesTwice(t *te
 	late := make(chan struct{})
 	returned := make(chan struct{})
 	var first atomic.Bool
-	p := providerFunc(func(_ context.Context, m store.OutboxMessage) error {
+	p := providerFunc(func(_ context.Context, m model.OutboxMessage) error {
 		calls.enter(m.IdempotencyID)
 		defer calls.leave(m.IdempotencyID)
 		if first.CompareAndSwap(false, true) {

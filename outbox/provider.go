@@ -6,7 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/model"
 )
 
 // ErrSimulatedFailure is what MemoryProvider answers to a call it was told to fail.
@@ -17,14 +17,14 @@ var ErrSimulatedFailure = errors.New("provider unavailable (simulated)")
 // a real idempotent provider would behave), counts every call, and can be told to fail calls.
 type MemoryProvider struct {
 	mu        sync.Mutex
-	delivered map[string]store.OutboxMessage
+	delivered map[string]model.OutboxMessage
 	calls     map[string]int
 	failNext  int
 }
 
 // NewMemoryProvider returns an empty provider.
 func NewMemoryProvider() *MemoryProvider {
-	return &MemoryProvider{delivered: map[string]store.OutboxMessage{}, calls: map[string]int{}}
+	return &MemoryProvider{delivered: map[string]model.OutboxMessage{}, calls: map[string]int{}}
 }
 
 // FailNext makes the next n calls fail (0 clears), replacing any count set before.
@@ -50,7 +50,7 @@ func (p *MemoryProvider) PendingFailures() int {
 }
 
 // Deliver records the message once per idempotency id.
-func (p *MemoryProvider) Deliver(_ context.Context, m store.OutboxMessage) error {
+func (p *MemoryProvider) Deliver(_ context.Context, m model.OutboxMessage) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.calls[m.IdempotencyID]++
@@ -102,7 +102,7 @@ func (c *CrashSwitch) Set(on bool) { c.on.Store(on) }
 func (c *CrashSwitch) On() bool { return c.on.Load() }
 
 // AfterCall is the worker's Options.AfterCall.
-func (c *CrashSwitch) AfterCall(context.Context, store.OutboxMessage, error) error {
+func (c *CrashSwitch) AfterCall(context.Context, model.OutboxMessage, error) error {
 	if c.on.Load() {
 		return ErrSimulatedCrash
 	}

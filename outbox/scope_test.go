@@ -8,15 +8,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/outbox"
 )
 
 func notifyAs(t *testing.T, b bundle, owner, key string) string {
 	t.Helper()
 	ctx := context.Background()
-	c, err := b.k.Create(ctx, kernel.CreateInput{Owner: owner, Module: kernel.ModuleCommitment, Title: "c", Payload: []byte(`{"status":"OPEN"}`)})
+	c, err := b.k.Create(ctx, model.CreateInput{Owner: owner, Module: kernel.ModuleCommitment, Title: "c", Payload: []byte(`{"status":"OPEN"}`)})
 	require.NoError(t, err)
-	res, err := b.k.RunFeature(ctx, kernel.FeatureInput{Owner: owner, Module: kernel.ModuleCommitment, RecordID: c.Record.ID, FeatureID: "F02", Key: key})
+	res, err := b.k.RunFeature(ctx, model.FeatureInput{Owner: owner, Module: kernel.ModuleCommitment, RecordID: c.Record.ID, FeatureID: "F02", Key: key})
 	require.NoError(t, err)
 	return res.Execution.ID
 }

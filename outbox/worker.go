@@ -31,6 +31,7 @@ import (
 	"github.com/oklog/ulid/v2"
 	"github.com/sethvargo/go-retry"
 
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 )
 
@@ -39,7 +40,7 @@ import (
 // after a failed attempt. Deliver must return soon after ctx ends: a call that does not is cut
 // off (Report.CutOff) and may then overlap the message's next attempt.
 type Provider interface {
-	Deliver(ctx context.Context, msg store.OutboxMessage) error
+	Deliver(ctx context.Context, msg model.OutboxMessage) error
 }
 
 // Clock gives the worker's notion of now (the runner's movable clock in the workbench).
@@ -88,7 +89,7 @@ type Options struct {
 	// the worker abandon the claim unsettled, as a crash between the call and the settle would:
 	// the message comes due again when the lease runs out and is delivered again under the same
 	// idempotency id (demos and tests use it to show that).
-	AfterCall func(ctx context.Context, m store.OutboxMessage, callErr error) error
+	AfterCall func(ctx context.Context, m model.OutboxMessage, callErr error) error
 	// Logger receives lost leases, abandoned claims and Run's errors (nil: discarded).
 	Logger *slog.Logger
 }
@@ -303,7 +304,7 @@ func (w *Worker) RunScoped(ctx context.Context, scope Scope, limit int) (Report,
 }
 
 // process calls the provider for one claimed message and settles the claim.
-func (w *Worker) process(ctx context.Context, m store.OutboxMessage, leaseUntil time.Time) (Report, error) {
+func (w *Worker) process(ctx context.Context, m model.OutboxMessage, leaseUntil time.Time) (Report, error) {
 	rep := Report{Claimed: 1}
 	// The call may only start if it ends (CallTimeout, and the grace of a provider that
 	// ignores its context) before the lease does.
@@ -374,7 +375,7 @@ func (w *Worker) Run(ctx context.Context, interval time.Duration) error {
 // deliver calls the provider with CallTimeout. A provider that has not returned a short grace
 // after its context ended is cut off (cut is true): the worker stops waiting, and the call's
 // eventual result goes nowhere.
-func (w *Worker) deliver(ctx context.Context, m store.OutboxMessage) (err error, cut bool) {
+func (w *Worker) deliver(ctx context.Context, m model.OutboxMessage) (err error, cut bool) {
 	p, ok := w.opts.Providers[m.Provider]
 	if !ok {
 		return fmt.Errorf("no provider %q is configured", m.Provider), false
@@ -404,7 +405,7 @@ func (w *Worker) deliver(ctx context.Context, m store.OutboxMessage) (err error,
 // settle records the provider call's result and, for DELIVERED or FAILED, settles the
 // execution and audits it, all in one transaction and only while the claim still holds. A retry
 // comes due after its backoff, and not before notBefore.
-func (w *Worker) settle(ctx context.Context, m store.OutboxMessage, callErr error, notBefore time.Time) (string, error) {
+func (w *Worker) settle(ctx context.Context, m model.OutboxMessage, callErr error, notBefore time.Time) (string, error) {
 	status := settledDelivered
 	var lastErr *string
 	now := w.opts.Clock.Now()
@@ -440,7 +441,7 @@ func (w *Worker) settle(ctx context.Context, m store.OutboxMessage, callErr erro
 			return err
 		}
 		detail, _ := json.Marshal(map[string]any{"outboxMessageId": m.ID, "provider": m.Provider, "attempts": m.Attempts})
-		return w.db.InsertAudit(ctx, store.AuditEvent{ID: ulid.Make().String(), OwnerID: m.OwnerID, ModuleCode: e.ModuleCode,
+		return w.db.InsertAudit(ctx, model.AuditEvent{ID: ulid.Make().String(), OwnerID: m.OwnerID, ModuleCode: e.ModuleCode,
 			RecordID: &e.RecordID, Action: store.FeatureAction(e.FeatureID, status), Revision: &e.RecordRevision, ExecutionID: &m.ExecutionID,
 			IdempotencyKey: e.IdempotencyKey, Detail: detail, At: now})
 	})

@@ -12,8 +12,8 @@ import (
 	"github.com/idemwork/idemwork/idem"
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/outbox"
-	"github.com/idemwork/idemwork/store"
 )
 
 func TestMain(m *testing.M) { testdb.Main(m) }
@@ -37,9 +37,9 @@ func setup(t *testing.T) bundle {
 func notify(t *testing.T, b bundle, key string) string {
 	t.Helper()
 	ctx := context.Background()
-	c, err := b.k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleCommitment, Title: "c", Payload: []byte(`{"status":"OPEN"}`)})
+	c, err := b.k.Create(ctx, model.CreateInput{Owner: "alice", Module: kernel.ModuleCommitment, Title: "c", Payload: []byte(`{"status":"OPEN"}`)})
 	require.NoError(t, err)
-	res, err := b.k.RunFeature(ctx, kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleCommitment, RecordID: c.Record.ID, FeatureID: "F02", Key: key})
+	res, err := b.k.RunFeature(ctx, model.FeatureInput{Owner: "alice", Module: kernel.ModuleCommitment, RecordID: c.Record.ID, FeatureID: "F02", Key: key})
 	require.NoError(t, err)
 	require.Equal(t, "PENDING", res.Execution.Status)
 	return res.Execution.ID
@@ -164,7 +164,7 @@ func TestAProviderCallIsCutOffBelowTheLease(t *testing.T) {
 	ctx := testdb.Context(t)
 	b := setup(t)
 	exec := notify(t, b, "n-timeout")
-	hang := providerFunc(func(ctx context.Context, _ store.OutboxMessage) error {
+	hang := providerFunc(func(ctx context.Context, _ model.OutboxMessage) error {
 		<-ctx.Done()
 		return ctx.Err()
 	})
@@ -190,7 +190,7 @@ func TestACrashBetweenTheCallAndTheSettleRedeliversUnderTheSameIdempotencyID(t *
 	exec := notify(t, b, "n-crash")
 	crashes := 1
 	w := outbox.NewWorker(b.db.DB, outbox.Options{Providers: map[string]outbox.Provider{"notifier": b.provider}, Clock: b.clock,
-		Lease: time.Minute, AfterCall: func(context.Context, store.OutboxMessage, error) error {
+		Lease: time.Minute, AfterCall: func(context.Context, model.OutboxMessage, error) error {
 			if crashes > 0 {
 				crashes--
 				return errors.New("simulated crash")
@@ -213,9 +213,9 @@ func TestACrashBetweenTheCallAndTheSettleRedeliversUnderTheSameIdempotencyID(t *
 	require.Equal(t, 1, auditCount(t, b, exec, "FEATURE_F02_DELIVERED"))
 }
 
-type providerFunc func(ctx context.Context, m store.OutboxMessage) error
+type providerFunc func(ctx context.Context, m model.OutboxMessage) error
 
-func (f providerFunc) Deliver(ctx context.Context, m store.OutboxMessage) error { return f(ctx, m) }
+func (f providerFunc) Deliver(ctx context.Context, m model.OutboxMessage) error { return f(ctx, m) }
 
 func TestConcurrentWorkersNeverClaimTheSameMessage(t *testing.T) {
 	t.Parallel()

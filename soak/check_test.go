@@ -7,6 +7,7 @@ import (
 
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/storm/stormtypes"
 )
 
@@ -25,7 +26,7 @@ func checked(t *testing.T, spec stormtypes.Spec, truth stormtypes.Summary, event
 	return e.res
 }
 
-var createSpec = stormtypes.Spec{Op: stormtypes.OpCreate, Create: kernel.CreateInput{Owner: "o", Module: kernel.ModuleNote, Key: "k"}}
+var createSpec = stormtypes.Spec{Op: stormtypes.OpCreate, Create: model.CreateInput{Owner: "o", Module: kernel.ModuleNote, Key: "k"}}
 
 func truthOf(revisions int, agrees bool, outcome string) stormtypes.Summary {
 	return stormtypes.Summary{Outcomes: map[string]int{outcome: 1}, Verified: stormtypes.Verified{KeyStatus: "SUCCEEDED", Revisions: revisions, AuditEvents: revisions,

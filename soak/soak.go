@@ -20,6 +20,7 @@ import (
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/outbox"
 	"github.com/idemwork/idemwork/storm"
 	"github.com/idemwork/idemwork/storm/stormtypes"
@@ -156,16 +157,16 @@ type Result struct {
 
 // VerifySummary is the part of a verify a soak reports.
 type VerifySummary struct {
-	Checked    map[string]int64   `json:"checked"`
-	Violations int64              `json:"violations"`
-	Failed     []kernel.Invariant `json:"failed"`
-	TookMs     float64            `json:"tookMs"`
+	Checked    map[string]int64  `json:"checked"`
+	Violations int64             `json:"violations"`
+	Failed     []model.Invariant `json:"failed"`
+	TookMs     float64           `json:"tookMs"`
 }
 
-func summary(rep kernel.InvariantReport) VerifySummary {
+func summary(rep model.InvariantReport) VerifySummary {
 	s := VerifySummary{Checked: rep.Checked, Violations: rep.Violations, Failed: rep.Failed(), TookMs: rep.TookMs}
 	if s.Failed == nil {
-		s.Failed = []kernel.Invariant{}
+		s.Failed = []model.Invariant{}
 	}
 	return s
 }
@@ -321,7 +322,7 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	}
 
 	// Then every invariant of the soak's own rows, after the last fault: each owner's.
-	own := kernel.InvariantReport{Checked: map[string]int64{}}
+	own := model.InvariantReport{Checked: map[string]int64{}}
 	for _, o := range e.owners {
 		rep, err := e.retryVerify(ctx, o.id)
 		if err != nil {
@@ -384,14 +385,14 @@ func (e *engine) setUp(ctx context.Context) error {
 		o := owner{id: fmt.Sprintf("soak-%s-%d", e.runID, i), token: fmt.Sprintf("soak-token-%s-%d", e.runID, i)}
 		tokens[o.token] = o.id
 		var err error
-		if o.note, err = e.seed(ctx, kernel.CreateInput{Owner: o.id, Module: kernel.ModuleNote, Title: "soak note", Payload: json.RawMessage(`{"n":0}`)}); err != nil {
+		if o.note, err = e.seed(ctx, model.CreateInput{Owner: o.id, Module: kernel.ModuleNote, Title: "soak note", Payload: json.RawMessage(`{"n":0}`)}); err != nil {
 			return err
 		}
-		if o.mem, err = e.seed(ctx, kernel.CreateInput{Owner: o.id, Module: kernel.ModuleMem, Title: "soak memo",
+		if o.mem, err = e.seed(ctx, model.CreateInput{Owner: o.id, Module: kernel.ModuleMem, Title: "soak memo",
 			Payload: json.RawMessage(`{"originalContent":"a  soak  memo","currentContent":"a  soak  memo"}`)}); err != nil {
 			return err
 		}
-		if o.commitment, err = e.seed(ctx, kernel.CreateInput{Owner: o.id, Module: kernel.ModuleCommitment, Title: "soak promise",
+		if o.commitment, err = e.seed(ctx, model.CreateInput{Owner: o.id, Module: kernel.ModuleCommitment, Title: "soak promise",
 			Payload: json.RawMessage(`{"status":"OPEN"}`)}); err != nil {
 			return err
 		}
@@ -419,7 +420,7 @@ func (e *engine) setUp(ctx context.Context) error {
 	return nil
 }
 
-func (e *engine) seed(ctx context.Context, in kernel.CreateInput) (string, error) {
+func (e *engine) seed(ctx context.Context, in model.CreateInput) (string, error) {
 	res, err := e.k.Create(ctx, in)
 	if err != nil {
 		return "", fmt.Errorf("soak: set up %s: %w", in.Owner, err)
@@ -579,12 +580,12 @@ func (e *engine) spec(ctx context.Context, round int, p plan) (stormtypes.Spec, 
 	s := stormtypes.Spec{N: p.n, Concurrency: p.n, Share: p.path != pathNoShare}
 	feature := func(module, record, id string) {
 		s.Op = stormtypes.OpAction
-		s.Action = kernel.FeatureInput{Owner: o.id, Module: module, RecordID: record, FeatureID: id, Key: key}
+		s.Action = model.FeatureInput{Owner: o.id, Module: module, RecordID: record, FeatureID: id, Key: key}
 	}
 	switch p.op {
 	case opCreate:
 		s.Op = stormtypes.OpCreate
-		s.Create = kernel.CreateInput{Owner: o.id, Module: kernel.ModuleNote, Key: key, Title: fmt.Sprintf("soak round %d", round),
+		s.Create = model.CreateInput{Owner: o.id, Module: kernel.ModuleNote, Key: key, Title: fmt.Sprintf("soak round %d", round),
 			Payload: json.RawMessage(fmt.Sprintf(`{"round":%d}`, round))}
 	case opPatch:
 		// The record's revision now: every earlier round has settled, so nothing else moves it.
@@ -594,7 +595,7 @@ func (e *engine) spec(ctx context.Context, round int, p plan) (stormtypes.Spec, 
 		}
 		title := fmt.Sprintf("patched by round %d", round)
 		s.Op = stormtypes.OpPatch
-		s.Patch = kernel.PatchInput{Owner: o.id, Module: kernel.ModuleNote, RecordID: o.note, Key: key, ExpectRevision: cur.Revision, Title: &title}
+		s.Patch = model.PatchInput{Owner: o.id, Module: kernel.ModuleNote, RecordID: o.note, Key: key, ExpectRevision: cur.Revision, Title: &title}
 	case opArchive:
 		feature(kernel.ModuleNote, o.note, "F01")
 	case opRewrite:
@@ -768,9 +769,9 @@ func (e *engine) onlySettled(ctx context.Context, spec stormtypes.Spec, v stormt
 
 // retryVerify runs a verify of owner ("" every owner), retrying while the server is still coming
 // back.
-func (e *engine) retryVerify(ctx context.Context, owner string) (kernel.InvariantReport, error) {
+func (e *engine) retryVerify(ctx context.Context, owner string) (model.InvariantReport, error) {
 	for {
-		rep, err := e.k.VerifyInvariants(ctx, kernel.VerifyOptions{Owner: owner})
+		rep, err := e.k.VerifyInvariants(ctx, model.VerifyOptions{Owner: owner})
 		if err == nil || ctx.Err() != nil || apperr.CodeOf(err) != apperr.Internal {
 			return rep, err
 		}
@@ -779,11 +780,11 @@ func (e *engine) retryVerify(ctx context.Context, owner string) (kernel.Invarian
 }
 
 // merge adds b's counts and examples to a.
-func merge(a, b kernel.InvariantReport) kernel.InvariantReport {
+func merge(a, b model.InvariantReport) model.InvariantReport {
 	if a.Invariants == nil {
-		a.Invariants = make([]kernel.Invariant, len(b.Invariants))
+		a.Invariants = make([]model.Invariant, len(b.Invariants))
 		for i, inv := range b.Invariants {
-			a.Invariants[i] = kernel.Invariant{Name: inv.Name, Description: inv.Description, Examples: []kernel.Violation{}}
+			a.Invariants[i] = model.Invariant{Name: inv.Name, Description: inv.Description, Examples: []model.Violation{}}
 		}
 	}
 	for i, inv := range b.Invariants {

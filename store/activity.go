@@ -3,12 +3,13 @@ package store
 import (
 	"context"
 	"fmt"
+	"github.com/idemwork/idemwork/model"
 )
 
 // Sessions lists the other client sessions of this database, those waiting on a lock first:
 // who waits on whom (pg_blocking_pids), for which lock, and for how long their transaction has
 // been open. One round trip.
-func (db *DB) Sessions(ctx context.Context) ([]Session, error) {
+func (db *DB) Sessions(ctx context.Context) ([]model.Session, error) {
 	rows, err := db.Q(ctx).Query(ctx, `SELECT a.pid, coalesce(a.application_name, ''), coalesce(a.state, ''),
 			coalesce(a.wait_event_type, ''), coalesce(a.wait_event, ''), pg_blocking_pids(a.pid),
 			coalesce(extract(epoch FROM clock_timestamp() - coalesce(a.xact_start, a.query_start)) * 1000, 0)::float8,
@@ -25,9 +26,9 @@ func (db *DB) Sessions(ctx context.Context) ([]Session, error) {
 		return nil, fmt.Errorf("read sessions: %w", err)
 	}
 	defer rows.Close()
-	var out []Session
+	var out []model.Session
 	for rows.Next() {
-		var s Session
+		var s model.Session
 		if err := rows.Scan(&s.PID, &s.Application, &s.State, &s.WaitType, &s.WaitEvent, &s.BlockedBy, &s.XactMs, &s.Query,
 			&s.BackendXID, &s.LockType, &s.LockTarget, &s.InXact); err != nil {
 			return nil, err

@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 )
 
@@ -26,7 +27,7 @@ func TestARecordReadAheadReadsAndLocksOnlyForTheKeysHolder(t *testing.T) {
 	db := testdb.New(t)
 	ctx := context.Background()
 	k := kernel.New(db.DB, kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
-	note, err := k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "taken", Title: "t"})
+	note, err := k.Create(ctx, model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "taken", Title: "t"})
 	require.NoError(t, err)
 	id := note.Record.ID
 

@@ -15,6 +15,7 @@ import (
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/internal/faultproxy"
 	"github.com/idemwork/idemwork/internal/testdb"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 )
 
@@ -31,7 +32,7 @@ func overProxy(t *testing.T, db *testdb.DB) (*store.DB, *faultproxy.Proxy) {
 func writeMarker(pdb *store.DB, id string) error {
 	// Queued: the insert travels with BEGIN and COMMIT in the one round trip the proxy cuts.
 	return pdb.TxBatch(context.Background(), func(_ context.Context, b *store.Batch) error {
-		b.InsertAudit("mark", store.AuditEvent{ID: id, OwnerID: "alice", ModuleCode: "NOTE", Action: "MARK", At: time.Now()})
+		b.InsertAudit("mark", model.AuditEvent{ID: id, OwnerID: "alice", ModuleCode: "NOTE", Action: "MARK", At: time.Now()})
 		return nil
 	})
 }

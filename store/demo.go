@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/idemwork/idemwork/model"
 	"time"
 )
 
@@ -48,8 +49,8 @@ func (db *DB) InsertLegacyReceipt(ctx context.Context, r LegacyReceipt) (bool, e
 
 // ExecutionsForKey lists the feature executions an owner's idempotency key wrote, oldest first
 // (at most 100).
-func (db *DB) ExecutionsForKey(ctx context.Context, owner, key string) ([]Execution, error) {
-	var rows []Execution
+func (db *DB) ExecutionsForKey(ctx context.Context, owner, key string) ([]model.Execution, error) {
+	var rows []model.Execution
 	err := db.X.SelectContext(ctx, &rows, `SELECT `+executionColumns+` FROM feature_execution
 		WHERE owner_id = $1 AND idempotency_key = $2 ORDER BY created_at, id LIMIT 100`, owner, key)
 	if err != nil {
@@ -60,8 +61,8 @@ func (db *DB) ExecutionsForKey(ctx context.Context, owner, key string) ([]Execut
 
 // OutboxForExecution lists the outbox messages of an execution, oldest first (at most 100;
 // SPEC §7 and idemwork verify expect exactly one).
-func (db *DB) OutboxForExecution(ctx context.Context, owner, executionID string) ([]OutboxMessage, error) {
-	var rows []OutboxMessage
+func (db *DB) OutboxForExecution(ctx context.Context, owner, executionID string) ([]model.OutboxMessage, error) {
+	var rows []model.OutboxMessage
 	err := db.X.SelectContext(ctx, &rows, `SELECT id, owner_id, execution_id, provider, payload_ref, idempotency_id, status, attempts,
 			next_attempt_at, last_error, created_at, updated_at
 		FROM outbox_message WHERE owner_id = $1 AND execution_id = $2 ORDER BY created_at, id LIMIT 100`, owner, executionID)

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemwork/idemwork/internal/testdb"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 )
 
@@ -93,7 +94,7 @@ func exerciseOutboxStormDemo(t *testing.T, db *store.DB, owner string) {
 			return err
 		}
 		rev := e.RecordRevision
-		return db.InsertAudit(ctx, store.AuditEvent{ID: "settle-" + owner, OwnerID: owner, ModuleCode: e.ModuleCode, RecordID: &e.RecordID,
+		return db.InsertAudit(ctx, model.AuditEvent{ID: "settle-" + owner, OwnerID: owner, ModuleCode: e.ModuleCode, RecordID: &e.RecordID,
 			Action: store.FeatureAction(e.FeatureID, store.FeatureDelivered), Revision: &rev, ExecutionID: &e.ID, IdempotencyKey: e.IdempotencyKey,
 			Detail: json.RawMessage(`{"attempts":2}`), At: t0})
 	}))

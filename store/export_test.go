@@ -1,5 +1,7 @@
 package store
 
+import "github.com/idemwork/idemwork/model"
+
 // The query builders, for the plan tests in store_test.
 var (
 	HistorySQL    = historySQL
@@ -33,7 +35,7 @@ var CommitOutcome = commitOutcome
 
 // AuditPageSQL is the action-prefix audit page the first plan test pinned.
 func AuditPageSQL(owner, actionPrefix string, limit int, c *Cursor) (string, []any) {
-	q, args, _ := auditSQL(AuditQuery{Owner: owner, ActionPrefix: actionPrefix}, limit, c)
+	q, args, _ := auditSQL(model.AuditQuery{Owner: owner, ActionPrefix: actionPrefix}, limit, c)
 	return q, args
 }
 

@@ -13,18 +13,19 @@ import (
 
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/internal/termsafe"
+	"github.com/idemwork/idemwork/model"
 )
 
 // History returns one page of the owner's merged timeline (audit events, executions, keys and
 // revisions) in time order, oldest first, or newest first when desc.
-func (db *DB) History(ctx context.Context, owner string, limit int, cursor string, desc bool) ([]Event, string, error) {
-	return db.Timeline(ctx, HistoryQuery{Owner: owner, Limit: limit, Cursor: cursor, Desc: desc})
+func (db *DB) History(ctx context.Context, owner string, limit int, cursor string, desc bool) ([]model.Event, string, error) {
+	return db.Timeline(ctx, model.HistoryQuery{Owner: owner, Limit: limit, Cursor: cursor, Desc: desc})
 }
 
 // Timeline returns one page of the timeline entries q selects. Each source is read through an
 // index in the page's order with the page's limit, so a page costs the same however long the
 // history is.
-func (db *DB) Timeline(ctx context.Context, q HistoryQuery) ([]Event, string, error) {
+func (db *DB) Timeline(ctx context.Context, q model.HistoryQuery) ([]model.Event, string, error) {
 	limit := clampLimit(q.Limit)
 	c, err := DecodeCursor(q.Cursor)
 	if err != nil {
@@ -42,12 +43,12 @@ func (db *DB) Timeline(ctx context.Context, q HistoryQuery) ([]Event, string, er
 	if err != nil {
 		return nil, "", err
 	}
-	var rows []Event
+	var rows []model.Event
 	if err := db.X.SelectContext(ctx, &rows, sqlText, args...); err != nil {
 		return nil, "", fmt.Errorf("read history: %w", err)
 	}
 	byKey := q.Key != "" || q.KeyPrefix != ""
-	out, next := page(rows, limit, func(e Event) Cursor {
+	out, next := page(rows, limit, func(e model.Event) Cursor {
 		cur := Cursor{At: e.At, Kind: e.Kind, ID: e.ID}
 		if byKey {
 			cur.Key = deref(e.Key)
@@ -59,7 +60,7 @@ func (db *DB) Timeline(ctx context.Context, q HistoryQuery) ([]Event, string, er
 
 // historySQL is the unfiltered timeline (kept for the plan tests).
 func historySQL(owner string, limit int, c *Cursor, desc bool) (string, []any) {
-	q, args, _ := timelineSQL(HistoryQuery{Owner: owner, Desc: desc}, limit, c)
+	q, args, _ := timelineSQL(model.HistoryQuery{Owner: owner, Desc: desc}, limit, c)
 	return q, args
 }
 
@@ -85,12 +86,12 @@ var keySources = slices.DeleteFunc(slices.Clone(timelineSources), func(s timelin
 
 // timelineSQL builds the merged timeline query: one index-ordered, limited subquery per source,
 // merged and limited again.
-func timelineSQL(q HistoryQuery, limit int, c *Cursor) (string, []any, error) {
+func timelineSQL(q model.HistoryQuery, limit int, c *Cursor) (string, []any, error) {
 	return timelineSQLOf(q, limit, c, timelineSources)
 }
 
 // timelineSQLOf is timelineSQL over the given sources.
-func timelineSQLOf(q HistoryQuery, limit int, c *Cursor, sources []timelineSource) (string, []any, error) {
+func timelineSQLOf(q model.HistoryQuery, limit int, c *Cursor, sources []timelineSource) (string, []any, error) {
 	args := []any{q.Owner}
 	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
 	cmp, order := ">", "ASC"
@@ -172,11 +173,11 @@ func timelineSQLOf(q HistoryQuery, limit int, c *Cursor, sources []timelineSourc
 }
 
 // KeyHistory is every timeline entry of one key, oldest first (at most max, the newest kept).
-func (db *DB) KeyHistory(ctx context.Context, owner, key string, max int) ([]Event, error) {
-	var all []Event
+func (db *DB) KeyHistory(ctx context.Context, owner, key string, max int) ([]model.Event, error) {
+	var all []model.Event
 	cursor := ""
 	for {
-		rows, next, err := db.Timeline(ctx, HistoryQuery{Owner: owner, Key: key, Limit: MaxPage, Cursor: cursor})
+		rows, next, err := db.Timeline(ctx, model.HistoryQuery{Owner: owner, Key: key, Limit: MaxPage, Cursor: cursor})
 		if err != nil {
 			return nil, err
 		}
@@ -192,9 +193,9 @@ func (db *DB) KeyHistory(ctx context.Context, owner, key string, max int) ([]Eve
 }
 
 // ParseExportFormat checks a --format value.
-func ParseExportFormat(s string) (ExportFormat, error) {
-	switch f := ExportFormat(strings.ToLower(s)); f {
-	case ExportJSON, ExportCSV:
+func ParseExportFormat(s string) (model.ExportFormat, error) {
+	switch f := model.ExportFormat(strings.ToLower(s)); f {
+	case model.ExportJSON, model.ExportCSV:
 		return f, nil
 	}
 	return "", apperr.New(apperr.ValidationFailed, "format: %q is not json or csv", s)
@@ -208,14 +209,14 @@ var ExportColumns = []string{"at", "kind", "id", "moduleCode", "recordId", "revi
 // one page however long the history. JSON is one object, {"events": [...], "next": null}, as
 // `history --json` prints a page; CSV has a header line. max > 0 stops after max entries (and
 // "next" then says where to continue). progress, when set, hears the count after each page.
-func (db *DB) ExportHistory(ctx context.Context, q HistoryQuery, format ExportFormat, w io.Writer, max int, progress func(int)) (int, error) {
-	if format != ExportCSV && format != ExportJSON {
+func (db *DB) ExportHistory(ctx context.Context, q model.HistoryQuery, format model.ExportFormat, w io.Writer, max int, progress func(int)) (int, error) {
+	if format != model.ExportCSV && format != model.ExportJSON {
 		return 0, apperr.New(apperr.ValidationFailed, "format: %q is not json or csv", format)
 	}
 	var cw *csv.Writer
 	// The head goes out with the first page, so a query that fails at once leaves w untouched.
 	head := func() error {
-		if format == ExportCSV {
+		if format == model.ExportCSV {
 			cw = csv.NewWriter(w)
 			return cw.Write(ExportColumns)
 		}
@@ -271,7 +272,7 @@ func (db *DB) ExportHistory(ctx context.Context, q HistoryQuery, format ExportFo
 		}
 		q.Cursor = more
 	}
-	if format == ExportJSON {
+	if format == model.ExportJSON {
 		tail := "], \"next\": null}\n"
 		if next != "" {
 			tail = fmt.Sprintf("], \"next\": %q}\n", next)
@@ -289,7 +290,7 @@ func (db *DB) ExportHistory(ctx context.Context, q HistoryQuery, format ExportFo
 // csvRecord is e as a CSV row. Every stored string passes through termsafe.CSVCell: no control
 // byte leaves raw (a ticket attachment someone cats cannot run a terminal sequence or split a
 // row) and no cell reads as a spreadsheet formula.
-func csvRecord(e Event) []string {
+func csvRecord(e model.Event) []string {
 	rev := ""
 	if e.Revision != nil {
 		rev = strconv.Itoa(*e.Revision)

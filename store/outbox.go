@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/idemwork/idemwork/model"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -30,7 +31,7 @@ type ClaimOutboxParams struct {
 // ClaimOutbox claims up to Limit due PENDING messages in one short transaction of its own
 // (FOR UPDATE SKIP LOCKED: concurrent workers never take the same message) and returns them
 // with Attempts already counting this claim.
-func (db *DB) ClaimOutbox(ctx context.Context, p ClaimOutboxParams) ([]OutboxMessage, error) {
+func (db *DB) ClaimOutbox(ctx context.Context, p ClaimOutboxParams) ([]model.OutboxMessage, error) {
 	if len(p.IDs) > 0 && p.OwnerID == "" {
 		return nil, errors.New("claim outbox messages: IDs need their OwnerID")
 	}
@@ -41,7 +42,7 @@ func (db *DB) ClaimOutbox(ctx context.Context, p ClaimOutboxParams) ([]OutboxMes
 			scope, args = scope+" AND id = ANY($5)", append(args, p.IDs)
 		}
 	}
-	var out []OutboxMessage
+	var out []model.OutboxMessage
 	err := db.Tx(ctx, func(ctx context.Context) error {
 		rows, err := db.Q(ctx).Query(ctx, `UPDATE outbox_message m SET attempts = m.attempts + 1, next_attempt_at = $2, updated_at = $1
 			FROM (SELECT owner_id, id FROM outbox_message WHERE status = 'PENDING' AND next_attempt_at <= $1`+scope+`
@@ -52,8 +53,8 @@ func (db *DB) ClaimOutbox(ctx context.Context, p ClaimOutboxParams) ([]OutboxMes
 		if err != nil {
 			return fmt.Errorf("claim outbox messages: %w", err)
 		}
-		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (OutboxMessage, error) {
-			var m OutboxMessage
+		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (model.OutboxMessage, error) {
+			var m model.OutboxMessage
 			err := r.Scan(&m.ID, &m.OwnerID, &m.ExecutionID, &m.Provider, &m.PayloadRef, &m.IdempotencyID, &m.Status,
 				&m.Attempts, &m.NextAttemptAt, &m.LastError, &m.CreatedAt, &m.UpdatedAt)
 			return m, err
@@ -96,7 +97,7 @@ func (db *DB) SettleOutbox(ctx context.Context, p SettleOutboxParams) error {
 
 // SettleExecution moves a PENDING outbox execution to status and returns it as settled. An
 // execution that is not PENDING any more is never changed again (ErrNotFound).
-func (db *DB) SettleExecution(ctx context.Context, owner, id, status string, now time.Time) (Execution, error) {
+func (db *DB) SettleExecution(ctx context.Context, owner, id, status string, now time.Time) (model.Execution, error) {
 	e, err := scanExecution(db.Q(ctx).QueryRow(ctx, `UPDATE feature_execution SET status = $3, updated_at = $4
 		WHERE owner_id = $1 AND id = $2 AND status = 'PENDING' RETURNING `+executionColumns, owner, id, status, now))
 	if err != nil && !errors.Is(err, ErrNotFound) {

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemwork/idemwork/internal/testdb"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 )
 
@@ -19,8 +20,8 @@ var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 // queued is what a feature run through the outbox commits: a record at revision 1, its
 // execution (PENDING, mode outbox), its message (due at the run) and its QUEUED audit event.
 type queued struct {
-	exec store.Execution
-	msg  store.OutboxMessage
+	exec model.Execution
+	msg  model.OutboxMessage
 }
 
 // queueRun writes a queued run of feature F02 for owner under key, at.
@@ -28,14 +29,14 @@ func queueRun(t *testing.T, db *store.DB, owner, key string, at time.Time) queue
 	t.Helper()
 	ctx := context.Background()
 	n := fmt.Sprintf("%s-%s-%d", owner, key, at.UnixNano())
-	rec := store.Record{ID: "rec-" + n, OwnerID: owner, ModuleCode: "COMMITMENT", Revision: 1, Title: "t", Payload: json.RawMessage(`{}`),
+	rec := model.Record{ID: "rec-" + n, OwnerID: owner, ModuleCode: "COMMITMENT", Revision: 1, Title: "t", Payload: json.RawMessage(`{}`),
 		CreatedAt: at, UpdatedAt: at}
 	q := queued{
-		exec: store.Execution{ID: "exe-" + n, OwnerID: owner, ModuleCode: rec.ModuleCode, RecordID: rec.ID, FeatureID: "F02", Mode: "outbox",
+		exec: model.Execution{ID: "exe-" + n, OwnerID: owner, ModuleCode: rec.ModuleCode, RecordID: rec.ID, FeatureID: "F02", Mode: "outbox",
 			Status: "PENDING", RecordRevision: 1, Input: json.RawMessage(`{}`), Output: json.RawMessage(`{}`), IdempotencyKey: &key,
 			CreatedAt: at, UpdatedAt: at},
 	}
-	q.msg = store.OutboxMessage{ID: "msg-" + n, OwnerID: owner, ExecutionID: q.exec.ID, Provider: "notify",
+	q.msg = model.OutboxMessage{ID: "msg-" + n, OwnerID: owner, ExecutionID: q.exec.ID, Provider: "notify",
 		PayloadRef: json.RawMessage(`{"executionId":"` + q.exec.ID + `"}`), IdempotencyID: q.exec.ID, Status: "PENDING", NextAttemptAt: at, CreatedAt: at}
 	rev := 1
 	require.NoError(t, db.TxBatch(ctx, func(_ context.Context, b *store.Batch) error {
@@ -43,7 +44,7 @@ func queueRun(t *testing.T, db *store.DB, owner, key string, at time.Time) queue
 		b.InsertRevision("revision", rec, &key)
 		b.InsertExecution("execution", q.exec)
 		b.InsertOutbox("execution", q.msg)
-		b.InsertAudit("audit", store.AuditEvent{ID: "aud-" + n, OwnerID: owner, ModuleCode: rec.ModuleCode, RecordID: &rec.ID,
+		b.InsertAudit("audit", model.AuditEvent{ID: "aud-" + n, OwnerID: owner, ModuleCode: rec.ModuleCode, RecordID: &rec.ID,
 			Action: store.FeatureAction("F02", store.FeatureQueued), Revision: &rev, ExecutionID: &q.exec.ID, IdempotencyKey: &key,
 			Detail: json.RawMessage(`{"operation":"feature:COMMITMENT:F02"}`), At: at})
 		return nil
@@ -51,7 +52,7 @@ func queueRun(t *testing.T, db *store.DB, owner, key string, at time.Time) queue
 	return q
 }
 
-func claim(t *testing.T, db *store.DB, now time.Time, scope ...string) []store.OutboxMessage {
+func claim(t *testing.T, db *store.DB, now time.Time, scope ...string) []model.OutboxMessage {
 	t.Helper()
 	p := store.ClaimOutboxParams{Now: now, LeaseUntil: now.Add(30 * time.Second), Limit: 10}
 	if len(scope) > 0 {
@@ -62,7 +63,7 @@ func claim(t *testing.T, db *store.DB, now time.Time, scope ...string) []store.O
 	return msgs
 }
 
-func ids(msgs []store.OutboxMessage) []string {
+func ids(msgs []model.OutboxMessage) []string {
 	out := make([]string, 0, len(msgs))
 	for _, m := range msgs {
 		out = append(out, m.ID)
@@ -129,7 +130,7 @@ type messageRow struct {
 	Next      time.Time
 }
 
-func readMessage(t *testing.T, db *testdb.DB, m store.OutboxMessage) messageRow {
+func readMessage(t *testing.T, db *testdb.DB, m model.OutboxMessage) messageRow {
 	t.Helper()
 	var r messageRow
 	require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT status, attempts, last_error, next_attempt_at FROM outbox_message
@@ -148,7 +149,7 @@ func TestASettleIsFencedByTheAttemptItsClaimCounted(t *testing.T) {
 	require.Equal(t, 2, current.Attempts)
 
 	boom := "provider down"
-	settle := func(m store.OutboxMessage, status string) error {
+	settle := func(m model.OutboxMessage, status string) error {
 		return db.SettleOutbox(ctx, store.SettleOutboxParams{OwnerID: m.OwnerID, ID: m.ID, ClaimedAttempt: m.Attempts, Status: status,
 			LastError: &boom, NextAttemptAt: t0.Add(time.Hour), Now: t0.Add(2 * time.Minute)})
 	}
@@ -189,7 +190,7 @@ func TestOnlyAPendingExecutionIsSettledAndOnlyOnce(t *testing.T) {
 func settleAudit(t *testing.T, db *store.DB, q queued, id, action string) {
 	t.Helper()
 	rev := 1
-	require.NoError(t, db.InsertAudit(context.Background(), store.AuditEvent{ID: id, OwnerID: q.exec.OwnerID, ModuleCode: q.exec.ModuleCode,
+	require.NoError(t, db.InsertAudit(context.Background(), model.AuditEvent{ID: id, OwnerID: q.exec.OwnerID, ModuleCode: q.exec.ModuleCode,
 		RecordID: &q.exec.RecordID, Action: action, Revision: &rev, ExecutionID: &q.exec.ID, IdempotencyKey: q.exec.IdempotencyKey,
 		Detail: json.RawMessage(`{"outboxMessageId":"` + q.msg.ID + `"}`), At: t0.Add(time.Minute)}))
 }

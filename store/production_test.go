@@ -13,6 +13,7 @@ import (
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/migrations"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 )
 
@@ -62,7 +63,7 @@ func TestAReadOnlySessionIsRefusedByTheServerThroughPgBouncerAndLeaksNothing(t *
 			require.Equal(t, "25006", pgErr.Code, "read_only_sql_transaction")
 			requireCode(t, err, apperr.ReadOnly)
 			// So is a write hidden in a read model's query.
-			var rows []store.Record
+			var rows []model.Record
 			err = ro.X.SelectContext(ctx, &rows, `WITH w AS (UPDATE record SET title = 'x' RETURNING *) SELECT `+
 				`id, owner_id, module_code, revision, title, summary, payload, created_at, updated_at FROM w`)
 			require.ErrorAs(t, err, &pgErr)

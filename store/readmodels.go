@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/puddle/v2"
 
 	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/model"
 )
 
 // Read models serve the CLI's inspection commands, the HTTP reads and the TUI. They read through
@@ -148,12 +149,12 @@ func likeContains(s string) string {
 }
 
 // RecordPage lists an owner's records, newest first, optionally of one module.
-func (db *DB) RecordPage(ctx context.Context, owner, module string, limit int, cursor string) ([]Record, string, error) {
-	return db.Records(ctx, RecordQuery{Owner: owner, Module: module, Limit: limit, Cursor: cursor})
+func (db *DB) RecordPage(ctx context.Context, owner, module string, limit int, cursor string) ([]model.Record, string, error) {
+	return db.Records(ctx, model.RecordQuery{Owner: owner, Module: module, Limit: limit, Cursor: cursor})
 }
 
 // Records lists a page of the records q selects, newest first.
-func (db *DB) Records(ctx context.Context, q RecordQuery) ([]Record, string, error) {
+func (db *DB) Records(ctx context.Context, q model.RecordQuery) ([]model.Record, string, error) {
 	limit := clampLimit(q.Limit)
 	c, err := DecodeCursor(q.Cursor)
 	if err != nil {
@@ -166,15 +167,15 @@ func (db *DB) Records(ctx context.Context, q RecordQuery) ([]Record, string, err
 	if err != nil {
 		return nil, "", err
 	}
-	var rows []Record
+	var rows []model.Record
 	if err := db.X.SelectContext(ctx, &rows, sqlText, args...); err != nil {
 		return nil, "", fmt.Errorf("list records: %w", err)
 	}
-	out, next := page(rows, limit, func(r Record) Cursor { return Cursor{At: r.CreatedAt, ID: r.ID} })
+	out, next := page(rows, limit, func(r model.Record) Cursor { return Cursor{At: r.CreatedAt, ID: r.ID} })
 	return out, next, nil
 }
 
-func recordsSQL(q RecordQuery, limit int, c *Cursor) (string, []any, error) {
+func recordsSQL(q model.RecordQuery, limit int, c *Cursor) (string, []any, error) {
 	s := `SELECT ` + recordColumns + ` FROM record WHERE owner_id = $1 AND ($2 = '' OR module_code = $2)`
 	args := []any{q.Owner, q.Module}
 	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
@@ -203,24 +204,24 @@ func recordsSQL(q RecordQuery, limit int, c *Cursor) (string, []any, error) {
 
 // RecordDetail is one record with its revisions, executions and audit events.
 type RecordDetail struct {
-	Record     Record       `json:"record"`
-	Revisions  []Revision   `json:"revisions"`
-	Executions []Execution  `json:"executions"`
-	Audit      []AuditEvent `json:"audit"`
+	Record     model.Record       `json:"record"`
+	Revisions  []model.Revision   `json:"revisions"`
+	Executions []model.Execution  `json:"executions"`
+	Audit      []model.AuditEvent `json:"audit"`
 }
 
 // GetRecordDetail reads a record of owner and module with its history (each list capped at the
 // newest 1000, oldest first).
 func (db *DB) GetRecordDetail(ctx context.Context, owner, module, id string) (RecordDetail, error) {
 	// Empty lists print as [], never null (SPEC §10.2 shapes).
-	d := RecordDetail{Revisions: []Revision{}}
+	d := RecordDetail{Revisions: []model.Revision{}}
 	o, err := db.RecordOutline(ctx, owner, module, id)
 	if err != nil {
 		return d, err
 	}
 	d.Record, d.Executions, d.Audit = o.Record, o.Executions, o.Audit
 	if err := db.X.SelectContext(ctx, &d.Revisions, `SELECT * FROM (SELECT owner_id, record_id, revision, snapshot, idempotency_key, created_at
-		FROM record_revision WHERE owner_id = $1 AND record_id = $2 ORDER BY revision DESC LIMIT $3) r ORDER BY revision`, owner, id, DetailCap); err != nil {
+		FROM record_revision WHERE owner_id = $1 AND record_id = $2 ORDER BY revision DESC LIMIT $3) r ORDER BY revision`, owner, id, model.DetailCap); err != nil {
 		return d, fmt.Errorf("read revisions: %w", err)
 	}
 	return d, nil
@@ -228,8 +229,8 @@ func (db *DB) GetRecordDetail(ctx context.Context, owner, module, id string) (Re
 
 // RecordOutline reads a record of owner and module with the heads of its revisions and its
 // executions and audit events (each list capped at the newest DetailCap, oldest first).
-func (db *DB) RecordOutline(ctx context.Context, owner, module, id string) (RecordOutline, error) {
-	o := RecordOutline{Revisions: []RevisionHead{}, Executions: []Execution{}, Audit: []AuditEvent{}}
+func (db *DB) RecordOutline(ctx context.Context, owner, module, id string) (model.RecordOutline, error) {
+	o := model.RecordOutline{Revisions: []model.RevisionHead{}, Executions: []model.Execution{}, Audit: []model.AuditEvent{}}
 	err := db.X.GetContext(ctx, &o.Record, `SELECT `+recordColumns+` FROM record WHERE owner_id = $1 AND module_code = $2 AND id = $3`, owner, module, id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return o, apperr.New(apperr.RecordNotFound, "owner %s has no %s record %s", owner, module, id)
@@ -238,15 +239,15 @@ func (db *DB) RecordOutline(ctx context.Context, owner, module, id string) (Reco
 		return o, fmt.Errorf("read record: %w", err)
 	}
 	if err := db.X.SelectContext(ctx, &o.Revisions, `SELECT * FROM (SELECT revision, idempotency_key, created_at, pg_column_size(snapshot) AS bytes
-		FROM record_revision WHERE owner_id = $1 AND record_id = $2 ORDER BY revision DESC LIMIT $3) r ORDER BY revision`, owner, id, DetailCap); err != nil {
+		FROM record_revision WHERE owner_id = $1 AND record_id = $2 ORDER BY revision DESC LIMIT $3) r ORDER BY revision`, owner, id, model.DetailCap); err != nil {
 		return o, fmt.Errorf("read revisions: %w", err)
 	}
 	if err := db.X.SelectContext(ctx, &o.Executions, `SELECT * FROM (SELECT `+executionColumns+` FROM feature_execution
-		WHERE owner_id = $1 AND record_id = $2 AND module_code = $3 ORDER BY created_at DESC, id DESC LIMIT $4) e ORDER BY created_at, id`, owner, id, module, DetailCap); err != nil {
+		WHERE owner_id = $1 AND record_id = $2 AND module_code = $3 ORDER BY created_at DESC, id DESC LIMIT $4) e ORDER BY created_at, id`, owner, id, module, model.DetailCap); err != nil {
 		return o, fmt.Errorf("read executions: %w", err)
 	}
 	if err := db.X.SelectContext(ctx, &o.Audit, `SELECT * FROM (SELECT `+auditColumns+` FROM audit_event
-		WHERE owner_id = $1 AND record_id = $2 ORDER BY at DESC, id DESC LIMIT $3) a ORDER BY at, id`, owner, id, DetailCap); err != nil {
+		WHERE owner_id = $1 AND record_id = $2 ORDER BY at DESC, id DESC LIMIT $3) a ORDER BY at, id`, owner, id, model.DetailCap); err != nil {
 		return o, fmt.Errorf("read audit: %w", err)
 	}
 	return o, nil
@@ -254,8 +255,8 @@ func (db *DB) RecordOutline(ctx context.Context, owner, module, id string) (Reco
 
 // GetRevision reads one stored revision as it is (no integrity check: inspection shows what is
 // there, a replay checks it).
-func (db *DB) GetRevision(ctx context.Context, owner, recordID string, revision int) (Revision, error) {
-	var r Revision
+func (db *DB) GetRevision(ctx context.Context, owner, recordID string, revision int) (model.Revision, error) {
+	var r model.Revision
 	err := db.X.GetContext(ctx, &r, `SELECT owner_id, record_id, revision, snapshot, idempotency_key, created_at
 		FROM record_revision WHERE owner_id = $1 AND record_id = $2 AND revision = $3`, owner, recordID, revision)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -285,12 +286,12 @@ const auditColumns = `id, owner_id, module_code, record_id, action, revision, ex
 const keyColumns = `owner_id, idempotency_key, operation, fingerprint, status, response, created_at, expires_at, updated_at, reserved_xid::text AS reserved_xid`
 
 // KeyPage lists an owner's idempotency rows, newest first.
-func (db *DB) KeyPage(ctx context.Context, owner string, limit int, cursor string) ([]KeyRow, string, error) {
-	return db.Keys(ctx, KeyQuery{Owner: owner, Limit: limit, Cursor: cursor})
+func (db *DB) KeyPage(ctx context.Context, owner string, limit int, cursor string) ([]model.KeyRow, string, error) {
+	return db.Keys(ctx, model.KeyQuery{Owner: owner, Limit: limit, Cursor: cursor})
 }
 
 // Keys lists a page of the idempotency rows q selects, every status.
-func (db *DB) Keys(ctx context.Context, q KeyQuery) ([]KeyRow, string, error) {
+func (db *DB) Keys(ctx context.Context, q model.KeyQuery) ([]model.KeyRow, string, error) {
 	limit := clampLimit(q.Limit)
 	c, err := DecodeCursor(q.Cursor)
 	if err != nil {
@@ -301,15 +302,15 @@ func (db *DB) Keys(ctx context.Context, q KeyQuery) ([]KeyRow, string, error) {
 		return nil, "", err
 	}
 	// A PROCESSING row's response is NULL (SPEC §4.1): it scans as a nil RawMessage.
-	var list []KeyRow
+	var list []model.KeyRow
 	if err := db.X.SelectContext(ctx, &list, sqlText, args...); err != nil {
 		return nil, "", fmt.Errorf("list keys: %w", err)
 	}
-	out, next := page(list, limit, func(r KeyRow) Cursor { return Cursor{At: r.CreatedAt, ID: r.Key} })
+	out, next := page(list, limit, func(r model.KeyRow) Cursor { return Cursor{At: r.CreatedAt, ID: r.Key} })
 	return out, next, nil
 }
 
-func keysSQL(q KeyQuery, limit int, c *Cursor) (string, []any, error) {
+func keysSQL(q model.KeyQuery, limit int, c *Cursor) (string, []any, error) {
 	s := `SELECT ` + keyColumns + ` FROM idempotency_record WHERE owner_id = $1`
 	args := []any{q.Owner}
 	if q.Prefix != "" {
@@ -345,8 +346,8 @@ func keysSQL(q KeyQuery, limit int, c *Cursor) (string, []any, error) {
 }
 
 // GetKey reads one idempotency row, whatever its status.
-func (db *DB) GetKey(ctx context.Context, owner, key string) (KeyRow, error) {
-	var r KeyRow
+func (db *DB) GetKey(ctx context.Context, owner, key string) (model.KeyRow, error) {
+	var r model.KeyRow
 	err := db.X.GetContext(ctx, &r, `SELECT `+keyColumns+` FROM idempotency_record WHERE owner_id = $1 AND idempotency_key = $2`, owner, key)
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, apperr.New(apperr.NotFound, "owner %s has no idempotency key %q", owner, key)
@@ -358,8 +359,8 @@ func (db *DB) GetKey(ctx context.Context, owner, key string) (KeyRow, error) {
 }
 
 // AuditForKey lists the audit events a key's requests wrote (at most 100).
-func (db *DB) AuditForKey(ctx context.Context, owner, key string) ([]AuditEvent, error) {
-	var rows []AuditEvent
+func (db *DB) AuditForKey(ctx context.Context, owner, key string) ([]model.AuditEvent, error) {
+	var rows []model.AuditEvent
 	err := db.X.SelectContext(ctx, &rows, `SELECT `+auditColumns+` FROM audit_event
 		WHERE owner_id = $1 AND idempotency_key = $2 ORDER BY at, id LIMIT 100`, owner, key)
 	if err != nil {
@@ -369,8 +370,8 @@ func (db *DB) AuditForKey(ctx context.Context, owner, key string) ([]AuditEvent,
 }
 
 // LatestRecord reads the current row of a record of owner and module.
-func (db *DB) LatestRecord(ctx context.Context, owner, module, id string) (Record, error) {
-	var r Record
+func (db *DB) LatestRecord(ctx context.Context, owner, module, id string) (model.Record, error) {
+	var r model.Record
 	err := db.X.GetContext(ctx, &r, `SELECT `+recordColumns+` FROM record WHERE owner_id = $1 AND module_code = $2 AND id = $3`, owner, module, id)
 	if errors.Is(err, sql.ErrNoRows) {
 		// Coded for whoever shows it (a storm's target after an owner switch); still ErrNotFound.
@@ -383,12 +384,12 @@ func (db *DB) LatestRecord(ctx context.Context, owner, module, id string) (Recor
 }
 
 // ExecutionPage lists an owner's executions, newest first.
-func (db *DB) ExecutionPage(ctx context.Context, owner string, limit int, cursor string) ([]Execution, string, error) {
-	return db.Executions(ctx, ExecutionQuery{Owner: owner, Limit: limit, Cursor: cursor})
+func (db *DB) ExecutionPage(ctx context.Context, owner string, limit int, cursor string) ([]model.Execution, string, error) {
+	return db.Executions(ctx, model.ExecutionQuery{Owner: owner, Limit: limit, Cursor: cursor})
 }
 
 // Executions lists a page of the executions q selects.
-func (db *DB) Executions(ctx context.Context, q ExecutionQuery) ([]Execution, string, error) {
+func (db *DB) Executions(ctx context.Context, q model.ExecutionQuery) ([]model.Execution, string, error) {
 	limit := clampLimit(q.Limit)
 	c, err := DecodeCursor(q.Cursor)
 	if err != nil {
@@ -398,16 +399,16 @@ func (db *DB) Executions(ctx context.Context, q ExecutionQuery) ([]Execution, st
 	if err != nil {
 		return nil, "", err
 	}
-	var rows []Execution
+	var rows []model.Execution
 	if err := db.X.SelectContext(ctx, &rows, sqlText, args...); err != nil {
 		return nil, "", fmt.Errorf("list executions: %w", err)
 	}
-	cursorOf := func(e Execution) Cursor { return Cursor{At: e.CreatedAt, ID: e.ID} }
+	cursorOf := func(e model.Execution) Cursor { return Cursor{At: e.CreatedAt, ID: e.ID} }
 	switch {
 	case q.KeyPrefix != "":
-		cursorOf = func(e Execution) Cursor { return Cursor{Key: deref(e.IdempotencyKey), At: e.CreatedAt, ID: e.ID} }
+		cursorOf = func(e model.Execution) Cursor { return Cursor{Key: deref(e.IdempotencyKey), At: e.CreatedAt, ID: e.ID} }
 	case q.RecordPrefix != "":
-		cursorOf = func(e Execution) Cursor { return Cursor{Key: e.RecordID, At: e.CreatedAt, ID: e.ID} }
+		cursorOf = func(e model.Execution) Cursor { return Cursor{Key: e.RecordID, At: e.CreatedAt, ID: e.ID} }
 	}
 	out, next := page(rows, limit, cursorOf)
 	return out, next, nil
@@ -420,7 +421,7 @@ func deref(s *string) string {
 	return *s
 }
 
-func executionsSQL(q ExecutionQuery, limit int, c *Cursor) (string, []any, error) {
+func executionsSQL(q model.ExecutionQuery, limit int, c *Cursor) (string, []any, error) {
 	s := `SELECT ` + executionColumns + ` FROM feature_execution WHERE owner_id = $1`
 	args := []any{q.Owner}
 	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
@@ -456,12 +457,12 @@ func executionsSQL(q ExecutionQuery, limit int, c *Cursor) (string, []any, error
 }
 
 // AuditPage lists an owner's audit events, newest first; action filters by a prefix.
-func (db *DB) AuditPage(ctx context.Context, owner, actionPrefix string, limit int, cursor string) ([]AuditEvent, string, error) {
-	return db.Audit(ctx, AuditQuery{Owner: owner, ActionPrefix: actionPrefix, Limit: limit, Cursor: cursor})
+func (db *DB) AuditPage(ctx context.Context, owner, actionPrefix string, limit int, cursor string) ([]model.AuditEvent, string, error) {
+	return db.Audit(ctx, model.AuditQuery{Owner: owner, ActionPrefix: actionPrefix, Limit: limit, Cursor: cursor})
 }
 
 // Audit lists a page of the audit events q selects.
-func (db *DB) Audit(ctx context.Context, q AuditQuery) ([]AuditEvent, string, error) {
+func (db *DB) Audit(ctx context.Context, q model.AuditQuery) ([]model.AuditEvent, string, error) {
 	limit := clampLimit(q.Limit)
 	c, err := DecodeCursor(q.Cursor)
 	if err != nil {
@@ -471,19 +472,19 @@ func (db *DB) Audit(ctx context.Context, q AuditQuery) ([]AuditEvent, string, er
 	if err != nil {
 		return nil, "", err
 	}
-	var rows []AuditEvent
+	var rows []model.AuditEvent
 	if err := db.X.SelectContext(ctx, &rows, sqlText, args...); err != nil {
 		return nil, "", fmt.Errorf("list audit: %w", err)
 	}
-	cursorOf := func(a AuditEvent) Cursor { return Cursor{At: a.At, ID: a.ID} }
+	cursorOf := func(a model.AuditEvent) Cursor { return Cursor{At: a.At, ID: a.ID} }
 	if q.KeyPrefix != "" {
-		cursorOf = func(a AuditEvent) Cursor { return Cursor{Key: deref(a.IdempotencyKey), At: a.At, ID: a.ID} }
+		cursorOf = func(a model.AuditEvent) Cursor { return Cursor{Key: deref(a.IdempotencyKey), At: a.At, ID: a.ID} }
 	}
 	out, next := page(rows, limit, cursorOf)
 	return out, next, nil
 }
 
-func auditSQL(q AuditQuery, limit int, c *Cursor) (string, []any, error) {
+func auditSQL(q model.AuditQuery, limit int, c *Cursor) (string, []any, error) {
 	args := []any{q.Owner}
 	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
 	switch {
@@ -557,7 +558,7 @@ func prefixed(alias, cols string) string {
 }
 
 // OutboxPage lists an owner's outbox messages, newest first.
-func (db *DB) OutboxPage(ctx context.Context, owner string, limit int, cursor string) ([]OutboxMessage, string, error) {
+func (db *DB) OutboxPage(ctx context.Context, owner string, limit int, cursor string) ([]model.OutboxMessage, string, error) {
 	limit = clampLimit(limit)
 	c, err := DecodeCursor(cursor)
 	if err != nil {
@@ -571,10 +572,10 @@ func (db *DB) OutboxPage(ctx context.Context, owner string, limit int, cursor st
 		args = append(args, c.At, c.ID)
 	}
 	q += fmt.Sprintf(` ORDER BY created_at DESC, id DESC LIMIT %d`, limit+1)
-	var rows []OutboxMessage
+	var rows []model.OutboxMessage
 	if err := db.X.SelectContext(ctx, &rows, q, args...); err != nil {
 		return nil, "", fmt.Errorf("list outbox: %w", err)
 	}
-	out, next := page(rows, limit, func(m OutboxMessage) Cursor { return Cursor{At: m.CreatedAt, ID: m.ID} })
+	out, next := page(rows, limit, func(m model.OutboxMessage) Cursor { return Cursor{At: m.CreatedAt, ID: m.ID} })
 	return out, next, nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemwork/idemwork/internal/testdb"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 )
 
@@ -121,28 +122,28 @@ func TestBrowsingAndSearchingAMillionAuditEventsReadsOnePageNotTheHistory(t *tes
 		"timeline oldest first":       func() (string, []any) { return store.HistorySQL("big", limit, nil, false) },
 		"timeline page in the middle": func() (string, []any) { return store.HistorySQL("big", limit, middle, true) },
 		"audit by key prefix": build(func() (string, []any, error) {
-			return store.AuditSQL(store.AuditQuery{Owner: "big", KeyPrefix: "k5"}, limit, byKey)
+			return store.AuditSQL(model.AuditQuery{Owner: "big", KeyPrefix: "k5"}, limit, byKey)
 		}),
 		"keys by prefix": build(func() (string, []any, error) {
-			return store.KeysSQL(store.KeyQuery{Owner: "big", Prefix: "k12"}, limit, &store.Cursor{ID: "k1234"})
+			return store.KeysSQL(model.KeyQuery{Owner: "big", Prefix: "k12"}, limit, &store.Cursor{ID: "k1234"})
 		}),
 		"records by id prefix": build(func() (string, []any, error) {
-			return store.RecordsSQL(store.RecordQuery{Owner: "big", IDPrefix: "000000000000000000000"}, limit, &store.Cursor{ID: lpad26(90000)})
+			return store.RecordsSQL(model.RecordQuery{Owner: "big", IDPrefix: "000000000000000000000"}, limit, &store.Cursor{ID: lpad26(90000)})
 		}),
 		"executions by key prefix": build(func() (string, []any, error) {
-			return store.ExecutionsSQL(store.ExecutionQuery{Owner: "big", KeyPrefix: "k9"}, limit, &store.Cursor{Key: "k9", At: time.Now(), ID: "e"})
+			return store.ExecutionsSQL(model.ExecutionQuery{Owner: "big", KeyPrefix: "k9"}, limit, &store.Cursor{Key: "k9", At: time.Now(), ID: "e"})
 		}),
 		"executions by record prefix": build(func() (string, []any, error) {
-			return store.ExecutionsSQL(store.ExecutionQuery{Owner: "big", RecordPrefix: "00000000000000000000000"}, limit, nil)
+			return store.ExecutionsSQL(model.ExecutionQuery{Owner: "big", RecordPrefix: "00000000000000000000000"}, limit, nil)
 		}),
 		"timeline by key prefix": build(func() (string, []any, error) {
-			return store.TimelineSQL(store.HistoryQuery{Owner: "big", KeyPrefix: "k7"}, limit, byKey)
+			return store.TimelineSQL(model.HistoryQuery{Owner: "big", KeyPrefix: "k7"}, limit, byKey)
 		}),
 		"timeline of one key": build(func() (string, []any, error) {
-			return store.TimelineSQL(store.HistoryQuery{Owner: "big", Key: "k77"}, limit, nil)
+			return store.TimelineSQL(model.HistoryQuery{Owner: "big", Key: "k77"}, limit, nil)
 		}),
 		"timeline by action prefix": build(func() (string, []any, error) {
-			return store.TimelineSQL(store.HistoryQuery{Owner: "big", ActionPrefix: "RECORD_P", Desc: true}, limit, middle)
+			return store.TimelineSQL(model.HistoryQuery{Owner: "big", ActionPrefix: "RECORD_P", Desc: true}, limit, middle)
 		}),
 	}
 	big := []string{"audit_event", "idempotency_record", "feature_execution", "record_revision"}
@@ -167,7 +168,7 @@ func TestBrowsingAndSearchingAMillionAuditEventsReadsOnePageNotTheHistory(t *tes
 	require.NotEmpty(t, next)
 
 	// A rare action is found among a million events, newest first, and nothing else is.
-	rare, next, err := db.Audit(ctx, store.AuditQuery{Owner: "big", ActionPrefix: "FEATURE_F02"})
+	rare, next, err := db.Audit(ctx, model.AuditQuery{Owner: "big", ActionPrefix: "FEATURE_F02"})
 	require.NoError(t, err)
 	require.Empty(t, next)
 	require.Len(t, rare, 10)
@@ -179,7 +180,7 @@ func TestBrowsingAndSearchingAMillionAuditEventsReadsOnePageNotTheHistory(t *tes
 	var keys []string
 	cursor := ""
 	for {
-		rows, next, err := db.Keys(ctx, store.KeyQuery{Owner: "big", Prefix: "k9999", Limit: 4, Cursor: cursor})
+		rows, next, err := db.Keys(ctx, model.KeyQuery{Owner: "big", Prefix: "k9999", Limit: 4, Cursor: cursor})
 		require.NoError(t, err)
 		for _, r := range rows {
 			keys = append(keys, r.Key)
@@ -247,7 +248,7 @@ func TestAKeyPrefixIsExactUnderANonCDefaultCollation(t *testing.T) {
 			VALUES ('o', $1, 'NOTE:record:create', 'f', 'SUCCEEDED', '{}', now(), now(), now())`, k)
 		require.NoError(t, err)
 	}
-	rows, _, err := db.Keys(ctx, store.KeyQuery{Owner: "o", Prefix: "a"})
+	rows, _, err := db.Keys(ctx, model.KeyQuery{Owner: "o", Prefix: "a"})
 	require.NoError(t, err)
 	var got []string
 	for _, r := range rows {

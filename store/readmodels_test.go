@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemwork/idemwork/internal/testdb"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 )
 
@@ -25,7 +26,7 @@ func TestAProcessingRowIsReadWithItsNullResponse(t *testing.T) {
 		('alice', 'done', 'NOTE:record:create', 'f', 'SUCCEEDED', '{"schemaVersion": 1}', now() - interval '1 minute', now() + interval '1 day', now())`)
 	require.NoError(t, err)
 
-	rows, _, err := db.Keys(ctx, store.KeyQuery{Owner: "alice"})
+	rows, _, err := db.Keys(ctx, model.KeyQuery{Owner: "alice"})
 	require.NoError(t, err)
 	require.Len(t, rows, 2)
 	require.Equal(t, "left-over", rows[0].Key)
@@ -36,7 +37,7 @@ func TestAProcessingRowIsReadWithItsNullResponse(t *testing.T) {
 	k, err := db.GetKey(ctx, "alice", "left-over")
 	require.NoError(t, err)
 	require.Nil(t, k.Response)
-	prefixed, _, err := db.Keys(ctx, store.KeyQuery{Owner: "alice", Prefix: "left"})
+	prefixed, _, err := db.Keys(ctx, model.KeyQuery{Owner: "alice", Prefix: "left"})
 	require.NoError(t, err)
 	require.Len(t, prefixed, 1)
 }
@@ -73,7 +74,7 @@ func TestTheTimelineSearchesByKeyAndByAction(t *testing.T) {
 	}
 	require.Equal(t, []string{"audit", "key", "revision"}, kinds, "the key's whole story, oldest first")
 
-	byPrefix, _, err := db.Timeline(ctx, store.HistoryQuery{Owner: "alice", KeyPrefix: "k-"})
+	byPrefix, _, err := db.Timeline(ctx, model.HistoryQuery{Owner: "alice", KeyPrefix: "k-"})
 	require.NoError(t, err)
 	var keys []string
 	for _, e := range byPrefix {
@@ -85,7 +86,7 @@ func TestTheTimelineSearchesByKeyAndByAction(t *testing.T) {
 	var paged []string
 	cursor := ""
 	for {
-		rows, next, err := db.Timeline(ctx, store.HistoryQuery{Owner: "alice", KeyPrefix: "k-", Limit: 2, Cursor: cursor})
+		rows, next, err := db.Timeline(ctx, model.HistoryQuery{Owner: "alice", KeyPrefix: "k-", Limit: 2, Cursor: cursor})
 		require.NoError(t, err)
 		for _, e := range rows {
 			paged = append(paged, *e.Key+"/"+e.Kind)
@@ -97,7 +98,7 @@ func TestTheTimelineSearchesByKeyAndByAction(t *testing.T) {
 	}
 	require.Equal(t, keys, paged)
 
-	patched, _, err := db.Timeline(ctx, store.HistoryQuery{Owner: "alice", ActionPrefix: "RECORD_P", Desc: true})
+	patched, _, err := db.Timeline(ctx, model.HistoryQuery{Owner: "alice", ActionPrefix: "RECORD_P", Desc: true})
 	require.NoError(t, err)
 	require.Len(t, patched, 2)
 	require.Equal(t, "a3", patched[0].ID, "newest first")
@@ -112,11 +113,11 @@ func TestTheHistoryExportStreamsTheWholeOwner(t *testing.T) {
 
 	var js bytes.Buffer
 	var pages []int
-	n, err := db.ExportHistory(ctx, store.HistoryQuery{Owner: "alice"}, store.ExportJSON, &js, 0, func(n int) { pages = append(pages, n) })
+	n, err := db.ExportHistory(ctx, model.HistoryQuery{Owner: "alice"}, model.ExportJSON, &js, 0, func(n int) { pages = append(pages, n) })
 	require.NoError(t, err)
 	require.Equal(t, 7, n)
 	var doc struct {
-		Events []store.Event `json:"events"`
+		Events []model.Event `json:"events"`
 		Next   *string       `json:"next"`
 	}
 	require.NoError(t, json.Unmarshal(js.Bytes(), &doc), js.String())
@@ -125,7 +126,7 @@ func TestTheHistoryExportStreamsTheWholeOwner(t *testing.T) {
 	require.Equal(t, []int{7}, pages)
 
 	var cs bytes.Buffer
-	n, err = db.ExportHistory(ctx, store.HistoryQuery{Owner: "alice"}, store.ExportCSV, &cs, 3, nil)
+	n, err = db.ExportHistory(ctx, model.HistoryQuery{Owner: "alice"}, model.ExportCSV, &cs, 3, nil)
 	require.NoError(t, err)
 	require.Equal(t, 3, n)
 	recs, err := csv.NewReader(&cs).ReadAll()
@@ -135,7 +136,7 @@ func TestTheHistoryExportStreamsTheWholeOwner(t *testing.T) {
 	require.Equal(t, "audit", recs[1][1])
 
 	var empty bytes.Buffer
-	_, err = db.ExportHistory(ctx, store.HistoryQuery{Owner: "nobody"}, store.ExportJSON, &empty, 0, nil)
+	_, err = db.ExportHistory(ctx, model.HistoryQuery{Owner: "nobody"}, model.ExportJSON, &empty, 0, nil)
 	require.NoError(t, err)
 	require.JSONEq(t, `{"events": [], "next": null}`, empty.String())
 }

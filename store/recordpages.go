@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/model"
 )
 
 // One record's history a page at a time, for GET …/records/{id} and its /revisions,
@@ -28,15 +29,15 @@ const (
 
 // RecordHead is a record with its latest revision.
 type RecordHead struct {
-	Record Record
-	Latest Revision
+	Record model.Record
+	Latest model.Revision
 }
 
 // GetRecordHead reads a record of owner and module and its latest revision, in one statement.
 func (db *DB) GetRecordHead(ctx context.Context, owner, module, id string) (RecordHead, error) {
 	var row struct {
-		Record
-		Latest Revision `db:"latest"`
+		model.Record
+		Latest model.Revision `db:"latest"`
 	}
 	err := db.X.GetContext(ctx, &row, `SELECT r.id, r.owner_id, r.module_code, r.revision, r.title, r.summary, r.payload, r.created_at, r.updated_at,
 			rv.owner_id AS "latest.owner_id", rv.record_id AS "latest.record_id", rv.revision AS "latest.revision",
@@ -72,8 +73,8 @@ type RecordPageParams struct {
 }
 
 // RecordRevisionPage reads up to p.Limit revisions after p.AfterRevision, and whether more follow.
-func (db *DB) RecordRevisionPage(ctx context.Context, p RecordPageParams) ([]Revision, bool, error) {
-	out := []Revision{}
+func (db *DB) RecordRevisionPage(ctx context.Context, p RecordPageParams) ([]model.Revision, bool, error) {
+	out := []model.Revision{}
 	if err := db.X.SelectContext(ctx, &out, `SELECT rv.owner_id, rv.record_id, rv.revision, rv.snapshot, rv.idempotency_key, rv.created_at
 		FROM record r JOIN record_revision rv ON rv.owner_id = r.owner_id AND rv.record_id = r.id
 		WHERE r.owner_id = $1 AND r.module_code = $2 AND r.id = $3 AND rv.revision > $4
@@ -85,8 +86,8 @@ func (db *DB) RecordRevisionPage(ctx context.Context, p RecordPageParams) ([]Rev
 
 // RecordExecutionPage reads up to p.Limit executions of the record after p.After, and whether more
 // follow.
-func (db *DB) RecordExecutionPage(ctx context.Context, p RecordPageParams) ([]Execution, bool, error) {
-	out := []Execution{}
+func (db *DB) RecordExecutionPage(ctx context.Context, p RecordPageParams) ([]model.Execution, bool, error) {
+	out := []model.Execution{}
 	q, args := `SELECT `+executionColumns+` FROM feature_execution WHERE owner_id = $1 AND module_code = $2 AND record_id = $3`,
 		[]any{p.Owner, p.Module, p.RecordID, p.Limit + 1}
 	if p.After != nil {
@@ -100,8 +101,8 @@ func (db *DB) RecordExecutionPage(ctx context.Context, p RecordPageParams) ([]Ex
 
 // RecordAuditPage reads up to p.Limit audit events of the record after p.After, and whether
 // more follow.
-func (db *DB) RecordAuditPage(ctx context.Context, p RecordPageParams) ([]AuditEvent, bool, error) {
-	out := []AuditEvent{}
+func (db *DB) RecordAuditPage(ctx context.Context, p RecordPageParams) ([]model.AuditEvent, bool, error) {
+	out := []model.AuditEvent{}
 	q, args := `SELECT `+auditColumns+` FROM audit_event WHERE owner_id = $1 AND record_id = $2 AND module_code = $3`,
 		[]any{p.Owner, p.RecordID, p.Module, p.Limit + 1}
 	if p.After != nil {

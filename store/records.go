@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/model"
 )
 
 // ErrNotFound is returned by Find* when no row matches.
@@ -29,7 +30,7 @@ const (
 // The INSERTs of the rows a keyed request writes are in attest.go, with the digests they compute.
 
 // InsertRecord queues a new record row.
-func (b *Batch) InsertRecord(step string, r Record) {
+func (b *Batch) InsertRecord(step string, r model.Record) {
 	b.queue(step, "insert record", nil, insertRecordSQL,
 		[]any{r.OwnerID, r.ID, r.ModuleCode, r.Revision, r.Title, r.Summary, r.Payload, r.CreatedAt, r.UpdatedAt})
 }
@@ -37,13 +38,13 @@ func (b *Batch) InsertRecord(step string, r Record) {
 // UpdateRecordGuarded queues r as the next revision of its record if the stored revision is
 // still fromRevision (optimistic lock); the transaction fails with conflict otherwise. The
 // statement fails on the server itself when no row matched, so the COMMIT behind it never runs.
-func (b *Batch) UpdateRecordGuarded(step string, r Record, fromRevision int, conflict error) {
+func (b *Batch) UpdateRecordGuarded(step string, r model.Record, fromRevision int, conflict error) {
 	b.queue(step, "update record", conflict, updateRecordGuardedSQL,
 		[]any{r.OwnerID, r.ModuleCode, r.ID, r.Revision, r.Title, r.Summary, r.Payload, r.UpdatedAt, fromRevision})
 }
 
 // InsertRevision queues an immutable revision whose snapshot is r as it is now.
-func (b *Batch) InsertRevision(step string, r Record, key *string) {
+func (b *Batch) InsertRevision(step string, r model.Record, key *string) {
 	snap, err := AppendSnapshot(make([]byte, 0, snapshotSize(r)), r)
 	if err != nil {
 		if b.err == nil {
@@ -56,29 +57,29 @@ func (b *Batch) InsertRevision(step string, r Record, key *string) {
 }
 
 // snapshotSize is about the length of r's snapshot: the room to write it in at once.
-func snapshotSize(r Record) int {
+func snapshotSize(r model.Record) int {
 	return 192 + len(r.ID) + len(r.OwnerID) + len(r.ModuleCode) + len(r.Title) + len(r.Summary) + len(r.Payload)
 }
 
 // InsertExecution queues a feature execution.
-func (b *Batch) InsertExecution(step string, e Execution) {
+func (b *Batch) InsertExecution(step string, e model.Execution) {
 	b.queue(step, "insert execution", nil, insertExecutionSQL,
 		[]any{e.OwnerID, e.ID, e.ModuleCode, e.RecordID, e.FeatureID, e.Mode, e.Status, e.RecordRevision, e.Input, e.Output,
 			e.IdempotencyKey, e.CreatedAt, e.UpdatedAt})
 }
 
 // InsertAudit queues an audit event.
-func (b *Batch) InsertAudit(step string, a AuditEvent) {
+func (b *Batch) InsertAudit(step string, a model.AuditEvent) {
 	b.queue(step, "insert audit event", nil, insertAuditSQL, auditArgs(a))
 }
 
 // InsertAudit writes an audit event at once (in ctx's transaction when it carries one).
-func (db *DB) InsertAudit(ctx context.Context, a AuditEvent) error {
+func (db *DB) InsertAudit(ctx context.Context, a model.AuditEvent) error {
 	_, err := db.Q(ctx).Exec(ctx, insertAuditSQL, auditArgs(a)...)
 	return stmtError("insert audit event", nil, err)
 }
 
-func auditArgs(a AuditEvent) []any {
+func auditArgs(a model.AuditEvent) []any {
 	detail := a.Detail
 	if detail == nil {
 		detail = json.RawMessage(`{}`)
@@ -87,13 +88,13 @@ func auditArgs(a AuditEvent) []any {
 }
 
 // InsertReview queues an immutable commitment review.
-func (b *Batch) InsertReview(step string, r Review) {
+func (b *Batch) InsertReview(step string, r model.Review) {
 	b.queue(step, "insert review", nil, insertReviewSQL,
 		[]any{r.OwnerID, r.ID, r.ModuleCode, r.RecordID, r.RecordRevision, r.Verdict, r.Comment, r.IdempotencyKey, r.CreatedAt})
 }
 
 // InsertOutbox queues a message for the delivery worker.
-func (b *Batch) InsertOutbox(step string, m OutboxMessage) {
+func (b *Batch) InsertOutbox(step string, m model.OutboxMessage) {
 	b.queue(step, "insert outbox message", nil, insertOutboxSQL,
 		[]any{m.OwnerID, m.ID, m.ExecutionID, m.Provider, m.PayloadRef, m.IdempotencyID, m.Status, m.NextAttemptAt, m.CreatedAt, m.IdempotencyKey})
 }
@@ -104,8 +105,8 @@ const (
 	findRecordLockSQL = findRecordSQL + ` FOR NO KEY UPDATE`
 )
 
-func scanRecord(row pgx.Row) (Record, error) {
-	var r Record
+func scanRecord(row pgx.Row) (model.Record, error) {
+	var r model.Record
 	err := row.Scan(&r.ID, &r.OwnerID, &r.ModuleCode, &r.Revision, &r.Title, &r.Summary, &r.Payload, &r.CreatedAt, &r.UpdatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, ErrNotFound
@@ -115,7 +116,7 @@ func scanRecord(row pgx.Row) (Record, error) {
 
 // FindRecord reads the current record of owner and module; lock takes a row lock (FOR NO KEY
 // UPDATE) so concurrent features on one record serialise.
-func (db *DB) FindRecord(ctx context.Context, owner, module, id string, lock bool) (Record, error) {
+func (db *DB) FindRecord(ctx context.Context, owner, module, id string, lock bool) (model.Record, error) {
 	q := findRecordSQL
 	if lock {
 		q = findRecordLockSQL
@@ -126,7 +127,7 @@ func (db *DB) FindRecord(ctx context.Context, owner, module, id string, lock boo
 // RevisionWithParent is a revision row joined with its parent record's module, with what its
 // digest check needs (Attest).
 type RevisionWithParent struct {
-	Revision
+	model.Revision
 	ParentModule string
 	ParentID     string
 	ParentOwner  string
@@ -176,8 +177,8 @@ func (db *DB) FindRevision(ctx context.Context, owner, module, recordID string, 
 
 const executionColumns = `id, owner_id, module_code, record_id, feature_id, mode, status, record_revision, input, output, idempotency_key, created_at, updated_at`
 
-func scanExecution(row pgx.Row) (Execution, error) {
-	var e Execution
+func scanExecution(row pgx.Row) (model.Execution, error) {
+	var e model.Execution
 	err := row.Scan(&e.ID, &e.OwnerID, &e.ModuleCode, &e.RecordID, &e.FeatureID, &e.Mode, &e.Status, &e.RecordRevision,
 		&e.Input, &e.Output, &e.IdempotencyKey, &e.CreatedAt, &e.UpdatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -187,14 +188,14 @@ func scanExecution(row pgx.Row) (Execution, error) {
 }
 
 // FindExecution reads one execution by owner, module, record and id.
-func (db *DB) FindExecution(ctx context.Context, owner, module, recordID, id string) (Execution, error) {
+func (db *DB) FindExecution(ctx context.Context, owner, module, recordID, id string) (model.Execution, error) {
 	return scanExecution(db.Q(ctx).QueryRow(ctx, `SELECT `+executionColumns+` FROM feature_execution
 		WHERE owner_id = $1 AND module_code = $2 AND record_id = $3 AND id = $4`, owner, module, recordID, id))
 }
 
 // FindExecutionAttested is FindExecution with the execution's attestation.
-func (db *DB) FindExecutionAttested(ctx context.Context, owner, module, recordID, id string) (Execution, Attestation, error) {
-	var e Execution
+func (db *DB) FindExecutionAttested(ctx context.Context, owner, module, recordID, id string) (model.Execution, Attestation, error) {
+	var e model.Execution
 	var a Attestation
 	err := db.Q(ctx).QueryRow(ctx, `SELECT `+prefixed("e.", executionColumns)+`, `+executionAttestColumns+` FROM feature_execution e
 		WHERE e.owner_id = $1 AND e.module_code = $2 AND e.record_id = $3 AND e.id = $4`, owner, module, recordID, id).
@@ -210,8 +211,8 @@ func (db *DB) FindExecutionAttested(ctx context.Context, owner, module, recordID
 }
 
 // FindReview reads one review of owner by record and id.
-func (db *DB) FindReview(ctx context.Context, owner, recordID, id string) (Review, error) {
-	var r Review
+func (db *DB) FindReview(ctx context.Context, owner, recordID, id string) (model.Review, error) {
+	var r model.Review
 	err := db.Q(ctx).QueryRow(ctx, `SELECT id, owner_id, module_code, record_id, record_revision, verdict, comment, idempotency_key, created_at
 		FROM commitment_review WHERE owner_id = $1 AND record_id = $2 AND id = $3`, owner, recordID, id).
 		Scan(&r.ID, &r.OwnerID, &r.ModuleCode, &r.RecordID, &r.RecordRevision, &r.Verdict, &r.Comment, &r.IdempotencyKey, &r.CreatedAt)
@@ -236,7 +237,7 @@ type RecordAhead struct {
 	owner, module, id string
 	lock              bool
 	read              bool // rec and err hold the read's result
-	rec               Record
+	rec               model.Record
 	err               error
 }
 
@@ -285,7 +286,7 @@ func (r *RecordAhead) TakeHeld(br pgx.BatchResults, held bool) error {
 
 // Get is the record read ahead (ErrNotFound when there is none), or FindRecord's at once in ctx's
 // transaction when the read did not travel.
-func (r *RecordAhead) Get(ctx context.Context) (Record, error) {
+func (r *RecordAhead) Get(ctx context.Context) (model.Record, error) {
 	if r.read {
 		return r.rec, r.err
 	}

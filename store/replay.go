@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/model"
 )
 
 // A replay in one round trip: the key row of (owner, key) and the rows its stored result
@@ -33,7 +34,7 @@ type RevisionReplay struct {
 type ExecutionReplay struct {
 	RevisionReplay
 	// Execution is nil as Revision is.
-	Execution *Execution
+	Execution *model.Execution
 	// ExecutionAttest is the execution's attestation (when Execution is not nil).
 	ExecutionAttest Attestation
 }
@@ -153,7 +154,7 @@ func (r *replayRevisionRow) revision() *RevisionWithParent {
 		return nil
 	}
 	return &RevisionWithParent{
-		Revision: Revision{OwnerID: r.ownerID.String, RecordID: r.recordID.String, Revision: int(r.revisionNo.Int32), Snapshot: r.snapshot,
+		Revision: model.Revision{OwnerID: r.ownerID.String, RecordID: r.recordID.String, Revision: int(r.revisionNo.Int32), Snapshot: r.snapshot,
 			IdempotencyKey: textPtr(r.key), CreatedAt: r.createdAt.Time},
 		ParentOwner: r.parentOwner.String, ParentID: r.parentID.String, ParentModule: r.pMod.String,
 		Attest: Attestation{XID: textPtr(r.xid), Digest: r.digest, Prev: r.prevDigest}}
@@ -175,13 +176,13 @@ func (e *replayExecutionRow) dest() []any {
 }
 
 // execution is the row read, or nil when there is none whole.
-func (e *replayExecutionRow) execution() *Execution {
+func (e *replayExecutionRow) execution() *model.Execution {
 	if !e.id.Valid || !e.ownerID.Valid || !e.module.Valid || !e.recordID.Valid || !e.featureID.Valid || !e.mode.Valid ||
 		!e.status.Valid || !e.recordRevision.Valid || !e.createdAt.Valid || !e.updatedAt.Valid ||
 		e.createdAt.InfinityModifier != pgtype.Finite || e.updatedAt.InfinityModifier != pgtype.Finite {
 		return nil
 	}
-	return &Execution{ID: e.id.String, OwnerID: e.ownerID.String, ModuleCode: e.module.String, RecordID: e.recordID.String,
+	return &model.Execution{ID: e.id.String, OwnerID: e.ownerID.String, ModuleCode: e.module.String, RecordID: e.recordID.String,
 		FeatureID: e.featureID.String, Mode: e.mode.String, Status: e.status.String, RecordRevision: int(e.recordRevision.Int32),
 		Input: e.input, Output: e.output, IdempotencyKey: textPtr(e.key), CreatedAt: e.createdAt.Time, UpdatedAt: e.updatedAt.Time}
 }

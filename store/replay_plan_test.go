@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 )
 
@@ -23,9 +24,9 @@ func TestAReplayNeverScansAllOfAnOwnersRows(t *testing.T) {
 	db := testdb.New(t)
 	k := kernel.New(db.DB, kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
 	ctx := context.Background()
-	note, err := k.Create(ctx, kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "note-1", Title: "t"})
+	note, err := k.Create(ctx, model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "note-1", Title: "t"})
 	require.NoError(t, err)
-	_, err = k.RunFeature(ctx, kernel.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: note.Record.ID, FeatureID: "F01", Key: "run-1"})
+	_, err = k.RunFeature(ctx, model.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: note.Record.ID, FeatureID: "F01", Key: "run-1"})
 	require.NoError(t, err)
 
 	conn, err := db.Pool.Acquire(ctx)

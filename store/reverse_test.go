@@ -9,6 +9,7 @@ import (
 
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/internal/testdb"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 )
 
@@ -52,8 +53,8 @@ VALUES ('bob', 'odd-999', 'NOTE:record:create', 'f', 'SUCCEEDED', '{}', '2025-01
 
 	for _, prefix := range []string{"", "odd-"} {
 		keys := func(reverse bool) []string {
-			rows := walk(t, func(c string) ([]store.KeyRow, string, error) {
-				return db.Keys(ctx, store.KeyQuery{Owner: "alice", Prefix: prefix, Reverse: reverse, Limit: 4, Cursor: c})
+			rows := walk(t, func(c string) ([]model.KeyRow, string, error) {
+				return db.Keys(ctx, model.KeyQuery{Owner: "alice", Prefix: prefix, Reverse: reverse, Limit: 4, Cursor: c})
 			})
 			out := make([]string, len(rows))
 			for i, r := range rows {
@@ -66,13 +67,13 @@ VALUES ('bob', 'odd-999', 'NOTE:record:create', 'f', 'SUCCEEDED', '{}', '2025-01
 		slices.Reverse(backward)
 		require.Equal(t, forward, backward, "keys, prefix %q", prefix)
 		// The first reversed page is the last forward rows: the oldest key in one query.
-		first, _, err := db.Keys(ctx, store.KeyQuery{Owner: "alice", Prefix: prefix, Reverse: true, Limit: 1})
+		first, _, err := db.Keys(ctx, model.KeyQuery{Owner: "alice", Prefix: prefix, Reverse: true, Limit: 1})
 		require.NoError(t, err)
 		require.Equal(t, forward[len(forward)-1], first[0].Key)
 	}
-	for _, q := range []store.AuditQuery{{}, {ActionPrefix: "RECORD_C"}, {KeyPrefix: "even-"}} {
+	for _, q := range []model.AuditQuery{{}, {ActionPrefix: "RECORD_C"}, {KeyPrefix: "even-"}} {
 		ids := func(reverse bool) []string {
-			rows := walk(t, func(c string) ([]store.AuditEvent, string, error) {
+			rows := walk(t, func(c string) ([]model.AuditEvent, string, error) {
 				q := q
 				q.Owner, q.Reverse, q.Limit, q.Cursor = "alice", reverse, 4, c
 				return db.Audit(ctx, q)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/internal/testdb"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 )
 
@@ -41,7 +42,7 @@ func writeRecord(t *testing.T, db *store.DB, id string) {
 	t.Helper()
 	now := time.Now()
 	require.NoError(t, db.TxBatch(context.Background(), func(_ context.Context, b *store.Batch) error {
-		b.InsertRecord("record", store.Record{OwnerID: "alice", ID: id, ModuleCode: "NOTE", Revision: 1, Title: "t",
+		b.InsertRecord("record", model.Record{OwnerID: "alice", ID: id, ModuleCode: "NOTE", Revision: 1, Title: "t",
 			Payload: json.RawMessage(`{}`), CreatedAt: now, UpdatedAt: now})
 		return nil
 	}))

@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/idemwork/idemwork/jsonb"
+	"github.com/idemwork/idemwork/model"
 )
 
 // AppendSnapshot appends the revision snapshot of r to dst: the JSON value json.Marshal(r)
@@ -14,7 +15,7 @@ import (
 // written on every create, patch and feature run). What it would not write as json.Marshal does —
 // a string that is not valid UTF-8 (json.Marshal replaces the bytes), a payload that is not JSON,
 // a time RFC 3339 cannot hold (json.Marshal refuses both) — goes through json.Marshal.
-func AppendSnapshot(dst []byte, r Record) ([]byte, error) {
+func AppendSnapshot(dst []byte, r model.Record) ([]byte, error) {
 	start := len(dst)
 	if plainSnapshot(r) {
 		dst = append(dst, `{"id":`...)
@@ -49,7 +50,7 @@ func AppendSnapshot(dst []byte, r Record) ([]byte, error) {
 }
 
 // plainSnapshot reports whether r's texts are valid UTF-8 and its payload JSON (or absent).
-func plainSnapshot(r Record) bool {
+func plainSnapshot(r model.Record) bool {
 	return utf8.ValidString(r.ID) && utf8.ValidString(r.OwnerID) && utf8.ValidString(r.ModuleCode) &&
 		utf8.ValidString(r.Title) && utf8.ValidString(r.Summary) && (r.Payload == nil || json.Valid(r.Payload))
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemwork/idemwork/jsonb"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 )
 
@@ -24,17 +25,17 @@ func TestASnapshotIsTheValueJSONMarshalWrites(t *testing.T) {
 	times := []time.Time{utc, utc.Truncate(time.Microsecond), utc.Truncate(time.Second), utc.In(time.FixedZone("", 5*3600+1800)),
 		utc.In(time.FixedZone("", -(9*3600 + 30*60 + 15))), time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC),
 		utc.In(time.FixedZone("", 24*3600)), {}}
-	var recs []store.Record
+	var recs []model.Record
 	for i, s := range texts {
-		recs = append(recs, store.Record{ID: "01JZ" + s, OwnerID: s, ModuleCode: "NOTE", Revision: i * 7919, Title: s, Summary: s + s,
+		recs = append(recs, model.Record{ID: "01JZ" + s, OwnerID: s, ModuleCode: "NOTE", Revision: i * 7919, Title: s, Summary: s + s,
 			Payload: json.RawMessage(`{}`), CreatedAt: utc, UpdatedAt: utc})
 	}
 	for i, p := range payloads {
-		recs = append(recs, store.Record{ID: "r", OwnerID: "o", ModuleCode: "MEM-001", Revision: -i, Title: "t", Payload: p, CreatedAt: utc, UpdatedAt: utc})
+		recs = append(recs, model.Record{ID: "r", OwnerID: "o", ModuleCode: "MEM-001", Revision: -i, Title: "t", Payload: p, CreatedAt: utc, UpdatedAt: utc})
 	}
 	for _, tm := range times {
-		recs = append(recs, store.Record{ID: "r", OwnerID: "o", ModuleCode: "M", Revision: 2, Payload: json.RawMessage(`{}`), CreatedAt: utc, UpdatedAt: tm},
-			store.Record{ID: "r", OwnerID: "o", ModuleCode: "M", Revision: 2, Payload: json.RawMessage(`{}`), CreatedAt: tm, UpdatedAt: utc})
+		recs = append(recs, model.Record{ID: "r", OwnerID: "o", ModuleCode: "M", Revision: 2, Payload: json.RawMessage(`{}`), CreatedAt: utc, UpdatedAt: tm},
+			model.Record{ID: "r", OwnerID: "o", ModuleCode: "M", Revision: 2, Payload: json.RawMessage(`{}`), CreatedAt: tm, UpdatedAt: utc})
 	}
 	for _, r := range recs {
 		want, wantErr := json.Marshal(r)
@@ -53,7 +54,7 @@ func TestASnapshotIsTheValueJSONMarshalWrites(t *testing.T) {
 	}
 	// Texts without HTML characters and a compact payload: json.Marshal's very bytes (otherwise
 	// json.Marshal also escapes <, > and & and compacts the payload, which jsonb undoes).
-	r := store.Record{ID: "01JZ3W9Q8X4T6V2N1M0K7H5G3F", OwnerID: "bench", ModuleCode: "NOTE", Revision: 1, Title: "bench \"note\"\t",
+	r := model.Record{ID: "01JZ3W9Q8X4T6V2N1M0K7H5G3F", OwnerID: "bench", ModuleCode: "NOTE", Revision: 1, Title: "bench \"note\"\t",
 		Payload: json.RawMessage(`{"tags":["home","todo"],"text":"call the plumber about the kitchen tap","priority":2}`), CreatedAt: utc, UpdatedAt: utc}
 	want, err := json.Marshal(r)
 	require.NoError(t, err)

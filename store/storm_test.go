@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemwork/idemwork/internal/testdb"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 )
 
@@ -31,7 +32,7 @@ func stormAudit(t *testing.T, db *store.DB, owner, id, key, operation string, at
 	if operation != "" {
 		detail = json.RawMessage(`{"operation":"` + operation + `"}`)
 	}
-	require.NoError(t, db.InsertAudit(context.Background(), store.AuditEvent{ID: id, OwnerID: owner, ModuleCode: "COMMITMENT",
+	require.NoError(t, db.InsertAudit(context.Background(), model.AuditEvent{ID: id, OwnerID: owner, ModuleCode: "COMMITMENT",
 		Action: "MARK", IdempotencyKey: &key, Detail: detail, At: at}))
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/idem"
 	"github.com/idemwork/idemwork/internal/testdb"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 )
 
@@ -31,8 +32,8 @@ func tracedDB(t *testing.T, db *testdb.DB) (*store.DB, *testdb.Trips) {
 	return tdb, tr
 }
 
-func event(id string) store.AuditEvent {
-	return store.AuditEvent{ID: id, OwnerID: "alice", ModuleCode: "NOTE", Action: "MARK", At: time.Now()}
+func event(id string) model.AuditEvent {
+	return model.AuditEvent{ID: id, OwnerID: "alice", ModuleCode: "NOTE", Action: "MARK", At: time.Now()}
 }
 
 func countWhere(t *testing.T, db *testdb.DB, sql string, args ...any) int {
@@ -210,7 +211,7 @@ func TestAGuardedWriteThatFindsNoRowFailsWithItsGuardBeforeTheCommit(t *testing.
 	now := time.Now()
 	err := db.TxBatch(ctx, func(_ context.Context, b *store.Batch) error {
 		b.InsertAudit("audit", event("before-guard"))
-		b.UpdateRecordGuarded("record", store.Record{OwnerID: "alice", ModuleCode: "NOTE", ID: "r1", Revision: 2, Title: "t",
+		b.UpdateRecordGuarded("record", model.Record{OwnerID: "alice", ModuleCode: "NOTE", ID: "r1", Revision: 2, Title: "t",
 			Payload: json.RawMessage(`{}`), UpdatedAt: now}, 1, conflict)
 		return nil
 	})

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idemwork/idemwork/model"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 )
@@ -113,9 +114,9 @@ type VerifyKeyRow struct {
 	ExpiresAt                       time.Time
 	ReservedXID                     *string
 	Revision                        *RevisionWithParent
-	Execution                       *Execution
+	Execution                       *model.Execution
 	ExecutionAttest                 Attestation
-	Review                          *Review
+	Review                          *model.Review
 }
 
 // Cursor is where the page after this row starts.
@@ -244,12 +245,12 @@ func (r *reviewRow) dest() []any {
 	return []any{&r.id, &r.ownerID, &r.module, &r.recordID, &r.revision, &r.verdict, &r.comment, &r.key, &r.createdAt}
 }
 
-func (r *reviewRow) review() *Review {
+func (r *reviewRow) review() *model.Review {
 	if !r.id.Valid || !r.ownerID.Valid || !r.module.Valid || !r.recordID.Valid || !r.revision.Valid || !r.createdAt.Valid ||
 		r.createdAt.InfinityModifier != pgtype.Finite {
 		return nil
 	}
-	return &Review{ID: r.id.String, OwnerID: r.ownerID.String, ModuleCode: r.module.String, RecordID: r.recordID.String,
+	return &model.Review{ID: r.id.String, OwnerID: r.ownerID.String, ModuleCode: r.module.String, RecordID: r.recordID.String,
 		RecordRevision: int(r.revision.Int32), Verdict: r.verdict.String, Comment: r.comment.String, IdempotencyKey: textPtr(r.key),
 		CreatedAt: r.createdAt.Time}
 }
@@ -349,7 +350,7 @@ func scanVerifyRevision(r pgx.CollectableRow) (VerifyRevisionRow, error) {
 // VerifyExecutionRow is an execution with its attestation, record, audit events and outbox
 // messages.
 type VerifyExecutionRow struct {
-	Execution
+	model.Execution
 	Attest Attestation
 	// HasRecord: its record exists in its module; AtRevision: that record has the revision the
 	// execution was recorded at.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/storm"
 	"github.com/idemwork/idemwork/storm/stormtypes"
 )
@@ -21,7 +22,7 @@ func ExampleRun() {
 	k := kernel.New(db.DB, kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
 	spec := stormtypes.Spec{
 		Op:     stormtypes.OpCreate,
-		Create: kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "k-1", Title: "t"},
+		Create: model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "k-1", Title: "t"},
 		N:      40, Processes: 2, Share: true,
 	}
 	events := make(chan stormtypes.Event, 64)

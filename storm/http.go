@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/storm/stormtypes"
 )
 
@@ -261,7 +261,7 @@ func checkTokenOwner(ctx context.Context, c *http.Client, t servers, owner strin
 // eventOfHTTP reads a response body of SPEC §10.2: a write result or a coded error.
 func eventOfHTTP(status int, raw []byte) stormtypes.Event {
 	if status >= 200 && status < 300 {
-		var res kernel.WriteResult
+		var res model.WriteResult
 		if err := json.Unmarshal(raw, &res); err != nil || res.Outcome == "" {
 			return stormtypes.Event{Outcome: fmt.Sprintf("HTTP_%d", status), Err: "the response is not a write result", Status: status}
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/outbox"
 	"github.com/idemwork/idemwork/storm"
 	"github.com/idemwork/idemwork/storm/stormtypes"
@@ -26,7 +27,7 @@ func TestAStormCountsOnlyTheAuditEventsItsOperationWrites(t *testing.T) {
 	ctx := context.Background()
 	id := b.newRecord(t, "uma", kernel.ModuleCommitment, `{"status":"OPEN"}`)
 	spec := stormtypes.Spec{Op: stormtypes.OpAction, N: 20, Concurrency: 5, Share: false,
-		Action: kernel.FeatureInput{Owner: "uma", Module: kernel.ModuleCommitment, RecordID: id, FeatureID: "F02", Key: "k-notify"}}
+		Action: model.FeatureInput{Owner: "uma", Module: kernel.ModuleCommitment, RecordID: id, FeatureID: "F02", Key: "k-notify"}}
 	sum, err := storm.Run(ctxFor(t), b.env, spec, nil)
 	require.NoError(t, err)
 	require.True(t, sum.Verified.Agrees, "%v", sum.Verified.Problems)

@@ -18,6 +18,7 @@ import (
 	"github.com/idemwork/idemwork/idem"
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 	"github.com/idemwork/idemwork/storm"
 	"github.com/idemwork/idemwork/storm/stormtypes"
@@ -103,12 +104,12 @@ func requireOnlySuccesses(t *testing.T, s stormtypes.Summary) {
 }
 
 func createSpec(owner, key string) stormtypes.Spec {
-	return stormtypes.Spec{Op: stormtypes.OpCreate, Create: kernel.CreateInput{Owner: owner, Module: kernel.ModuleNote, Key: key, Title: "storm"}}
+	return stormtypes.Spec{Op: stormtypes.OpCreate, Create: model.CreateInput{Owner: owner, Module: kernel.ModuleNote, Key: key, Title: "storm"}}
 }
 
 func (b *testBundle) newRecord(t *testing.T, owner, module string, payload string) string {
 	t.Helper()
-	res, err := b.k.Create(context.Background(), kernel.CreateInput{Owner: owner, Module: module, Title: "base", Payload: json.RawMessage(payload)})
+	res, err := b.k.Create(context.Background(), model.CreateInput{Owner: owner, Module: module, Title: "base", Payload: json.RawMessage(payload)})
 	require.NoError(t, err)
 	return res.Record.ID
 }
@@ -196,7 +197,7 @@ func TestPatchStormWritesOneRevision(t *testing.T) {
 		// Each storm patches from the revision the previous one left.
 		from := b.count(t, "SELECT revision FROM record WHERE owner_id = 'carol' AND id = $1", id)
 		title := fmt.Sprintf("patched share=%v", share)
-		spec := stormtypes.Spec{Op: stormtypes.OpPatch, Patch: kernel.PatchInput{Owner: "carol", Module: kernel.ModuleNote, RecordID: id,
+		spec := stormtypes.Spec{Op: stormtypes.OpPatch, Patch: model.PatchInput{Owner: "carol", Module: kernel.ModuleNote, RecordID: id,
 			Key: fmt.Sprintf("k-patch-%v", share), ExpectRevision: from, Title: &title}}
 		spec.N, spec.Processes, spec.Share = 120, 2, share
 		sum, err := storm.Run(ctxFor(t), b.env, spec, nil)
@@ -231,7 +232,7 @@ func TestActionStormRunsTheFeatureOnce(t *testing.T) {
 	}
 	for i, c := range cases {
 		key := fmt.Sprintf("k-action-%d", i)
-		spec := stormtypes.Spec{Op: stormtypes.OpAction, Action: kernel.FeatureInput{Owner: "dave", Module: c.module, RecordID: c.id, FeatureID: c.f, Key: key}}
+		spec := stormtypes.Spec{Op: stormtypes.OpAction, Action: model.FeatureInput{Owner: "dave", Module: c.module, RecordID: c.id, FeatureID: c.f, Key: key}}
 		spec.N, spec.Processes, spec.Share = 120, 2, c.share
 		sum, err := storm.Run(ctxFor(t), b.env, spec, nil)
 		require.NoError(t, err, c.name)
@@ -299,7 +300,7 @@ func TestHTTPStormAgainstItsOwnServerExecutesOnce(t *testing.T) {
 	require.True(t, sum.Verified.Agrees, "%v", sum.Verified.Problems)
 
 	// Children over HTTP, without sharing in the server: every request reaches PostgreSQL.
-	action := stormtypes.Spec{Op: stormtypes.OpAction, Action: kernel.FeatureInput{Owner: "ivan", Module: kernel.ModuleNote, RecordID: id, FeatureID: "F01", Key: "k-http-action"}}
+	action := stormtypes.Spec{Op: stormtypes.OpAction, Action: model.FeatureInput{Owner: "ivan", Module: kernel.ModuleNote, RecordID: id, FeatureID: "F01", Key: "k-http-action"}}
 	action.N, action.Via, action.Processes, action.Share = 120, stormtypes.ViaHTTP, 2, false
 	events := make(chan stormtypes.Event, 200)
 	sum, err = storm.Run(ctxFor(t), b.env, action, events)

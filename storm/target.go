@@ -8,6 +8,7 @@ import (
 
 	"github.com/idemwork/idemwork/idem"
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/storm/stormtypes"
 	"github.com/idemwork/idemwork/wire"
 )
@@ -56,7 +57,7 @@ func (t *kernelTarget) Warm(ctx context.Context, n int) error          { return 
 func (t *kernelTarget) Do(ctx context.Context, _ int) stormtypes.Event { return t.do(ctx) }
 func (t *kernelTarget) Close()                                         {}
 
-func eventOf(res kernel.WriteResult, err error) stormtypes.Event {
+func eventOf(res model.WriteResult, err error) stormtypes.Event {
 	if err != nil {
 		return errorEvent(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/idemwork/idemwork/httpapi"
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/storm"
 	"github.com/idemwork/idemwork/storm/stormtypes"
 )
@@ -71,11 +72,11 @@ func TestAStormWhoseEveryRequestIsRejectedSaysSoAndWritesNothing(t *testing.T) {
 	b := setup(t)
 	id := b.newRecord(t, "rita", kernel.ModuleNote, `{}`)
 	title := "moved on"
-	_, err := b.k.Patch(ctx, kernel.PatchInput{Owner: "rita", Module: kernel.ModuleNote, RecordID: id, ExpectRevision: 1, Title: &title})
+	_, err := b.k.Patch(ctx, model.PatchInput{Owner: "rita", Module: kernel.ModuleNote, RecordID: id, ExpectRevision: 1, Title: &title})
 	require.NoError(t, err)
 
 	// A patch storm from the revision the record has left behind.
-	spec := stormtypes.Spec{Op: stormtypes.OpPatch, N: 50, Share: false, Patch: kernel.PatchInput{Owner: "rita", Module: kernel.ModuleNote, RecordID: id,
+	spec := stormtypes.Spec{Op: stormtypes.OpPatch, N: 50, Share: false, Patch: model.PatchInput{Owner: "rita", Module: kernel.ModuleNote, RecordID: id,
 		Key: "k-stale", ExpectRevision: 1, Title: &title}}
 	sum, err := storm.Run(ctxFor(t), b.env, spec, nil)
 	require.NoError(t, err)
@@ -97,7 +98,7 @@ func TestAStormWhoseEveryRequestIsRejectedSaysSoAndWritesNothing(t *testing.T) {
 
 	// A committed leftover PROCESSING row: every request gets IDEMPOTENCY_IN_PROGRESS, and the
 	// row is left as it was.
-	op := kernel.OpCreate(kernel.ModuleNote)
+	op := model.OpCreate(kernel.ModuleNote)
 	tx, _ := b.holdKey(t, "rita", "k-leftover", op)
 	require.NoError(t, tx.Commit(ctx))
 	spec = createSpec("rita", "k-leftover")
@@ -118,7 +119,7 @@ func TestAStormWhoseEveryRequestIsRejectedSaysSoAndWritesNothing(t *testing.T) {
 	written := make(chan error, 1)
 	go func() {
 		<-events // the first answer: now someone else writes the key, before Run can judge
-		_, err := b.k.Create(ctx, kernel.CreateInput{Owner: "rita", Module: kernel.ModuleNote, Key: "k-changes", Title: "x"})
+		_, err := b.k.Create(ctx, model.CreateInput{Owner: "rita", Module: kernel.ModuleNote, Key: "k-changes", Title: "x"})
 		written <- err
 		for range events {
 		}
@@ -175,7 +176,7 @@ func TestStoppingAStormStuckBehindALockAccountsForEveryRequestAndLeavesNoSession
 	// them).
 	for _, procs := range []int{1, 2} {
 		owner, id := fmt.Sprintf("tom-%d", procs), fmt.Sprintf("stuck%d", procs)
-		holder, pid := b.holdKey(t, owner, "k-stuck", kernel.OpCreate(kernel.ModuleNote))
+		holder, pid := b.holdKey(t, owner, "k-stuck", model.OpCreate(kernel.ModuleNote))
 		var locks latestLocks
 		env := b.env
 		env.OnLocks = locks.set
@@ -232,7 +233,7 @@ func TestWaitedIsTheRunnersFactForReplaysAndRejectionsAlike(t *testing.T) {
 	b := setup(t)
 	for _, via := range []string{stormtypes.ViaInproc, stormtypes.ViaHTTP} {
 		owner := "uma-" + via
-		holder, _ := b.holdKey(t, owner, "k-wait", kernel.OpCreate(kernel.ModuleNote))
+		holder, _ := b.holdKey(t, owner, "k-wait", model.OpCreate(kernel.ModuleNote))
 		var locks latestLocks
 		env := b.env
 		env.OnLocks = locks.set

@@ -11,7 +11,7 @@ import (
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/httpapi"
 	"github.com/idemwork/idemwork/idem/idemtype"
-	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/storm/stormtypes"
 	"github.com/idemwork/idemwork/wire"
 )
@@ -31,7 +31,7 @@ func TestTheHTTPTargetSpeaksTheAPIsContract(t *testing.T) {
 		dec.DisallowUnknownFields()
 		require.NoError(t, dec.Decode(into), "%s", raw)
 	}
-	method, path, raw, err := httpRequestOf(stormtypes.Spec{Op: stormtypes.OpCreate, Create: kernel.CreateInput{Module: "NOTE", Title: "t", Summary: &summary, Payload: payload}})
+	method, path, raw, err := httpRequestOf(stormtypes.Spec{Op: stormtypes.OpCreate, Create: model.CreateInput{Module: "NOTE", Title: "t", Summary: &summary, Payload: payload}})
 	require.NoError(t, err)
 	require.Equal(t, http.MethodPost, method)
 	require.Equal(t, "/v1/modules/NOTE/records", path)
@@ -39,7 +39,7 @@ func TestTheHTTPTargetSpeaksTheAPIsContract(t *testing.T) {
 	strict(raw, &create)
 	require.Equal(t, httpapi.CreateBody{Title: "t", Summary: &summary, Payload: payload}, create)
 
-	method, path, raw, err = httpRequestOf(stormtypes.Spec{Op: stormtypes.OpPatch, Patch: kernel.PatchInput{Module: "NOTE", RecordID: "r1", ExpectRevision: 3, Title: &title}})
+	method, path, raw, err = httpRequestOf(stormtypes.Spec{Op: stormtypes.OpPatch, Patch: model.PatchInput{Module: "NOTE", RecordID: "r1", ExpectRevision: 3, Title: &title}})
 	require.NoError(t, err)
 	require.Equal(t, http.MethodPatch, method)
 	require.Equal(t, "/v1/modules/NOTE/records/r1", path)
@@ -47,7 +47,7 @@ func TestTheHTTPTargetSpeaksTheAPIsContract(t *testing.T) {
 	strict(raw, &patch)
 	require.Equal(t, httpapi.PatchBody{ExpectRevision: 3, Title: &title}, patch)
 
-	method, path, raw, err = httpRequestOf(stormtypes.Spec{Op: stormtypes.OpAction, Action: kernel.FeatureInput{Module: "NOTE", RecordID: "r1", FeatureID: "F01", Input: payload}})
+	method, path, raw, err = httpRequestOf(stormtypes.Spec{Op: stormtypes.OpAction, Action: model.FeatureInput{Module: "NOTE", RecordID: "r1", FeatureID: "F01", Input: payload}})
 	require.NoError(t, err)
 	require.Equal(t, http.MethodPost, method)
 	require.Equal(t, "/v1/modules/NOTE/records/r1/features/F01", path)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemwork/idemwork/internal/tuitest"
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/views"
 )
 
@@ -35,7 +36,7 @@ func TestViewsThatDoNotRefreshThemselvesSayAsOfWhenAndRReadsAgain(t *testing.T) 
 	}
 	external := func(key, title string) { // a write the workbench does not hear of
 		t.Helper()
-		_, err := b.Kernel.Create(t.Context(), kernel.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: key, Title: title})
+		_, err := b.Kernel.Create(t.Context(), model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: key, Title: title})
 		require.NoError(t, err)
 	}
 

@@ -13,7 +13,7 @@ import (
 
 	"github.com/idemwork/idemwork/internal/tuitest"
 	"github.com/idemwork/idemwork/internal/uictx"
-	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/views"
 )
 
@@ -102,7 +102,7 @@ func readWhole(t *testing.T, v *views.Demo, w, h int) string {
 }
 
 // requireWholeSteps requires every step's title, notes, claims and evidence on the screens read.
-func requireWholeSteps(t *testing.T, read string, steps []kernel.DemoStep) {
+func requireWholeSteps(t *testing.T, read string, steps []model.DemoStep) {
 	t.Helper()
 	got := squash(read)
 	for _, s := range steps {
@@ -128,7 +128,7 @@ func TestBothWalkThroughsReadStartToEndWithNothingCut(t *testing.T) {
 		v := views.NewDemo(b.Ctx, b.Backend.Demo)
 		v.SetSize(size[0], size[1])
 		require.Contains(t, ansi.Strip(v.View()), "next (n): step 1/3")
-		for range kernel.BlockedExternalSteps {
+		for range model.BlockedExternalSteps {
 			drain(t, v.Update, v.Update(runes("n")))
 		}
 		require.Len(t, blockedOf(v), 3)
@@ -139,10 +139,10 @@ func TestBothWalkThroughsReadStartToEndWithNothingCut(t *testing.T) {
 
 		drain(t, v.Update, v.Update(runes("o")))
 		require.Contains(t, ansi.Strip(v.View()), "▸o outbox instead", "the shown part is marked")
-		for range kernel.OutboxSteps {
+		for range model.OutboxSteps {
 			drain(t, v.Update, v.Update(runes("n")))
 		}
-		require.Len(t, outboxOf(v), len(kernel.OutboxSteps), "%s", errOf(v, 1))
+		require.Len(t, outboxOf(v), len(model.OutboxSteps), "%s", errOf(v, 1))
 		read := readWhole(t, v, size[0], size[1])
 		requireWholeSteps(t, read, outboxOf(v))
 		require.Contains(t, ansi.Strip(v.View()), "done · c: both modes side by side")
@@ -159,7 +159,7 @@ func TestANewStepScrollsIntoView(t *testing.T) {
 	for range 5 {
 		drain(t, v.Update, v.Update(runes("n")))
 	}
-	require.Contains(t, squash(v.View()), squash("step 5 · "+kernel.OutboxSteps[4]), "the step just run is on screen")
+	require.Contains(t, squash(v.View()), squash("step 5 · "+model.OutboxSteps[4]), "the step just run is on screen")
 	v.Update(runes("g"))
 	require.NotContains(t, squash(v.View()), squash("step 5 · "))
 	drain(t, v.Update, v.Update(runes("b")))
@@ -211,7 +211,7 @@ func TestTheComparisonIsFilledFromTheRowsOfTheTwoRuns(t *testing.T) {
 		c := v.Comparison()
 		for _, side := range []struct {
 			col string
-			s   kernel.ModeSide
+			s   model.ModeSide
 		}{{left, c.Blocked}, {right, c.Outbox}} {
 			for _, text := range append(append([]string{}, side.s.Committed...), side.s.Client, side.s.Replay, side.s.Provider, "key "+side.s.Key) {
 				require.Contains(t, side.col, squash(text), "at %v", size)
@@ -262,28 +262,28 @@ type walkNever struct{ t *testing.T }
 
 func (w walkNever) NewBlockedExternalDemo(string, string) views.BlockedWalk { return w }
 func (w walkNever) NewOutboxDemo(string, string) (views.OutboxWalk, error)  { return w, nil }
-func (w walkNever) CompareModes(context.Context, string, string, string) (kernel.ModeComparison, error) {
+func (w walkNever) CompareModes(context.Context, string, string, string) (model.ModeComparison, error) {
 	w.t.Error("the comparison was read")
-	return kernel.ModeComparison{}, nil
+	return model.ModeComparison{}, nil
 }
 func (w walkNever) Done() bool             { return false }
 func (w walkNever) StepsDone() int         { return 0 }
 func (w walkNever) PublishKey() string     { return "never:publish" }
 func (w walkNever) NotifyKey(n int) string { return fmt.Sprintf("never:notify-%d", n) }
-func (w walkNever) Next(context.Context) (kernel.DemoStep, error) {
+func (w walkNever) Next(context.Context) (model.DemoStep, error) {
 	w.t.Error("a demo step ran in a read-only session")
-	return kernel.DemoStep{}, nil
+	return model.DemoStep{}, nil
 }
 
 // queuedNotification is a workbench whose owner alice has one PENDING outbox message (a
 // COMMITMENT's F02 notify).
-func queuedNotification(t *testing.T) (tuitest.Bundle, kernel.WriteResult) {
+func queuedNotification(t *testing.T) (tuitest.Bundle, model.WriteResult) {
 	t.Helper()
 	b := tuitest.New(t)
 	ctx := context.Background()
-	c, err := b.Kernel.Create(ctx, kernel.CreateInput{Owner: "alice", Module: "COMMITMENT", Title: "call", Payload: []byte(`{"status":"OPEN"}`)})
+	c, err := b.Kernel.Create(ctx, model.CreateInput{Owner: "alice", Module: "COMMITMENT", Title: "call", Payload: []byte(`{"status":"OPEN"}`)})
 	require.NoError(t, err)
-	res, err := b.Kernel.RunFeature(ctx, kernel.FeatureInput{Owner: "alice", Module: "COMMITMENT", RecordID: c.Record.ID, FeatureID: "F02", Key: "n-1"})
+	res, err := b.Kernel.RunFeature(ctx, model.FeatureInput{Owner: "alice", Module: "COMMITMENT", RecordID: c.Record.ID, FeatureID: "F02", Key: "n-1"})
 	require.NoError(t, err)
 	return b, res
 }
@@ -388,8 +388,8 @@ func TestTheCrashSwitchRedeliversWithOneEffect(t *testing.T) {
 	require.Contains(t, squash(v.View()), squash("this session's simulated provider: 2 calls for it, its one effect held"))
 }
 
-func blockedOf(v *views.Demo) []kernel.DemoStep { b, _ := v.Steps(); return b }
-func outboxOf(v *views.Demo) []kernel.DemoStep  { _, o := v.Steps(); return o }
+func blockedOf(v *views.Demo) []model.DemoStep { b, _ := v.Steps(); return b }
+func outboxOf(v *views.Demo) []model.DemoStep  { _, o := v.Steps(); return o }
 
 // errOf is the error line of part 0 (blocked_external), 1 (outbox) or 2 (the comparison).
 func errOf(v *views.Demo, part int) string {

@@ -22,7 +22,6 @@ import (
 	"github.com/idemwork/idemwork/internal/tuitest"
 	"github.com/idemwork/idemwork/internal/uictx"
 	"github.com/idemwork/idemwork/internal/workbench"
-	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 	"github.com/idemwork/idemwork/views"
@@ -93,9 +92,9 @@ func headText(screen string) string {
 
 func plantKeyStates(t *testing.T, b tuitest.Bundle) {
 	ctx := context.Background()
-	_, err := b.Kernel.Create(ctx, kernel.CreateInput{Owner: "alice", Module: "NOTE", Key: "ok-1", Title: "ok"})
+	_, err := b.Kernel.Create(ctx, model.CreateInput{Owner: "alice", Module: "NOTE", Key: "ok-1", Title: "ok"})
 	require.NoError(t, err)
-	_, err = b.Kernel.Create(ctx, kernel.CreateInput{Owner: "alice", Module: "NOTE", Key: "tampered", Title: "t"})
+	_, err = b.Kernel.Create(ctx, model.CreateInput{Owner: "alice", Module: "NOTE", Key: "tampered", Title: "t"})
 	require.NoError(t, err)
 	plant(t, b, `UPDATE idempotency_record SET response = response || '{"title": "smuggled"}' WHERE idempotency_key = 'tampered'`)
 	plant(t, b, `INSERT INTO idempotency_record (owner_id, idempotency_key, operation, fingerprint, status, response, created_at, expires_at, updated_at) VALUES
@@ -277,7 +276,7 @@ func TestDetailPanesScrollShowTheirPositionAndYCopiesTheFocusedOne(t *testing.T)
 	t.Parallel()
 	b := tuitest.New(t)
 	ctx := context.Background()
-	c, err := b.Kernel.Create(ctx, kernel.CreateInput{Owner: "alice", Module: "NOTE", Key: "long", Title: "long",
+	c, err := b.Kernel.Create(ctx, model.CreateInput{Owner: "alice", Module: "NOTE", Key: "long", Title: "long",
 		Payload: []byte(fmt.Sprintf(`{"items": [%s]}`, strings.TrimSuffix(strings.Repeat(`"item",`, 80), ",")))})
 	require.NoError(t, err)
 	v := views.NewKeys(b.Ctx, b.Backend.Keys)
@@ -339,10 +338,10 @@ func TestAKeysEarlierLifeIsShownApart(t *testing.T) {
 	t.Parallel()
 	b := tuitest.New(t)
 	ctx := context.Background()
-	_, err := b.Kernel.Create(ctx, kernel.CreateInput{Owner: "alice", Module: "NOTE", Key: "twice", Title: "same"})
+	_, err := b.Kernel.Create(ctx, model.CreateInput{Owner: "alice", Module: "NOTE", Key: "twice", Title: "same"})
 	require.NoError(t, err)
 	b.Clock.Advance(25 * time.Hour)
-	_, err = b.Kernel.Create(ctx, kernel.CreateInput{Owner: "alice", Module: "NOTE", Key: "twice", Title: "same"})
+	_, err = b.Kernel.Create(ctx, model.CreateInput{Owner: "alice", Module: "NOTE", Key: "twice", Title: "same"})
 	require.NoError(t, err)
 	v := views.NewKeys(b.Ctx, b.Backend.Keys)
 	v.SetSize(103, 37)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/idemwork/idemwork/internal/tuitest"
 	"github.com/idemwork/idemwork/kernel"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/views"
 	"github.com/idemwork/idemwork/wire"
 )
@@ -25,7 +26,7 @@ func TestTheReplayPaneIsTheResponseARetryGets(t *testing.T) {
 	v.SetSize(103, 37)
 	settle(t, v.Update, v.Init())
 
-	retry, err := b.Kernel.Create(ctx, kernel.CreateInput{Owner: "alice", Module: "NOTE", Key: "ok-1", Title: "ok"})
+	retry, err := b.Kernel.Create(ctx, model.CreateInput{Owner: "alice", Module: "NOTE", Key: "ok-1", Title: "ok"})
 	require.NoError(t, err)
 	screen := openListedKey(t, v, "ok-1")
 	require.True(t, strings.HasPrefix(v.FocusedPane(), "Replay → 201"), v.FocusedPane())
@@ -35,7 +36,7 @@ func TestTheReplayPaneIsTheResponseARetryGets(t *testing.T) {
 	}
 	v.Update(keyPress("esc"))
 
-	_, err = b.Kernel.Create(ctx, kernel.CreateInput{Owner: "alice", Module: "NOTE", Key: "stuck", Title: "again"})
+	_, err = b.Kernel.Create(ctx, model.CreateInput{Owner: "alice", Module: "NOTE", Key: "stuck", Title: "again"})
 	require.Error(t, err)
 	screen = openListedKey(t, v, "stuck")
 	require.Equal(t, wire.Error(err).Text(), v.Selection())
@@ -43,7 +44,7 @@ func TestTheReplayPaneIsTheResponseARetryGets(t *testing.T) {
 	require.Contains(t, screen, `"IDEMPOTENCY_IN_PROGRESS",`)
 	v.Update(keyPress("esc"))
 
-	_, err = b.Kernel.Create(ctx, kernel.CreateInput{Owner: "alice", Module: "NOTE", Key: "tampered", Title: "t"})
+	_, err = b.Kernel.Create(ctx, model.CreateInput{Owner: "alice", Module: "NOTE", Key: "tampered", Title: "t"})
 	require.Error(t, err)
 	screen = openListedKey(t, v, "tampered")
 	require.Equal(t, wire.Error(err).Text(), v.Selection())

@@ -19,7 +19,6 @@ import (
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/internal/tuitest"
 	"github.com/idemwork/idemwork/internal/uictx"
-	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/storm/stormtypes"
 	"github.com/idemwork/idemwork/views"
@@ -170,9 +169,9 @@ func TestTheOutboxViewRunsTheWorker(t *testing.T) {
 	t.Parallel()
 	b := tuitest.New(t)
 	ctx := context.Background()
-	c, err := b.Kernel.Create(ctx, kernel.CreateInput{Owner: "alice", Module: "COMMITMENT", Title: "call", Payload: []byte(`{"status":"OPEN"}`)})
+	c, err := b.Kernel.Create(ctx, model.CreateInput{Owner: "alice", Module: "COMMITMENT", Title: "call", Payload: []byte(`{"status":"OPEN"}`)})
 	require.NoError(t, err)
-	_, err = b.Kernel.RunFeature(ctx, kernel.FeatureInput{Owner: "alice", Module: "COMMITMENT", RecordID: c.Record.ID, FeatureID: "F02", Key: "notify-1"})
+	_, err = b.Kernel.RunFeature(ctx, model.FeatureInput{Owner: "alice", Module: "COMMITMENT", RecordID: c.Record.ID, FeatureID: "F02", Key: "notify-1"})
 	require.NoError(t, err)
 	v := views.NewOutbox(b.Ctx, b.Backend.Outbox)
 	v.SetSize(120, 37)
