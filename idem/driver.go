@@ -245,8 +245,13 @@ func QueueCommit(b *pgx.Batch) {
 // COMMIT sent, so the transaction may have committed. That is COMMIT_UNKNOWN, never a plain
 // failure: only a retry with the same key can tell. nil stays nil. The round trip's results are
 // read together, so any error in it is judged as standing where COMMIT's answer was due.
-func CommitError(err error) error {
-	if err == nil || CommitAnswered(err, true) {
+func CommitError(err error) error { return commitError(err, true) }
+
+// commitError is CommitError for a round trip that carried COMMIT behind other statements:
+// atCommit says err stands where COMMIT's own answer was due (see CommitAnswered); an error
+// answered for a statement ahead of it means the server never reached COMMIT.
+func commitError(err error, atCommit bool) error {
+	if err == nil || CommitAnswered(err, atCommit) {
 		return err
 	}
 	return apperr.Wrap(apperr.CommitUnknown, err, "the connection to the database was lost while the write was committing, so it may or may not have "+

@@ -114,12 +114,16 @@ func (c *call[T, P]) sendAhead(ctx context.Context, tx pgx.Tx, writes *pgx.Batch
 		ahead.br = tx.SendBatch(ctx, &tail)
 	}
 	br := ahead.br
+	// Until COMMIT's own answer is read, an error the server answered (a FATAL included: an
+	// administrator's pg_terminate_backend while the reservation waits on the unique index) is
+	// the answer to a statement ahead of COMMIT, which the server therefore never reached.
+	atCommit := false
 	defer func() {
 		cerr := br.Close()
 		if err == nil && cerr != nil {
-			err = cerr
+			err, atCommit = cerr, true
 		}
-		err = CommitError(err)
+		err = commitError(err, atCommit)
 	}()
 	if err != nil {
 		return err
@@ -145,6 +149,7 @@ func (c *call[T, P]) sendAhead(ctx context.Context, tx pgx.Tx, writes *pgx.Batch
 		// Cannot happen (the row is this transaction's own, uncommitted); said if it does.
 		return &StepError{Step: StepSuccess, Err: errReservationVanished}
 	}
+	atCommit = true
 	tag, err := br.Exec()
 	if err != nil {
 		return err
