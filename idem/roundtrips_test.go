@@ -20,14 +20,7 @@ func TestThroughAPoolAFreshKeyTakesTwoRoundTripsAndAReplayOne(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	w := &testdb.Trips{Words: 3}
-	cfg, err := pgxpool.ParseConfig(b.dsn)
-	require.NoError(t, err)
-	cfg.MaxConns = 1
-	cfg.ConnConfig.Tracer = w
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	defer pool.Close()
+	pool, w := tracedPool(t, b.dsn)
 	runner := idem.NewRunner(idem.PoolDriver(pool), idem.Options{Schema: runnerSchema})
 	write := func(key string, atOnce bool) idemtype.Outcome {
 		res, err := idem.Run(ctx, runner, idem.Request{Owner: "alice", Key: key, Operation: "W:widget:create", Module: "W", Body: []byte(`{}`)},
@@ -70,14 +63,7 @@ func TestThroughAPoolRunAheadTakesOneRoundTripForAFreshKeyAndForATakenOne(t *tes
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	w := &testdb.Trips{Words: 3}
-	cfg, err := pgxpool.ParseConfig(b.dsn)
-	require.NoError(t, err)
-	cfg.MaxConns = 1
-	cfg.ConnConfig.Tracer = w
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	defer pool.Close()
+	pool, w := tracedPool(t, b.dsn)
 	newRunner := func() *idem.Runner { return idem.NewRunner(idem.PoolDriver(pool), idem.Options{Schema: runnerSchema}) }
 	runner := newRunner()
 	guarded := `INSERT INTO widget (owner_id, id, module, label) SELECT $1, $2, 'W', 'l' WHERE ` +
@@ -97,7 +83,7 @@ func TestThroughAPoolRunAheadTakesOneRoundTripForAFreshKeyAndForATakenOne(t *tes
 				return widget{ID: key, Owner: "alice", Module: "W", Label: label}, nil
 			})
 	}
-	_, err = write(runner, "warm", false) // the connection and its statement cache
+	_, err := write(runner, "warm", false) // the connection and its statement cache
 	require.NoError(t, err)
 	w.Take()
 
@@ -121,4 +107,18 @@ func TestThroughAPoolRunAheadTakesOneRoundTripForAFreshKeyAndForATakenOne(t *tes
 	var keys int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM `+runner.Table()+` WHERE idempotency_key = 'at-once'`).Scan(&keys))
 	require.Zero(t, keys)
+}
+
+// tracedPool is a one-connection pool on dsn whose statements w counts in round trips.
+func tracedPool(t *testing.T, dsn string) (*pgxpool.Pool, *testdb.Trips) {
+	t.Helper()
+	w := &testdb.Trips{Words: 3}
+	cfg, err := pgxpool.ParseConfig(dsn)
+	require.NoError(t, err)
+	cfg.MaxConns = 1
+	cfg.ConnConfig.Tracer = w
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return pool, w
 }
