@@ -52,6 +52,9 @@ type FairnessReport struct {
 	// FloodProcess says where the flood's client ran: "child" (a process of its own, as a real
 	// client is) or "this" (the server's process: tests).
 	FloodProcess string `json:"floodProcess"`
+	// FloodNice is the nice value the flood's child ran at (FloodNice: it stands in for clients
+	// on other machines, whose CPU is not the server's); 0 when it ran in this process.
+	FloodNice int `json:"floodNice"`
 	// ProbeProcess says the same of the other owner's client, alone and under the flood alike: in
 	// the server's process its GETs would queue behind the server's goroutines for its own
 	// client's work too, and measure that.
@@ -149,7 +152,7 @@ func (h *harness) runFairness(ctx context.Context, flood int, shapes []int) (*Fa
 	rep := &FairnessReport{Revisions: FairnessRevisions, PayloadBytes: FairnessPayloadBytes, PoolConns: FairnessPoolConns,
 		OwnerShare: k.Runner().OwnerMaxConns(), FloodProcess: "this", ProbeProcess: "this", Target: FairnessTarget, Floods: []FairnessFloodReport{}, Met: true}
 	if len(runner.args) > 0 {
-		rep.FloodProcess, rep.ProbeProcess = "child", "child"
+		rep.FloodProcess, rep.ProbeProcess, rep.FloodNice = "child", "child", FloodNice
 	}
 	probe, err := runner.probe(ctx, FloodJob{URL: base + otherID, Token: "bench-token-" + other})
 	if err != nil {

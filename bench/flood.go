@@ -215,6 +215,11 @@ func (f floodRunner) start(ctx context.Context, job FloodJob) (release func(), r
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := deprioritize(cmd.Process.Pid, FloodNice); err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return nil, nil, err
+	}
 	job.InFlight = min(max(job.InFlight, 1), job.N)
 	b, _ := json.Marshal(job)
 	if _, err := stdin.Write(append(b, '\n')); err != nil {

@@ -191,6 +191,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*DB, error) {
 		// print one timestamp two ways in one JSON shape.
 		c.TypeMap().RegisterType(&pgtype.Type{Name: "timestamptz", OID: pgtype.TimestamptzOID,
 			Codec: &pgtype.TimestamptzCodec{ScanLocation: time.UTC}})
+		registerRawJSONB(c.TypeMap())
 		return nil
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)

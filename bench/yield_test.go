@@ -1,0 +1,62 @@
+package bench
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The flood's process is lowered whole: every thread of a running multi-threaded process (this
+// test binary, started again and parked on its stdin) ends at FloodNice.
+func TestTheFloodsEveryThreadRunsAtTheFloodsNice(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestParkedOnStdin$")
+	cmd.Env = append(os.Environ(), parkEnv+"=1")
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	defer func() { _ = stdin.Close(); _ = cmd.Wait() }()
+	_, err = bufio.NewReader(stdout).ReadString('\n') // parked: its runtime's threads are up
+	require.NoError(t, err)
+	tasks, err := os.ReadDir(filepath.Join("/proc", strconv.Itoa(cmd.Process.Pid), "task"))
+	require.NoError(t, err)
+	require.Greater(t, len(tasks), 1, "the child is a Go process with several threads")
+	n, err := threadNice(cmd.Process.Pid, cmd.Process.Pid)
+	require.NoError(t, err)
+	require.Zero(t, n, "a child starts at its parent's nice")
+
+	require.NoError(t, deprioritize(cmd.Process.Pid, FloodNice))
+	tasks, err = os.ReadDir(filepath.Join("/proc", strconv.Itoa(cmd.Process.Pid), "task"))
+	require.NoError(t, err)
+	for _, task := range tasks {
+		tid, err := strconv.Atoi(task.Name())
+		require.NoError(t, err)
+		tasks, err := os.ReadDir(filepath.Join("/proc", strconv.Itoa(cmd.Process.Pid), "task"))
+	require.NoError(t, err)
+	require.Greater(t, len(tasks), 1, "the child is a Go process with several threads")
+	n, err := threadNice(cmd.Process.Pid, tid)
+		require.NoError(t, err)
+		require.Equal(t, FloodNice, n, "thread %d", tid)
+	}
+}
+
+const parkEnv = "IDEMWORK_BENCH_TEST_PARK"
+
+// TestParkedOnStdin is the child of the test above: it says it is parked, then waits for the end
+// of its stdin. Run by itself, it has nothing to do.
+func TestParkedOnStdin(t *testing.T) {
+	if os.Getenv(parkEnv) == "" {
+		t.Skip("the child of TestTheFloodsEveryThreadRunsAtTheFloodsNice")
+	}
+	fmt.Println("parked")
+	_, _ = io.Copy(io.Discard, os.Stdin)
+}
