@@ -30,9 +30,14 @@ func TestTheFloodsEveryThreadRunsAtTheFloodsNice(t *testing.T) {
 	tasks, err := os.ReadDir(filepath.Join("/proc", strconv.Itoa(cmd.Process.Pid), "task"))
 	require.NoError(t, err)
 	require.Greater(t, len(tasks), 1, "the child is a Go process with several threads")
+	ours, err := threadNice(os.Getpid(), os.Getpid())
+	require.NoError(t, err)
+	if ours == FloodNice {
+		t.Skipf("this test runs at nice %d already: lowering a child to it would change nothing", ours)
+	}
 	n, err := threadNice(cmd.Process.Pid, cmd.Process.Pid)
 	require.NoError(t, err)
-	require.Zero(t, n, "a child starts at its parent's nice")
+	require.Equal(t, ours, n, "a child starts at its parent's nice")
 
 	require.NoError(t, deprioritize(cmd.Process.Pid, FloodNice))
 	tasks, err = os.ReadDir(filepath.Join("/proc", strconv.Itoa(cmd.Process.Pid), "task"))
