@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemwork/idemwork/demo"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/outbox"
@@ -22,7 +23,7 @@ import (
 func (b *testBundle) realisticHistory(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
-	_, err := b.k.SeedDemo(ctx)
+	_, err := demo.Seed(ctx, b.k)
 	require.NoError(t, err)
 	note := b.createNote(t, "carol", "c-note", "carol's")
 	_, err = b.k.RunFeature(ctx, model.FeatureInput{Owner: "carol", Module: kernel.ModuleNote, RecordID: note.Record.ID, FeatureID: "F01", Key: "c-archive"})
