@@ -13,6 +13,7 @@ import (
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/outbox"
+	"github.com/idemwork/idemwork/verify"
 )
 
 // The guided walk-throughs (SPEC §7): each claim a step makes is asserted here again on the
@@ -270,7 +271,7 @@ func TestTheOutboxWalkThroughsClaimsHoldOnTheRows(t *testing.T) {
 	require.Equal(t, "PENDING", bob.status, "bob's message was never claimed by the demo's worker")
 	require.Zero(t, bob.attempts)
 
-	rep, err := b.k.VerifyInvariants(ctx, model.VerifyOptions{})
+	rep, err := verify.Invariants(ctx, b.k, model.VerifyOptions{})
 	require.NoError(t, err)
 	require.True(t, rep.OK, "the walk-through leaves rows idemwork verify accepts: %+v", rep.Failed())
 }

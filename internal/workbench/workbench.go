@@ -12,12 +12,14 @@ import (
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/demo"
 	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/inspect"
 	"github.com/idemwork/idemwork/internal/uictx"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/libinspect"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/outbox"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/verify"
 	"github.com/idemwork/idemwork/views"
 	"github.com/idemwork/idemwork/wire"
 )
@@ -223,17 +225,17 @@ func (w writes) ExplainKeyReuse(ctx context.Context, r model.WriteRequest) (mode
 }
 
 func (w writes) InspectKey(ctx context.Context, owner, key string) (model.KeyView, error) {
-	v, err := w.k.InspectKey(ctx, owner, key)
+	v, err := inspect.Key(ctx, w.k, owner, key)
 	return v, w.coded(err)
 }
 
 func (w writes) InspectStoredKey(ctx context.Context, owner, key string) (model.KeyView, error) {
-	v, err := w.k.InspectStoredKey(ctx, owner, key)
+	v, err := inspect.StoredKey(ctx, w.k, owner, key)
 	return v, w.coded(err)
 }
 
 func (w writes) VerifyInvariants(ctx context.Context, opts model.VerifyOptions) (model.InvariantReport, error) {
-	rep, err := w.k.VerifyInvariants(ctx, opts)
+	rep, err := verify.Invariants(ctx, w.k, opts)
 	return rep, w.coded(err)
 }
 
