@@ -93,7 +93,7 @@ func (b *testBundle) createCommitment(t *testing.T, owner, key string) model.Wri
 // backslash, a line separator, astral and combining characters.
 const hostileTitle = `"quoted" \ back\slash · 𝄞 e` + "\u0301" + " \u2028 end"
 
-// writeEveryKindOfRow writes, through the kernel, a row of every kind (as kernel's attest test does) a request writes: creates
+// writeEveryKindOfRow writes, through the kernel, a row of every kind a request writes (kernel's attest test writes the same): creates
 // (hostile text, a 60 KB payload, no key), patches, internal features (a revision and an
 // execution), a blocked feature, outbox features delivered and failed, and a review.
 func (b *testBundle) writeEveryKindOfRow(t *testing.T, owner string) {
