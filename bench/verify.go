@@ -9,6 +9,7 @@ import (
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/verify"
 )
 
 // The verify cell (issue 22): `idemwork verify --owner` of one owner holding VerifyEvents audit
@@ -155,7 +156,7 @@ func (h *harness) measureVerify(ctx context.Context, events int) (*VerifyCell, e
 	k := kernel.New(h.db, kernel.NewRegistry(kernel.NewRules(h.memMax)), kernel.Options{})
 	last := time.Now()
 	started = time.Now()
-	rep, err := k.VerifyInvariants(ctx, model.VerifyOptions{Owner: verifyOwner, Progress: func(p model.VerifyProgress) {
+	rep, err := verify.Invariants(ctx, k, model.VerifyOptions{Owner: verifyOwner, Progress: func(p model.VerifyProgress) {
 		if time.Since(last) >= 5*time.Second {
 			last = time.Now()
 			h.logf("    verify: %d of ~%d rows (%s)\n", p.Checked, p.Estimate, p.Table)

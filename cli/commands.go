@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 	"time"
 
@@ -13,11 +14,13 @@ import (
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/idem"
 	"github.com/idemwork/idemwork/idem/idemtype"
+	"github.com/idemwork/idemwork/inspect"
 	"github.com/idemwork/idemwork/internal/termsafe"
 	"github.com/idemwork/idemwork/internal/ticket"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/wire"
 )
 
 // addCommands registers the kernel's commands.
@@ -111,9 +114,9 @@ func required(cmd *cobra.Command, names ...string) {
 	}
 }
 
-func (a *app) printWrite(res model.WriteResult) {
+func (a *app) printWrite(res model.WriteResult, answer func(model.WriteResult) model.Response) {
 	if a.flags.json {
-		printBody(a.stdout, kernel.WriteResponse(res))
+		printBody(a.stdout, answer(res))
 		return
 	}
 	key := "(no key)"
@@ -140,7 +143,7 @@ func newCreateCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{Use: "create", Short: "Create a record (operation <MODULE>:record:create)", Args: cobra.NoArgs}
 	r := bindCreate(cmd, "Idempotency-Key (none: runs without idempotency)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		return a.runWrite(cmd, func(ctx context.Context, k *kernel.Kernel) (model.WriteResult, error) {
+		return a.runWrite(cmd, wire.Created, func(ctx context.Context, k *kernel.Kernel) (model.WriteResult, error) {
 			return k.Create(ctx, r.input(cmd))
 		})
 	}
@@ -151,7 +154,7 @@ func newPatchCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{Use: "patch", Short: "Write the next revision of a record (optimistic lock on --expect-revision)", Args: cobra.NoArgs}
 	r := bindPatch(cmd, "Idempotency-Key")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		return a.runWrite(cmd, func(ctx context.Context, k *kernel.Kernel) (model.WriteResult, error) {
+		return a.runWrite(cmd, wire.Written, func(ctx context.Context, k *kernel.Kernel) (model.WriteResult, error) {
 			return k.Patch(ctx, r.input(cmd))
 		})
 	}
@@ -162,7 +165,7 @@ func newActionCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{Use: "action", Short: "Run a feature of a record", Args: cobra.NoArgs}
 	r := bindAction(cmd, "Idempotency-Key")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		return a.runWrite(cmd, func(ctx context.Context, k *kernel.Kernel) (model.WriteResult, error) {
+		return a.runWrite(cmd, wire.Written, func(ctx context.Context, k *kernel.Kernel) (model.WriteResult, error) {
 			return k.RunFeature(ctx, r.request(cmd))
 		})
 	}
@@ -182,7 +185,7 @@ func newReviewCmd(a *app) *cobra.Command {
 				return err
 			}
 			if a.flags.json {
-				printBody(a.stdout, res.Response())
+				printBody(a.stdout, wire.Write(http.StatusCreated, res.Outcome, res.Waited, res))
 				return nil
 			}
 			fmt.Fprintf(a.stdout, "%s — %s\nreview %s  %s  of revision %d\n", res.Outcome, res.Operation, res.Review.ID, res.Review.Verdict, res.Review.RecordRevision)
@@ -362,13 +365,15 @@ func newKeyCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			inspect := k.InspectKey
+			inspectKey := func(ctx context.Context, owner, key string) (model.KeyView, error) {
+				return inspect.Key(ctx, k, owner, key)
+			}
 			if svc, err := a.service(cmd.Context()); err != nil {
 				return err
 			} else if svc != nil {
-				inspect = svc.InspectKey // a service's key: restored through its plugin, else its reference
+				inspectKey = svc.InspectKey // a service's key: restored through its plugin, else its reference
 			}
-			v, err := inspect(cmd.Context(), owner, key)
+			v, err := inspectKey(cmd.Context(), owner, key)
 			if err != nil {
 				return err
 			}

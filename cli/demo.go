@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/demo"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/outbox"
 )
@@ -30,7 +31,7 @@ func newDemoCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			rep, err := k.SeedDemo(cmd.Context())
+			rep, err := demo.Seed(cmd.Context(), k)
 			if err != nil {
 				return err
 			}
@@ -50,7 +51,7 @@ func newDemoCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			steps, err := k.DemoBlockedExternal(cmd.Context(), owner, "demo-blocked:"+ulid.Make().String())
+			steps, err := demo.RunBlocked(cmd.Context(), k, owner, "demo-blocked:"+ulid.Make().String())
 			if err != nil {
 				return err
 			}
@@ -71,7 +72,7 @@ func newDemoCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			steps, reused, err := k.DemoOutbox(cmd.Context(), outboxOwner, outboxKeyPrefix, a.outboxSettings())
+			steps, reused, err := demo.RunOutbox(cmd.Context(), k, outboxOwner, outboxKeyPrefix, a.outboxSettings())
 			if err != nil {
 				return err
 			}

@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemwork/idemwork/apperr"
-	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/storm/stormtypes"
+	"github.com/idemwork/idemwork/verify"
 	"github.com/idemwork/idemwork/wire"
 )
 
@@ -42,7 +42,7 @@ func TestTheErrorCatalogListsEveryCodeWithItsStatusAndExit(t *testing.T) {
 	}
 	require.Empty(t, listed, "docs/errors.md lists codes apperr does not have")
 
-	for _, c := range []apperr.Code{kernel.CodeInvariantViolations, stormtypes.CodeDisagrees, stormtypes.CodeInjectedFault,
+	for _, c := range []apperr.Code{verify.CodeInvariantViolations, stormtypes.CodeDisagrees, stormtypes.CodeInjectedFault,
 		stormtypes.CodeNoResponse, stormtypes.CodeCancelled, stormtypes.CodeHTTPError} {
 		require.Contains(t, rest, "| `"+string(c)+"` |", "the verdict table lists %s", c)
 	}

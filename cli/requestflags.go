@@ -92,8 +92,10 @@ func (r *actionFlags) request(cmd *cobra.Command) model.FeatureInput {
 }
 
 // runWrite runs one write command: the kernel (refused on a read-only session), the write, the
-// result printed as text or as the JSON of SPEC §10.2.
-func (a *app) runWrite(cmd *cobra.Command, write func(ctx context.Context, k *kernel.Kernel) (model.WriteResult, error)) error {
+// result printed as text or as the JSON of SPEC §10.2 — the body of answer's response, the one
+// the HTTP API sends for the same write (wire.Created for a create, wire.Written otherwise).
+func (a *app) runWrite(cmd *cobra.Command, answer func(model.WriteResult) model.Response,
+	write func(ctx context.Context, k *kernel.Kernel) (model.WriteResult, error)) error {
 	k, err := a.writer(cmd.Context())
 	if err != nil {
 		return err
@@ -102,7 +104,7 @@ func (a *app) runWrite(cmd *cobra.Command, write func(ctx context.Context, k *ke
 	if err != nil {
 		return wire.LostCommit(err, flagValue(cmd, "key"), lookAfter(cmd))
 	}
-	a.printWrite(res)
+	a.printWrite(res, answer)
 	return nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/charmbracelet/x/term"
 
 	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/demo"
 	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/internal/clipboard"
 	"github.com/idemwork/idemwork/internal/uictx"
@@ -111,7 +112,7 @@ func (a *app) openWorkbench(ctx context.Context, owner string, opts tuiOptions, 
 	if opts.demo {
 		if err := a.db.WriteRefusal(); err != nil {
 			notice = "demo data is not seeded: " + apperr.As(err).Message
-		} else if _, err := k.SeedDemo(ctx); err != nil {
+		} else if _, err := demo.Seed(ctx, k); err != nil {
 			// The workbench is where a broken stored row is looked into: it opens anyway.
 			ae := wire.Coded(err)
 			if ae.Code == apperr.DatabaseUnavailable {

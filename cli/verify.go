@@ -17,8 +17,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/idemwork/idemwork/apperr"
-	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/model"
+	"github.com/idemwork/idemwork/verify"
 )
 
 func newVerifyCmd(a *app) *cobra.Command {
@@ -61,7 +61,9 @@ func newVerifyCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			check := k.VerifyInvariants
+			check := func(ctx context.Context, opts model.VerifyOptions) (model.InvariantReport, error) {
+				return verify.Invariants(ctx, k, opts)
+			}
 			if svc != nil {
 				check = svc.VerifyInvariants // a service's database: the runner's invariants over its keys
 			}
@@ -77,7 +79,7 @@ func newVerifyCmd(a *app) *cobra.Command {
 			rep, err := check(cmd.Context(), opts)
 			line.done()
 			if errors.Is(err, context.Canceled) {
-				return apperr.New(kernel.CodeVerifyCancelled, "verify was interrupted after %s rows (reading %s): no verdict; run it again, or narrow it with --owner or --since",
+				return apperr.New(verify.CodeVerifyCancelled, "verify was interrupted after %s rows (reading %s): no verdict; run it again, or narrow it with --owner or --since",
 					thousands(last.Checked), last.Table)
 			}
 			if err != nil {
@@ -85,7 +87,7 @@ func newVerifyCmd(a *app) *cobra.Command {
 			}
 			var verdict error
 			if !rep.OK {
-				verdict = apperr.New(kernel.CodeInvariantViolations, "%d violation(s) of %d invariant(s)", rep.Violations, len(rep.Failed()))
+				verdict = apperr.New(verify.CodeInvariantViolations, "%d violation(s) of %d invariant(s)", rep.Violations, len(rep.Failed()))
 			}
 			if a.flags.json {
 				writeJSON(a.stdout, rep)
@@ -139,7 +141,7 @@ func newVerifyCmd(a *app) *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&owner, "owner", "", "check one owner's rows")
 	f.BoolVar(&all, "all", false, "check every owner's rows")
-	f.IntVar(&batch, "batch", kernel.DefaultVerifyBatch, "rows per keyset page")
+	f.IntVar(&batch, "batch", verify.DefaultVerifyBatch, "rows per keyset page")
 	f.StringVar(&since, "since", "", "check only what was written since TIME (RFC 3339, or a duration ago such as 2h)")
 	f.StringVar(&progress, "progress", "auto", "progress on stderr: auto (when stderr is a terminal), on, off")
 	return cmd

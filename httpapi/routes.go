@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/inspect"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
@@ -66,7 +67,7 @@ func (a *API) createRecord(r *http.Request, owner, key string) (model.Response, 
 	if err != nil {
 		return model.Response{}, err
 	}
-	return kernel.WriteResponse(res), nil
+	return wire.Created(res), nil
 }
 
 func (a *API) patchRecord(r *http.Request, owner, key string) (model.Response, error) {
@@ -80,7 +81,7 @@ func (a *API) patchRecord(r *http.Request, owner, key string) (model.Response, e
 	if err != nil {
 		return model.Response{}, err
 	}
-	return kernel.WriteResponse(res), nil
+	return wire.Written(res), nil
 }
 
 func (a *API) runFeature(r *http.Request, owner, key string) (model.Response, error) {
@@ -94,7 +95,7 @@ func (a *API) runFeature(r *http.Request, owner, key string) (model.Response, er
 	if err != nil {
 		return model.Response{}, err
 	}
-	return kernel.WriteResponse(res), nil
+	return wire.Written(res), nil
 }
 
 func (a *API) createReview(r *http.Request, owner, key string) (model.Response, error) {
@@ -111,7 +112,7 @@ func (a *API) createReview(r *http.Request, owner, key string) (model.Response, 
 	if err != nil {
 		return model.Response{}, err
 	}
-	return res.Response(), nil
+	return wire.Write(http.StatusCreated, res.Outcome, res.Waited, res), nil
 }
 
 // RecordBody is the body of GET /v1/modules/{module}/records/{id}: the record, its latest
@@ -326,7 +327,7 @@ func (a *API) getRecordPart(r *http.Request, owner string) (model.Response, erro
 }
 
 func (a *API) getKey(r *http.Request, owner string) (model.Response, error) {
-	v, err := a.k.InspectKey(r.Context(), owner, r.PathValue("key"))
+	v, err := inspect.Key(r.Context(), a.k, owner, r.PathValue("key"))
 	if err != nil {
 		return model.Response{}, err
 	}

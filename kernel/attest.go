@@ -96,10 +96,3 @@ func (e foreignRows) Unwrap() error { return e.error }
 // quoteKey shows a key in a message ("k7"), quoted with Go's rules (a planted key may hold
 // anything).
 func quoteKey(k string) string { return strconv.Quote(k) }
-
-// failsClosed reports whether err is a replay's refusal of what is stored (SPEC §9's 500s of a
-// stored result that does not hold), as opposed to a failure to reach it.
-func failsClosed(err error) bool {
-	c := apperr.CodeOf(err)
-	return c == apperr.SnapshotIntegrity || c == apperr.PolicyMismatch
-}

@@ -12,6 +12,7 @@ import (
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/attest"
 	"github.com/idemwork/idemwork/idem/idemtype"
+	"github.com/idemwork/idemwork/inspect"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/outbox"
@@ -223,14 +224,14 @@ func TestAReplayServesOnlyRowsItsOwnKeyWrote(t *testing.T) {
 
 	// What the workbench shows as the response a retry gets agrees.
 	for _, key := range []string{"p2", "c1", "ghost", "p3"} {
-		v, err := b.k.InspectKey(ctx, "alice", key)
+		v, err := inspect.Key(ctx, b.k, "alice", key)
 		require.NoError(t, err)
 		require.Equal(t, model.KeyFailsClosed, v.State, key)
 		require.NotNil(t, v.Replay, key)
 		require.Equal(t, 500, v.Replay.Status, key)
 		require.Contains(t, v.Replay.Body, "SNAPSHOT_INTEGRITY_VIOLATION", key)
 	}
-	v, err := b.k.InspectKey(ctx, "alice", "p4")
+	v, err := inspect.Key(ctx, b.k, "alice", "p4")
 	require.NoError(t, err)
 	require.Equal(t, model.KeySucceeded, v.State, "the key whose rows these are still replays")
 	require.Equal(t, idemtype.Replayed, mustPatchOutcome(t, b, note.Record.ID, "p4", 3))

@@ -13,10 +13,12 @@ import (
 
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/idem/idemtype"
+	"github.com/idemwork/idemwork/inspect"
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/verify"
 )
 
 // route is one way of reaching a fresh test database: directly or through a real pgbouncer,
@@ -142,7 +144,7 @@ func exerciseKernel(t *testing.T, k *kernel.Kernel) {
 	// in keyset pages: both in one read-only transaction, whatever the route, and both clean.
 	// What it set for its statements (work_mem, plan_cache_mode) ended with that transaction.
 	for _, since := range []time.Time{{}, time.Unix(0, 0)} {
-		rep, err := k.VerifyInvariants(ctx, model.VerifyOptions{Owner: owner, Since: since})
+		rep, err := verify.Invariants(ctx, k, model.VerifyOptions{Owner: owner, Since: since})
 		require.NoError(t, err)
 		require.True(t, rep.OK, "since %v: %+v", since, rep.Failed())
 		require.EqualValues(t, 3, rep.Checked["records"], "since %v", since)
@@ -172,7 +174,7 @@ func exerciseKernel(t *testing.T, k *kernel.Kernel) {
 	events, _, err := db.History(ctx, owner, 100, "", false)
 	require.NoError(t, err)
 	require.NotEmpty(t, events)
-	view, err := k.InspectKey(ctx, owner, "patch-1")
+	view, err := inspect.Key(ctx, k, owner, "patch-1")
 	require.NoError(t, err)
 	require.Equal(t, 2, view.Restored.Record.Revision)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/idem"
 	"github.com/idemwork/idemwork/idem/idemtype"
+	"github.com/idemwork/idemwork/inspect"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/model"
 )
@@ -209,7 +210,7 @@ func TestLegacyRedactionDeletesExactlyTheIdentityRawJSONReceiptsAfterVerificatio
 	require.Equal(t, "passed", ledger)
 
 	// Legacy receipts are readable (shown as legacy) before they go.
-	view, err := b.k.InspectKey(ctx, "alice", "legacy-0")
+	view, err := inspect.Key(ctx, b.k, "alice", "legacy-0")
 	require.NoError(t, err)
 	require.True(t, view.Legacy)
 	require.Nil(t, view.Restored.Record)

@@ -16,6 +16,7 @@ import (
 	"github.com/idemwork/idemwork/migrations"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/verify"
 )
 
 // Migration 0004 on a database written before it (Expand/Copy/Verify): nothing of the business
@@ -110,7 +111,7 @@ func TestMigration0004AttestsOldRowsAndSaysWhatItCannotTell(t *testing.T) {
 	require.NoError(t, err)
 	defer db.Close()
 	k := kernel.New(db, kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
-	rep, err := k.VerifyInvariants(ctx, model.VerifyOptions{})
+	rep, err := verify.Invariants(ctx, k, model.VerifyOptions{})
 	require.NoError(t, err)
 	require.True(t, rep.OK, "%+v", rep.Failed())
 	require.Equal(t, map[string]int64{"revisions": 2, "executions": 1, "outboxMessages": 1, "auditEvents": 3}, rep.Unattributed)
@@ -119,15 +120,15 @@ func TestMigration0004AttestsOldRowsAndSaysWhatItCannotTell(t *testing.T) {
 	res, err := k.Patch(ctx, model.PatchInput{Owner: "old", Module: kernel.ModuleNote, RecordID: "R1", ExpectRevision: 2, Key: "new-p", Title: str("third")})
 	require.NoError(t, err)
 	require.Equal(t, 3, res.Record.Revision)
-	rep, err = k.VerifyInvariants(ctx, model.VerifyOptions{})
+	rep, err = verify.Invariants(ctx, k, model.VerifyOptions{})
 	require.NoError(t, err)
 	require.True(t, rep.OK, "%+v", rep.Failed())
 	_, err = sqlDB.ExecContext(ctx, `UPDATE record_revision SET snapshot = jsonb_set(snapshot, '{title}', '"HACKED"') WHERE record_id = 'R1' AND revision = 1`)
 	require.NoError(t, err)
-	rep, err = k.VerifyInvariants(ctx, model.VerifyOptions{})
+	rep, err = verify.Invariants(ctx, k, model.VerifyOptions{})
 	require.NoError(t, err)
 	require.False(t, rep.OK)
-	chain := rep.Invariants[indexOf(rep, kernel.InvRevisionChain)]
+	chain := rep.Invariants[indexOf(rep, verify.InvRevisionChain)]
 	require.EqualValues(t, 1, chain.Count, "%+v", chain.Examples)
 	require.Equal(t, "old-c", chain.Examples[0].Key)
 }

@@ -52,17 +52,18 @@ only() {
 	done < <($GO list -f '{{.ImportPath}} {{join .Imports " "}}' ./...)
 }
 
-# noimport PKG DEP...: PKG itself (not what it imports) must not import any DEP.
+# noimport PKG WHY DEP...: PKG itself (not what it imports) must not import any DEP; WHY says
+# where what it would import it for belongs.
 noimport() {
-	local pkg=$1
-	shift
+	local pkg=$1 why=$2
+	shift 2
 	local imports
 	imports=$($GO list -f '{{join .Imports "\n"}}' "$pkg")
 	for dep in "$@"; do
 		local h
 		h=$(hit "$imports" "$dep")
 		if [[ -n $h ]]; then
-			echo "depcheck: $pkg imports $h (its SQL belongs in $mod/store)"
+			echo "depcheck: $pkg imports $h ($why)"
 			fail=1
 		fi
 	done
@@ -99,11 +100,25 @@ for p in $($GO list "$mod/idem/..."); do
 	within "$p" "$mod/idem/..." "$mod/apperr" "$mod/jsonb"
 done
 
-# SQL lives in store: the kernel, the outbox worker and the storm engine call store's functions
-# and hold no driver of their own.
-for p in kernel outbox storm; do
-	noimport "$mod/$p" "github.com/jackc/pgx/v5/..." "database/sql" "github.com/jmoiron/sqlx"
+# SQL lives in store: the kernel, what is built on it (verify, the key view, the demos), the
+# outbox worker and the storm engine call store's functions and hold no driver of their own.
+for p in kernel verify inspect demo outbox storm; do
+	noimport "$mod/$p" "its SQL belongs in $mod/store" "github.com/jackc/pgx/v5/..." "database/sql" "github.com/jmoiron/sqlx"
 done
+
+# The kernel is the engine: what a client receives (statuses, Location, headers, exit codes) is
+# wire's and the adapters', and verify, the key view (inspect) and the guided demos are built on
+# the kernel, never the other way round; the outbox worker is the host's to run (the demo drives
+# one of its own).
+forbid "$mod/kernel" "$mod/wire" "$mod/httpapi" "$mod/outbox" "$mod/verify" "$mod/inspect" "$mod/demo"
+noimport "$mod/kernel" "a status or a header is $mod/wire's" "net/http"
+# verify, inspect and demo are engines below the adapters: none reaches the CLI, the HTTP
+# adapter, the shell, the views or their wiring, nor the configuration. The key view judges a
+# key's lives by verify's rules, so inspect lies above verify; verify knows nothing of it.
+for p in verify inspect demo; do
+	forbid "$mod/$p" "$mod/cli" "$mod/httpapi" "$mod/tui" "$mod/views" "$mod/internal/workbench" "$mod/config"
+done
+forbid "$mod/verify" "$mod/inspect" "$mod/demo"
 
 # The storm engine fires at a kernel or at an HTTP client of its own; the host wires the server.
 forbid "$mod/storm" "$mod/httpapi" "$mod/config"

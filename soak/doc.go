@@ -6,7 +6,7 @@
 // each round retries the round's key until it gets an answer, as a client would. The retry
 // tells the truth; the database is then asked how many times the key's work committed (the
 // storm's verdict, read from rows). At the end every invariant of the stored rows is checked
-// (kernel.VerifyInvariants). A soak passes only with no duplicate execution and no violation.
+// (verify.Invariants). A soak passes only with no duplicate execution and no violation.
 //
 // An outbox worker delivers the rounds' outbox messages meanwhile, under the same faults, so its
 // fenced settle is exercised too.

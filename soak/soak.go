@@ -24,6 +24,7 @@ import (
 	"github.com/idemwork/idemwork/outbox"
 	"github.com/idemwork/idemwork/storm"
 	"github.com/idemwork/idemwork/storm/stormtypes"
+	"github.com/idemwork/idemwork/verify"
 )
 
 // Fault is a kind of fault the soak injects.
@@ -771,7 +772,7 @@ func (e *engine) onlySettled(ctx context.Context, spec stormtypes.Spec, v stormt
 // back.
 func (e *engine) retryVerify(ctx context.Context, owner string) (model.InvariantReport, error) {
 	for {
-		rep, err := e.k.VerifyInvariants(ctx, model.VerifyOptions{Owner: owner})
+		rep, err := verify.Invariants(ctx, e.k, model.VerifyOptions{Owner: owner})
 		if err == nil || ctx.Err() != nil || apperr.CodeOf(err) != apperr.Internal {
 			return rep, err
 		}
@@ -790,7 +791,7 @@ func merge(a, b model.InvariantReport) model.InvariantReport {
 	for i, inv := range b.Invariants {
 		a.Invariants[i].Count += inv.Count
 		for _, ex := range inv.Examples {
-			if len(a.Invariants[i].Examples) < kernel.MaxExamples {
+			if len(a.Invariants[i].Examples) < verify.MaxExamples {
 				a.Invariants[i].Examples = append(a.Invariants[i].Examples, ex)
 			}
 		}

@@ -44,7 +44,7 @@ func (db *DB) InsertLegacyReceipt(ctx context.Context, r LegacyReceipt) (bool, e
 	return tag.RowsAffected() == 1, nil
 }
 
-// Reads the guided demos check their claims with (kernel's BlockedExternalDemo and OutboxDemo):
+// Reads the guided demos check their claims with (demo.Blocked and demo.Outbox):
 // each claim a demo makes is a fact of these rows, never of the demo's own bookkeeping.
 
 // ExecutionsForKey lists the feature executions an owner's idempotency key wrote, oldest first

@@ -65,7 +65,7 @@ type demoCompareMsg struct {
 	err error
 }
 
-// DemoRunner starts the Demo view's walk-throughs (the kernel's, as `idemwork demo` runs them)
+// DemoRunner starts the Demo view's walk-throughs (package demo's, as `idemwork demo` runs them)
 // and sets the two modes side by side from the rows their requests left.
 type DemoRunner interface {
 	// NewBlockedExternalDemo starts the blocked_external walk-through with keys under keyPrefix.

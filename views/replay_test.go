@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemwork/idemwork/internal/tuitest"
-	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/views"
 	"github.com/idemwork/idemwork/wire"
@@ -30,7 +29,7 @@ func TestTheReplayPaneIsTheResponseARetryGets(t *testing.T) {
 	require.NoError(t, err)
 	screen := openListedKey(t, v, "ok-1")
 	require.True(t, strings.HasPrefix(v.FocusedPane(), "Replay → 201"), v.FocusedPane())
-	require.Equal(t, kernel.WriteResponse(retry).Text(), v.Selection(), "byte for byte what the server sends for the retry")
+	require.Equal(t, wire.Created(retry).Text(), v.Selection(), "byte for byte what the server sends for the retry")
 	for _, line := range []string{"HTTP 201 Created", "Idempotency-Outcome: REPLAYED", "Idempotent-Replayed: true", `"outcome": "REPLAYED"`} {
 		require.Contains(t, screen, line)
 	}

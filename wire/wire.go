@@ -57,6 +57,23 @@ func Write(status int, outcome idemtype.Outcome, waited bool, v any) model.Respo
 	return r
 }
 
+// Created is the answer a client receives for a create's result (SPEC §10.3): 201 with the
+// record's Location, the outcome headers (Write) and the result as the body. The HTTP adapter
+// serves it, the CLI prints its body, and the key view shows the one a replay returns.
+func Created(w model.WriteResult) model.Response {
+	r := Write(http.StatusCreated, w.Outcome, w.Waited, w)
+	if w.Record != nil && r.Status == http.StatusCreated {
+		r.Headers["Location"] = RecordPath(w.Record.ModuleCode, w.Record.ID)
+	}
+	return r
+}
+
+// Written is the answer a client receives for a patch's or a feature run's result: 200 with the
+// outcome headers (Write) and the result as the body.
+func Written(w model.WriteResult) model.Response {
+	return Write(http.StatusOK, w.Outcome, w.Waited, w)
+}
+
 // RecordPath is the path of a record (a create's Location).
 func RecordPath(module, id string) string {
 	return "/v1/modules/" + url.PathEscape(module) + "/records/" + url.PathEscape(id)

@@ -10,13 +10,16 @@ import (
 	"io"
 
 	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/demo"
 	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/inspect"
 	"github.com/idemwork/idemwork/internal/uictx"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/libinspect"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/outbox"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/verify"
 	"github.com/idemwork/idemwork/views"
 	"github.com/idemwork/idemwork/wire"
 )
@@ -222,17 +225,17 @@ func (w writes) ExplainKeyReuse(ctx context.Context, r model.WriteRequest) (mode
 }
 
 func (w writes) InspectKey(ctx context.Context, owner, key string) (model.KeyView, error) {
-	v, err := w.k.InspectKey(ctx, owner, key)
+	v, err := inspect.Key(ctx, w.k, owner, key)
 	return v, w.coded(err)
 }
 
 func (w writes) InspectStoredKey(ctx context.Context, owner, key string) (model.KeyView, error) {
-	v, err := w.k.InspectStoredKey(ctx, owner, key)
+	v, err := inspect.StoredKey(ctx, w.k, owner, key)
 	return v, w.coded(err)
 }
 
 func (w writes) VerifyInvariants(ctx context.Context, opts model.VerifyOptions) (model.InvariantReport, error) {
-	rep, err := w.k.VerifyInvariants(ctx, opts)
+	rep, err := verify.Invariants(ctx, w.k, opts)
 	return rep, w.coded(err)
 }
 
@@ -277,7 +280,7 @@ func (w worker) Settings() views.OutboxSettings {
 	return views.OutboxSettings{MaxAttempts: o.MaxAttempts, BaseBackoff: o.BaseBackoff, JitterPercent: outbox.JitterPercent, Lease: o.Lease}
 }
 
-// demos are the kernel's guided walk-throughs, delivering with the session's worker settings.
+// demos are the guided walk-throughs (package demo), delivering with the session's worker settings.
 type demos struct {
 	k      *kernel.Kernel
 	worker *outbox.Worker
@@ -285,7 +288,7 @@ type demos struct {
 }
 
 func (d demos) NewBlockedExternalDemo(owner, keyPrefix string) views.BlockedWalk {
-	return blockedWalk{d.k.NewBlockedExternalDemo(owner, keyPrefix), d.health}
+	return blockedWalk{demo.NewBlocked(d.k, owner, keyPrefix), d.health}
 }
 
 func (d demos) NewOutboxDemo(owner, keyPrefix string) (views.OutboxWalk, error) {
@@ -293,7 +296,7 @@ func (d demos) NewOutboxDemo(owner, keyPrefix string) (views.OutboxWalk, error) 
 	if d.worker != nil {
 		settings = d.worker.Options()
 	}
-	w, err := d.k.NewOutboxDemo(owner, keyPrefix, settings)
+	w, err := demo.NewOutbox(d.k, owner, keyPrefix, settings)
 	if err != nil {
 		return nil, d.coded(err)
 	}
@@ -301,27 +304,27 @@ func (d demos) NewOutboxDemo(owner, keyPrefix string) (views.OutboxWalk, error) 
 }
 
 func (d demos) CompareModes(ctx context.Context, owner, blockedKey, outboxKey string) (model.ModeComparison, error) {
-	c, err := d.k.CompareModes(ctx, owner, blockedKey, outboxKey)
+	c, err := demo.CompareModes(ctx, d.k, owner, blockedKey, outboxKey)
 	return c, d.coded(err)
 }
 
 type blockedWalk struct {
-	*kernel.BlockedExternalDemo
+	*demo.Blocked
 	health
 }
 
 func (w blockedWalk) Next(ctx context.Context) (model.DemoStep, error) {
-	s, err := w.BlockedExternalDemo.Next(ctx)
+	s, err := w.Blocked.Next(ctx)
 	return s, w.coded(err)
 }
 
 type outboxWalk struct {
-	*kernel.OutboxDemo
+	*demo.Outbox
 	health
 }
 
 func (w outboxWalk) Next(ctx context.Context) (model.DemoStep, error) {
-	s, err := w.OutboxDemo.Next(ctx)
+	s, err := w.Outbox.Next(ctx)
 	return s, w.coded(err)
 }
 

@@ -1,4 +1,4 @@
-package kernel
+package demo
 
 import (
 	"context"
@@ -11,13 +11,14 @@ import (
 
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/idem/idemtype"
+	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/outbox"
 	"github.com/idemwork/idemwork/store"
 )
 
-// OutboxDemo walks through the replacement of a direct provider call (SPEC §7) on real rows,
-// one step at a time, as BlockedExternalDemo does for the call that fails closed: COMMITMENT F02
+// Outbox walks through the replacement of a direct provider call (SPEC §7) on real rows,
+// one step at a time, as Blocked does for the call that fails closed: COMMITMENT F02
 // commits a PENDING execution and its outbox message in the request's transaction; a replay
 // returns the same execution; a delivery worker of the demo's own, outside any business
 // transaction, calls the demo's provider with the message's idempotency id, retries after a
@@ -26,8 +27,8 @@ import (
 // passes on the workbench clock (the runner's), which the demo moves to each due moment and says
 // by how much. The worker only ever claims the demo's own messages. Every claim is checked
 // against the database (and the provider), never assumed. It is not safe for concurrent use.
-type OutboxDemo struct {
-	k        *Kernel
+type Outbox struct {
+	k        *kernel.Kernel
 	owner    string
 	prefix   string
 	run      string
@@ -50,21 +51,21 @@ type notification struct {
 	msg  model.OutboxMessage
 }
 
-// NewOutboxDemo prepares the walk-through for owner. Its record's key is keyPrefix+":record" (a
+// NewOutbox prepares the walk-through over k for owner. Its record's key is keyPrefix+":record" (a
 // later run replays it and reuses the record); each run's notifications get keys of their own
 // under keyPrefix. settings are the delivery worker's (attempts, backoff, lease, call timeout:
 // the workbench's or the config's); the demo's worker has its own provider and crash switch and
 // runs on the runner's clock, which must be one that can move (idem.OffsetClock).
-func (k *Kernel) NewOutboxDemo(owner, keyPrefix string, settings outbox.Options) (*OutboxDemo, error) {
-	mod, err := k.Registry.Module(ModuleCommitment)
+func NewOutbox(k *kernel.Kernel, owner, keyPrefix string, settings outbox.Options) (*Outbox, error) {
+	mod, err := k.Registry.Module(kernel.ModuleCommitment)
 	if err != nil {
 		return nil, err
 	}
 	feat, ok := mod.Feature("F02")
-	if !ok || feat.Mode != ModeOutbox {
+	if !ok || feat.Mode != kernel.ModeOutbox {
 		return nil, apperr.New(apperr.Internal, "COMMITMENT F02 is not an outbox feature: the outbox walk-through has nothing to show")
 	}
-	clock, ok := k.runner.Clock().(interface {
+	clock, ok := k.Runner().Clock().(interface {
 		Now() time.Time
 		Advance(time.Duration)
 	})
@@ -75,47 +76,47 @@ func (k *Kernel) NewOutboxDemo(owner, keyPrefix string, settings outbox.Options)
 	settings.Providers = map[string]outbox.Provider{feat.Provider: provider}
 	settings.Clock = clock
 	settings.AfterCall = crash.AfterCall
-	w := outbox.NewWorker(k.db, settings)
+	w := outbox.NewWorker(k.DB(), settings)
 	if w.MaxAttempts() < 2 {
 		return nil, apperr.New(apperr.ValidationFailed, "outbox.max_attempts: it is %d; the walk-through needs at least 2 to show a retry", w.MaxAttempts())
 	}
-	return &OutboxDemo{k: k, owner: owner, prefix: keyPrefix, run: strings.ToLower(ulid.Make().String()), worker: w, provider: provider,
+	return &Outbox{k: k, owner: owner, prefix: keyPrefix, run: strings.ToLower(ulid.Make().String()), worker: w, provider: provider,
 		crash: crash, clock: clock}, nil
 }
 
 // Done reports whether every step ran.
-func (d *OutboxDemo) Done() bool { return d.next >= len(model.OutboxSteps) }
+func (d *Outbox) Done() bool { return d.next >= len(model.OutboxSteps) }
 
 // StepsDone is how many steps ran.
-func (d *OutboxDemo) StepsDone() int { return d.next }
+func (d *Outbox) StepsDone() int { return d.next }
 
 // RecordKey is the Idempotency-Key of the demo's record.
-func (d *OutboxDemo) RecordKey() string { return d.prefix + ":record" }
+func (d *Outbox) RecordKey() string { return d.prefix + ":record" }
 
 // NotifyKey is the Idempotency-Key of this run's notification n (1, 2, 3).
-func (d *OutboxDemo) NotifyKey(n int) string {
+func (d *Outbox) NotifyKey(n int) string {
 	return fmt.Sprintf("%s:%s:notify-%d", d.prefix, d.run, n)
 }
 
 // Reused lists what this run found from an earlier one instead of writing it anew.
-func (d *OutboxDemo) Reused() []string { return append([]string{}, d.reused...) }
+func (d *Outbox) Reused() []string { return append([]string{}, d.reused...) }
 
 // Provider is the demo's simulated provider (what it was called with and delivered).
-func (d *OutboxDemo) Provider() *outbox.MemoryProvider { return d.provider }
+func (d *Outbox) Provider() *outbox.MemoryProvider { return d.provider }
 
 // ClockMoved is how far the demo moved the workbench clock.
-func (d *OutboxDemo) ClockMoved() time.Duration { return d.moved }
+func (d *Outbox) ClockMoved() time.Duration { return d.moved }
 
 // Next runs the next step.
-func (d *OutboxDemo) Next(ctx context.Context) (model.DemoStep, error) {
+func (d *Outbox) Next(ctx context.Context) (model.DemoStep, error) {
 	if d.Done() {
 		return model.DemoStep{}, fmt.Errorf("the demo has no more steps")
 	}
 	step := model.DemoStep{Step: model.OutboxSteps[d.next], Notes: []string{}, Checks: []model.DemoCheck{}}
 	// One method per step, in OutboxSteps' order.
-	run := [...]func(*OutboxDemo, context.Context, *model.DemoStep) error{(*OutboxDemo).createRecord, (*OutboxDemo).notify,
-		(*OutboxDemo).replay, (*OutboxDemo).deliver, (*OutboxDemo).retry, (*OutboxDemo).crashBeforeSettle, (*OutboxDemo).redeliver,
-		(*OutboxDemo).exhaust, (*OutboxDemo).settled}
+	run := [...]func(*Outbox, context.Context, *model.DemoStep) error{(*Outbox).createRecord, (*Outbox).notify,
+		(*Outbox).replay, (*Outbox).deliver, (*Outbox).retry, (*Outbox).crashBeforeSettle, (*Outbox).redeliver,
+		(*Outbox).exhaust, (*Outbox).settled}
 	err := run[d.next](d, ctx, &step)
 	if err != nil {
 		return step, err
@@ -124,9 +125,9 @@ func (d *OutboxDemo) Next(ctx context.Context) (model.DemoStep, error) {
 	return step, nil
 }
 
-// DemoOutbox runs every step of the outbox walk-through.
-func (k *Kernel) DemoOutbox(ctx context.Context, owner, keyPrefix string, settings outbox.Options) ([]model.DemoStep, []string, error) {
-	d, err := k.NewOutboxDemo(owner, keyPrefix, settings)
+// RunOutbox runs every step of the outbox walk-through.
+func RunOutbox(ctx context.Context, k *kernel.Kernel, owner, keyPrefix string, settings outbox.Options) ([]model.DemoStep, []string, error) {
+	d, err := NewOutbox(k, owner, keyPrefix, settings)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -176,7 +177,7 @@ func (s noteState) xmin(table, what string) string {
 
 // reread reads notification i's rows again, keeps its message as the notification's latest and
 // shows its execution and message on step.
-func (d *OutboxDemo) reread(ctx context.Context, step *model.DemoStep, i int) (noteState, model.Execution, model.OutboxMessage, error) {
+func (d *Outbox) reread(ctx context.Context, step *model.DemoStep, i int) (noteState, model.Execution, model.OutboxMessage, error) {
 	st, err := d.read(ctx, d.notes[i].key)
 	if err != nil {
 		return st, model.Execution{}, model.OutboxMessage{}, err
@@ -187,37 +188,37 @@ func (d *OutboxDemo) reread(ctx context.Context, step *model.DemoStep, i int) (n
 	return st, e, m, nil
 }
 
-func (d *OutboxDemo) read(ctx context.Context, key string) (noteState, error) {
+func (d *Outbox) read(ctx context.Context, key string) (noteState, error) {
 	var s noteState
 	var err error
-	if s.execs, err = d.k.db.ExecutionsForKey(ctx, d.owner, key); err != nil {
+	if s.execs, err = d.k.DB().ExecutionsForKey(ctx, d.owner, key); err != nil {
 		return s, err
 	}
 	for _, e := range s.execs {
-		m, err := d.k.db.OutboxForExecution(ctx, d.owner, e.ID)
+		m, err := d.k.DB().OutboxForExecution(ctx, d.owner, e.ID)
 		if err != nil {
 			return s, err
 		}
 		s.messages = append(s.messages, m...)
 	}
-	if s.audit, err = d.k.db.AuditForKey(ctx, d.owner, key); err != nil {
+	if s.audit, err = d.k.DB().AuditForKey(ctx, d.owner, key); err != nil {
 		return s, err
 	}
-	if s.writers, err = d.k.db.KeyWriters(ctx, d.owner, key); err != nil {
+	if s.writers, err = d.k.DB().KeyWriters(ctx, d.owner, key); err != nil {
 		return s, err
 	}
-	s.settles, err = d.k.db.CountSettleAudits(ctx, d.owner, key)
+	s.settles, err = d.k.DB().CountSettleAudits(ctx, d.owner, key)
 	return s, err
 }
 
 // pass runs the demo's worker over one message of the demo, and only that one.
-func (d *OutboxDemo) pass(ctx context.Context, m model.OutboxMessage) (outbox.Report, error) {
+func (d *Outbox) pass(ctx context.Context, m model.OutboxMessage) (outbox.Report, error) {
 	return d.worker.RunScoped(ctx, outbox.Scope{OwnerID: d.owner, MessageIDs: []string{m.ID}}, 1)
 }
 
 // advanceTo moves the workbench clock to t when t is still ahead, and says so.
-func (d *OutboxDemo) advanceTo(step *model.DemoStep, t time.Time, why string) {
-	now := d.k.runner.Clock().Now()
+func (d *Outbox) advanceTo(step *model.DemoStep, t time.Time, why string) {
+	now := d.k.Runner().Clock().Now()
 	if !t.After(now) {
 		return
 	}
@@ -236,7 +237,7 @@ func secondsText(d time.Duration) string {
 }
 
 // calls is what the provider saw of one idempotency id.
-func (d *OutboxDemo) calls(id string) string {
+func (d *Outbox) calls(id string) string {
 	n := d.provider.Calls(id)
 	what := "nothing delivered"
 	if d.provider.HasDelivered(id) {
@@ -261,22 +262,22 @@ func envelopeRecord(raw json.RawMessage) string {
 	return env.Result.RecordID
 }
 
-func (d *OutboxDemo) createRecord(ctx context.Context, step *model.DemoStep) error {
+func (d *Outbox) createRecord(ctx context.Context, step *model.DemoStep) error {
 	key := d.RecordKey()
-	res, err := d.k.Create(ctx, model.CreateInput{Owner: d.owner, Module: ModuleCommitment, Key: key, Title: "Outbox demo: tell the team the release is out",
+	res, err := d.k.Create(ctx, model.CreateInput{Owner: d.owner, Module: kernel.ModuleCommitment, Key: key, Title: "Outbox demo: tell the team the release is out",
 		Payload: json.RawMessage(`{"status":"OPEN"}`)})
 	if err != nil {
 		return err
 	}
-	latest, err := d.k.db.LatestRecord(ctx, d.owner, ModuleCommitment, res.Record.ID)
+	latest, err := d.k.DB().LatestRecord(ctx, d.owner, kernel.ModuleCommitment, res.Record.ID)
 	if err != nil {
 		return err
 	}
-	row, err := d.k.db.GetKey(ctx, d.owner, key)
+	row, err := d.k.DB().GetKey(ctx, d.owner, key)
 	if err != nil {
 		return err
 	}
-	writers, err := d.k.db.KeyWriters(ctx, d.owner, key)
+	writers, err := d.k.DB().KeyWriters(ctx, d.owner, key)
 	if err != nil {
 		return err
 	}
@@ -304,9 +305,9 @@ func (d *OutboxDemo) createRecord(ctx context.Context, step *model.DemoStep) err
 	return nil
 }
 
-func (d *OutboxDemo) notify(ctx context.Context, step *model.DemoStep) error {
+func (d *Outbox) notify(ctx context.Context, step *model.DemoStep) error {
 	key := d.NotifyKey(1)
-	res, err := d.k.RunFeature(ctx, model.FeatureInput{Owner: d.owner, Module: ModuleCommitment, RecordID: d.record.ID, FeatureID: "F02", Key: key})
+	res, err := d.k.RunFeature(ctx, model.FeatureInput{Owner: d.owner, Module: kernel.ModuleCommitment, RecordID: d.record.ID, FeatureID: "F02", Key: key})
 	if err != nil {
 		return err
 	}
@@ -314,7 +315,7 @@ func (d *OutboxDemo) notify(ctx context.Context, step *model.DemoStep) error {
 	if err != nil {
 		return err
 	}
-	latest, err := d.k.db.LatestRecord(ctx, d.owner, ModuleCommitment, d.record.ID)
+	latest, err := d.k.DB().LatestRecord(ctx, d.owner, kernel.ModuleCommitment, d.record.ID)
 	if err != nil {
 		return err
 	}
@@ -345,13 +346,13 @@ func (d *OutboxDemo) notify(ctx context.Context, step *model.DemoStep) error {
 	return nil
 }
 
-func (d *OutboxDemo) replay(ctx context.Context, step *model.DemoStep) error {
+func (d *Outbox) replay(ctx context.Context, step *model.DemoStep) error {
 	n := d.notes[0]
 	before, err := d.read(ctx, n.key)
 	if err != nil {
 		return err
 	}
-	res, err := d.k.RunFeature(ctx, model.FeatureInput{Owner: d.owner, Module: ModuleCommitment, RecordID: d.record.ID, FeatureID: "F02", Key: n.key})
+	res, err := d.k.RunFeature(ctx, model.FeatureInput{Owner: d.owner, Module: kernel.ModuleCommitment, RecordID: d.record.ID, FeatureID: "F02", Key: n.key})
 	if err != nil {
 		return err
 	}
@@ -372,7 +373,7 @@ func (d *OutboxDemo) replay(ctx context.Context, step *model.DemoStep) error {
 	return nil
 }
 
-func (d *OutboxDemo) deliver(ctx context.Context, step *model.DemoStep) error {
+func (d *Outbox) deliver(ctx context.Context, step *model.DemoStep) error {
 	n := d.notes[0]
 	rep, err := d.pass(ctx, n.msg)
 	if err != nil {
@@ -407,9 +408,9 @@ func lastError(m model.OutboxMessage) string {
 }
 
 // queue runs notification n (2 or 3) and reads what it committed.
-func (d *OutboxDemo) queue(ctx context.Context, step *model.DemoStep, n int) (notification, error) {
+func (d *Outbox) queue(ctx context.Context, step *model.DemoStep, n int) (notification, error) {
 	key := d.NotifyKey(n)
-	res, err := d.k.RunFeature(ctx, model.FeatureInput{Owner: d.owner, Module: ModuleCommitment, RecordID: d.record.ID, FeatureID: "F02", Key: key})
+	res, err := d.k.RunFeature(ctx, model.FeatureInput{Owner: d.owner, Module: kernel.ModuleCommitment, RecordID: d.record.ID, FeatureID: "F02", Key: key})
 	if err != nil {
 		return notification{}, err
 	}
@@ -427,7 +428,7 @@ func (d *OutboxDemo) queue(ctx context.Context, step *model.DemoStep, n int) (no
 	return note, nil
 }
 
-func (d *OutboxDemo) retry(ctx context.Context, step *model.DemoStep) error {
+func (d *Outbox) retry(ctx context.Context, step *model.DemoStep) error {
 	n, err := d.queue(ctx, step, 2)
 	if err != nil {
 		return err
@@ -453,7 +454,7 @@ func (d *OutboxDemo) retry(ctx context.Context, step *model.DemoStep) error {
 	return nil
 }
 
-func (d *OutboxDemo) crashBeforeSettle(ctx context.Context, step *model.DemoStep) error {
+func (d *Outbox) crashBeforeSettle(ctx context.Context, step *model.DemoStep) error {
 	n := d.notes[1]
 	d.advanceTo(step, n.msg.NextAttemptAt, "to when the retry is due")
 	d.crash.Set(true)
@@ -478,7 +479,7 @@ func (d *OutboxDemo) crashBeforeSettle(ctx context.Context, step *model.DemoStep
 	return nil
 }
 
-func (d *OutboxDemo) redeliver(ctx context.Context, step *model.DemoStep) error {
+func (d *Outbox) redeliver(ctx context.Context, step *model.DemoStep) error {
 	n := d.notes[1]
 	d.advanceTo(step, n.msg.NextAttemptAt, "past the crashed claim's lease")
 	effects := d.provider.Delivered()
@@ -498,7 +499,7 @@ func (d *OutboxDemo) redeliver(ctx context.Context, step *model.DemoStep) error 
 	return nil
 }
 
-func (d *OutboxDemo) exhaust(ctx context.Context, step *model.DemoStep) error {
+func (d *Outbox) exhaust(ctx context.Context, step *model.DemoStep) error {
 	n, err := d.queue(ctx, step, 3)
 	if err != nil {
 		return err
@@ -511,7 +512,7 @@ func (d *OutboxDemo) exhaust(ctx context.Context, step *model.DemoStep) error {
 	backoffs := true
 	var moved time.Duration
 	for attempt := 1; attempt <= last && m.Status == "PENDING"; attempt++ {
-		if now := d.k.runner.Clock().Now(); m.NextAttemptAt.After(now) {
+		if now := d.k.Runner().Clock().Now(); m.NextAttemptAt.After(now) {
 			by := m.NextAttemptAt.Sub(now)
 			d.clock.Advance(by)
 			d.moved += by
@@ -520,7 +521,7 @@ func (d *OutboxDemo) exhaust(ctx context.Context, step *model.DemoStep) error {
 		if _, err := d.pass(ctx, m); err != nil {
 			return err
 		}
-		msgs, err := d.k.db.OutboxForExecution(ctx, d.owner, n.exec.ID)
+		msgs, err := d.k.DB().OutboxForExecution(ctx, d.owner, n.exec.ID)
 		if err != nil {
 			return err
 		}
@@ -557,7 +558,7 @@ func (d *OutboxDemo) exhaust(ctx context.Context, step *model.DemoStep) error {
 	return nil
 }
 
-func (d *OutboxDemo) settled(ctx context.Context, step *model.DemoStep) error {
+func (d *Outbox) settled(ctx context.Context, step *model.DemoStep) error {
 	var execs, msgs, settles, effects []string
 	all, once := true, true
 	for i, n := range d.notes {
@@ -580,11 +581,11 @@ func (d *OutboxDemo) settled(ctx context.Context, step *model.DemoStep) error {
 		}
 	}
 	first := d.notes[0]
-	res, err := d.k.RunFeature(ctx, model.FeatureInput{Owner: d.owner, Module: ModuleCommitment, RecordID: d.record.ID, FeatureID: "F02", Key: first.key})
+	res, err := d.k.RunFeature(ctx, model.FeatureInput{Owner: d.owner, Module: kernel.ModuleCommitment, RecordID: d.record.ID, FeatureID: "F02", Key: first.key})
 	if err != nil {
 		return err
 	}
-	latest, err := d.k.db.LatestRecord(ctx, d.owner, ModuleCommitment, d.record.ID)
+	latest, err := d.k.DB().LatestRecord(ctx, d.owner, kernel.ModuleCommitment, d.record.ID)
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package kernel
+package inspect
 
 import (
 	"encoding/json"
@@ -7,12 +7,14 @@ import (
 
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/model"
+	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/verify"
 )
 
 // keyStory is a key's verdict in words (issue 22): what its rows say happened — read from the
 // rows' keys, transactions, times and digests, never inferred from the reservation's time — and
 // what a retry gets now. lives are groupLives' (the current life first).
-func keyStory(v model.KeyView, row *keyRowFacts, lives []model.KeyLife, problems []lifeProblem) (string, string) {
+func keyStory(v model.KeyView, row *store.VerifyKeyRowFacts, lives []model.KeyLife, problems []verify.KeyProblem) (string, string) {
 	retry := retryPhrase(v)
 	cur := lives[0]
 	ran := ranPhrase(cur)
@@ -22,12 +24,12 @@ func keyStory(v model.KeyView, row *keyRowFacts, lives []model.KeyLife, problems
 		}
 		return s + "; " + retry
 	}
-	var twice, shape *lifeProblem
+	var twice, shape *verify.KeyProblem
 	for i := range problems {
 		switch {
-		case problems[i].invariant == InvKeyRunsOnce && twice == nil:
+		case problems[i].Invariant == verify.InvKeyRunsOnce && twice == nil:
 			twice = &problems[i]
-		case problems[i].invariant == InvKeyRowsOnce && shape == nil:
+		case problems[i].Invariant == verify.InvKeyRowsOnce && shape == nil:
 			shape = &problems[i]
 		}
 	}
@@ -37,17 +39,17 @@ func keyStory(v model.KeyView, row *keyRowFacts, lives []model.KeyLife, problems
 	case v.RestoreError != nil && v.RestoreError.Code == apperr.SnapshotIntegrity:
 		return model.VerdictTampered, with("tampered: " + v.RestoreError.Message)
 	case shape != nil:
-		return model.VerdictTampered, with("tampered: " + shape.detail)
+		return model.VerdictTampered, with("tampered: " + shape.Detail)
 	case twice != nil:
-		return model.VerdictRanTwice, with("ran twice: " + twice.detail)
+		return model.VerdictRanTwice, with("ran twice: " + twice.Detail)
 	case v.Status == "PROCESSING":
 		by := ""
 		if row != nil && row.ReservedXID != nil {
 			by = " (transaction " + *row.ReservedXID + ")"
 		}
-		text := with(fmt.Sprintf("abnormal: reserved at %s%s and committed without its result — nothing ran", stamp(v.CreatedAt), by))
+		text := with(fmt.Sprintf("abnormal: reserved at %s%s and committed without its result — nothing ran", verify.Stamp(v.CreatedAt), by))
 		if !v.Expired {
-			text += " until the key expires at " + stamp(v.ExpiresAt)
+			text += " until the key expires at " + verify.Stamp(v.ExpiresAt)
 		}
 		return model.VerdictProcessing, text
 	case v.RestoreError != nil:
@@ -57,7 +59,7 @@ func keyStory(v model.KeyView, row *keyRowFacts, lives []model.KeyLife, problems
 	for _, l := range lives[1:] {
 		if l.Kind == lifeEarlier {
 			if exp := recordedExpiry(l); exp != nil {
-				earlier = stamp(*exp)
+				earlier = verify.Stamp(*exp)
 			} else {
 				earlier = "the expiry its transaction recorded"
 			}
@@ -66,9 +68,9 @@ func keyStory(v model.KeyView, row *keyRowFacts, lives []model.KeyLife, problems
 	}
 	switch {
 	case v.Expired && earlier != "":
-		return model.VerdictExpired, with(fmt.Sprintf("expired at %s: it had expired at %s before and ran again: it %s", stamp(v.ExpiresAt), earlier, ran))
+		return model.VerdictExpired, with(fmt.Sprintf("expired at %s: it had expired at %s before and ran again: it %s", verify.Stamp(v.ExpiresAt), earlier, ran))
 	case v.Expired:
-		return model.VerdictExpired, with(fmt.Sprintf("expired at %s: it %s", stamp(v.ExpiresAt), ran))
+		return model.VerdictExpired, with(fmt.Sprintf("expired at %s: it %s", verify.Stamp(v.ExpiresAt), ran))
 	case earlier != "":
 		return model.VerdictRanAgainAfterExpiry, with(fmt.Sprintf("expired at %s and ran again: it %s", earlier, ran))
 	}
@@ -91,15 +93,15 @@ func ranPhrase(cur model.KeyLife) string {
 	case first == nil:
 		return "wrote no row under this key"
 	case cur.XID == "":
-		return fmt.Sprintf("executed once at %s (transaction not recorded: written before migration 0004)", stamp(*first))
+		return fmt.Sprintf("executed once at %s (transaction not recorded: written before migration 0004)", verify.Stamp(*first))
 	}
-	return fmt.Sprintf("executed once at %s (transaction %s)", stamp(*first), cur.XID)
+	return fmt.Sprintf("executed once at %s (transaction %s)", verify.Stamp(*first), cur.XID)
 }
 
 // recordedExpiry is the key's expiry a life's own audit event recorded (nil: none).
 func recordedExpiry(l model.KeyLife) *time.Time {
 	for _, e := range l.Events {
-		if e.Kind == "audit" && e.KeyExpiresAt != nil && (e.Action == nil || !isSettleAction(*e.Action)) {
+		if e.Kind == "audit" && e.KeyExpiresAt != nil && (e.Action == nil || !verify.IsSettleAction(*e.Action)) {
 			return e.KeyExpiresAt
 		}
 	}

@@ -1,16 +1,17 @@
-package kernel
+package verify
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/idem/idemtype"
+	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 )
@@ -65,7 +66,7 @@ var invariantDescriptions = []struct{ name, text string }{
 }
 
 type verifier struct {
-	k      *Kernel
+	k      *kernel.Kernel
 	opts   model.VerifyOptions
 	rep    *model.InvariantReport
 	byName map[string]*model.Invariant
@@ -74,19 +75,19 @@ type verifier struct {
 	// judged is what the revisions and executions passes found wrong with the rows they read,
 	// when they read every one in scope (no --since): the keys pass, after them, judges what an
 	// envelope references by it rather than reading and checking each row again.
-	judged *judgement
+	judged *kernel.Judgement
 }
 
 // judge records what a pass found wrong with a revision or an execution.
 func (v *verifier) judgeRevision(owner, record string, revision int, err error) {
-	if v.judged != nil && err != nil {
-		v.judged.revisions[revisionKey{owner, record, revision}] = err
+	if v.judged != nil {
+		v.judged.Revision(owner, record, revision, err)
 	}
 }
 
 func (v *verifier) judgeExecution(owner, id string, err error) {
-	if v.judged != nil && err != nil {
-		v.judged.executions[owner+"\x00"+id] = err
+	if v.judged != nil {
+		v.judged.Execution(owner, id, err)
 	}
 }
 
@@ -185,7 +186,7 @@ func redact(s string) string {
 // keyset pages inside one read-only snapshot. It never writes; it works on a read-only session.
 // It has no deadline of its own: it runs until it is done or ctx ends (a canceled ctx returns
 // ctx's error). opts.Progress hears how far it is after every page.
-func (k *Kernel) VerifyInvariants(ctx context.Context, opts model.VerifyOptions) (model.InvariantReport, error) {
+func Invariants(ctx context.Context, k *kernel.Kernel, opts model.VerifyOptions) (model.InvariantReport, error) {
 	start := time.Now()
 	if opts.Owner != "" {
 		if err := idemtype.ValidateOwner(opts.Owner); err != nil {
@@ -196,7 +197,7 @@ func (k *Kernel) VerifyInvariants(ctx context.Context, opts model.VerifyOptions)
 		opts.Batch = DefaultVerifyBatch
 	}
 	if opts.Now.IsZero() {
-		opts.Now = k.runner.Clock().Now()
+		opts.Now = k.Runner().Clock().Now()
 	}
 	rep := model.InvariantReport{Owner: opts.Owner, Checked: map[string]int64{}, Unattributed: map[string]int64{}, PassMs: map[string]float64{}}
 	if !opts.Since.IsZero() {
@@ -205,7 +206,7 @@ func (k *Kernel) VerifyInvariants(ctx context.Context, opts model.VerifyOptions)
 	}
 	v := &verifier{k: k, opts: opts, rep: &rep, byName: map[string]*model.Invariant{}}
 	if opts.Since.IsZero() {
-		v.judged = &judgement{revisions: map[revisionKey]error{}, executions: map[string]error{}}
+		v.judged = kernel.NewJudgement()
 	}
 	for _, d := range invariantDescriptions {
 		rep.Invariants = append(rep.Invariants, model.Invariant{Name: d.name, Description: d.text, Examples: []model.Violation{}})
@@ -213,9 +214,9 @@ func (k *Kernel) VerifyInvariants(ctx context.Context, opts model.VerifyOptions)
 	for i := range rep.Invariants {
 		v.byName[rep.Invariants[i].Name] = &rep.Invariants[i]
 	}
-	err := k.db.ReadSnapshot(ctx, func(ctx context.Context) error {
+	err := k.DB().ReadSnapshot(ctx, func(ctx context.Context) error {
 		if opts.Progress != nil {
-			est, err := k.db.VerifyEstimate(ctx, opts.Owner, opts.Since)
+			est, err := k.DB().VerifyEstimate(ctx, opts.Owner, opts.Since)
 			if err != nil {
 				return err
 			}
@@ -362,7 +363,7 @@ func scanned[T any](ctx context.Context, v *verifier, table string, limit int,
 func (v *verifier) keys(ctx context.Context) error {
 	light := v.judged != nil
 	read := func(ctx context.Context, p store.VerifyPage) ([]store.VerifyKeyRow, error) {
-		return v.k.db.VerifyKeys(ctx, p, light)
+		return v.k.DB().VerifyKeys(ctx, p, light)
 	}
 	// The keys whose restore needs a row the page did not bring (a damaged reference, mostly):
 	// judged again once the connection is free.
@@ -378,9 +379,8 @@ func (v *verifier) keys(ctx context.Context) error {
 		}
 		env, err := idemtype.ParseEnvelope(r.Response)
 		if err == nil && !env.Legacy {
-			pre := &prefetched{rev: r.Revision, exec: r.Execution, execAttest: r.ExecutionAttest, review: r.Review, judged: v.judged, offline: offline}
-			_, _, _, err = v.k.restoreKey(ctx, r.OwnerID, r.Key, r.ReservedXID, r.Operation, r.Response, pre)
-			if errors.Is(err, errNeedsRead) {
+			err = v.k.CheckStoredKey(ctx, r, v.judged, offline)
+			if kernel.NeedsRead(err) {
 				return false
 			}
 		}
@@ -389,7 +389,7 @@ func (v *verifier) keys(ctx context.Context) error {
 			v.violate(InvNoSecrets, ex)
 		}
 		if err == nil && env.Legacy {
-			if r.Operation != OpLegacyIdentityCreate {
+			if r.Operation != kernel.OpLegacyIdentityCreate {
 				ex.Detail = "a raw-json-v1 receipt outside identity:create (" + r.Operation + ")"
 				v.violate(InvEnvelopeRestores, ex)
 			}
@@ -397,7 +397,7 @@ func (v *verifier) keys(ctx context.Context) error {
 		}
 		if err != nil {
 			ex.Detail = fmt.Sprintf("%s: %s", apperr.As(err).Code, apperr.As(err).Message)
-			if errors.As(err, new(foreignRows)) {
+			if kernel.RefersToForeignRows(err) {
 				v.violate(InvEnvelopeOwnRows, ex)
 			} else {
 				v.violate(InvEnvelopeRestores, ex)
@@ -407,7 +407,7 @@ func (v *verifier) keys(ctx context.Context) error {
 	}
 	var scan func(ctx context.Context, s store.VerifyScope, fn func(store.VerifyKeyRow) error) error
 	if light {
-		scan = v.k.db.VerifyKeysScan // the light columns: what the scan reads
+		scan = v.k.DB().VerifyKeysScan // the light columns: what the scan reads
 	}
 	return pages(ctx, v, "keys", v.opts.Batch, read, scan,
 		func(r store.VerifyKeyRow) {
@@ -425,7 +425,7 @@ func (v *verifier) keys(ctx context.Context) error {
 }
 
 func (v *verifier) records(ctx context.Context) error {
-	return pages(ctx, v, "records", v.opts.Batch, v.k.db.VerifyRecords, v.k.db.VerifyRecordsScan,
+	return pages(ctx, v, "records", v.opts.Batch, v.k.DB().VerifyRecords, v.k.DB().VerifyRecordsScan,
 		func(r store.VerifyRecordRow) {
 			ex := model.Violation{Owner: r.OwnerID, Record: r.ID}
 			if r.Revisions != r.Revision || r.MinRevision != 1 || r.MaxRevision != r.Revision {
@@ -444,17 +444,14 @@ func (v *verifier) records(ctx context.Context) error {
 // (CheckTitle, CheckSummary): planted behind the kernel's back, it is damage, and Verify is where
 // it is looked for. where says whose text it is ("the row's", "the snapshot's").
 func (v *verifier) printable(ex model.Violation, where, title, summary string) {
-	for _, err := range []error{checkControls("title", title, ""), checkControls("summary", summary, "\n\t")} {
-		if err != nil {
-			ex.Detail = where + " " + apperr.As(err).Message
-			v.violate(InvTextPrintable, ex)
-			return
-		}
+	if err := kernel.CheckPrintable(title, summary); err != nil {
+		ex.Detail = where + " " + apperr.As(err).Message
+		v.violate(InvTextPrintable, ex)
 	}
 }
 
 func (v *verifier) revisions(ctx context.Context) error {
-	return pages(ctx, v, "revisions", v.opts.Batch/verifyRevisionBatchShare, v.k.db.VerifyRevisions, v.k.db.VerifyRevisionsScan,
+	return pages(ctx, v, "revisions", v.opts.Batch/verifyRevisionBatchShare, v.k.DB().VerifyRevisions, v.k.DB().VerifyRevisionsScan,
 		func(r store.VerifyRevisionRow) {
 			ex := model.Violation{Owner: r.OwnerID, Key: deref(r.IdempotencyKey), Record: r.RecordID, Revision: r.Revision.Revision}
 			var bad error // what a read of the revision fails closed with
@@ -463,7 +460,7 @@ func (v *verifier) revisions(ctx context.Context) error {
 				ex.Detail = "the revision's record does not exist"
 				v.violate(InvSnapshotConsistent, ex)
 			default:
-				snap, err := checkSnapshot(r.RevisionWithParent, r.OwnerID, r.ParentModule, r.RecordID, r.Revision.Revision)
+				snap, err := kernel.CheckSnapshot(r.RevisionWithParent, r.ParentModule)
 				if err != nil {
 					bad = err
 					ex.Detail = apperr.As(err).Message
@@ -472,7 +469,7 @@ func (v *verifier) revisions(ctx context.Context) error {
 					v.printable(ex, "the snapshot's", snap.Title, snap.Summary)
 				}
 			}
-			if err := checkRevisionChain(r.RevisionWithParent); err != nil {
+			if err := kernel.CheckRevisionChain(r.RevisionWithParent); err != nil {
 				if bad == nil {
 					bad = err
 				}
@@ -491,7 +488,7 @@ func (v *verifier) revisions(ctx context.Context) error {
 }
 
 func (v *verifier) executions(ctx context.Context) error {
-	return pages(ctx, v, "executions", v.opts.Batch, v.k.db.VerifyExecutions, v.k.db.VerifyExecutionsScan,
+	return pages(ctx, v, "executions", v.opts.Batch, v.k.DB().VerifyExecutions, v.k.DB().VerifyExecutionsScan,
 		func(r store.VerifyExecutionRow) {
 			ex := model.Violation{Owner: r.OwnerID, Key: deref(r.IdempotencyKey), Record: r.RecordID, Execution: r.ID}
 			switch {
@@ -502,7 +499,7 @@ func (v *verifier) executions(ctx context.Context) error {
 				ex.Detail = fmt.Sprintf("recorded at revision %d, which the record does not have", r.RecordRevision)
 				v.violate(InvExecutionHasRecord, ex)
 			}
-			if err := checkExecutionDigest(r.Execution, r.Attest); err != nil {
+			if err := kernel.CheckExecution(r.Execution, r.Attest); err != nil {
 				v.judgeExecution(r.OwnerID, r.ID, err)
 				ex.Detail = apperr.As(err).Message
 				v.violate(InvExecutionAttested, ex)
@@ -511,7 +508,7 @@ func (v *verifier) executions(ctx context.Context) error {
 				ex.Detail = fmt.Sprintf("%d audit events of its run (FEATURE_%s_EXECUTED/BLOCKED/QUEUED), want 1", r.RunAudits, r.FeatureID)
 				v.violate(InvExecutionAudited, ex)
 			}
-			if r.Mode != string(ModeOutbox) {
+			if r.Mode != string(kernel.ModeOutbox) {
 				if r.SettleAudits > 0 {
 					ex.Detail = fmt.Sprintf("a %s execution with %d outbox settle audit event(s)", r.Mode, r.SettleAudits)
 					v.violate(InvOutboxSettledOnce, ex)
@@ -541,7 +538,7 @@ func (v *verifier) executions(ctx context.Context) error {
 }
 
 func (v *verifier) outbox(ctx context.Context) error {
-	return pages(ctx, v, "outboxMessages", v.opts.Batch, v.k.db.VerifyOutbox, v.k.db.VerifyOutboxScan,
+	return pages(ctx, v, "outboxMessages", v.opts.Batch, v.k.DB().VerifyOutbox, v.k.DB().VerifyOutboxScan,
 		func(r store.VerifyOutboxRow) {
 			ex := model.Violation{Owner: r.OwnerID, Key: deref(r.Key), Message: r.ID, Execution: r.ExecutionID}
 			if s := v.secretIn(r.PayloadRef, false, nil); s != "" {
@@ -551,7 +548,7 @@ func (v *verifier) outbox(ctx context.Context) error {
 			switch {
 			case !r.HasExecution:
 				ex.Detail = "the message's execution does not exist"
-			case r.ExecutionMode != string(ModeOutbox):
+			case r.ExecutionMode != string(kernel.ModeOutbox):
 				ex.Detail = "the message belongs to a " + r.ExecutionMode + " execution"
 			case r.Status != r.ExecutionStatus:
 				ex.Detail = fmt.Sprintf("the message is %s but its execution is %s", r.Status, r.ExecutionStatus)
@@ -565,7 +562,7 @@ func (v *verifier) outbox(ctx context.Context) error {
 }
 
 func (v *verifier) audit(ctx context.Context) error {
-	return pages(ctx, v, "auditEvents", v.opts.Batch*2, v.k.db.VerifyAudit, v.k.db.VerifyAuditScan,
+	return pages(ctx, v, "auditEvents", v.opts.Batch*2, v.k.DB().VerifyAudit, v.k.DB().VerifyAuditScan,
 		func(r store.VerifyAuditRow) {
 			if s := v.secretIn(r.Detail, true, r.Contents); s != "" {
 				ex := model.Violation{Owner: r.OwnerID, Audit: r.ID, Detail: r.Action + ": the detail " + s}
@@ -589,7 +586,7 @@ func (v *verifier) lives(ctx context.Context) error {
 	}
 	readPage := func(p store.VerifyPage) page {
 		var x page
-		x.keys, x.next, x.more, x.read, x.err = v.k.db.VerifyKeyLives(ctx, p)
+		x.keys, x.next, x.more, x.read, x.err = v.k.DB().VerifyKeyLives(ctx, p)
 		return x
 	}
 	if v.opts.Since.IsZero() {
@@ -637,7 +634,7 @@ func (v *verifier) livesScanned(ctx context.Context) error {
 		v.report("keyLives")
 		return ctx.Err()
 	}
-	err := v.k.db.VerifyKeyLivesScan(ctx, store.VerifyScope{Owner: v.opts.Owner}, func(k store.VerifyKeyLives, n int) error {
+	err := v.k.DB().VerifyKeyLivesScan(ctx, store.VerifyScope{Owner: v.opts.Owner}, func(k store.VerifyKeyLives, n int) error {
 		v.judgeKey(k)
 		keys++
 		if read += n; read >= limit {
@@ -674,6 +671,17 @@ func (v *verifier) judgeKey(k store.VerifyKeyLives) {
 		return // --since: nothing of this key was written since
 	}
 	for _, p := range judgeLives(k.Key, k.Row, lives) {
-		v.violate(p.invariant, model.Violation{Owner: k.OwnerID, Key: k.Key, Detail: p.detail})
+		v.violate(p.Invariant, model.Violation{Owner: k.OwnerID, Key: k.Key, Detail: p.Detail})
 	}
 }
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// quoteKey shows a key in a message ("k7"), quoted with Go's rules (a planted key may hold
+// anything).
+func quoteKey(k string) string { return strconv.Quote(k) }

@@ -1,4 +1,4 @@
-package kernel_test
+package demo_test
 
 import (
 	"context"
@@ -8,10 +8,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/demo"
 	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/outbox"
+	"github.com/idemwork/idemwork/verify"
 )
 
 // The guided walk-throughs (SPEC §7): each claim a step makes is asserted here again on the
@@ -88,7 +90,7 @@ func TestTheBlockedExternalWalkThroughsClaimsHoldOnTheRows(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	d := b.k.NewBlockedExternalDemo("alice", "demo-test")
+	d := demo.NewBlocked(b.k, "alice", "demo-test")
 
 	create, err := d.Next(ctx)
 	require.NoError(t, err)
@@ -126,7 +128,7 @@ func TestABlockedWalkThroughReportsAClaimTheRowsDoNotBearOut(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	d := b.k.NewBlockedExternalDemo("alice", "demo-tampered")
+	d := demo.NewBlocked(b.k, "alice", "demo-tampered")
 	for range 2 {
 		_, err := d.Next(ctx)
 		require.NoError(t, err)
@@ -152,7 +154,7 @@ func TestTheOutboxWalkThroughsClaimsHoldOnTheRows(t *testing.T) {
 	bobRun, err := b.k.RunFeature(ctx, model.FeatureInput{Owner: "bob", Module: kernel.ModuleCommitment, RecordID: bobs.Record.ID, FeatureID: "F02", Key: "bob-n"})
 	require.NoError(t, err)
 
-	d, err := b.k.NewOutboxDemo("alice", "demo-test", outboxSettings)
+	d, err := demo.NewOutbox(b.k, "alice", "demo-test", outboxSettings)
 	require.NoError(t, err)
 	p := d.Provider()
 	next := func() model.DemoStep {
@@ -269,7 +271,7 @@ func TestTheOutboxWalkThroughsClaimsHoldOnTheRows(t *testing.T) {
 	require.Equal(t, "PENDING", bob.status, "bob's message was never claimed by the demo's worker")
 	require.Zero(t, bob.attempts)
 
-	rep, err := b.k.VerifyInvariants(ctx, model.VerifyOptions{})
+	rep, err := verify.Invariants(ctx, b.k, model.VerifyOptions{})
 	require.NoError(t, err)
 	require.True(t, rep.OK, "the walk-through leaves rows idemwork verify accepts: %+v", rep.Failed())
 }
@@ -278,10 +280,10 @@ func TestASecondOutboxWalkThroughReusesTheRecordAndSaysSo(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	first, reused, err := b.k.DemoOutbox(ctx, "alice", "demo-again", outboxSettings)
+	first, reused, err := demo.RunOutbox(ctx, b.k, "alice", "demo-again", outboxSettings)
 	require.NoError(t, err)
 	require.Empty(t, reused)
-	second, reused, err := b.k.DemoOutbox(ctx, "alice", "demo-again", outboxSettings)
+	second, reused, err := demo.RunOutbox(ctx, b.k, "alice", "demo-again", outboxSettings)
 	require.NoError(t, err)
 	require.Len(t, second, len(model.OutboxSteps))
 	for _, s := range append(first, second...) {
@@ -301,7 +303,7 @@ func TestAnOutboxWalkThroughReportsAClaimTheRowsDoNotBearOut(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	d, err := b.k.NewOutboxDemo("alice", "demo-raced", outboxSettings)
+	d, err := demo.NewOutbox(b.k, "alice", "demo-raced", outboxSettings)
 	require.NoError(t, err)
 	for range 3 {
 		_, err := d.Next(ctx)
@@ -320,7 +322,7 @@ func TestAnOutboxWalkThroughReportsAClaimTheRowsDoNotBearOut(t *testing.T) {
 func TestTheOutboxWalkThroughNeedsARetryToShow(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	_, err := b.k.NewOutboxDemo("alice", "demo-x", outbox.Options{MaxAttempts: 1})
+	_, err := demo.NewOutbox(b.k, "alice", "demo-x", outbox.Options{MaxAttempts: 1})
 	requireCode(t, err, apperr.ValidationFailed)
 }
 
@@ -328,19 +330,19 @@ func TestTheComparisonSetsBothModesSideBySideFromTheirRows(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	blocked := b.k.NewBlockedExternalDemo("alice", "cmp-blocked")
+	blocked := demo.NewBlocked(b.k, "alice", "cmp-blocked")
 	for !blocked.Done() {
 		_, err := blocked.Next(ctx)
 		require.NoError(t, err)
 	}
-	d, err := b.k.NewOutboxDemo("alice", "cmp-outbox", outboxSettings)
+	d, err := demo.NewOutbox(b.k, "alice", "cmp-outbox", outboxSettings)
 	require.NoError(t, err)
 	var queued model.DemoStep
 	for range 2 {
 		queued, err = d.Next(ctx)
 		require.NoError(t, err)
 	}
-	c, err := b.k.CompareModes(ctx, "alice", blocked.PublishKey(), d.NotifyKey(1))
+	c, err := demo.CompareModes(ctx, b.k, "alice", blocked.PublishKey(), d.NotifyKey(1))
 	require.NoError(t, err)
 	require.Equal(t, "blocked_external", c.Blocked.Mode)
 	require.Equal(t, "outbox", c.Outbox.Mode)
@@ -358,7 +360,7 @@ func TestTheComparisonSetsBothModesSideBySideFromTheirRows(t *testing.T) {
 		_, err := d.Next(ctx)
 		require.NoError(t, err)
 	}
-	c, err = b.k.CompareModes(ctx, "alice", blocked.PublishKey(), d.NotifyKey(1))
+	c, err = demo.CompareModes(ctx, b.k, "alice", blocked.PublishKey(), d.NotifyKey(1))
 	require.NoError(t, err)
 	require.Contains(t, c.Outbox.Replay, "now DELIVERED")
 	require.Contains(t, c.Outbox.Committed[0], "status PENDING, now DELIVERED", "what committed, and what it became")
@@ -367,11 +369,11 @@ func TestTheComparisonSetsBothModesSideBySideFromTheirRows(t *testing.T) {
 
 	// The text follows the rows, not a script: a tampered execution shows as it is.
 	b.exec(t, `UPDATE outbox_message SET attempts = 4 WHERE owner_id = 'alice' AND execution_id = $1`, queued.Execution.ID)
-	c, err = b.k.CompareModes(ctx, "alice", blocked.PublishKey(), d.NotifyKey(1))
+	c, err = demo.CompareModes(ctx, b.k, "alice", blocked.PublishKey(), d.NotifyKey(1))
 	require.NoError(t, err)
 	require.Contains(t, c.Outbox.Provider, "after 4 attempt(s)")
 
-	_, err = b.k.CompareModes(ctx, "alice", "cmp-blocked:create", d.NotifyKey(1))
+	_, err = demo.CompareModes(ctx, b.k, "alice", "cmp-blocked:create", d.NotifyKey(1))
 	requireCode(t, err, apperr.ValidationFailed)
 }
 

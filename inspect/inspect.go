@@ -1,17 +1,20 @@
-package kernel
+package inspect
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"sort"
 	"time"
 
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/idem/idemtype"
+	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/verify"
 	"github.com/idemwork/idemwork/wire"
 )
 
@@ -31,39 +34,39 @@ type resultRef struct {
 	ReviewID    string `json:"reviewId"`
 }
 
-// InspectKey reads a key in any state with its restored result, the latest record and its
-// history. Restoring here runs the same policy a replay would, read-only; a restore that fails
-// is reported (RestoreError) beside the stored envelope, never returned as the error.
-func (k *Kernel) InspectKey(ctx context.Context, owner, key string) (model.KeyView, error) {
+// Key reads a key of k's database in any state with its restored result, the latest record and
+// its history. Restoring here runs the same policy a replay would, read-only; a restore that
+// fails is reported (RestoreError) beside the stored envelope, never returned as the error.
+func Key(ctx context.Context, k *kernel.Kernel, owner, key string) (model.KeyView, error) {
 	if err := idemtype.ValidateKey(key); err != nil {
 		return model.KeyView{}, err
 	}
-	return k.InspectStoredKey(ctx, owner, key)
+	return StoredKey(ctx, k, owner, key)
 }
 
-// InspectStoredKey is InspectKey for a key read from the database (a row of a list) rather than
+// StoredKey is Key for a key read from the database (a row of a list) rather than
 // typed by a user: it is looked up as it is, so a planted or legacy row whose key breaks today's
 // key rule can still be inspected.
-func (k *Kernel) InspectStoredKey(ctx context.Context, owner, key string) (model.KeyView, error) {
+func StoredKey(ctx context.Context, k *kernel.Kernel, owner, key string) (model.KeyView, error) {
 	if err := idemtype.ValidateOwner(owner); err != nil {
 		return model.KeyView{}, err
 	}
 	if key == "" {
 		return model.KeyView{}, apperr.New(apperr.ValidationFailed, "key: empty")
 	}
-	row, err := k.db.GetKey(ctx, owner, key)
+	row, err := k.DB().GetKey(ctx, owner, key)
 	if err != nil {
 		return model.KeyView{}, err
 	}
-	now := k.runner.Clock().Now()
+	now := k.Runner().Clock().Now()
 	v := model.KeyView{Key: row.Key, Operation: row.Operation, Status: row.Status, Fingerprint: row.Fingerprint,
 		CreatedAt: row.CreatedAt, ExpiresAt: row.ExpiresAt, Envelope: row.Response, Expired: !row.ExpiresAt.After(now)}
-	history, err := k.db.KeyHistory(ctx, owner, key, keyHistoryCap)
+	history, err := k.DB().KeyHistory(ctx, owner, key, keyHistoryCap)
 	if err != nil {
 		return model.KeyView{}, err
 	}
 
-	op, opErr := ParseOperation(row.Operation)
+	op, opErr := kernel.ParseOperation(row.Operation)
 	var ref resultRef
 	refOK := false
 	if row.Response != nil {
@@ -77,7 +80,7 @@ func (k *Kernel) InspectStoredKey(ctx context.Context, owner, key string) (model
 			refOK = json.Unmarshal(env.Result, &ref) == nil
 		}
 		switch {
-		case v.Legacy && opErr == nil && op.Kind == OpKindLegacy:
+		case v.Legacy && opErr == nil && op.Kind == kernel.OpKindLegacy:
 			// identity:create is refused before the runner (410); nothing is restored.
 		case v.RestoreError == nil && opErr != nil:
 			v.RestoreError = errorView(opErr)
@@ -105,8 +108,8 @@ func (k *Kernel) InspectStoredKey(ctx context.Context, owner, key string) (model
 			_ = json.Unmarshal(row.Response, &loose)
 			recordID = loose.Result.RecordID
 		}
-		if recordID != "" && CheckRecordID(recordID) == nil {
-			latest, err := k.db.LatestRecord(ctx, owner, op.Module, recordID)
+		if recordID != "" && kernel.CheckRecordID(recordID) == nil {
+			latest, err := k.DB().LatestRecord(ctx, owner, op.Module, recordID)
 			if err != nil && !errors.Is(err, store.ErrNotFound) {
 				return model.KeyView{}, err
 			}
@@ -115,21 +118,20 @@ func (k *Kernel) InspectStoredKey(ctx context.Context, owner, key string) (model
 			}
 		}
 	}
-	v.Replay = k.replayResponse(ctx, owner, row, v.Expired)
+	v.Replay = replayResponse(ctx, k, owner, row, v.Expired)
 	v.State, v.Next = keyVerdict(v, op, opErr == nil, now)
 	var cur *resultRef
 	if refOK {
 		cur = &ref
 	}
-	facts := &keyRowFacts{Status: row.Status, Operation: row.Operation, ReservedXID: row.ReservedXID, CreatedAt: row.CreatedAt, ExpiresAt: row.ExpiresAt}
-	lives := livesOf(history)
-	problems := judgeLives(row.Key, facts, lives)
+	facts := &store.VerifyKeyRowFacts{Status: row.Status, Operation: row.Operation, ReservedXID: row.ReservedXID, CreatedAt: row.CreatedAt, ExpiresAt: row.ExpiresAt}
+	problems := verify.KeyLives(row.Key, facts, history)
 	v.Problems = []string{}
 	if v.RestoreError != nil && v.RestoreError.Code == apperr.SnapshotIntegrity {
 		v.Problems = append(v.Problems, v.RestoreError.Message)
 	}
 	for _, p := range problems {
-		v.Problems = append(v.Problems, p.detail)
+		v.Problems = append(v.Problems, p.Detail)
 	}
 	v.Lives = groupLives(history, cur, facts, problems)
 	v.VerdictKind, v.Verdict = keyStory(v, facts, v.Lives, problems)
@@ -137,10 +139,10 @@ func (k *Kernel) InspectStoredKey(ctx context.Context, owner, key string) (model
 }
 
 // keyVerdict is what the next request with the key meets (SPEC §4.2), as a state and a sentence.
-func keyVerdict(v model.KeyView, op Operation, opOK bool, now time.Time) (string, string) {
+func keyVerdict(v model.KeyView, op kernel.Operation, opOK bool, now time.Time) (string, string) {
 	stamp := v.ExpiresAt.UTC().Format("2006-01-02 15:04:05Z")
 	switch {
-	case v.Legacy && opOK && op.Kind == OpKindLegacy:
+	case v.Legacy && opOK && op.Kind == kernel.OpKindLegacy:
 		return model.KeyLegacy, "legacy raw-json-v1 receipt: readable only, never replayed; identity:create writes are refused with 410 LEGACY_WRITE_DISABLED"
 	case v.Expired:
 		was := "a SUCCEEDED row"
@@ -182,15 +184,15 @@ const (
 // they settle. Rows that record no transaction (written before migration 0004) are grouped by
 // what they reference (an audit event names its revision and its execution); such a group is the
 // current life only when it holds what the envelope references.
-func groupLives(events []model.Event, ref *resultRef, row *keyRowFacts, problems []lifeProblem) []model.KeyLife {
+func groupLives(events []model.Event, ref *resultRef, row *store.VerifyKeyRowFacts, problems []verify.KeyProblem) []model.KeyLife {
 	reserved := ""
 	if row != nil && row.ReservedXID != nil {
 		reserved = *row.ReservedXID
 	}
 	twice := map[string]bool{}
 	for _, p := range problems {
-		if p.invariant == InvKeyRunsOnce {
-			twice[p.xid], twice[p.other] = true, true
+		if p.Invariant == verify.InvKeyRunsOnce {
+			twice[p.XID], twice[p.Other] = true, true
 		}
 	}
 	// The life of each execution, for the settle events that name it.
@@ -213,7 +215,7 @@ func groupLives(events []model.Event, ref *resultRef, row *keyRowFacts, problems
 		if e.XID != nil {
 			xid = *e.XID
 		}
-		if e.Kind == "audit" && e.Action != nil && isSettleAction(*e.Action) && e.ExecutionID != nil {
+		if e.Kind == "audit" && e.Action != nil && verify.IsSettleAction(*e.Action) && e.ExecutionID != nil {
 			if x, ok := execLife[*e.ExecutionID]; ok {
 				xid = x
 			}
@@ -235,7 +237,7 @@ func groupLives(events []model.Event, ref *resultRef, row *keyRowFacts, problems
 	for _, x := range order {
 		l := byXID[x]
 		sort.SliceStable(l.Events, func(i, j int) bool { return l.Events[i].At.Before(l.Events[j].At) })
-		first := stamp(l.Events[0].At)
+		first := verify.Stamp(l.Events[0].At)
 		switch {
 		case x == reserved:
 			l.Current, l.Kind = true, lifeCurrent
@@ -250,7 +252,7 @@ func groupLives(events []model.Event, ref *resultRef, row *keyRowFacts, problems
 			l.Label = fmt.Sprintf("earlier life: transaction %s at %s; the key expired before the next ran", x, first)
 			for _, e := range l.Events {
 				if e.Kind == "audit" && e.KeyExpiresAt != nil {
-					l.Label = fmt.Sprintf("earlier life: transaction %s at %s; the key expired at %s, before the next ran", x, first, stamp(*e.KeyExpiresAt))
+					l.Label = fmt.Sprintf("earlier life: transaction %s at %s; the key expired at %s, before the next ran", x, first, verify.Stamp(*e.KeyExpiresAt))
 					break
 				}
 			}
@@ -346,7 +348,7 @@ func unattributedLives(events []model.Event, ref *resultRef, mayBeCurrent bool) 
 	out := make([]model.KeyLife, 0, len(order))
 	for _, root := range order {
 		g := groups[root]
-		first := stamp(g.Events[0].At)
+		first := verify.Stamp(g.Events[0].At)
 		g.Label = fmt.Sprintf("rows from %s written before migration 0004: their transaction is not recorded", first)
 		if root == currentRoot {
 			g.Current, g.Kind = true, lifeCurrent
@@ -355,4 +357,30 @@ func unattributedLives(events []model.Event, ref *resultRef, mayBeCurrent bool) 
 		out = append(out, *g)
 	}
 	return out
+}
+
+// replayResponse is the answer a request repeating the key's first request gets now
+// (kernel.ReplayKey), as the HTTP API would send it (wire): 201 with the record's Location for a
+// create or a review, 200 for a patch or a feature run, the coded error the request would fail
+// with otherwise. Nil when no request gets a replay: the key expired (the next request executes
+// anew), or its operation is not one a request can name.
+func replayResponse(ctx context.Context, k *kernel.Kernel, owner string, row model.KeyRow, expired bool) *model.Response {
+	if expired {
+		return nil
+	}
+	rp, ok, err := k.ReplayKey(ctx, owner, row)
+	var r model.Response
+	switch {
+	case !ok:
+		return nil
+	case err != nil:
+		r = wire.Error(err)
+	case rp.Kind == kernel.OpKindCreate:
+		r = wire.Created(rp.Write)
+	case rp.Kind == kernel.OpKindReview:
+		r = wire.Write(http.StatusCreated, rp.Review.Outcome, rp.Review.Waited, rp.Review)
+	default:
+		r = wire.Written(rp.Write)
+	}
+	return &r
 }

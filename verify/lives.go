@@ -1,4 +1,4 @@
-package kernel
+package verify
 
 import (
 	"fmt"
@@ -14,7 +14,7 @@ import (
 // wrote it, so a key's rows are grouped by transaction, and each transaction is one life — one
 // request that reserved the key and ran. A key lives again only after it expired; each life's
 // audit event records the key's expiry as its transaction saw it, which is what proves that the
-// next life came after it. Verify and the key view judge lives with the same rules (judgeLives).
+// next life came after it. Verify and the key view (package inspect) judge lives with the same rules (judgeLives).
 
 // life is what one transaction wrote under a key.
 type life struct {
@@ -32,16 +32,14 @@ type life struct {
 	partial bool
 }
 
-// keyRowFacts is the key row as the lives judge needs it (nil: the key has no row).
-type keyRowFacts = store.VerifyKeyRowFacts
-
-// lifeProblem is one thing wrong with a key's lives: which invariant, and what.
-type lifeProblem struct {
-	invariant string
-	xid       string
-	// other is the transaction the life of xid ran twice with ("" for other problems).
-	other  string
-	detail string
+// KeyProblem is one thing wrong with a key's lives: which invariant, and what.
+type KeyProblem struct {
+	Invariant string
+	// XID is the transaction whose life is wrong.
+	XID string
+	// Other is the transaction the life of XID ran twice with ("" for other problems).
+	Other  string
+	Detail string
 }
 
 // The write a run audit action stands for, and the rows it writes.
@@ -70,8 +68,8 @@ func shapeOf(action string) (runShape, bool) {
 	return runShape{}, false
 }
 
-// stamp is a time as the verdicts and problems print it.
-func stamp(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05.000Z") }
+// Stamp is a time as the verdicts and problems print it.
+func Stamp(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05.000Z") }
 
 func plural(n int, one string) string {
 	if n == 1 {
@@ -83,10 +81,10 @@ func plural(n int, one string) string {
 // judgeLives checks a key's lives (any order; the row's may be nil): each transaction wrote one
 // run of the shape its audit event names (key_rows_once), and each life came after the one before
 // it expired, by the expiry the earlier transaction recorded (key_runs_once).
-func judgeLives(key string, row *keyRowFacts, lives []life) []lifeProblem {
-	var out []lifeProblem
-	add := func(inv, xid, format string, args ...any) *lifeProblem {
-		out = append(out, lifeProblem{invariant: inv, xid: xid, detail: fmt.Sprintf(format, args...)})
+func judgeLives(key string, row *store.VerifyKeyRowFacts, lives []life) []KeyProblem {
+	var out []KeyProblem
+	add := func(inv, xid, format string, args ...any) *KeyProblem {
+		out = append(out, KeyProblem{Invariant: inv, XID: xid, Detail: fmt.Sprintf(format, args...)})
 		return &out[len(out)-1]
 	}
 	var attributed []life
@@ -101,7 +99,7 @@ func judgeLives(key string, row *keyRowFacts, lives []life) []lifeProblem {
 		reserved = *row.ReservedXID
 	}
 	for _, l := range attributed {
-		by := fmt.Sprintf("transaction %s (%s)", l.xid, stamp(l.first))
+		by := fmt.Sprintf("transaction %s (%s)", l.xid, Stamp(l.first))
 		if row != nil && l.xid == reserved && row.Status == "PROCESSING" {
 			add(InvKeyRowsOnce, l.xid, "key %s is PROCESSING, yet the transaction that reserved it, %s, wrote rows: its result was removed after it committed", quoteKey(key), by)
 		}
@@ -137,7 +135,7 @@ func judgeLives(key string, row *keyRowFacts, lives []life) []lifeProblem {
 	for i, l := range attributed {
 		if row != nil && l.xid != reserved && l.first.After(row.CreatedAt) {
 			add(InvKeyRunsOnce, l.xid, "transaction %s ran under key %s at %s while the key's row, reserved at %s by transaction %s, held it",
-				l.xid, quoteKey(key), stamp(l.first), stamp(row.CreatedAt), reserved).other = reserved
+				l.xid, quoteKey(key), Stamp(l.first), Stamp(row.CreatedAt), reserved).Other = reserved
 			continue
 		}
 		if i == 0 {
@@ -152,12 +150,19 @@ func judgeLives(key string, row *keyRowFacts, lives []life) []lifeProblem {
 		}
 		why := "nothing records when the key expired after the first"
 		if prev.keyExpiresAt != nil {
-			why = "the first recorded the key as valid until " + stamp(*prev.keyExpiresAt)
+			why = "the first recorded the key as valid until " + Stamp(*prev.keyExpiresAt)
 		}
 		add(InvKeyRunsOnce, l.xid, "transaction %s at %s and transaction %s at %s both ran under key %s, and %s",
-			prev.xid, stamp(prev.first), l.xid, stamp(l.first), quoteKey(key), why).other = prev.xid
+			prev.xid, Stamp(prev.first), l.xid, Stamp(l.first), quoteKey(key), why).Other = prev.xid
 	}
 	return out
+}
+
+// KeyLives judges a key's lives as verify does (key_rows_once, key_runs_once) from its timeline
+// (store.DB.KeyHistory: the rows written under the key, the key row among them) and its key row
+// (nil: none): what the key view shows beside the key.
+func KeyLives(key string, row *store.VerifyKeyRowFacts, timeline []model.Event) []KeyProblem {
+	return judgeLives(key, row, livesOf(timeline))
 }
 
 // livesOf groups a key's timeline entries by the transaction that wrote them (the key row's
@@ -170,7 +175,7 @@ func livesOf(events []model.Event) []life {
 		if e.Kind == "key" || e.XID == nil || *e.XID == "" {
 			continue
 		}
-		if e.Kind == "audit" && e.Action != nil && isSettleAction(*e.Action) {
+		if e.Kind == "audit" && e.Action != nil && IsSettleAction(*e.Action) {
 			continue // the outbox worker's, written later in its own transaction
 		}
 		l, ok := by[*e.XID]
@@ -218,8 +223,8 @@ func contains(ss []string, s string) bool {
 	return false
 }
 
-// isSettleAction reports whether an audit action is the outbox worker's settle of a run.
-func isSettleAction(a string) bool {
+// IsSettleAction reports whether an audit action is the outbox worker's settle of a run.
+func IsSettleAction(a string) bool {
 	return strings.HasPrefix(a, "FEATURE_") &&
 		(strings.HasSuffix(a, "_"+store.FeatureDelivered) || strings.HasSuffix(a, "_"+store.FeatureFailed))
 }

@@ -1,4 +1,4 @@
-package kernel
+package demo
 
 import (
 	"context"
@@ -8,12 +8,13 @@ import (
 
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/idem/idemtype"
+	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 )
 
-// DemoOwners are the owners demo seed writes for.
-var DemoOwners = []string{"alice", "bob"}
+// Owners are the owners demo seed writes for.
+var Owners = []string{"alice", "bob"}
 
 // SeedReport summarises a demo seed.
 type SeedReport struct {
@@ -28,17 +29,17 @@ type SeedReport struct {
 // seed ran.
 const demoFirstKey = "demo:alice:note-1"
 
-// SeedDemo writes a small, varied data set for two owners through the runner with fixed keys:
+// Seed writes, through k, a small, varied data set for two owners through the runner with fixed keys:
 // rerunning it replays every write and creates nothing new. Legacy IDENTITY receipts (which no
 // write path can produce any more) are inserted directly, once.
-func (k *Kernel) SeedDemo(ctx context.Context) (SeedReport, error) {
-	rep := SeedReport{Owners: DemoOwners, Outcomes: map[string]int{}}
+func Seed(ctx context.Context, k *kernel.Kernel) (SeedReport, error) {
+	rep := SeedReport{Owners: Owners, Outcomes: map[string]int{}}
 	if err := k.RequireWritable(); err != nil {
 		return rep, err
 	}
 	// Once the first demo key has expired (24 h by default) a replay would execute again; the
 	// revision it wrote says the seed already ran.
-	seeded, keyLive, err := k.db.SeedState(ctx, "alice", demoFirstKey, k.runner.Clock().Now())
+	seeded, keyLive, err := k.DB().SeedState(ctx, "alice", demoFirstKey, k.Runner().Clock().Now())
 	if err != nil {
 		return rep, err
 	}
@@ -57,18 +58,18 @@ func (k *Kernel) SeedDemo(ctx context.Context) (SeedReport, error) {
 	raw := func(v any) json.RawMessage { b, _ := json.Marshal(v); return b }
 
 	// alice: a note that drifts (create, then two patches: a replay of the create returns rev 1).
-	note, err := count(k.Create(ctx, model.CreateInput{Owner: "alice", Module: ModuleNote, Key: demoFirstKey, Title: "Groceries",
+	note, err := count(k.Create(ctx, model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: demoFirstKey, Title: "Groceries",
 		Summary: str("weekly list"), Payload: raw(map[string]any{"items": []string{"milk", "eggs"}})}))
 	if err != nil {
 		return rep, fmt.Errorf("seed: %w", err)
 	}
 	id := note.Record.ID
 	steps := []model.PatchInput{
-		{Owner: "alice", Module: ModuleNote, RecordID: id, Key: "demo:alice:note-1:patch-1", ExpectRevision: 1,
+		{Owner: "alice", Module: kernel.ModuleNote, RecordID: id, Key: "demo:alice:note-1:patch-1", ExpectRevision: 1,
 			Payload: raw(map[string]any{"items": []string{"milk", "eggs", "bread"}})},
-		{Owner: "alice", Module: ModuleNote, RecordID: id, Key: "demo:alice:note-1:patch-2", ExpectRevision: 2,
+		{Owner: "alice", Module: kernel.ModuleNote, RecordID: id, Key: "demo:alice:note-1:patch-2", ExpectRevision: 2,
 			Title: str("Groceries (Saturday)"), Payload: raw(map[string]any{"items": []string{"milk", "eggs", "bread", "coffee"}})},
-		{Owner: "alice", Module: ModuleNote, RecordID: id, Key: "demo:alice:note-1:patch-3", ExpectRevision: 3,
+		{Owner: "alice", Module: kernel.ModuleNote, RecordID: id, Key: "demo:alice:note-1:patch-3", ExpectRevision: 3,
 			Summary: str("weekly list, shared with bob")},
 	}
 	for _, p := range steps {
@@ -76,62 +77,62 @@ func (k *Kernel) SeedDemo(ctx context.Context) (SeedReport, error) {
 			return rep, fmt.Errorf("seed: %w", err)
 		}
 	}
-	old, err := count(k.Create(ctx, model.CreateInput{Owner: "alice", Module: ModuleNote, Key: "demo:alice:note-2", Title: "Old ideas",
+	old, err := count(k.Create(ctx, model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "demo:alice:note-2", Title: "Old ideas",
 		Payload: raw(map[string]any{"ideas": []string{"sourdough"}})}))
 	if err != nil {
 		return rep, fmt.Errorf("seed: %w", err)
 	}
-	if _, err := count(k.RunFeature(ctx, model.FeatureInput{Owner: "alice", Module: ModuleNote, RecordID: old.Record.ID, FeatureID: "F01", Key: "demo:alice:note-2:archive"})); err != nil {
+	if _, err := count(k.RunFeature(ctx, model.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: old.Record.ID, FeatureID: "F01", Key: "demo:alice:note-2:archive"})); err != nil {
 		return rep, fmt.Errorf("seed: %w", err)
 	}
 
 	// alice: MEM-001 rewritten internally, then a blocked publish.
-	mem, err := count(k.Create(ctx, model.CreateInput{Owner: "alice", Module: ModuleMem, Key: "demo:alice:mem-1", Title: "Meeting notes",
+	mem, err := count(k.Create(ctx, model.CreateInput{Owner: "alice", Module: kernel.ModuleMem, Key: "demo:alice:mem-1", Title: "Meeting notes",
 		Payload: raw(map[string]any{"originalContent": "  Ship   the   runner  ", "currentContent": "  Ship   the   runner  "})}))
 	if err != nil {
 		return rep, fmt.Errorf("seed: %w", err)
 	}
 	for _, f := range []struct{ feature, key string }{{"F01", "demo:alice:mem-1:rewrite"}, {"F02", "demo:alice:mem-1:publish"}} {
-		if _, err := count(k.RunFeature(ctx, model.FeatureInput{Owner: "alice", Module: ModuleMem, RecordID: mem.Record.ID, FeatureID: f.feature, Key: f.key})); err != nil {
+		if _, err := count(k.RunFeature(ctx, model.FeatureInput{Owner: "alice", Module: kernel.ModuleMem, RecordID: mem.Record.ID, FeatureID: f.feature, Key: f.key})); err != nil {
 			return rep, fmt.Errorf("seed: %w", err)
 		}
 	}
 
 	// alice: commitments — one closed and reviewed, one notified through the outbox.
-	c1, err := count(k.Create(ctx, model.CreateInput{Owner: "alice", Module: ModuleCommitment, Key: "demo:alice:commit-1", Title: "Send the report",
+	c1, err := count(k.Create(ctx, model.CreateInput{Owner: "alice", Module: kernel.ModuleCommitment, Key: "demo:alice:commit-1", Title: "Send the report",
 		Payload: raw(map[string]any{"status": "OPEN", "due": "2026-12-01"})}))
 	if err != nil {
 		return rep, fmt.Errorf("seed: %w", err)
 	}
-	if _, err := count(k.RunFeature(ctx, model.FeatureInput{Owner: "alice", Module: ModuleCommitment, RecordID: c1.Record.ID, FeatureID: "F01", Key: "demo:alice:commit-1:close"})); err != nil {
+	if _, err := count(k.RunFeature(ctx, model.FeatureInput{Owner: "alice", Module: kernel.ModuleCommitment, RecordID: c1.Record.ID, FeatureID: "F01", Key: "demo:alice:commit-1:close"})); err != nil {
 		return rep, fmt.Errorf("seed: %w", err)
 	}
-	rv, err := k.CreateReview(ctx, ReviewInput{Owner: "alice", RecordID: c1.Record.ID, Key: "demo:alice:commit-1:review", Verdict: "kept", Comment: "done a day early"})
+	rv, err := k.CreateReview(ctx, kernel.ReviewInput{Owner: "alice", RecordID: c1.Record.ID, Key: "demo:alice:commit-1:review", Verdict: "kept", Comment: "done a day early"})
 	if err != nil {
 		return rep, fmt.Errorf("seed: %w", err)
 	}
 	rep.Writes++
 	rep.Outcomes[string(rv.Outcome)]++
-	c2, err := count(k.Create(ctx, model.CreateInput{Owner: "alice", Module: ModuleCommitment, Key: "demo:alice:commit-2", Title: "Call the plumber",
+	c2, err := count(k.Create(ctx, model.CreateInput{Owner: "alice", Module: kernel.ModuleCommitment, Key: "demo:alice:commit-2", Title: "Call the plumber",
 		Payload: raw(map[string]any{"status": "OPEN"})}))
 	if err != nil {
 		return rep, fmt.Errorf("seed: %w", err)
 	}
-	if _, err := count(k.RunFeature(ctx, model.FeatureInput{Owner: "alice", Module: ModuleCommitment, RecordID: c2.Record.ID, FeatureID: "F02", Key: "demo:alice:commit-2:notify"})); err != nil {
+	if _, err := count(k.RunFeature(ctx, model.FeatureInput{Owner: "alice", Module: kernel.ModuleCommitment, RecordID: c2.Record.ID, FeatureID: "F02", Key: "demo:alice:commit-2:notify"})); err != nil {
 		return rep, fmt.Errorf("seed: %w", err)
 	}
 
 	// bob: his own records, isolated from alice's even where keys coincide.
-	if _, err := count(k.Create(ctx, model.CreateInput{Owner: "bob", Module: ModuleNote, Key: "demo:alice:note-1", Title: "Bob's note with alice's key",
+	if _, err := count(k.Create(ctx, model.CreateInput{Owner: "bob", Module: kernel.ModuleNote, Key: "demo:alice:note-1", Title: "Bob's note with alice's key",
 		Payload: raw(map[string]any{"text": "keys are per owner"})})); err != nil {
 		return rep, fmt.Errorf("seed: %w", err)
 	}
-	if _, err := count(k.Create(ctx, model.CreateInput{Owner: "bob", Module: ModuleMem, Key: "demo:bob:mem-1", Title: "Draft",
+	if _, err := count(k.Create(ctx, model.CreateInput{Owner: "bob", Module: kernel.ModuleMem, Key: "demo:bob:mem-1", Title: "Draft",
 		Payload: raw(map[string]any{"originalContent": "hello", "currentContent": "hello"})})); err != nil {
 		return rep, fmt.Errorf("seed: %w", err)
 	}
 
-	n, err := k.seedLegacyReceipts(ctx)
+	n, err := seedLegacyReceipts(ctx, k)
 	if err != nil {
 		return rep, err
 	}
@@ -140,16 +141,16 @@ func (k *Kernel) SeedDemo(ctx context.Context) (SeedReport, error) {
 }
 
 // seedLegacyReceipts inserts two raw-json-v1 identity:create receipts for alice, once.
-func (k *Kernel) seedLegacyReceipts(ctx context.Context) (int, error) {
-	now := k.runner.Clock().Now()
+func seedLegacyReceipts(ctx context.Context, k *kernel.Kernel) (int, error) {
+	now := k.Runner().Clock().Now()
 	inserted := 0
 	for i, body := range []string{
 		`{"policy":"raw-json-v1","body":{"identityId":"legacy-1","displayName":"Alice A."}}`,
 		`{"policy":"raw-json-v1","body":{"identityId":"legacy-2","displayName":"Alice B."}}`,
 	} {
-		ok, err := k.db.InsertLegacyReceipt(ctx, store.LegacyReceipt{OwnerID: "alice", Key: fmt.Sprintf("demo:alice:legacy-identity-%d", i+1),
-			Operation: OpLegacyIdentityCreate, Fingerprint: fmt.Sprintf("%064d", i+1), Response: json.RawMessage(body),
-			CreatedAt: now, ExpiresAt: now.Add(k.runner.TTL())})
+		ok, err := k.DB().InsertLegacyReceipt(ctx, store.LegacyReceipt{OwnerID: "alice", Key: fmt.Sprintf("demo:alice:legacy-identity-%d", i+1),
+			Operation: kernel.OpLegacyIdentityCreate, Fingerprint: fmt.Sprintf("%064d", i+1), Response: json.RawMessage(body),
+			CreatedAt: now, ExpiresAt: now.Add(k.Runner().TTL())})
 		if err != nil {
 			return inserted, err
 		}
@@ -160,13 +161,13 @@ func (k *Kernel) seedLegacyReceipts(ctx context.Context) (int, error) {
 	return inserted, nil
 }
 
-// BlockedExternalDemo walks through SPEC §7 on real rows, one step at a time (the CLI runs all
+// Blocked walks through SPEC §7 on real rows, one step at a time (the CLI runs all
 // steps, the TUI one per keypress): a MEM-001 record, its direct_external F02 failing closed
 // (BLOCKED execution, revision unchanged, FEATURE_F02_BLOCKED audit), and a replay returning
 // the very same execution. Every claim is checked against the database, never assumed. It is
 // not safe for concurrent use: run one step at a time.
-type BlockedExternalDemo struct {
-	k      *Kernel
+type Blocked struct {
+	k      *kernel.Kernel
 	owner  string
 	prefix string
 	next   int
@@ -174,19 +175,19 @@ type BlockedExternalDemo struct {
 	first  *model.Execution
 }
 
-// NewBlockedExternalDemo prepares the demo for owner; its keys start with keyPrefix.
-func (k *Kernel) NewBlockedExternalDemo(owner, keyPrefix string) *BlockedExternalDemo {
-	return &BlockedExternalDemo{k: k, owner: owner, prefix: keyPrefix}
+// NewBlocked prepares the demo over k for owner; its keys start with keyPrefix.
+func NewBlocked(k *kernel.Kernel, owner, keyPrefix string) *Blocked {
+	return &Blocked{k: k, owner: owner, prefix: keyPrefix}
 }
 
 // Done reports whether every step ran.
-func (d *BlockedExternalDemo) Done() bool { return d.next >= len(model.BlockedExternalSteps) }
+func (d *Blocked) Done() bool { return d.next >= len(model.BlockedExternalSteps) }
 
 // StepsDone is how many steps ran.
-func (d *BlockedExternalDemo) StepsDone() int { return d.next }
+func (d *Blocked) StepsDone() int { return d.next }
 
 // PublishKey is the Idempotency-Key of the demo's F02 request.
-func (d *BlockedExternalDemo) PublishKey() string { return d.prefix + ":publish" }
+func (d *Blocked) PublishKey() string { return d.prefix + ":publish" }
 
 func check(ok bool, claim, format string, args ...any) model.DemoCheck {
 	return model.DemoCheck{OK: ok, Claim: claim, Text: fmt.Sprintf(format, args...)}
@@ -205,15 +206,15 @@ func actions(audit []model.AuditEvent) string {
 }
 
 // Next runs the next step.
-func (d *BlockedExternalDemo) Next(ctx context.Context) (model.DemoStep, error) {
+func (d *Blocked) Next(ctx context.Context) (model.DemoStep, error) {
 	if d.Done() {
 		return model.DemoStep{}, fmt.Errorf("the demo has no more steps")
 	}
 	step := model.DemoStep{Step: model.BlockedExternalSteps[d.next], Notes: []string{}, Checks: []model.DemoCheck{}}
-	publish := model.FeatureInput{Owner: d.owner, Module: ModuleMem, FeatureID: "F02", Key: d.PublishKey()}
+	publish := model.FeatureInput{Owner: d.owner, Module: kernel.ModuleMem, FeatureID: "F02", Key: d.PublishKey()}
 	switch d.next {
 	case 0:
-		res, err := d.k.Create(ctx, model.CreateInput{Owner: d.owner, Module: ModuleMem, Key: d.prefix + ":create", Title: "Blocked external demo",
+		res, err := d.k.Create(ctx, model.CreateInput{Owner: d.owner, Module: kernel.ModuleMem, Key: d.prefix + ":create", Title: "Blocked external demo",
 			Payload: json.RawMessage(`{"originalContent":"publish me","currentContent":"publish me"}`)})
 		if err != nil {
 			return step, err
@@ -228,21 +229,21 @@ func (d *BlockedExternalDemo) Next(ctx context.Context) (model.DemoStep, error) 
 		if err != nil {
 			return step, err
 		}
-		latest, err := d.k.db.LatestRecord(ctx, d.owner, ModuleMem, d.record.ID)
+		latest, err := d.k.DB().LatestRecord(ctx, d.owner, kernel.ModuleMem, d.record.ID)
 		if err != nil {
 			return step, err
 		}
-		audit, err := d.k.db.AuditForKey(ctx, d.owner, publish.Key)
+		audit, err := d.k.DB().AuditForKey(ctx, d.owner, publish.Key)
 		if err != nil {
 			return step, err
 		}
-		execs, err := d.k.db.ExecutionsForKey(ctx, d.owner, publish.Key)
+		execs, err := d.k.DB().ExecutionsForKey(ctx, d.owner, publish.Key)
 		if err != nil {
 			return step, err
 		}
 		messages := 0
 		for _, e := range execs {
-			m, err := d.k.db.OutboxForExecution(ctx, d.owner, e.ID)
+			m, err := d.k.DB().OutboxForExecution(ctx, d.owner, e.ID)
 			if err != nil {
 				return step, err
 			}
@@ -271,7 +272,7 @@ func (d *BlockedExternalDemo) Next(ctx context.Context) (model.DemoStep, error) 
 		if err != nil && !failsClosed(err) {
 			return step, err
 		}
-		execs, xerr := d.k.db.ExecutionsForKey(ctx, d.owner, publish.Key)
+		execs, xerr := d.k.DB().ExecutionsForKey(ctx, d.owner, publish.Key)
 		if xerr != nil {
 			return step, xerr
 		}
@@ -299,9 +300,9 @@ func (d *BlockedExternalDemo) Next(ctx context.Context) (model.DemoStep, error) 
 	return step, nil
 }
 
-// DemoBlockedExternal runs every step of the demo.
-func (k *Kernel) DemoBlockedExternal(ctx context.Context, owner, keyPrefix string) ([]model.DemoStep, error) {
-	d := k.NewBlockedExternalDemo(owner, keyPrefix)
+// RunBlocked runs every step of the blocked_external demo.
+func RunBlocked(ctx context.Context, k *kernel.Kernel, owner, keyPrefix string) ([]model.DemoStep, error) {
+	d := NewBlocked(k, owner, keyPrefix)
 	var steps []model.DemoStep
 	for !d.Done() {
 		s, err := d.Next(ctx)
@@ -311,4 +312,11 @@ func (k *Kernel) DemoBlockedExternal(ctx context.Context, owner, keyPrefix strin
 		steps = append(steps, s)
 	}
 	return steps, nil
+}
+
+// failsClosed reports whether err is a replay's refusal of what is stored (SPEC §9's 500s of a
+// stored result that does not hold), as opposed to a failure to reach it.
+func failsClosed(err error) bool {
+	c := apperr.CodeOf(err)
+	return c == apperr.SnapshotIntegrity || c == apperr.PolicyMismatch
 }

@@ -1,4 +1,4 @@
-package kernel_test
+package verify_test
 
 import (
 	"context"
@@ -10,10 +10,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemwork/idemwork/demo"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/outbox"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/verify"
 )
 
 // realisticHistory writes a bit of everything through the kernel: the demo seed (legacy
@@ -22,7 +24,7 @@ import (
 func (b *testBundle) realisticHistory(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
-	_, err := b.k.SeedDemo(ctx)
+	_, err := demo.Seed(ctx, b.k)
 	require.NoError(t, err)
 	note := b.createNote(t, "carol", "c-note", "carol's")
 	_, err = b.k.RunFeature(ctx, model.FeatureInput{Owner: "carol", Module: kernel.ModuleNote, RecordID: note.Record.ID, FeatureID: "F01", Key: "c-archive"})
@@ -73,7 +75,7 @@ func TestVerifyFindsNothingWrongWithWhatTheKernelWrites(t *testing.T) {
 		require.NoError(t, err)
 	}
 	for _, owner := range []string{"", "carol"} {
-		rep, err := b.k.VerifyInvariants(ctx, model.VerifyOptions{Owner: owner, Secrets: []string{"config-token-0042"}})
+		rep, err := verify.Invariants(ctx, b.k, model.VerifyOptions{Owner: owner, Secrets: []string{"config-token-0042"}})
 		require.NoError(t, err)
 		require.True(t, rep.OK, "violations: %+v", rep.Failed())
 		require.Zero(t, rep.Violations)
@@ -128,30 +130,30 @@ func TestVerifyFindsEveryKindOfPlantedViolation(t *testing.T) {
 	// An envelope that no longer restores: it points at a revision that never existed.
 	b.createNote(t, "v-env", "env-key", "e")
 	b.exec(t, `UPDATE idempotency_record SET response = jsonb_set(response, '{result,revision}', '7') WHERE owner_id = 'v-env'`)
-	want["v-env"] = []string{kernel.InvEnvelopeRestores}
+	want["v-env"] = []string{verify.InvEnvelopeRestores}
 
 	// A committed PROCESSING row past its expiry.
 	b.exec(t, `INSERT INTO idempotency_record (owner_id, idempotency_key, operation, fingerprint, status, created_at, expires_at, updated_at)
 		VALUES ('v-proc', 'stuck', 'NOTE:record:create', 'fp', 'PROCESSING', now() - interval '2 days', now() - interval '1 day', now() - interval '2 days')`)
-	want["v-proc"] = []string{kernel.InvProcessingPastExpiry}
+	want["v-proc"] = []string{verify.InvProcessingPastExpiry}
 
 	// record.revision says 3, the revisions are 1..2.
 	dense := create(noKey("v-dense"))
 	_, err := b.k.Patch(ctx, model.PatchInput{Owner: "v-dense", Module: kernel.ModuleNote, RecordID: dense, ExpectRevision: 1, Title: str("t2")})
 	require.NoError(t, err)
 	b.exec(t, `UPDATE record SET revision = 3 WHERE id = $1`, dense)
-	want["v-dense"] = []string{kernel.InvRecordIsLatest, kernel.InvRevisionsDense}
+	want["v-dense"] = []string{verify.InvRecordIsLatest, verify.InvRevisionsDense}
 
 	// The record row changed behind its revisions' back.
 	latest := create(noKey("v-latest"))
 	b.exec(t, `UPDATE record SET title = 'edited in place' WHERE id = $1`, latest)
-	want["v-latest"] = []string{kernel.InvRecordIsLatest}
+	want["v-latest"] = []string{verify.InvRecordIsLatest}
 
 	// A snapshot claiming another owner (its key's envelope then fails to restore too, and the
 	// revision no longer matches its digest).
 	snap := b.createNote(t, "v-snap", "snap-key", "s")
 	b.exec(t, `UPDATE record_revision SET snapshot = jsonb_set(snapshot, '{ownerId}', '"mallory"') WHERE record_id = $1`, snap.Record.ID)
-	want["v-snap"] = []string{kernel.InvEnvelopeRestores, kernel.InvRevisionChain, kernel.InvSnapshotConsistent}
+	want["v-snap"] = []string{verify.InvEnvelopeRestores, verify.InvRevisionChain, verify.InvSnapshotConsistent}
 
 	// Control characters planted in a title and a summary, in the row and its snapshot alike (so
 	// the row is still its latest revision): writes refuse them, Verify names them. A summary's
@@ -163,14 +165,14 @@ func TestVerifyFindsEveryKindOfPlantedViolation(t *testing.T) {
 	b.exec(t, `UPDATE record SET summary = E'ring\x07' WHERE id = $1`, bell)
 	b.exec(t, `UPDATE record_revision SET snapshot = jsonb_set(snapshot, '{summary}', to_jsonb(E'ring\x07'::text)) WHERE record_id = $1`, bell)
 	create(model.CreateInput{Owner: "v-ctrl", Module: kernel.ModuleNote, Title: "lines", Summary: str("one\ntwo\tthree"), Payload: raw(map[string]any{})})
-	want["v-ctrl"] = []string{kernel.InvRevisionChain, kernel.InvTextPrintable}
+	want["v-ctrl"] = []string{verify.InvRevisionChain, verify.InvTextPrintable}
 
 	// A revision whose audit event is gone.
 	ra := create(noKey("v-revaudit"))
 	_, err = b.k.Patch(ctx, model.PatchInput{Owner: "v-revaudit", Module: kernel.ModuleNote, RecordID: ra, ExpectRevision: 1, Title: str("t2")})
 	require.NoError(t, err)
 	b.exec(t, `DELETE FROM audit_event WHERE owner_id = 'v-revaudit' AND action = 'RECORD_PATCHED'`)
-	want["v-revaudit"] = []string{kernel.InvRevisionAudited}
+	want["v-revaudit"] = []string{verify.InvRevisionAudited}
 
 	// An execution without its record (foreign keys bypassed, as a restore or a bad import can).
 	b.inOwnTx(t, `SET LOCAL session_replication_role = replica`,
@@ -178,25 +180,25 @@ func TestVerifyFindsEveryKindOfPlantedViolation(t *testing.T) {
 			VALUES ('v-exec', 'EXEC-ORPHAN', 'NOTE', 'NO-SUCH-RECORD', 'F01', 'internal', 'SUCCEEDED', 1, now(), now())`,
 		`INSERT INTO audit_event (owner_id, id, module_code, record_id, action, revision, execution_id, at)
 			VALUES ('v-exec', 'AUDIT-ORPHAN', 'NOTE', 'NO-SUCH-RECORD', 'FEATURE_F01_EXECUTED', 1, 'EXEC-ORPHAN', now())`)
-	want["v-exec"] = []string{kernel.InvExecutionAttested, kernel.InvExecutionHasRecord}
+	want["v-exec"] = []string{verify.InvExecutionAttested, verify.InvExecutionHasRecord}
 
 	// An execution recorded at a revision its record does not have.
 	er := memOf("v-execrev")
 	erx := feature("v-execrev", kernel.ModuleMem, er, "F02")
 	b.exec(t, `UPDATE feature_execution SET record_revision = 9 WHERE id = $1`, erx)
-	want["v-execrev"] = []string{kernel.InvExecutionAttested, kernel.InvExecutionHasRecord}
+	want["v-execrev"] = []string{verify.InvExecutionAttested, verify.InvExecutionHasRecord}
 
 	// An execution whose audit event is gone.
 	ea := memOf("v-execaudit")
 	eax := feature("v-execaudit", kernel.ModuleMem, ea, "F02")
 	b.exec(t, `DELETE FROM audit_event WHERE execution_id = $1`, eax)
-	want["v-execaudit"] = []string{kernel.InvExecutionAudited}
+	want["v-execaudit"] = []string{verify.InvExecutionAudited}
 
 	// A message DELIVERED while its execution is still PENDING.
 	ob := commitmentOf("v-outbox")
 	obx := feature("v-outbox", kernel.ModuleCommitment, ob, "F02")
 	b.exec(t, `UPDATE outbox_message SET status = 'DELIVERED' WHERE execution_id = $1`, obx)
-	want["v-outbox"] = []string{kernel.InvOutboxAgrees}
+	want["v-outbox"] = []string{verify.InvOutboxAgrees}
 
 	// Two DELIVERED audit events for one delivery (the unfenced settle's double delivery).
 	tw := commitmentOf("v-twice")
@@ -208,7 +210,7 @@ func TestVerifyFindsEveryKindOfPlantedViolation(t *testing.T) {
 	b.exec(t, `INSERT INTO audit_event (owner_id, id, module_code, record_id, action, revision, execution_id, detail, at)
 		SELECT owner_id, id || '-again', module_code, record_id, action, revision, execution_id, detail, at FROM audit_event
 		WHERE execution_id = $1 AND action = 'FEATURE_F02_DELIVERED'`, twx)
-	want["v-twice"] = []string{kernel.InvOutboxSettledOnce}
+	want["v-twice"] = []string{verify.InvOutboxSettledOnce}
 
 	// Secrets in what idemwork writes: a DSN in an audit detail (planted), beside a bearer token
 	// and a configured token in content the API accepted (the owner's, not judged).
@@ -216,14 +218,14 @@ func TestVerifyFindsEveryKindOfPlantedViolation(t *testing.T) {
 	create(model.CreateInput{Owner: "v-secret", Module: kernel.ModuleNote, Title: "uses config-token-0042", Payload: raw(map[string]any{})})
 	leak := create(noKey("v-secret"))
 	b.exec(t, `UPDATE audit_event SET detail = '{"dsn":"postgres://app:hunter2@db.internal/prod"}' WHERE record_id = $1`, leak)
-	want["v-secret"] = []string{kernel.InvNoSecrets}
+	want["v-secret"] = []string{verify.InvNoSecrets}
 
 	// MEM-001 content in an audit detail, by name and by value.
 	ml := memOf("v-memleak")
 	feature("v-memleak", kernel.ModuleMem, ml, "F02")
 	b.exec(t, `UPDATE audit_event SET detail = '{"note":"the secret draft of a letter"}' WHERE record_id = $1 AND action = 'RECORD_CREATED'`, ml)
 	b.exec(t, `UPDATE audit_event SET detail = detail || '{"currentContent":"x"}' WHERE record_id = $1 AND action = 'FEATURE_F02_BLOCKED'`, ml)
-	want["v-memleak"] = []string{kernel.InvNoSecrets}
+	want["v-memleak"] = []string{verify.InvNoSecrets}
 
 	// Everything is read by whole-table scans, counted in batches of 500 rows and of 3; and
 	// --since before every row reads the same rows in keyset pages of 3 rows (each page's
@@ -233,13 +235,13 @@ func TestVerifyFindsEveryKindOfPlantedViolation(t *testing.T) {
 		since time.Time
 	}{{500, time.Time{}}, {3, time.Time{}}, {3, time.Unix(0, 0)}} {
 		batch := run.batch
-		rep, err := b.k.VerifyInvariants(ctx, model.VerifyOptions{Batch: batch, Since: run.since, Secrets: []string{"config-token-0042"}})
+		rep, err := verify.Invariants(ctx, b.k, model.VerifyOptions{Batch: batch, Since: run.since, Secrets: []string{"config-token-0042"}})
 		require.NoError(t, err)
 		require.False(t, rep.OK)
 		got := map[string][]string{}
 		for _, inv := range rep.Invariants {
-			require.LessOrEqual(t, len(inv.Examples), kernel.MaxExamples)
-			require.EqualValues(t, len(inv.Examples), min(inv.Count, kernel.MaxExamples), inv.Name)
+			require.LessOrEqual(t, len(inv.Examples), verify.MaxExamples)
+			require.EqualValues(t, len(inv.Examples), min(inv.Count, verify.MaxExamples), inv.Name)
 			for _, ex := range inv.Examples {
 				require.True(t, strings.HasPrefix(ex.Owner, "v-"), "batch %d: %s flags the clean owner %s: %s", batch, inv.Name, ex.Owner, ex.Detail)
 				if !slices.Contains(got[ex.Owner], inv.Name) {
@@ -254,13 +256,13 @@ func TestVerifyFindsEveryKindOfPlantedViolation(t *testing.T) {
 			sort.Strings(want[owner])
 		}
 		require.Equal(t, want, got, "batch %d: each planted violation is found, and nothing else", batch)
-		secrets := rep.Invariants[slices.IndexFunc(rep.Invariants, func(i model.Invariant) bool { return i.Name == kernel.InvNoSecrets })]
+		secrets := rep.Invariants[slices.IndexFunc(rep.Invariants, func(i model.Invariant) bool { return i.Name == verify.InvNoSecrets })]
 		require.EqualValues(t, 3, secrets.Count, "the DSN, MEM-001 content by value and by name (the content the API accepted is not judged): %+v", secrets.Examples)
 		for _, ex := range secrets.Examples {
 			require.NotContains(t, ex.Detail, "hunter2", "a report never repeats the secret it found")
 			require.NotContains(t, ex.Detail, "eyJhbGciOiJIUzI1NiJ9")
 		}
-		printable := rep.Invariants[slices.IndexFunc(rep.Invariants, func(i model.Invariant) bool { return i.Name == kernel.InvTextPrintable })]
+		printable := rep.Invariants[slices.IndexFunc(rep.Invariants, func(i model.Invariant) bool { return i.Name == verify.InvTextPrintable })]
 		require.EqualValues(t, 4, printable.Count, "the title and the summary, each in the row and in the snapshot: %+v", printable.Examples)
 		var details []string
 		for _, ex := range printable.Examples {
@@ -274,10 +276,10 @@ func TestVerifyFindsEveryKindOfPlantedViolation(t *testing.T) {
 	}
 
 	// One owner's check sees only that owner.
-	clean, err := b.k.VerifyInvariants(ctx, model.VerifyOptions{Owner: "carol"})
+	clean, err := verify.Invariants(ctx, b.k, model.VerifyOptions{Owner: "carol"})
 	require.NoError(t, err)
 	require.True(t, clean.OK, "%+v", clean.Failed())
-	one, err := b.k.VerifyInvariants(ctx, model.VerifyOptions{Owner: "v-twice"})
+	one, err := verify.Invariants(ctx, b.k, model.VerifyOptions{Owner: "v-twice"})
 	require.NoError(t, err)
 	require.EqualValues(t, 1, one.Violations)
 }
@@ -291,7 +293,7 @@ func TestVerifyRunsOnAReadOnlySession(t *testing.T) {
 	defer ro.Close()
 	k := kernel.New(ro, kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
 	before := b.counts(t)
-	rep, err := k.VerifyInvariants(context.Background(), model.VerifyOptions{})
+	rep, err := verify.Invariants(context.Background(), k, model.VerifyOptions{})
 	require.NoError(t, err)
 	require.True(t, rep.OK, "%+v", rep.Failed())
 	require.Equal(t, before, b.counts(t))

@@ -1,4 +1,4 @@
-package kernel_test
+package inspect_test
 
 import (
 	"context"
@@ -8,8 +8,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/inspect"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/model"
+	"github.com/idemwork/idemwork/verify"
 )
 
 func lifeKinds(l model.KeyLife) []string {
@@ -33,7 +35,7 @@ func TestInspectingASucceededKeyShowsTheExactReplayAndItsOneLife(t *testing.T) {
 	_, err := b.k.Patch(ctx, model.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: c.Record.ID, ExpectRevision: 1, Title: &title})
 	require.NoError(t, err)
 
-	v, err := b.k.InspectKey(ctx, "alice", "s-1")
+	v, err := inspect.Key(ctx, b.k, "alice", "s-1")
 	require.NoError(t, err)
 	require.Equal(t, model.KeySucceeded, v.State)
 	require.False(t, v.Expired)
@@ -57,7 +59,7 @@ func TestInspectingACommittedProcessingLeftoverSaysWhatTheNextRequestGets(t *tes
 	b.exec(t, `INSERT INTO idempotency_record (owner_id, idempotency_key, operation, fingerprint, status, response, created_at, expires_at, updated_at)
 		VALUES ('alice', 'stuck', 'NOTE:record:create', repeat('a', 64), 'PROCESSING', NULL, now(), now() + interval '2 hours', now())`)
 
-	v, err := b.k.InspectKey(ctx, "alice", "stuck")
+	v, err := inspect.Key(ctx, b.k, "alice", "stuck")
 	require.NoError(t, err, "a PROCESSING row is shown, not an error")
 	require.Equal(t, model.KeyProcessing, v.State)
 	require.Nil(t, v.Envelope)
@@ -81,7 +83,7 @@ func TestInspectingAnExpiredKeySaysItRunsAgain(t *testing.T) {
 	ctx := context.Background()
 	b.createNote(t, "alice", "old-1", "first")
 	b.clock.Advance(25 * time.Hour)
-	v, err := b.k.InspectKey(ctx, "alice", "old-1")
+	v, err := inspect.Key(ctx, b.k, "alice", "old-1")
 	require.NoError(t, err)
 	require.Equal(t, model.KeyExpired, v.State)
 	require.True(t, v.Expired)
@@ -97,7 +99,7 @@ func TestInspectingALegacyReceiptShowsItReadOnly(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
 	b.insertReceipt(t, "alice", "legacy-1", kernel.OpLegacyIdentityCreate, `{"policy":"raw-json-v1","body":{"identityId":"x"}}`)
-	v, err := b.k.InspectKey(ctx, "alice", "legacy-1")
+	v, err := inspect.Key(ctx, b.k, "alice", "legacy-1")
 	require.NoError(t, err)
 	require.Equal(t, model.KeyLegacy, v.State)
 	require.True(t, v.Legacy)
@@ -107,7 +109,7 @@ func TestInspectingALegacyReceiptShowsItReadOnly(t *testing.T) {
 
 	// A raw-json-v1 envelope under a current operation fails closed, and says so.
 	b.insertReceipt(t, "alice", "legacy-2", model.OpCreate(kernel.ModuleNote), `{"policy":"raw-json-v1","body":{"title":"x"}}`)
-	v, err = b.k.InspectKey(ctx, "alice", "legacy-2")
+	v, err = inspect.Key(ctx, b.k, "alice", "legacy-2")
 	require.NoError(t, err)
 	require.Equal(t, model.KeyLegacy, v.State)
 	require.Equal(t, apperr.PolicyMismatch, v.RestoreError.Code)
@@ -120,7 +122,7 @@ func TestInspectingATamperedKeyShowsTheCodedErrorBesideTheStoredEnvelope(t *test
 	ctx := context.Background()
 	c := b.createNote(t, "alice", "t-env", "first")
 	b.exec(t, `UPDATE idempotency_record SET response = response || '{"title": "smuggled"}' WHERE idempotency_key = 't-env'`)
-	v, err := b.k.InspectKey(ctx, "alice", "t-env")
+	v, err := inspect.Key(ctx, b.k, "alice", "t-env")
 	require.NoError(t, err, "the key is shown, the restore fails closed")
 	require.Equal(t, model.KeyFailsClosed, v.State)
 	require.Equal(t, apperr.SnapshotIntegrity, v.RestoreError.Code)
@@ -134,7 +136,7 @@ func TestInspectingATamperedKeyShowsTheCodedErrorBesideTheStoredEnvelope(t *test
 	// A tampered revision behind an intact envelope fails closed too.
 	d := b.createNote(t, "alice", "t-rev", "first")
 	b.exec(t, `UPDATE record_revision SET snapshot = jsonb_set(snapshot, '{ownerId}', '"mallory"') WHERE record_id = $1`, d.Record.ID)
-	v, err = b.k.InspectKey(ctx, "alice", "t-rev")
+	v, err = inspect.Key(ctx, b.k, "alice", "t-rev")
 	require.NoError(t, err)
 	require.Equal(t, model.KeyFailsClosed, v.State)
 	require.Equal(t, apperr.SnapshotIntegrity, v.RestoreError.Code)
@@ -151,7 +153,7 @@ func TestAKeysEarlierLifeIsListedApartFromItsCurrentOne(t *testing.T) {
 	second := b.createNote(t, "alice", "twice", "same")
 	require.NotEqual(t, first.Record.ID, second.Record.ID, "the expired key executed again")
 
-	v, err := b.k.InspectKey(ctx, "alice", "twice")
+	v, err := inspect.Key(ctx, b.k, "alice", "twice")
 	require.NoError(t, err)
 	require.Equal(t, model.KeySucceeded, v.State)
 	require.Len(t, v.Lives, 2)
@@ -179,7 +181,7 @@ func TestAKeysEarlierLifeIsListedApartFromItsCurrentOne(t *testing.T) {
 	b.exec(t, `UPDATE idempotency_record SET status = 'PROCESSING', response = NULL WHERE idempotency_key = 'twice'`)
 	b.exec(t, `DELETE FROM audit_event WHERE record_id = $1`, second.Record.ID)
 	b.exec(t, `DELETE FROM record_revision WHERE record_id = $1`, second.Record.ID)
-	v, err = b.k.InspectKey(ctx, "alice", "twice")
+	v, err = inspect.Key(ctx, b.k, "alice", "twice")
 	require.NoError(t, err)
 	require.Equal(t, model.KeyProcessing, v.State)
 	require.Equal(t, []string{"key"}, lifeKinds(v.Lives[0]), "nothing was written in this reservation's life")
@@ -194,7 +196,7 @@ func TestInspectingAFeatureKeyGroupsItsExecution(t *testing.T) {
 	m := b.createMem(t, "alice", "", "draft")
 	_, err := b.k.RunFeature(ctx, model.FeatureInput{Owner: "alice", Module: kernel.ModuleMem, RecordID: m.Record.ID, FeatureID: "F02", Key: "pub"})
 	require.NoError(t, err)
-	v, err := b.k.InspectKey(ctx, "alice", "pub")
+	v, err := inspect.Key(ctx, b.k, "alice", "pub")
 	require.NoError(t, err)
 	require.Equal(t, model.KeySucceeded, v.State)
 	require.Equal(t, "BLOCKED", v.Restored.Execution.Status)
@@ -214,7 +216,7 @@ func TestTheKeyVerdictIsReadFromTheRows(t *testing.T) {
 	other := b.createNote(t, "alice", "k7", "other")
 	b.createNote(t, "alice", "h-tamper2", "mine")
 	b.exec(t, `UPDATE idempotency_record SET response = jsonb_set(response, '{result,recordId}', to_jsonb($1::text)) WHERE idempotency_key = 'h-tamper2'`, other.Record.ID)
-	v, err := b.k.InspectKey(ctx, "alice", "h-tamper2")
+	v, err := inspect.Key(ctx, b.k, "alice", "h-tamper2")
 	require.NoError(t, err)
 	require.Equal(t, model.VerdictTampered, v.VerdictKind)
 	require.Equal(t, `tampered: the envelope points at revision 1 of record `+other.Record.ID+`, written by key "k7", not by key "h-tamper2": `+
@@ -228,14 +230,14 @@ func TestTheKeyVerdictIsReadFromTheRows(t *testing.T) {
 	b.exec(t, `DELETE FROM idempotency_record WHERE idempotency_key = 'twice'`) // by hand, long before it expired
 	again := b.createNote(t, "alice", "twice", "same")
 	require.NotEqual(t, twice.Record.ID, again.Record.ID, "with its row gone, the key ran again")
-	v, err = b.k.InspectKey(ctx, "alice", "twice")
+	v, err = inspect.Key(ctx, b.k, "alice", "twice")
 	require.NoError(t, err)
 	require.Equal(t, model.VerdictRanTwice, v.VerdictKind)
 	require.Regexp(t, `^ran twice: transaction \d+ at .* and transaction \d+ at .* both ran under key "twice", and the first recorded the key as valid until .*; a retry gets 201 with record `+again.Record.ID+`, revision 1$`, v.Verdict)
 	require.Len(t, v.Lives, 2)
 	require.Equal(t, "twice", v.Lives[1].Kind, "the first run is not called an earlier life")
 
-	rep, err := b.k.VerifyInvariants(ctx, model.VerifyOptions{Owner: "alice"})
+	rep, err := verify.Invariants(ctx, b.k, model.VerifyOptions{Owner: "alice"})
 	require.NoError(t, err)
 	got := map[string][]string{}
 	for _, inv := range rep.Failed() {
@@ -243,5 +245,5 @@ func TestTheKeyVerdictIsReadFromTheRows(t *testing.T) {
 			got[inv.Name] = append(got[inv.Name], ex.Key)
 		}
 	}
-	require.Equal(t, map[string][]string{kernel.InvEnvelopeOwnRows: {"h-tamper2"}, kernel.InvKeyRunsOnce: {"twice"}}, got)
+	require.Equal(t, map[string][]string{verify.InvEnvelopeOwnRows: {"h-tamper2"}, verify.InvKeyRunsOnce: {"twice"}}, got)
 }

@@ -1,4 +1,4 @@
-package kernel
+package demo
 
 import (
 	"context"
@@ -7,31 +7,32 @@ import (
 	"strings"
 
 	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/model"
 )
 
 // CompareModes reads the two requests of the walk-throughs — blockedKey a direct_external run,
 // outboxKey an outbox run, both of owner — and sets them side by side.
-func (k *Kernel) CompareModes(ctx context.Context, owner, blockedKey, outboxKey string) (model.ModeComparison, error) {
+func CompareModes(ctx context.Context, k *kernel.Kernel, owner, blockedKey, outboxKey string) (model.ModeComparison, error) {
 	var c model.ModeComparison
 	var err error
-	if c.Blocked, err = k.modeSide(ctx, owner, blockedKey); err != nil {
+	if c.Blocked, err = modeSide(ctx, k, owner, blockedKey); err != nil {
 		return c, err
 	}
-	if c.Outbox, err = k.modeSide(ctx, owner, outboxKey); err != nil {
+	if c.Outbox, err = modeSide(ctx, k, owner, outboxKey); err != nil {
 		return c, err
 	}
 	return c, nil
 }
 
-func (k *Kernel) modeSide(ctx context.Context, owner, key string) (model.ModeSide, error) {
+func modeSide(ctx context.Context, k *kernel.Kernel, owner, key string) (model.ModeSide, error) {
 	side := model.ModeSide{Key: key, Committed: []string{}}
-	row, err := k.db.GetKey(ctx, owner, key)
+	row, err := k.DB().GetKey(ctx, owner, key)
 	if err != nil {
 		return side, err
 	}
 	side.Operation = row.Operation
-	execs, err := k.db.ExecutionsForKey(ctx, owner, key)
+	execs, err := k.DB().ExecutionsForKey(ctx, owner, key)
 	if err != nil {
 		return side, err
 	}
@@ -40,15 +41,15 @@ func (k *Kernel) modeSide(ctx context.Context, owner, key string) (model.ModeSid
 	}
 	e := execs[0]
 	side.Mode = e.Mode
-	audit, err := k.db.AuditForKey(ctx, owner, key)
+	audit, err := k.DB().AuditForKey(ctx, owner, key)
 	if err != nil {
 		return side, err
 	}
-	messages, err := k.db.OutboxForExecution(ctx, owner, e.ID)
+	messages, err := k.DB().OutboxForExecution(ctx, owner, e.ID)
 	if err != nil {
 		return side, err
 	}
-	writers, err := k.db.KeyWriters(ctx, owner, key)
+	writers, err := k.DB().KeyWriters(ctx, owner, key)
 	if err != nil {
 		return side, err
 	}
