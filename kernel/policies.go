@@ -544,9 +544,9 @@ func checkSnapshot(row store.RevisionWithParent, owner, module, recordID string,
 // Replays (idem.Replayer): a replay reads the key row, the referenced revision with its parent
 // and (for features) the execution in one statement (recordReplay, featureReplay), and restores
 // from them through the policy's one restore, bound to the replayed key and the transaction that
-// reserved it (the key row's reserved_xid, read in the same statement). A row the statement did
-// not bring (none, or one a Go value cannot hold) falls back to Restore, which reads it by its ids
-// and restores through the same function.
+// reserved it (the key row's reserved_xid, read in the same statement): a row the statement did
+// not find does not exist, and fails closed there. Only a row it found but could not hold in Go
+// values (an infinite timestamp) falls back to Restore, which reads it by its ids and reports.
 
 func (pol recordSnapshotPolicy) ReadReplay(ctx context.Context, q idem.Querier, p idem.ReplayParams) (idem.Replay[RecordResult], error) {
 	r, found, err := recordReplay.ReadRevision(ctx, q, p)
@@ -554,12 +554,12 @@ func (pol recordSnapshotPolicy) ReadReplay(ctx context.Context, q idem.Querier, 
 		return idem.Replay[RecordResult]{}, err
 	}
 	return idem.Replay[RecordResult]{Found: true, Key: r.Key, Restore: func(result json.RawMessage) (RecordResult, bool, error) {
+		if r.RevisionUnreadable {
+			return RecordResult{}, false, nil
+		}
 		var ref recordRef
 		if err := decodeRecordRef(result, &ref); err != nil {
 			return RecordResult{}, false, err
-		}
-		if r.Revision == nil {
-			return RecordResult{}, false, nil
 		}
 		v, err := restoreRecord(p.Owner, p.Module, ref, revisionRead{row: r.Revision}, &writer{key: p.Key, xid: r.KeyXID})
 		return v, err == nil, err
@@ -572,12 +572,12 @@ func (pol featureExecutionPolicy) ReadReplay(ctx context.Context, q idem.Querier
 		return idem.Replay[FeatureResult]{}, err
 	}
 	return idem.Replay[FeatureResult]{Found: true, Key: r.Key, Restore: func(result json.RawMessage) (FeatureResult, bool, error) {
+		if r.RevisionUnreadable || r.ExecutionUnreadable {
+			return FeatureResult{}, false, nil
+		}
 		var ref executionRef
 		if err := decodeExecutionRef(result, &ref); err != nil {
 			return FeatureResult{}, false, err
-		}
-		if r.Revision == nil || r.Execution == nil {
-			return FeatureResult{}, false, nil
 		}
 		bound := pol
 		bound.by = &writer{key: p.Key, xid: r.KeyXID}

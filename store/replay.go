@@ -25,17 +25,19 @@ type RevisionReplay struct {
 	// KeyXID is the transaction that reserved the key (reserved_xid as text): the rows the key's
 	// result references were written by it, where they record their transaction.
 	KeyXID *string
-	// Revision is nil when the statement found none it could read whole (none, or a column a
-	// Go value cannot hold, like an infinite timestamp): the policy then reads it on its own and
-	// judges it there.
-	Revision *RevisionWithParent
+	// Revision is nil when the statement found none it could read whole: none
+	// (RevisionUnreadable false: the reference does not resolve), or one with a column a Go
+	// value cannot hold, like an infinite timestamp (RevisionUnreadable true).
+	Revision           *RevisionWithParent
+	RevisionUnreadable bool
 }
 
 // ExecutionReplay is a RevisionReplay and the feature execution the result references.
 type ExecutionReplay struct {
 	RevisionReplay
-	// Execution is nil as Revision is.
-	Execution *model.Execution
+	// Execution is nil as Revision is, ExecutionUnreadable as RevisionUnreadable.
+	Execution           *model.Execution
+	ExecutionUnreadable bool
 	// ExecutionAttest is the execution's attestation (when Execution is not nil).
 	ExecutionAttest Attestation
 }
@@ -155,6 +157,7 @@ func (s ReplayStatement) ReadRevision(ctx context.Context, q Querier, p idem.Rep
 		return r, false, replayError(err)
 	}
 	r.Revision, r.KeyXID = rv.revision(), textPtr(keyXID)
+	r.RevisionUnreadable = r.Revision == nil && rv.ownerID.Valid
 	return r, true, nil
 }
 
@@ -179,6 +182,7 @@ func ScanExecutionReplay(row pgx.Row) (r ExecutionReplay, found bool, err error)
 		return r, false, replayError(err)
 	}
 	r.Revision, r.Execution, r.KeyXID = rv.revision(), e.execution(), textPtr(keyXID)
+	r.RevisionUnreadable, r.ExecutionUnreadable = r.Revision == nil && rv.ownerID.Valid, r.Execution == nil && e.id.Valid
 	r.ExecutionAttest = Attestation{XID: textPtr(e.xid), Digest: e.digest, Prev: e.revisionDigest}
 	return r, true, nil
 }
