@@ -75,6 +75,15 @@ type Replay[T any] struct {
 	Restore func(result json.RawMessage) (T, bool, error)
 }
 
+// ResultPath is where a stored envelope keeps member field of its policy's result, as a JSON path
+// from the envelope's root: what a Replayer's one statement follows, on the server, from the key
+// row to the rows the result references (store.ReplayRefs takes it). The envelope's layout is
+// this package's; the result's members are the policy's.
+func ResultPath(field string) []string { return []string{resultMember, field} }
+
+// resultMember is the envelope member that holds the policy's result.
+const resultMember = "result"
+
 const maxRefString = 64
 
 // guardResult checks that result is a flat object with exactly the policy's fields, each a short
@@ -202,7 +211,7 @@ func BuildEnvelope(policy string, fields []string, result json.RawMessage) (json
 	}
 	return jsonb.AppendObject(nil,
 		jsonb.Member{Name: "policy", Value: jsonb.AppendString(nil, policy)},
-		jsonb.Member{Name: "result", Value: canon},
+		jsonb.Member{Name: resultMember, Value: canon},
 		jsonb.Member{Name: "schemaVersion", Value: []byte(strconv.Itoa(idemtype.SchemaVersion))}), nil
 }
 

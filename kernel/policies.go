@@ -39,6 +39,15 @@ type ReviewResult struct {
 	Review model.Review
 }
 
+// The members of the policies' results (SPEC §5): Fields, Serialize, the reference structs and
+// the replays' statements name them.
+const (
+	fieldRecordID    = "recordId"
+	fieldRevision    = "revision"
+	fieldExecutionID = "executionId"
+	fieldReviewID    = "reviewId"
+)
+
 type recordRef struct {
 	RecordID string `json:"recordId"`
 	Revision int    `json:"revision"`
@@ -55,6 +64,41 @@ type reviewRef struct {
 	ReviewID string `json:"reviewId"`
 }
 
+// One restore per policy. The rows a result references are read either with the key in one
+// statement (ReadReplay, a replay's one round trip), or by their ids (Restore: inspection,
+// verify, and a replay whose statement did not bring them), or ahead by verify (prefetched);
+// however they were read, one function per policy — restoreRecord, restoreFeature,
+// restoreReview — makes every check of them and rebuilds the result from them, so a rule of
+// SPEC §5/§6 changes in one place.
+//
+// The replays' statements follow the references where the envelope keeps them: package idem
+// says where (idem.ResultPath), this package which members, and the store only follows the
+// paths it is handed.
+var (
+	recordReplay = store.RevisionReplayStatement(store.ReplayRefs{
+		RecordID: idem.ResultPath(fieldRecordID), Revision: idem.ResultPath(fieldRevision)})
+	featureReplay = store.ExecutionReplayStatement(store.ReplayRefs{
+		RecordID: idem.ResultPath(fieldRecordID), Revision: idem.ResultPath(fieldRevision), ExecutionID: idem.ResultPath(fieldExecutionID)})
+)
+
+// revisionRead is the revision a reference resolved to, however it was read.
+type revisionRead struct {
+	// row is nil when there is none in the current owner and the route's module.
+	row *store.RevisionWithParent
+	// judged: verify judged the row's content already (row carries its identity and writer
+	// only, no snapshot or digest); verdict is what it found wrong (nil: it holds).
+	judged  bool
+	verdict error
+}
+
+// executionRead is the execution a reference resolved to, as revisionRead.
+type executionRead struct {
+	e       *model.Execution // nil: none
+	attest  store.Attestation
+	judged  bool
+	verdict error
+}
+
 // The policies' Serialize write a reference as json.Marshal of its ref struct writes it (the
 // envelope's guard then renders it canonically), without reflection; an id that is not valid
 // UTF-8, which json.Marshal would rewrite, goes through json.Marshal (and the guard refuses it).
@@ -63,7 +107,7 @@ type reviewRef struct {
 type recordSnapshotPolicy struct{ k *Kernel }
 
 func (recordSnapshotPolicy) Name() string     { return PolicyRecordSnapshot }
-func (recordSnapshotPolicy) Fields() []string { return []string{"recordId", "revision"} }
+func (recordSnapshotPolicy) Fields() []string { return []string{fieldRecordID, fieldRevision} }
 
 func (recordSnapshotPolicy) Serialize(v RecordResult) (json.RawMessage, error) {
 	ref := recordRef{RecordID: v.Record.ID, Revision: v.Record.Revision}
@@ -76,13 +120,35 @@ func (recordSnapshotPolicy) Serialize(v RecordResult) (json.RawMessage, error) {
 }
 
 func (p recordSnapshotPolicy) Restore(ctx context.Context, owner, module string, result json.RawMessage) (RecordResult, error) {
+	return p.k.restoreRecordByID(ctx, owner, module, result, nil, nil)
+}
+
+// restoreRecordByID is the record policy's Restore: the revision read by its ids (or taken from
+// pre), then restoreRecord.
+func (k *Kernel) restoreRecordByID(ctx context.Context, owner, module string, result json.RawMessage, pre *prefetched, by *writer) (RecordResult, error) {
 	var ref recordRef
 	if err := decodeRecordRef(result, &ref); err != nil {
-		return RecordResult{}, apperr.New(apperr.SnapshotIntegrity, "stored result is not a record reference")
+		return RecordResult{}, err
 	}
-	rec, err := p.k.restoreRevision(ctx, owner, module, ref.RecordID, ref.Revision)
+	rev, err := k.readRevision(ctx, pre, owner, module, ref.RecordID, ref.Revision)
 	if err != nil {
 		return RecordResult{}, err
+	}
+	return restoreRecord(owner, module, ref, rev, by)
+}
+
+// restoreRecord is the record policy's one restore from the revision ref resolved to: SPEC §6's
+// checks and its digest chain (checkRevision), and for a key's result (by) that the revision was
+// written under the key by the transaction that reserved it.
+func restoreRecord(owner, module string, ref recordRef, rev revisionRead, by *writer) (RecordResult, error) {
+	rec, err := checkRevision(rev, owner, module, ref.RecordID, ref.Revision)
+	if err != nil {
+		return RecordResult{}, err
+	}
+	if by != nil {
+		if err := by.writtenBy(revisionName(*rev.row), rev.row.IdempotencyKey, rev.row.Attest.XID); err != nil {
+			return RecordResult{}, err
+		}
 	}
 	return RecordResult{Record: rec}, nil
 }
@@ -94,8 +160,8 @@ type featureExecutionPolicy struct {
 	k       *Kernel
 	feature string
 	// by, when set, is the key whose result this restores: the execution must have been written
-	// under it (a replay checks this in its own statement, ReadReplay; inspection and verify
-	// restore through a policy bound to the key).
+	// under it (a replay checks this in ReadReplay; inspection and verify restore through a
+	// policy bound to the key).
 	by *writer
 	// pre, when set, are the rows read ahead with the key (verify).
 	pre *prefetched
@@ -108,7 +174,7 @@ func (k *Kernel) featurePolicyFor(featureID string) featureExecutionPolicy {
 
 func (featureExecutionPolicy) Name() string { return PolicyFeatureExecution }
 func (featureExecutionPolicy) Fields() []string {
-	return []string{"recordId", "revision", "executionId"}
+	return []string{fieldRecordID, fieldRevision, fieldExecutionID}
 }
 
 func (featureExecutionPolicy) Serialize(v FeatureResult) (json.RawMessage, error) {
@@ -121,63 +187,58 @@ func (featureExecutionPolicy) Serialize(v FeatureResult) (json.RawMessage, error
 	return append(jsonb.AppendString(append(b, `,"executionId":`...), ref.ExecutionID), '}'), nil
 }
 
+// Restore reads the revision and the execution by their ids (or takes them from p.pre), then
+// restoreFeature.
 func (p featureExecutionPolicy) Restore(ctx context.Context, owner, module string, result json.RawMessage) (FeatureResult, error) {
 	var ref executionRef
 	if err := decodeExecutionRef(result, &ref); err != nil {
-		return FeatureResult{}, apperr.New(apperr.SnapshotIntegrity, "stored result is not an execution reference")
+		return FeatureResult{}, err
 	}
-	_, rec, err := p.k.revisionFor(ctx, p.pre, owner, module, ref.RecordID, ref.Revision)
+	rev, err := p.k.readRevision(ctx, p.pre, owner, module, ref.RecordID, ref.Revision)
 	if err != nil {
 		return FeatureResult{}, err
 	}
-	var exec model.Execution
-	var a store.Attestation
-	if e := p.pre.execution(owner, module, ref.RecordID, ref.ExecutionID); e != nil && p.pre.judged != nil {
-		// Verify judged every execution's digest already: the envelope's is judged by that.
-		if err := p.checkExecution(*e, ref); err != nil {
-			return FeatureResult{}, err
-		}
-		if err := p.pre.judged.executions[owner+"\x00"+e.ID]; err != nil {
-			return FeatureResult{}, err
-		}
-		if p.by != nil {
-			if err := p.by.writtenBy("execution "+e.ID+" of record "+e.RecordID, e.IdempotencyKey, p.pre.execAttest.XID); err != nil {
-				return FeatureResult{}, err
-			}
-		}
-		return FeatureResult{Record: rec, Execution: *e}, nil
-	} else if e != nil {
-		exec, a = *e, p.pre.execAttest
-	} else if p.pre.isOffline() {
-		return FeatureResult{}, errNeedsRead
-	} else {
-		exec, a, err = p.k.db.FindExecutionAttested(ctx, owner, module, ref.RecordID, ref.ExecutionID)
-	}
-	if errors.Is(err, store.ErrNotFound) {
-		return FeatureResult{}, apperr.New(apperr.SnapshotIntegrity, "the stored result references execution %s of record %s, which does not exist for this owner and module %s", ref.ExecutionID, ref.RecordID, module)
-	}
-	if err != nil {
-		return FeatureResult{}, err
-	}
-	if err := p.checkAttestedExecution(exec, a, ref); err != nil {
-		return FeatureResult{}, err
-	}
-	return FeatureResult{Record: rec, Execution: exec}, nil
+	return p.restoreFeature(owner, module, ref, rev, func() (executionRead, error) {
+		return p.k.readExecution(ctx, p.pre, owner, module, ref.RecordID, ref.ExecutionID)
+	})
 }
 
-// checkAttestedExecution is checkExecution, then the execution's digest, then (for a policy
-// bound to a key) who wrote it.
-func (p featureExecutionPolicy) checkAttestedExecution(e model.Execution, a store.Attestation, ref executionRef) error {
-	if err := p.checkExecution(e, ref); err != nil {
-		return err
+// restoreFeature is the feature policy's one restore from the rows ref resolved to: the revision
+// as restoreRecord checks it; then the execution, read by exec only once the revision holds:
+// that it exists, belongs to the reference's record and revision and to the operation's feature
+// (checkExecution), matches its digest (or verify's verdict on it), and for a key's result (p.by)
+// was written under the key by the transaction that reserved it.
+func (p featureExecutionPolicy) restoreFeature(owner, module string, ref executionRef, rev revisionRead,
+	exec func() (executionRead, error)) (FeatureResult, error) {
+	rec, err := checkRevision(rev, owner, module, ref.RecordID, ref.Revision)
+	if err != nil {
+		return FeatureResult{}, err
 	}
-	if err := checkExecutionDigest(e, a); err != nil {
-		return err
+	ex, err := exec()
+	if err != nil {
+		return FeatureResult{}, err
+	}
+	if ex.e == nil {
+		return FeatureResult{}, apperr.New(apperr.SnapshotIntegrity, "the stored result references execution %s of record %s, which does not exist for this owner and module %s",
+			ref.ExecutionID, ref.RecordID, module)
+	}
+	e := ex.e
+	if err := p.checkExecution(*e, ref); err != nil {
+		return FeatureResult{}, err
+	}
+	if ex.judged {
+		if ex.verdict != nil {
+			return FeatureResult{}, ex.verdict
+		}
+	} else if err := checkExecutionDigest(*e, ex.attest); err != nil {
+		return FeatureResult{}, err
 	}
 	if p.by != nil {
-		return p.by.writtenBy("execution "+e.ID+" of record "+e.RecordID, e.IdempotencyKey, a.XID)
+		if err := p.by.writtenBy("execution "+e.ID+" of record "+e.RecordID, e.IdempotencyKey, ex.attest.XID); err != nil {
+			return FeatureResult{}, err
+		}
 	}
-	return nil
+	return FeatureResult{Record: rec, Execution: *e}, nil
 }
 
 // checkExecution fails closed unless the execution belongs to the envelope's record and
@@ -199,7 +260,7 @@ func (p featureExecutionPolicy) checkExecution(e model.Execution, ref executionR
 type commitmentReviewPolicy struct{ k *Kernel }
 
 func (commitmentReviewPolicy) Name() string     { return PolicyCommitmentReview }
-func (commitmentReviewPolicy) Fields() []string { return []string{"recordId", "reviewId"} }
+func (commitmentReviewPolicy) Fields() []string { return []string{fieldRecordID, fieldReviewID} }
 
 func (commitmentReviewPolicy) Serialize(v ReviewResult) (json.RawMessage, error) {
 	ref := reviewRef{RecordID: v.Review.RecordID, ReviewID: v.Review.ID}
@@ -219,41 +280,50 @@ type boundReviewPolicy struct {
 }
 
 func (p boundReviewPolicy) Restore(ctx context.Context, owner, module string, result json.RawMessage) (ReviewResult, error) {
-	v, err := p.restore(ctx, owner, module, result, p.pre)
-	if err != nil {
-		return v, err
-	}
-	if err := p.by.writtenBy("review "+v.Review.ID+" of record "+v.Review.RecordID, v.Review.IdempotencyKey, nil); err != nil {
-		return ReviewResult{}, err
-	}
-	return v, nil
+	return p.k.restoreReviewByID(ctx, owner, module, result, p.pre, &p.by)
 }
 
 func (p commitmentReviewPolicy) Restore(ctx context.Context, owner, module string, result json.RawMessage) (ReviewResult, error) {
-	return p.restore(ctx, owner, module, result, nil)
+	return p.k.restoreReviewByID(ctx, owner, module, result, nil, nil)
 }
 
-func (p commitmentReviewPolicy) restore(ctx context.Context, owner, module string, result json.RawMessage, pre *prefetched) (ReviewResult, error) {
+// restoreReviewByID is the review policy's Restore: the review read by its ids (or taken from
+// pre), then restoreReview.
+func (k *Kernel) restoreReviewByID(ctx context.Context, owner, module string, result json.RawMessage, pre *prefetched, by *writer) (ReviewResult, error) {
 	var ref reviewRef
 	if err := decodeReviewRef(result, &ref); err != nil {
-		return ReviewResult{}, apperr.New(apperr.SnapshotIntegrity, "stored result is not a review reference")
+		return ReviewResult{}, err
 	}
-	var rv model.Review
-	var err error
+	var rv *model.Review
 	if r := pre.reviewOf(owner, ref.RecordID, ref.ReviewID); r != nil {
-		rv = *r
+		rv = r
 	} else if pre.isOffline() {
 		return ReviewResult{}, errNeedsRead
 	} else {
-		rv, err = p.k.db.FindReview(ctx, owner, ref.RecordID, ref.ReviewID)
+		r, err := k.db.FindReview(ctx, owner, ref.RecordID, ref.ReviewID)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return ReviewResult{}, err
+		}
+		if err == nil {
+			rv = &r
+		}
 	}
-	if errors.Is(err, store.ErrNotFound) || (err == nil && rv.ModuleCode != module) {
+	return restoreReview(module, ref, rv, by)
+}
+
+// restoreReview is the review policy's one restore from the review ref resolved to (nil: none
+// of this owner): it must be of the route's module, and for a key's result (by) written under
+// the key.
+func restoreReview(module string, ref reviewRef, rv *model.Review, by *writer) (ReviewResult, error) {
+	if rv == nil || rv.ModuleCode != module {
 		return ReviewResult{}, apperr.New(apperr.SnapshotIntegrity, "the stored result references review %s of record %s, which does not exist for this owner", ref.ReviewID, ref.RecordID)
 	}
-	if err != nil {
-		return ReviewResult{}, err
+	if by != nil {
+		if err := by.writtenBy("review "+rv.ID+" of record "+rv.RecordID, rv.IdempotencyKey, nil); err != nil {
+			return ReviewResult{}, err
+		}
 	}
-	return ReviewResult{Review: rv}, nil
+	return ReviewResult{Review: *rv}, nil
 }
 
 // boundRecordPolicy is recordSnapshotPolicy bound to the key whose result it restores: the
@@ -266,18 +336,7 @@ type boundRecordPolicy struct {
 }
 
 func (p boundRecordPolicy) Restore(ctx context.Context, owner, module string, result json.RawMessage) (RecordResult, error) {
-	var ref recordRef
-	if err := decodeRecordRef(result, &ref); err != nil {
-		return RecordResult{}, apperr.New(apperr.SnapshotIntegrity, "stored result is not a record reference")
-	}
-	row, rec, err := p.k.revisionFor(ctx, p.pre, owner, module, ref.RecordID, ref.Revision)
-	if err != nil {
-		return RecordResult{}, err
-	}
-	if err := p.by.writtenBy(revisionName(row), row.IdempotencyKey, row.Attest.XID); err != nil {
-		return RecordResult{}, err
-	}
-	return RecordResult{Record: rec}, nil
+	return p.k.restoreRecordByID(ctx, owner, module, result, p.pre, &p.by)
 }
 
 // revisionName names a revision in a message: "revision 3 of record R".
@@ -357,38 +416,64 @@ func (p *prefetched) reviewOf(owner, recordID, id string) *model.Review {
 	return r
 }
 
-// revisionFor is restoreRevisionRow, judging the prefetched revision when it is the one to read.
-func (k *Kernel) revisionFor(ctx context.Context, pre *prefetched, owner, module, recordID string, revision int) (store.RevisionWithParent, model.Record, error) {
-	if r := pre.revision(owner, module, recordID, revision); r != nil && pre.judged != nil {
-		if err := pre.judged.revisions[revisionKey{owner, recordID, revision}]; err != nil {
-			return *r, model.Record{}, err
-		}
-		return *r, model.Record{ID: recordID, OwnerID: owner, ModuleCode: module, Revision: revision}, nil
-	}
+// readRevision reads revision of recordID by its ids, inside owner and module: the prefetched
+// row (with verify's verdict, when it judged it) when it is the one, else a read.
+func (k *Kernel) readRevision(ctx context.Context, pre *prefetched, owner, module, recordID string, revision int) (revisionRead, error) {
 	if r := pre.revision(owner, module, recordID, revision); r != nil {
-		rec, err := checkAttestedSnapshot(*r, owner, module, recordID, revision)
-		return *r, rec, err
+		if pre.judged != nil {
+			return revisionRead{row: r, judged: true, verdict: pre.judged.revisions[revisionKey{owner, recordID, revision}]}, nil
+		}
+		return revisionRead{row: r}, nil
 	}
 	if pre.isOffline() {
-		return store.RevisionWithParent{}, model.Record{}, errNeedsRead
+		return revisionRead{}, errNeedsRead
 	}
-	return k.restoreRevisionRow(ctx, owner, module, recordID, revision)
+	row, err := k.db.FindRevision(ctx, owner, module, recordID, revision)
+	if errors.Is(err, store.ErrNotFound) {
+		return revisionRead{}, nil
+	}
+	if err != nil {
+		return revisionRead{}, err
+	}
+	return revisionRead{row: &row}, nil
 }
 
-// restoreRevision reads the exact referenced revision; a reference that does not resolve inside
-// this owner and module fails closed.
-func (k *Kernel) restoreRevision(ctx context.Context, owner, module, recordID string, revision int) (model.Record, error) {
-	_, rec, err := k.restoreRevisionRow(ctx, owner, module, recordID, revision)
-	return rec, err
+// readExecution reads execution id of recordID by its ids, inside owner and module, as
+// readRevision reads a revision.
+func (k *Kernel) readExecution(ctx context.Context, pre *prefetched, owner, module, recordID, id string) (executionRead, error) {
+	if e := pre.execution(owner, module, recordID, id); e != nil {
+		if pre.judged != nil {
+			return executionRead{e: e, attest: pre.execAttest, judged: true, verdict: pre.judged.executions[owner+"\x00"+e.ID]}, nil
+		}
+		return executionRead{e: e, attest: pre.execAttest}, nil
+	}
+	if pre.isOffline() {
+		return executionRead{}, errNeedsRead
+	}
+	e, a, err := k.db.FindExecutionAttested(ctx, owner, module, recordID, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return executionRead{}, nil
+	}
+	if err != nil {
+		return executionRead{}, err
+	}
+	return executionRead{e: &e, attest: a}, nil
 }
 
-// restoreRevisionRow is restoreRevision with the row read.
-func (k *Kernel) restoreRevisionRow(ctx context.Context, owner, module, recordID string, revision int) (store.RevisionWithParent, model.Record, error) {
-	row, rec, err := k.findRevision(ctx, owner, module, recordID, revision)
-	if apperr.Is(err, apperr.RecordNotFound) {
-		return row, model.Record{}, apperr.New(apperr.SnapshotIntegrity, "the stored result references revision %d of record %s, which does not exist for this owner and module %s", revision, recordID, module)
+// checkRevision is every check of a revision a result references: that there is one in this
+// owner and module, SPEC §6's checks of the row and its snapshot and the digest chain
+// (checkAttestedSnapshot) — or verify's verdict on them, when it judged them.
+func checkRevision(rev revisionRead, owner, module, recordID string, revision int) (model.Record, error) {
+	switch {
+	case rev.row == nil:
+		return model.Record{}, apperr.New(apperr.SnapshotIntegrity, "the stored result references revision %d of record %s, which does not exist for this owner and module %s",
+			revision, recordID, module)
+	case rev.judged && rev.verdict != nil:
+		return model.Record{}, rev.verdict
+	case rev.judged:
+		return model.Record{ID: recordID, OwnerID: owner, ModuleCode: module, Revision: revision}, nil
 	}
-	return row, rec, err
+	return checkAttestedSnapshot(*rev.row, owner, module, recordID, revision)
 }
 
 // FindRevision reads revision of a record of owner and module and checks its integrity (SPEC
@@ -398,20 +483,14 @@ func (k *Kernel) restoreRevisionRow(ctx context.Context, owner, module, recordID
 // The revision must also be the one its digest chain says was written (issue 22): a snapshot,
 // key or time changed after the write fails closed too, naming the revision.
 func (k *Kernel) FindRevision(ctx context.Context, owner, module, recordID string, revision int) (model.Record, error) {
-	_, rec, err := k.findRevision(ctx, owner, module, recordID, revision)
-	return rec, err
-}
-
-func (k *Kernel) findRevision(ctx context.Context, owner, module, recordID string, revision int) (store.RevisionWithParent, model.Record, error) {
 	row, err := k.db.FindRevision(ctx, owner, module, recordID, revision)
 	if errors.Is(err, store.ErrNotFound) {
-		return row, model.Record{}, apperr.New(apperr.RecordNotFound, "record %s has no revision %d for owner %s in module %s", recordID, revision, owner, module)
+		return model.Record{}, apperr.New(apperr.RecordNotFound, "record %s has no revision %d for owner %s in module %s", recordID, revision, owner, module)
 	}
 	if err != nil {
-		return row, model.Record{}, err
+		return model.Record{}, err
 	}
-	rec, err := checkAttestedSnapshot(row, owner, module, recordID, revision)
-	return row, rec, err
+	return checkAttestedSnapshot(row, owner, module, recordID, revision)
 }
 
 // checkAttestedSnapshot is checkSnapshot, then the revision's digest chain.
@@ -463,79 +542,71 @@ func checkSnapshot(row store.RevisionWithParent, owner, module, recordID string,
 }
 
 // Replays (idem.Replayer): a replay reads the key row, the referenced revision with its parent
-// and (for features) the execution in one statement (store.ReadRevisionReplay,
-// ReadExecutionReplay). Every check stays here: the revision read goes through checkSnapshot and
-// its digest chain exactly as FindRevision's does, the execution through its digest, and what the
-// result references must have been written under the replayed key by the transaction that
-// reserved it (the key row's reserved_xid, read in the same statement). Anything absent or not
-// matching the stored reference falls back to Restore, which fails closed as ever.
+// and (for features) the execution in one statement (recordReplay, featureReplay), and restores
+// from them through the policy's one restore, bound to the replayed key and the transaction that
+// reserved it (the key row's reserved_xid, read in the same statement): a row the statement did
+// not find does not exist, and fails closed there. Only a row it found but could not hold in Go
+// values (an infinite timestamp) falls back to Restore, which reads it by its ids and reports.
 
-func (recordSnapshotPolicy) ReadReplay(ctx context.Context, q idem.Querier, p idem.ReplayParams) (idem.Replay[RecordResult], error) {
-	r, found, err := store.ReadRevisionReplay(ctx, q, p)
+func (pol recordSnapshotPolicy) ReadReplay(ctx context.Context, q idem.Querier, p idem.ReplayParams) (idem.Replay[RecordResult], error) {
+	r, found, err := recordReplay.ReadRevision(ctx, q, p)
 	if err != nil || !found {
 		return idem.Replay[RecordResult]{}, err
 	}
 	return idem.Replay[RecordResult]{Found: true, Key: r.Key, Restore: func(result json.RawMessage) (RecordResult, bool, error) {
-		var ref recordRef
-		if err := decodeRecordRef(result, &ref); err != nil {
+		if r.RevisionUnreadable {
 			return RecordResult{}, false, nil
 		}
-		rec, ok, err := replayedRevision(r.Revision, p, ref.RecordID, ref.Revision)
-		if err != nil || !ok {
-			return RecordResult{}, ok, err
-		}
-		if err := (writer{key: p.Key, xid: r.KeyXID}).writtenBy(revisionName(*r.Revision), r.Revision.IdempotencyKey, r.Revision.Attest.XID); err != nil {
+		var ref recordRef
+		if err := decodeRecordRef(result, &ref); err != nil {
 			return RecordResult{}, false, err
 		}
-		return RecordResult{Record: rec}, true, nil
+		v, err := restoreRecord(p.Owner, p.Module, ref, revisionRead{row: r.Revision}, &writer{key: p.Key, xid: r.KeyXID})
+		return v, err == nil, err
 	}}, nil
 }
 
 func (pol featureExecutionPolicy) ReadReplay(ctx context.Context, q idem.Querier, p idem.ReplayParams) (idem.Replay[FeatureResult], error) {
-	r, found, err := store.ReadExecutionReplay(ctx, q, p)
+	r, found, err := featureReplay.ReadExecution(ctx, q, p)
 	if err != nil || !found {
 		return idem.Replay[FeatureResult]{}, err
 	}
 	return idem.Replay[FeatureResult]{Found: true, Key: r.Key, Restore: func(result json.RawMessage) (FeatureResult, bool, error) {
+		if r.RevisionUnreadable || r.ExecutionUnreadable {
+			return FeatureResult{}, false, nil
+		}
 		var ref executionRef
 		if err := decodeExecutionRef(result, &ref); err != nil {
-			return FeatureResult{}, false, nil
-		}
-		rec, ok, err := replayedRevision(r.Revision, p, ref.RecordID, ref.Revision)
-		if err != nil || !ok {
-			return FeatureResult{}, ok, err
-		}
-		e := r.Execution
-		if e == nil || e.ID != ref.ExecutionID || e.OwnerID != p.Owner || e.ModuleCode != p.Module || e.RecordID != ref.RecordID {
-			// Not exactly the one FindExecution would return: Restore reads it and judges.
-			return FeatureResult{}, false, nil
+			return FeatureResult{}, false, err
 		}
 		bound := pol
 		bound.by = &writer{key: p.Key, xid: r.KeyXID}
-		if err := bound.checkAttestedExecution(*e, r.ExecutionAttest, ref); err != nil {
-			return FeatureResult{}, false, err
-		}
-		return FeatureResult{Record: rec, Execution: *e}, true, nil
+		v, err := bound.restoreFeature(p.Owner, p.Module, ref, revisionRead{row: r.Revision}, func() (executionRead, error) {
+			return executionRead{e: r.Execution, attest: r.ExecutionAttest}, nil
+		})
+		return v, err == nil, err
 	}}, nil
-}
-
-// replayedRevision checks the revision read with the key like restoreRevision does; false means
-// "not found here" (the caller then runs Restore, which reports it as FindRevision would).
-func replayedRevision(row *store.RevisionWithParent, p idem.ReplayParams, recordID string, revision int) (model.Record, bool, error) {
-	if row == nil {
-		return model.Record{}, false, nil
-	}
-	rec, err := checkAttestedSnapshot(*row, p.Owner, p.Module, recordID, revision)
-	if err != nil {
-		return model.Record{}, false, err
-	}
-	return rec, true, nil
 }
 
 // decodeRecordRef and its siblings read a stored result reference (the envelope guard has
 // already checked that it is a flat object of ids and integers) with json v2.
-func decodeRecordRef(result []byte, ref *recordRef) error { return jsonv2.Unmarshal(result, ref) }
+func decodeRecordRef(result []byte, ref *recordRef) error {
+	if jsonv2.Unmarshal(result, ref) != nil {
+		return apperr.New(apperr.SnapshotIntegrity, "stored result is not a record reference")
+	}
+	return nil
+}
 
-func decodeExecutionRef(result []byte, ref *executionRef) error { return jsonv2.Unmarshal(result, ref) }
+func decodeExecutionRef(result []byte, ref *executionRef) error {
+	if jsonv2.Unmarshal(result, ref) != nil {
+		return apperr.New(apperr.SnapshotIntegrity, "stored result is not an execution reference")
+	}
+	return nil
+}
 
-func decodeReviewRef(result []byte, ref *reviewRef) error { return jsonv2.Unmarshal(result, ref) }
+func decodeReviewRef(result []byte, ref *reviewRef) error {
+	if jsonv2.Unmarshal(result, ref) != nil {
+		return apperr.New(apperr.SnapshotIntegrity, "stored result is not a review reference")
+	}
+	return nil
+}

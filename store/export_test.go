@@ -11,9 +11,7 @@ var (
 	RecordsSQL    = recordsSQL
 	ExecutionsSQL = executionsSQL
 
-	RevisionReplaySQL  = revisionReplaySQL
-	ExecutionReplaySQL = executionReplaySQL
-	RecordHeldSQL      = recordHeldSQL
+	RecordHeldSQL = recordHeldSQL
 )
 
 // PolicyOf is resolvePolicy's outcome and the exec mode it picks once the session knows whether

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -24,24 +25,84 @@ type RevisionReplay struct {
 	// KeyXID is the transaction that reserved the key (reserved_xid as text): the rows the key's
 	// result references were written by it, where they record their transaction.
 	KeyXID *string
-	// Revision is nil when the statement found none it could read whole (none, or a column a
-	// Go value cannot hold, like an infinite timestamp): the policy then reads it on its own and
-	// judges it there.
-	Revision *RevisionWithParent
+	// Revision is nil when the statement found none it could read whole: none
+	// (RevisionUnreadable false: the reference does not resolve), or one with a column a Go
+	// value cannot hold, like an infinite timestamp (RevisionUnreadable true).
+	Revision           *RevisionWithParent
+	RevisionUnreadable bool
 }
 
 // ExecutionReplay is a RevisionReplay and the feature execution the result references.
 type ExecutionReplay struct {
 	RevisionReplay
-	// Execution is nil as Revision is.
-	Execution *model.Execution
+	// Execution is nil as Revision is, ExecutionUnreadable as RevisionUnreadable.
+	Execution           *model.Execution
+	ExecutionUnreadable bool
 	// ExecutionAttest is the execution's attestation (when Execution is not nil).
 	ExecutionAttest Attestation
 }
 
-// replayRevision is safe on any stored result: a revision that is not a small non-negative
-// integer joins nothing instead of failing the cast.
-const replayRevision = `(CASE WHEN k.response->'result'->>'revision' ~ '^[0-9]{1,9}$' THEN (k.response->'result'->>'revision')::int END)`
+// ReplayRefs says where a key row's stored result keeps the references a replay follows: each
+// is a JSON path into the row's response. The store only follows the paths; which document they
+// walk is the envelope format's business (package idem, idem.ResultPath) and which members the
+// result has is the policy's (package kernel), who hand them in here.
+type ReplayRefs struct {
+	RecordID, Revision []string
+	// ExecutionID is needed by an execution replay only, ReviewID by verify's read of keys.
+	ExecutionID, ReviewID []string
+}
+
+// verifyRefs are where verify's reads of keys (VerifyKeys, VerifyKeysScan) find the references
+// of every policy's result. Unlike a replay's, whose policy hands its references in, they are
+// named here: verify reads every policy's keys at once and its caller does not pass them yet.
+var verifyRefs = ReplayRefs{RecordID: idem.ResultPath("recordId"), Revision: idem.ResultPath("revision"),
+	ExecutionID: idem.ResultPath("executionId"), ReviewID: idem.ResultPath("reviewId")}
+
+// ReplayStatement is the one statement of a replay, built once for where the references are.
+type ReplayStatement struct {
+	sql       string
+	execution bool
+}
+
+// RevisionReplayStatement is the statement reading a key row and the revision (with its parent
+// record) its result references at refs.RecordID and refs.Revision.
+func RevisionReplayStatement(refs ReplayRefs) ReplayStatement {
+	return ReplayStatement{sql: `SELECT ` + replayKeyColumns + `, ` + replayRevisionColumns + ` FROM idempotency_record k ` +
+		replayRevisionJoin(refs) + replayWhere}
+}
+
+// ExecutionReplayStatement is RevisionReplayStatement with the feature execution the result
+// references at refs.ExecutionID.
+func ExecutionReplayStatement(refs ReplayRefs) ReplayStatement {
+	return ReplayStatement{execution: true, sql: `SELECT ` + replayKeyColumns + `, ` + replayRevisionColumns + `, ` + replayExecutionColumns +
+		` FROM idempotency_record k ` + replayRevisionJoin(refs) + replayExecutionJoin(refs) + replayWhere}
+}
+
+// SQL is the statement's text (its parameters are ReplayParams in order: owner, key, module).
+func (s ReplayStatement) SQL() string { return s.sql }
+
+// refText is the text at path in the key row's response (NULL where there is none). A path is
+// code, not input; its steps are plain names, so a literal needs no escaping rules.
+func refText(path []string) string {
+	if len(path) == 0 {
+		panic("store: a replay reference needs a path")
+	}
+	for _, step := range path {
+		if step == "" || strings.IndexFunc(step, func(r rune) bool {
+			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_')
+		}) >= 0 {
+			panic("store: a replay reference path step must be a plain name: " + step)
+		}
+	}
+	return `(k.response #>> '{` + strings.Join(path, ",") + `}')`
+}
+
+// refInt is the integer at path, safe on any stored result: a value that is not a small
+// non-negative integer joins nothing instead of failing the cast.
+func refInt(path []string) string {
+	t := refText(path)
+	return `(CASE WHEN ` + t + ` ~ '^[0-9]{1,9}$' THEN ` + t + `::int END)`
+}
 
 // Each referenced row is read by a LATERAL subquery kept apart from the join tree (OFFSET 0): it
 // runs once for the key row with the columns of a unique key bound by equality. Flattened into
@@ -55,54 +116,61 @@ const (
 	replayKeyColumns      = `k.operation, k.fingerprint, k.status, k.response, k.expires_at, k.reserved_xid::text`
 	replayRevisionColumns = `pf_rv.owner_id, pf_rv.record_id, pf_rv.revision, pf_rv.snapshot, pf_rv.idempotency_key, pf_rv.created_at,
 		pf_rv.parent_owner, pf_rv.parent_id, pf_rv.parent_module, pf_rv.xid, pf_rv.digest, pf_rv.prev_digest`
-	replayRevisionJoin = ` LEFT JOIN LATERAL (SELECT rv.owner_id, rv.record_id, rv.revision, rv.snapshot, rv.idempotency_key, rv.created_at,
+	replayExecutionColumns = `pf_e.id, pf_e.owner_id, pf_e.module_code, pf_e.record_id, pf_e.feature_id, pf_e.mode, pf_e.status,
+		pf_e.record_revision, pf_e.input, pf_e.output, pf_e.idempotency_key, pf_e.created_at, pf_e.updated_at,
+		pf_e.xid, pf_e.digest, pf_e.revision_digest`
+	replayWhere = ` WHERE k.owner_id = $1 AND k.idempotency_key = $2`
+)
+
+func replayRevisionJoin(refs ReplayRefs) string {
+	return ` LEFT JOIN LATERAL (SELECT rv.owner_id, rv.record_id, rv.revision, rv.snapshot, rv.idempotency_key, rv.created_at,
 				p.owner_id AS parent_owner, p.id AS parent_id, p.module_code AS parent_module,
 				rv.written_xid::text AS xid, rv.digest, (SELECT q.digest FROM record_revision q
 					WHERE q.owner_id = rv.owner_id AND q.record_id = rv.record_id AND q.revision = rv.revision - 1) AS prev_digest
 			FROM record_revision rv JOIN record p ON p.owner_id = rv.owner_id AND p.id = rv.record_id AND p.module_code = $3
-			WHERE rv.owner_id = k.owner_id AND rv.record_id = k.response->'result'->>'recordId' AND rv.revision = ` + replayRevision + `
+			WHERE rv.owner_id = k.owner_id AND rv.record_id = ` + refText(refs.RecordID) + ` AND rv.revision = ` + refInt(refs.Revision) + `
 			OFFSET 0) pf_rv ON true`
-	replayExecutionColumns = `pf_e.id, pf_e.owner_id, pf_e.module_code, pf_e.record_id, pf_e.feature_id, pf_e.mode, pf_e.status,
-		pf_e.record_revision, pf_e.input, pf_e.output, pf_e.idempotency_key, pf_e.created_at, pf_e.updated_at,
-		pf_e.xid, pf_e.digest, pf_e.revision_digest`
-	replayExecutionJoin = ` LEFT JOIN LATERAL (SELECT e.id, e.owner_id, e.module_code, e.record_id, e.feature_id, e.mode, e.status,
+}
+
+func replayExecutionJoin(refs ReplayRefs) string {
+	return ` LEFT JOIN LATERAL (SELECT e.id, e.owner_id, e.module_code, e.record_id, e.feature_id, e.mode, e.status,
 				e.record_revision, e.input, e.output, e.idempotency_key, e.created_at, e.updated_at,
 				e.written_xid::text AS xid, e.digest, (SELECT v.digest FROM record_revision v
 					WHERE v.owner_id = e.owner_id AND v.record_id = e.record_id AND v.revision = e.record_revision) AS revision_digest
 			FROM feature_execution e
-			WHERE e.owner_id = k.owner_id AND e.id = k.response->'result'->>'executionId' AND e.module_code = $3
-				AND e.record_id = k.response->'result'->>'recordId'
+			WHERE e.owner_id = k.owner_id AND e.id = ` + refText(refs.ExecutionID) + ` AND e.module_code = $3
+				AND e.record_id = ` + refText(refs.RecordID) + `
 			OFFSET 0) pf_e ON true`
-	replayWhere = ` WHERE k.owner_id = $1 AND k.idempotency_key = $2`
+}
 
-	revisionReplaySQL  = `SELECT ` + replayKeyColumns + `, ` + replayRevisionColumns + ` FROM idempotency_record k ` + replayRevisionJoin + replayWhere
-	executionReplaySQL = `SELECT ` + replayKeyColumns + `, ` + replayRevisionColumns + `, ` + replayExecutionColumns +
-		` FROM idempotency_record k ` + replayRevisionJoin + replayExecutionJoin + replayWhere
-)
-
-func replayArgs(p idem.ReplayParams) []any { return []any{p.Owner, p.Key, p.Module} }
-
-// ReadRevisionReplay reads the key row of p and the revision its result references, on q (the
-// runner's connection or transaction). found is false when the key has no row.
-func ReadRevisionReplay(ctx context.Context, q Querier, p idem.ReplayParams) (r RevisionReplay, found bool, err error) {
+// ReadRevision reads the key row of p and the revision its result references, on q (the runner's
+// connection or transaction). found is false when the key has no row.
+func (s ReplayStatement) ReadRevision(ctx context.Context, q Querier, p idem.ReplayParams) (r RevisionReplay, found bool, err error) {
+	if s.execution {
+		panic("store: ReadRevision of an execution replay")
+	}
 	var rv replayRevisionRow
 	var keyXID pgtype.Text
 	dest := make([]any, 0, 6+12)
 	dest = append(append(keyDest(&r.Key, dest), &keyXID), rv.dest()...)
-	if err := q.QueryRow(ctx, revisionReplaySQL, replayArgs(p)...).Scan(dest...); err != nil {
+	if err := q.QueryRow(ctx, s.sql, p.Owner, p.Key, p.Module).Scan(dest...); err != nil {
 		return r, false, replayError(err)
 	}
 	r.Revision, r.KeyXID = rv.revision(), textPtr(keyXID)
+	r.RevisionUnreadable = r.Revision == nil && rv.ownerID.Valid
 	return r, true, nil
 }
 
-// ReadExecutionReplay reads the key row of p, the revision and the execution its result
-// references, on q. found is false when the key has no row.
-func ReadExecutionReplay(ctx context.Context, q Querier, p idem.ReplayParams) (r ExecutionReplay, found bool, err error) {
-	return ScanExecutionReplay(q.QueryRow(ctx, executionReplaySQL, replayArgs(p)...))
+// ReadExecution reads the key row of p, the revision and the execution its result references,
+// on q. found is false when the key has no row.
+func (s ReplayStatement) ReadExecution(ctx context.Context, q Querier, p idem.ReplayParams) (r ExecutionReplay, found bool, err error) {
+	if !s.execution {
+		panic("store: ReadExecution of a revision replay")
+	}
+	return ScanExecutionReplay(q.QueryRow(ctx, s.sql, p.Owner, p.Key, p.Module))
 }
 
-// ScanExecutionReplay reads the row of ReadExecutionReplay's statement from row: what a replay
+// ScanExecutionReplay reads the row of an ExecutionReplayStatement from row: what a replay
 // reads, decoded and unchecked (the bench's limit reads a replay's row with it).
 func ScanExecutionReplay(row pgx.Row) (r ExecutionReplay, found bool, err error) {
 	var rv replayRevisionRow
@@ -114,6 +182,7 @@ func ScanExecutionReplay(row pgx.Row) (r ExecutionReplay, found bool, err error)
 		return r, false, replayError(err)
 	}
 	r.Revision, r.Execution, r.KeyXID = rv.revision(), e.execution(), textPtr(keyXID)
+	r.RevisionUnreadable, r.ExecutionUnreadable = r.Revision == nil && rv.ownerID.Valid, r.Execution == nil && e.id.Valid
 	r.ExecutionAttest = Attestation{XID: textPtr(e.xid), Digest: e.digest, Prev: e.revisionDigest}
 	return r, true, nil
 }

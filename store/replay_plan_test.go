@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemwork/idemwork/idem"
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/model"
@@ -40,8 +41,8 @@ func TestAReplayNeverScansAllOfAnOwnersRows(t *testing.T) {
 		sql  string
 		scan []string // the relations the statement must look up by key
 	}{
-		{"note-1", store.RevisionReplaySQL, []string{"record_revision", "record"}},
-		{"run-1", store.ExecutionReplaySQL, []string{"record_revision", "record", "feature_execution"}},
+		{"note-1", store.RevisionReplayStatement(replayRefs).SQL(), []string{"record_revision", "record"}},
+		{"run-1", store.ExecutionReplayStatement(replayRefs).SQL(), []string{"record_revision", "record", "feature_execution"}},
 	} {
 		stmt := fmt.Sprintf("plan_probe_%d", i)
 		// The statement's parameters are ReplayParams in order: owner, key, module.
@@ -74,6 +75,10 @@ func TestAReplayNeverScansAllOfAnOwnersRows(t *testing.T) {
 		}
 	}
 }
+
+// replayRefs are where the kernel's policies keep their references (kernel/policies.go).
+var replayRefs = store.ReplayRefs{RecordID: idem.ResultPath("recordId"), Revision: idem.ResultPath("revision"),
+	ExecutionID: idem.ResultPath("executionId")}
 
 // replayLookupKeys are the column sets an acceptable lookup of each prefetched relation binds (any one
 // of them): its unique key, or for an execution its record (a scan of one record's executions).

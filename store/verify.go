@@ -146,19 +146,19 @@ func verifyKeysSQL(light bool) string {
 			p.owner_id AS parent_owner, p.id AS parent_id, p.module_code AS parent_module,
 			rv.written_xid::text AS xid, ` + digests + `
 		FROM record_revision rv JOIN record p ON p.owner_id = rv.owner_id AND p.id = rv.record_id
-		WHERE rv.owner_id = k.owner_id AND rv.record_id = k.response->'result'->>'recordId' AND rv.revision = ` + replayRevision + `
+		WHERE rv.owner_id = k.owner_id AND rv.record_id = ` + refText(verifyRefs.RecordID) + ` AND rv.revision = ` + refInt(verifyRefs.Revision) + `
 		OFFSET 0) pf_rv ON true
 	LEFT JOIN LATERAL (SELECT e.id, e.owner_id, e.module_code, e.record_id, e.feature_id, e.mode, e.status,
 			e.record_revision, ` + input + `, e.idempotency_key, e.created_at, e.updated_at,
 			e.written_xid::text AS xid, ` + execDigests + `
 		FROM feature_execution e
-		WHERE k.response->'result' ? 'executionId'
-			AND e.owner_id = k.owner_id AND e.id = k.response->'result'->>'executionId' AND e.record_id = k.response->'result'->>'recordId'
+		WHERE ` + refText(verifyRefs.ExecutionID) + ` IS NOT NULL
+			AND e.owner_id = k.owner_id AND e.id = ` + refText(verifyRefs.ExecutionID) + ` AND e.record_id = ` + refText(verifyRefs.RecordID) + `
 		OFFSET 0) pf_e ON true
 	LEFT JOIN LATERAL (SELECT r.id, r.owner_id, r.module_code, r.record_id, r.record_revision, r.verdict, r.comment, r.idempotency_key, r.created_at
 		FROM commitment_review r
-		WHERE k.response->'result' ? 'reviewId'
-			AND r.owner_id = k.owner_id AND r.record_id = k.response->'result'->>'recordId' AND r.id = k.response->'result'->>'reviewId'
+		WHERE ` + refText(verifyRefs.ReviewID) + ` IS NOT NULL
+			AND r.owner_id = k.owner_id AND r.record_id = ` + refText(verifyRefs.RecordID) + ` AND r.id = ` + refText(verifyRefs.ReviewID) + `
 		OFFSET 0) pf_r ON true
 	WHERE `
 }

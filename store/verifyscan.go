@@ -154,9 +154,9 @@ var verifyKeysScanSQL = `SELECT k.owner_id, k.idempotency_key, k.operation, k.st
 		` + replayRevisionColumns + `, ` + replayExecutionColumns + `,
 		pf_r.id, pf_r.owner_id, pf_r.module_code, pf_r.record_id, pf_r.record_revision, pf_r.verdict, pf_r.comment, pf_r.idempotency_key, pf_r.created_at
 	FROM (SELECT k.owner_id, k.idempotency_key, k.operation, k.status, k.response, k.expires_at, k.reserved_xid,
-			k.response->'result'->>'recordId' AS record_ref,
-			` + replayRevision + ` AS revision_ref,
-			k.response->'result'->>'executionId' AS execution_ref, k.response->'result'->>'reviewId' AS review_ref
+			` + refText(verifyRefs.RecordID) + ` AS record_ref,
+			` + refInt(verifyRefs.Revision) + ` AS revision_ref,
+			` + refText(verifyRefs.ExecutionID) + ` AS execution_ref, ` + refText(verifyRefs.ReviewID) + ` AS review_ref
 		FROM idempotency_record k WHERE {scope:k} OFFSET 0) k
 	LEFT JOIN (SELECT rv.owner_id, rv.record_id, rv.revision, NULL::jsonb AS snapshot, rv.idempotency_key, rv.created_at,
 			p.owner_id AS parent_owner, p.id AS parent_id, p.module_code AS parent_module,
