@@ -11,12 +11,14 @@ import (
 // The flow (flow.go) asks for its statements in SPEC §4.2's order — the key read, the
 // reservation and the prefetched reads, the work's queued writes, the success row, COMMIT — as
 // a plan: pgx batches of statements, each read back in order. Which of them share a round trip
-// is the batcher's decision, and only its: batching, it pipelines the key read with BEGIN and
-// the reservation (aheadOf), sends RunAhead's whole transaction in one round trip, and leaves
-// the work's writes and the success row for the driver's final round trip with COMMIT.
-// Unbatched (a test's switch, export_test.go), each statement of the same plans takes a round
-// trip of its own (BEGIN too): the same statements in the same order, the same results, more
-// round trips. Nothing but round trips may depend on the switch.
+// is the batcher's decision, and only its: batching, it reads a key answered lately alone (a
+// retry's replay: one round trip), pipelines any other key's read with BEGIN and the
+// reservation (aheadOf), sends RunAhead's whole transaction in one round trip, and leaves the
+// work's writes and the success row for the driver's final round trip with COMMIT. Unbatched
+// (a test's switch, export_test.go's Unbatched: a service gains nothing from more round trips),
+// each statement of the same plans takes a round trip of its own, BEGIN and COMMIT too: the
+// same statements in the same order, the same results. Nothing but round trips may depend on
+// the switch (plan_test.go runs SPEC §4.2's scenarios both ways).
 
 // batcher executes the flow's plans.
 type batcher struct {
@@ -57,9 +59,9 @@ func (b batcher) flush(ctx context.Context, q Querier, final *pgx.Batch) error {
 }
 
 // ahead returns the Querier a policy's key read runs on when the read travels in front of
-// tail: batching, its one statement and tail go in one round trip; unbatched, it runs at once on
-// q and tail is sent after it. Either way the results of tail are left in the aheadOf's br (nil
-// when the read sent nothing: then send tail).
+// tail: batching, its one statement and tail go in one round trip; unbatched, each alone, in
+// the same order. Either way the results of tail are left in the aheadOf's br (sendRest sends
+// tail alone when the read sent nothing).
 func (b batcher) ahead(q Querier, tail *pgx.Batch) *aheadOf {
 	return &aheadOf{q: q, tail: tail, oneByOne: b.oneByOne}
 }

@@ -203,6 +203,7 @@ func prepareNothing(context.Context, Querier) (struct{}, error) { return struct{
 // request in this process share one flight (JOINED).
 func RunPrepared[T, P any](ctx context.Context, r *Runner, req Request, policy ResultPolicy[T],
 	prepare func(ctx context.Context, q Querier) (P, error), work func(ctx context.Context, tx *Tx, p P) (T, error)) (Result[T], error) {
+	// The flow, step by step: call.run in flow.go.
 	return (&call[T, P]{r: r, req: req, policy: policy, prepare: prepare, work: work}).run(ctx)
 }
 
