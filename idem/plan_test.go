@@ -47,6 +47,7 @@ func TestBatchingStatementsChangesNoOutcomeAndNoRow(t *testing.T) {
 		"prepare fails after a won reservation: VALIDATION_FAILED",
 		"prepare fails, ahead: VALIDATION_FAILED",
 		"prepare fails on a taken key, ahead: REPLAYED",
+		"a queued write refused: INTERNAL",
 		"another body: IDEMPOTENCY_KEY_REUSED",
 		"another body, ahead: IDEMPOTENCY_KEY_REUSED",
 		"another body after a wait: IDEMPOTENCY_KEY_REUSED waited",
@@ -59,6 +60,7 @@ func TestBatchingStatementsChangesNoOutcomeAndNoRow(t *testing.T) {
 	require.Equal(t, "key alice/fresh W:widget:create SUCCEEDED 1 day", batchedRows[1][:47], "the rows are there, not nothing twice")
 	require.Contains(t, batchedRows, "widget alice/fresh-1 fresh#1 W", "prepare read the owner's one widget (the prefetch's read)")
 	require.Len(t, batchedRows, 11, "%q", batchedRows)
+	require.Contains(t, batched[14], "(SQLSTATE 23505)", "the refused write's own error, both ways")
 }
 
 // With the batcher off each statement takes a round trip of its own; on, a fresh key takes
@@ -131,6 +133,8 @@ func (s *scenarios) id(key string) string {
 type how struct {
 	failPrepare, failWork error
 	hold                  *gate
+	// refused queues, behind the widget, a write the server refuses (the id of widget fresh-1).
+	refused bool
 }
 
 func (s *scenarios) request(req idem.Request, label string) idem.Request {
@@ -160,6 +164,9 @@ func (s *scenarios) prepared(ctx context.Context, req idem.Request, label string
 	work := func(ctx context.Context, tx *idem.Tx, l string) (widget, error) {
 		w := widget{ID: s.id(req.Key), Owner: req.Owner, Module: req.Module, Label: l}
 		tx.Queue(`INSERT INTO widget (owner_id, id, module, label) VALUES ($1, $2, $3, $4)`, w.Owner, w.ID, w.Module, w.Label)
+		if h.refused {
+			tx.Queue(`INSERT INTO widget (owner_id, id, module, label) VALUES ($1, 'fresh-1', 'W', 'again')`, w.Owner)
+		}
 		if h.hold != nil {
 			h.hold.Hold()
 		}
@@ -235,7 +242,7 @@ func runFlowScenarios(t *testing.T, oneByOne bool) (answers, rows []string) {
 				line += " waited"
 			}
 		}
-		answers = append(answers, fmt.Sprintf("%s env=%s value=%+v", line, res.Envelope, res.Value))
+		answers = append(answers, fmt.Sprintf("%s env=%s value=%+v err=%v", line, res.Envelope, res.Value, err))
 	}
 	alice := func(key string) idem.Request { return idem.Request{Owner: "alice", Key: key} }
 	invalid := apperr.New(apperr.ValidationFailed, "label: refused")
@@ -314,6 +321,8 @@ func runFlowScenarios(t *testing.T, oneByOne bool) (answers, rows []string) {
 	note("prepare fails, ahead", res, err)
 	res, err = other().ahead(ctx, alice("fresh"), "fresh", invalid)
 	note("prepare fails on a taken key, ahead", res, err)
+	res, err = s.prepared(ctx, alice("refused-write"), "refused", how{refused: true})
+	note("a queued write refused", res, err)
 
 	res, err = other().prepared(ctx, alice("fresh"), "another", how{})
 	note("another body", res, err)
@@ -339,7 +348,7 @@ func runFlowScenarios(t *testing.T, oneByOne bool) (answers, rows []string) {
 	res, err = s.prepared(ctx, failing, "fails", how{failWork: invalid})
 	note("caller's transaction, work fails", res, err)
 	if errors.Is(tx.Commit(ctx), pgx.ErrTxCommitRollback) {
-		answers = append(answers, "caller's transaction, work fails: commit answers ROLLBACK env= value=")
+		answers = append(answers, "caller's transaction, work fails: commit answers ROLLBACK env=")
 	}
 
 	b.clock.Advance(idem.DefaultTTL + time.Minute)
