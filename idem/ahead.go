@@ -1,12 +1,9 @@
 package idem
 
 import (
-	"context"
-	"errors"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Prefetch is a read prepare needs whose statement does not depend on the reservation (the
@@ -22,55 +19,6 @@ type Prefetch interface {
 	// TakeHeld reads its result from br (in queue order, whatever the reservation's outcome);
 	// held says whether the reservation was won.
 	TakeHeld(br pgx.BatchResults, held bool) error
-}
-
-// aheadOf is the Querier a policy's key read runs on when the read travels with the
-// reservation: its one statement is sent first, tail behind it, in one round trip (BEGIN ahead
-// of both when the transaction has not begun); the results of tail are left in br, in order, for
-// the runner to read.
-type aheadOf struct {
-	q    Querier
-	tail *pgx.Batch
-	br   pgx.BatchResults // set once sent
-}
-
-var (
-	_ Querier = (*aheadOf)(nil)
-
-	errOneStatement = errors.New("idem: a key read sent with the reservation may run one query")
-)
-
-func (a *aheadOf) send(ctx context.Context, sql string, args []any) bool {
-	if a.br != nil {
-		return false
-	}
-	b := pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, 1+len(a.tail.QueuedQueries))}
-	b.Queue(sql, args...)
-	b.QueuedQueries = append(b.QueuedQueries, a.tail.QueuedQueries...)
-	a.br = a.q.SendBatch(ctx, &b)
-	return true
-}
-
-func (a *aheadOf) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	if !a.send(ctx, sql, args) {
-		return failedRow{errOneStatement}
-	}
-	return a.br.QueryRow()
-}
-
-func (a *aheadOf) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	if !a.send(ctx, sql, args) {
-		return nil, errOneStatement
-	}
-	return a.br.Query()
-}
-
-func (a *aheadOf) Exec(context.Context, string, ...any) (pgconn.CommandTag, error) {
-	return pgconn.CommandTag{}, errOneStatement
-}
-
-func (a *aheadOf) SendBatch(context.Context, *pgx.Batch) pgx.BatchResults {
-	return failedBatch{errOneStatement}
 }
 
 // recentKeys are the keys this runner answered lately (executed, replayed, or refused from
