@@ -19,6 +19,7 @@
 package attest
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"strconv"
 	"time"
@@ -63,62 +64,104 @@ func WrittenStatus(mode, status string) string {
 // Revision is the digest of a revision whose predecessor's digest is prev (nil or empty for
 // revision 1, or after a revision without one) and whose snapshot is the stored jsonb text.
 func Revision(prev []byte, h Head, snapshot []byte) []byte {
-	return sum(prev, RevisionDocument(h, snapshot))
+	sum := sha256.Sum256(appendRevision(make([]byte, 0, len(prev)+docRoom+len(snapshot)), prev, h, snapshot))
+	return sum[:]
+}
+
+// RevisionHolds reports whether digest is Revision(prev, h, snapshot): what a replay checks,
+// without allocating for a revision whose document fits a small stack buffer.
+func RevisionHolds(digest, prev []byte, h Head, snapshot []byte) bool {
+	var buf [stackDoc]byte
+	sum := sha256.Sum256(appendRevision(buf[:0], prev, h, snapshot))
+	return bytes.Equal(digest, sum[:])
 }
 
 // RevisionDocument is the canonical document a revision's digest hashes after its predecessor's.
 func RevisionDocument(h Head, snapshot []byte) []byte {
-	return h.document(jsonb.Member{Name: "snapshot", Value: snapshot})
+	return appendRevision(make([]byte, 0, docRoom+len(snapshot)), nil, h, snapshot)
 }
 
 // OfExecution is the digest of an execution recorded at the revision whose digest is revision.
 func OfExecution(revision []byte, h Head, e Execution) []byte {
-	return sum(revision, ExecutionDocument(h, e))
+	sum := sha256.Sum256(appendExecution(make([]byte, 0, len(revision)+docRoom+executionRoom(e)), revision, h, e))
+	return sum[:]
+}
+
+// ExecutionHolds reports whether digest is OfExecution(revision, h, e), as RevisionHolds.
+func ExecutionHolds(digest, revision []byte, h Head, e Execution) bool {
+	var buf [stackDoc]byte
+	sum := sha256.Sum256(appendExecution(buf[:0], revision, h, e))
+	return bytes.Equal(digest, sum[:])
 }
 
 // ExecutionDocument is the canonical document an execution's digest hashes after its revision's.
 func ExecutionDocument(h Head, e Execution) []byte {
-	str := func(s string) []byte { return jsonb.AppendString(nil, s) }
-	inner := jsonb.AppendObject(nil,
-		jsonb.Member{Name: "id", Value: str(e.ID)},
-		jsonb.Member{Name: "ownerId", Value: str(e.OwnerID)},
-		jsonb.Member{Name: "moduleCode", Value: str(e.ModuleCode)},
-		jsonb.Member{Name: "recordId", Value: str(e.RecordID)},
-		jsonb.Member{Name: "featureId", Value: str(e.FeatureID)},
-		jsonb.Member{Name: "mode", Value: str(e.Mode)},
-		jsonb.Member{Name: "status", Value: str(WrittenStatus(e.Mode, e.Status))},
-		jsonb.Member{Name: "recordRevision", Value: strconv.AppendInt(nil, int64(e.RecordRevision), 10)},
-		jsonb.Member{Name: "input", Value: orNull(e.Input)},
-		jsonb.Member{Name: "output", Value: orNull(e.Output)})
-	return h.document(jsonb.Member{Name: "execution", Value: inner})
+	return appendExecution(make([]byte, 0, docRoom+executionRoom(e)), nil, h, e)
 }
 
-func (h Head) document(body jsonb.Member) []byte {
-	null := []byte("null")
-	at, key, xid := null, null, null
+// The documents are written straight in jsonb's canonical text: members in jsonb's order
+// (shorter names first, then bytewise), ": " after a name and ", " between members. What is
+// hashed is prev ‖ document, appended into one buffer and hashed at once.
+const (
+	// docRoom is room for a document's head and punctuation besides its variable parts.
+	docRoom = 256
+	// stackDoc is the buffer a check hashes in without allocating; a longer document (a large
+	// snapshot or execution output) grows it on the heap.
+	stackDoc = 2048
+)
+
+func executionRoom(e Execution) int {
+	return len(e.ID) + len(e.OwnerID) + len(e.ModuleCode) + len(e.RecordID) + len(e.FeatureID) + len(e.Mode) + len(e.Status) +
+		len(e.Input) + len(e.Output) + 160
+}
+
+func appendRevision(dst, prev []byte, h Head, snapshot []byte) []byte {
+	dst = h.appendOpen(append(dst, prev...))
+	dst = append(dst, `, "snapshot": `...)
+	return append(append(dst, snapshot...), '}')
+}
+
+func appendExecution(dst, prev []byte, h Head, e Execution) []byte {
+	dst = h.appendOpen(append(dst, prev...))
+	dst = append(dst, `, "execution": {"id": `...)
+	dst = jsonb.AppendString(dst, e.ID)
+	dst = jsonb.AppendString(append(dst, `, "mode": `...), e.Mode)
+	dst = appendOrNull(append(dst, `, "input": `...), e.Input)
+	dst = appendOrNull(append(dst, `, "output": `...), e.Output)
+	dst = jsonb.AppendString(append(dst, `, "status": `...), WrittenStatus(e.Mode, e.Status))
+	dst = jsonb.AppendString(append(dst, `, "ownerId": `...), e.OwnerID)
+	dst = jsonb.AppendString(append(dst, `, "recordId": `...), e.RecordID)
+	dst = jsonb.AppendString(append(dst, `, "featureId": `...), e.FeatureID)
+	dst = jsonb.AppendString(append(dst, `, "moduleCode": `...), e.ModuleCode)
+	dst = strconv.AppendInt(append(dst, `, "recordRevision": `...), int64(e.RecordRevision), 10)
+	return append(dst, "}}"...)
+}
+
+// appendOpen appends the head's members, {"at": …, "key": …, "xid": …, without the body or the
+// closing brace.
+func (h Head) appendOpen(dst []byte) []byte {
+	dst = append(dst, `{"at": `...)
 	if h.At != nil {
-		at = strconv.AppendInt(nil, h.At.UnixMicro(), 10)
+		dst = strconv.AppendInt(dst, h.At.UnixMicro(), 10)
+	} else {
+		dst = append(dst, "null"...)
 	}
+	dst = append(dst, `, "key": `...)
 	if h.Key != nil {
-		key = jsonb.AppendString(nil, *h.Key)
+		dst = jsonb.AppendString(dst, *h.Key)
+	} else {
+		dst = append(dst, "null"...)
 	}
+	dst = append(dst, `, "xid": `...)
 	if h.XID != nil {
-		xid = jsonb.AppendString(nil, *h.XID)
+		return jsonb.AppendString(dst, *h.XID)
 	}
-	return jsonb.AppendObject(make([]byte, 0, 64+len(body.Value)),
-		jsonb.Member{Name: "at", Value: at}, jsonb.Member{Name: "key", Value: key}, jsonb.Member{Name: "xid", Value: xid}, body)
+	return append(dst, "null"...)
 }
 
-func orNull(b []byte) []byte {
+func appendOrNull(dst, b []byte) []byte {
 	if b == nil {
-		return []byte("null")
+		return append(dst, "null"...)
 	}
-	return b
-}
-
-func sum(prev, doc []byte) []byte {
-	h := sha256.New()
-	h.Write(prev)
-	h.Write(doc)
-	return h.Sum(nil)
+	return append(dst, b...)
 }

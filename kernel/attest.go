@@ -1,7 +1,6 @@
 package kernel
 
 import (
-	"bytes"
 	"strconv"
 
 	"github.com/idemwork/idemwork/apperr"
@@ -29,7 +28,7 @@ func checkRevisionChain(row store.RevisionWithParent) error {
 		return apperr.New(apperr.SnapshotIntegrity, "revision %d of record %s carries no digest: it was removed after the revision was written",
 			row.Revision.Revision, row.RecordID)
 	}
-	if !bytes.Equal(row.Attest.Digest, attest.Revision(row.Attest.Prev, revisionHead(row.Revision, row.Attest), row.Snapshot)) {
+	if !attest.RevisionHolds(row.Attest.Digest, row.Attest.Prev, revisionHead(row.Revision, row.Attest), row.Snapshot) {
 		return apperr.New(apperr.SnapshotIntegrity, "revision %d of record %s does not match its digest: the chain is broken at revision %d "+
 			"(the revision, its key or time, or the digest of the revision before it was changed after it was written)",
 			row.Revision.Revision, row.RecordID, row.Revision.Revision)
@@ -51,7 +50,7 @@ func checkExecutionDigest(e model.Execution, a store.Attestation) error {
 			e.ID, e.RecordID)
 	}
 	at := e.CreatedAt
-	if !bytes.Equal(a.Digest, attest.OfExecution(a.Prev, attest.Head{At: &at, Key: e.IdempotencyKey, XID: a.XID}, executionOf(e))) {
+	if !attest.ExecutionHolds(a.Digest, a.Prev, attest.Head{At: &at, Key: e.IdempotencyKey, XID: a.XID}, executionOf(e)) {
 		return apperr.New(apperr.SnapshotIntegrity, "execution %s of record %s (revision %d) does not match its digest: its output, input, "+
 			"status as written, key or time, or its revision, was changed after it was written", e.ID, e.RecordID, e.RecordRevision)
 	}

@@ -156,7 +156,8 @@ func (s ReplayStatement) ReadRevision(ctx context.Context, q Querier, p idem.Rep
 	if err := q.QueryRow(ctx, s.sql, p.Owner, p.Key, p.Module).Scan(dest...); err != nil {
 		return r, false, replayError(err)
 	}
-	r.Revision, r.KeyXID = rv.revision(), textPtr(keyXID)
+	rv.once = true
+	r.Revision, r.KeyXID = rv.revision(), textRef(&keyXID)
 	r.RevisionUnreadable = r.Revision == nil && rv.ownerID.Valid
 	return r, true, nil
 }
@@ -181,9 +182,10 @@ func ScanExecutionReplay(row pgx.Row) (r ExecutionReplay, found bool, err error)
 	if err := row.Scan(dest...); err != nil {
 		return r, false, replayError(err)
 	}
-	r.Revision, r.Execution, r.KeyXID = rv.revision(), e.execution(), textPtr(keyXID)
+	rv.once, e.once = true, true
+	r.Revision, r.Execution, r.KeyXID = rv.revision(), e.execution(), textRef(&keyXID)
 	r.RevisionUnreadable, r.ExecutionUnreadable = r.Revision == nil && rv.ownerID.Valid, r.Execution == nil && e.id.Valid
-	r.ExecutionAttest = Attestation{XID: textPtr(e.xid), Digest: e.digest, Prev: e.revisionDigest}
+	r.ExecutionAttest = Attestation{XID: textRef(&e.xid), Digest: e.digest, Prev: e.revisionDigest}
 	return r, true, nil
 }
 
@@ -209,6 +211,9 @@ type replayRevisionRow struct {
 	parentOwner, parentID, pMod pgtype.Text
 	xid                         pgtype.Text
 	digest, prevDigest          []byte
+	// once: this row receives one row only, so what it returns may point into it (a scanner
+	// that reuses it across rows copies instead).
+	once bool
 }
 
 func (r *replayRevisionRow) dest() []any {
@@ -224,9 +229,9 @@ func (r *replayRevisionRow) revision() *RevisionWithParent {
 	}
 	return &RevisionWithParent{
 		Revision: model.Revision{OwnerID: r.ownerID.String, RecordID: r.recordID.String, Revision: int(r.revisionNo.Int32), Snapshot: r.snapshot,
-			IdempotencyKey: textPtr(r.key), CreatedAt: r.createdAt.Time},
+			IdempotencyKey: r.text(&r.key), CreatedAt: r.createdAt.Time},
 		ParentOwner: r.parentOwner.String, ParentID: r.parentID.String, ParentModule: r.pMod.String,
-		Attest: Attestation{XID: textPtr(r.xid), Digest: r.digest, Prev: r.prevDigest}}
+		Attest: Attestation{XID: r.text(&r.xid), Digest: r.digest, Prev: r.prevDigest}}
 }
 
 type replayExecutionRow struct {
@@ -237,6 +242,7 @@ type replayExecutionRow struct {
 	createdAt, updatedAt                                   pgtype.Timestamptz
 	xid                                                    pgtype.Text
 	digest, revisionDigest                                 []byte
+	once                                                   bool // as replayRevisionRow's
 }
 
 func (e *replayExecutionRow) dest() []any {
@@ -253,7 +259,29 @@ func (e *replayExecutionRow) execution() *model.Execution {
 	}
 	return &model.Execution{ID: e.id.String, OwnerID: e.ownerID.String, ModuleCode: e.module.String, RecordID: e.recordID.String,
 		FeatureID: e.featureID.String, Mode: e.mode.String, Status: e.status.String, RecordRevision: int(e.recordRevision.Int32),
-		Input: e.input, Output: e.output, IdempotencyKey: textPtr(e.key), CreatedAt: e.createdAt.Time, UpdatedAt: e.updatedAt.Time}
+		Input: e.input, Output: e.output, IdempotencyKey: e.text(&e.key), CreatedAt: e.createdAt.Time, UpdatedAt: e.updatedAt.Time}
+}
+
+func (r *replayRevisionRow) text(t *pgtype.Text) *string {
+	if r.once {
+		return textRef(t)
+	}
+	return textPtr(*t)
+}
+
+func (e *replayExecutionRow) text(t *pgtype.Text) *string {
+	if e.once {
+		return textRef(t)
+	}
+	return textPtr(*t)
+}
+
+// textRef is t's string, pointing into t (nil when NULL): no copy, for a t that is not reused.
+func textRef(t *pgtype.Text) *string {
+	if !t.Valid {
+		return nil
+	}
+	return &t.String
 }
 
 // textPtr is the *string a nullable text column scans into.
