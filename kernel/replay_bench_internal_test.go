@@ -25,7 +25,7 @@ func BenchmarkReplayChecks(b *testing.B) {
 	row := store.RevisionWithParent{
 		Revision:    model.Revision{OwnerID: rec.OwnerID, RecordID: rec.ID, Revision: rec.Revision, Snapshot: snap, IdempotencyKey: &key, CreatedAt: at},
 		ParentOwner: rec.OwnerID, ParentID: rec.ID, ParentModule: rec.ModuleCode,
-		Attest:      store.Attestation{XID: &xid, Prev: prev}}
+		Attest: store.Attestation{XID: &xid, Prev: prev}}
 	row.Attest.Digest = attest.Revision(prev, revisionHead(row.Revision, row.Attest), snap)
 	e := model.Execution{ID: "01JZ3W9Q8X4T6V2N1M0K7H5G3G", OwnerID: rec.OwnerID, ModuleCode: rec.ModuleCode, RecordID: rec.ID, FeatureID: "F01",
 		Mode: "internal", Status: "SUCCEEDED", RecordRevision: 2, Input: []byte(`{}`), Output: []byte(`{"charactersAfter": 41, "charactersBefore": 52}`),

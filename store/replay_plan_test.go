@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -104,4 +105,47 @@ func indexCondOf(lines []string, rel string) string {
 		}
 	}
 	return ""
+}
+
+// TestAReplayStatementFollowsTheReferencePathsItIsHanded: the store does not know where an
+// envelope keeps its references; the statement follows the paths its caller hands in. A key row
+// whose references sit elsewhere in the response is joined to its revision and execution by a
+// statement built with those paths, and to nothing by one built with the envelope's.
+func TestAReplayStatementFollowsTheReferencePathsItIsHanded(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	k := kernel.New(db.DB, kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	note, err := k.Create(ctx, model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "note-1", Title: "t"})
+	require.NoError(t, err)
+	run, err := k.RunFeature(ctx, model.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: note.Record.ID, FeatureID: "F01", Key: "run-1"})
+	require.NoError(t, err)
+	_, err = db.Pool.Exec(ctx, `UPDATE idempotency_record SET response = jsonb_build_object('elsewhere',
+		jsonb_build_object('rec', response->'result'->'recordId', 'rev', response->'result'->'revision', 'exec', response->'result'->'executionId'))
+		WHERE owner_id = 'alice' AND idempotency_key = 'run-1'`)
+	require.NoError(t, err)
+
+	p := idem.ReplayParams{Owner: "alice", Key: "run-1", Module: kernel.ModuleNote}
+	moved := store.ExecutionReplayStatement(store.ReplayRefs{RecordID: []string{"elsewhere", "rec"}, Revision: []string{"elsewhere", "rev"},
+		ExecutionID: []string{"elsewhere", "exec"}})
+	r, found, err := moved.ReadExecution(ctx, db.Pool, p)
+	require.NoError(t, err)
+	require.True(t, found)
+	require.NotNil(t, r.Revision, "the revision at the handed paths")
+	require.Equal(t, run.Record.Revision, r.Revision.Revision.Revision)
+	require.NotNil(t, r.Execution, "the execution at the handed paths")
+	require.Equal(t, run.Execution.ID, r.Execution.ID)
+
+	r, found, err = store.ExecutionReplayStatement(replayRefs).ReadExecution(ctx, db.Pool, p)
+	require.NoError(t, err)
+	require.True(t, found)
+	require.Nil(t, r.Revision, "nothing where the envelope would keep the references")
+	require.Nil(t, r.Execution)
+	require.False(t, r.RevisionUnreadable || r.ExecutionUnreadable)
+
+	require.Panics(t, func() {
+		store.RevisionReplayStatement(store.ReplayRefs{RecordID: []string{"a'b"}, Revision: []string{"r"}})
+	},
+		"a path step is a plain name, never SQL")
 }

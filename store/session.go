@@ -109,7 +109,7 @@ func (r *singleRun) finish(err error) error {
 		// An error after the statement's own answer stands where COMMIT's was due.
 		err = commitOutcome(err, stmtErr == nil && err != nil)
 	}
-	if !r.mayWrite && apperr.Is(err, apperr.CommitUnknown) {
+	if err != nil && !r.mayWrite && apperr.Is(err, apperr.CommitUnknown) {
 		// A transaction that wrote nothing has nothing to lose with its COMMIT.
 		err = errors.Unwrap(err)
 	}

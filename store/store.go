@@ -920,6 +920,9 @@ func unavailableState(code string) bool {
 // writable on a primary and meets a read-only server (a failover demoted the node its
 // connections reach) is told so, and how to follow the primary.
 func (db *DB) translate(err error) error {
+	if err == nil {
+		return nil // before the errors.As targets, which escape: no allocation on every success
+	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "25006" {
 		if refusal := db.accessRefusal(); refusal != nil {

@@ -3,6 +3,7 @@ package idemtype
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"unicode"
 
@@ -27,19 +28,67 @@ type Envelope struct {
 	Legacy bool `json:"-"`
 }
 
-// envelopeMembers are a stored envelope's members as written: json v2 refuses a duplicate name
-// and invalid UTF-8, and keeps the members no field names (Unknown) for the verdict.
+// envelopeMembers are a stored envelope's members as written, read through json v2's decoder (a
+// duplicate name and invalid UTF-8 are errors): each known member's value as a slice of the
+// stored bytes (no copy), and the first member no field names (unknown, for the verdict).
 type envelopeMembers struct {
-	SchemaVersion jsontext.Value `json:"schemaVersion"`
-	Policy        jsontext.Value `json:"policy"`
-	Result        jsontext.Value `json:"result"`
-	Unknown       jsontext.Value `json:",embed"` // the members no other field names
+	raw                           []byte
+	SchemaVersion, Policy, Result []byte
+	unknown                       string
+	hasUnknown                    bool
+}
+
+var errEnvelopeNotObject = errors.New("not a JSON object")
+
+// UnmarshalJSONFrom is json v2's hook: dec reads m.raw, the whole envelope.
+func (m *envelopeMembers) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
+		if err == nil {
+			err = errEnvelopeNotObject
+		}
+		return err
+	}
+	for dec.PeekKind() == '"' {
+		quoted, err := dec.ReadValue()
+		if err != nil {
+			return err
+		}
+		name := quoted[1 : len(quoted)-1]
+		if bytes.IndexByte(name, '\\') >= 0 {
+			if name, err = jsontext.AppendUnquote(nil, quoted); err != nil {
+				return err
+			}
+		}
+		var slot *[]byte
+		switch string(name) { // no copy
+		case "schemaVersion":
+			slot = &m.SchemaVersion
+		case "policy":
+			slot = &m.Policy
+		case "result":
+			slot = &m.Result
+		default:
+			if !m.hasUnknown {
+				m.unknown, m.hasUnknown = string(name), true // before the decoder reads on
+			}
+		}
+		v, err := dec.ReadValue()
+		if err != nil {
+			return err
+		}
+		if slot != nil {
+			end := int(dec.InputOffset()) // the value's bytes in raw: they stay after the next read
+			*slot = m.raw[end-len(v) : end : end]
+		}
+	}
+	_, err := dec.ReadToken()
+	return err
 }
 
 // ParseEnvelope reads a stored envelope strictly: exactly schemaVersion, policy and result, with
 // version 1; a raw-json-v1 document is returned as Legacy. Anything else is an integrity error.
 func ParseEnvelope(raw []byte) (Envelope, error) {
-	var m envelopeMembers
+	m := envelopeMembers{raw: raw}
 	if i := bytes.IndexFunc(raw, func(r rune) bool { return !unicode.IsSpace(r) }); i < 0 || raw[i] != '{' {
 		return Envelope{}, apperr.New(apperr.SnapshotIntegrity, "stored envelope is not a JSON object")
 	}
@@ -61,11 +110,8 @@ func ParseEnvelope(raw []byte) (Envelope, error) {
 	if env.Policy == LegacyPolicy {
 		return Envelope{Policy: LegacyPolicy, Result: json.RawMessage(raw), Legacy: true}, nil
 	}
-	if m.Unknown != nil {
-		dec := jsontext.NewDecoder(bytes.NewReader(m.Unknown))
-		_, _ = dec.ReadToken() // {
-		name, _ := dec.ReadToken()
-		return Envelope{}, apperr.New(apperr.SnapshotIntegrity, "stored envelope carries an unknown field %q", name.String())
+	if m.hasUnknown {
+		return Envelope{}, apperr.New(apperr.SnapshotIntegrity, "stored envelope carries an unknown field %q", m.unknown)
 	}
 	if version != nil {
 		n, err := strconv.Atoi(string(version))
