@@ -187,10 +187,16 @@ func scanExecution(row pgx.Row) (model.Execution, error) {
 	return e, err
 }
 
-// FindExecution reads one execution by owner, module, record and id.
-func (db *DB) FindExecution(ctx context.Context, owner, module, recordID, id string) (model.Execution, error) {
+// ExecutionRef names one feature execution: its owner, its record's module and id, and its own
+// id. Named fields, not four positional strings a caller could swap without the compiler noticing.
+type ExecutionRef struct {
+	Owner, Module, RecordID, ID string
+}
+
+// FindExecution reads the execution ref names.
+func (db *DB) FindExecution(ctx context.Context, ref ExecutionRef) (model.Execution, error) {
 	return scanExecution(db.Q(ctx).QueryRow(ctx, `SELECT `+executionColumns+` FROM feature_execution
-		WHERE owner_id = $1 AND module_code = $2 AND record_id = $3 AND id = $4`, owner, module, recordID, id))
+		WHERE owner_id = $1 AND module_code = $2 AND record_id = $3 AND id = $4`, ref.Owner, ref.Module, ref.RecordID, ref.ID))
 }
 
 // FindExecutionAttested is FindExecution with the execution's attestation.
