@@ -89,7 +89,7 @@ func exerciseOutboxStormDemo(t *testing.T, db *store.DB, owner string) {
 			NextAttemptAt: t0, Now: t0}); err != nil {
 			return err
 		}
-		e, err := db.SettleExecution(ctx, owner, q.exec.ID, "DELIVERED", t0)
+		e, err := db.SettleExecution(ctx, store.SettleExecutionParams{OwnerID: owner, ID: q.exec.ID, Status: "DELIVERED", Now: t0})
 		if err != nil {
 			return err
 		}
