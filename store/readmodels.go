@@ -148,11 +148,6 @@ func likeContains(s string) string {
 	return "%" + strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(s) + "%"
 }
 
-// RecordPage lists an owner's records, newest first, optionally of one module.
-func (db *DB) RecordPage(ctx context.Context, owner, module string, limit int, cursor string) ([]model.Record, string, error) {
-	return db.Records(ctx, model.RecordQuery{Owner: owner, Module: module, Limit: limit, Cursor: cursor})
-}
-
 // Records lists a page of the records q selects, newest first.
 func (db *DB) Records(ctx context.Context, q model.RecordQuery) ([]model.Record, string, error) {
 	limit := clampLimit(q.Limit)
@@ -456,11 +451,6 @@ func executionsSQL(q model.ExecutionQuery, limit int, c *Cursor) (string, []any,
 		s += ` AND (created_at, id) < (` + arg(c.At) + `, ` + arg(c.ID) + `)`
 	}
 	return s + fmt.Sprintf(` ORDER BY created_at DESC, id DESC LIMIT %d`, limit+1), args, nil
-}
-
-// AuditPage lists an owner's audit events, newest first; action filters by a prefix.
-func (db *DB) AuditPage(ctx context.Context, owner, actionPrefix string, limit int, cursor string) ([]model.AuditEvent, string, error) {
-	return db.Audit(ctx, model.AuditQuery{Owner: owner, ActionPrefix: actionPrefix, Limit: limit, Cursor: cursor})
 }
 
 // Audit lists a page of the audit events q selects.

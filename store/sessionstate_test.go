@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/internal/testdb"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 )
 
@@ -101,7 +102,7 @@ func TestWhatAnotherClientLeftOnAServerConnectionChangesNothing(t *testing.T) {
 			})
 			require.Error(t, err, "a revision of a record that does not exist must be refused by the foreign key")
 			// A stored time reads back as the instant it is, whatever TimeZone and DateStyle were left.
-			recs, _, err := db.RecordPage(ctx, "alice", "", 10, "")
+			recs, _, err := db.Records(ctx, model.RecordQuery{Owner: "alice", Limit: 10})
 			require.NoError(t, err)
 			require.Len(t, recs, 2)
 			require.WithinDuration(t, time.Now(), recs[0].CreatedAt, time.Minute)
