@@ -96,8 +96,8 @@ func TestWhatAnotherClientLeftOnAServerConnectionChangesNothing(t *testing.T) {
 			require.Zero(t, recordsIn(t, name, other))
 			// Foreign keys hold (session_replication_role is origin in idemwork's transactions).
 			err = db.TxBatch(ctx, func(_ context.Context, bt *store.Batch) error {
-				bt.Queue("revision", "insert revision", nil, `INSERT INTO record_revision (owner_id, record_id, revision, snapshot, created_at)
-					VALUES ('alice', 'no-such-record', 1, '{}', now())`)
+				bt.Queue(store.BatchWrite{Step: "revision", What: "insert revision", SQL: `INSERT INTO record_revision (owner_id, record_id, revision, snapshot, created_at)
+					VALUES ('alice', 'no-such-record', 1, '{}', now())`})
 				return nil
 			})
 			require.Error(t, err, "a revision of a record that does not exist must be refused by the foreign key")
