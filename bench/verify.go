@@ -66,7 +66,7 @@ var verifyLoadSQL = func() []string {
 	later := `x.t + interval '1 second'`
 	xid := "pg_current_xact_id()::text"
 	rev := func(revision, at, key, snap string) string {
-		return store.RevisionDigestSQL("x.owner", "x.id", revision, at, key, xid, snap)
+		return store.RevisionDigestSQL(store.RevisionExprs{Owner: "x.owner", Record: "x.id", Revision: revision, At: at, Key: key, XID: xid, Snapshot: snap})
 	}
 	env := func(rev string, exec string) string {
 		result := `jsonb_build_object('recordId', x.id, 'revision', ` + rev + `)`
@@ -112,8 +112,9 @@ var verifyLoadSQL = func() []string {
 			idempotency_key, created_at, updated_at, written_xid, digest)
 		SELECT x.owner, ` + execID + `, 'NOTE', x.id, 'F01', 'internal', 'SUCCEEDED', 2, '{}'::jsonb, '{"archived": true, "wasArchived": false}'::jsonb,
 			'vf-' || g, ` + later + `, ` + later + `, pg_current_xact_id(), ` +
-			store.ExecutionDigestSQL(execID, "x.owner", "'NOTE'", "x.id", "'F01'", "'internal'", "'SUCCEEDED'", "2", "'{}'::jsonb",
-				`'{"archived": true, "wasArchived": false}'::jsonb`, `('vf-' || g)`, later, xid) + ` ` + series + featured,
+			store.ExecutionDigestSQL(store.ExecutionExprs{ID: execID, Owner: "x.owner", Module: "'NOTE'", Record: "x.id", Feature: "'F01'",
+				Mode: "'internal'", Status: "'SUCCEEDED'", Revision: "2", Input: "'{}'::jsonb",
+				Output: `'{"archived": true, "wasArchived": false}'::jsonb`, Key: `('vf-' || g)`, At: later, XID: xid}) + ` ` + series + featured,
 		audit(`'C' || lpad(g::text, 25, '0')`, "FEATURE_F01_EXECUTED", "2", execID, "vf-", `'NOTE:record:' || x.id || ':feature:F01'`, later, featured),
 	}
 }()

@@ -215,7 +215,7 @@ func newRecordCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			d, err := db.GetRecordDetail(cmd.Context(), owner, module, id)
+			d, err := db.GetRecordDetail(cmd.Context(), store.RecordRef{Owner: owner, Module: module, ID: id})
 			if err != nil {
 				return err
 			}

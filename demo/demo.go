@@ -229,7 +229,7 @@ func (d *Blocked) Next(ctx context.Context) (model.DemoStep, error) {
 		if err != nil {
 			return step, err
 		}
-		latest, err := d.k.DB().LatestRecord(ctx, d.owner, kernel.ModuleMem, d.record.ID)
+		latest, err := d.k.DB().LatestRecord(ctx, store.RecordRef{Owner: d.owner, Module: kernel.ModuleMem, ID: d.record.ID})
 		if err != nil {
 			return step, err
 		}

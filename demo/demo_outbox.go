@@ -269,7 +269,7 @@ func (d *Outbox) createRecord(ctx context.Context, step *model.DemoStep) error {
 	if err != nil {
 		return err
 	}
-	latest, err := d.k.DB().LatestRecord(ctx, d.owner, kernel.ModuleCommitment, res.Record.ID)
+	latest, err := d.k.DB().LatestRecord(ctx, store.RecordRef{Owner: d.owner, Module: kernel.ModuleCommitment, ID: res.Record.ID})
 	if err != nil {
 		return err
 	}
@@ -315,7 +315,7 @@ func (d *Outbox) notify(ctx context.Context, step *model.DemoStep) error {
 	if err != nil {
 		return err
 	}
-	latest, err := d.k.DB().LatestRecord(ctx, d.owner, kernel.ModuleCommitment, d.record.ID)
+	latest, err := d.k.DB().LatestRecord(ctx, store.RecordRef{Owner: d.owner, Module: kernel.ModuleCommitment, ID: d.record.ID})
 	if err != nil {
 		return err
 	}
@@ -585,7 +585,7 @@ func (d *Outbox) settled(ctx context.Context, step *model.DemoStep) error {
 	if err != nil {
 		return err
 	}
-	latest, err := d.k.DB().LatestRecord(ctx, d.owner, kernel.ModuleCommitment, d.record.ID)
+	latest, err := d.k.DB().LatestRecord(ctx, store.RecordRef{Owner: d.owner, Module: kernel.ModuleCommitment, ID: d.record.ID})
 	if err != nil {
 		return err
 	}

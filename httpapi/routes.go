@@ -235,7 +235,7 @@ func (a *API) getRecord(r *http.Request, owner string) (model.Response, error) {
 		return model.Response{}, err
 	}
 	db := a.k.DB()
-	head, err := db.GetRecordHead(r.Context(), owner, p.Module, p.RecordID)
+	head, err := db.GetRecordHead(r.Context(), store.RecordRef{Owner: owner, Module: p.Module, ID: p.RecordID})
 	if err != nil {
 		return model.Response{}, err
 	}

@@ -109,7 +109,7 @@ func StoredKey(ctx context.Context, k *kernel.Kernel, owner, key string) (model.
 			recordID = loose.Result.RecordID
 		}
 		if recordID != "" && kernel.CheckRecordID(recordID) == nil {
-			latest, err := k.DB().LatestRecord(ctx, owner, op.Module, recordID)
+			latest, err := k.DB().LatestRecord(ctx, store.RecordRef{Owner: owner, Module: op.Module, ID: recordID})
 			if err != nil && !errors.Is(err, store.ErrNotFound) {
 				return model.KeyView{}, err
 			}

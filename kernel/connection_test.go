@@ -165,7 +165,7 @@ func exerciseKernel(t *testing.T, k *kernel.Kernel) {
 	require.JSONEq(t, `{"text":"second"}`, string(stored))
 
 	// The read models.
-	detail, err := db.GetRecordDetail(ctx, owner, kernel.ModuleNote, created.Record.ID)
+	detail, err := db.GetRecordDetail(ctx, store.RecordRef{Owner: owner, Module: kernel.ModuleNote, ID: created.Record.ID})
 	require.NoError(t, err)
 	require.Len(t, detail.Revisions, 2)
 	keys, _, err := db.KeyPage(ctx, owner, 50, "")

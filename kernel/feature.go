@@ -62,7 +62,7 @@ func (k *Kernel) runFeature(ctx context.Context, pin *model.FeatureInput, mod *M
 		return bodyV1(map[string]any{"input": in.Input})
 	}
 	// The current record's read travels with the reservation (and nowhere without one).
-	current := k.db.RecordAhead(in.Owner, mod.Code, in.RecordID, true)
+	current := k.db.RecordAhead(store.RecordRef{Owner: in.Owner, Module: mod.Code, ID: in.RecordID}, true)
 	req.Prefetch = []idem.Prefetch{current}
 	prepare := func(ctx context.Context) (preparedFeature, error) {
 		k.note("prepare")

@@ -15,6 +15,7 @@ import (
 	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/jsonb"
 	"github.com/idemwork/idemwork/model"
+	"github.com/idemwork/idemwork/store"
 )
 
 // explainReuse adds to a write's IDEMPOTENCY_KEY_REUSED which fields of r differ from the key's
@@ -143,7 +144,7 @@ func (k *Kernel) rebuildFirst(ctx context.Context, r model.WriteRequest, recordI
 			}
 		}
 	case model.KindAction:
-		e, err := k.db.FindExecution(ctx, owner, module, recordID, executionID)
+		e, err := k.db.FindExecution(ctx, store.ExecutionRef{Owner: owner, Module: module, RecordID: recordID, ID: executionID})
 		if err != nil {
 			return nil, apperr.Wrap(apperr.RecordNotFound, err, "execution %s", executionID)
 		}

@@ -49,7 +49,7 @@ func (k *Kernel) CreateReview(ctx context.Context, in ReviewInput) (ReviewWriteR
 	req := idem.Request{Owner: in.Owner, Key: in.Key, Operation: op, Module: mod.Code, Body: body, ShareInFlight: in.ShareInFlight,
 		BodyV1: func() ([]byte, error) { return bodyV1(map[string]any{"verdict": in.Verdict, "comment": in.Comment}) }}
 	// The current record's read travels with the reservation (and nowhere without one).
-	current := k.db.RecordAhead(in.Owner, mod.Code, in.RecordID, false)
+	current := k.db.RecordAhead(store.RecordRef{Owner: in.Owner, Module: mod.Code, ID: in.RecordID}, false)
 	req.Prefetch = []idem.Prefetch{current}
 	prepare := func(ctx context.Context) (model.Record, error) {
 		k.note("prepare")

@@ -431,7 +431,7 @@ func (w *Worker) settle(ctx context.Context, m model.OutboxMessage, callErr erro
 		if status == settledRetry {
 			return nil
 		}
-		e, err := w.db.SettleExecution(ctx, m.OwnerID, m.ExecutionID, status, now)
+		e, err := w.db.SettleExecution(ctx, store.SettleExecutionParams{OwnerID: m.OwnerID, ID: m.ExecutionID, Status: status, Now: now})
 		if errors.Is(err, store.ErrNotFound) {
 			// The message was still ours but its execution is settled already: the two disagree,
 			// and writing a second settlement would only hide it. Nothing commits.

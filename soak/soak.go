@@ -22,6 +22,7 @@ import (
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/outbox"
+	"github.com/idemwork/idemwork/store"
 	"github.com/idemwork/idemwork/storm"
 	"github.com/idemwork/idemwork/storm/stormtypes"
 	"github.com/idemwork/idemwork/verify"
@@ -590,7 +591,7 @@ func (e *engine) spec(ctx context.Context, round int, p plan) (stormtypes.Spec, 
 			Payload: json.RawMessage(fmt.Sprintf(`{"round":%d}`, round))}
 	case opPatch:
 		// The record's revision now: every earlier round has settled, so nothing else moves it.
-		cur, err := e.k.DB().FindRecord(ctx, o.id, kernel.ModuleNote, o.note, false)
+		cur, err := e.k.DB().FindRecord(ctx, store.RecordRef{Owner: o.id, Module: kernel.ModuleNote, ID: o.note}, false)
 		if err != nil {
 			return s, fmt.Errorf("read the note's revision: %w", err)
 		}

@@ -44,7 +44,7 @@ func TestARecordReadAheadReadsAndLocksOnlyForTheKeysHolder(t *testing.T) {
 		tx, err := db.Pool.Begin(ctx)
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = tx.Rollback(ctx) })
-		ahead := db.DB.RecordAhead("alice", kernel.ModuleNote, id, true)
+		ahead := db.DB.RecordAhead(store.RecordRef{Owner: "alice", Module: kernel.ModuleNote, ID: id}, true)
 		var b pgx.Batch
 		b.Queue(reserveSQL, key)
 		ahead.QueueHeld(&b, "alice", key)

@@ -14,41 +14,37 @@ func microsSQL(ts string) string {
 	return `CASE WHEN isfinite(` + ts + `) THEN (extract(epoch FROM ` + ts + `) * 1000000)::bigint END`
 }
 
-// RevisionDigestSQL is attest.Revision as an SQL expression over the values of a revision being
-// written, each given as an SQL expression (owner, record and revision find its predecessor's
-// digest). The kernel's INSERT is built with it; so is any bulk load that writes revisions as
-// the kernel would (the bench's seeds, test fixtures), with xid "pg_current_xact_id()::text".
-func RevisionDigestSQL(owner, record, revision, at, key, xid, snapshot string) string {
-	return revisionDigestSQL(owner, record, revision, at, key, xid, snapshot)
+// RevisionExprs are the values of a revision being written, each given as an SQL expression
+// (Owner, Record and Revision find its predecessor's digest). Named fields, not seven positional
+// strings of SQL a caller could swap without the compiler noticing.
+type RevisionExprs struct {
+	Owner, Record, Revision, At, Key, XID, Snapshot string
 }
 
-// ExecutionDigestSQL is attest.OfExecution as an SQL expression over the values of an execution
-// being written (see RevisionDigestSQL).
-func ExecutionDigestSQL(id, owner, module, record, feature, mode, status, revision, input, output, key, at, xid string) string {
-	return executionDigestSQL(executionExprs{id: id, owner: owner, module: module, record: record, feature: feature, mode: mode,
-		status: status, revision: revision, input: input, output: output, key: key, at: at, xid: xid})
+// RevisionDigestSQL is attest.Revision as an SQL expression over the values r names. The
+// kernel's INSERT is built with it; so is any bulk load that writes revisions as the kernel would
+// (the bench's seeds, test fixtures), with XID "pg_current_xact_id()::text".
+func RevisionDigestSQL(r RevisionExprs) string {
+	return `sha256(coalesce((SELECT p.digest FROM record_revision p WHERE p.owner_id = ` + r.Owner + ` AND p.record_id = ` + r.Record +
+		` AND p.revision = ` + r.Revision + ` - 1), ''::bytea) || convert_to(jsonb_build_object('at', ` + microsSQL(r.At) +
+		`, 'key', ` + r.Key + `, 'xid', ` + r.XID + `, 'snapshot', ` + r.Snapshot + `)::text, 'UTF8'))`
 }
 
-// revisionDigestSQL is attest.Revision over the revision (owner, record, revision) being written.
-func revisionDigestSQL(owner, record, revision, at, key, xid, snapshot string) string {
-	return `sha256(coalesce((SELECT p.digest FROM record_revision p WHERE p.owner_id = ` + owner + ` AND p.record_id = ` + record +
-		` AND p.revision = ` + revision + ` - 1), ''::bytea) || convert_to(jsonb_build_object('at', ` + microsSQL(at) +
-		`, 'key', ` + key + `, 'xid', ` + xid + `, 'snapshot', ` + snapshot + `)::text, 'UTF8'))`
+// ExecutionExprs are the values of an execution being written, each given as an SQL expression
+// (see RevisionExprs).
+type ExecutionExprs struct {
+	ID, Owner, Module, Record, Feature, Mode, Status, Revision, Input, Output, Key, At, XID string
 }
 
-// executionDigestSQL is attest.OfExecution over the execution being written; e names its
-// columns' values.
-func executionDigestSQL(e executionExprs) string {
-	return `sha256(coalesce((SELECT v.digest FROM record_revision v WHERE v.owner_id = ` + e.owner + ` AND v.record_id = ` + e.record +
-		` AND v.revision = ` + e.revision + `), ''::bytea) || convert_to(jsonb_build_object('at', ` + microsSQL(e.at) +
-		`, 'key', ` + e.key + `, 'xid', ` + e.xid + `, 'execution', jsonb_build_object('id', ` + e.id + `, 'ownerId', ` + e.owner +
-		`, 'moduleCode', ` + e.module + `, 'recordId', ` + e.record + `, 'featureId', ` + e.feature + `, 'mode', ` + e.mode +
-		`, 'status', CASE WHEN ` + e.mode + ` = 'outbox' THEN 'PENDING' ELSE ` + e.status + ` END, 'recordRevision', ` + e.revision +
-		`, 'input', ` + e.input + `, 'output', ` + e.output + `))::text, 'UTF8'))`
-}
-
-type executionExprs struct {
-	id, owner, module, record, feature, mode, status, revision, input, output, key, at, xid string
+// ExecutionDigestSQL is attest.OfExecution as an SQL expression over the values e names (see
+// RevisionDigestSQL).
+func ExecutionDigestSQL(e ExecutionExprs) string {
+	return `sha256(coalesce((SELECT v.digest FROM record_revision v WHERE v.owner_id = ` + e.Owner + ` AND v.record_id = ` + e.Record +
+		` AND v.revision = ` + e.Revision + `), ''::bytea) || convert_to(jsonb_build_object('at', ` + microsSQL(e.At) +
+		`, 'key', ` + e.Key + `, 'xid', ` + e.XID + `, 'execution', jsonb_build_object('id', ` + e.ID + `, 'ownerId', ` + e.Owner +
+		`, 'moduleCode', ` + e.Module + `, 'recordId', ` + e.Record + `, 'featureId', ` + e.Feature + `, 'mode', ` + e.Mode +
+		`, 'status', CASE WHEN ` + e.Mode + ` = 'outbox' THEN 'PENDING' ELSE ` + e.Status + ` END, 'recordRevision', ` + e.Revision +
+		`, 'input', ` + e.Input + `, 'output', ` + e.Output + `))::text, 'UTF8'))`
 }
 
 // The kernel's INSERTs of the rows a keyed request writes: each names its transaction
@@ -58,13 +54,14 @@ type executionExprs struct {
 var (
 	insertRevisionSQL = `INSERT INTO record_revision (owner_id, record_id, revision, snapshot, idempotency_key, created_at, written_xid, digest)
 		VALUES ($1, $2, $3, $4, $5, $6, pg_current_xact_id(), ` +
-		revisionDigestSQL("$1", "$2", "$3", "$6::timestamptz", "$5::text", "pg_current_xact_id()::text", "$4::jsonb") + `)`
+		RevisionDigestSQL(RevisionExprs{Owner: "$1", Record: "$2", Revision: "$3", At: "$6::timestamptz", Key: "$5::text",
+			XID: "pg_current_xact_id()::text", Snapshot: "$4::jsonb"}) + `)`
 	insertExecutionSQL = `INSERT INTO feature_execution (owner_id, id, module_code, record_id, feature_id, mode, status,
 			record_revision, input, output, idempotency_key, created_at, updated_at, written_xid, digest)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, pg_current_xact_id(), ` +
-		executionDigestSQL(executionExprs{id: "$2::text", owner: "$1::text", module: "$3::text", record: "$4::text", feature: "$5::text",
-			mode: "$6::text", status: "$7::text", revision: "$8::integer", input: "$9::jsonb", output: "$10::jsonb", key: "$11::text",
-			at: "$12::timestamptz", xid: "pg_current_xact_id()::text"}) + `)`
+		ExecutionDigestSQL(ExecutionExprs{ID: "$2::text", Owner: "$1::text", Module: "$3::text", Record: "$4::text", Feature: "$5::text",
+			Mode: "$6::text", Status: "$7::text", Revision: "$8::integer", Input: "$9::jsonb", Output: "$10::jsonb", Key: "$11::text",
+			At: "$12::timestamptz", XID: "pg_current_xact_id()::text"}) + `)`
 	insertAuditSQL = `INSERT INTO audit_event (owner_id, id, module_code, record_id, action, revision, execution_id, idempotency_key, detail, at,
 			written_xid, key_expires_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, pg_current_xact_id(),

@@ -63,12 +63,23 @@ type queuedWrite struct {
 	args  []any
 }
 
-// Queue adds a write to the batch. step names the part of the commit unit it belongs to (its
-// error is that step's); guard, when set, is returned if the statement fails with
-// division_by_zero (a statement written as "WITH u AS (… RETURNING 1) SELECT 1 / count(*) FROM u"
-// fails that way when no row matched); what prefixes other errors.
-func (b *Batch) Queue(step, what string, guard error, sql string, args ...any) {
-	b.queue(step, what, guard, sql, append([]any(nil), args...))
+// BatchWrite is a write Queue adds to a batch: its statement, and how its failure reads. Named
+// fields, not three positional strings a caller could swap without the compiler noticing.
+type BatchWrite struct {
+	// Step names the part of the commit unit the write belongs to: its error is that step's.
+	Step string
+	// What prefixes the statement's errors ("insert record").
+	What string
+	// Guard, when set, is returned if the statement fails with division_by_zero (a statement
+	// written as "WITH u AS (… RETURNING 1) SELECT 1 / count(*) FROM u" fails that way when no
+	// row matched).
+	Guard error
+	SQL   string
+}
+
+// Queue adds the write w to the batch, with its arguments.
+func (b *Batch) Queue(w BatchWrite, args ...any) {
+	b.queue(w.Step, w.What, w.Guard, w.SQL, append([]any(nil), args...))
 }
 
 // queue is Queue for args the batch may keep and encode in place (the repositories' own lists).

@@ -138,12 +138,12 @@ func TestACommitTheServerRefusedIsNotCommitUnknown(t *testing.T) {
 	conflict := apperr.New(apperr.RevisionConflict, "stale")
 	err := pdb.TxBatch(context.Background(), func(_ context.Context, b *store.Batch) error {
 		// Queued: it fails on the server in the round trip that carries the COMMIT.
-		b.Queue("guarded", "guarded", conflict, `SELECT 1 / 0`)
+		b.Queue(store.BatchWrite{Step: "guarded", What: "guarded", Guard: conflict, SQL: `SELECT 1 / 0`})
 		return nil
 	})
 	require.True(t, errors.Is(err, conflict), "%v", err)
 	err = pdb.TxBatch(context.Background(), func(_ context.Context, b *store.Batch) error {
-		b.Queue("bad", "bad", nil, `SELECT no_such_column FROM audit_event`)
+		b.Queue(store.BatchWrite{Step: "bad", What: "bad", SQL: `SELECT no_such_column FROM audit_event`})
 		return nil
 	})
 	require.Error(t, err)

@@ -89,7 +89,7 @@ func exerciseOutboxStormDemo(t *testing.T, db *store.DB, owner string) {
 			NextAttemptAt: t0, Now: t0}); err != nil {
 			return err
 		}
-		e, err := db.SettleExecution(ctx, owner, q.exec.ID, "DELIVERED", t0)
+		e, err := db.SettleExecution(ctx, store.SettleExecutionParams{OwnerID: owner, ID: q.exec.ID, Status: "DELIVERED", Now: t0})
 		if err != nil {
 			return err
 		}
@@ -108,7 +108,7 @@ func exerciseOutboxStormDemo(t *testing.T, db *store.DB, owner string) {
 	k, err := db.ReadKeyState(ctx, owner, "k")
 	require.NoError(t, err)
 	require.True(t, k.Found)
-	rows, err := db.CountKeyRows(ctx, owner, "k", op)
+	rows, err := db.CountKeyRows(ctx, store.KeyOperation{Owner: owner, Key: "k", Operation: op})
 	require.NoError(t, err)
 	require.Equal(t, 3, rows)
 	revs, err := db.KeyRevisionsSince(ctx, owner, "k", k.CreatedAt)
@@ -117,7 +117,7 @@ func exerciseOutboxStormDemo(t *testing.T, db *store.DB, owner string) {
 	execs, err := db.KeyExecutionsSince(ctx, owner, "k", k.CreatedAt)
 	require.NoError(t, err)
 	require.Equal(t, "DELIVERED", execs[0].Status)
-	audit, earlier, err := db.KeyAuditSince(ctx, owner, "k", op, k.CreatedAt)
+	audit, earlier, err := db.KeyAuditSince(ctx, store.KeyOperation{Owner: owner, Key: "k", Operation: op}, k.CreatedAt)
 	require.NoError(t, err)
 	require.Equal(t, [2]int{1, 0}, [2]int{audit, earlier})
 

@@ -95,13 +95,21 @@ func (db *DB) SettleOutbox(ctx context.Context, p SettleOutboxParams) error {
 	return nil
 }
 
-// SettleExecution moves a PENDING outbox execution to status and returns it as settled. An
+// SettleExecutionParams settles one outbox execution: the owner's execution ID moves to Status
+// (DELIVERED or FAILED) at Now.
+type SettleExecutionParams struct {
+	OwnerID, ID string
+	Status      string
+	Now         time.Time
+}
+
+// SettleExecution moves a PENDING outbox execution to p.Status and returns it as settled. An
 // execution that is not PENDING any more is never changed again (ErrNotFound).
-func (db *DB) SettleExecution(ctx context.Context, owner, id, status string, now time.Time) (model.Execution, error) {
+func (db *DB) SettleExecution(ctx context.Context, p SettleExecutionParams) (model.Execution, error) {
 	e, err := scanExecution(db.Q(ctx).QueryRow(ctx, `UPDATE feature_execution SET status = $3, updated_at = $4
-		WHERE owner_id = $1 AND id = $2 AND status = 'PENDING' RETURNING `+executionColumns, owner, id, status, now))
+		WHERE owner_id = $1 AND id = $2 AND status = 'PENDING' RETURNING `+executionColumns, p.OwnerID, p.ID, p.Status, p.Now))
 	if err != nil && !errors.Is(err, ErrNotFound) {
-		return e, fmt.Errorf("settle execution %s: %w", id, err)
+		return e, fmt.Errorf("settle execution %s: %w", p.ID, err)
 	}
 	return e, err
 }

@@ -173,15 +173,15 @@ func TestOnlyAPendingExecutionIsSettledAndOnlyOnce(t *testing.T) {
 	ctx := context.Background()
 	q := queueRun(t, db.DB, "alice", "k1", t0)
 
-	e, err := db.SettleExecution(ctx, "alice", q.exec.ID, "DELIVERED", t0.Add(time.Minute))
+	e, err := db.SettleExecution(ctx, store.SettleExecutionParams{OwnerID: "alice", ID: q.exec.ID, Status: "DELIVERED", Now: t0.Add(time.Minute)})
 	require.NoError(t, err)
 	require.Equal(t, "DELIVERED", e.Status)
 	require.Equal(t, q.exec.FeatureID, e.FeatureID)
 	require.True(t, e.UpdatedAt.Equal(t0.Add(time.Minute)))
 
-	_, err = db.SettleExecution(ctx, "alice", q.exec.ID, "FAILED", t0.Add(2*time.Minute))
+	_, err = db.SettleExecution(ctx, store.SettleExecutionParams{OwnerID: "alice", ID: q.exec.ID, Status: "FAILED", Now: t0.Add(2 * time.Minute)})
 	require.ErrorIs(t, err, store.ErrNotFound)
-	_, err = db.SettleExecution(ctx, "bob", q.exec.ID, "FAILED", t0.Add(2*time.Minute))
+	_, err = db.SettleExecution(ctx, store.SettleExecutionParams{OwnerID: "bob", ID: q.exec.ID, Status: "FAILED", Now: t0.Add(2 * time.Minute)})
 	require.ErrorIs(t, err, store.ErrNotFound, "another owner's execution is not found")
 	require.Equal(t, 1, countWhere(t, db, `SELECT count(*) FROM feature_execution WHERE id = $1 AND status = 'DELIVERED'`, q.exec.ID))
 }

@@ -285,7 +285,7 @@ func TestASchemaSettingPutsEveryTableInItAndHoldsThroughPoolers(t *testing.T) {
 		for i := range 3 {
 			writeRecord(t, db, route+"-"+string(rune('a'+i)))
 		}
-		recs, _, err := db.RecordPage(ctx, "alice", "", 50, "")
+		recs, _, err := db.Records(ctx, model.RecordQuery{Owner: "alice", Limit: 50})
 		require.NoError(t, err, route)
 		require.NotEmpty(t, recs, route)
 	}

@@ -148,11 +148,6 @@ func likeContains(s string) string {
 	return "%" + strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(s) + "%"
 }
 
-// RecordPage lists an owner's records, newest first, optionally of one module.
-func (db *DB) RecordPage(ctx context.Context, owner, module string, limit int, cursor string) ([]model.Record, string, error) {
-	return db.Records(ctx, model.RecordQuery{Owner: owner, Module: module, Limit: limit, Cursor: cursor})
-}
-
 // Records lists a page of the records q selects, newest first.
 func (db *DB) Records(ctx context.Context, q model.RecordQuery) ([]model.Record, string, error) {
 	limit := clampLimit(q.Limit)
@@ -210,26 +205,27 @@ type RecordDetail struct {
 	Audit      []model.AuditEvent `json:"audit"`
 }
 
-// GetRecordDetail reads a record of owner and module with its history (each list capped at the
-// newest 1000, oldest first).
-func (db *DB) GetRecordDetail(ctx context.Context, owner, module, id string) (RecordDetail, error) {
+// GetRecordDetail reads the record ref names with its history (each list capped at the newest
+// 1000, oldest first).
+func (db *DB) GetRecordDetail(ctx context.Context, ref RecordRef) (RecordDetail, error) {
 	// Empty lists print as [], never null (SPEC §10.2 shapes).
 	d := RecordDetail{Revisions: []model.Revision{}}
-	o, err := db.RecordOutline(ctx, owner, module, id)
+	o, err := db.RecordOutline(ctx, ref)
 	if err != nil {
 		return d, err
 	}
 	d.Record, d.Executions, d.Audit = o.Record, o.Executions, o.Audit
 	if err := db.X.SelectContext(ctx, &d.Revisions, `SELECT * FROM (SELECT owner_id, record_id, revision, snapshot, idempotency_key, created_at
-		FROM record_revision WHERE owner_id = $1 AND record_id = $2 ORDER BY revision DESC LIMIT $3) r ORDER BY revision`, owner, id, model.DetailCap); err != nil {
+		FROM record_revision WHERE owner_id = $1 AND record_id = $2 ORDER BY revision DESC LIMIT $3) r ORDER BY revision`, ref.Owner, ref.ID, model.DetailCap); err != nil {
 		return d, fmt.Errorf("read revisions: %w", err)
 	}
 	return d, nil
 }
 
-// RecordOutline reads a record of owner and module with the heads of its revisions and its
-// executions and audit events (each list capped at the newest DetailCap, oldest first).
-func (db *DB) RecordOutline(ctx context.Context, owner, module, id string) (model.RecordOutline, error) {
+// RecordOutline reads the record ref names with the heads of its revisions and its executions
+// and audit events (each list capped at the newest DetailCap, oldest first).
+func (db *DB) RecordOutline(ctx context.Context, ref RecordRef) (model.RecordOutline, error) {
+	owner, module, id := ref.Owner, ref.Module, ref.ID
 	o := model.RecordOutline{Revisions: []model.RevisionHead{}, Executions: []model.Execution{}, Audit: []model.AuditEvent{}}
 	err := db.X.GetContext(ctx, &o.Record, `SELECT `+recordColumns+` FROM record WHERE owner_id = $1 AND module_code = $2 AND id = $3`, owner, module, id)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -369,8 +365,9 @@ func (db *DB) AuditForKey(ctx context.Context, owner, key string) ([]model.Audit
 	return rows, nil
 }
 
-// LatestRecord reads the current row of a record of owner and module.
-func (db *DB) LatestRecord(ctx context.Context, owner, module, id string) (model.Record, error) {
+// LatestRecord reads the current row of the record ref names.
+func (db *DB) LatestRecord(ctx context.Context, ref RecordRef) (model.Record, error) {
+	owner, module, id := ref.Owner, ref.Module, ref.ID
 	var r model.Record
 	err := db.X.GetContext(ctx, &r, `SELECT `+recordColumns+` FROM record WHERE owner_id = $1 AND module_code = $2 AND id = $3`, owner, module, id)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -454,11 +451,6 @@ func executionsSQL(q model.ExecutionQuery, limit int, c *Cursor) (string, []any,
 		s += ` AND (created_at, id) < (` + arg(c.At) + `, ` + arg(c.ID) + `)`
 	}
 	return s + fmt.Sprintf(` ORDER BY created_at DESC, id DESC LIMIT %d`, limit+1), args, nil
-}
-
-// AuditPage lists an owner's audit events, newest first; action filters by a prefix.
-func (db *DB) AuditPage(ctx context.Context, owner, actionPrefix string, limit int, cursor string) ([]model.AuditEvent, string, error) {
-	return db.Audit(ctx, model.AuditQuery{Owner: owner, ActionPrefix: actionPrefix, Limit: limit, Cursor: cursor})
 }
 
 // Audit lists a page of the audit events q selects.

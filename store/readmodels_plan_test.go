@@ -161,7 +161,7 @@ func TestBrowsingAndSearchingAMillionAuditEventsReadsOnePageNotTheHistory(t *tes
 	}
 
 	// And the pages are right: the page after the cursor starts just past it.
-	got, next, err := db.AuditPage(ctx, "big", "", limit, middle.Encode())
+	got, next, err := db.Audit(ctx, model.AuditQuery{Owner: "big", Limit: limit, Cursor: middle.Encode()})
 	require.NoError(t, err)
 	require.Len(t, got, limit)
 	require.Equal(t, lpad26(499999), got[0].ID)

@@ -33,8 +33,8 @@ type RecordHead struct {
 	Latest model.Revision
 }
 
-// GetRecordHead reads a record of owner and module and its latest revision, in one statement.
-func (db *DB) GetRecordHead(ctx context.Context, owner, module, id string) (RecordHead, error) {
+// GetRecordHead reads the record ref names and its latest revision, in one statement.
+func (db *DB) GetRecordHead(ctx context.Context, ref RecordRef) (RecordHead, error) {
 	var row struct {
 		model.Record
 		Latest model.Revision `db:"latest"`
@@ -43,9 +43,9 @@ func (db *DB) GetRecordHead(ctx context.Context, owner, module, id string) (Reco
 			rv.owner_id AS "latest.owner_id", rv.record_id AS "latest.record_id", rv.revision AS "latest.revision",
 			rv.snapshot AS "latest.snapshot", rv.idempotency_key AS "latest.idempotency_key", rv.created_at AS "latest.created_at"
 		FROM record r JOIN record_revision rv ON rv.owner_id = r.owner_id AND rv.record_id = r.id AND rv.revision = r.revision
-		WHERE r.owner_id = $1 AND r.module_code = $2 AND r.id = $3`, owner, module, id)
+		WHERE r.owner_id = $1 AND r.module_code = $2 AND r.id = $3`, ref.Owner, ref.Module, ref.ID)
 	if errors.Is(err, sql.ErrNoRows) {
-		return RecordHead{}, recordNotFound(owner, module, id)
+		return RecordHead{}, recordNotFound(ref.Owner, ref.Module, ref.ID)
 	}
 	if err != nil {
 		return RecordHead{}, fmt.Errorf("read record: %w", err)

@@ -114,14 +114,20 @@ func scanRecord(row pgx.Row) (model.Record, error) {
 	return r, err
 }
 
-// FindRecord reads the current record of owner and module; lock takes a row lock (FOR NO KEY
+// RecordRef names one record: its owner, its module and its id. Named fields, not three
+// positional strings a caller could swap without the compiler noticing.
+type RecordRef struct {
+	Owner, Module, ID string
+}
+
+// FindRecord reads the current row of the record ref names; lock takes a row lock (FOR NO KEY
 // UPDATE) so concurrent features on one record serialise.
-func (db *DB) FindRecord(ctx context.Context, owner, module, id string, lock bool) (model.Record, error) {
+func (db *DB) FindRecord(ctx context.Context, ref RecordRef, lock bool) (model.Record, error) {
 	q := findRecordSQL
 	if lock {
 		q = findRecordLockSQL
 	}
-	return scanRecord(db.Q(ctx).QueryRow(ctx, q, owner, module, id))
+	return scanRecord(db.Q(ctx).QueryRow(ctx, q, ref.Owner, ref.Module, ref.ID))
 }
 
 // RevisionWithParent is a revision row joined with its parent record's module, with what its
@@ -187,10 +193,16 @@ func scanExecution(row pgx.Row) (model.Execution, error) {
 	return e, err
 }
 
-// FindExecution reads one execution by owner, module, record and id.
-func (db *DB) FindExecution(ctx context.Context, owner, module, recordID, id string) (model.Execution, error) {
+// ExecutionRef names one feature execution: its owner, its record's module and id, and its own
+// id. Named fields, not four positional strings a caller could swap without the compiler noticing.
+type ExecutionRef struct {
+	Owner, Module, RecordID, ID string
+}
+
+// FindExecution reads the execution ref names.
+func (db *DB) FindExecution(ctx context.Context, ref ExecutionRef) (model.Execution, error) {
 	return scanExecution(db.Q(ctx).QueryRow(ctx, `SELECT `+executionColumns+` FROM feature_execution
-		WHERE owner_id = $1 AND module_code = $2 AND record_id = $3 AND id = $4`, owner, module, recordID, id))
+		WHERE owner_id = $1 AND module_code = $2 AND record_id = $3 AND id = $4`, ref.Owner, ref.Module, ref.RecordID, ref.ID))
 }
 
 // FindExecutionAttested is FindExecution with the execution's attestation.
@@ -233,17 +245,17 @@ func (db *DB) FindReview(ctx context.Context, owner, recordID, id string) (model
 // that lost, it reads nothing and locks nothing. Get returns what it read, or reads at once when
 // it did not travel (no key, or a reservation won only on a later attempt without it).
 type RecordAhead struct {
-	db                *DB
-	owner, module, id string
-	lock              bool
-	read              bool // rec and err hold the read's result
-	rec               model.Record
-	err               error
+	db   *DB
+	ref  RecordRef
+	lock bool
+	read bool // rec and err hold the read's result
+	rec  model.Record
+	err  error
 }
 
-// RecordAhead returns FindRecord(owner, module, id, lock) to send ahead.
-func (db *DB) RecordAhead(owner, module, id string, lock bool) *RecordAhead {
-	return &RecordAhead{db: db, owner: owner, module: module, id: id, lock: lock}
+// RecordAhead returns FindRecord(ref, lock) to send ahead.
+func (db *DB) RecordAhead(ref RecordRef, lock bool) *RecordAhead {
+	return &RecordAhead{db: db, ref: ref, lock: lock}
 }
 
 // recordHeldSQL is FindRecord's statement, run only while this transaction holds the key
@@ -267,7 +279,7 @@ func (r *RecordAhead) QueueHeld(b *pgx.Batch, owner, key string) {
 	if r.lock {
 		sql = recordHeldLockSQL
 	}
-	b.Queue(sql, r.owner, r.module, r.id, key, owner)
+	b.Queue(sql, r.ref.Owner, r.ref.Module, r.ref.ID, key, owner)
 }
 
 // TakeHeld reads the queued read's result from br; held says whether the reservation it was
@@ -290,5 +302,5 @@ func (r *RecordAhead) Get(ctx context.Context) (model.Record, error) {
 	if r.read {
 		return r.rec, r.err
 	}
-	return r.db.FindRecord(ctx, r.owner, r.module, r.id, r.lock)
+	return r.db.FindRecord(ctx, r.ref, r.lock)
 }

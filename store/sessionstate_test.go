@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/internal/testdb"
+	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 )
 
@@ -95,13 +96,13 @@ func TestWhatAnotherClientLeftOnAServerConnectionChangesNothing(t *testing.T) {
 			require.Zero(t, recordsIn(t, name, other))
 			// Foreign keys hold (session_replication_role is origin in idemwork's transactions).
 			err = db.TxBatch(ctx, func(_ context.Context, bt *store.Batch) error {
-				bt.Queue("revision", "insert revision", nil, `INSERT INTO record_revision (owner_id, record_id, revision, snapshot, created_at)
-					VALUES ('alice', 'no-such-record', 1, '{}', now())`)
+				bt.Queue(store.BatchWrite{Step: "revision", What: "insert revision", SQL: `INSERT INTO record_revision (owner_id, record_id, revision, snapshot, created_at)
+					VALUES ('alice', 'no-such-record', 1, '{}', now())`})
 				return nil
 			})
 			require.Error(t, err, "a revision of a record that does not exist must be refused by the foreign key")
 			// A stored time reads back as the instant it is, whatever TimeZone and DateStyle were left.
-			recs, _, err := db.RecordPage(ctx, "alice", "", 10, "")
+			recs, _, err := db.Records(ctx, model.RecordQuery{Owner: "alice", Limit: 10})
 			require.NoError(t, err)
 			require.Len(t, recs, 2)
 			require.WithinDuration(t, time.Now(), recs[0].CreatedAt, time.Minute)

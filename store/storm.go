@@ -34,16 +34,23 @@ func (db *DB) ReadKeyState(ctx context.Context, owner, key string) (KeyState, er
 	return k, err
 }
 
-// CountKeyRows counts the rows of any lifetime of an owner's key: its revisions, its feature
-// executions and the audit events of operation (the kernel names the operation in each event's
-// detail; the outbox worker's settle events carry the key too, and are not counted).
-func (db *DB) CountKeyRows(ctx context.Context, owner, key, operation string) (int, error) {
+// KeyOperation names an owner's idempotency key and the operation a storm fires with it (the
+// audit events counted are that operation's). Named fields, not three positional strings a
+// caller could swap without the compiler noticing.
+type KeyOperation struct {
+	Owner, Key, Operation string
+}
+
+// CountKeyRows counts the rows of any lifetime of k's key: its revisions, its feature executions
+// and the audit events of k's operation (the kernel names the operation in each event's detail;
+// the outbox worker's settle events carry the key too, and are not counted).
+func (db *DB) CountKeyRows(ctx context.Context, k KeyOperation) (int, error) {
 	var n int
 	err := db.Q(ctx).QueryRow(ctx, `SELECT
 			(SELECT count(*) FROM record_revision WHERE owner_id = $1 AND idempotency_key = $2)
 			+ (SELECT count(*) FROM feature_execution WHERE owner_id = $1 AND idempotency_key = $2)
 			+ (SELECT count(*) FROM audit_event WHERE owner_id = $1 AND idempotency_key = $2 AND detail->>'operation' = $3)`,
-		owner, key, operation).Scan(&n)
+		k.Owner, k.Key, k.Operation).Scan(&n)
 	return n, err
 }
 
@@ -86,16 +93,16 @@ func (db *DB) KeyExecutionsSince(ctx context.Context, owner, key string, since t
 	})
 }
 
-// KeyAuditSince counts, in one statement, the audit events of operation an owner's key wrote at
-// or after since (audit), and the rows of the key older than since (earlier: revisions,
-// executions and audit events of any kind, which an earlier lifetime of the key wrote).
-func (db *DB) KeyAuditSince(ctx context.Context, owner, key, operation string, since time.Time) (audit, earlier int, err error) {
+// KeyAuditSince counts, in one statement, the audit events of k's operation k's key wrote at or
+// after since (audit), and the rows of the key older than since (earlier: revisions, executions
+// and audit events of any kind, which an earlier lifetime of the key wrote).
+func (db *DB) KeyAuditSince(ctx context.Context, k KeyOperation, since time.Time) (audit, earlier int, err error) {
 	err = db.Q(ctx).QueryRow(ctx, `SELECT
 			(SELECT count(*) FROM audit_event WHERE owner_id = $1 AND idempotency_key = $2 AND at >= $3 AND detail->>'operation' = $4),
 			(SELECT count(*) FROM record_revision WHERE owner_id = $1 AND idempotency_key = $2 AND created_at < $3)
 			+ (SELECT count(*) FROM feature_execution WHERE owner_id = $1 AND idempotency_key = $2 AND created_at < $3)
 			+ (SELECT count(*) FROM audit_event WHERE owner_id = $1 AND idempotency_key = $2 AND at < $3)`,
-		owner, key, since, operation).Scan(&audit, &earlier)
+		k.Owner, k.Key, since, k.Operation).Scan(&audit, &earlier)
 	return audit, earlier, err
 }
 

@@ -73,7 +73,7 @@ func TestAStormCountsOnlyTheKeysCurrentLifeAndItsOperation(t *testing.T) {
 	stormAudit(t, db.DB, "alice", "settle", "k", "", since.Add(time.Minute))
 	stormAudit(t, db.DB, "alice", "other-op", "k", "create:NOTE", since.Add(time.Minute))
 
-	n, err := db.CountKeyRows(ctx, "alice", "k", op)
+	n, err := db.CountKeyRows(ctx, store.KeyOperation{Owner: "alice", Key: "k", Operation: op})
 	require.NoError(t, err)
 	require.Equal(t, 6, n, "both lifetimes' revisions, executions and events of the operation")
 
@@ -84,7 +84,7 @@ func TestAStormCountsOnlyTheKeysCurrentLifeAndItsOperation(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []store.KeyExecution{{ID: current.exec.ID, Mode: "outbox", Status: "PENDING", RecordID: current.exec.RecordID, RecordRevision: 1}}, execs)
 
-	audit, older, err := db.KeyAuditSince(ctx, "alice", "k", op, since)
+	audit, older, err := db.KeyAuditSince(ctx, store.KeyOperation{Owner: "alice", Key: "k", Operation: op}, since)
 	require.NoError(t, err)
 	require.Equal(t, 1, audit, "the current life's event of the operation, not the settle's nor another operation's")
 	require.Equal(t, 3, older, "the earlier life's revision, execution and event")

@@ -136,7 +136,7 @@ func TestManyQueuedWritesEachKeepTheArgumentsTheyWereQueuedWith(t *testing.T) {
 			e := event("many-" + strconv.Itoa(i))
 			e.Revision, e.IdempotencyKey, e.RecordID, e.Detail = &rev, &key, &rid, json.RawMessage(buf)
 			b.InsertAudit("audit", e)
-			b.Queue("raw", "insert raw", nil, `INSERT INTO data_migration_ledger (name, status) VALUES ($1, $2)`, &key, "passed")
+			b.Queue(store.BatchWrite{Step: "raw", What: "insert raw", SQL: `INSERT INTO data_migration_ledger (name, status) VALUES ($1, $2)`}, &key, "passed")
 		}
 		copy(buf, strings.Repeat("!", len(buf)))
 		rev, key, rid = -1, "changed", "changed"
@@ -167,7 +167,7 @@ func TestAnArgumentThatCannotBeEncodedFailsItsStepBeforeAnythingIsSent(t *testin
 	tdb, tr := tracedDB(t, db)
 	err := tdb.TxBatch(context.Background(), func(_ context.Context, b *store.Batch) error {
 		b.InsertAudit("audit", event("fine"))
-		b.Queue("odd", "insert odd", nil, `INSERT INTO audit_event (id) VALUES ($1)`, []int{1})
+		b.Queue(store.BatchWrite{Step: "odd", What: "insert odd", SQL: `INSERT INTO audit_event (id) VALUES ($1)`}, []int{1})
 		return nil
 	})
 	var se *idem.StepError
@@ -265,7 +265,7 @@ func TestANestedBatchIsSentWhenItsFunctionReturnsAndCommitsWithTheOuterTransacti
 	// A nested batch's failing write fails the inner call with its step.
 	err = tdb.Tx(ctx, func(outer context.Context) error {
 		err := tdb.TxBatch(outer, func(_ context.Context, b *store.Batch) error {
-			b.Queue("inner", "fail", nil, `SELECT 1 / 0`)
+			b.Queue(store.BatchWrite{Step: "inner", What: "fail", SQL: `SELECT 1 / 0`})
 			return nil
 		})
 		var se *idem.StepError

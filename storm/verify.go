@@ -52,7 +52,7 @@ func readKeyState(ctx context.Context, db *store.DB, spec stormtypes.Spec) (keyS
 	if row.Found {
 		k.status, k.operation, k.createdAt, k.updatedAt = row.Status, row.Operation, row.CreatedAt, row.UpdatedAt
 	}
-	k.rows, err = db.CountKeyRows(ctx, owner, key, spec.Operation())
+	k.rows, err = db.CountKeyRows(ctx, store.KeyOperation{Owner: owner, Key: key, Operation: spec.Operation()})
 	return k, err
 }
 
@@ -103,7 +103,7 @@ func verify(ctx context.Context, db *store.DB, spec stormtypes.Spec, before keyS
 	// Only the audit events the storm's operation writes (the kernel names the operation in each
 	// one's detail): the outbox worker audits a delivery with the execution's key too, after the
 	// storm and by its own doing.
-	if v.AuditEvents, v.EarlierRows, err = db.KeyAuditSince(ctx, owner, key, spec.Operation(), since); err != nil {
+	if v.AuditEvents, v.EarlierRows, err = db.KeyAuditSince(ctx, store.KeyOperation{Owner: owner, Key: key, Operation: spec.Operation()}, since); err != nil {
 		unread(&v, "read the audit events", err)
 		return v
 	}

@@ -88,9 +88,11 @@ UPDATE feature_execution SET written_xid = '7003'::xid8;
 // execution. The script runs as one transaction, which wrote every row and reserved every key;
 // xidSQL then gives each request its own.
 var attestSQL = func() string {
-	rev := store.RevisionDigestSQL("rv.owner_id", "rv.record_id", "rv.revision", "rv.created_at", "rv.idempotency_key", "rv.written_xid::text", "rv.snapshot")
-	exec := store.ExecutionDigestSQL("e.id", "e.owner_id", "e.module_code", "e.record_id", "e.feature_id", "e.mode", "e.status", "e.record_revision",
-		"e.input", "e.output", "e.idempotency_key", "e.created_at", "e.written_xid::text")
+	rev := store.RevisionDigestSQL(store.RevisionExprs{Owner: "rv.owner_id", Record: "rv.record_id", Revision: "rv.revision", At: "rv.created_at",
+		Key: "rv.idempotency_key", XID: "rv.written_xid::text", Snapshot: "rv.snapshot"})
+	exec := store.ExecutionDigestSQL(store.ExecutionExprs{ID: "e.id", Owner: "e.owner_id", Module: "e.module_code", Record: "e.record_id",
+		Feature: "e.feature_id", Mode: "e.mode", Status: "e.status", Revision: "e.record_revision", Input: "e.input", Output: "e.output",
+		Key: "e.idempotency_key", At: "e.created_at", XID: "e.written_xid::text"})
 	return "\nUPDATE record_revision rv SET digest = " + rev + " WHERE rv.revision = 1;" +
 		"\nUPDATE record_revision rv SET digest = " + rev + " WHERE rv.revision = 2;" +
 		"\nUPDATE feature_execution e SET digest = " + exec + ";\n"

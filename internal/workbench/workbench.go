@@ -149,7 +149,7 @@ func (r reads) RecordModule(ctx context.Context, owner, id string) (string, erro
 }
 
 func (r reads) RecordOutline(ctx context.Context, owner, module, id string) (model.RecordOutline, error) {
-	o, err := r.db.RecordOutline(ctx, owner, module, id)
+	o, err := r.db.RecordOutline(ctx, store.RecordRef{Owner: owner, Module: module, ID: id})
 	return o, r.coded(err)
 }
 
@@ -159,7 +159,7 @@ func (r reads) GetRevision(ctx context.Context, owner, recordID string, revision
 }
 
 func (r reads) LatestRecord(ctx context.Context, owner, module, id string) (model.Record, error) {
-	rec, err := r.db.LatestRecord(ctx, owner, module, id)
+	rec, err := r.db.LatestRecord(ctx, store.RecordRef{Owner: owner, Module: module, ID: id})
 	return rec, r.coded(err)
 }
 
