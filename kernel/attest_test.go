@@ -16,6 +16,7 @@ import (
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/outbox"
+	"github.com/idemwork/idemwork/store"
 )
 
 // hostileTitle holds what escapes, reorders or widens in JSON and on a terminal: quotes, a
@@ -151,7 +152,7 @@ func TestAReplayOfAnEditedRevisionOrExecutionFailsClosedNamingIt(t *testing.T) {
 	ae := requireCode(t, b.replayNote("n-create", "first"), apperr.SnapshotIntegrity)
 	require.Contains(t, ae.Message, "revision 1 of record "+note.Record.ID)
 	require.Contains(t, ae.Message, "chain is broken at revision 1")
-	_, err = b.k.FindRevision(ctx, "alice", kernel.ModuleNote, note.Record.ID, 1)
+	_, err = b.k.FindRevision(ctx, store.RevisionRef{Owner: "alice", Module: kernel.ModuleNote, RecordID: note.Record.ID, Revision: 1})
 	requireCode(t, err, apperr.SnapshotIntegrity)
 
 	// The latest snapshot and the record row, changed together (record_is_latest still holds).

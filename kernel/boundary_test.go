@@ -13,6 +13,7 @@ import (
 	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/model"
+	"github.com/idemwork/idemwork/store"
 )
 
 // nested returns an object nested depth levels deep ({"a":{"a":...}}).
@@ -183,7 +184,7 @@ func TestARevisionNearTheSizeLimitStillRestoresAfterJSONBRendersIt(t *testing.T)
 	requireSameRecord(t, first.Record, again.Record)
 	_, err = b.k.RunFeature(ctx, model.FeatureInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: first.Record.ID, FeatureID: "F01", Key: "near-limit-f"})
 	require.NoError(t, err)
-	_, err = b.k.FindRevision(ctx, "alice", kernel.ModuleNote, first.Record.ID, 2)
+	_, err = b.k.FindRevision(ctx, store.RevisionRef{Owner: "alice", Module: kernel.ModuleNote, RecordID: first.Record.ID, Revision: 2})
 	require.NoError(t, err)
 }
 

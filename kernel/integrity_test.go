@@ -14,6 +14,7 @@ import (
 	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/model"
+	"github.com/idemwork/idemwork/store"
 )
 
 func TestAKeyBoundToAnotherOperationIsAScopeConflict(t *testing.T) {
@@ -184,7 +185,7 @@ func TestATamperedSnapshotFailsClosedWithSnapshotIntegrityViolation(t *testing.T
 			_, err := b.k.Create(ctx, model.CreateInput{Owner: "alice", Module: kernel.ModuleNote, Key: "snap", Title: "s", Payload: raw(map[string]any{"text": "s"})})
 			ae := requireCode(t, err, apperr.SnapshotIntegrity)
 			require.Equal(t, 500, ae.Status())
-			_, err = b.k.FindRevision(ctx, "alice", kernel.ModuleNote, rec.Record.ID, 1)
+			_, err = b.k.FindRevision(ctx, store.RevisionRef{Owner: "alice", Module: kernel.ModuleNote, RecordID: rec.Record.ID, Revision: 1})
 			requireCode(t, err, apperr.SnapshotIntegrity)
 		})
 	}

@@ -300,7 +300,7 @@ func (k *Kernel) restoreReviewByID(ctx context.Context, owner, module string, re
 	} else if pre.isOffline() {
 		return ReviewResult{}, errNeedsRead
 	} else {
-		r, err := k.db.FindReview(ctx, owner, ref.RecordID, ref.ReviewID)
+		r, err := k.db.FindReview(ctx, store.ReviewRef{Owner: owner, RecordID: ref.RecordID, ID: ref.ReviewID})
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return ReviewResult{}, err
 		}
@@ -428,7 +428,7 @@ func (k *Kernel) readRevision(ctx context.Context, pre *prefetched, owner, modul
 	if pre.isOffline() {
 		return revisionRead{}, errNeedsRead
 	}
-	row, err := k.db.FindRevision(ctx, owner, module, recordID, revision)
+	row, err := k.db.FindRevision(ctx, store.RevisionRef{Owner: owner, Module: module, RecordID: recordID, Revision: revision})
 	if errors.Is(err, store.ErrNotFound) {
 		return revisionRead{}, nil
 	}
@@ -450,7 +450,7 @@ func (k *Kernel) readExecution(ctx context.Context, pre *prefetched, owner, modu
 	if pre.isOffline() {
 		return executionRead{}, errNeedsRead
 	}
-	e, a, err := k.db.FindExecutionAttested(ctx, owner, module, recordID, id)
+	e, a, err := k.db.FindExecutionAttested(ctx, store.ExecutionRef{Owner: owner, Module: module, RecordID: recordID, ID: id})
 	if errors.Is(err, store.ErrNotFound) {
 		return executionRead{}, nil
 	}
@@ -476,21 +476,21 @@ func checkRevision(rev revisionRead, owner, module, recordID string, revision in
 	return checkAttestedSnapshot(*rev.row, owner, module, recordID, revision)
 }
 
-// FindRevision reads revision of a record of owner and module and checks its integrity (SPEC
+// FindRevision reads the revision ref names and checks its integrity (SPEC
 // §6): the row matches the query, the snapshot matches the row and its parent, and the payload
 // passes the JSON boundary. Any mismatch fails closed with SNAPSHOT_INTEGRITY_VIOLATION.
 //
 // The revision must also be the one its digest chain says was written (issue 22): a snapshot,
 // key or time changed after the write fails closed too, naming the revision.
-func (k *Kernel) FindRevision(ctx context.Context, owner, module, recordID string, revision int) (model.Record, error) {
-	row, err := k.db.FindRevision(ctx, owner, module, recordID, revision)
+func (k *Kernel) FindRevision(ctx context.Context, ref store.RevisionRef) (model.Record, error) {
+	row, err := k.db.FindRevision(ctx, ref)
 	if errors.Is(err, store.ErrNotFound) {
-		return model.Record{}, apperr.New(apperr.RecordNotFound, "record %s has no revision %d for owner %s in module %s", recordID, revision, owner, module)
+		return model.Record{}, apperr.New(apperr.RecordNotFound, "record %s has no revision %d for owner %s in module %s", ref.RecordID, ref.Revision, ref.Owner, ref.Module)
 	}
 	if err != nil {
 		return model.Record{}, err
 	}
-	return checkAttestedSnapshot(row, owner, module, recordID, revision)
+	return checkAttestedSnapshot(row, ref.Owner, ref.Module, ref.RecordID, ref.Revision)
 }
 
 // checkAttestedSnapshot is checkSnapshot, then the revision's digest chain.

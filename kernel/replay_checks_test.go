@@ -12,6 +12,7 @@ import (
 	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/model"
+	"github.com/idemwork/idemwork/store"
 )
 
 // replayNote replays the create of key with the same body createNote used.
@@ -32,7 +33,7 @@ func TestAStoredSnapshotPayloadOverTheSizeLimitFailsClosed(t *testing.T) {
 
 	ae := requireCode(t, b.replayNote("big", "b"), apperr.SnapshotIntegrity)
 	require.Contains(t, ae.Message, "exceeds")
-	_, err := b.k.FindRevision(ctx, "alice", kernel.ModuleNote, rec.Record.ID, 1)
+	_, err := b.k.FindRevision(ctx, store.RevisionRef{Owner: "alice", Module: kernel.ModuleNote, RecordID: rec.Record.ID, Revision: 1})
 	requireCode(t, err, apperr.SnapshotIntegrity)
 	_, _, _, err = b.k.RestoreKey(ctx, "alice", "b", nil, model.OpCreate(kernel.ModuleNote), []byte(fmt.Sprintf(
 		`{"schemaVersion":1,"policy":%q,"result":{"recordId":%q,"revision":1}}`, kernel.PolicyRecordSnapshot, rec.Record.ID)))

@@ -162,15 +162,22 @@ const executionAttestColumns = `e.written_xid::text, e.digest,
 
 func (a *Attestation) dest(d []any) []any { return append(d, &a.XID, &a.Digest, &a.Prev) }
 
-// FindRevision reads one revision of a record of owner and module (joined to the parent, so
-// another module's record is not found), with its attestation.
-func (db *DB) FindRevision(ctx context.Context, owner, module, recordID string, revision int) (RevisionWithParent, error) {
+// RevisionRef names one revision: its owner, its record's module and id, and its number. Named
+// fields, not three positional strings a caller could swap without the compiler noticing.
+type RevisionRef struct {
+	Owner, Module, RecordID string
+	Revision                int
+}
+
+// FindRevision reads the revision ref names (joined to the parent, so another module's record is
+// not found), with its attestation.
+func (db *DB) FindRevision(ctx context.Context, ref RevisionRef) (RevisionWithParent, error) {
 	var r RevisionWithParent
 	err := db.Q(ctx).QueryRow(ctx, `SELECT rv.owner_id, rv.record_id, rv.revision, rv.snapshot, rv.idempotency_key, rv.created_at,
 			p.owner_id, p.id, p.module_code, `+revisionAttestColumns+`
 		FROM record_revision rv JOIN record p ON p.owner_id = rv.owner_id AND p.id = rv.record_id
 		WHERE rv.owner_id = $1 AND rv.record_id = $2 AND rv.revision = $3 AND p.module_code = $4`,
-		owner, recordID, revision, module).
+		ref.Owner, ref.RecordID, ref.Revision, ref.Module).
 		Scan(r.Attest.dest([]any{&r.OwnerID, &r.RecordID, &r.Revision.Revision, &r.Snapshot, &r.IdempotencyKey, &r.CreatedAt, &r.ParentOwner, &r.ParentID, &r.ParentModule})...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, ErrNotFound
@@ -206,11 +213,11 @@ func (db *DB) FindExecution(ctx context.Context, ref ExecutionRef) (model.Execut
 }
 
 // FindExecutionAttested is FindExecution with the execution's attestation.
-func (db *DB) FindExecutionAttested(ctx context.Context, owner, module, recordID, id string) (model.Execution, Attestation, error) {
+func (db *DB) FindExecutionAttested(ctx context.Context, ref ExecutionRef) (model.Execution, Attestation, error) {
 	var e model.Execution
 	var a Attestation
 	err := db.Q(ctx).QueryRow(ctx, `SELECT `+prefixed("e.", executionColumns)+`, `+executionAttestColumns+` FROM feature_execution e
-		WHERE e.owner_id = $1 AND e.module_code = $2 AND e.record_id = $3 AND e.id = $4`, owner, module, recordID, id).
+		WHERE e.owner_id = $1 AND e.module_code = $2 AND e.record_id = $3 AND e.id = $4`, ref.Owner, ref.Module, ref.RecordID, ref.ID).
 		Scan(a.dest([]any{&e.ID, &e.OwnerID, &e.ModuleCode, &e.RecordID, &e.FeatureID, &e.Mode, &e.Status, &e.RecordRevision,
 			&e.Input, &e.Output, &e.IdempotencyKey, &e.CreatedAt, &e.UpdatedAt})...)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -222,11 +229,16 @@ func (db *DB) FindExecutionAttested(ctx context.Context, owner, module, recordID
 	return e, a, nil
 }
 
-// FindReview reads one review of owner by record and id.
-func (db *DB) FindReview(ctx context.Context, owner, recordID, id string) (model.Review, error) {
+// ReviewRef names one review: its owner, its record's id and its own id.
+type ReviewRef struct {
+	Owner, RecordID, ID string
+}
+
+// FindReview reads the review ref names.
+func (db *DB) FindReview(ctx context.Context, ref ReviewRef) (model.Review, error) {
 	var r model.Review
 	err := db.Q(ctx).QueryRow(ctx, `SELECT id, owner_id, module_code, record_id, record_revision, verdict, comment, idempotency_key, created_at
-		FROM commitment_review WHERE owner_id = $1 AND record_id = $2 AND id = $3`, owner, recordID, id).
+		FROM commitment_review WHERE owner_id = $1 AND record_id = $2 AND id = $3`, ref.Owner, ref.RecordID, ref.ID).
 		Scan(&r.ID, &r.OwnerID, &r.ModuleCode, &r.RecordID, &r.RecordRevision, &r.Verdict, &r.Comment, &r.IdempotencyKey, &r.CreatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, ErrNotFound
