@@ -107,18 +107,18 @@ func TestTheBlockedExternalWalkThroughsClaimsHoldOnTheRows(t *testing.T) {
 	require.Equal(t, []string{"blocked_external", "BLOCKED"}, []string{mode, status}, "a direct_external feature fails closed to BLOCKED")
 	require.Equal(t, 1, b.currentRevision(t, "alice", create.Record.ID), "the record keeps its pre-request revision")
 	require.Equal(t, []string{"FEATURE_F02_BLOCKED"}, b.auditOf(t, d.PublishKey()))
-	require.Zero(t, b.count(t, `SELECT count(*) FROM outbox_message`), "nothing is queued for a provider")
+	require.Zero(t, b.Count(t, `SELECT count(*) FROM outbox_message`), "nothing is queued for a provider")
 	require.Equal(t, "BLOCKED (outcome EXECUTED)", publish.Result, "a BLOCKED run says BLOCKED")
 	require.Contains(t, publish.Notes[0], "BLOCKED (outcome EXECUTED)")
 
-	before := b.counts(t)
+	before := b.Counts(t)
 	replay, err := d.Next(ctx)
 	require.NoError(t, err)
 	requireChecksHold(t, replay)
 	require.Equal(t, idemtype.Replayed, replay.Outcome)
 	require.Equal(t, e.ID, replay.Execution.ID)
 	require.Equal(t, "BLOCKED (outcome REPLAYED)", replay.Result)
-	require.Equal(t, before, b.counts(t), "the replay wrote nothing")
+	require.Equal(t, before, b.Counts(t), "the replay wrote nothing")
 	require.True(t, d.Done())
 	_, err = d.Next(ctx)
 	require.Error(t, err)
@@ -134,7 +134,7 @@ func TestABlockedWalkThroughReportsAClaimTheRowsDoNotBearOut(t *testing.T) {
 		require.NoError(t, err)
 	}
 	// Someone turns the fail-closed fact into a success behind the demo's back.
-	b.exec(t, `UPDATE feature_execution SET status = 'SUCCEEDED' WHERE idempotency_key = 'demo-tampered:publish'`)
+	b.Exec(t, `UPDATE feature_execution SET status = 'SUCCEEDED' WHERE idempotency_key = 'demo-tampered:publish'`)
 	replay, err := d.Next(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 2, replay.Failed(), "the execution no longer matches its digest: the replay fails closed, and the checks say so: %+v", replay.Checks)
@@ -150,7 +150,7 @@ func TestTheOutboxWalkThroughsClaimsHoldOnTheRows(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
 	// Another owner's message is due all along: the demo's worker must never touch it.
-	bobs := b.createCommitment(t, "bob", "bob-c")
+	bobs := b.CreateCommitment(t, "bob", "bob-c")
 	bobRun, err := b.k.RunFeature(ctx, model.FeatureInput{Owner: "bob", Module: kernel.ModuleCommitment, RecordID: bobs.Record.ID, FeatureID: "F02", Key: "bob-n"})
 	require.NoError(t, err)
 
@@ -169,8 +169,8 @@ func TestTheOutboxWalkThroughsClaimsHoldOnTheRows(t *testing.T) {
 	rec := next()
 	require.Equal(t, idemtype.Executed, rec.Outcome)
 	require.Empty(t, d.Reused(), "a first run reuses nothing")
-	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM record WHERE owner_id = 'alice' AND module_code = 'COMMITMENT'`))
-	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM idempotency_record WHERE idempotency_key = 'demo-test:record' AND status = 'SUCCEEDED'`))
+	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM record WHERE owner_id = 'alice' AND module_code = 'COMMITMENT'`))
+	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM idempotency_record WHERE idempotency_key = 'demo-test:record' AND status = 'SUCCEEDED'`))
 
 	// 2. PENDING execution + outbox message, in the request's transaction.
 	queued := next()
@@ -187,11 +187,11 @@ func TestTheOutboxWalkThroughsClaimsHoldOnTheRows(t *testing.T) {
 	require.Zero(t, p.Calls(e1), "no provider call inside the transaction")
 
 	// 3. The replay writes nothing.
-	before, xmins := b.counts(t), b.writers(t, d.NotifyKey(1))
+	before, xmins := b.Counts(t), b.writers(t, d.NotifyKey(1))
 	replay := next()
 	require.Equal(t, idemtype.Replayed, replay.Outcome)
 	require.Equal(t, e1, replay.Execution.ID)
-	require.Equal(t, before, b.counts(t))
+	require.Equal(t, before, b.Counts(t))
 	require.Equal(t, xmins, b.writers(t, d.NotifyKey(1)))
 
 	// 4. Delivered with the message's idempotency id, settled in a transaction of its own.
@@ -263,7 +263,7 @@ func TestTheOutboxWalkThroughsClaimsHoldOnTheRows(t *testing.T) {
 	require.Equal(t, idemtype.Replayed, last.Outcome)
 	require.Equal(t, e1, last.Execution.ID)
 	require.Equal(t, "DELIVERED (outcome REPLAYED)", last.Result)
-	require.Zero(t, b.count(t, `SELECT count(*) FROM outbox_message WHERE owner_id = 'alice' AND status = 'PENDING'`))
+	require.Zero(t, b.Count(t, `SELECT count(*) FROM outbox_message WHERE owner_id = 'alice' AND status = 'PENDING'`))
 	require.Equal(t, 1, b.currentRevision(t, "alice", rec.Record.ID), "the outbox never wrote the record")
 	require.Greater(t, d.ClockMoved(), 30*time.Second, "the clock moved past the lease and the backoffs")
 
@@ -294,8 +294,8 @@ func TestASecondOutboxWalkThroughReusesTheRecordAndSaysSo(t *testing.T) {
 	require.Equal(t, second[0].Reused, reused[0])
 	require.Equal(t, idemtype.Replayed, second[0].Outcome)
 	require.Equal(t, first[0].Record.ID, second[0].Record.ID)
-	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM record WHERE module_code = 'COMMITMENT'`), "one record for both runs")
-	require.Equal(t, 6, b.count(t, `SELECT count(*) FROM feature_execution`), "each run notifies anew")
+	require.Equal(t, 1, b.Count(t, `SELECT count(*) FROM record WHERE module_code = 'COMMITMENT'`), "one record for both runs")
+	require.Equal(t, 6, b.Count(t, `SELECT count(*) FROM feature_execution`), "each run notifies anew")
 	require.NotEqual(t, first[1].Execution.ID, second[1].Execution.ID)
 }
 
@@ -368,7 +368,7 @@ func TestTheComparisonSetsBothModesSideBySideFromTheirRows(t *testing.T) {
 	require.Contains(t, c.Blocked.Replay, "still BLOCKED")
 
 	// The text follows the rows, not a script: a tampered execution shows as it is.
-	b.exec(t, `UPDATE outbox_message SET attempts = 4 WHERE owner_id = 'alice' AND execution_id = $1`, queued.Execution.ID)
+	b.Exec(t, `UPDATE outbox_message SET attempts = 4 WHERE owner_id = 'alice' AND execution_id = $1`, queued.Execution.ID)
 	c, err = demo.CompareModes(ctx, b.k, "alice", blocked.PublishKey(), d.NotifyKey(1))
 	require.NoError(t, err)
 	require.Contains(t, c.Outbox.Provider, "after 4 attempt(s)")

@@ -30,7 +30,7 @@ func TestInspectingASucceededKeyShowsTheExactReplayAndItsOneLife(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	c := b.createNote(t, "alice", "s-1", "first")
+	c := b.CreateNote(t, "alice", "s-1", "first")
 	title := "second"
 	_, err := b.k.Patch(ctx, model.PatchInput{Owner: "alice", Module: kernel.ModuleNote, RecordID: c.Record.ID, ExpectRevision: 1, Title: &title})
 	require.NoError(t, err)
@@ -56,7 +56,7 @@ func TestInspectingACommittedProcessingLeftoverSaysWhatTheNextRequestGets(t *tes
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	b.exec(t, `INSERT INTO idempotency_record (owner_id, idempotency_key, operation, fingerprint, status, response, created_at, expires_at, updated_at)
+	b.Exec(t, `INSERT INTO idempotency_record (owner_id, idempotency_key, operation, fingerprint, status, response, created_at, expires_at, updated_at)
 		VALUES ('alice', 'stuck', 'NOTE:record:create', repeat('a', 64), 'PROCESSING', NULL, now(), now() + interval '2 hours', now())`)
 
 	v, err := inspect.Key(ctx, b.k, "alice", "stuck")
@@ -81,7 +81,7 @@ func TestInspectingAnExpiredKeySaysItRunsAgain(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	b.createNote(t, "alice", "old-1", "first")
+	b.CreateNote(t, "alice", "old-1", "first")
 	b.clock.Advance(25 * time.Hour)
 	v, err := inspect.Key(ctx, b.k, "alice", "old-1")
 	require.NoError(t, err)
@@ -120,8 +120,8 @@ func TestInspectingATamperedKeyShowsTheCodedErrorBesideTheStoredEnvelope(t *test
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	c := b.createNote(t, "alice", "t-env", "first")
-	b.exec(t, `UPDATE idempotency_record SET response = response || '{"title": "smuggled"}' WHERE idempotency_key = 't-env'`)
+	c := b.CreateNote(t, "alice", "t-env", "first")
+	b.Exec(t, `UPDATE idempotency_record SET response = response || '{"title": "smuggled"}' WHERE idempotency_key = 't-env'`)
 	v, err := inspect.Key(ctx, b.k, "alice", "t-env")
 	require.NoError(t, err, "the key is shown, the restore fails closed")
 	require.Equal(t, model.KeyFailsClosed, v.State)
@@ -134,8 +134,8 @@ func TestInspectingATamperedKeyShowsTheCodedErrorBesideTheStoredEnvelope(t *test
 	require.Equal(t, c.Record.ID, v.Latest.Record.ID, "the record the envelope names is still found")
 
 	// A tampered revision behind an intact envelope fails closed too.
-	d := b.createNote(t, "alice", "t-rev", "first")
-	b.exec(t, `UPDATE record_revision SET snapshot = jsonb_set(snapshot, '{ownerId}', '"mallory"') WHERE record_id = $1`, d.Record.ID)
+	d := b.CreateNote(t, "alice", "t-rev", "first")
+	b.Exec(t, `UPDATE record_revision SET snapshot = jsonb_set(snapshot, '{ownerId}', '"mallory"') WHERE record_id = $1`, d.Record.ID)
 	v, err = inspect.Key(ctx, b.k, "alice", "t-rev")
 	require.NoError(t, err)
 	require.Equal(t, model.KeyFailsClosed, v.State)
@@ -148,9 +148,9 @@ func TestAKeysEarlierLifeIsListedApartFromItsCurrentOne(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	first := b.createNote(t, "alice", "twice", "same")
+	first := b.CreateNote(t, "alice", "twice", "same")
 	b.clock.Advance(25 * time.Hour) // the key expires
-	second := b.createNote(t, "alice", "twice", "same")
+	second := b.CreateNote(t, "alice", "twice", "same")
 	require.NotEqual(t, first.Record.ID, second.Record.ID, "the expired key executed again")
 
 	v, err := inspect.Key(ctx, b.k, "alice", "twice")
@@ -178,9 +178,9 @@ func TestAKeysEarlierLifeIsListedApartFromItsCurrentOne(t *testing.T) {
 	}
 
 	// The same split by time when the envelope cannot be read: a PROCESSING row reserved later.
-	b.exec(t, `UPDATE idempotency_record SET status = 'PROCESSING', response = NULL WHERE idempotency_key = 'twice'`)
-	b.exec(t, `DELETE FROM audit_event WHERE record_id = $1`, second.Record.ID)
-	b.exec(t, `DELETE FROM record_revision WHERE record_id = $1`, second.Record.ID)
+	b.Exec(t, `UPDATE idempotency_record SET status = 'PROCESSING', response = NULL WHERE idempotency_key = 'twice'`)
+	b.Exec(t, `DELETE FROM audit_event WHERE record_id = $1`, second.Record.ID)
+	b.Exec(t, `DELETE FROM record_revision WHERE record_id = $1`, second.Record.ID)
 	v, err = inspect.Key(ctx, b.k, "alice", "twice")
 	require.NoError(t, err)
 	require.Equal(t, model.KeyProcessing, v.State)
@@ -193,7 +193,7 @@ func TestInspectingAFeatureKeyGroupsItsExecution(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	m := b.createMem(t, "alice", "", "draft")
+	m := b.CreateMem(t, "alice", "", "draft")
 	_, err := b.k.RunFeature(ctx, model.FeatureInput{Owner: "alice", Module: kernel.ModuleMem, RecordID: m.Record.ID, FeatureID: "F02", Key: "pub"})
 	require.NoError(t, err)
 	v, err := inspect.Key(ctx, b.k, "alice", "pub")
@@ -213,9 +213,9 @@ func TestTheKeyVerdictIsReadFromTheRows(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	other := b.createNote(t, "alice", "k7", "other")
-	b.createNote(t, "alice", "h-tamper2", "mine")
-	b.exec(t, `UPDATE idempotency_record SET response = jsonb_set(response, '{result,recordId}', to_jsonb($1::text)) WHERE idempotency_key = 'h-tamper2'`, other.Record.ID)
+	other := b.CreateNote(t, "alice", "k7", "other")
+	b.CreateNote(t, "alice", "h-tamper2", "mine")
+	b.Exec(t, `UPDATE idempotency_record SET response = jsonb_set(response, '{result,recordId}', to_jsonb($1::text)) WHERE idempotency_key = 'h-tamper2'`, other.Record.ID)
 	v, err := inspect.Key(ctx, b.k, "alice", "h-tamper2")
 	require.NoError(t, err)
 	require.Equal(t, model.VerdictTampered, v.VerdictKind)
@@ -225,10 +225,10 @@ func TestTheKeyVerdictIsReadFromTheRows(t *testing.T) {
 	require.Equal(t, "current", v.Lives[0].Kind)
 	require.Equal(t, 500, v.Replay.Status)
 
-	twice := b.createNote(t, "alice", "twice", "same")
+	twice := b.CreateNote(t, "alice", "twice", "same")
 	b.clock.Advance(time.Hour)
-	b.exec(t, `DELETE FROM idempotency_record WHERE idempotency_key = 'twice'`) // by hand, long before it expired
-	again := b.createNote(t, "alice", "twice", "same")
+	b.Exec(t, `DELETE FROM idempotency_record WHERE idempotency_key = 'twice'`) // by hand, long before it expired
+	again := b.CreateNote(t, "alice", "twice", "same")
 	require.NotEqual(t, twice.Record.ID, again.Record.ID, "with its row gone, the key ran again")
 	v, err = inspect.Key(ctx, b.k, "alice", "twice")
 	require.NoError(t, err)

@@ -3,7 +3,6 @@ package kernel_test
 import (
 	"context"
 	"encoding/hex"
-	"strings"
 	"testing"
 	"time"
 
@@ -13,57 +12,17 @@ import (
 	"github.com/idemwork/idemwork/attest"
 	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/inspect"
+	"github.com/idemwork/idemwork/internal/kerneltest"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/model"
-	"github.com/idemwork/idemwork/outbox"
 	"github.com/idemwork/idemwork/store"
 )
 
-// hostileTitle holds what escapes, reorders or widens in JSON and on a terminal: quotes, a
-// backslash, a line separator, astral and combining characters.
-const hostileTitle = `"quoted" \ back\slash · 𝄞 e` + "\u0301" + " \u2028 end"
-
-// writeEveryKindOfRow writes, through the kernel, a row of every kind a request writes: creates
-// (hostile text, a 60 KB payload, no key), patches, internal features (a revision and an
-// execution), a blocked feature, outbox features delivered and failed, and a review.
+// writeEveryKindOfRow writes, through this test's kernel, a row of every kind a request writes
+// (kerneltest.Bundle.WriteEveryKindOfRow, which verify's tests write too).
 func (b *testBundle) writeEveryKindOfRow(t *testing.T, owner string) {
 	t.Helper()
-	ctx := context.Background()
-	note, err := b.k.Create(ctx, model.CreateInput{Owner: owner, Module: kernel.ModuleNote, Key: "a-create", Title: hostileTitle,
-		Summary: str("line one\nline\ttwo"), Payload: raw(map[string]any{"n": 1.50, "nested": map[string]any{"z": []any{true, nil, "é"}}, "big": strings.Repeat("x", 60_000)})})
-	require.NoError(t, err)
-	for i := 1; i <= 3; i++ {
-		_, err := b.k.Patch(ctx, model.PatchInput{Owner: owner, Module: kernel.ModuleNote, RecordID: note.Record.ID, ExpectRevision: i,
-			Key: "a-patch-" + string(rune('0'+i)), Title: str(hostileTitle + " v" + string(rune('0'+i)))})
-		require.NoError(t, err)
-	}
-	_, err = b.k.RunFeature(ctx, model.FeatureInput{Owner: owner, Module: kernel.ModuleNote, RecordID: note.Record.ID, FeatureID: "F01", Key: "a-archive"})
-	require.NoError(t, err)
-	unkeyed, err := b.k.Create(ctx, model.CreateInput{Owner: owner, Module: kernel.ModuleNote, Title: "no key", Payload: raw(map[string]any{})})
-	require.NoError(t, err)
-	_, err = b.k.Patch(ctx, model.PatchInput{Owner: owner, Module: kernel.ModuleNote, RecordID: unkeyed.Record.ID, ExpectRevision: 1, Title: str("still none")})
-	require.NoError(t, err)
-	mem := b.createMem(t, owner, "a-mem", "  some   spaced \u00a0 text ")
-	for _, f := range []string{"F01", "F02"} {
-		_, err := b.k.RunFeature(ctx, model.FeatureInput{Owner: owner, Module: kernel.ModuleMem, RecordID: mem.Record.ID, FeatureID: f, Key: "a-mem-" + f})
-		require.NoError(t, err)
-	}
-	p := outbox.NewMemoryProvider()
-	w := outbox.NewWorker(b.db.DB, outbox.Options{Providers: map[string]outbox.Provider{"notifier": p}, Clock: b.clock, MaxAttempts: 1})
-	for i, fail := range []bool{false, true, false} {
-		c := b.createCommitment(t, owner, "a-commit-"+string(rune('a'+i)))
-		_, err = b.k.RunFeature(ctx, model.FeatureInput{Owner: owner, Module: kernel.ModuleCommitment, RecordID: c.Record.ID, FeatureID: "F02", Key: "a-notify-" + string(rune('a'+i))})
-		require.NoError(t, err)
-		if fail {
-			p.FailNext(1)
-		}
-		if i < 2 { // the last one stays PENDING
-			_, err := w.RunOnce(ctx, 10)
-			require.NoError(t, err)
-		}
-	}
-	_, err = b.k.CreateReview(ctx, kernel.ReviewInput{Owner: owner, RecordID: b.createCommitment(t, owner, "").Record.ID, Key: "a-review", Verdict: "kept", Comment: "fine"})
-	require.NoError(t, err)
+	(&kerneltest.Bundle{DB: b.db, Clock: b.clock, K: b.k}).WriteEveryKindOfRow(t, owner)
 }
 
 // The digest the kernel's INSERT computes on the server is the one package attest computes in

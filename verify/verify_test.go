@@ -26,10 +26,10 @@ func (b *testBundle) realisticHistory(t *testing.T) {
 	ctx := context.Background()
 	_, err := demo.Seed(ctx, b.k)
 	require.NoError(t, err)
-	note := b.createNote(t, "carol", "c-note", "carol's")
+	note := b.CreateNote(t, "carol", "c-note", "carol's")
 	_, err = b.k.RunFeature(ctx, model.FeatureInput{Owner: "carol", Module: kernel.ModuleNote, RecordID: note.Record.ID, FeatureID: "F01", Key: "c-archive"})
 	require.NoError(t, err)
-	mem := b.createMem(t, "carol", "c-mem", "  private   words that must not leak ")
+	mem := b.CreateMem(t, "carol", "c-mem", "  private   words that must not leak ")
 	for _, f := range []string{"F01", "F02"} {
 		_, err = b.k.RunFeature(ctx, model.FeatureInput{Owner: "carol", Module: kernel.ModuleMem, RecordID: mem.Record.ID, FeatureID: f, Key: "c-mem-" + f})
 		require.NoError(t, err)
@@ -39,7 +39,7 @@ func (b *testBundle) realisticHistory(t *testing.T) {
 	_, err = w.RunOnce(ctx, 100) // the demo's notification
 	require.NoError(t, err)
 	for i, fail := range []bool{false, true} {
-		c := b.createCommitment(t, "carol", "c-commit-"+string(rune('a'+i)))
+		c := b.CreateCommitment(t, "carol", "c-commit-"+string(rune('a'+i)))
 		_, err = b.k.RunFeature(ctx, model.FeatureInput{Owner: "carol", Module: kernel.ModuleCommitment, RecordID: c.Record.ID, FeatureID: "F02", Key: "c-notify-" + string(rune('a'+i))})
 		require.NoError(t, err)
 		if fail {
@@ -49,7 +49,7 @@ func (b *testBundle) realisticHistory(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, 1, rep.Claimed)
 	}
-	_, err = b.k.CreateReview(ctx, kernel.ReviewInput{Owner: "carol", RecordID: b.createCommitment(t, "carol", "").Record.ID, Key: "c-review", Verdict: "kept", Comment: "fine"})
+	_, err = b.k.CreateReview(ctx, kernel.ReviewInput{Owner: "carol", RecordID: b.CreateCommitment(t, "carol", "").Record.ID, Key: "c-review", Verdict: "kept", Comment: "fine"})
 	require.NoError(t, err)
 }
 
@@ -62,7 +62,7 @@ func TestVerifyFindsNothingWrongWithWhatTheKernelWrites(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
 	b.realisticHistory(t)
-	b.writeEveryKindOfRow(t, "dave")
+	b.WriteEveryKindOfRow(t, "dave")
 	for i, in := range []model.CreateInput{
 		{Owner: "carol", Module: kernel.ModuleNote, Key: "paste-dsn", Title: "dsn", Payload: raw(map[string]any{"url": "postgres://user:pass@db.example/app"})},
 		{Owner: "carol", Module: kernel.ModuleNote, Key: "paste-bearer", Title: "header", Summary: str("Authorization: Bearer abcdef123456")},
@@ -128,12 +128,12 @@ func TestVerifyFindsEveryKindOfPlantedViolation(t *testing.T) {
 	want := map[string][]string{}
 
 	// An envelope that no longer restores: it points at a revision that never existed.
-	b.createNote(t, "v-env", "env-key", "e")
-	b.exec(t, `UPDATE idempotency_record SET response = jsonb_set(response, '{result,revision}', '7') WHERE owner_id = 'v-env'`)
+	b.CreateNote(t, "v-env", "env-key", "e")
+	b.Exec(t, `UPDATE idempotency_record SET response = jsonb_set(response, '{result,revision}', '7') WHERE owner_id = 'v-env'`)
 	want["v-env"] = []string{verify.InvEnvelopeRestores}
 
 	// A committed PROCESSING row past its expiry.
-	b.exec(t, `INSERT INTO idempotency_record (owner_id, idempotency_key, operation, fingerprint, status, created_at, expires_at, updated_at)
+	b.Exec(t, `INSERT INTO idempotency_record (owner_id, idempotency_key, operation, fingerprint, status, created_at, expires_at, updated_at)
 		VALUES ('v-proc', 'stuck', 'NOTE:record:create', 'fp', 'PROCESSING', now() - interval '2 days', now() - interval '1 day', now() - interval '2 days')`)
 	want["v-proc"] = []string{verify.InvProcessingPastExpiry}
 
@@ -141,29 +141,29 @@ func TestVerifyFindsEveryKindOfPlantedViolation(t *testing.T) {
 	dense := create(noKey("v-dense"))
 	_, err := b.k.Patch(ctx, model.PatchInput{Owner: "v-dense", Module: kernel.ModuleNote, RecordID: dense, ExpectRevision: 1, Title: str("t2")})
 	require.NoError(t, err)
-	b.exec(t, `UPDATE record SET revision = 3 WHERE id = $1`, dense)
+	b.Exec(t, `UPDATE record SET revision = 3 WHERE id = $1`, dense)
 	want["v-dense"] = []string{verify.InvRecordIsLatest, verify.InvRevisionsDense}
 
 	// The record row changed behind its revisions' back.
 	latest := create(noKey("v-latest"))
-	b.exec(t, `UPDATE record SET title = 'edited in place' WHERE id = $1`, latest)
+	b.Exec(t, `UPDATE record SET title = 'edited in place' WHERE id = $1`, latest)
 	want["v-latest"] = []string{verify.InvRecordIsLatest}
 
 	// A snapshot claiming another owner (its key's envelope then fails to restore too, and the
 	// revision no longer matches its digest).
-	snap := b.createNote(t, "v-snap", "snap-key", "s")
-	b.exec(t, `UPDATE record_revision SET snapshot = jsonb_set(snapshot, '{ownerId}', '"mallory"') WHERE record_id = $1`, snap.Record.ID)
+	snap := b.CreateNote(t, "v-snap", "snap-key", "s")
+	b.Exec(t, `UPDATE record_revision SET snapshot = jsonb_set(snapshot, '{ownerId}', '"mallory"') WHERE record_id = $1`, snap.Record.ID)
 	want["v-snap"] = []string{verify.InvEnvelopeRestores, verify.InvRevisionChain, verify.InvSnapshotConsistent}
 
 	// Control characters planted in a title and a summary, in the row and its snapshot alike (so
 	// the row is still its latest revision): writes refuse them, Verify names them. A summary's
 	// newline and tab, which writes allow, are not flagged.
 	ctrl := create(noKey("v-ctrl"))
-	b.exec(t, `UPDATE record SET title = E'a\x1b[2Jb' WHERE id = $1`, ctrl)
-	b.exec(t, `UPDATE record_revision SET snapshot = jsonb_set(snapshot, '{title}', to_jsonb(E'a\x1b[2Jb'::text)) WHERE record_id = $1`, ctrl)
+	b.Exec(t, `UPDATE record SET title = E'a\x1b[2Jb' WHERE id = $1`, ctrl)
+	b.Exec(t, `UPDATE record_revision SET snapshot = jsonb_set(snapshot, '{title}', to_jsonb(E'a\x1b[2Jb'::text)) WHERE record_id = $1`, ctrl)
 	bell := create(noKey("v-ctrl"))
-	b.exec(t, `UPDATE record SET summary = E'ring\x07' WHERE id = $1`, bell)
-	b.exec(t, `UPDATE record_revision SET snapshot = jsonb_set(snapshot, '{summary}', to_jsonb(E'ring\x07'::text)) WHERE record_id = $1`, bell)
+	b.Exec(t, `UPDATE record SET summary = E'ring\x07' WHERE id = $1`, bell)
+	b.Exec(t, `UPDATE record_revision SET snapshot = jsonb_set(snapshot, '{summary}', to_jsonb(E'ring\x07'::text)) WHERE record_id = $1`, bell)
 	create(model.CreateInput{Owner: "v-ctrl", Module: kernel.ModuleNote, Title: "lines", Summary: str("one\ntwo\tthree"), Payload: raw(map[string]any{})})
 	want["v-ctrl"] = []string{verify.InvRevisionChain, verify.InvTextPrintable}
 
@@ -171,7 +171,7 @@ func TestVerifyFindsEveryKindOfPlantedViolation(t *testing.T) {
 	ra := create(noKey("v-revaudit"))
 	_, err = b.k.Patch(ctx, model.PatchInput{Owner: "v-revaudit", Module: kernel.ModuleNote, RecordID: ra, ExpectRevision: 1, Title: str("t2")})
 	require.NoError(t, err)
-	b.exec(t, `DELETE FROM audit_event WHERE owner_id = 'v-revaudit' AND action = 'RECORD_PATCHED'`)
+	b.Exec(t, `DELETE FROM audit_event WHERE owner_id = 'v-revaudit' AND action = 'RECORD_PATCHED'`)
 	want["v-revaudit"] = []string{verify.InvRevisionAudited}
 
 	// An execution without its record (foreign keys bypassed, as a restore or a bad import can).
@@ -185,19 +185,19 @@ func TestVerifyFindsEveryKindOfPlantedViolation(t *testing.T) {
 	// An execution recorded at a revision its record does not have.
 	er := memOf("v-execrev")
 	erx := feature("v-execrev", kernel.ModuleMem, er, "F02")
-	b.exec(t, `UPDATE feature_execution SET record_revision = 9 WHERE id = $1`, erx)
+	b.Exec(t, `UPDATE feature_execution SET record_revision = 9 WHERE id = $1`, erx)
 	want["v-execrev"] = []string{verify.InvExecutionAttested, verify.InvExecutionHasRecord}
 
 	// An execution whose audit event is gone.
 	ea := memOf("v-execaudit")
 	eax := feature("v-execaudit", kernel.ModuleMem, ea, "F02")
-	b.exec(t, `DELETE FROM audit_event WHERE execution_id = $1`, eax)
+	b.Exec(t, `DELETE FROM audit_event WHERE execution_id = $1`, eax)
 	want["v-execaudit"] = []string{verify.InvExecutionAudited}
 
 	// A message DELIVERED while its execution is still PENDING.
 	ob := commitmentOf("v-outbox")
 	obx := feature("v-outbox", kernel.ModuleCommitment, ob, "F02")
-	b.exec(t, `UPDATE outbox_message SET status = 'DELIVERED' WHERE execution_id = $1`, obx)
+	b.Exec(t, `UPDATE outbox_message SET status = 'DELIVERED' WHERE execution_id = $1`, obx)
 	want["v-outbox"] = []string{verify.InvOutboxAgrees}
 
 	// Two DELIVERED audit events for one delivery (the unfenced settle's double delivery).
@@ -207,7 +207,7 @@ func TestVerifyFindsEveryKindOfPlantedViolation(t *testing.T) {
 	rep, err := w.RunOnce(ctx, 10)
 	require.NoError(t, err)
 	require.Equal(t, 1, rep.Delivered)
-	b.exec(t, `INSERT INTO audit_event (owner_id, id, module_code, record_id, action, revision, execution_id, detail, at)
+	b.Exec(t, `INSERT INTO audit_event (owner_id, id, module_code, record_id, action, revision, execution_id, detail, at)
 		SELECT owner_id, id || '-again', module_code, record_id, action, revision, execution_id, detail, at FROM audit_event
 		WHERE execution_id = $1 AND action = 'FEATURE_F02_DELIVERED'`, twx)
 	want["v-twice"] = []string{verify.InvOutboxSettledOnce}
@@ -217,14 +217,14 @@ func TestVerifyFindsEveryKindOfPlantedViolation(t *testing.T) {
 	create(model.CreateInput{Owner: "v-secret", Module: kernel.ModuleNote, Title: "paste", Payload: raw(map[string]any{"header": "Authorization: Bearer eyJhbGciOiJIUzI1NiJ9"})})
 	create(model.CreateInput{Owner: "v-secret", Module: kernel.ModuleNote, Title: "uses config-token-0042", Payload: raw(map[string]any{})})
 	leak := create(noKey("v-secret"))
-	b.exec(t, `UPDATE audit_event SET detail = '{"dsn":"postgres://app:hunter2@db.internal/prod"}' WHERE record_id = $1`, leak)
+	b.Exec(t, `UPDATE audit_event SET detail = '{"dsn":"postgres://app:hunter2@db.internal/prod"}' WHERE record_id = $1`, leak)
 	want["v-secret"] = []string{verify.InvNoSecrets}
 
 	// MEM-001 content in an audit detail, by name and by value.
 	ml := memOf("v-memleak")
 	feature("v-memleak", kernel.ModuleMem, ml, "F02")
-	b.exec(t, `UPDATE audit_event SET detail = '{"note":"the secret draft of a letter"}' WHERE record_id = $1 AND action = 'RECORD_CREATED'`, ml)
-	b.exec(t, `UPDATE audit_event SET detail = detail || '{"currentContent":"x"}' WHERE record_id = $1 AND action = 'FEATURE_F02_BLOCKED'`, ml)
+	b.Exec(t, `UPDATE audit_event SET detail = '{"note":"the secret draft of a letter"}' WHERE record_id = $1 AND action = 'RECORD_CREATED'`, ml)
+	b.Exec(t, `UPDATE audit_event SET detail = detail || '{"currentContent":"x"}' WHERE record_id = $1 AND action = 'FEATURE_F02_BLOCKED'`, ml)
 	want["v-memleak"] = []string{verify.InvNoSecrets}
 
 	// Everything is read by whole-table scans, counted in batches of 500 rows and of 3; and
@@ -292,9 +292,9 @@ func TestVerifyRunsOnAReadOnlySession(t *testing.T) {
 	require.NoError(t, err)
 	defer ro.Close()
 	k := kernel.New(ro, kernel.NewRegistry(kernel.NewRules(2000)), kernel.Options{})
-	before := b.counts(t)
+	before := b.Counts(t)
 	rep, err := verify.Invariants(context.Background(), k, model.VerifyOptions{})
 	require.NoError(t, err)
 	require.True(t, rep.OK, "%+v", rep.Failed())
-	require.Equal(t, before, b.counts(t))
+	require.Equal(t, before, b.Counts(t))
 }
