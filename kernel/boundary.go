@@ -9,18 +9,8 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/idemwork/idemwork/apperr"
-	"github.com/idemwork/idemwork/jsonb"
 	"github.com/idemwork/idemwork/model"
 )
-
-// canonicalJSON renders a value the kernel itself built (a feature's output) canonically.
-func canonicalJSON(v any) (json.RawMessage, error) {
-	b, err := marshalValue(v)
-	if err != nil {
-		return nil, err
-	}
-	return jsonb.Canonical(b, jsonb.Limits{})
-}
 
 // marshalValue is a JSON text of v (a feature's payload or output) on its way to the canonical
 // form: json v2's, written as the same JSON value as encoding/json's json.Marshal (a nil slice

@@ -95,11 +95,7 @@ func (k *Kernel) runFeature(ctx context.Context, pin *model.FeatureInput, mod *M
 					return preparedFeature{}, err
 				}
 			}
-			b, err := marshalValue(next)
-			if err != nil {
-				return preparedFeature{}, err
-			}
-			if p.newPayload, err = model.CanonicalObject("payload", b); err != nil {
+			if p.newPayload, err = canonicalObject("payload", next); err != nil {
 				return preparedFeature{}, err
 			}
 			if p.output, err = canonicalJSON(out); err != nil {

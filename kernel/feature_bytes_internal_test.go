@@ -88,9 +88,7 @@ func TestInternalFeaturesWriteTheSameBytesAsThroughEncodingJSON(t *testing.T) {
 					}
 					ran++
 					wantPayload, wantErr := canonicalPayloadStd(stdNext)
-					b, err := marshalValue(next)
-					require.NoError(t, err)
-					gotPayload, gotErr := model.CanonicalObject("payload", b)
+					gotPayload, gotErr := canonicalObject("payload", next)
 					require.Equal(t, wantErr, gotErr)
 					require.Equal(t, string(wantPayload), string(gotPayload), "%s %s on %s", code, feat.ID, rawPayload)
 					wantOut, wantErr := canonicalJSONStd(stdOut)

@@ -1,17 +1,11 @@
 package kernel
 
 import (
-	"encoding/json"
-	"errors"
-	"fmt"
 	"sort"
 	"strings"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
-
-	jsonv2 "github.com/go-json-experiment/json"
-	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/model"
@@ -259,28 +253,3 @@ func clone(m map[string]any) map[string]any {
 	}
 	return out
 }
-
-// decodeObject decodes a payload or input already checked by the JSON boundary, with json v2.
-// Numbers stay json.Number: a float64 would silently round 12345678901234567890 or
-// 0.1000000000000000055 when a feature writes the payload back.
-func decodeObject(raw json.RawMessage) (map[string]any, error) {
-	var m map[string]any
-	if err := jsonv2.Unmarshal(raw, &m, numbersAsNumber); err != nil {
-		return nil, fmt.Errorf("decode object: %w", err)
-	}
-	return m, nil
-}
-
-// numbersAsNumber decodes a number held by an any as encoding/json's json.Number (what the
-// features read, and what encoding/json's UseNumber gives), not json v2's float64.
-var numbersAsNumber = jsonv2.WithUnmarshalers(jsonv2.UnmarshalFromFunc(func(dec *jsontext.Decoder, v *any) error {
-	if dec.PeekKind() != '0' {
-		return errors.ErrUnsupported // json v2's own decoding
-	}
-	n, err := dec.ReadValue()
-	if err != nil {
-		return err
-	}
-	*v = json.Number(n)
-	return nil
-}))
