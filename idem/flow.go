@@ -228,7 +228,7 @@ func (c *call[T, P]) keyedAhead(ctx context.Context) (Result[T], error) {
 		return c.afterFailedPrepare(ctx, err)
 	}
 	writes := pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, 8)}
-	v, err := c.work(ctx, &Tx{final: &writes, held: &heldBy{owner: c.req.Owner, key: c.req.Key}}, p)
+	v, err := c.work(ctx, &Tx{final: &writes, held: &heldBy{owner: c.req.Owner, key: c.req.Key}, slab: &c.queued}, p)
 	if err != nil {
 		return c.afterFailedPrepare(ctx, err)
 	}

@@ -62,8 +62,8 @@ func (b batcher) flush(ctx context.Context, q Querier, final *pgx.Batch) error {
 // tail: batching, its one statement and tail go in one round trip; unbatched, each alone, in
 // the same order. Either way the results of tail are left in the aheadOf's br (sendRest sends
 // tail alone when the read sent nothing).
-func (b batcher) ahead(q Querier, tail *pgx.Batch) *aheadOf {
-	return &aheadOf{q: q, tail: tail, oneByOne: b.oneByOne}
+func (b batcher) ahead(q Querier, tail *pgx.Batch, s *slab) *aheadOf {
+	return &aheadOf{q: q, tail: tail, oneByOne: b.oneByOne, slab: s}
 }
 
 // aheadOf is the Querier of a key read sent in front of tail (see batcher.ahead); its
@@ -74,6 +74,7 @@ type aheadOf struct {
 	tail     *pgx.Batch
 	br       pgx.BatchResults // set once sent
 	oneByOne bool
+	slab     *slab // where the read's statement is queued
 }
 
 var (
@@ -95,7 +96,7 @@ func (a *aheadOf) send(ctx context.Context, sql string, args []any) bool {
 		return false
 	}
 	b := pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, 1+len(a.tail.QueuedQueries))}
-	b.Queue(sql, args...)
+	a.slab.queue(&b, sql, args...)
 	b.QueuedQueries = append(b.QueuedQueries, a.tail.QueuedQueries...)
 	a.br = batcher{oneByOne: a.oneByOne}.send(ctx, a.q, &b)
 	return true

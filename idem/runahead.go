@@ -41,11 +41,11 @@ type aheadTrip[T any] struct {
 func (c *call[T, P]) sendAhead(ctx context.Context, tx pgx.Tx, writes *pgx.Batch, env json.RawMessage, now time.Time, o *aheadTrip[T]) (err error) {
 	r, req := c.r, &c.req
 	tail := pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, 3+len(writes.QueuedQueries))}
-	tail.Queue(r.sql.reserve, req.Owner, req.Key, req.Operation, c.fp, now, now.Add(r.ttl))
+	c.queued.queue(&tail, r.sql.reserve, req.Owner, req.Key, req.Operation, c.fp, now, now.Add(r.ttl))
 	tail.QueuedQueries = append(tail.QueuedQueries, writes.QueuedQueries...)
-	tail.Queue(r.sql.successHeld, req.Owner, req.Key, env, r.clock.Now())
+	c.queued.queue(&tail, r.sql.successHeld, req.Owner, req.Key, env, r.clock.Now())
 	QueueCommit(&tail)
-	ahead := r.batch.ahead(tx, &tail)
+	ahead := r.batch.ahead(tx, &tail, &c.queued)
 	o.row, o.pre, err = c.readKeyRow(ctx, ahead)
 	br := ahead.sendRest(ctx, r.batch)
 	// Until COMMIT's own answer is read, an error the server answered (a FATAL included: an

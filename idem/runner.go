@@ -178,6 +178,8 @@ type call[T, P any] struct {
 	// ahead, for a RunAhead call, is its prepare, which reads nothing: run before the round
 	// trip, its result used only where the reservation is won.
 	ahead func(ctx context.Context) (P, error)
+	// queued holds the statements the call queues (slab.go).
+	queued slab
 }
 
 // Run is RunPrepared without a prepare step: work validates and writes.

@@ -87,13 +87,13 @@ type reservation[T any] struct {
 func (c *call[T, P]) reserve(ctx context.Context, tx pgx.Tx, withRead bool, now time.Time) (rv reservation[T], err error) {
 	req, b := &c.req, c.r.batch
 	tail := pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, 1+len(req.Prefetch))}
-	tail.Queue(c.r.sql.reserve, req.Owner, req.Key, req.Operation, c.fp, now, now.Add(c.r.ttl))
+	c.queued.queue(&tail, c.r.sql.reserve, req.Owner, req.Key, req.Operation, c.fp, now, now.Add(c.r.ttl))
 	for _, p := range req.Prefetch {
 		p.QueueHeld(&tail, req.Owner, req.Key)
 	}
 	var br pgx.BatchResults
 	if withRead {
-		ahead := b.ahead(tx, &tail)
+		ahead := b.ahead(tx, &tail, &c.queued)
 		rv.row, rv.pre, err = c.readKeyRow(ctx, ahead)
 		br = ahead.sendRest(ctx, b)
 		if err != nil {
@@ -163,7 +163,7 @@ func (c *call[T, P]) execute(ctx context.Context, tx pgx.Tx, final *pgx.Batch) (
 		var zero T
 		return zero, err
 	}
-	return c.work(ctx, &Tx{tx: tx, final: final}, p)
+	return c.work(ctx, &Tx{tx: tx, final: final, slab: &c.queued}, p)
 }
 
 // seal is the envelope of the work's result v: the policy's reference, through the guard.
@@ -179,7 +179,7 @@ func (c *call[T, P]) seal(v T) (json.RawMessage, error) {
 // Guarded on the server: no PROCESSING row to update fails the statement, and with it the
 // transaction, though the COMMIT travels in the same round trip.
 func (c *call[T, P]) queueSuccess(final *pgx.Batch, env json.RawMessage) {
-	final.Queue(c.r.sql.success, c.req.Owner, c.req.Key, env, c.r.clock.Now()).Fn = readSuccess
+	c.queued.queue(final, c.r.sql.success, c.req.Owner, c.req.Key, env, c.r.clock.Now()).Fn = readSuccess
 }
 
 // readSuccess reads the success row's result: its guard failing means the reservation vanished.

@@ -19,6 +19,7 @@ import (
 type Tx struct {
 	tx    pgx.Tx
 	final *pgx.Batch
+	slab  *slab // where Queue puts its statements (nil: pgx.Batch.Queue)
 	// held, in a RunAhead call's work, is the reservation every queued write must be guarded
 	// on: nothing has been sent yet, and the writes travel in the reservation's own round trip.
 	held *heldBy
@@ -61,7 +62,9 @@ var _ pgx.Tx = (*Tx)(nil)
 // back and fails the call (the QueuedQuery's callbacks may check its result, e.g. a row count).
 // Its arguments are read when it is sent: do not change what they point to after queueing.
 // When the work returns an error, nothing queued is sent.
-func (t *Tx) Queue(sql string, args ...any) *pgx.QueuedQuery { return t.final.Queue(sql, args...) }
+func (t *Tx) Queue(sql string, args ...any) *pgx.QueuedQuery {
+	return t.slab.queue(t.final, sql, args...)
+}
 
 // Queued is how many writes are queued.
 func (t *Tx) Queued() int { return t.final.Len() }
