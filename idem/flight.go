@@ -26,6 +26,9 @@ type flight struct {
 	operation string
 	body      []byte // the leader's body: a follower with the same bytes has the same fingerprint
 	done      chan struct{}
+	// joined counts the followers that met the flight (under flights.mu): the leader publishes
+	// its result only when there are any.
+	joined int
 	// Set before done is closed; read only after.
 	value       any
 	envelope    json.RawMessage
@@ -59,6 +62,7 @@ func (g *flights) leadOrJoin(k flightKey, operation string, body []byte) (*fligh
 		if f.operation != operation || !bytes.Equal(f.body, body) {
 			return nil, false
 		}
+		f.joined++
 		return f, false
 	}
 	if g.m == nil {
@@ -69,15 +73,26 @@ func (g *flights) leadOrJoin(k flightKey, operation string, body []byte) (*fligh
 	return f, true
 }
 
-// finish publishes the leader's result and retires the flight; later callers go to the
-// database (where a committed success is a cache hit).
-func (g *flights) finish(k flightKey, f *flight, value any, envelope json.RawMessage, fingerprint string, err error) {
-	f.value, f.envelope, f.fingerprint, f.err = value, envelope, fingerprint, err
+// retire takes the flight out of the map — later callers go to the database, where a committed
+// success is a cache hit — and reports whether any follower met it: only then must the leader
+// publish its result (publish) for them to read; either way it ends the flight with done.
+// Nobody can join once it is retired.
+func (g *flights) retire(k flightKey, f *flight) (joined bool) {
 	g.mu.Lock()
 	delete(g.m, k)
+	joined = f.joined > 0
 	g.mu.Unlock()
-	close(f.done)
+	return joined
 }
+
+// publish sets the leader's result for the followers (before done is closed: they read it
+// after).
+func (f *flight) publish(value any, envelope json.RawMessage, fingerprint string, err error) {
+	f.value, f.envelope, f.fingerprint, f.err = value, envelope, fingerprint, err
+}
+
+// end ends the flight: its followers wake and read what was published.
+func (f *flight) end() { close(f.done) }
 
 // inFlight counts flights now running (Runner.Stats).
 func (g *flights) inFlight() int {

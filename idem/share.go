@@ -23,16 +23,23 @@ func (c *call[T, P]) throughFlight(ctx context.Context) (Result[T], error) {
 		}
 		return c.keyed(ctx)
 	}
-	var res Result[T]
-	var err error
-	defer func() {
-		if p := recover(); p != nil {
-			r.flights.finish(k, f, nil, nil, "", fmt.Errorf("leader panicked: %v", p))
-			panic(p)
-		}
-		r.flights.finish(k, f, res.Value, res.Envelope, c.fp, err)
+	// The result is published only for followers that met the flight: a leader nobody joined
+	// (every fresh key of a busy service) boxes nothing.
+	res, err := func() (Result[T], error) {
+		defer func() {
+			if p := recover(); p != nil {
+				r.flights.retire(k, f)
+				f.publish(nil, nil, "", fmt.Errorf("leader panicked: %v", p))
+				f.end()
+				panic(p)
+			}
+		}()
+		return c.keyed(ctx)
 	}()
-	res, err = c.keyed(ctx)
+	if r.flights.retire(k, f) {
+		f.publish(res.Value, res.Envelope, c.fp, err)
+	}
+	f.end()
 	return res, err
 }
 
