@@ -25,7 +25,8 @@ type flight struct {
 	key       string
 	operation string
 	body      []byte // the leader's body: a follower with the same bytes has the same fingerprint
-	done      chan struct{}
+	// done is made by the first follower (under flights.mu): a flight nobody joins makes none.
+	done chan struct{}
 	// joined counts the followers that met the flight (under flights.mu): the leader publishes
 	// its result only when there are any.
 	joined int
@@ -62,13 +63,15 @@ func (g *flights) leadOrJoin(k flightKey, operation string, body []byte) (*fligh
 		if f.operation != operation || !bytes.Equal(f.body, body) {
 			return nil, false
 		}
-		f.joined++
+		if f.joined++; f.done == nil {
+			f.done = make(chan struct{})
+		}
 		return f, false
 	}
 	if g.m == nil {
 		g.m = make(map[flightKey]*flight)
 	}
-	f := &flight{key: k.key, operation: operation, body: body, done: make(chan struct{})}
+	f := &flight{key: k.key, operation: operation, body: body}
 	g.m[k] = f
 	return f, true
 }
@@ -91,8 +94,12 @@ func (f *flight) publish(value any, envelope json.RawMessage, fingerprint string
 	f.value, f.envelope, f.fingerprint, f.err = value, envelope, fingerprint, err
 }
 
-// end ends the flight: its followers wake and read what was published.
-func (f *flight) end() { close(f.done) }
+// end ends a retired flight: its followers, if any, wake and read what was published.
+func (f *flight) end() {
+	if f.done != nil { // made by the first follower, under the lock retire took after it
+		close(f.done)
+	}
+}
 
 // inFlight counts flights now running (Runner.Stats).
 func (g *flights) inFlight() int {

@@ -31,7 +31,9 @@ type sharing struct {
 type sharedKey struct{ owner, key, operation string }
 
 type sharedCall struct {
-	raw  []byte
+	raw []byte // the leader's, unchanged while it runs
+	// done is made by the first follower, under sharing.mu (a leader nobody follows — every
+	// fresh key of a busy service — makes none), and closed by finish.
 	done chan struct{}
 	// Set before done is closed; read only after.
 	res model.WriteResult
@@ -52,16 +54,22 @@ func (k *Kernel) share(ctx context.Context, owner, key, operation string, shareI
 	sk := sharedKey{owner, key, operation}
 	s.mu.Lock()
 	if c, ok := s.calls[sk]; ok {
-		s.mu.Unlock()
 		if !bytes.Equal(c.raw, raw) {
+			s.mu.Unlock()
 			return write(false) // another request on the key: the runner decides
 		}
-		return k.follow(ctx, c, write)
+		if c.done == nil {
+			c.done = make(chan struct{})
+		}
+		done := c.done
+		s.mu.Unlock()
+		return k.follow(ctx, c, done, write)
 	}
 	if s.calls == nil {
 		s.calls = map[sharedKey]*sharedCall{}
 	}
-	c := &sharedCall{raw: bytes.Clone(raw), done: make(chan struct{})}
+	// raw is the caller's own buffer, built for this call and not changed after: kept, not copied.
+	c := &sharedCall{raw: raw}
 	s.calls[sk] = c
 	s.mu.Unlock()
 	defer func() {
@@ -80,11 +88,11 @@ func (k *Kernel) share(ctx context.Context, owner, key, operation string, shareI
 // sharing off when the leader failed.
 //
 //go:noinline
-func (k *Kernel) follow(ctx context.Context, c *sharedCall, write func(shareOff bool) (model.WriteResult, error)) (model.WriteResult, error) {
+func (k *Kernel) follow(ctx context.Context, c *sharedCall, done <-chan struct{}, write func(shareOff bool) (model.WriteResult, error)) (model.WriteResult, error) {
 	s := k.sharing
 	s.waiting.Add(1)
 	select {
-	case <-c.done:
+	case <-done:
 		s.waiting.Add(-1)
 	case <-ctx.Done():
 		s.waiting.Add(-1)
@@ -96,11 +104,16 @@ func (k *Kernel) follow(ctx context.Context, c *sharedCall, write func(shareOff 
 	return joined(c.res), nil
 }
 
+// finish retires c (later requests run their own write) and wakes its followers, if any: c's
+// result is set before, and they read it after.
 func (s *sharing) finish(sk sharedKey, c *sharedCall) {
 	s.mu.Lock()
 	delete(s.calls, sk)
+	done := c.done
 	s.mu.Unlock()
-	close(c.done)
+	if done != nil {
+		close(done)
+	}
 }
 
 var errLeaderPanicked = errorString("the leader of a shared write panicked")
