@@ -11,8 +11,31 @@ import (
 	"github.com/idemwork/idemwork/store"
 )
 
-func revisionConflict(recordID string, expected int) error {
+func revisionConflict(recordID string, expected int) *apperr.Error {
 	return apperr.New(apperr.RevisionConflict, "record %s is no longer at revision %d (someone else wrote it); reload and retry with the current revision", recordID, expected)
+}
+
+// revisionConflictGuard is revisionConflict's error as the guard of a queued update: every
+// patch and feature run queues one, nearly none fails, so its coded error (a formatted message)
+// is made only when it is read. It reads as that *apperr.Error to errors.As and errors.Is.
+type revisionConflictGuard struct {
+	recordID string
+	expected int
+}
+
+func (g *revisionConflictGuard) coded() *apperr.Error {
+	return revisionConflict(g.recordID, g.expected)
+}
+func (g *revisionConflictGuard) Error() string        { return g.coded().Error() }
+func (g *revisionConflictGuard) Is(target error) bool { return errors.Is(g.coded(), target) }
+
+// As makes the guard an *apperr.Error to errors.As (apperr.CodeOf, apperr.As).
+func (g *revisionConflictGuard) As(target any) bool {
+	t, ok := target.(**apperr.Error)
+	if ok {
+		*t = g.coded()
+	}
+	return ok
 }
 
 // Patch writes the next revision of a record if it is still at ExpectRevision (operation

@@ -104,7 +104,7 @@ func (k *Kernel) writeRecord(ctx context.Context, b *store.Batch, rec model.Reco
 	} else {
 		// The optimistic lock is checked by the server (the statement fails when the row is no
 		// longer at fromRevision), so the update may travel queued with the rest of the commit.
-		b.UpdateRecordGuarded(StepRecord, rec, fromRevision, revisionConflict(rec.ID, fromRevision))
+		b.UpdateRecordGuarded(StepRecord, rec, fromRevision, &revisionConflictGuard{rec.ID, fromRevision})
 	}
 	if err := k.checkpoint(ctx, StepRecord); err != nil {
 		return err
