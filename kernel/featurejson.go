@@ -176,8 +176,8 @@ func canonicalJSON(v any) (json.RawMessage, error) {
 
 // The bounds of a payload (model.CanonicalObject's): past them the general path refuses it.
 const (
-	objectMaxDepth = 16
-	objectMaxBytes = 64 << 10
+	objectMaxDepth = model.MaxJSONDepth
+	objectMaxBytes = model.MaxJSONBytes
 )
 
 // appendCanonical appends the canonical jsonb text of v — what jsonb.Canonical makes of
