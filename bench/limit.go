@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -217,10 +216,11 @@ type limitInputs struct {
 	createFingerprint string
 	notePayload       json.RawMessage // canonical, as the kernel stores it
 	createAudit       json.RawMessage
-	featureBody       []byte          // the canonical body of a feature run without input
-	memNewPayload     json.RawMessage // F01 applied to a supply record's payload, canonical
-	memOutput         json.RawMessage
+	featureBody       []byte // the canonical body of a feature run without input
 	featureInput      json.RawMessage
+	// memF01 is MEM-001's F01: each limit run applies it to the record it read (kernel.ApplyInternal),
+	// as hand-written code would have to — its next payload is a function of the stored one.
+	memF01 kernel.Feature
 }
 
 var (
@@ -252,29 +252,7 @@ func newLimitInputs(reg *kernel.Registry) (limitInputs, error) {
 	if !ok || f01.Apply == nil {
 		return in, errors.New("bench: MEM-001 has no internal feature F01")
 	}
-	dec := json.NewDecoder(bytes.NewReader([]byte(memPayload)))
-	dec.UseNumber()
-	var payload map[string]any
-	if err := dec.Decode(&payload); err != nil {
-		return in, err
-	}
-	next, out, err := f01.Apply(payload, map[string]any{})
-	if err != nil {
-		return in, err
-	}
-	b, err := json.Marshal(next)
-	if err != nil {
-		return in, err
-	}
-	if in.memNewPayload, err = model.CanonicalObject("payload", b); err != nil {
-		return in, err
-	}
-	if b, err = json.Marshal(out); err != nil {
-		return in, err
-	}
-	if in.memOutput, err = jsonb.Canonical(b, jsonb.Limits{}); err != nil {
-		return in, err
-	}
+	in.memF01 = f01
 	return in, nil
 }
 
@@ -339,7 +317,7 @@ func (t *target) limitCreate(ctx context.Context, key string) error {
 	b.Queue(p[roleSucceeded], Owner, key, env, limitNow())
 	b.Queue(p[roleCommit])
 	br := t.db.SendBatchAsIs(ctx, &b)
-	return readLimit(br, writePaths[FreshKey], "")
+	return readLimit(br, writePaths[FreshKey], "", nil)
 }
 
 func (t *target) limitFeatureRun(ctx context.Context, w *worker) error {
@@ -347,30 +325,16 @@ func (t *target) limitFeatureRun(ctx context.Context, w *worker) error {
 }
 
 // limitFeature is the runner's F01 run on recordID (a limit supply record at revision 1) under
-// key, in one round trip.
+// key, in two round trips: the first reads the key, reserves it and locks the record; F01 is
+// applied to the payload that read returned; the second writes the next revision, the
+// execution, the audit event and SUCCEEDED, and commits.
 func (t *target) limitFeature(ctx context.Context, recordID, key string) error {
 	p, in := t.fx.plans[FeatureRun], &t.limit
 	if p == nil {
 		return errors.New("bench: the limit side has not learned the runner's statements")
 	}
-	recs := t.fx.limitRecords
 	op := model.OpFeature(kernel.ModuleMem, recordID, "F01")
 	now := limitNow()
-	// The record as the locking read returns it, and its next revision as F01 writes it.
-	rec := model.Record{ID: recordID, OwnerID: Owner, ModuleCode: kernel.ModuleMem, Revision: 2, Title: memTitle,
-		Payload: in.memNewPayload, CreatedAt: recs.created, UpdatedAt: now}
-	snap, err := store.AppendSnapshot(nil, rec)
-	if err != nil {
-		return err
-	}
-	exec := model.Execution{ID: t.ids.newID(now), OwnerID: Owner, ModuleCode: kernel.ModuleMem, RecordID: recordID, FeatureID: "F01",
-		Mode: "internal", Status: "SUCCEEDED", RecordRevision: rec.Revision, Input: in.featureInput, Output: in.memOutput,
-		IdempotencyKey: &key, CreatedAt: now, UpdatedAt: now}
-	env, err := idem.BuildEnvelope(kernel.PolicyFeatureExecution, executionFields, refJSON(recordID, rec.Revision, exec.ID))
-	if err != nil {
-		return err
-	}
-	rid, revision, execID := recordID, rec.Revision, exec.ID
 	var read, b pgx.Batch
 	read.Queue(p[roleBegin])
 	_, settings := t.db.TxSettings()
@@ -378,6 +342,41 @@ func (t *target) limitFeature(ctx context.Context, recordID, key string) error {
 	read.Queue(p[roleReadKey], Owner, key, kernel.ModuleMem)
 	read.Queue(p[roleReserve], Owner, key, op, idem.Fingerprint(op, in.featureBody), now, now.Add(idem.DefaultTTL))
 	read.Queue(p[roleLockRecord], Owner, kernel.ModuleMem, recordID, key, Owner)
+	// Read, then write: two round trips on one connection, the second sent when the first answered.
+	conn, err := t.db.AcquireAsIs(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	path := writePaths[FeatureRun]
+	split := slices.Index(path, firstTrip[FeatureRun]) + 1
+	var locked model.Record
+	if err := readLimit(conn.SendBatch(ctx, &read), path[:split], recordID, &locked); err != nil {
+		_, _ = conn.Exec(context.WithoutCancel(ctx), "rollback")
+		return err
+	}
+	// The record's next revision as F01 writes it, from the payload just read.
+	next, output, err := kernel.ApplyInternal(in.memF01, locked.Payload, in.featureInput)
+	if err != nil {
+		_, _ = conn.Exec(context.WithoutCancel(ctx), "rollback")
+		return err
+	}
+	rec := locked
+	rec.Revision, rec.Payload, rec.UpdatedAt = locked.Revision+1, next, now
+	snap, err := store.AppendSnapshot(nil, rec)
+	if err != nil {
+		_, _ = conn.Exec(context.WithoutCancel(ctx), "rollback")
+		return err
+	}
+	exec := model.Execution{ID: t.ids.newID(now), OwnerID: Owner, ModuleCode: kernel.ModuleMem, RecordID: recordID, FeatureID: "F01",
+		Mode: "internal", Status: "SUCCEEDED", RecordRevision: rec.Revision, Input: in.featureInput, Output: output,
+		IdempotencyKey: &key, CreatedAt: now, UpdatedAt: now}
+	env, err := idem.BuildEnvelope(kernel.PolicyFeatureExecution, executionFields, refJSON(recordID, rec.Revision, exec.ID))
+	if err != nil {
+		_, _ = conn.Exec(context.WithoutCancel(ctx), "rollback")
+		return err
+	}
+	rid, revision, execID := recordID, rec.Revision, exec.ID
 	b.Queue(p[roleUpdateRecord], rec.OwnerID, rec.ModuleCode, rec.ID, rec.Revision, rec.Title, rec.Summary, rec.Payload,
 		rec.UpdatedAt, 1)
 	b.Queue(p[roleInsertRevision], rec.OwnerID, rec.ID, rec.Revision, json.RawMessage(snap), key, rec.UpdatedAt)
@@ -387,19 +386,7 @@ func (t *target) limitFeature(ctx context.Context, recordID, key string) error {
 		auditDetail("operation", op, "featureId", "F01", "mode", exec.Mode, "status", exec.Status), now)
 	b.Queue(p[roleSucceeded], Owner, key, env, limitNow())
 	b.Queue(p[roleCommit])
-	// Read, then write: two round trips on one connection, the second sent when the first answered.
-	conn, err := t.db.AcquireAsIs(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Release()
-	path := writePaths[FeatureRun]
-	split := slices.Index(path, firstTrip[FeatureRun]) + 1
-	if err := readLimit(conn.SendBatch(ctx, &read), path[:split], recordID); err != nil {
-		_, _ = conn.Exec(context.WithoutCancel(ctx), "rollback")
-		return err
-	}
-	if err := readLimit(conn.SendBatch(ctx, &b), path[split:], recordID); err != nil {
+	if err := readLimit(conn.SendBatch(ctx, &b), path[split:], recordID, nil); err != nil {
 		_, _ = conn.Exec(context.WithoutCancel(ctx), "rollback")
 		return err
 	}
@@ -408,9 +395,9 @@ func (t *target) limitFeature(ctx context.Context, recordID, key string) error {
 
 // readLimit reads the results of a limit batch (the roles of path) and checks each as the
 // runner would: the key read misses, the reservation wins, the locked record is the expected
-// revision 1, every write succeeds (the guarded ones fail on the server otherwise), COMMIT
-// commits.
-func readLimit(br pgx.BatchResults, path []role, recordID string) (err error) {
+// revision 1 (read into locked), every write succeeds (the guarded ones fail on the server
+// otherwise), COMMIT commits.
+func readLimit(br pgx.BatchResults, path []role, recordID string, locked *model.Record) (err error) {
 	defer func() {
 		if cerr := br.Close(); err == nil {
 			err = cerr
@@ -448,6 +435,9 @@ func readLimit(br pgx.BatchResults, path []role, recordID string) (err error) {
 			}
 			if rec.Revision != 1 {
 				return fmt.Errorf("bench: the limit's record %s is at revision %d, not 1", recordID, rec.Revision)
+			}
+			if locked != nil {
+				*locked = rec
 			}
 		case roleCommit:
 			tag, err := br.Exec()

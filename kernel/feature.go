@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 
 	"github.com/idemwork/idemwork/idem"
 	"github.com/idemwork/idemwork/model"
@@ -77,28 +78,14 @@ func (k *Kernel) runFeature(ctx context.Context, pin *model.FeatureInput, mod *M
 		p := preparedFeature{current: cur, input: input, output: json.RawMessage(`{}`)}
 		switch feat.Mode {
 		case ModeInternal:
-			payload, err := decodeObject(cur.Payload)
-			if err != nil {
-				return preparedFeature{}, err
-			}
-			inMap, err := decodeObject(input)
-			if err != nil {
-				return preparedFeature{}, err
-			}
-			next, out, err := feat.Apply(payload, inMap)
-			if err != nil {
-				return preparedFeature{}, err
-			}
-			k.note("module-rules")
-			if mod.ValidatePayload != nil {
-				if err := mod.ValidatePayload(next, k.Registry.Rules.Snapshot()); err != nil {
-					return preparedFeature{}, err
+			validate := func(next map[string]any) error {
+				k.note("module-rules")
+				if mod.ValidatePayload != nil {
+					return mod.ValidatePayload(next, k.Registry.Rules.Snapshot())
 				}
+				return nil
 			}
-			if p.newPayload, err = canonicalObject("payload", next); err != nil {
-				return preparedFeature{}, err
-			}
-			if p.output, err = canonicalJSON(out); err != nil {
+			if p.newPayload, p.output, err = applyInternal(feat, cur.Payload, input, validate); err != nil {
 				return preparedFeature{}, err
 			}
 		case ModeDirectExternal:
@@ -169,4 +156,44 @@ func blockedOutput(f Feature) json.RawMessage {
 		"reason":   "direct external calls cannot be undone by a database rollback; this feature fails closed until it is moved to the outbox",
 	})
 	return b
+}
+
+// ApplyInternal is what an internal feature makes of a stored payload and a canonical input:
+// the canonical text of its next payload and of its output, by the same decoding, rules and
+// writing a feature run uses (the bench's limit computes a feature run's writes with it, from
+// the record it read, as hand-written code would have to).
+func ApplyInternal(feat Feature, payload, input json.RawMessage) (newPayload, output json.RawMessage, err error) {
+	return applyInternal(feat, payload, input, nil)
+}
+
+// applyInternal decodes payload and input, applies feat, runs validate (when set) on the next
+// payload, and writes the next payload and the output as canonical text.
+func applyInternal(feat Feature, payload, input json.RawMessage, validate func(map[string]any) error) (newPayload, output json.RawMessage, err error) {
+	if feat.Apply == nil {
+		return nil, nil, fmt.Errorf("kernel: feature %s is not internal", feat.ID)
+	}
+	cur, err := decodeObject(payload)
+	if err != nil {
+		return nil, nil, err
+	}
+	inMap, err := decodeObject(input)
+	if err != nil {
+		return nil, nil, err
+	}
+	next, out, err := feat.Apply(cur, inMap)
+	if err != nil {
+		return nil, nil, err
+	}
+	if validate != nil {
+		if err := validate(next); err != nil {
+			return nil, nil, err
+		}
+	}
+	if newPayload, err = canonicalObject("payload", next); err != nil {
+		return nil, nil, err
+	}
+	if output, err = canonicalJSON(out); err != nil {
+		return nil, nil, err
+	}
+	return newPayload, output, nil
 }
