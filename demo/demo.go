@@ -11,6 +11,7 @@ import (
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/store/readmodel"
 )
 
 // Owners are the owners demo seed writes for.
@@ -229,11 +230,11 @@ func (d *Blocked) Next(ctx context.Context) (model.DemoStep, error) {
 		if err != nil {
 			return step, err
 		}
-		latest, err := d.k.DB().LatestRecord(ctx, store.RecordRef{Owner: d.owner, Module: kernel.ModuleMem, ID: d.record.ID})
+		latest, err := readmodel.LatestRecord(ctx, d.k.DB(), store.RecordRef{Owner: d.owner, Module: kernel.ModuleMem, ID: d.record.ID})
 		if err != nil {
 			return step, err
 		}
-		audit, err := d.k.DB().AuditForKey(ctx, d.owner, publish.Key)
+		audit, err := readmodel.AuditForKey(ctx, d.k.DB(), d.owner, publish.Key)
 		if err != nil {
 			return step, err
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/outbox"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/store/readmodel"
 )
 
 // Outbox walks through the replacement of a direct provider call (SPEC §7) on real rows,
@@ -201,7 +202,7 @@ func (d *Outbox) read(ctx context.Context, key string) (noteState, error) {
 		}
 		s.messages = append(s.messages, m...)
 	}
-	if s.audit, err = d.k.DB().AuditForKey(ctx, d.owner, key); err != nil {
+	if s.audit, err = readmodel.AuditForKey(ctx, d.k.DB(), d.owner, key); err != nil {
 		return s, err
 	}
 	if s.writers, err = d.k.DB().KeyWriters(ctx, d.owner, key); err != nil {
@@ -269,11 +270,11 @@ func (d *Outbox) createRecord(ctx context.Context, step *model.DemoStep) error {
 	if err != nil {
 		return err
 	}
-	latest, err := d.k.DB().LatestRecord(ctx, store.RecordRef{Owner: d.owner, Module: kernel.ModuleCommitment, ID: res.Record.ID})
+	latest, err := readmodel.LatestRecord(ctx, d.k.DB(), store.RecordRef{Owner: d.owner, Module: kernel.ModuleCommitment, ID: res.Record.ID})
 	if err != nil {
 		return err
 	}
-	row, err := d.k.DB().GetKey(ctx, d.owner, key)
+	row, err := readmodel.GetKey(ctx, d.k.DB(), d.owner, key)
 	if err != nil {
 		return err
 	}
@@ -315,7 +316,7 @@ func (d *Outbox) notify(ctx context.Context, step *model.DemoStep) error {
 	if err != nil {
 		return err
 	}
-	latest, err := d.k.DB().LatestRecord(ctx, store.RecordRef{Owner: d.owner, Module: kernel.ModuleCommitment, ID: d.record.ID})
+	latest, err := readmodel.LatestRecord(ctx, d.k.DB(), store.RecordRef{Owner: d.owner, Module: kernel.ModuleCommitment, ID: d.record.ID})
 	if err != nil {
 		return err
 	}
@@ -585,7 +586,7 @@ func (d *Outbox) settled(ctx context.Context, step *model.DemoStep) error {
 	if err != nil {
 		return err
 	}
-	latest, err := d.k.DB().LatestRecord(ctx, store.RecordRef{Owner: d.owner, Module: kernel.ModuleCommitment, ID: d.record.ID})
+	latest, err := readmodel.LatestRecord(ctx, d.k.DB(), store.RecordRef{Owner: d.owner, Module: kernel.ModuleCommitment, ID: d.record.ID})
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/store/readmodel"
 	"github.com/idemwork/idemwork/verify"
 	"github.com/idemwork/idemwork/wire"
 )
@@ -54,14 +55,14 @@ func StoredKey(ctx context.Context, k *kernel.Kernel, owner, key string) (model.
 	if key == "" {
 		return model.KeyView{}, apperr.New(apperr.ValidationFailed, "key: empty")
 	}
-	row, err := k.DB().GetKey(ctx, owner, key)
+	row, err := readmodel.GetKey(ctx, k.DB(), owner, key)
 	if err != nil {
 		return model.KeyView{}, err
 	}
 	now := k.Runner().Clock().Now()
 	v := model.KeyView{Key: row.Key, Operation: row.Operation, Status: row.Status, Fingerprint: row.Fingerprint,
 		CreatedAt: row.CreatedAt, ExpiresAt: row.ExpiresAt, Envelope: row.Response, Expired: !row.ExpiresAt.After(now)}
-	history, err := k.DB().KeyHistory(ctx, owner, key, keyHistoryCap)
+	history, err := readmodel.KeyHistory(ctx, k.DB(), owner, key, keyHistoryCap)
 	if err != nil {
 		return model.KeyView{}, err
 	}
@@ -109,7 +110,7 @@ func StoredKey(ctx context.Context, k *kernel.Kernel, owner, key string) (model.
 			recordID = loose.Result.RecordID
 		}
 		if recordID != "" && kernel.CheckRecordID(recordID) == nil {
-			latest, err := k.DB().LatestRecord(ctx, store.RecordRef{Owner: owner, Module: op.Module, ID: recordID})
+			latest, err := readmodel.LatestRecord(ctx, k.DB(), store.RecordRef{Owner: owner, Module: op.Module, ID: recordID})
 			if err != nil && !errors.Is(err, store.ErrNotFound) {
 				return model.KeyView{}, err
 			}

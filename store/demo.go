@@ -51,7 +51,7 @@ func (db *DB) InsertLegacyReceipt(ctx context.Context, r LegacyReceipt) (bool, e
 // (at most 100).
 func (db *DB) ExecutionsForKey(ctx context.Context, owner, key string) ([]model.Execution, error) {
 	var rows []model.Execution
-	err := db.X.SelectContext(ctx, &rows, `SELECT `+executionColumns+` FROM feature_execution
+	err := db.X.SelectContext(ctx, &rows, `SELECT `+ExecutionColumns+` FROM feature_execution
 		WHERE owner_id = $1 AND idempotency_key = $2 ORDER BY created_at, id LIMIT 100`, owner, key)
 	if err != nil {
 		return nil, fmt.Errorf("read executions of key: %w", err)

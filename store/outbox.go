@@ -107,7 +107,7 @@ type SettleExecutionParams struct {
 // execution that is not PENDING any more is never changed again (ErrNotFound).
 func (db *DB) SettleExecution(ctx context.Context, p SettleExecutionParams) (model.Execution, error) {
 	e, err := scanExecution(db.Q(ctx).QueryRow(ctx, `UPDATE feature_execution SET status = $3, updated_at = $4
-		WHERE owner_id = $1 AND id = $2 AND status = 'PENDING' RETURNING `+executionColumns, p.OwnerID, p.ID, p.Status, p.Now))
+		WHERE owner_id = $1 AND id = $2 AND status = 'PENDING' RETURNING `+ExecutionColumns, p.OwnerID, p.ID, p.Status, p.Now))
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return e, fmt.Errorf("settle execution %s: %w", p.ID, err)
 	}

@@ -116,7 +116,7 @@ func TestAReapBatchReadsOneBatchThroughTheExpiryIndexNotTheTable(t *testing.T) {
 		"one owner":   {store.ReapOwnerSQL, []any{now, 100, "owner-03"}},
 	} {
 		// Generic plans, as the pool's statement cache keeps them; EXPLAIN ANALYZE runs the batch.
-		rows, seqScans := planRows(t, db, tc.sql, tc.args, true)
+		rows, seqScans := testdb.PlanRows(t, db, tc.sql, tc.args, true)
 		require.Empty(t, seqScans, name)
 		require.LessOrEqual(t, rows, 250.0, "%s: one batch of 100 reads about 100 index entries and 100 rows, not the 10,000 expired keys", name)
 	}

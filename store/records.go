@@ -100,8 +100,7 @@ func (b *Batch) InsertOutbox(step string, m model.OutboxMessage) {
 }
 
 const (
-	recordColumns     = `id, owner_id, module_code, revision, title, summary, payload, created_at, updated_at`
-	findRecordSQL     = `SELECT ` + recordColumns + ` FROM record WHERE owner_id = $1 AND module_code = $2 AND id = $3`
+	findRecordSQL     = `SELECT ` + RecordColumns + ` FROM record WHERE owner_id = $1 AND module_code = $2 AND id = $3`
 	findRecordLockSQL = findRecordSQL + ` FOR NO KEY UPDATE`
 )
 
@@ -188,8 +187,6 @@ func (db *DB) FindRevision(ctx context.Context, ref RevisionRef) (RevisionWithPa
 	return r, nil
 }
 
-const executionColumns = `id, owner_id, module_code, record_id, feature_id, mode, status, record_revision, input, output, idempotency_key, created_at, updated_at`
-
 func scanExecution(row pgx.Row) (model.Execution, error) {
 	var e model.Execution
 	err := row.Scan(&e.ID, &e.OwnerID, &e.ModuleCode, &e.RecordID, &e.FeatureID, &e.Mode, &e.Status, &e.RecordRevision,
@@ -208,7 +205,7 @@ type ExecutionRef struct {
 
 // FindExecution reads the execution ref names.
 func (db *DB) FindExecution(ctx context.Context, ref ExecutionRef) (model.Execution, error) {
-	return scanExecution(db.Q(ctx).QueryRow(ctx, `SELECT `+executionColumns+` FROM feature_execution
+	return scanExecution(db.Q(ctx).QueryRow(ctx, `SELECT `+ExecutionColumns+` FROM feature_execution
 		WHERE owner_id = $1 AND module_code = $2 AND record_id = $3 AND id = $4`, ref.Owner, ref.Module, ref.RecordID, ref.ID))
 }
 
@@ -216,7 +213,7 @@ func (db *DB) FindExecution(ctx context.Context, ref ExecutionRef) (model.Execut
 func (db *DB) FindExecutionAttested(ctx context.Context, ref ExecutionRef) (model.Execution, Attestation, error) {
 	var e model.Execution
 	var a Attestation
-	err := db.Q(ctx).QueryRow(ctx, `SELECT `+prefixed("e.", executionColumns)+`, `+executionAttestColumns+` FROM feature_execution e
+	err := db.Q(ctx).QueryRow(ctx, `SELECT `+Prefixed("e.", ExecutionColumns)+`, `+executionAttestColumns+` FROM feature_execution e
 		WHERE e.owner_id = $1 AND e.module_code = $2 AND e.record_id = $3 AND e.id = $4`, ref.Owner, ref.Module, ref.RecordID, ref.ID).
 		Scan(a.dest([]any{&e.ID, &e.OwnerID, &e.ModuleCode, &e.RecordID, &e.FeatureID, &e.Mode, &e.Status, &e.RecordRevision,
 			&e.Input, &e.Output, &e.IdempotencyKey, &e.CreatedAt, &e.UpdatedAt})...)
@@ -277,7 +274,7 @@ func (db *DB) RecordAhead(ref RecordRef, lock bool) *RecordAhead {
 // evaluates it once, before it scans the record, and scans nothing when it is false. Both
 // tables are read by owner_id = $1 (the key's owner $5 must be the record's): one owner, one
 // shard of a database distributed by owner (docs/scaling.md).
-const recordHeldSQL = `SELECT ` + recordColumns + ` FROM record WHERE owner_id = $1 AND module_code = $2 AND id = $3
+const recordHeldSQL = `SELECT ` + RecordColumns + ` FROM record WHERE owner_id = $1 AND module_code = $2 AND id = $3
 		AND EXISTS (SELECT 1 FROM idempotency_record WHERE owner_id = $1 AND $5 = $1 AND idempotency_key = $4
 			AND reserved_xid = pg_current_xact_id_if_assigned())`
 

@@ -378,7 +378,7 @@ func (db *DB) VerifyExecutions(ctx context.Context, p VerifyPage) ([]VerifyExecu
 	where, args := p.where("e", "id", "", "updated_at")
 	// The record and the revision are joined, not looked up with EXISTS: a generic plan turns an
 	// uncorrelated-looking EXISTS into a hashed subplan, a scan of every record on each page.
-	rows, err := p.query(ctx, db, `SELECT `+prefixed("e.", executionColumns)+`, e.written_xid::text, e.digest, v.digest,
+	rows, err := p.query(ctx, db, `SELECT `+Prefixed("e.", ExecutionColumns)+`, e.written_xid::text, e.digest, v.digest,
 			p.id IS NOT NULL, v.revision IS NOT NULL,
 			au.runs, au.settles, COALESCE(au.settled_as, ''),
 			(SELECT count(*)::int FROM outbox_message m WHERE m.owner_id = e.owner_id AND m.execution_id = e.id)

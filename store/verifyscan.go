@@ -126,7 +126,7 @@ var verifyExecutionsScanSQL = func() string {
 	count := func(actions string) string {
 		return `(SELECT count(*)::int FROM unnest(au.actions) x WHERE x IN (` + actions + `))`
 	}
-	return `SELECT ` + prefixed("e.", executionColumns) + `, e.written_xid::text, e.digest, v.digest,
+	return `SELECT ` + Prefixed("e.", ExecutionColumns) + `, e.written_xid::text, e.digest, v.digest,
 		p.id IS NOT NULL, v.revision IS NOT NULL,
 		COALESCE(` + count(runActionsSQL) + `, 0), COALESCE(` + count(settleActionsSQL) + `, 0),
 		COALESCE((SELECT max(x) FROM unnest(au.actions) x WHERE x IN (` + settleActionsSQL + `)), ''),

@@ -1,4 +1,4 @@
-package store
+package readmodel
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/model"
+	"github.com/idemwork/idemwork/store"
 )
 
 // One record's history a page at a time, for GET …/records/{id} and its /revisions,
@@ -34,7 +35,7 @@ type RecordHead struct {
 }
 
 // GetRecordHead reads the record ref names and its latest revision, in one statement.
-func (db *DB) GetRecordHead(ctx context.Context, ref RecordRef) (RecordHead, error) {
+func GetRecordHead(ctx context.Context, db *store.DB, ref store.RecordRef) (RecordHead, error) {
 	var row struct {
 		model.Record
 		Latest model.Revision `db:"latest"`
@@ -73,7 +74,7 @@ type RecordPageParams struct {
 }
 
 // RecordRevisionPage reads up to p.Limit revisions after p.AfterRevision, and whether more follow.
-func (db *DB) RecordRevisionPage(ctx context.Context, p RecordPageParams) ([]model.Revision, bool, error) {
+func RecordRevisionPage(ctx context.Context, db *store.DB, p RecordPageParams) ([]model.Revision, bool, error) {
 	out := []model.Revision{}
 	if err := db.X.SelectContext(ctx, &out, `SELECT rv.owner_id, rv.record_id, rv.revision, rv.snapshot, rv.idempotency_key, rv.created_at
 		FROM record r JOIN record_revision rv ON rv.owner_id = r.owner_id AND rv.record_id = r.id
@@ -86,9 +87,9 @@ func (db *DB) RecordRevisionPage(ctx context.Context, p RecordPageParams) ([]mod
 
 // RecordExecutionPage reads up to p.Limit executions of the record after p.After, and whether more
 // follow.
-func (db *DB) RecordExecutionPage(ctx context.Context, p RecordPageParams) ([]model.Execution, bool, error) {
+func RecordExecutionPage(ctx context.Context, db *store.DB, p RecordPageParams) ([]model.Execution, bool, error) {
 	out := []model.Execution{}
-	q, args := `SELECT `+executionColumns+` FROM feature_execution WHERE owner_id = $1 AND module_code = $2 AND record_id = $3`,
+	q, args := `SELECT `+store.ExecutionColumns+` FROM feature_execution WHERE owner_id = $1 AND module_code = $2 AND record_id = $3`,
 		[]any{p.Owner, p.Module, p.RecordID, p.Limit + 1}
 	if p.After != nil {
 		q, args = q+` AND (created_at, id) > ($5, $6)`, append(args, p.After.At, p.After.ID)
@@ -101,7 +102,7 @@ func (db *DB) RecordExecutionPage(ctx context.Context, p RecordPageParams) ([]mo
 
 // RecordAuditPage reads up to p.Limit audit events of the record after p.After, and whether
 // more follow.
-func (db *DB) RecordAuditPage(ctx context.Context, p RecordPageParams) ([]model.AuditEvent, bool, error) {
+func RecordAuditPage(ctx context.Context, db *store.DB, p RecordPageParams) ([]model.AuditEvent, bool, error) {
 	out := []model.AuditEvent{}
 	q, args := `SELECT `+auditColumns+` FROM audit_event WHERE owner_id = $1 AND record_id = $2 AND module_code = $3`,
 		[]any{p.Owner, p.RecordID, p.Module, p.Limit + 1}
@@ -117,7 +118,7 @@ func (db *DB) RecordAuditPage(ctx context.Context, p RecordPageParams) ([]model.
 // pageOf trims a Limit+1 result to Limit and says whether more follow. An empty page alone
 // cannot tell a record without entries from no record at all: only then is the record looked
 // up, so a missing one is RECORD_NOT_FOUND.
-func pageOf[T any](ctx context.Context, db *DB, p RecordPageParams, rows []T) ([]T, bool, error) {
+func pageOf[T any](ctx context.Context, db *store.DB, p RecordPageParams, rows []T) ([]T, bool, error) {
 	if len(rows) > p.Limit {
 		return rows[:p.Limit], true, nil
 	}

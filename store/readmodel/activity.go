@@ -1,15 +1,16 @@
-package store
+package readmodel
 
 import (
 	"context"
 	"fmt"
 	"github.com/idemwork/idemwork/model"
+	"github.com/idemwork/idemwork/store"
 )
 
 // Sessions lists the other client sessions of this database, those waiting on a lock first:
 // who waits on whom (pg_blocking_pids), for which lock, and for how long their transaction has
 // been open. One round trip.
-func (db *DB) Sessions(ctx context.Context) ([]model.Session, error) {
+func Sessions(ctx context.Context, db *store.DB) ([]model.Session, error) {
 	rows, err := db.Q(ctx).Query(ctx, `SELECT a.pid, coalesce(a.application_name, ''), coalesce(a.state, ''),
 			coalesce(a.wait_event_type, ''), coalesce(a.wait_event, ''), pg_blocking_pids(a.pid),
 			coalesce(extract(epoch FROM clock_timestamp() - coalesce(a.xact_start, a.query_start)) * 1000, 0)::float8,

@@ -1,4 +1,4 @@
-package store_test
+package readmodel_test
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/model"
-	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/store/readmodel"
 )
 
 // A committed PROCESSING row has no response (SPEC §4.1); every reader of keys lists it, with a
@@ -26,7 +26,7 @@ func TestAProcessingRowIsReadWithItsNullResponse(t *testing.T) {
 		('alice', 'done', 'NOTE:record:create', 'f', 'SUCCEEDED', '{"schemaVersion": 1}', now() - interval '1 minute', now() + interval '1 day', now())`)
 	require.NoError(t, err)
 
-	rows, _, err := db.Keys(ctx, model.KeyQuery{Owner: "alice"})
+	rows, _, err := readmodel.Keys(ctx, db.DB, model.KeyQuery{Owner: "alice"})
 	require.NoError(t, err)
 	require.Len(t, rows, 2)
 	require.Equal(t, "left-over", rows[0].Key)
@@ -34,10 +34,10 @@ func TestAProcessingRowIsReadWithItsNullResponse(t *testing.T) {
 	require.Nil(t, rows[0].Response)
 	require.JSONEq(t, `{"schemaVersion": 1}`, string(rows[1].Response))
 
-	k, err := db.GetKey(ctx, "alice", "left-over")
+	k, err := readmodel.GetKey(ctx, db.DB, "alice", "left-over")
 	require.NoError(t, err)
 	require.Nil(t, k.Response)
-	prefixed, _, err := db.Keys(ctx, model.KeyQuery{Owner: "alice", Prefix: "left"})
+	prefixed, _, err := readmodel.Keys(ctx, db.DB, model.KeyQuery{Owner: "alice", Prefix: "left"})
 	require.NoError(t, err)
 	require.Len(t, prefixed, 1)
 }
@@ -65,7 +65,7 @@ func TestTheTimelineSearchesByKeyAndByAction(t *testing.T) {
 	ctx := context.Background()
 	seedTimeline(t, db)
 
-	one, err := db.KeyHistory(ctx, "alice", "k-1", 100)
+	one, err := readmodel.KeyHistory(ctx, db.DB, "alice", "k-1", 100)
 	require.NoError(t, err)
 	var kinds []string
 	for _, e := range one {
@@ -74,7 +74,7 @@ func TestTheTimelineSearchesByKeyAndByAction(t *testing.T) {
 	}
 	require.Equal(t, []string{"audit", "key", "revision"}, kinds, "the key's whole story, oldest first")
 
-	byPrefix, _, err := db.Timeline(ctx, model.HistoryQuery{Owner: "alice", KeyPrefix: "k-"})
+	byPrefix, _, err := readmodel.Timeline(ctx, db.DB, model.HistoryQuery{Owner: "alice", KeyPrefix: "k-"})
 	require.NoError(t, err)
 	var keys []string
 	for _, e := range byPrefix {
@@ -86,7 +86,7 @@ func TestTheTimelineSearchesByKeyAndByAction(t *testing.T) {
 	var paged []string
 	cursor := ""
 	for {
-		rows, next, err := db.Timeline(ctx, model.HistoryQuery{Owner: "alice", KeyPrefix: "k-", Limit: 2, Cursor: cursor})
+		rows, next, err := readmodel.Timeline(ctx, db.DB, model.HistoryQuery{Owner: "alice", KeyPrefix: "k-", Limit: 2, Cursor: cursor})
 		require.NoError(t, err)
 		for _, e := range rows {
 			paged = append(paged, *e.Key+"/"+e.Kind)
@@ -98,7 +98,7 @@ func TestTheTimelineSearchesByKeyAndByAction(t *testing.T) {
 	}
 	require.Equal(t, keys, paged)
 
-	patched, _, err := db.Timeline(ctx, model.HistoryQuery{Owner: "alice", ActionPrefix: "RECORD_P", Desc: true})
+	patched, _, err := readmodel.Timeline(ctx, db.DB, model.HistoryQuery{Owner: "alice", ActionPrefix: "RECORD_P", Desc: true})
 	require.NoError(t, err)
 	require.Len(t, patched, 2)
 	require.Equal(t, "a3", patched[0].ID, "newest first")
@@ -113,7 +113,7 @@ func TestTheHistoryExportStreamsTheWholeOwner(t *testing.T) {
 
 	var js bytes.Buffer
 	var pages []int
-	n, err := db.ExportHistory(ctx, model.HistoryQuery{Owner: "alice"}, model.ExportJSON, &js, 0, func(n int) { pages = append(pages, n) })
+	n, err := readmodel.ExportHistory(ctx, db.DB, model.HistoryQuery{Owner: "alice"}, model.ExportJSON, &js, 0, func(n int) { pages = append(pages, n) })
 	require.NoError(t, err)
 	require.Equal(t, 7, n)
 	var doc struct {
@@ -126,17 +126,17 @@ func TestTheHistoryExportStreamsTheWholeOwner(t *testing.T) {
 	require.Equal(t, []int{7}, pages)
 
 	var cs bytes.Buffer
-	n, err = db.ExportHistory(ctx, model.HistoryQuery{Owner: "alice"}, model.ExportCSV, &cs, 3, nil)
+	n, err = readmodel.ExportHistory(ctx, db.DB, model.HistoryQuery{Owner: "alice"}, model.ExportCSV, &cs, 3, nil)
 	require.NoError(t, err)
 	require.Equal(t, 3, n)
 	recs, err := csv.NewReader(&cs).ReadAll()
 	require.NoError(t, err)
 	require.Len(t, recs, 4, "a header and three rows")
-	require.Equal(t, store.ExportColumns, recs[0])
+	require.Equal(t, readmodel.ExportColumns, recs[0])
 	require.Equal(t, "audit", recs[1][1])
 
 	var empty bytes.Buffer
-	_, err = db.ExportHistory(ctx, model.HistoryQuery{Owner: "nobody"}, model.ExportJSON, &empty, 0, nil)
+	_, err = readmodel.ExportHistory(ctx, db.DB, model.HistoryQuery{Owner: "nobody"}, model.ExportJSON, &empty, 0, nil)
 	require.NoError(t, err)
 	require.JSONEq(t, `{"events": [], "next": null}`, empty.String())
 }
@@ -149,13 +149,13 @@ func TestTimesAreReadBackInUTC(t *testing.T) {
 	db := testdb.New(t)
 	seedTimeline(t, db)
 	ctx := context.Background()
-	events, _, err := db.History(ctx, "alice", 50, "", false)
+	events, _, err := readmodel.History(ctx, db.DB, "alice", 50, "", false)
 	require.NoError(t, err)
 	require.NotEmpty(t, events)
 	for _, e := range events {
 		require.Same(t, time.UTC, e.At.Location(), "%s %s", e.Kind, e.ID)
 	}
-	k, err := db.GetKey(ctx, "alice", "k-1")
+	k, err := readmodel.GetKey(ctx, db.DB, "alice", "k-1")
 	require.NoError(t, err)
 	require.Same(t, time.UTC, k.CreatedAt.Location())
 	require.Same(t, time.UTC, k.ExpiresAt.Location())

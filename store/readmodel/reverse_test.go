@@ -1,4 +1,4 @@
-package store_test
+package readmodel_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/store/readmodel"
 )
 
 // walk reads every page of a listing, following its cursors.
@@ -54,7 +55,7 @@ VALUES ('bob', 'odd-999', 'NOTE:record:create', 'f', 'SUCCEEDED', '{}', '2025-01
 	for _, prefix := range []string{"", "odd-"} {
 		keys := func(reverse bool) []string {
 			rows := walk(t, func(c string) ([]model.KeyRow, string, error) {
-				return db.Keys(ctx, model.KeyQuery{Owner: "alice", Prefix: prefix, Reverse: reverse, Limit: 4, Cursor: c})
+				return readmodel.Keys(ctx, db.DB, model.KeyQuery{Owner: "alice", Prefix: prefix, Reverse: reverse, Limit: 4, Cursor: c})
 			})
 			out := make([]string, len(rows))
 			for i, r := range rows {
@@ -67,7 +68,7 @@ VALUES ('bob', 'odd-999', 'NOTE:record:create', 'f', 'SUCCEEDED', '{}', '2025-01
 		slices.Reverse(backward)
 		require.Equal(t, forward, backward, "keys, prefix %q", prefix)
 		// The first reversed page is the last forward rows: the oldest key in one query.
-		first, _, err := db.Keys(ctx, model.KeyQuery{Owner: "alice", Prefix: prefix, Reverse: true, Limit: 1})
+		first, _, err := readmodel.Keys(ctx, db.DB, model.KeyQuery{Owner: "alice", Prefix: prefix, Reverse: true, Limit: 1})
 		require.NoError(t, err)
 		require.Equal(t, forward[len(forward)-1], first[0].Key)
 	}
@@ -76,7 +77,7 @@ VALUES ('bob', 'odd-999', 'NOTE:record:create', 'f', 'SUCCEEDED', '{}', '2025-01
 			rows := walk(t, func(c string) ([]model.AuditEvent, string, error) {
 				q := q
 				q.Owner, q.Reverse, q.Limit, q.Cursor = "alice", reverse, 4, c
-				return db.Audit(ctx, q)
+				return readmodel.Audit(ctx, db.DB, q)
 			})
 			out := make([]string, len(rows))
 			for i, r := range rows {
@@ -98,9 +99,9 @@ func TestTheLatestRecordOfAnotherOwnerIsACodedNotFound(t *testing.T) {
 	ctx := context.Background()
 	_, err := db.Pool.Exec(ctx, `INSERT INTO record VALUES ('dev', '01JREC0000000000000000000A', 'NOTE', 1, 't', '', '{}', now(), now())`)
 	require.NoError(t, err)
-	_, err = db.LatestRecord(ctx, store.RecordRef{Owner: "dev", Module: "NOTE", ID: "01JREC0000000000000000000A"})
+	_, err = readmodel.LatestRecord(ctx, db.DB, store.RecordRef{Owner: "dev", Module: "NOTE", ID: "01JREC0000000000000000000A"})
 	require.NoError(t, err)
-	_, err = db.LatestRecord(ctx, store.RecordRef{Owner: "alice", Module: "NOTE", ID: "01JREC0000000000000000000A"})
+	_, err = readmodel.LatestRecord(ctx, db.DB, store.RecordRef{Owner: "alice", Module: "NOTE", ID: "01JREC0000000000000000000A"})
 	require.ErrorIs(t, err, store.ErrNotFound)
 	ae := apperr.As(err)
 	require.Equal(t, apperr.RecordNotFound, ae.Code)

@@ -1,14 +1,12 @@
-package store_test
+package readmodel_test
 
 // These tests explain the exact SQL the read models run (exposed by export_test.go).
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/url"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -18,55 +16,8 @@ import (
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/store/readmodel"
 )
-
-// planRows sums the rows every scan node of an EXPLAIN ANALYZE plan actually produced. With
-// generic, the statement is prepared and planned once for any parameters, as a connection's
-// cached statement may be: the app runs every read through pgx's statement cache.
-func planRows(t *testing.T, db *testdb.DB, q string, args []any, generic bool) (rows float64, seqScans []string) {
-	t.Helper()
-	ctx := context.Background()
-	conn, err := db.Pool.Acquire(ctx)
-	require.NoError(t, err)
-	defer conn.Release()
-	explain := "EXPLAIN (ANALYZE, FORMAT JSON) " + q
-	if generic {
-		_, err = conn.Exec(ctx, `SET plan_cache_mode = force_generic_plan`)
-		require.NoError(t, err)
-		defer func() { _, _ = conn.Exec(ctx, `DEALLOCATE plan_probe; RESET plan_cache_mode`) }()
-		_, err = conn.Exec(ctx, "PREPARE plan_probe AS "+q)
-		require.NoError(t, err)
-		params := make([]string, len(args))
-		for i, a := range args {
-			params[i] = sqlLiteral(t, a)
-		}
-		// EXPLAIN EXECUTE takes no bind parameters: the values go in as literals.
-		explain = "EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE plan_probe(" + strings.Join(params, ", ") + ")"
-		args = nil
-	}
-	var raw []byte
-	require.NoError(t, conn.QueryRow(ctx, explain, args...).Scan(&raw))
-	var plans []struct {
-		Plan map[string]any `json:"Plan"`
-	}
-	require.NoError(t, json.Unmarshal(raw, &plans))
-	var walk func(n map[string]any)
-	walk = func(n map[string]any) {
-		if rel, ok := n["Relation Name"].(string); ok {
-			rows += n["Actual Rows"].(float64) * n["Actual Loops"].(float64)
-			if n["Node Type"] == "Seq Scan" {
-				seqScans = append(seqScans, rel)
-			}
-		}
-		if kids, ok := n["Plans"].([]any); ok {
-			for _, k := range kids {
-				walk(k.(map[string]any))
-			}
-		}
-	}
-	walk(plans[0].Plan)
-	return rows, seqScans
-}
 
 func TestBrowsingAndSearchingAMillionAuditEventsReadsOnePageNotTheHistory(t *testing.T) {
 	t.Parallel()
@@ -104,8 +55,8 @@ func TestBrowsingAndSearchingAMillionAuditEventsReadsOnePageNotTheHistory(t *tes
 	require.NoError(t, err)
 
 	const limit = 100
-	middle := &store.Cursor{At: time.Date(2026, 1, 6, 18, 53, 20, 0, time.UTC), Kind: "audit", ID: lpad26(500000)}
-	byKey := &store.Cursor{Key: "k5", At: time.Date(2026, 1, 1, 0, 0, 5, 0, time.UTC), Kind: "audit", ID: lpad26(5)}
+	middle := &readmodel.Cursor{At: time.Date(2026, 1, 6, 18, 53, 20, 0, time.UTC), Kind: "audit", ID: lpad26(500000)}
+	byKey := &readmodel.Cursor{Key: "k5", At: time.Date(2026, 1, 1, 0, 0, 5, 0, time.UTC), Kind: "audit", ID: lpad26(5)}
 	build := func(f func() (string, []any, error)) func() (string, []any) {
 		return func() (string, []any) {
 			q, args, err := f()
@@ -114,43 +65,43 @@ func TestBrowsingAndSearchingAMillionAuditEventsReadsOnePageNotTheHistory(t *tes
 		}
 	}
 	cases := map[string]func() (string, []any){
-		"audit first page":            func() (string, []any) { return store.AuditPageSQL("big", "", limit, nil) },
-		"audit page in the middle":    func() (string, []any) { return store.AuditPageSQL("big", "", limit, middle) },
-		"audit by action prefix":      func() (string, []any) { return store.AuditPageSQL("big", "RECORD_", limit, middle) },
-		"audit by a rare action":      func() (string, []any) { return store.AuditPageSQL("big", "FEATURE_", limit, nil) },
-		"timeline newest first":       func() (string, []any) { return store.HistorySQL("big", limit, nil, true) },
-		"timeline oldest first":       func() (string, []any) { return store.HistorySQL("big", limit, nil, false) },
-		"timeline page in the middle": func() (string, []any) { return store.HistorySQL("big", limit, middle, true) },
+		"audit first page":            func() (string, []any) { return readmodel.AuditPageSQL("big", "", limit, nil) },
+		"audit page in the middle":    func() (string, []any) { return readmodel.AuditPageSQL("big", "", limit, middle) },
+		"audit by action prefix":      func() (string, []any) { return readmodel.AuditPageSQL("big", "RECORD_", limit, middle) },
+		"audit by a rare action":      func() (string, []any) { return readmodel.AuditPageSQL("big", "FEATURE_", limit, nil) },
+		"timeline newest first":       func() (string, []any) { return readmodel.HistorySQL("big", limit, nil, true) },
+		"timeline oldest first":       func() (string, []any) { return readmodel.HistorySQL("big", limit, nil, false) },
+		"timeline page in the middle": func() (string, []any) { return readmodel.HistorySQL("big", limit, middle, true) },
 		"audit by key prefix": build(func() (string, []any, error) {
-			return store.AuditSQL(model.AuditQuery{Owner: "big", KeyPrefix: "k5"}, limit, byKey)
+			return readmodel.AuditSQL(model.AuditQuery{Owner: "big", KeyPrefix: "k5"}, limit, byKey)
 		}),
 		"keys by prefix": build(func() (string, []any, error) {
-			return store.KeysSQL(model.KeyQuery{Owner: "big", Prefix: "k12"}, limit, &store.Cursor{ID: "k1234"})
+			return readmodel.KeysSQL(model.KeyQuery{Owner: "big", Prefix: "k12"}, limit, &readmodel.Cursor{ID: "k1234"})
 		}),
 		"records by id prefix": build(func() (string, []any, error) {
-			return store.RecordsSQL(model.RecordQuery{Owner: "big", IDPrefix: "000000000000000000000"}, limit, &store.Cursor{ID: lpad26(90000)})
+			return readmodel.RecordsSQL(model.RecordQuery{Owner: "big", IDPrefix: "000000000000000000000"}, limit, &readmodel.Cursor{ID: lpad26(90000)})
 		}),
 		"executions by key prefix": build(func() (string, []any, error) {
-			return store.ExecutionsSQL(model.ExecutionQuery{Owner: "big", KeyPrefix: "k9"}, limit, &store.Cursor{Key: "k9", At: time.Now(), ID: "e"})
+			return readmodel.ExecutionsSQL(model.ExecutionQuery{Owner: "big", KeyPrefix: "k9"}, limit, &readmodel.Cursor{Key: "k9", At: time.Now(), ID: "e"})
 		}),
 		"executions by record prefix": build(func() (string, []any, error) {
-			return store.ExecutionsSQL(model.ExecutionQuery{Owner: "big", RecordPrefix: "00000000000000000000000"}, limit, nil)
+			return readmodel.ExecutionsSQL(model.ExecutionQuery{Owner: "big", RecordPrefix: "00000000000000000000000"}, limit, nil)
 		}),
 		"timeline by key prefix": build(func() (string, []any, error) {
-			return store.TimelineSQL(model.HistoryQuery{Owner: "big", KeyPrefix: "k7"}, limit, byKey)
+			return readmodel.TimelineSQL(model.HistoryQuery{Owner: "big", KeyPrefix: "k7"}, limit, byKey)
 		}),
 		"timeline of one key": build(func() (string, []any, error) {
-			return store.TimelineSQL(model.HistoryQuery{Owner: "big", Key: "k77"}, limit, nil)
+			return readmodel.TimelineSQL(model.HistoryQuery{Owner: "big", Key: "k77"}, limit, nil)
 		}),
 		"timeline by action prefix": build(func() (string, []any, error) {
-			return store.TimelineSQL(model.HistoryQuery{Owner: "big", ActionPrefix: "RECORD_P", Desc: true}, limit, middle)
+			return readmodel.TimelineSQL(model.HistoryQuery{Owner: "big", ActionPrefix: "RECORD_P", Desc: true}, limit, middle)
 		}),
 	}
 	big := []string{"audit_event", "idempotency_record", "feature_execution", "record_revision"}
 	for name, build := range cases {
 		for _, generic := range []bool{false, true} {
 			q, args := build()
-			rows, seq := planRows(t, db, q, args, generic)
+			rows, seq := testdb.PlanRows(t, db, q, args, generic)
 			for _, table := range big {
 				require.NotContains(t, seq, table, "%s (generic plan %v): no sequential scan of a big table", name, generic)
 			}
@@ -161,14 +112,14 @@ func TestBrowsingAndSearchingAMillionAuditEventsReadsOnePageNotTheHistory(t *tes
 	}
 
 	// And the pages are right: the page after the cursor starts just past it.
-	got, next, err := db.Audit(ctx, model.AuditQuery{Owner: "big", Limit: limit, Cursor: middle.Encode()})
+	got, next, err := readmodel.Audit(ctx, db.DB, model.AuditQuery{Owner: "big", Limit: limit, Cursor: middle.Encode()})
 	require.NoError(t, err)
 	require.Len(t, got, limit)
 	require.Equal(t, lpad26(499999), got[0].ID)
 	require.NotEmpty(t, next)
 
 	// A rare action is found among a million events, newest first, and nothing else is.
-	rare, next, err := db.Audit(ctx, model.AuditQuery{Owner: "big", ActionPrefix: "FEATURE_F02"})
+	rare, next, err := readmodel.Audit(ctx, db.DB, model.AuditQuery{Owner: "big", ActionPrefix: "FEATURE_F02"})
 	require.NoError(t, err)
 	require.Empty(t, next)
 	require.Len(t, rare, 10)
@@ -180,7 +131,7 @@ func TestBrowsingAndSearchingAMillionAuditEventsReadsOnePageNotTheHistory(t *tes
 	var keys []string
 	cursor := ""
 	for {
-		rows, next, err := db.Keys(ctx, model.KeyQuery{Owner: "big", Prefix: "k9999", Limit: 4, Cursor: cursor})
+		rows, next, err := readmodel.Keys(ctx, db.DB, model.KeyQuery{Owner: "big", Prefix: "k9999", Limit: 4, Cursor: cursor})
 		require.NoError(t, err)
 		for _, r := range rows {
 			keys = append(keys, r.Key)
@@ -191,22 +142,6 @@ func TestBrowsingAndSearchingAMillionAuditEventsReadsOnePageNotTheHistory(t *tes
 		cursor = next
 	}
 	require.Equal(t, []string{"k9999", "k99990", "k99991", "k99992", "k99993", "k99994", "k99995", "k99996", "k99997", "k99998", "k99999"}, keys)
-}
-
-// sqlLiteral writes a read model's argument as an SQL literal.
-func sqlLiteral(t *testing.T, v any) string {
-	switch x := v.(type) {
-	case nil:
-		return "NULL"
-	case string:
-		return "'" + strings.ReplaceAll(x, "'", "''") + "'"
-	case int, int32, int64:
-		return fmt.Sprint(x)
-	case time.Time:
-		return "'" + x.UTC().Format(time.RFC3339Nano) + "'"
-	}
-	t.Fatalf("sqlLiteral: no literal for %T", v)
-	return ""
 }
 
 func lpad26(n int) string {
@@ -248,7 +183,7 @@ func TestAKeyPrefixIsExactUnderANonCDefaultCollation(t *testing.T) {
 			VALUES ('o', $1, 'NOTE:record:create', 'f', 'SUCCEEDED', '{}', now(), now(), now())`, k)
 		require.NoError(t, err)
 	}
-	rows, _, err := db.Keys(ctx, model.KeyQuery{Owner: "o", Prefix: "a"})
+	rows, _, err := readmodel.Keys(ctx, db, model.KeyQuery{Owner: "o", Prefix: "a"})
 	require.NoError(t, err)
 	var got []string
 	for _, r := range rows {

@@ -1,24 +1,20 @@
-package store
+package readmodel
 
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/puddle/v2"
 
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/model"
+	"github.com/idemwork/idemwork/store"
 )
 
 // Read models serve the CLI's inspection commands, the HTTP reads and the TUI. They read through
@@ -26,28 +22,6 @@ import (
 // owner with a million events costs the same per page as one with ten. A search narrows a page
 // in the database, never in the caller: a prefix is a range of an index (keys and actions are
 // COLLATE "C", migration 0002), so a page of matches reads about one page of rows.
-
-// Unreachable reports whether err means the database could not be reached or went away (a
-// stopped cluster, a refused or dropped connection, a server shutting down), as opposed to a
-// query that failed: readers say so in words instead of showing the driver's text.
-func Unreachable(err error) bool {
-	if err == nil {
-		return false
-	}
-	var ce *pgconn.ConnectError
-	if errors.As(err, &ce) {
-		return true
-	}
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return strings.HasPrefix(pe.Code, "08") || pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03"
-	}
-	var ne *net.OpError
-	if errors.As(err, &ne) {
-		return true
-	}
-	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, puddle.ErrClosedPool)
-}
 
 // MaxPage caps a page.
 const MaxPage = 500
@@ -149,7 +123,7 @@ func likeContains(s string) string {
 }
 
 // Records lists a page of the records q selects, newest first.
-func (db *DB) Records(ctx context.Context, q model.RecordQuery) ([]model.Record, string, error) {
+func Records(ctx context.Context, db *store.DB, q model.RecordQuery) ([]model.Record, string, error) {
 	limit := clampLimit(q.Limit)
 	c, err := DecodeCursor(q.Cursor)
 	if err != nil {
@@ -171,7 +145,7 @@ func (db *DB) Records(ctx context.Context, q model.RecordQuery) ([]model.Record,
 }
 
 func recordsSQL(q model.RecordQuery, limit int, c *Cursor) (string, []any, error) {
-	s := `SELECT ` + recordColumns + ` FROM record WHERE owner_id = $1 AND ($2 = '' OR module_code = $2)`
+	s := `SELECT ` + store.RecordColumns + ` FROM record WHERE owner_id = $1 AND ($2 = '' OR module_code = $2)`
 	args := []any{q.Owner, q.Module}
 	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
 	if q.IDPrefix != "" {
@@ -207,10 +181,10 @@ type RecordDetail struct {
 
 // GetRecordDetail reads the record ref names with its history (each list capped at the newest
 // 1000, oldest first).
-func (db *DB) GetRecordDetail(ctx context.Context, ref RecordRef) (RecordDetail, error) {
+func GetRecordDetail(ctx context.Context, db *store.DB, ref store.RecordRef) (RecordDetail, error) {
 	// Empty lists print as [], never null (SPEC §10.2 shapes).
 	d := RecordDetail{Revisions: []model.Revision{}}
-	o, err := db.RecordOutline(ctx, ref)
+	o, err := RecordOutline(ctx, db, ref)
 	if err != nil {
 		return d, err
 	}
@@ -224,10 +198,10 @@ func (db *DB) GetRecordDetail(ctx context.Context, ref RecordRef) (RecordDetail,
 
 // RecordOutline reads the record ref names with the heads of its revisions and its executions
 // and audit events (each list capped at the newest DetailCap, oldest first).
-func (db *DB) RecordOutline(ctx context.Context, ref RecordRef) (model.RecordOutline, error) {
+func RecordOutline(ctx context.Context, db *store.DB, ref store.RecordRef) (model.RecordOutline, error) {
 	owner, module, id := ref.Owner, ref.Module, ref.ID
 	o := model.RecordOutline{Revisions: []model.RevisionHead{}, Executions: []model.Execution{}, Audit: []model.AuditEvent{}}
-	err := db.X.GetContext(ctx, &o.Record, `SELECT `+recordColumns+` FROM record WHERE owner_id = $1 AND module_code = $2 AND id = $3`, owner, module, id)
+	err := db.X.GetContext(ctx, &o.Record, `SELECT `+store.RecordColumns+` FROM record WHERE owner_id = $1 AND module_code = $2 AND id = $3`, owner, module, id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return o, apperr.New(apperr.RecordNotFound, "owner %s has no %s record %s", owner, module, id)
 	}
@@ -238,7 +212,7 @@ func (db *DB) RecordOutline(ctx context.Context, ref RecordRef) (model.RecordOut
 		FROM record_revision WHERE owner_id = $1 AND record_id = $2 ORDER BY revision DESC LIMIT $3) r ORDER BY revision`, owner, id, model.DetailCap); err != nil {
 		return o, fmt.Errorf("read revisions: %w", err)
 	}
-	if err := db.X.SelectContext(ctx, &o.Executions, `SELECT * FROM (SELECT `+executionColumns+` FROM feature_execution
+	if err := db.X.SelectContext(ctx, &o.Executions, `SELECT * FROM (SELECT `+store.ExecutionColumns+` FROM feature_execution
 		WHERE owner_id = $1 AND record_id = $2 AND module_code = $3 ORDER BY created_at DESC, id DESC LIMIT $4) e ORDER BY created_at, id`, owner, id, module, model.DetailCap); err != nil {
 		return o, fmt.Errorf("read executions: %w", err)
 	}
@@ -251,7 +225,7 @@ func (db *DB) RecordOutline(ctx context.Context, ref RecordRef) (model.RecordOut
 
 // GetRevision reads one stored revision as it is (no integrity check: inspection shows what is
 // there, a replay checks it).
-func (db *DB) GetRevision(ctx context.Context, owner, recordID string, revision int) (model.Revision, error) {
+func GetRevision(ctx context.Context, db *store.DB, owner, recordID string, revision int) (model.Revision, error) {
 	var r model.Revision
 	err := db.X.GetContext(ctx, &r, `SELECT owner_id, record_id, revision, snapshot, idempotency_key, created_at
 		FROM record_revision WHERE owner_id = $1 AND record_id = $2 AND revision = $3`, owner, recordID, revision)
@@ -265,7 +239,7 @@ func (db *DB) GetRevision(ctx context.Context, owner, recordID string, revision 
 }
 
 // RecordModule finds the module of an owner's record by id alone (a jump to a bare ULID).
-func (db *DB) RecordModule(ctx context.Context, owner, id string) (string, error) {
+func RecordModule(ctx context.Context, db *store.DB, owner, id string) (string, error) {
 	var m string
 	err := db.Q(ctx).QueryRow(ctx, `SELECT module_code FROM record WHERE owner_id = $1 AND id = $2`, owner, id).Scan(&m)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -282,12 +256,12 @@ const auditColumns = `id, owner_id, module_code, record_id, action, revision, ex
 const keyColumns = `owner_id, idempotency_key, operation, fingerprint, status, response, created_at, expires_at, updated_at, reserved_xid::text AS reserved_xid`
 
 // KeyPage lists an owner's idempotency rows, newest first.
-func (db *DB) KeyPage(ctx context.Context, owner string, limit int, cursor string) ([]model.KeyRow, string, error) {
-	return db.Keys(ctx, model.KeyQuery{Owner: owner, Limit: limit, Cursor: cursor})
+func KeyPage(ctx context.Context, db *store.DB, owner string, limit int, cursor string) ([]model.KeyRow, string, error) {
+	return Keys(ctx, db, model.KeyQuery{Owner: owner, Limit: limit, Cursor: cursor})
 }
 
 // Keys lists a page of the idempotency rows q selects, every status.
-func (db *DB) Keys(ctx context.Context, q model.KeyQuery) ([]model.KeyRow, string, error) {
+func Keys(ctx context.Context, db *store.DB, q model.KeyQuery) ([]model.KeyRow, string, error) {
 	limit := clampLimit(q.Limit)
 	c, err := DecodeCursor(q.Cursor)
 	if err != nil {
@@ -342,7 +316,7 @@ func keysSQL(q model.KeyQuery, limit int, c *Cursor) (string, []any, error) {
 }
 
 // GetKey reads one idempotency row, whatever its status.
-func (db *DB) GetKey(ctx context.Context, owner, key string) (model.KeyRow, error) {
+func GetKey(ctx context.Context, db *store.DB, owner, key string) (model.KeyRow, error) {
 	var r model.KeyRow
 	err := db.X.GetContext(ctx, &r, `SELECT `+keyColumns+` FROM idempotency_record WHERE owner_id = $1 AND idempotency_key = $2`, owner, key)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -355,7 +329,7 @@ func (db *DB) GetKey(ctx context.Context, owner, key string) (model.KeyRow, erro
 }
 
 // AuditForKey lists the audit events a key's requests wrote (at most 100).
-func (db *DB) AuditForKey(ctx context.Context, owner, key string) ([]model.AuditEvent, error) {
+func AuditForKey(ctx context.Context, db *store.DB, owner, key string) ([]model.AuditEvent, error) {
 	var rows []model.AuditEvent
 	err := db.X.SelectContext(ctx, &rows, `SELECT `+auditColumns+` FROM audit_event
 		WHERE owner_id = $1 AND idempotency_key = $2 ORDER BY at, id LIMIT 100`, owner, key)
@@ -366,13 +340,13 @@ func (db *DB) AuditForKey(ctx context.Context, owner, key string) ([]model.Audit
 }
 
 // LatestRecord reads the current row of the record ref names.
-func (db *DB) LatestRecord(ctx context.Context, ref RecordRef) (model.Record, error) {
+func LatestRecord(ctx context.Context, db *store.DB, ref store.RecordRef) (model.Record, error) {
 	owner, module, id := ref.Owner, ref.Module, ref.ID
 	var r model.Record
-	err := db.X.GetContext(ctx, &r, `SELECT `+recordColumns+` FROM record WHERE owner_id = $1 AND module_code = $2 AND id = $3`, owner, module, id)
+	err := db.X.GetContext(ctx, &r, `SELECT `+store.RecordColumns+` FROM record WHERE owner_id = $1 AND module_code = $2 AND id = $3`, owner, module, id)
 	if errors.Is(err, sql.ErrNoRows) {
 		// Coded for whoever shows it (a storm's target after an owner switch); still ErrNotFound.
-		return r, apperr.Wrap(apperr.RecordNotFound, ErrNotFound, "owner %s has no %s record %s", owner, module, id)
+		return r, apperr.Wrap(apperr.RecordNotFound, store.ErrNotFound, "owner %s has no %s record %s", owner, module, id)
 	}
 	if err != nil {
 		return r, fmt.Errorf("read the latest record: %w", err)
@@ -381,12 +355,12 @@ func (db *DB) LatestRecord(ctx context.Context, ref RecordRef) (model.Record, er
 }
 
 // ExecutionPage lists an owner's executions, newest first.
-func (db *DB) ExecutionPage(ctx context.Context, owner string, limit int, cursor string) ([]model.Execution, string, error) {
-	return db.Executions(ctx, model.ExecutionQuery{Owner: owner, Limit: limit, Cursor: cursor})
+func ExecutionPage(ctx context.Context, db *store.DB, owner string, limit int, cursor string) ([]model.Execution, string, error) {
+	return Executions(ctx, db, model.ExecutionQuery{Owner: owner, Limit: limit, Cursor: cursor})
 }
 
 // Executions lists a page of the executions q selects.
-func (db *DB) Executions(ctx context.Context, q model.ExecutionQuery) ([]model.Execution, string, error) {
+func Executions(ctx context.Context, db *store.DB, q model.ExecutionQuery) ([]model.Execution, string, error) {
 	limit := clampLimit(q.Limit)
 	c, err := DecodeCursor(q.Cursor)
 	if err != nil {
@@ -419,7 +393,7 @@ func deref(s *string) string {
 }
 
 func executionsSQL(q model.ExecutionQuery, limit int, c *Cursor) (string, []any, error) {
-	s := `SELECT ` + executionColumns + ` FROM feature_execution WHERE owner_id = $1`
+	s := `SELECT ` + store.ExecutionColumns + ` FROM feature_execution WHERE owner_id = $1`
 	args := []any{q.Owner}
 	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
 	switch {
@@ -454,7 +428,7 @@ func executionsSQL(q model.ExecutionQuery, limit int, c *Cursor) (string, []any,
 }
 
 // Audit lists a page of the audit events q selects.
-func (db *DB) Audit(ctx context.Context, q model.AuditQuery) ([]model.AuditEvent, string, error) {
+func Audit(ctx context.Context, db *store.DB, q model.AuditQuery) ([]model.AuditEvent, string, error) {
 	limit := clampLimit(q.Limit)
 	c, err := DecodeCursor(q.Cursor)
 	if err != nil {
@@ -487,7 +461,7 @@ func auditSQL(q model.AuditQuery, limit int, c *Cursor) (string, []any, error) {
 			return "", nil, err
 		}
 		lo, hi := prefixRange(q.ActionPrefix)
-		return actionPageSQL(prefixed("e.", auditColumns), arg(lo), arg(hi), c, !q.Reverse, limit, arg), args, nil
+		return actionPageSQL(store.Prefixed("e.", auditColumns), arg(lo), arg(hi), c, !q.Reverse, limit, arg), args, nil
 	case q.KeyPrefix != "":
 		if err := checkVisiblePrefix("key prefix", q.KeyPrefix); err != nil {
 			return "", nil, err
@@ -540,17 +514,8 @@ func actionPageSQL(cols, lo, hi string, c *Cursor, desc bool, limit int, arg fun
 		ORDER BY p.at %[5]s, p.id %[5]s LIMIT %[6]d`, lo, hi, cols, after, order, limit+1)
 }
 
-// prefixed qualifies a list of plain column names with a table alias.
-func prefixed(alias, cols string) string {
-	parts := strings.Split(cols, ",")
-	for i, p := range parts {
-		parts[i] = alias + strings.TrimSpace(p)
-	}
-	return strings.Join(parts, ", ")
-}
-
 // OutboxPage lists an owner's outbox messages, newest first.
-func (db *DB) OutboxPage(ctx context.Context, owner string, limit int, cursor string) ([]model.OutboxMessage, string, error) {
+func OutboxPage(ctx context.Context, db *store.DB, owner string, limit int, cursor string) ([]model.OutboxMessage, string, error) {
 	limit = clampLimit(limit)
 	c, err := DecodeCursor(cursor)
 	if err != nil {

@@ -1,4 +1,4 @@
-package store
+package readmodel
 
 import (
 	"context"
@@ -14,25 +14,26 @@ import (
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/internal/termsafe"
 	"github.com/idemwork/idemwork/model"
+	"github.com/idemwork/idemwork/store"
 )
 
 // History returns one page of the owner's merged timeline (audit events, executions, keys and
 // revisions) in time order, oldest first, or newest first when desc.
-func (db *DB) History(ctx context.Context, owner string, limit int, cursor string, desc bool) ([]model.Event, string, error) {
-	return db.Timeline(ctx, model.HistoryQuery{Owner: owner, Limit: limit, Cursor: cursor, Desc: desc})
+func History(ctx context.Context, db *store.DB, owner string, limit int, cursor string, desc bool) ([]model.Event, string, error) {
+	return Timeline(ctx, db, model.HistoryQuery{Owner: owner, Limit: limit, Cursor: cursor, Desc: desc})
 }
 
 // Timeline returns one page of the timeline entries q selects. Each source is read through an
 // index in the page's order with the page's limit, so a page costs the same however long the
 // history is.
-func (db *DB) Timeline(ctx context.Context, q model.HistoryQuery) ([]model.Event, string, error) {
+func Timeline(ctx context.Context, db *store.DB, q model.HistoryQuery) ([]model.Event, string, error) {
 	limit := clampLimit(q.Limit)
 	c, err := DecodeCursor(q.Cursor)
 	if err != nil {
 		return nil, "", err
 	}
 	sources := timelineSources
-	if db.service {
+	if db.Service() {
 		// A service's database holds the runner's keys and nothing of idemwork's records.
 		if q.ActionPrefix != "" {
 			return nil, "", apperr.New(apperr.ValidationFailed, "history: a service's database has no audit events to filter by action (only its idempotency keys)")
@@ -173,11 +174,11 @@ func timelineSQLOf(q model.HistoryQuery, limit int, c *Cursor, sources []timelin
 }
 
 // KeyHistory is every timeline entry of one key, oldest first (at most max, the newest kept).
-func (db *DB) KeyHistory(ctx context.Context, owner, key string, max int) ([]model.Event, error) {
+func KeyHistory(ctx context.Context, db *store.DB, owner, key string, max int) ([]model.Event, error) {
 	var all []model.Event
 	cursor := ""
 	for {
-		rows, next, err := db.Timeline(ctx, model.HistoryQuery{Owner: owner, Key: key, Limit: MaxPage, Cursor: cursor})
+		rows, next, err := Timeline(ctx, db, model.HistoryQuery{Owner: owner, Key: key, Limit: MaxPage, Cursor: cursor})
 		if err != nil {
 			return nil, err
 		}
@@ -209,7 +210,7 @@ var ExportColumns = []string{"at", "kind", "id", "moduleCode", "recordId", "revi
 // one page however long the history. JSON is one object, {"events": [...], "next": null}, as
 // `history --json` prints a page; CSV has a header line. max > 0 stops after max entries (and
 // "next" then says where to continue). progress, when set, hears the count after each page.
-func (db *DB) ExportHistory(ctx context.Context, q model.HistoryQuery, format model.ExportFormat, w io.Writer, max int, progress func(int)) (int, error) {
+func ExportHistory(ctx context.Context, db *store.DB, q model.HistoryQuery, format model.ExportFormat, w io.Writer, max int, progress func(int)) (int, error) {
 	if format != model.ExportCSV && format != model.ExportJSON {
 		return 0, apperr.New(apperr.ValidationFailed, "format: %q is not json or csv", format)
 	}
@@ -229,7 +230,7 @@ func (db *DB) ExportHistory(ctx context.Context, q model.HistoryQuery, format mo
 		if max > 0 && max-n < MaxPage {
 			q.Limit = max - n
 		}
-		rows, more, err := db.Timeline(ctx, q)
+		rows, more, err := Timeline(ctx, db, q)
 		if err != nil {
 			return n, err
 		}
