@@ -20,6 +20,7 @@ import (
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/store/replay"
 )
 
 // The limit side is the physical limit of a write: the statements the runner's path sends for
@@ -494,7 +495,7 @@ func (t *target) limitReplayHit(ctx context.Context, w *worker) (err error) {
 			return err
 		}
 	}
-	r, found, err := store.ScanExecutionReplay(br.QueryRow())
+	r, found, err := replay.ScanExecution(br.QueryRow())
 	if err != nil {
 		return err
 	}

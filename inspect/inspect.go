@@ -15,6 +15,7 @@ import (
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 	"github.com/idemwork/idemwork/store/readmodel"
+	"github.com/idemwork/idemwork/store/verifyrows"
 	"github.com/idemwork/idemwork/verify"
 	"github.com/idemwork/idemwork/wire"
 )
@@ -125,7 +126,7 @@ func StoredKey(ctx context.Context, k *kernel.Kernel, owner, key string) (model.
 	if refOK {
 		cur = &ref
 	}
-	facts := &store.VerifyKeyRowFacts{Status: row.Status, Operation: row.Operation, ReservedXID: row.ReservedXID, CreatedAt: row.CreatedAt, ExpiresAt: row.ExpiresAt}
+	facts := &verifyrows.KeyRowFacts{Status: row.Status, Operation: row.Operation, ReservedXID: row.ReservedXID, CreatedAt: row.CreatedAt, ExpiresAt: row.ExpiresAt}
 	problems := verify.KeyLives(row.Key, facts, history)
 	v.Problems = []string{}
 	if v.RestoreError != nil && v.RestoreError.Code == apperr.SnapshotIntegrity {
@@ -185,7 +186,7 @@ const (
 // they settle. Rows that record no transaction (written before migration 0004) are grouped by
 // what they reference (an audit event names its revision and its execution); such a group is the
 // current life only when it holds what the envelope references.
-func groupLives(events []model.Event, ref *resultRef, row *store.VerifyKeyRowFacts, problems []verify.KeyProblem) []model.KeyLife {
+func groupLives(events []model.Event, ref *resultRef, row *verifyrows.KeyRowFacts, problems []verify.KeyProblem) []model.KeyLife {
 	reserved := ""
 	if row != nil && row.ReservedXID != nil {
 		reserved = *row.ReservedXID

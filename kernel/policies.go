@@ -14,6 +14,7 @@ import (
 	"github.com/idemwork/idemwork/jsonb"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/store/replay"
 )
 
 // Policy names (SPEC §5). A new name means new restore semantics.
@@ -75,11 +76,16 @@ type reviewRef struct {
 // says where (idem.ResultPath), this package which members, and the store only follows the
 // paths it is handed.
 var (
-	recordReplay = store.RevisionReplayStatement(store.ReplayRefs{
+	recordReplay = replay.RevisionStatement(store.ReplayRefs{
 		RecordID: idem.ResultPath(fieldRecordID), Revision: idem.ResultPath(fieldRevision)})
-	featureReplay = store.ExecutionReplayStatement(store.ReplayRefs{
+	featureReplay = replay.ExecutionStatement(store.ReplayRefs{
 		RecordID: idem.ResultPath(fieldRecordID), Revision: idem.ResultPath(fieldRevision), ExecutionID: idem.ResultPath(fieldExecutionID)})
 )
+
+// ResultRefs are where every policy's stored result keeps the rows it references, for reads of
+// keys across policies (verify's): the store follows them and never knows the envelope.
+var ResultRefs = store.ReplayRefs{RecordID: idem.ResultPath(fieldRecordID), Revision: idem.ResultPath(fieldRevision),
+	ExecutionID: idem.ResultPath(fieldExecutionID), ReviewID: idem.ResultPath(fieldReviewID)}
 
 // revisionRead is the revision a reference resolved to, however it was read.
 type revisionRead struct {

@@ -23,6 +23,7 @@ import (
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/outbox"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/store/verifyrows"
 	"github.com/idemwork/idemwork/storm"
 	"github.com/idemwork/idemwork/storm/stormtypes"
 	"github.com/idemwork/idemwork/verify"
@@ -817,7 +818,7 @@ func (e *engine) drainOutbox(ctx context.Context, limit time.Duration) error {
 		Lease: 3 * time.Second, CallTimeout: time.Second, BaseBackoff: 100 * time.Millisecond, MaxBackoff: 2 * time.Second})
 	deadline := time.Now().Add(limit)
 	for {
-		t, err := e.k.DB().OutboxTally(ctx, owners, 20)
+		t, err := verifyrows.OutboxTally(ctx, e.k.DB(), owners, 20)
 		if err != nil {
 			return fmt.Errorf("soak: tally the outbox: %w", err)
 		}

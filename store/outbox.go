@@ -119,6 +119,6 @@ func (db *DB) SettleExecution(ctx context.Context, p SettleExecutionParams) (mod
 func (db *DB) CountSettleAudits(ctx context.Context, owner, key string) (int, error) {
 	var n int
 	err := db.Q(ctx).QueryRow(ctx, `SELECT count(*) FROM audit_event WHERE owner_id = $1 AND idempotency_key = $2
-		AND action ~ '`+settleActionPattern+`'`, owner, key).Scan(&n)
+		AND action ~ '`+SettleActionPattern+`'`, owner, key).Scan(&n)
 	return n, err
 }

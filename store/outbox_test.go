@@ -12,6 +12,7 @@ import (
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/store/verifyrows"
 )
 
 // t0 is the fixtures' clock: every row is written relative to it.
@@ -215,9 +216,9 @@ func TestTheFeatureActionNamesWhatTheSettleCountAndVerifyFind(t *testing.T) {
 		require.Equal(t, want, n, "settle events of %s (any feature's, never a QUEUED one)", key)
 	}
 
-	rows, err := db.VerifyExecutions(ctx, store.VerifyPage{Limit: 10})
+	rows, err := verifyrows.Executions(ctx, db.DB, verifyrows.Page{Limit: 10})
 	require.NoError(t, err)
-	got := map[string]store.VerifyExecutionRow{}
+	got := map[string]verifyrows.ExecutionRow{}
 	for _, r := range rows {
 		got[r.ID] = r
 	}

@@ -159,7 +159,8 @@ const revisionAttestColumns = `rv.written_xid::text, rv.digest,
 const executionAttestColumns = `e.written_xid::text, e.digest,
 	(SELECT v.digest FROM record_revision v WHERE v.owner_id = e.owner_id AND v.record_id = e.record_id AND v.revision = e.record_revision)`
 
-func (a *Attestation) dest(d []any) []any { return append(d, &a.XID, &a.Digest, &a.Prev) }
+// Dest appends where a row's attestation columns scan into to d.
+func (a *Attestation) Dest(d []any) []any { return append(d, &a.XID, &a.Digest, &a.Prev) }
 
 // RevisionRef names one revision: its owner, its record's module and id, and its number. Named
 // fields, not three positional strings a caller could swap without the compiler noticing.
@@ -177,7 +178,7 @@ func (db *DB) FindRevision(ctx context.Context, ref RevisionRef) (RevisionWithPa
 		FROM record_revision rv JOIN record p ON p.owner_id = rv.owner_id AND p.id = rv.record_id
 		WHERE rv.owner_id = $1 AND rv.record_id = $2 AND rv.revision = $3 AND p.module_code = $4`,
 		ref.Owner, ref.RecordID, ref.Revision, ref.Module).
-		Scan(r.Attest.dest([]any{&r.OwnerID, &r.RecordID, &r.Revision.Revision, &r.Snapshot, &r.IdempotencyKey, &r.CreatedAt, &r.ParentOwner, &r.ParentID, &r.ParentModule})...)
+		Scan(r.Attest.Dest([]any{&r.OwnerID, &r.RecordID, &r.Revision.Revision, &r.Snapshot, &r.IdempotencyKey, &r.CreatedAt, &r.ParentOwner, &r.ParentID, &r.ParentModule})...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, ErrNotFound
 	}
@@ -215,7 +216,7 @@ func (db *DB) FindExecutionAttested(ctx context.Context, ref ExecutionRef) (mode
 	var a Attestation
 	err := db.Q(ctx).QueryRow(ctx, `SELECT `+Prefixed("e.", ExecutionColumns)+`, `+executionAttestColumns+` FROM feature_execution e
 		WHERE e.owner_id = $1 AND e.module_code = $2 AND e.record_id = $3 AND e.id = $4`, ref.Owner, ref.Module, ref.RecordID, ref.ID).
-		Scan(a.dest([]any{&e.ID, &e.OwnerID, &e.ModuleCode, &e.RecordID, &e.FeatureID, &e.Mode, &e.Status, &e.RecordRevision,
+		Scan(a.Dest([]any{&e.ID, &e.OwnerID, &e.ModuleCode, &e.RecordID, &e.FeatureID, &e.Mode, &e.Status, &e.RecordRevision,
 			&e.Input, &e.Output, &e.IdempotencyKey, &e.CreatedAt, &e.UpdatedAt})...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return e, a, ErrNotFound

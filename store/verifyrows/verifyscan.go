@@ -1,10 +1,12 @@
-package store
+package verifyrows
 
 import (
 	"context"
 	"fmt"
 	"strings"
 
+	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/store/replay"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 )
@@ -23,21 +25,21 @@ import (
 // sort that spills to disk past work_mem — only to be checked one at a time. (Their examples
 // are then the first the plan met, not the first in key order.)
 //
-// With --since the pages stay (VerifyKeys, VerifyRecords, …): they read only what was written
+// With --since the pages stay (Keys, Records, …): they read only what was written
 // since, where a whole-table join would read everything.
 
-// VerifyScope is what a whole-scope read covers: Owner's rows ("" every owner's).
-type VerifyScope struct{ Owner string }
+// Scope is what a whole-scope read covers: Owner's rows ("" every owner's).
+type Scope struct{ Owner string }
 
 // cond is the scope's condition on alias's owner_id ($1 when it names an owner).
-func (s VerifyScope) cond(alias string) string {
+func (s Scope) cond(alias string) string {
 	if s.Owner == "" {
 		return "true"
 	}
 	return alias + ".owner_id = $1"
 }
 
-func (s VerifyScope) args() []any {
+func (s Scope) args() []any {
 	if s.Owner == "" {
 		return nil
 	}
@@ -45,7 +47,7 @@ func (s VerifyScope) args() []any {
 }
 
 // sql replaces {scope:alias} in q by the scope's condition on alias.
-func (s VerifyScope) sql(q string) string {
+func (s Scope) sql(q string) string {
 	for {
 		i := strings.Index(q, "{scope:")
 		if i < 0 {
@@ -58,7 +60,7 @@ func (s VerifyScope) sql(q string) string {
 
 // verifyStream runs q over the scope and hands each row, as scan reads it, to fn; fn's error
 // ends the read.
-func verifyStream[T any](ctx context.Context, db *DB, what string, s VerifyScope, q string,
+func verifyStream[T any](ctx context.Context, db *store.DB, what string, s Scope, q string,
 	scan func(pgx.CollectableRow) (T, error), fn func(T) error) error {
 	rows, err := db.Q(ctx).Query(ctx, s.sql(q), s.args()...)
 	if err != nil {
@@ -81,7 +83,7 @@ func verifyStream[T any](ctx context.Context, db *DB, what string, s VerifyScope
 }
 
 // verifyRecordsScanSQL: each record with its revisions' count and range, and whether its latest
-// revision's snapshot is the row (VerifyRecords' columns).
+// revision's snapshot is the row (Records' columns).
 const verifyRecordsScanSQL = `SELECT r.owner_id, r.id, r.module_code, r.revision, r.title, r.summary,
 		COALESCE(rv.n, 0), COALESCE(rv.lo, 0), COALESCE(rv.hi, 0),
 		v.revision IS NOT NULL AND v.snapshot->>'title' IS NOT DISTINCT FROM r.title AND v.snapshot->>'summary' IS NOT DISTINCT FROM r.summary
@@ -92,14 +94,14 @@ const verifyRecordsScanSQL = `SELECT r.owner_id, r.id, r.module_code, r.revision
 	LEFT JOIN record_revision v ON v.owner_id = r.owner_id AND v.record_id = r.id AND v.revision = r.revision
 	WHERE {scope:r}`
 
-// VerifyRecordsScan streams every record of the scope, as VerifyRecords reads a page of them.
-func (db *DB) VerifyRecordsScan(ctx context.Context, s VerifyScope, fn func(VerifyRecordRow) error) error {
+// RecordsScan streams every record of the scope, as Records reads a page of them.
+func RecordsScan(ctx context.Context, db *store.DB, s Scope, fn func(RecordRow) error) error {
 	return verifyStream(ctx, db, "records", s, verifyRecordsScanSQL, scanVerifyRecord, fn)
 }
 
 // verifyRevisionsScanSQL: each revision with its record, its previous revision's digest (the
 // row before it in its record's order, when that is revision - 1: a missing revision breaks
-// the chain) and its write's audit events (VerifyRevisions' columns).
+// the chain) and its write's audit events (Revisions' columns).
 var verifyRevisionsScanSQL = `SELECT rv.owner_id, rv.record_id, rv.revision, rv.snapshot, rv.idempotency_key, rv.created_at,
 		p.owner_id, p.id, p.module_code, rv.written_xid::text, rv.digest,
 		CASE WHEN rv.lag_revision = rv.revision - 1 THEN rv.lag_digest END,
@@ -110,23 +112,23 @@ var verifyRevisionsScanSQL = `SELECT rv.owner_id, rv.record_id, rv.revision, rv.
 		WINDOW w AS (PARTITION BY q.owner_id, q.record_id ORDER BY q.revision)) rv
 	LEFT JOIN record p ON p.owner_id = rv.owner_id AND p.id = rv.record_id
 	LEFT JOIN (SELECT a.owner_id, a.record_id, a.revision, count(*)::int AS n
-		FROM audit_event a WHERE {scope:a} AND a.record_id IS NOT NULL AND a.revision IS NOT NULL AND ` + revisionWriteActionSQL("a.action") + `
+		FROM audit_event a WHERE {scope:a} AND a.record_id IS NOT NULL AND a.revision IS NOT NULL AND ` + store.RevisionWriteActionSQL("a.action") + `
 		GROUP BY a.owner_id, a.record_id, a.revision) a ON a.owner_id = rv.owner_id AND a.record_id = rv.record_id AND a.revision = rv.revision`
 
-// VerifyRevisionsScan streams every revision of the scope, as VerifyRevisions reads a page.
-func (db *DB) VerifyRevisionsScan(ctx context.Context, s VerifyScope, fn func(VerifyRevisionRow) error) error {
+// RevisionsScan streams every revision of the scope, as Revisions reads a page.
+func RevisionsScan(ctx context.Context, db *store.DB, s Scope, fn func(RevisionRow) error) error {
 	return verifyStream(ctx, db, "revisions", s, verifyRevisionsScanSQL, scanVerifyRevision, fn)
 }
 
 // verifyExecutionsScanSQL: each execution with its record, its revision, the actions of its
-// audit events and its outbox messages (VerifyExecutions' columns). The audit events are
+// audit events and its outbox messages (Executions' columns). The audit events are
 // grouped per execution first; which of them are its run and its settle depends on its
 // feature, so they are counted from the group's actions.
 var verifyExecutionsScanSQL = func() string {
 	count := func(actions string) string {
 		return `(SELECT count(*)::int FROM unnest(au.actions) x WHERE x IN (` + actions + `))`
 	}
-	return `SELECT ` + Prefixed("e.", ExecutionColumns) + `, e.written_xid::text, e.digest, v.digest,
+	return `SELECT ` + store.Prefixed("e.", store.ExecutionColumns) + `, e.written_xid::text, e.digest, v.digest,
 		p.id IS NOT NULL, v.revision IS NOT NULL,
 		COALESCE(` + count(runActionsSQL) + `, 0), COALESCE(` + count(settleActionsSQL) + `, 0),
 		COALESCE((SELECT max(x) FROM unnest(au.actions) x WHERE x IN (` + settleActionsSQL + `)), ''),
@@ -142,21 +144,23 @@ var verifyExecutionsScanSQL = func() string {
 	WHERE {scope:e}`
 }()
 
-// VerifyExecutionsScan streams every execution of the scope, as VerifyExecutions reads a page.
-func (db *DB) VerifyExecutionsScan(ctx context.Context, s VerifyScope, fn func(VerifyExecutionRow) error) error {
+// ExecutionsScan streams every execution of the scope, as Executions reads a page.
+func ExecutionsScan(ctx context.Context, db *store.DB, s Scope, fn func(ExecutionRow) error) error {
 	return verifyStream(ctx, db, "executions", s, verifyExecutionsScanSQL, scanVerifyExecution, fn)
 }
 
 // verifyKeysScanSQL: each key row with the rows its result references, without their content
-// (VerifyKeys' light columns: the revisions and executions passes judged every one). The
+// (Keys' light columns: the revisions and executions passes judged every one). The
 // references are taken out of the envelope once per key, then joined.
-var verifyKeysScanSQL = `SELECT k.owner_id, k.idempotency_key, k.operation, k.status, k.response::text, k.expires_at, k.reserved_xid::text,
-		` + replayRevisionColumns + `, ` + replayExecutionColumns + `,
+// verifyKeysScanSQL is KeysScan's statement for where the results keep their references.
+func verifyKeysScanSQL(refs store.ReplayRefs) string {
+	return `SELECT k.owner_id, k.idempotency_key, k.operation, k.status, k.response::text, k.expires_at, k.reserved_xid::text,
+		` + replay.RevisionColumns + `, ` + replay.ExecutionColumns + `,
 		pf_r.id, pf_r.owner_id, pf_r.module_code, pf_r.record_id, pf_r.record_revision, pf_r.verdict, pf_r.comment, pf_r.idempotency_key, pf_r.created_at
 	FROM (SELECT k.owner_id, k.idempotency_key, k.operation, k.status, k.response, k.expires_at, k.reserved_xid,
-			` + refText(verifyRefs.RecordID) + ` AS record_ref,
-			` + refInt(verifyRefs.Revision) + ` AS revision_ref,
-			` + refText(verifyRefs.ExecutionID) + ` AS execution_ref, ` + refText(verifyRefs.ReviewID) + ` AS review_ref
+			` + store.RefText(refs.RecordID) + ` AS record_ref,
+			` + store.RefInt(refs.Revision) + ` AS revision_ref,
+			` + store.RefText(refs.ExecutionID) + ` AS execution_ref, ` + store.RefText(refs.ReviewID) + ` AS review_ref
 		FROM idempotency_record k WHERE {scope:k} OFFSET 0) k
 	LEFT JOIN (SELECT rv.owner_id, rv.record_id, rv.revision, NULL::jsonb AS snapshot, rv.idempotency_key, rv.created_at,
 			p.owner_id AS parent_owner, p.id AS parent_id, p.module_code AS parent_module,
@@ -168,11 +172,12 @@ var verifyKeysScanSQL = `SELECT k.owner_id, k.idempotency_key, k.operation, k.st
 			e.written_xid::text AS xid, NULL::bytea AS digest, NULL::bytea AS revision_digest
 		FROM feature_execution e WHERE {scope:e}) pf_e ON pf_e.owner_id = k.owner_id AND pf_e.id = k.execution_ref AND pf_e.record_id = k.record_ref
 	LEFT JOIN commitment_review pf_r ON pf_r.owner_id = k.owner_id AND pf_r.record_id = k.record_ref AND pf_r.id = k.review_ref`
+}
 
-// VerifyKeysScan streams every key row of the scope with the rows its result references, as
-// VerifyKeys reads a light page.
-func (db *DB) VerifyKeysScan(ctx context.Context, s VerifyScope, fn func(VerifyKeyRow) error) error {
-	return verifyStream(ctx, db, "keys", s, verifyKeysScanSQL, newKeyScanner().scan, fn)
+// KeysScan streams every key row of the scope with the rows its result references at
+// refs, as Keys reads a light page.
+func KeysScan(ctx context.Context, db *store.DB, refs store.ReplayRefs, s Scope, fn func(KeyRow) error) error {
+	return verifyStream(ctx, db, "keys", s, verifyKeysScanSQL(refs), newKeyScanner().scan, fn)
 }
 
 const verifyOutboxScanSQL = `SELECT m.owner_id, m.id, m.execution_id, m.status, e.id IS NOT NULL, COALESCE(e.mode, ''), COALESCE(e.status, ''),
@@ -180,8 +185,8 @@ const verifyOutboxScanSQL = `SELECT m.owner_id, m.id, m.execution_id, m.status, 
 	FROM outbox_message m LEFT JOIN feature_execution e ON e.owner_id = m.owner_id AND e.id = m.execution_id
 	WHERE {scope:m}`
 
-// VerifyOutboxScan streams every outbox message of the scope, as VerifyOutbox reads a page.
-func (db *DB) VerifyOutboxScan(ctx context.Context, s VerifyScope, fn func(VerifyOutboxRow) error) error {
+// OutboxScan streams every outbox message of the scope, as Outbox reads a page.
+func OutboxScan(ctx context.Context, db *store.DB, s Scope, fn func(OutboxRow) error) error {
 	return verifyStream(ctx, db, "outbox messages", s, verifyOutboxScanSQL, scanVerifyOutbox, fn)
 }
 
@@ -193,8 +198,8 @@ const verifyAuditScanSQL = `SELECT a.owner_id, a.id, a.module_code, a.action, a.
 		FROM record r WHERE {scope:r} AND r.module_code = 'MEM-001') r ON a.module_code = 'MEM-001' AND r.owner_id = a.owner_id AND r.id = a.record_id
 	WHERE {scope:a}`
 
-// VerifyAuditScan streams every audit event of the scope, as VerifyAudit reads a page.
-func (db *DB) VerifyAuditScan(ctx context.Context, s VerifyScope, fn func(VerifyAuditRow) error) error {
+// AuditScan streams every audit event of the scope, as Audit reads a page.
+func AuditScan(ctx context.Context, db *store.DB, s Scope, fn func(AuditRow) error) error {
 	return verifyStream(ctx, db, "audit events", s, verifyAuditScanSQL, scanVerifyAudit, fn)
 }
 
@@ -208,7 +213,7 @@ var verifyLivesScanSQL = func() string {
 			FROM `+t.table+` t WHERE `+scoped)
 	}
 	parts = append(parts, `SELECT t.owner_id, t.idempotency_key, t.written_xid, 0, 0, 0, 0, t.action, t.at, t.key_expires_at
-			FROM audit_event t WHERE `+scoped+` AND t.action !~ '`+settleActionPattern+`'`)
+			FROM audit_event t WHERE `+scoped+` AND t.action !~ '`+store.SettleActionPattern+`'`)
 	return `SELECT l.owner_id, l.idempotency_key, l.xid, l.rv, l.ex, l.re, l.ms, l.runs, l.actions, l.first, l.last, l.kx,
 			k.status, k.operation, k.reserved_xid::text, k.created_at, k.expires_at
 		FROM (SELECT owner_id, idempotency_key, written_xid::text AS xid, sum(rv)::int AS rv, sum(ex)::int AS ex, sum(re)::int AS re,
@@ -223,8 +228,8 @@ var verifyLivesScanSQL = func() string {
 // verifyLifeRow is one life with its key's row.
 type verifyLifeRow struct {
 	owner, key string
-	life       VerifyLife
-	row        *VerifyKeyRowFacts
+	life       Life
+	row        *KeyRowFacts
 }
 
 func scanVerifyLife(r pgx.CollectableRow) (verifyLifeRow, error) {
@@ -234,29 +239,29 @@ func scanVerifyLife(r pgx.CollectableRow) (verifyLifeRow, error) {
 	l := &x.life
 	err := r.Scan(&x.owner, &x.key, &xid, &l.Revisions, &l.Executions, &l.Reviews, &l.Messages, &l.RunAudits, &l.Actions,
 		&l.First, &l.Last, &kx, &status, &op, &rxid, &created, &expires)
-	l.XID = textPtr(xid)
+	l.XID = store.TextPtr(xid)
 	if kx.Valid && kx.InfinityModifier == pgtype.Finite {
 		t := kx.Time
 		l.KeyExpiresAt = &t
 	}
 	if status.Valid {
-		x.row = &VerifyKeyRowFacts{Status: status.String, Operation: op.String, ReservedXID: textPtr(rxid), CreatedAt: created.Time, ExpiresAt: expires.Time}
+		x.row = &KeyRowFacts{Status: status.String, Operation: op.String, ReservedXID: store.TextPtr(rxid), CreatedAt: created.Time, ExpiresAt: expires.Time}
 	}
 	return x, err
 }
 
-// VerifyKeyLivesScan streams the lives of every key of the scope with rows written under it, a
-// key at a time with its row, as VerifyKeyLives reads a page of them. read is the key's audit
+// KeyLivesScan streams the lives of every key of the scope with rows written under it, a
+// key at a time with its row, as KeyLivesPage reads a page of them. read is the key's audit
 // events of a run (what the progress counts).
-func (db *DB) VerifyKeyLivesScan(ctx context.Context, s VerifyScope, fn func(k VerifyKeyLives, read int) error) error {
-	var cur VerifyKeyLives
+func KeyLivesScan(ctx context.Context, db *store.DB, s Scope, fn func(k KeyLives, read int) error) error {
+	var cur KeyLives
 	read := 0
 	flush := func() error {
 		if len(cur.Lives) == 0 {
 			return nil
 		}
 		k, n := cur, read
-		cur, read = VerifyKeyLives{}, 0
+		cur, read = KeyLives{}, 0
 		return fn(k, n)
 	}
 	err := verifyStream(ctx, db, "key lives", s, verifyLivesScanSQL, scanVerifyLife, func(x verifyLifeRow) error {
@@ -266,7 +271,7 @@ func (db *DB) VerifyKeyLivesScan(ctx context.Context, s VerifyScope, fn func(k V
 			}
 		}
 		if len(cur.Lives) == 0 {
-			cur = VerifyKeyLives{OwnerID: x.owner, Key: x.key, Row: x.row}
+			cur = KeyLives{OwnerID: x.owner, Key: x.key, Row: x.row}
 		}
 		cur.Lives = append(cur.Lives, x.life)
 		read += x.life.RunAudits

@@ -1,4 +1,4 @@
-package store_test
+package replay_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/store/replay"
 )
 
 // TestAReplayNeverScansAllOfAnOwnersRows pins the plan of the one-statement replays: planned
@@ -42,8 +43,8 @@ func TestAReplayNeverScansAllOfAnOwnersRows(t *testing.T) {
 		sql  string
 		scan []string // the relations the statement must look up by key
 	}{
-		{"note-1", store.RevisionReplayStatement(replayRefs).SQL(), []string{"record_revision", "record"}},
-		{"run-1", store.ExecutionReplayStatement(replayRefs).SQL(), []string{"record_revision", "record", "feature_execution"}},
+		{"note-1", replay.RevisionStatement(replayRefs).SQL(), []string{"record_revision", "record"}},
+		{"run-1", replay.ExecutionStatement(replayRefs).SQL(), []string{"record_revision", "record", "feature_execution"}},
 	} {
 		stmt := fmt.Sprintf("plan_probe_%d", i)
 		// The statement's parameters are ReplayParams in order: owner, key, module.
@@ -127,7 +128,7 @@ func TestAReplayStatementFollowsTheReferencePathsItIsHanded(t *testing.T) {
 	require.NoError(t, err)
 
 	p := idem.ReplayParams{Owner: "alice", Key: "run-1", Module: kernel.ModuleNote}
-	moved := store.ExecutionReplayStatement(store.ReplayRefs{RecordID: []string{"elsewhere", "rec"}, Revision: []string{"elsewhere", "rev"},
+	moved := replay.ExecutionStatement(store.ReplayRefs{RecordID: []string{"elsewhere", "rec"}, Revision: []string{"elsewhere", "rev"},
 		ExecutionID: []string{"elsewhere", "exec"}})
 	r, found, err := moved.ReadExecution(ctx, db.Pool, p)
 	require.NoError(t, err)
@@ -137,7 +138,7 @@ func TestAReplayStatementFollowsTheReferencePathsItIsHanded(t *testing.T) {
 	require.NotNil(t, r.Execution, "the execution at the handed paths")
 	require.Equal(t, run.Execution.ID, r.Execution.ID)
 
-	r, found, err = store.ExecutionReplayStatement(replayRefs).ReadExecution(ctx, db.Pool, p)
+	r, found, err = replay.ExecutionStatement(replayRefs).ReadExecution(ctx, db.Pool, p)
 	require.NoError(t, err)
 	require.True(t, found)
 	require.Nil(t, r.Revision, "nothing where the envelope would keep the references")
@@ -145,7 +146,7 @@ func TestAReplayStatementFollowsTheReferencePathsItIsHanded(t *testing.T) {
 	require.False(t, r.RevisionUnreadable || r.ExecutionUnreadable)
 
 	require.Panics(t, func() {
-		store.RevisionReplayStatement(store.ReplayRefs{RecordID: []string{"a'b"}, Revision: []string{"r"}})
+		replay.RevisionStatement(store.ReplayRefs{RecordID: []string{"a'b"}, Revision: []string{"r"}})
 	},
 		"a path step is a plain name, never SQL")
 }

@@ -1,4 +1,4 @@
-package store
+package verifyrows
 
 import (
 	"context"
@@ -8,69 +8,36 @@ import (
 	"time"
 
 	"github.com/idemwork/idemwork/model"
+	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/store/replay"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-// Reads of idemwork verify: every table in keyset pages by its primary key (a page is one
+// Every table in keyset pages by its primary key (a page is one
 // index range scan, so a database of any size is read in bounded memory), optionally for one
 // owner, inside one read-only snapshot (ReadSnapshot) so the checks see one consistent state.
 
-// ReadSnapshot runs fn in a read-only REPEATABLE READ transaction carried by the context fn
-// receives: every statement through db.Q(ctx) — the kernel's restores included — reads the
-// same snapshot, and the server refuses any write. It works on a read-only session too.
-func (db *DB) ReadSnapshot(ctx context.Context, fn func(ctx context.Context) error) error {
-	if a, ok := ctx.Value(ambientKey{}).(*ambient); ok && a.db == db {
-		return fn(ctx)
-	}
-	conn, err := db.acquire(ctx)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	defer conn.Release()
-	err = db.sendBegin(ctx, conn, beginSnapshot)
-	if err == nil {
-		// Its page reads are many small index lookups whose generic plans the planner may cost
-		// high enough to JIT-compile on every page: compiling costs far more than running them.
-		// Its whole-scope reads (verifyscan.go) hash-join whole tables: with more memory than
-		// the default 4 MB a hash is built in one batch rather than spilled to disk in many; and
-		// each is planned for the owner it reads (a prepared statement's generic plan, cached
-		// from another owner's verify, does not know how many rows that owner has).
-		// Transaction-local all three: nothing outlives the snapshot on a pooled connection.
-		_, err = conn.Exec(ctx, `select pg_catalog.set_config('jit', 'off', true), pg_catalog.set_config('work_mem', '64MB', true),
-			pg_catalog.set_config('plan_cache_mode', 'force_custom_plan', true)`)
-	}
-	a := &ambient{db: db, conn: conn, begun: true}
-	if err != nil {
-		a.rollback(context.WithoutCancel(ctx))
-		return fmt.Errorf("begin a read-only snapshot: %w", db.translate(err))
-	}
-	err = fn(context.WithValue(ctx, ambientKey{}, a))
-	// Nothing to commit: the transaction only read.
-	a.rollback(context.WithoutCancel(ctx))
-	return db.translate(err)
-}
-
-// VerifyCursor is where a page starts: after (Owner, ID, Rev) in the table's key order (Rev
+// Cursor is where a page starts: after (Owner, ID, Rev) in the table's key order (Rev
 // is used by revisions only). The zero cursor starts at the beginning.
-type VerifyCursor struct {
+type Cursor struct {
 	Owner string
 	ID    string
 	Rev   int
 }
 
-// VerifyPage selects one page: Owner limits it to one owner ("" for every owner); Since, when
+// Page selects one page: Owner limits it to one owner ("" for every owner); Since, when
 // set, only the rows written or changed since then.
-type VerifyPage struct {
+type Page struct {
 	Owner string
-	After VerifyCursor
+	After Cursor
 	Limit int
 	Since time.Time
 }
 
 // since is the page's --since condition on a time column ("" without one), its argument appended
 // to args.
-func (p VerifyPage) since(col string, args []any) (string, []any) {
+func (p Page) since(col string, args []any) (string, []any) {
 	if p.Since.IsZero() {
 		return "", args
 	}
@@ -80,7 +47,7 @@ func (p VerifyPage) since(col string, args []any) (string, []any) {
 
 // where is the page's keyset condition and its --since condition on timeCol, with their
 // arguments.
-func (p VerifyPage) where(alias, idCol, revCol, timeCol string) (string, []any) {
+func (p Page) where(alias, idCol, revCol, timeCol string) (string, []any) {
 	w, args := p.keyset(alias, idCol, revCol)
 	s, args := p.since(alias+"."+timeCol, args)
 	return w + s, args
@@ -88,7 +55,7 @@ func (p VerifyPage) where(alias, idCol, revCol, timeCol string) (string, []any) 
 
 // keyset returns the WHERE clause of a page over (owner_id, idCol[, revCol]) aliased alias,
 // and its arguments.
-func (p VerifyPage) keyset(alias, idCol, revCol string) (string, []any) {
+func (p Page) keyset(alias, idCol, revCol string) (string, []any) {
 	if revCol == "" {
 		if p.Owner != "" {
 			return fmt.Sprintf(`%[1]s.owner_id = $1 AND %[1]s.%[2]s > $2`, alias, idCol), []any{p.Owner, p.After.ID}
@@ -101,26 +68,26 @@ func (p VerifyPage) keyset(alias, idCol, revCol string) (string, []any) {
 	return fmt.Sprintf(`(%[1]s.owner_id, %[1]s.%[2]s, %[1]s.%[3]s) > ($1, $2, $3)`, alias, idCol, revCol), []any{p.After.Owner, p.After.ID, p.After.Rev}
 }
 
-func (p VerifyPage) query(ctx context.Context, db *DB, sql string, args []any) (pgx.Rows, error) {
+func (p Page) query(ctx context.Context, db *store.DB, sql string, args []any) (pgx.Rows, error) {
 	return db.Q(ctx).Query(ctx, sql, append(args, p.Limit)...)
 }
 
-// VerifyKeyRow is an idempotency row as verify reads it, with the rows its stored result
+// KeyRow is an idempotency row as verify reads it, with the rows its stored result
 // references, read in the same statement (nil where there is none, or it cannot be read whole):
 // verify judges them as a replay would, without a statement per key.
-type VerifyKeyRow struct {
+type KeyRow struct {
 	OwnerID, Key, Operation, Status string
 	Response                        []byte // nil while PROCESSING
 	ExpiresAt                       time.Time
 	ReservedXID                     *string
-	Revision                        *RevisionWithParent
+	Revision                        *store.RevisionWithParent
 	Execution                       *model.Execution
-	ExecutionAttest                 Attestation
+	ExecutionAttest                 store.Attestation
 	Review                          *model.Review
 }
 
 // Cursor is where the page after this row starts.
-func (r VerifyKeyRow) Cursor() VerifyCursor { return VerifyCursor{Owner: r.OwnerID, ID: r.Key} }
+func (r KeyRow) Cursor() Cursor { return Cursor{Owner: r.OwnerID, ID: r.Key} }
 
 // verifyKeysSQL reads a page of key rows with what their results reference, each through a
 // LATERAL subquery bound by a unique key (as the replay statement reads them, but in any
@@ -129,7 +96,7 @@ func (r VerifyKeyRow) Cursor() VerifyCursor { return VerifyCursor{Owner: r.Owner
 // others). light leaves out what only a check of the rows' content needs — snapshot, input,
 // output and digests — for a caller that judged every revision and execution on its own (their
 // columns are NULL then).
-func verifyKeysSQL(light bool) string {
+func verifyKeysSQL(refs store.ReplayRefs, light bool) string {
 	snapshot, digests, input := `rv.snapshot`, `rv.digest, (SELECT q.digest FROM record_revision q
 				WHERE q.owner_id = rv.owner_id AND q.record_id = rv.record_id AND q.revision = rv.revision - 1) AS prev_digest`, `e.input, e.output`
 	execDigests := `e.digest, (SELECT v.digest FROM record_revision v
@@ -139,43 +106,37 @@ func verifyKeysSQL(light bool) string {
 		execDigests = `NULL::bytea AS digest, NULL::bytea AS revision_digest`
 	}
 	return `SELECT k.owner_id, k.idempotency_key, k.operation, k.status, k.response::text, k.expires_at, k.reserved_xid::text,
-		` + replayRevisionColumns + `, ` + replayExecutionColumns + `,
+		` + replay.RevisionColumns + `, ` + replay.ExecutionColumns + `,
 		pf_r.id, pf_r.owner_id, pf_r.module_code, pf_r.record_id, pf_r.record_revision, pf_r.verdict, pf_r.comment, pf_r.idempotency_key, pf_r.created_at
 	FROM idempotency_record k
 	LEFT JOIN LATERAL (SELECT rv.owner_id, rv.record_id, rv.revision, ` + snapshot + `, rv.idempotency_key, rv.created_at,
 			p.owner_id AS parent_owner, p.id AS parent_id, p.module_code AS parent_module,
 			rv.written_xid::text AS xid, ` + digests + `
 		FROM record_revision rv JOIN record p ON p.owner_id = rv.owner_id AND p.id = rv.record_id
-		WHERE rv.owner_id = k.owner_id AND rv.record_id = ` + refText(verifyRefs.RecordID) + ` AND rv.revision = ` + refInt(verifyRefs.Revision) + `
+		WHERE rv.owner_id = k.owner_id AND rv.record_id = ` + store.RefText(refs.RecordID) + ` AND rv.revision = ` + store.RefInt(refs.Revision) + `
 		OFFSET 0) pf_rv ON true
 	LEFT JOIN LATERAL (SELECT e.id, e.owner_id, e.module_code, e.record_id, e.feature_id, e.mode, e.status,
 			e.record_revision, ` + input + `, e.idempotency_key, e.created_at, e.updated_at,
 			e.written_xid::text AS xid, ` + execDigests + `
 		FROM feature_execution e
-		WHERE ` + refText(verifyRefs.ExecutionID) + ` IS NOT NULL
-			AND e.owner_id = k.owner_id AND e.id = ` + refText(verifyRefs.ExecutionID) + ` AND e.record_id = ` + refText(verifyRefs.RecordID) + `
+		WHERE ` + store.RefText(refs.ExecutionID) + ` IS NOT NULL
+			AND e.owner_id = k.owner_id AND e.id = ` + store.RefText(refs.ExecutionID) + ` AND e.record_id = ` + store.RefText(refs.RecordID) + `
 		OFFSET 0) pf_e ON true
 	LEFT JOIN LATERAL (SELECT r.id, r.owner_id, r.module_code, r.record_id, r.record_revision, r.verdict, r.comment, r.idempotency_key, r.created_at
 		FROM commitment_review r
-		WHERE ` + refText(verifyRefs.ReviewID) + ` IS NOT NULL
-			AND r.owner_id = k.owner_id AND r.record_id = ` + refText(verifyRefs.RecordID) + ` AND r.id = ` + refText(verifyRefs.ReviewID) + `
+		WHERE ` + store.RefText(refs.ReviewID) + ` IS NOT NULL
+			AND r.owner_id = k.owner_id AND r.record_id = ` + store.RefText(refs.RecordID) + ` AND r.id = ` + store.RefText(refs.ReviewID) + `
 		OFFSET 0) pf_r ON true
 	WHERE `
 }
 
-var (
-	verifyKeysFullSQL  = verifyKeysSQL(false)
-	verifyKeysLightSQL = verifyKeysSQL(true)
-)
-
-// VerifyKeys reads a page of idempotency rows in (owner_id, idempotency_key) order, with the
-// rows their results reference — without those rows' content when light.
-func (db *DB) VerifyKeys(ctx context.Context, p VerifyPage, light bool) ([]VerifyKeyRow, error) {
+// Keys reads a page of idempotency rows in (owner_id, idempotency_key) order, with the
+// rows their results reference at refs — without those rows' content when light. Where a
+// stored result keeps its references is the envelope's and the policies' business: the caller
+// that owns the format hands refs in (kernel.ResultRefs), and the statement only follows them.
+func Keys(ctx context.Context, db *store.DB, refs store.ReplayRefs, p Page, light bool) ([]KeyRow, error) {
 	where, args := p.where("k", "idempotency_key", "", "updated_at")
-	q := verifyKeysFullSQL
-	if light {
-		q = verifyKeysLightSQL
-	}
+	q := verifyKeysSQL(refs, light)
 	rows, err := p.query(ctx, db, q+where+fmt.Sprintf(` ORDER BY k.owner_id, k.idempotency_key LIMIT $%d`, len(args)+1), args)
 	if err != nil {
 		return nil, fmt.Errorf("verify keys: %w", err)
@@ -188,10 +149,10 @@ func (db *DB) VerifyKeys(ctx context.Context, p VerifyPage, light bool) ([]Verif
 // whole-table read of the keys allocated. Every value it returns is freshly allocated by pgx
 // (strings, byte slices), so a row never aliases the next.
 type keyScanner struct {
-	x    VerifyKeyRow
+	x    KeyRow
 	xid  pgtype.Text
-	rv   replayRevisionRow
-	e    replayExecutionRow
+	rv   replay.RevisionRow
+	e    replay.ExecutionRow
 	rw   reviewRow
 	dest []any
 }
@@ -199,31 +160,31 @@ type keyScanner struct {
 func newKeyScanner() *keyScanner {
 	s := &keyScanner{}
 	s.dest = append(append(append([]any{&s.x.OwnerID, &s.x.Key, &s.x.Operation, &s.x.Status, &s.x.Response, &s.x.ExpiresAt, &s.xid},
-		s.rv.dest()...), s.e.dest()...), s.rw.dest()...)
+		s.rv.Dest()...), s.e.Dest()...), s.rw.dest()...)
 	return s
 }
 
-func (s *keyScanner) scan(r pgx.CollectableRow) (VerifyKeyRow, error) {
+func (s *keyScanner) scan(r pgx.CollectableRow) (KeyRow, error) {
 	err := r.Scan(s.dest...)
 	x := s.x
-	x.ReservedXID = textPtr(s.xid)
-	x.Revision, x.Execution, x.Review = s.rv.revision(), s.e.execution(), s.rw.review()
-	x.ExecutionAttest = Attestation{XID: textPtr(s.e.xid), Digest: s.e.digest, Prev: s.e.revisionDigest}
+	x.ReservedXID = store.TextPtr(s.xid)
+	x.Revision, x.Execution, x.Review = s.rv.Revision(), s.e.Execution(), s.rw.review()
+	x.ExecutionAttest = s.e.Attest()
 	return x, err
 }
 
-// VerifyServiceKeys reads a page of a service's idempotency rows (the runner library's table
+// ServiceKeys reads a page of a service's idempotency rows (the runner library's table
 // alone: a service's database holds none of idemwork's records), in (owner_id, idempotency_key)
 // order; what their results reference is the service's policy to read.
-func (db *DB) VerifyServiceKeys(ctx context.Context, p VerifyPage) ([]VerifyKeyRow, error) {
+func ServiceKeys(ctx context.Context, db *store.DB, p Page) ([]KeyRow, error) {
 	where, args := p.where("k", "idempotency_key", "", "updated_at")
 	rows, err := p.query(ctx, db, `SELECT k.owner_id, k.idempotency_key, k.operation, k.status, k.response::text, k.expires_at
 		FROM idempotency_record k WHERE `+where+fmt.Sprintf(` ORDER BY k.owner_id, k.idempotency_key LIMIT $%d`, len(args)+1), args)
 	if err != nil {
 		return nil, fmt.Errorf("verify keys: %w", err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (VerifyKeyRow, error) {
-		var x VerifyKeyRow
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (KeyRow, error) {
+		var x KeyRow
 		var resp pgtype.Text
 		err := r.Scan(&x.OwnerID, &x.Key, &x.Operation, &x.Status, &resp, &x.ExpiresAt)
 		if resp.Valid {
@@ -251,12 +212,12 @@ func (r *reviewRow) review() *model.Review {
 		return nil
 	}
 	return &model.Review{ID: r.id.String, OwnerID: r.ownerID.String, ModuleCode: r.module.String, RecordID: r.recordID.String,
-		RecordRevision: int(r.revision.Int32), Verdict: r.verdict.String, Comment: r.comment.String, IdempotencyKey: textPtr(r.key),
+		RecordRevision: int(r.revision.Int32), Verdict: r.verdict.String, Comment: r.comment.String, IdempotencyKey: store.TextPtr(r.key),
 		CreatedAt: r.createdAt.Time}
 }
 
-// VerifyRecordRow is a record with what its revisions say about it.
-type VerifyRecordRow struct {
+// RecordRow is a record with what its revisions say about it.
+type RecordRow struct {
 	OwnerID, ID, ModuleCode string
 	Revision                int
 	// Title and Summary are the row's, as stored.
@@ -269,10 +230,10 @@ type VerifyRecordRow struct {
 }
 
 // Cursor is where the page after this row starts.
-func (r VerifyRecordRow) Cursor() VerifyCursor { return VerifyCursor{Owner: r.OwnerID, ID: r.ID} }
+func (r RecordRow) Cursor() Cursor { return Cursor{Owner: r.OwnerID, ID: r.ID} }
 
-// VerifyRecords reads a page of records in (owner_id, id) order.
-func (db *DB) VerifyRecords(ctx context.Context, p VerifyPage) ([]VerifyRecordRow, error) {
+// Records reads a page of records in (owner_id, id) order.
+func Records(ctx context.Context, db *store.DB, p Page) ([]RecordRow, error) {
 	where, args := p.where("r", "id", "", "updated_at")
 	rows, err := p.query(ctx, db, `SELECT r.owner_id, r.id, r.module_code, r.revision, r.title, r.summary, rv.n, rv.lo, rv.hi,
 			COALESCE((SELECT v.snapshot->>'title' IS NOT DISTINCT FROM r.title AND v.snapshot->>'summary' IS NOT DISTINCT FROM r.summary
@@ -288,16 +249,16 @@ func (db *DB) VerifyRecords(ctx context.Context, p VerifyPage) ([]VerifyRecordRo
 	return pgx.CollectRows(rows, scanVerifyRecord)
 }
 
-func scanVerifyRecord(r pgx.CollectableRow) (VerifyRecordRow, error) {
-	var x VerifyRecordRow
+func scanVerifyRecord(r pgx.CollectableRow) (RecordRow, error) {
+	var x RecordRow
 	err := r.Scan(&x.OwnerID, &x.ID, &x.ModuleCode, &x.Revision, &x.Title, &x.Summary, &x.Revisions, &x.MinRevision, &x.MaxRevision, &x.LatestMatches)
 	return x, err
 }
 
-// VerifyRevisionRow is a revision with its parent (HasParent false: no such record), its
+// RevisionRow is a revision with its parent (HasParent false: no such record), its
 // attestation, and how many audit events of a write name it.
-type VerifyRevisionRow struct {
-	RevisionWithParent
+type RevisionRow struct {
+	store.RevisionWithParent
 	HasParent bool
 	// WriteAudits counts the audit events of the write that wrote it (RECORD_CREATED,
 	// RECORD_PATCHED or FEATURE_<id>_EXECUTED naming this record and revision): one.
@@ -305,22 +266,22 @@ type VerifyRevisionRow struct {
 }
 
 // Cursor is where the page after this row starts.
-func (r VerifyRevisionRow) Cursor() VerifyCursor {
-	return VerifyCursor{Owner: r.OwnerID, ID: r.RecordID, Rev: r.Revision.Revision}
+func (r RevisionRow) Cursor() Cursor {
+	return Cursor{Owner: r.OwnerID, ID: r.RecordID, Rev: r.Revision.Revision}
 }
 
-// VerifyRevisions reads a page of revisions in (owner_id, record_id, revision) order. A
+// Revisions reads a page of revisions in (owner_id, record_id, revision) order. A
 // revision's previous digest is the row before it on the page when that is its previous revision
 // (lag over the page), read by its key otherwise: an index probe only for the first revision of
 // a record on the page.
-func (db *DB) VerifyRevisions(ctx context.Context, p VerifyPage) ([]VerifyRevisionRow, error) {
+func Revisions(ctx context.Context, db *store.DB, p Page) ([]RevisionRow, error) {
 	where, args := p.where("rv", "record_id", "revision", "created_at")
 	rows, err := p.query(ctx, db, `SELECT rv.owner_id, rv.record_id, rv.revision, rv.snapshot, rv.idempotency_key, rv.created_at,
 			p.owner_id, p.id, p.module_code, rv.written_xid::text, rv.digest,
 			CASE WHEN rv.lag_owner = rv.owner_id AND rv.lag_record = rv.record_id AND rv.lag_revision = rv.revision - 1 THEN rv.lag_digest
 				ELSE (SELECT q.digest FROM record_revision q WHERE q.owner_id = rv.owner_id AND q.record_id = rv.record_id AND q.revision = rv.revision - 1) END,
 			(SELECT count(*)::int FROM audit_event a WHERE a.owner_id = rv.owner_id AND a.record_id = rv.record_id AND a.revision = rv.revision
-				AND `+revisionWriteActionSQL("a.action")+`)
+				AND `+store.RevisionWriteActionSQL("a.action")+`)
 		FROM (SELECT pg.*, lag(pg.owner_id) OVER w AS lag_owner, lag(pg.record_id) OVER w AS lag_record,
 				lag(pg.revision) OVER w AS lag_revision, lag(pg.digest) OVER w AS lag_digest
 			FROM (SELECT rv.owner_id, rv.record_id, rv.revision, rv.snapshot, rv.idempotency_key, rv.created_at, rv.written_xid, rv.digest
@@ -335,23 +296,23 @@ func (db *DB) VerifyRevisions(ctx context.Context, p VerifyPage) ([]VerifyRevisi
 	return pgx.CollectRows(rows, scanVerifyRevision)
 }
 
-func scanVerifyRevision(r pgx.CollectableRow) (VerifyRevisionRow, error) {
-	var x VerifyRevisionRow
+func scanVerifyRevision(r pgx.CollectableRow) (RevisionRow, error) {
+	var x RevisionRow
 	var po, pid, pm pgtype.Text
 	// The snapshot as its bytes (*[]byte): into a json.RawMessage pgx would run it through
 	// json.Unmarshal, validating what PostgreSQL's jsonb already is.
-	dest := x.Attest.dest([]any{&x.OwnerID, &x.RecordID, &x.Revision.Revision, (*[]byte)(&x.Snapshot), &x.IdempotencyKey, &x.CreatedAt, &po, &pid, &pm})
+	dest := x.Attest.Dest([]any{&x.OwnerID, &x.RecordID, &x.Revision.Revision, (*[]byte)(&x.Snapshot), &x.IdempotencyKey, &x.CreatedAt, &po, &pid, &pm})
 	err := r.Scan(append(dest, &x.WriteAudits)...)
 	x.HasParent = po.Valid
 	x.ParentOwner, x.ParentID, x.ParentModule = po.String, pid.String, pm.String
 	return x, err
 }
 
-// VerifyExecutionRow is an execution with its attestation, record, audit events and outbox
+// ExecutionRow is an execution with its attestation, record, audit events and outbox
 // messages.
-type VerifyExecutionRow struct {
+type ExecutionRow struct {
 	model.Execution
-	Attest Attestation
+	Attest store.Attestation
 	// HasRecord: its record exists in its module; AtRevision: that record has the revision the
 	// execution was recorded at.
 	HasRecord, AtRevision bool
@@ -364,21 +325,21 @@ type VerifyExecutionRow struct {
 }
 
 // Cursor is where the page after this row starts.
-func (r VerifyExecutionRow) Cursor() VerifyCursor { return VerifyCursor{Owner: r.OwnerID, ID: r.ID} }
+func (r ExecutionRow) Cursor() Cursor { return Cursor{Owner: r.OwnerID, ID: r.ID} }
 
 // The actions an execution e's run and its settle are audited with (FeatureAction, in SQL).
 var (
-	runActionsSQL = featureActionSQL("e.feature_id", FeatureExecuted) + ", " + featureActionSQL("e.feature_id", FeatureBlocked) + ", " +
-		featureActionSQL("e.feature_id", FeatureQueued)
-	settleActionsSQL = featureActionSQL("e.feature_id", FeatureDelivered) + ", " + featureActionSQL("e.feature_id", FeatureFailed)
+	runActionsSQL = store.FeatureActionSQL("e.feature_id", store.FeatureExecuted) + ", " + store.FeatureActionSQL("e.feature_id", store.FeatureBlocked) + ", " +
+		store.FeatureActionSQL("e.feature_id", store.FeatureQueued)
+	settleActionsSQL = store.FeatureActionSQL("e.feature_id", store.FeatureDelivered) + ", " + store.FeatureActionSQL("e.feature_id", store.FeatureFailed)
 )
 
-// VerifyExecutions reads a page of feature executions in (owner_id, id) order.
-func (db *DB) VerifyExecutions(ctx context.Context, p VerifyPage) ([]VerifyExecutionRow, error) {
+// Executions reads a page of feature executions in (owner_id, id) order.
+func Executions(ctx context.Context, db *store.DB, p Page) ([]ExecutionRow, error) {
 	where, args := p.where("e", "id", "", "updated_at")
 	// The record and the revision are joined, not looked up with EXISTS: a generic plan turns an
 	// uncorrelated-looking EXISTS into a hashed subplan, a scan of every record on each page.
-	rows, err := p.query(ctx, db, `SELECT `+Prefixed("e.", ExecutionColumns)+`, e.written_xid::text, e.digest, v.digest,
+	rows, err := p.query(ctx, db, `SELECT `+store.Prefixed("e.", store.ExecutionColumns)+`, e.written_xid::text, e.digest, v.digest,
 			p.id IS NOT NULL, v.revision IS NOT NULL,
 			au.runs, au.settles, COALESCE(au.settled_as, ''),
 			(SELECT count(*)::int FROM outbox_message m WHERE m.owner_id = e.owner_id AND m.execution_id = e.id)
@@ -397,16 +358,16 @@ func (db *DB) VerifyExecutions(ctx context.Context, p VerifyPage) ([]VerifyExecu
 	return pgx.CollectRows(rows, scanVerifyExecution)
 }
 
-func scanVerifyExecution(r pgx.CollectableRow) (VerifyExecutionRow, error) {
-	var x VerifyExecutionRow
-	dest := x.Attest.dest([]any{&x.ID, &x.OwnerID, &x.ModuleCode, &x.RecordID, &x.FeatureID, &x.Mode, &x.Status, &x.RecordRevision,
+func scanVerifyExecution(r pgx.CollectableRow) (ExecutionRow, error) {
+	var x ExecutionRow
+	dest := x.Attest.Dest([]any{&x.ID, &x.OwnerID, &x.ModuleCode, &x.RecordID, &x.FeatureID, &x.Mode, &x.Status, &x.RecordRevision,
 		(*[]byte)(&x.Input), (*[]byte)(&x.Output), &x.IdempotencyKey, &x.CreatedAt, &x.UpdatedAt})
 	err := r.Scan(append(dest, &x.HasRecord, &x.AtRevision, &x.RunAudits, &x.SettleAudits, &x.SettledAs, &x.Messages)...)
 	return x, err
 }
 
-// VerifyOutboxRow is an outbox message with its execution (HasExecution false: none).
-type VerifyOutboxRow struct {
+// OutboxRow is an outbox message with its execution (HasExecution false: none).
+type OutboxRow struct {
 	OwnerID, ID, ExecutionID, Status string
 	HasExecution                     bool
 	ExecutionMode, ExecutionStatus   string
@@ -417,10 +378,10 @@ type VerifyOutboxRow struct {
 }
 
 // Cursor is where the page after this row starts.
-func (r VerifyOutboxRow) Cursor() VerifyCursor { return VerifyCursor{Owner: r.OwnerID, ID: r.ID} }
+func (r OutboxRow) Cursor() Cursor { return Cursor{Owner: r.OwnerID, ID: r.ID} }
 
-// VerifyOutbox reads a page of outbox messages in (owner_id, id) order.
-func (db *DB) VerifyOutbox(ctx context.Context, p VerifyPage) ([]VerifyOutboxRow, error) {
+// Outbox reads a page of outbox messages in (owner_id, id) order.
+func Outbox(ctx context.Context, db *store.DB, p Page) ([]OutboxRow, error) {
 	where, args := p.where("m", "id", "", "updated_at")
 	rows, err := p.query(ctx, db, `SELECT m.owner_id, m.id, m.execution_id, m.status, e.id IS NOT NULL, COALESCE(e.mode, ''), COALESCE(e.status, ''),
 			m.idempotency_key, e.idempotency_key, m.payload_ref::text
@@ -432,15 +393,15 @@ func (db *DB) VerifyOutbox(ctx context.Context, p VerifyPage) ([]VerifyOutboxRow
 	return pgx.CollectRows(rows, scanVerifyOutbox)
 }
 
-func scanVerifyOutbox(r pgx.CollectableRow) (VerifyOutboxRow, error) {
-	var x VerifyOutboxRow
+func scanVerifyOutbox(r pgx.CollectableRow) (OutboxRow, error) {
+	var x OutboxRow
 	err := r.Scan(&x.OwnerID, &x.ID, &x.ExecutionID, &x.Status, &x.HasExecution, &x.ExecutionMode, &x.ExecutionStatus, &x.Key, &x.ExecutionKey, &x.PayloadRef)
 	return x, err
 }
 
-// VerifyAuditRow is an audit event's text with, for a MEM-001 record, the record's contents
+// AuditRow is an audit event's text with, for a MEM-001 record, the record's contents
 // (to prove none of it leaked into the detail).
-type VerifyAuditRow struct {
+type AuditRow struct {
 	OwnerID, ID, ModuleCode, Action string
 	RecordID                        *string
 	Detail                          string
@@ -448,10 +409,10 @@ type VerifyAuditRow struct {
 }
 
 // Cursor is where the page after this row starts.
-func (r VerifyAuditRow) Cursor() VerifyCursor { return VerifyCursor{Owner: r.OwnerID, ID: r.ID} }
+func (r AuditRow) Cursor() Cursor { return Cursor{Owner: r.OwnerID, ID: r.ID} }
 
-// VerifyAudit reads a page of audit events in (owner_id, id) order.
-func (db *DB) VerifyAudit(ctx context.Context, p VerifyPage) ([]VerifyAuditRow, error) {
+// Audit reads a page of audit events in (owner_id, id) order.
+func Audit(ctx context.Context, db *store.DB, p Page) ([]AuditRow, error) {
 	where, args := p.where("a", "id", "", "at")
 	// The record is read only for a MEM-001 event (a condition on the event alone gates the
 	// subquery): joined outright, every event's record was probed and then filtered out.
@@ -465,8 +426,8 @@ func (db *DB) VerifyAudit(ctx context.Context, p VerifyPage) ([]VerifyAuditRow, 
 	return pgx.CollectRows(rows, scanVerifyAudit)
 }
 
-func scanVerifyAudit(r pgx.CollectableRow) (VerifyAuditRow, error) {
-	var x VerifyAuditRow
+func scanVerifyAudit(r pgx.CollectableRow) (AuditRow, error) {
+	var x AuditRow
 	var orig, cur pgtype.Text
 	err := r.Scan(&x.OwnerID, &x.ID, &x.ModuleCode, &x.Action, &x.RecordID, &x.Detail, &orig, &cur)
 	for _, c := range []pgtype.Text{orig, cur} {
@@ -477,10 +438,10 @@ func scanVerifyAudit(r pgx.CollectableRow) (VerifyAuditRow, error) {
 	return x, err
 }
 
-// VerifyLife is what one transaction wrote under one key: a life of the key. Its rows are the
+// Life is what one transaction wrote under one key: a life of the key. Its rows are the
 // request's own — revisions, executions, reviews, outbox messages and audit events — not the
 // outbox worker's settle events, which carry the key but are written later by the worker.
-type VerifyLife struct {
+type Life struct {
 	// XID is the transaction (nil: rows that do not record one, written before migration 0004).
 	XID                                      *string
 	Revisions, Executions, Reviews, Messages int
@@ -494,19 +455,19 @@ type VerifyLife struct {
 	KeyExpiresAt *time.Time
 }
 
-// VerifyKeyRowFacts is a key row as the lives check needs it.
-type VerifyKeyRowFacts struct {
+// KeyRowFacts is a key row as the lives check needs it.
+type KeyRowFacts struct {
 	Status, Operation    string
 	ReservedXID          *string
 	CreatedAt, ExpiresAt time.Time
 }
 
-// VerifyKeyLives is one key of an owner with its row (nil: none, e.g. reaped after it expired)
+// KeyLives is one key of an owner with its row (nil: none, e.g. reaped after it expired)
 // and its lives, oldest first.
-type VerifyKeyLives struct {
+type KeyLives struct {
 	OwnerID, Key string
-	Row          *VerifyKeyRowFacts
-	Lives        []VerifyLife
+	Row          *KeyRowFacts
+	Lives        []Life
 }
 
 // verifyLivesTables are the tables whose rows a request writes under its key, as verifyLivesSQL
@@ -529,7 +490,7 @@ var verifyLivesSQL = func() string {
 			FROM `+t.table+` WHERE `+rng)
 	}
 	parts = append(parts, `SELECT owner_id, idempotency_key, written_xid, 0, 0, 0, 0, action, at, key_expires_at
-			FROM audit_event WHERE `+rng+` AND action !~ '`+settleActionPattern+`'`)
+			FROM audit_event WHERE `+rng+` AND action !~ '`+store.SettleActionPattern+`'`)
 	return `SELECT owner_id, idempotency_key, written_xid::text, sum(rv)::int, sum(ex)::int, sum(re)::int, sum(ms)::int, count(action)::int,
 			coalesce(array_agg(DISTINCT action) FILTER (WHERE action IS NOT NULL), '{}'), min(at), max(at), max(kx)
 		FROM (` + strings.Join(parts, "\n\t\tUNION ALL ") + `) AS r (owner_id, idempotency_key, written_xid, rv, ex, re, ms, action, at, kx)
@@ -537,13 +498,13 @@ var verifyLivesSQL = func() string {
 		ORDER BY owner_id, idempotency_key, min(at)`
 }()
 
-// VerifyKeyLives reads the lives of the next keys after p.After (Owner and ID are the key's
+// KeyLivesPage reads the lives of the next keys after p.After (Owner and ID are the key's
 // owner and key; an empty Owner starts at the first owner): the keys of about p.Limit keyed audit
 // events of one owner — a key's rows are never split between pages — and their key rows. With
 // p.Since, the page's keys are those with an audit event since then (their older lives are read
 // too, to judge them). next is where the page after starts; more is false on the last page. read
 // counts the audit events the page spans.
-func (db *DB) VerifyKeyLives(ctx context.Context, p VerifyPage) (out []VerifyKeyLives, next VerifyCursor, more bool, read int, err error) {
+func KeyLivesPage(ctx context.Context, db *store.DB, p Page) (out []KeyLives, next Cursor, more bool, read int, err error) {
 	owner, after := p.Owner, p.After.ID
 	if owner == "" {
 		owner = p.After.Owner
@@ -600,7 +561,7 @@ func (db *DB) VerifyKeyLives(ctx context.Context, p VerifyPage) (out []VerifyKey
 	}
 	for rows.Next() {
 		var o, key string
-		var l VerifyLife
+		var l Life
 		var xid pgtype.Text
 		var kx pgtype.Timestamptz
 		if err := rows.Scan(&o, &key, &xid, &l.Revisions, &l.Executions, &l.Reviews, &l.Messages, &l.RunAudits, &l.Actions,
@@ -608,13 +569,13 @@ func (db *DB) VerifyKeyLives(ctx context.Context, p VerifyPage) (out []VerifyKey
 			rows.Close()
 			return nil, next, false, 0, wrapLives(err)
 		}
-		l.XID = textPtr(xid)
+		l.XID = store.TextPtr(xid)
 		if kx.Valid && kx.InfinityModifier == pgtype.Finite {
 			t := kx.Time
 			l.KeyExpiresAt = &t
 		}
 		if len(out) == 0 || out[len(out)-1].Key != key {
-			out = append(out, VerifyKeyLives{OwnerID: o, Key: key})
+			out = append(out, KeyLives{OwnerID: o, Key: key})
 		}
 		k := &out[len(out)-1]
 		k.Lives = append(k.Lives, l)
@@ -628,16 +589,16 @@ func (db *DB) VerifyKeyLives(ctx context.Context, p VerifyPage) (out []VerifyKey
 	if err != nil {
 		return nil, next, false, 0, wrapLives(err)
 	}
-	facts := map[string]*VerifyKeyRowFacts{}
+	facts := map[string]*KeyRowFacts{}
 	for keyRows.Next() {
 		var key string
-		var f VerifyKeyRowFacts
+		var f KeyRowFacts
 		var xid pgtype.Text
 		if err := keyRows.Scan(&key, &f.Status, &f.Operation, &xid, &f.CreatedAt, &f.ExpiresAt); err != nil {
 			keyRows.Close()
 			return nil, next, false, 0, wrapLives(err)
 		}
-		f.ReservedXID = textPtr(xid)
+		f.ReservedXID = store.TextPtr(xid)
 		facts[key] = &f
 	}
 	keyRows.Close()
@@ -648,7 +609,7 @@ func (db *DB) VerifyKeyLives(ctx context.Context, p VerifyPage) (out []VerifyKey
 		out[i].Row = facts[out[i].Key]
 	}
 	more = p.Owner == "" || n >= p.Limit
-	return out, VerifyCursor{Owner: owner, ID: hiKey}, more, n, nil
+	return out, Cursor{Owner: owner, ID: hiKey}, more, n, nil
 }
 
 func wrapLives(err error) error {
@@ -658,10 +619,10 @@ func wrapLives(err error) error {
 	return fmt.Errorf("verify key lives: %w", err)
 }
 
-// VerifyEstimate is about how many rows of each table a verify of owner ("" every owner) since
+// Estimate is about how many rows of each table a verify of owner ("" every owner) since
 // since (zero: all) reads: counted through the owner's indexes for one owner, the planner's
 // estimate (pg_class.reltuples) for every owner.
-func (db *DB) VerifyEstimate(ctx context.Context, owner string, since time.Time) (map[string]int64, error) {
+func Estimate(ctx context.Context, db *store.DB, owner string, since time.Time) (map[string]int64, error) {
 	type table struct{ name, table, at string }
 	tables := []table{{"keys", "idempotency_record", "updated_at"}, {"records", "record", "updated_at"},
 		{"revisions", "record_revision", "created_at"}, {"executions", "feature_execution", "updated_at"},
@@ -710,7 +671,7 @@ type OutboxTallyRow struct {
 
 // OutboxTally counts the outbox messages of owners by status, naming up to name of the failed and
 // of the pending ones (a soak reconciles what it queued with this).
-func (db *DB) OutboxTally(ctx context.Context, owners []string, name int) (OutboxTallyRow, error) {
+func OutboxTally(ctx context.Context, db *store.DB, owners []string, name int) (OutboxTallyRow, error) {
 	var t OutboxTallyRow
 	err := db.Q(ctx).QueryRow(ctx, `SELECT count(*)::int, (count(*) FILTER (WHERE status = 'DELIVERED'))::int,
 			(count(*) FILTER (WHERE status = 'FAILED'))::int, (count(*) FILTER (WHERE status = 'PENDING'))::int,
