@@ -9,6 +9,7 @@ import (
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/model"
+	"github.com/idemwork/idemwork/store/demorows"
 	"github.com/idemwork/idemwork/store/readmodel"
 )
 
@@ -33,7 +34,7 @@ func modeSide(ctx context.Context, k *kernel.Kernel, owner, key string) (model.M
 		return side, err
 	}
 	side.Operation = row.Operation
-	execs, err := k.DB().ExecutionsForKey(ctx, owner, key)
+	execs, err := demorows.ExecutionsForKey(ctx, k.DB(), owner, key)
 	if err != nil {
 		return side, err
 	}
@@ -46,11 +47,11 @@ func modeSide(ctx context.Context, k *kernel.Kernel, owner, key string) (model.M
 	if err != nil {
 		return side, err
 	}
-	messages, err := k.DB().OutboxForExecution(ctx, owner, e.ID)
+	messages, err := demorows.OutboxForExecution(ctx, k.DB(), owner, e.ID)
 	if err != nil {
 		return side, err
 	}
-	writers, err := k.DB().KeyWriters(ctx, owner, key)
+	writers, err := demorows.KeyWriters(ctx, k.DB(), owner, key)
 	if err != nil {
 		return side, err
 	}

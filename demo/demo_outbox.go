@@ -15,6 +15,7 @@ import (
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/outbox"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/store/demorows"
 	"github.com/idemwork/idemwork/store/readmodel"
 )
 
@@ -148,7 +149,7 @@ type noteState struct {
 	execs    []model.Execution
 	messages []model.OutboxMessage
 	audit    []model.AuditEvent
-	writers  []store.RowWriter
+	writers  []demorows.RowWriter
 	settles  int
 }
 
@@ -192,11 +193,11 @@ func (d *Outbox) reread(ctx context.Context, step *model.DemoStep, i int) (noteS
 func (d *Outbox) read(ctx context.Context, key string) (noteState, error) {
 	var s noteState
 	var err error
-	if s.execs, err = d.k.DB().ExecutionsForKey(ctx, d.owner, key); err != nil {
+	if s.execs, err = demorows.ExecutionsForKey(ctx, d.k.DB(), d.owner, key); err != nil {
 		return s, err
 	}
 	for _, e := range s.execs {
-		m, err := d.k.DB().OutboxForExecution(ctx, d.owner, e.ID)
+		m, err := demorows.OutboxForExecution(ctx, d.k.DB(), d.owner, e.ID)
 		if err != nil {
 			return s, err
 		}
@@ -205,7 +206,7 @@ func (d *Outbox) read(ctx context.Context, key string) (noteState, error) {
 	if s.audit, err = readmodel.AuditForKey(ctx, d.k.DB(), d.owner, key); err != nil {
 		return s, err
 	}
-	if s.writers, err = d.k.DB().KeyWriters(ctx, d.owner, key); err != nil {
+	if s.writers, err = demorows.KeyWriters(ctx, d.k.DB(), d.owner, key); err != nil {
 		return s, err
 	}
 	s.settles, err = d.k.DB().CountSettleAudits(ctx, d.owner, key)
@@ -278,7 +279,7 @@ func (d *Outbox) createRecord(ctx context.Context, step *model.DemoStep) error {
 	if err != nil {
 		return err
 	}
-	writers, err := d.k.DB().KeyWriters(ctx, d.owner, key)
+	writers, err := demorows.KeyWriters(ctx, d.k.DB(), d.owner, key)
 	if err != nil {
 		return err
 	}
@@ -522,7 +523,7 @@ func (d *Outbox) exhaust(ctx context.Context, step *model.DemoStep) error {
 		if _, err := d.pass(ctx, m); err != nil {
 			return err
 		}
-		msgs, err := d.k.DB().OutboxForExecution(ctx, d.owner, n.exec.ID)
+		msgs, err := demorows.OutboxForExecution(ctx, d.k.DB(), d.owner, n.exec.ID)
 		if err != nil {
 			return err
 		}

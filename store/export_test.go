@@ -21,9 +21,3 @@ func TxSettingsSQL(db *DB) (string, []any) { return db.settings.sql, db.settings
 
 // CommitOutcome is commitOutcome, for its table test.
 var CommitOutcome = commitOutcome
-
-// The reaper's statements, for plan tests.
-const (
-	ReapAllSQL   = reapAll
-	ReapOwnerSQL = reapOwner
-)

@@ -3,55 +3,17 @@ package store_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemwork/idemwork/internal/storetest"
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 	"github.com/idemwork/idemwork/store/verifyrows"
 )
-
-// t0 is the fixtures' clock: every row is written relative to it.
-var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-
-// queued is what a feature run through the outbox commits: a record at revision 1, its
-// execution (PENDING, mode outbox), its message (due at the run) and its QUEUED audit event.
-type queued struct {
-	exec model.Execution
-	msg  model.OutboxMessage
-}
-
-// queueRun writes a queued run of feature F02 for owner under key, at.
-func queueRun(t *testing.T, db *store.DB, owner, key string, at time.Time) queued {
-	t.Helper()
-	ctx := context.Background()
-	n := fmt.Sprintf("%s-%s-%d", owner, key, at.UnixNano())
-	rec := model.Record{ID: "rec-" + n, OwnerID: owner, ModuleCode: "COMMITMENT", Revision: 1, Title: "t", Payload: json.RawMessage(`{}`),
-		CreatedAt: at, UpdatedAt: at}
-	q := queued{
-		exec: model.Execution{ID: "exe-" + n, OwnerID: owner, ModuleCode: rec.ModuleCode, RecordID: rec.ID, FeatureID: "F02", Mode: "outbox",
-			Status: "PENDING", RecordRevision: 1, Input: json.RawMessage(`{}`), Output: json.RawMessage(`{}`), IdempotencyKey: &key,
-			CreatedAt: at, UpdatedAt: at},
-	}
-	q.msg = model.OutboxMessage{ID: "msg-" + n, OwnerID: owner, ExecutionID: q.exec.ID, Provider: "notify",
-		PayloadRef: json.RawMessage(`{"executionId":"` + q.exec.ID + `"}`), IdempotencyID: q.exec.ID, Status: "PENDING", NextAttemptAt: at, CreatedAt: at}
-	rev := 1
-	require.NoError(t, db.TxBatch(ctx, func(_ context.Context, b *store.Batch) error {
-		b.InsertRecord("record", rec)
-		b.InsertRevision("revision", rec, &key)
-		b.InsertExecution("execution", q.exec)
-		b.InsertOutbox("execution", q.msg)
-		b.InsertAudit("audit", model.AuditEvent{ID: "aud-" + n, OwnerID: owner, ModuleCode: rec.ModuleCode, RecordID: &rec.ID,
-			Action: store.FeatureAction("F02", store.FeatureQueued), Revision: &rev, ExecutionID: &q.exec.ID, IdempotencyKey: &key,
-			Detail: json.RawMessage(`{"operation":"feature:COMMITMENT:F02"}`), At: at})
-		return nil
-	}))
-	return q
-}
 
 func claim(t *testing.T, db *store.DB, now time.Time, scope ...string) []model.OutboxMessage {
 	t.Helper()
@@ -75,17 +37,17 @@ func ids(msgs []model.OutboxMessage) []string {
 func TestAClaimHidesAMessageUntilItsLeaseRunsOutAndEachClaimIsTheNextAttempt(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t)
-	q := queueRun(t, db.DB, "alice", "k1", t0)
+	q := storetest.QueueRun(t, db.DB, "alice", "k1", storetest.T0)
 
-	require.Empty(t, claim(t, db.DB, t0.Add(-time.Second)), "a message is not due before its next attempt")
-	first := claim(t, db.DB, t0)
-	require.Equal(t, []string{q.msg.ID}, ids(first))
+	require.Empty(t, claim(t, db.DB, storetest.T0.Add(-time.Second)), "a message is not due before its next attempt")
+	first := claim(t, db.DB, storetest.T0)
+	require.Equal(t, []string{q.Msg.ID}, ids(first))
 	require.Equal(t, 1, first[0].Attempts, "the claim counts itself")
-	require.True(t, first[0].NextAttemptAt.Equal(t0.Add(30*time.Second)), "the lease is the next attempt: %s", first[0].NextAttemptAt)
+	require.True(t, first[0].NextAttemptAt.Equal(storetest.T0.Add(30*time.Second)), "the lease is the next attempt: %s", first[0].NextAttemptAt)
 
-	require.Empty(t, claim(t, db.DB, t0.Add(29*time.Second)), "the lease hides the message")
-	again := claim(t, db.DB, t0.Add(30*time.Second))
-	require.Equal(t, []string{q.msg.ID}, ids(again), "a lease that ran out makes the message due again")
+	require.Empty(t, claim(t, db.DB, storetest.T0.Add(29*time.Second)), "the lease hides the message")
+	again := claim(t, db.DB, storetest.T0.Add(30*time.Second))
+	require.Equal(t, []string{q.Msg.ID}, ids(again), "a lease that ran out makes the message due again")
 	require.Equal(t, 2, again[0].Attempts)
 }
 
@@ -93,34 +55,34 @@ func TestAMessageAnotherTransactionHoldsIsSkippedNotWaitedFor(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t)
 	ctx := context.Background()
-	held := queueRun(t, db.DB, "alice", "k1", t0)
-	free := queueRun(t, db.DB, "alice", "k2", t0)
+	held := storetest.QueueRun(t, db.DB, "alice", "k1", storetest.T0)
+	free := storetest.QueueRun(t, db.DB, "alice", "k2", storetest.T0)
 
 	tx, err := db.Pool.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback(ctx) }()
-	_, err = tx.Exec(ctx, `SELECT 1 FROM outbox_message WHERE owner_id = 'alice' AND id = $1 FOR UPDATE`, held.msg.ID)
+	_, err = tx.Exec(ctx, `SELECT 1 FROM outbox_message WHERE owner_id = 'alice' AND id = $1 FOR UPDATE`, held.Msg.ID)
 	require.NoError(t, err)
 
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	msgs, err := db.ClaimOutbox(cctx, store.ClaimOutboxParams{Now: t0, LeaseUntil: t0.Add(time.Minute), Limit: 10})
+	msgs, err := db.ClaimOutbox(cctx, store.ClaimOutboxParams{Now: storetest.T0, LeaseUntil: storetest.T0.Add(time.Minute), Limit: 10})
 	require.NoError(t, err, "the claim does not wait for the held row")
-	require.Equal(t, []string{free.msg.ID}, ids(msgs))
+	require.Equal(t, []string{free.Msg.ID}, ids(msgs))
 }
 
 func TestAClaimCanBeScopedToAnOwnerAndToSomeOfItsMessages(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t)
-	a1 := queueRun(t, db.DB, "alice", "k1", t0)
-	a2 := queueRun(t, db.DB, "alice", "k2", t0)
-	b1 := queueRun(t, db.DB, "bob", "k1", t0)
+	a1 := storetest.QueueRun(t, db.DB, "alice", "k1", storetest.T0)
+	a2 := storetest.QueueRun(t, db.DB, "alice", "k2", storetest.T0)
+	b1 := storetest.QueueRun(t, db.DB, "bob", "k1", storetest.T0)
 
-	require.Equal(t, []string{a2.msg.ID}, ids(claim(t, db.DB, t0, "alice", a2.msg.ID, b1.msg.ID)), "an id of another owner is not claimed")
-	require.Equal(t, []string{a1.msg.ID}, ids(claim(t, db.DB, t0, "alice")))
-	require.Equal(t, []string{b1.msg.ID}, ids(claim(t, db.DB, t0)))
+	require.Equal(t, []string{a2.Msg.ID}, ids(claim(t, db.DB, storetest.T0, "alice", a2.Msg.ID, b1.Msg.ID)), "an id of another owner is not claimed")
+	require.Equal(t, []string{a1.Msg.ID}, ids(claim(t, db.DB, storetest.T0, "alice")))
+	require.Equal(t, []string{b1.Msg.ID}, ids(claim(t, db.DB, storetest.T0)))
 
-	_, err := db.ClaimOutbox(context.Background(), store.ClaimOutboxParams{Now: t0, LeaseUntil: t0, Limit: 1, IDs: []string{a1.msg.ID}})
+	_, err := db.ClaimOutbox(context.Background(), store.ClaimOutboxParams{Now: storetest.T0, LeaseUntil: storetest.T0, Limit: 1, IDs: []string{a1.Msg.ID}})
 	require.ErrorContains(t, err, "IDs need their OwnerID")
 }
 
@@ -144,56 +106,56 @@ func TestASettleIsFencedByTheAttemptItsClaimCounted(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t)
 	ctx := context.Background()
-	q := queueRun(t, db.DB, "alice", "k1", t0)
-	stale := claim(t, db.DB, t0)[0]
-	current := claim(t, db.DB, t0.Add(time.Minute))[0] // the first lease ran out: claimed again
+	q := storetest.QueueRun(t, db.DB, "alice", "k1", storetest.T0)
+	stale := claim(t, db.DB, storetest.T0)[0]
+	current := claim(t, db.DB, storetest.T0.Add(time.Minute))[0] // the first lease ran out: claimed again
 	require.Equal(t, 2, current.Attempts)
 
 	boom := "provider down"
 	settle := func(m model.OutboxMessage, status string) error {
 		return db.SettleOutbox(ctx, store.SettleOutboxParams{OwnerID: m.OwnerID, ID: m.ID, ClaimedAttempt: m.Attempts, Status: status,
-			LastError: &boom, NextAttemptAt: t0.Add(time.Hour), Now: t0.Add(2 * time.Minute)})
+			LastError: &boom, NextAttemptAt: storetest.T0.Add(time.Hour), Now: storetest.T0.Add(2 * time.Minute)})
 	}
-	before := readMessage(t, db, q.msg)
+	before := readMessage(t, db, q.Msg)
 	require.ErrorIs(t, settle(stale, "FAILED"), store.ErrLeaseLost, "the claim of attempt 1 lost its lease")
-	require.Equal(t, before, readMessage(t, db, q.msg), "a lost lease writes nothing")
+	require.Equal(t, before, readMessage(t, db, q.Msg), "a lost lease writes nothing")
 
 	require.NoError(t, settle(current, "PENDING"), "the current claim settles a retry")
-	require.Equal(t, messageRow{Status: "PENDING", Attempts: 2, LastError: &boom, Next: t0.Add(time.Hour)}, readMessage(t, db, q.msg))
+	require.Equal(t, messageRow{Status: "PENDING", Attempts: 2, LastError: &boom, Next: storetest.T0.Add(time.Hour)}, readMessage(t, db, q.Msg))
 	require.ErrorIs(t, settle(stale, "DELIVERED"), store.ErrLeaseLost, "the claim of attempt 1 still loses after the retry")
 
-	third := claim(t, db.DB, t0.Add(time.Hour))[0]
+	third := claim(t, db.DB, storetest.T0.Add(time.Hour))[0]
 	require.NoError(t, settle(third, "DELIVERED"))
 	require.ErrorIs(t, settle(third, "FAILED"), store.ErrLeaseLost, "a DELIVERED message is never settled again")
-	require.Equal(t, "DELIVERED", readMessage(t, db, q.msg).Status)
+	require.Equal(t, "DELIVERED", readMessage(t, db, q.Msg).Status)
 }
 
 func TestOnlyAPendingExecutionIsSettledAndOnlyOnce(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t)
 	ctx := context.Background()
-	q := queueRun(t, db.DB, "alice", "k1", t0)
+	q := storetest.QueueRun(t, db.DB, "alice", "k1", storetest.T0)
 
-	e, err := db.SettleExecution(ctx, store.SettleExecutionParams{OwnerID: "alice", ID: q.exec.ID, Status: "DELIVERED", Now: t0.Add(time.Minute)})
+	e, err := db.SettleExecution(ctx, store.SettleExecutionParams{OwnerID: "alice", ID: q.Exec.ID, Status: "DELIVERED", Now: storetest.T0.Add(time.Minute)})
 	require.NoError(t, err)
 	require.Equal(t, "DELIVERED", e.Status)
-	require.Equal(t, q.exec.FeatureID, e.FeatureID)
-	require.True(t, e.UpdatedAt.Equal(t0.Add(time.Minute)))
+	require.Equal(t, q.Exec.FeatureID, e.FeatureID)
+	require.True(t, e.UpdatedAt.Equal(storetest.T0.Add(time.Minute)))
 
-	_, err = db.SettleExecution(ctx, store.SettleExecutionParams{OwnerID: "alice", ID: q.exec.ID, Status: "FAILED", Now: t0.Add(2 * time.Minute)})
+	_, err = db.SettleExecution(ctx, store.SettleExecutionParams{OwnerID: "alice", ID: q.Exec.ID, Status: "FAILED", Now: storetest.T0.Add(2 * time.Minute)})
 	require.ErrorIs(t, err, store.ErrNotFound)
-	_, err = db.SettleExecution(ctx, store.SettleExecutionParams{OwnerID: "bob", ID: q.exec.ID, Status: "FAILED", Now: t0.Add(2 * time.Minute)})
+	_, err = db.SettleExecution(ctx, store.SettleExecutionParams{OwnerID: "bob", ID: q.Exec.ID, Status: "FAILED", Now: storetest.T0.Add(2 * time.Minute)})
 	require.ErrorIs(t, err, store.ErrNotFound, "another owner's execution is not found")
-	require.Equal(t, 1, countWhere(t, db, `SELECT count(*) FROM feature_execution WHERE id = $1 AND status = 'DELIVERED'`, q.exec.ID))
+	require.Equal(t, 1, storetest.CountWhere(t, db, `SELECT count(*) FROM feature_execution WHERE id = $1 AND status = 'DELIVERED'`, q.Exec.ID))
 }
 
 // settleAudit writes the audit event the outbox worker writes for a settled run of q.
-func settleAudit(t *testing.T, db *store.DB, q queued, id, action string) {
+func settleAudit(t *testing.T, db *store.DB, q storetest.Queued, id, action string) {
 	t.Helper()
 	rev := 1
-	require.NoError(t, db.InsertAudit(context.Background(), model.AuditEvent{ID: id, OwnerID: q.exec.OwnerID, ModuleCode: q.exec.ModuleCode,
-		RecordID: &q.exec.RecordID, Action: action, Revision: &rev, ExecutionID: &q.exec.ID, IdempotencyKey: q.exec.IdempotencyKey,
-		Detail: json.RawMessage(`{"outboxMessageId":"` + q.msg.ID + `"}`), At: t0.Add(time.Minute)}))
+	require.NoError(t, db.InsertAudit(context.Background(), model.AuditEvent{ID: id, OwnerID: q.Exec.OwnerID, ModuleCode: q.Exec.ModuleCode,
+		RecordID: &q.Exec.RecordID, Action: action, Revision: &rev, ExecutionID: &q.Exec.ID, IdempotencyKey: q.Exec.IdempotencyKey,
+		Detail: json.RawMessage(`{"outboxMessageId":"` + q.Msg.ID + `"}`), At: storetest.T0.Add(time.Minute)}))
 }
 
 func TestTheFeatureActionNamesWhatTheSettleCountAndVerifyFind(t *testing.T) {
@@ -202,8 +164,8 @@ func TestTheFeatureActionNamesWhatTheSettleCountAndVerifyFind(t *testing.T) {
 	ctx := context.Background()
 	require.Equal(t, "FEATURE_F02_DELIVERED", store.FeatureAction("F02", store.FeatureDelivered))
 
-	delivered := queueRun(t, db.DB, "alice", "k1", t0)
-	failed := queueRun(t, db.DB, "alice", "k2", t0)
+	delivered := storetest.QueueRun(t, db.DB, "alice", "k1", storetest.T0)
+	failed := storetest.QueueRun(t, db.DB, "alice", "k2", storetest.T0)
 	settleAudit(t, db.DB, delivered, "a1", store.FeatureAction("F02", store.FeatureDelivered))
 	settleAudit(t, db.DB, failed, "a2", store.FeatureAction("F02", store.FeatureFailed))
 	// Names that are not a settle of this execution's feature.
@@ -222,9 +184,9 @@ func TestTheFeatureActionNamesWhatTheSettleCountAndVerifyFind(t *testing.T) {
 	for _, r := range rows {
 		got[r.ID] = r
 	}
-	require.Equal(t, 1, got[delivered.exec.ID].RunAudits, "the QUEUED event is its run's")
-	require.Equal(t, 1, got[delivered.exec.ID].SettleAudits)
-	require.Equal(t, "FEATURE_F02_DELIVERED", got[delivered.exec.ID].SettledAs)
-	require.Equal(t, 1, got[failed.exec.ID].SettleAudits, "only FEATURE_F02_DELIVERED/FAILED settle an F02 execution")
-	require.Equal(t, "FEATURE_F02_FAILED", got[failed.exec.ID].SettledAs)
+	require.Equal(t, 1, got[delivered.Exec.ID].RunAudits, "the QUEUED event is its run's")
+	require.Equal(t, 1, got[delivered.Exec.ID].SettleAudits)
+	require.Equal(t, "FEATURE_F02_DELIVERED", got[delivered.Exec.ID].SettledAs)
+	require.Equal(t, 1, got[failed.Exec.ID].SettleAudits, "only FEATURE_F02_DELIVERED/FAILED settle an F02 execution")
+	require.Equal(t, "FEATURE_F02_FAILED", got[failed.Exec.ID].SettledAs)
 }

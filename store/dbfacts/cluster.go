@@ -1,9 +1,10 @@
-package store
+package dbfacts
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/idemwork/idemwork/store"
 )
 
 // NodeReplication is what the connected node says of itself and of the standbys it streams to.
@@ -32,8 +33,8 @@ type Standby struct {
 	LagMs float64 `json:"lagMs"` // replay lag in time, -1 unknown
 }
 
-// NodeReplication reads the connected node's replication state, one round trip.
-func (db *DB) NodeReplication(ctx context.Context) (NodeReplication, error) {
+// ReadNodeReplication reads the connected node's replication state, one round trip.
+func ReadNodeReplication(ctx context.Context, db *store.DB) (NodeReplication, error) {
 	var r NodeReplication
 	var standbys []byte
 	err := db.Q(ctx).QueryRow(ctx, `SELECT coalesce(host(inet_server_addr()), ''), coalesce(inet_server_port(), 0), pg_is_in_recovery(),

@@ -1,4 +1,4 @@
-package store_test
+package stormrows_test
 
 import (
 	"context"
@@ -10,19 +10,12 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemwork/idemwork/internal/storetest"
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/store/stormrows"
 )
-
-// keyRow writes an owner's SUCCEEDED idempotency row for key, reserved at.
-func keyRow(t *testing.T, db *testdb.DB, owner, key, operation string, at time.Time) {
-	t.Helper()
-	_, err := db.Pool.Exec(context.Background(), `INSERT INTO idempotency_record (owner_id, idempotency_key, operation, fingerprint, status, response,
-			created_at, expires_at, updated_at)
-		VALUES ($1, $2, $3, 'f', 'SUCCEEDED', '{"schemaVersion":1}', $4::timestamptz, $4::timestamptz + interval '1 day', $4::timestamptz + interval '1 second')`, owner, key, operation, at)
-	require.NoError(t, err)
-}
 
 // stormAudit writes an audit event of key at, naming operation in its detail ("" names none, as
 // the outbox worker's settle events do).
@@ -40,20 +33,20 @@ func TestAStormReadsTheKeysRowAndNoRowIsNotAnError(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t)
 	ctx := context.Background()
-	absent, err := db.ReadKeyState(ctx, "alice", "k")
+	absent, err := stormrows.ReadKeyState(ctx, db.DB, "alice", "k")
 	require.NoError(t, err)
-	require.Equal(t, store.KeyState{}, absent)
+	require.Equal(t, stormrows.KeyState{}, absent)
 
-	keyRow(t, db, "alice", "k", "feature:COMMITMENT:F02", t0)
-	got, err := db.ReadKeyState(ctx, "alice", "k")
+	storetest.KeyRow(t, db, "alice", "k", "feature:COMMITMENT:F02", storetest.T0)
+	got, err := stormrows.ReadKeyState(ctx, db.DB, "alice", "k")
 	require.NoError(t, err)
 	require.True(t, got.Found)
 	require.Equal(t, "SUCCEEDED", got.Status)
 	require.Equal(t, "feature:COMMITMENT:F02", got.Operation)
 	require.JSONEq(t, `{"schemaVersion":1}`, string(got.Response))
-	require.True(t, got.CreatedAt.Equal(t0))
-	require.True(t, got.UpdatedAt.Equal(t0.Add(time.Second)))
-	other, err := db.ReadKeyState(ctx, "bob", "k")
+	require.True(t, got.CreatedAt.Equal(storetest.T0))
+	require.True(t, got.UpdatedAt.Equal(storetest.T0.Add(time.Second)))
+	other, err := stormrows.ReadKeyState(ctx, db.DB, "bob", "k")
 	require.NoError(t, err)
 	require.False(t, other.Found, "keys are per owner")
 }
@@ -66,32 +59,32 @@ func TestAStormCountsOnlyTheKeysCurrentLifeAndItsOperation(t *testing.T) {
 	db := testdb.New(t)
 	ctx := context.Background()
 	const op = "feature:COMMITMENT:F02"
-	since := t0.Add(time.Hour)
-	earlier := queueRun(t, db.DB, "alice", "k", t0) // revision, execution, QUEUED event of op
-	current := queueRun(t, db.DB, "alice", "k", since)
-	queueRun(t, db.DB, "bob", "k", since)
+	since := storetest.T0.Add(time.Hour)
+	earlier := storetest.QueueRun(t, db.DB, "alice", "k", storetest.T0) // revision, execution, QUEUED event of op
+	current := storetest.QueueRun(t, db.DB, "alice", "k", since)
+	storetest.QueueRun(t, db.DB, "bob", "k", since)
 	stormAudit(t, db.DB, "alice", "settle", "k", "", since.Add(time.Minute))
 	stormAudit(t, db.DB, "alice", "other-op", "k", "create:NOTE", since.Add(time.Minute))
 
-	n, err := db.CountKeyRows(ctx, store.KeyOperation{Owner: "alice", Key: "k", Operation: op})
+	n, err := stormrows.CountKeyRows(ctx, db.DB, stormrows.KeyOperation{Owner: "alice", Key: "k", Operation: op})
 	require.NoError(t, err)
 	require.Equal(t, 6, n, "both lifetimes' revisions, executions and events of the operation")
 
-	revs, err := db.KeyRevisionsSince(ctx, "alice", "k", since)
+	revs, err := stormrows.KeyRevisionsSince(ctx, db.DB, "alice", "k", since)
 	require.NoError(t, err)
-	require.Equal(t, []store.KeyRevision{{RecordID: current.exec.RecordID, Revision: 1}}, revs)
-	execs, err := db.KeyExecutionsSince(ctx, "alice", "k", since)
+	require.Equal(t, []stormrows.KeyRevision{{RecordID: current.Exec.RecordID, Revision: 1}}, revs)
+	execs, err := stormrows.KeyExecutionsSince(ctx, db.DB, "alice", "k", since)
 	require.NoError(t, err)
-	require.Equal(t, []store.KeyExecution{{ID: current.exec.ID, Mode: "outbox", Status: "PENDING", RecordID: current.exec.RecordID, RecordRevision: 1}}, execs)
+	require.Equal(t, []stormrows.KeyExecution{{ID: current.Exec.ID, Mode: "outbox", Status: "PENDING", RecordID: current.Exec.RecordID, RecordRevision: 1}}, execs)
 
-	audit, older, err := db.KeyAuditSince(ctx, store.KeyOperation{Owner: "alice", Key: "k", Operation: op}, since)
+	audit, older, err := stormrows.KeyAuditSince(ctx, db.DB, stormrows.KeyOperation{Owner: "alice", Key: "k", Operation: op}, since)
 	require.NoError(t, err)
 	require.Equal(t, 1, audit, "the current life's event of the operation, not the settle's nor another operation's")
 	require.Equal(t, 3, older, "the earlier life's revision, execution and event")
 
-	all, err := db.KeyRevisionsSince(ctx, "alice", "k", time.Time{})
+	all, err := stormrows.KeyRevisionsSince(ctx, db.DB, "alice", "k", time.Time{})
 	require.NoError(t, err)
-	require.ElementsMatch(t, []store.KeyRevision{{RecordID: earlier.exec.RecordID, Revision: 1}, {RecordID: current.exec.RecordID, Revision: 1}}, all,
+	require.ElementsMatch(t, []stormrows.KeyRevision{{RecordID: earlier.Exec.RecordID, Revision: 1}, {RecordID: current.Exec.RecordID, Revision: 1}}, all,
 		"without a key row every row counts")
 }
 
@@ -103,7 +96,7 @@ func TestAStormSeesItsOwnSessionsWaitAndWhomTheyWaitOn(t *testing.T) {
 	db := testdb.New(t)
 	ctx := context.Background()
 	const prefix = "idemwork-storm-t1-"
-	keyRow(t, db, "alice", "k", "create:NOTE", t0)
+	storetest.KeyRow(t, db, "alice", "k", "create:NOTE", storetest.T0)
 	connect := func(app string) *pgx.Conn {
 		c, err := pgx.Connect(ctx, testdb.WithParam(db.DSN, "application_name", app))
 		require.NoError(t, err)
@@ -121,15 +114,15 @@ func TestAStormSeesItsOwnSessionsWaitAndWhomTheyWaitOn(t *testing.T) {
 		_, err := waiter.Exec(ctx, `UPDATE idempotency_record SET updated_at = now() WHERE owner_id = 'alice' AND idempotency_key = 'k'`)
 		waited <- err
 	}()
-	var c store.AppSessionCounts
+	var c stormrows.AppSessionCounts
 	require.Eventually(t, func() bool {
-		c, err = db.AppSessions(ctx, prefix)
+		c, err = stormrows.AppSessions(ctx, db.DB, prefix)
 		require.NoError(t, err)
 		return c.Waiting == 1
 	}, 10*time.Second, 10*time.Millisecond)
-	require.Equal(t, store.AppSessionCounts{Waiting: 1, InXact: 1, Sessions: 1}, c, "only the prefix's sessions count")
+	require.Equal(t, stormrows.AppSessionCounts{Waiting: 1, InXact: 1, Sessions: 1}, c, "only the prefix's sessions count")
 
-	blockers, err := db.AppBlockers(ctx, prefix, 3)
+	blockers, err := stormrows.AppBlockers(ctx, db.DB, prefix, 3)
 	require.NoError(t, err)
 	require.Len(t, blockers, 1)
 	b := blockers[0]
@@ -138,10 +131,10 @@ func TestAStormSeesItsOwnSessionsWaitAndWhomTheyWaitOn(t *testing.T) {
 	require.Positive(t, b.XactMs)
 	require.Contains(t, b.Query, "UPDATE idempotency_record SET updated_at")
 
-	open, err := db.AppOpenTransactions(ctx, prefix)
+	open, err := stormrows.AppOpenTransactions(ctx, db.DB, prefix)
 	require.NoError(t, err)
 	require.Equal(t, 1, open)
-	require.NoError(t, db.CancelAppStatements(ctx, prefix))
+	require.NoError(t, stormrows.CancelAppStatements(ctx, db.DB, prefix))
 	select {
 	case err := <-waited:
 		var pgErr *pgconn.PgError
@@ -151,7 +144,7 @@ func TestAStormSeesItsOwnSessionsWaitAndWhomTheyWaitOn(t *testing.T) {
 		t.Fatal("the waiter was not cancelled")
 	}
 	require.Eventually(t, func() bool {
-		open, err = db.AppOpenTransactions(ctx, prefix)
+		open, err = stormrows.AppOpenTransactions(ctx, db.DB, prefix)
 		require.NoError(t, err)
 		return open == 0
 	}, 10*time.Second, 10*time.Millisecond, "an autocommit statement that was cancelled leaves no transaction")

@@ -1,4 +1,4 @@
-package store_test
+package reap_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemwork/idemwork/internal/testdb"
-	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/store/reap"
 )
 
 // plantKeys inserts n idempotency rows of owner expiring at expires (SUCCEEDED, or PROCESSING
@@ -71,19 +71,19 @@ func TestTheReaperDeletesOnlyExpiredKeysInBoundedBatchesAndNeverHistory(t *testi
 	plantKeys(t, db, "bob", "valid-", 30, now.Add(time.Hour))
 	before := history(t, db)
 
-	dry, err := db.ReapExpired(ctx, store.ReapParams{Now: now, Batch: 100, DryRun: true})
+	dry, err := reap.ReapExpired(ctx, db.DB, reap.ReapParams{Now: now, Batch: 100, DryRun: true})
 	require.NoError(t, err)
-	require.Equal(t, store.ReapResult{Deleted: 291, Batches: 3, TookMs: dry.TookMs, DryRun: true}, dry)
+	require.Equal(t, reap.ReapResult{Deleted: 291, Batches: 3, TookMs: dry.TookMs, DryRun: true}, dry)
 	require.Positive(t, dry.TookMs, "the time it took is reported")
 	require.Equal(t, 351, countRows(t, db, `SELECT count(*) FROM idempotency_record`), "a dry run deletes nothing")
 
-	bob, err := db.ReapExpired(ctx, store.ReapParams{Owner: "bob", Now: now, Batch: 100})
+	bob, err := reap.ReapExpired(ctx, db.DB, reap.ReapParams{Owner: "bob", Now: now, Batch: 100})
 	require.NoError(t, err)
 	require.EqualValues(t, 40, bob.Deleted)
 	require.Equal(t, 1, bob.Batches)
 	require.Equal(t, 251, countRows(t, db, `SELECT count(*) FROM idempotency_record WHERE owner_id = 'alice' AND expires_at <= $1`, now), "--owner reaps only that owner")
 
-	all, err := db.ReapExpired(ctx, store.ReapParams{Now: now, Batch: 100})
+	all, err := reap.ReapExpired(ctx, db.DB, reap.ReapParams{Now: now, Batch: 100})
 	require.NoError(t, err)
 	require.EqualValues(t, 251, all.Deleted)
 	require.Equal(t, 3, all.Batches, "100 + 100 + 51")
@@ -92,7 +92,7 @@ func TestTheReaperDeletesOnlyExpiredKeysInBoundedBatchesAndNeverHistory(t *testi
 	require.Equal(t, 60, countRows(t, db, `SELECT count(*) FROM idempotency_record WHERE expires_at > $1`, now), "never a valid row")
 	require.Equal(t, before, history(t, db), "records, revisions, executions and audit events are never reaped")
 
-	again, err := db.ReapExpired(ctx, store.ReapParams{Now: now})
+	again, err := reap.ReapExpired(ctx, db.DB, reap.ReapParams{Now: now})
 	require.NoError(t, err)
 	require.Zero(t, again.Deleted)
 	require.Zero(t, again.Batches)
@@ -112,8 +112,8 @@ func TestAReapBatchReadsOneBatchThroughTheExpiryIndexNotTheTable(t *testing.T) {
 		sql  string
 		args []any
 	}{
-		"every owner": {store.ReapAllSQL, []any{now, 100}},
-		"one owner":   {store.ReapOwnerSQL, []any{now, 100, "owner-03"}},
+		"every owner": {reap.ReapAllSQL, []any{now, 100}},
+		"one owner":   {reap.ReapOwnerSQL, []any{now, 100, "owner-03"}},
 	} {
 		// Generic plans, as the pool's statement cache keeps them; EXPLAIN ANALYZE runs the batch.
 		rows, seqScans := testdb.PlanRows(t, db, tc.sql, tc.args, true)

@@ -1,8 +1,9 @@
-package store
+package reap
 
 import (
 	"context"
 	"fmt"
+	"github.com/idemwork/idemwork/store"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -57,7 +58,7 @@ const (
 
 // ReapExpired deletes expired idempotency rows in batches until a batch finds fewer than Batch
 // rows (or ctx ends). Each batch is a statement of its own unless ctx carries a transaction.
-func (db *DB) ReapExpired(ctx context.Context, p ReapParams) (res ReapResult, err error) {
+func ReapExpired(ctx context.Context, db *store.DB, p ReapParams) (res ReapResult, err error) {
 	start := time.Now()
 	res.DryRun = p.DryRun
 	batch := p.Batch
@@ -101,7 +102,7 @@ func (db *DB) ReapExpired(ctx context.Context, p ReapParams) (res ReapResult, er
 
 // Reaper runs ReapExpired on a schedule and keeps running totals (for logs and /metrics).
 type Reaper struct {
-	db    *DB
+	db    *store.DB
 	now   func() time.Time
 	batch int
 	log   *slog.Logger
@@ -110,7 +111,7 @@ type Reaper struct {
 }
 
 // NewReaper returns a reaper over db whose keys expire by now (the runner's clock).
-func NewReaper(db *DB, now func() time.Time, batch int, log *slog.Logger) *Reaper {
+func NewReaper(db *store.DB, now func() time.Time, batch int, log *slog.Logger) *Reaper {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -131,7 +132,7 @@ func (r *Reaper) Totals() ReaperTotals {
 
 // Once runs one reap of every owner.
 func (r *Reaper) Once(ctx context.Context) (ReapResult, error) {
-	res, err := r.db.ReapExpired(ctx, ReapParams{Now: r.now(), Batch: r.batch})
+	res, err := ReapExpired(ctx, r.db, ReapParams{Now: r.now(), Batch: r.batch})
 	r.runs.Add(1)
 	r.deleted.Add(res.Deleted)
 	if err != nil && ctx.Err() == nil {

@@ -1,4 +1,4 @@
-package store
+package dbfacts
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/idemwork/idemwork/migrations"
+	"github.com/idemwork/idemwork/store"
 )
 
 // Privileges is what the session's role may do with idemwork's tables (those in the schema of
@@ -24,13 +25,13 @@ type Privileges struct {
 }
 
 // ReadPrivileges reads what the session's role may do (it only reads).
-func (db *DB) ReadPrivileges(ctx context.Context) (Privileges, error) {
+func ReadPrivileges(ctx context.Context, db *store.DB) (Privileges, error) {
 	p := Privileges{Missing: []string{}}
 	if err := db.Q(ctx).QueryRow(ctx, `SELECT current_user, r.rolsuper,
 			coalesce(pg_catalog.has_schema_privilege(current_schema(), 'CREATE'), false),
 			pg_catalog.pg_has_role(current_user, 'pg_read_all_stats', 'USAGE')
 		FROM pg_catalog.pg_roles r WHERE r.rolname = current_user`).Scan(&p.Role, &p.Superuser, &p.Create, &p.Monitor); err != nil {
-		return p, TranslateError(fmt.Errorf("read privileges: %w", err))
+		return p, store.TranslateError(fmt.Errorf("read privileges: %w", err))
 	}
 	rows, err := db.Q(ctx).Query(ctx, `SELECT p.priv, c.relname
 		FROM pg_catalog.pg_class c CROSS JOIN unnest($1::text[]) WITH ORDINALITY AS p(priv, n)
@@ -38,14 +39,14 @@ func (db *DB) ReadPrivileges(ctx context.Context) (Privileges, error) {
 			AND c.relkind IN ('r', 'p') AND (c.relname <> $2 OR p.priv = 'SELECT') AND NOT pg_catalog.has_table_privilege(c.oid, p.priv)
 		ORDER BY p.n, c.relname`, []string{"SELECT", "INSERT", "UPDATE", "DELETE"}, migrations.VersionTable)
 	if err != nil {
-		return p, TranslateError(fmt.Errorf("read privileges: %w", err))
+		return p, store.TranslateError(fmt.Errorf("read privileges: %w", err))
 	}
 	p.Read, p.Write = true, true
 	for rows.Next() {
 		var priv, table string
 		if err := rows.Scan(&priv, &table); err != nil {
 			rows.Close()
-			return p, TranslateError(fmt.Errorf("read privileges: %w", err))
+			return p, store.TranslateError(fmt.Errorf("read privileges: %w", err))
 		}
 		if priv == "SELECT" {
 			p.Read = false
@@ -56,7 +57,7 @@ func (db *DB) ReadPrivileges(ctx context.Context) (Privileges, error) {
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return p, TranslateError(fmt.Errorf("read privileges: %w", err))
+		return p, store.TranslateError(fmt.Errorf("read privileges: %w", err))
 	}
 	return p, nil
 }
@@ -72,7 +73,7 @@ func (p Privileges) Summary() string {
 			may = append(may, c.what)
 		}
 	}
-	s := "role " + ident(p.Role)
+	s := "role " + store.Ident(p.Role)
 	if p.Superuser {
 		s += " (superuser)"
 	}

@@ -1,17 +1,18 @@
-package store
+package demorows
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"github.com/idemwork/idemwork/model"
 	"time"
+
+	"github.com/idemwork/idemwork/model"
+	"github.com/idemwork/idemwork/store"
 )
 
 // SeedState says whether the demo seed ran before (a revision carries owner's key: the seed's
 // first write) and whether that key is still live at now (its row has not expired): once it has
 // expired, a replay of the seed would execute again.
-func (db *DB) SeedState(ctx context.Context, owner, key string, now time.Time) (seeded, keyLive bool, err error) {
+func SeedState(ctx context.Context, db *store.DB, owner, key string, now time.Time) (seeded, keyLive bool, err error) {
 	err = db.Q(ctx).QueryRow(ctx, `SELECT
 			EXISTS (SELECT 1 FROM record_revision WHERE owner_id = $1 AND idempotency_key = $2),
 			EXISTS (SELECT 1 FROM idempotency_record WHERE owner_id = $1 AND idempotency_key = $2 AND expires_at > $3)`,
@@ -22,36 +23,14 @@ func (db *DB) SeedState(ctx context.Context, owner, key string, now time.Time) (
 	return seeded, keyLive, nil
 }
 
-// LegacyReceipt is a SUCCEEDED idempotency row written the way no write path writes one any more
-// (a raw-json-v1 response): the demo seeds two for the legacy ledger to find.
-type LegacyReceipt struct {
-	OwnerID, Key, Operation, Fingerprint string
-	Response                             json.RawMessage
-	CreatedAt, ExpiresAt                 time.Time
-}
-
-// InsertLegacyReceipt inserts r unless the owner's key has a row already, and reports whether it
-// did.
-func (db *DB) InsertLegacyReceipt(ctx context.Context, r LegacyReceipt) (bool, error) {
-	// json.RawMessage, never []byte: pgx's exec and simple_protocol modes send a []byte as bytea.
-	tag, err := db.Q(ctx).Exec(ctx, `INSERT INTO idempotency_record (owner_id, idempotency_key, operation, fingerprint, status, response,
-			created_at, expires_at, updated_at)
-		VALUES ($1, $2, $3, $4, 'SUCCEEDED', $5, $6, $7, $6) ON CONFLICT DO NOTHING`,
-		r.OwnerID, r.Key, r.Operation, r.Fingerprint, r.Response, r.CreatedAt, r.ExpiresAt)
-	if err != nil {
-		return false, fmt.Errorf("seed legacy receipts: %w", err)
-	}
-	return tag.RowsAffected() == 1, nil
-}
-
 // Reads the guided demos check their claims with (demo.Blocked and demo.Outbox):
 // each claim a demo makes is a fact of these rows, never of the demo's own bookkeeping.
 
 // ExecutionsForKey lists the feature executions an owner's idempotency key wrote, oldest first
 // (at most 100).
-func (db *DB) ExecutionsForKey(ctx context.Context, owner, key string) ([]model.Execution, error) {
+func ExecutionsForKey(ctx context.Context, db *store.DB, owner, key string) ([]model.Execution, error) {
 	var rows []model.Execution
-	err := db.X.SelectContext(ctx, &rows, `SELECT `+ExecutionColumns+` FROM feature_execution
+	err := db.X.SelectContext(ctx, &rows, `SELECT `+store.ExecutionColumns+` FROM feature_execution
 		WHERE owner_id = $1 AND idempotency_key = $2 ORDER BY created_at, id LIMIT 100`, owner, key)
 	if err != nil {
 		return nil, fmt.Errorf("read executions of key: %w", err)
@@ -61,7 +40,7 @@ func (db *DB) ExecutionsForKey(ctx context.Context, owner, key string) ([]model.
 
 // OutboxForExecution lists the outbox messages of an execution, oldest first (at most 100;
 // SPEC §7 and idemwork verify expect exactly one).
-func (db *DB) OutboxForExecution(ctx context.Context, owner, executionID string) ([]model.OutboxMessage, error) {
+func OutboxForExecution(ctx context.Context, db *store.DB, owner, executionID string) ([]model.OutboxMessage, error) {
 	var rows []model.OutboxMessage
 	err := db.X.SelectContext(ctx, &rows, `SELECT id, owner_id, execution_id, provider, payload_ref, idempotency_id, status, attempts,
 			next_attempt_at, last_error, created_at, updated_at
@@ -85,7 +64,7 @@ type RowWriter struct {
 // key's request committed: the key row, its revisions, its executions, their outbox messages and
 // its audit events (in that order). A fresh request's rows all share one xmin; a worker's settle later
 // rewrites the message and the execution in a transaction of its own.
-func (db *DB) KeyWriters(ctx context.Context, owner, key string) ([]RowWriter, error) {
+func KeyWriters(ctx context.Context, db *store.DB, owner, key string) ([]RowWriter, error) {
 	var rows []RowWriter
 	err := db.X.SelectContext(ctx, &rows, `SELECT "table", what, xmin FROM (
 		SELECT 'idempotency_record' AS "table", k.status AS what, k.xmin::text AS xmin, 1 AS part, k.created_at AS at

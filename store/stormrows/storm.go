@@ -1,10 +1,11 @@
-package store
+package stormrows
 
 import (
 	"context"
 	"errors"
 	"time"
 
+	"github.com/idemwork/idemwork/store"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -23,7 +24,7 @@ type KeyState struct {
 }
 
 // ReadKeyState reads an owner's idempotency row for key.
-func (db *DB) ReadKeyState(ctx context.Context, owner, key string) (KeyState, error) {
+func ReadKeyState(ctx context.Context, db *store.DB, owner, key string) (KeyState, error) {
 	var k KeyState
 	err := db.Q(ctx).QueryRow(ctx, `SELECT status, operation, response, created_at, updated_at FROM idempotency_record
 		WHERE owner_id = $1 AND idempotency_key = $2`, owner, key).Scan(&k.Status, &k.Operation, &k.Response, &k.CreatedAt, &k.UpdatedAt)
@@ -44,7 +45,7 @@ type KeyOperation struct {
 // CountKeyRows counts the rows of any lifetime of k's key: its revisions, its feature executions
 // and the audit events of k's operation (the kernel names the operation in each event's detail;
 // the outbox worker's settle events carry the key too, and are not counted).
-func (db *DB) CountKeyRows(ctx context.Context, k KeyOperation) (int, error) {
+func CountKeyRows(ctx context.Context, db *store.DB, k KeyOperation) (int, error) {
 	var n int
 	err := db.Q(ctx).QueryRow(ctx, `SELECT
 			(SELECT count(*) FROM record_revision WHERE owner_id = $1 AND idempotency_key = $2)
@@ -62,7 +63,7 @@ type KeyRevision struct {
 
 // KeyRevisionsSince lists the revisions an owner's key wrote at or after since, by record and
 // revision.
-func (db *DB) KeyRevisionsSince(ctx context.Context, owner, key string, since time.Time) ([]KeyRevision, error) {
+func KeyRevisionsSince(ctx context.Context, db *store.DB, owner, key string, since time.Time) ([]KeyRevision, error) {
 	rows, err := db.Q(ctx).Query(ctx, `SELECT record_id, revision FROM record_revision
 		WHERE owner_id = $1 AND idempotency_key = $2 AND created_at >= $3 ORDER BY record_id, revision`, owner, key, since)
 	if err != nil {
@@ -81,7 +82,7 @@ type KeyExecution struct {
 }
 
 // KeyExecutionsSince lists the feature executions an owner's key wrote at or after since, by id.
-func (db *DB) KeyExecutionsSince(ctx context.Context, owner, key string, since time.Time) ([]KeyExecution, error) {
+func KeyExecutionsSince(ctx context.Context, db *store.DB, owner, key string, since time.Time) ([]KeyExecution, error) {
 	rows, err := db.Q(ctx).Query(ctx, `SELECT id, mode, status, record_id, record_revision FROM feature_execution
 		WHERE owner_id = $1 AND idempotency_key = $2 AND created_at >= $3 ORDER BY id`, owner, key, since)
 	if err != nil {
@@ -96,7 +97,7 @@ func (db *DB) KeyExecutionsSince(ctx context.Context, owner, key string, since t
 // KeyAuditSince counts, in one statement, the audit events of k's operation k's key wrote at or
 // after since (audit), and the rows of the key older than since (earlier: revisions, executions
 // and audit events of any kind, which an earlier lifetime of the key wrote).
-func (db *DB) KeyAuditSince(ctx context.Context, k KeyOperation, since time.Time) (audit, earlier int, err error) {
+func KeyAuditSince(ctx context.Context, db *store.DB, k KeyOperation, since time.Time) (audit, earlier int, err error) {
 	err = db.Q(ctx).QueryRow(ctx, `SELECT
 			(SELECT count(*) FROM audit_event WHERE owner_id = $1 AND idempotency_key = $2 AND at >= $3 AND detail->>'operation' = $4),
 			(SELECT count(*) FROM record_revision WHERE owner_id = $1 AND idempotency_key = $2 AND created_at < $3)
@@ -116,7 +117,7 @@ type AppSessionCounts struct {
 }
 
 // AppSessions counts the sessions whose application_name starts with prefix.
-func (db *DB) AppSessions(ctx context.Context, prefix string) (AppSessionCounts, error) {
+func AppSessions(ctx context.Context, db *store.DB, prefix string) (AppSessionCounts, error) {
 	var c AppSessionCounts
 	err := db.Q(ctx).QueryRow(ctx, `SELECT count(*) FILTER (WHERE wait_event_type = 'Lock')::int,
 			count(*) FILTER (WHERE xact_start IS NOT NULL)::int, count(*)::int
@@ -142,7 +143,7 @@ type AppBlocker struct {
 // AppBlockers lists the sessions the waiting sessions of prefix wait on, most waiters first
 // (at most limit). It calls pg_blocking_pids, which takes the lock manager's locks: a sampler
 // asks for it now and then, not on every look.
-func (db *DB) AppBlockers(ctx context.Context, prefix string, limit int) ([]AppBlocker, error) {
+func AppBlockers(ctx context.Context, db *store.DB, prefix string, limit int) ([]AppBlocker, error) {
 	rows, err := db.Q(ctx).Query(ctx, `WITH w AS (
 			SELECT unnest(pg_blocking_pids(pid)) AS blocker, wait_event
 			FROM pg_stat_activity
@@ -164,14 +165,14 @@ func (db *DB) AppBlockers(ctx context.Context, prefix string, limit int) ([]AppB
 
 // CancelAppStatements cancels the running statements of the sessions of prefix (never this
 // one's own): a backend waiting on a lock notices that its client left only when it wakes.
-func (db *DB) CancelAppStatements(ctx context.Context, prefix string) error {
+func CancelAppStatements(ctx context.Context, db *store.DB, prefix string) error {
 	_, err := db.Q(ctx).Exec(ctx, `SELECT pg_cancel_backend(pid) FROM pg_stat_activity
 		WHERE datname = current_database() AND starts_with(application_name, $1) AND state = 'active' AND pid <> pg_backend_pid()`, prefix)
 	return err
 }
 
 // AppOpenTransactions counts the sessions of prefix that have a transaction open.
-func (db *DB) AppOpenTransactions(ctx context.Context, prefix string) (int, error) {
+func AppOpenTransactions(ctx context.Context, db *store.DB, prefix string) (int, error) {
 	var open int
 	err := db.Q(ctx).QueryRow(ctx, `SELECT count(*)::int FROM pg_stat_activity
 		WHERE datname = current_database() AND starts_with(application_name, $1) AND xact_start IS NOT NULL`, prefix).Scan(&open)

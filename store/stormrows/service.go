@@ -1,16 +1,17 @@
-package store
+package stormrows
 
 import (
 	"context"
 	"fmt"
 
 	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/store"
 )
 
 // CountServiceRows runs a count of a service's own rows (a storm's --count-sql: "one row =
 // executed once") inside a read-only snapshot: whatever the text says, the server refuses to
 // write. It must return one row of one integer.
-func (db *DB) CountServiceRows(ctx context.Context, sql string, args ...any) (int64, error) {
+func CountServiceRows(ctx context.Context, db *store.DB, sql string, args ...any) (int64, error) {
 	var n int64
 	err := db.ReadSnapshot(ctx, func(ctx context.Context) error {
 		rows, err := db.Q(ctx).Query(ctx, sql, args...)
