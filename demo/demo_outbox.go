@@ -16,6 +16,7 @@ import (
 	"github.com/idemwork/idemwork/outbox"
 	"github.com/idemwork/idemwork/store"
 	"github.com/idemwork/idemwork/store/demorows"
+	"github.com/idemwork/idemwork/store/outboxrows"
 	"github.com/idemwork/idemwork/store/readmodel"
 )
 
@@ -209,7 +210,7 @@ func (d *Outbox) read(ctx context.Context, key string) (noteState, error) {
 	if s.writers, err = demorows.KeyWriters(ctx, d.k.DB(), d.owner, key); err != nil {
 		return s, err
 	}
-	s.settles, err = d.k.DB().CountSettleAudits(ctx, d.owner, key)
+	s.settles, err = outboxrows.CountSettleAudits(ctx, d.k.DB(), d.owner, key)
 	return s, err
 }
 

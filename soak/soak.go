@@ -23,6 +23,7 @@ import (
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/outbox"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/store/outboxrows"
 	"github.com/idemwork/idemwork/store/verifyrows"
 	"github.com/idemwork/idemwork/storm"
 	"github.com/idemwork/idemwork/storm/stormtypes"
@@ -766,7 +767,7 @@ func (e *engine) onlySettled(ctx context.Context, spec stormtypes.Spec, v stormt
 	if spec.Op != stormtypes.OpAction || spec.Action.Module != kernel.ModuleCommitment || len(v.Problems) != 1 || v.Executions != 1 {
 		return false
 	}
-	settles, err := e.k.DB().CountSettleAudits(ctx, spec.Owner(), spec.Key())
+	settles, err := outboxrows.CountSettleAudits(ctx, e.k.DB(), spec.Owner(), spec.Key())
 	return err == nil && settles > 0 && v.AuditEvents == 1+settles
 }
 

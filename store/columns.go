@@ -7,6 +7,8 @@ import (
 	"net"
 	"strings"
 
+	"github.com/idemwork/idemwork/model"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/puddle/v2"
@@ -20,6 +22,17 @@ const RecordColumns = `id, owner_id, module_code, revision, title, summary, payl
 
 // ExecutionColumns are a feature execution row's columns.
 const ExecutionColumns = `id, owner_id, module_code, record_id, feature_id, mode, status, record_revision, input, output, idempotency_key, created_at, updated_at`
+
+// ScanExecution scans a row of ExecutionColumns; no row is ErrNotFound.
+func ScanExecution(row pgx.Row) (model.Execution, error) {
+	var e model.Execution
+	err := row.Scan(&e.ID, &e.OwnerID, &e.ModuleCode, &e.RecordID, &e.FeatureID, &e.Mode, &e.Status, &e.RecordRevision,
+		&e.Input, &e.Output, &e.IdempotencyKey, &e.CreatedAt, &e.UpdatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return e, ErrNotFound
+	}
+	return e, err
+}
 
 // Prefixed qualifies a list of plain column names with a table alias.
 func Prefixed(alias, cols string) string {

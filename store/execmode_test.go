@@ -14,6 +14,7 @@ import (
 	"github.com/idemwork/idemwork/store"
 	"github.com/idemwork/idemwork/store/demorows"
 	"github.com/idemwork/idemwork/store/legacy"
+	"github.com/idemwork/idemwork/store/outboxrows"
 	"github.com/idemwork/idemwork/store/stormrows"
 )
 
@@ -79,21 +80,22 @@ func exerciseOutboxStormDemo(t *testing.T, db *store.DB, owner string) {
 
 	// The outbox worker: a scoped claim (an array argument), a fenced retry (a text argument), the
 	// delivered settle with its execution and audit event in one transaction.
-	msgs, err := db.ClaimOutbox(ctx, store.ClaimOutboxParams{Now: storetest.T0, LeaseUntil: storetest.T0.Add(time.Minute), Limit: 5, OwnerID: owner, IDs: []string{q.Msg.ID}})
+	msgs, err := outboxrows.Claim(ctx, db, outboxrows.ClaimParams{Now: storetest.T0, LeaseUntil: storetest.T0.Add(time.Minute), Limit: 5, OwnerID: owner, IDs: []string{q.Msg.ID}})
 	require.NoError(t, err)
-	require.Equal(t, []string{q.Msg.ID}, ids(msgs))
+	require.Len(t, msgs, 1)
+	require.Equal(t, q.Msg.ID, msgs[0].ID)
 	boom := "provider down"
-	require.NoError(t, db.SettleOutbox(ctx, store.SettleOutboxParams{OwnerID: owner, ID: q.Msg.ID, ClaimedAttempt: 1, Status: "PENDING",
+	require.NoError(t, outboxrows.Settle(ctx, db, outboxrows.SettleParams{OwnerID: owner, ID: q.Msg.ID, ClaimedAttempt: 1, Status: "PENDING",
 		LastError: &boom, NextAttemptAt: storetest.T0, Now: storetest.T0}))
-	msgs, err = db.ClaimOutbox(ctx, store.ClaimOutboxParams{Now: storetest.T0, LeaseUntil: storetest.T0.Add(time.Minute), Limit: 5})
+	msgs, err = outboxrows.Claim(ctx, db, outboxrows.ClaimParams{Now: storetest.T0, LeaseUntil: storetest.T0.Add(time.Minute), Limit: 5})
 	require.NoError(t, err)
 	require.Equal(t, 2, msgs[0].Attempts)
 	require.NoError(t, db.Tx(ctx, func(ctx context.Context) error {
-		if err := db.SettleOutbox(ctx, store.SettleOutboxParams{OwnerID: owner, ID: q.Msg.ID, ClaimedAttempt: 2, Status: "DELIVERED",
+		if err := outboxrows.Settle(ctx, db, outboxrows.SettleParams{OwnerID: owner, ID: q.Msg.ID, ClaimedAttempt: 2, Status: "DELIVERED",
 			NextAttemptAt: storetest.T0, Now: storetest.T0}); err != nil {
 			return err
 		}
-		e, err := db.SettleExecution(ctx, store.SettleExecutionParams{OwnerID: owner, ID: q.Exec.ID, Status: "DELIVERED", Now: storetest.T0})
+		e, err := outboxrows.SettleExecution(ctx, db, outboxrows.SettleExecutionParams{OwnerID: owner, ID: q.Exec.ID, Status: "DELIVERED", Now: storetest.T0})
 		if err != nil {
 			return err
 		}
@@ -102,9 +104,9 @@ func exerciseOutboxStormDemo(t *testing.T, db *store.DB, owner string) {
 			Action: store.FeatureAction(e.FeatureID, store.FeatureDelivered), Revision: &rev, ExecutionID: &e.ID, IdempotencyKey: e.IdempotencyKey,
 			Detail: json.RawMessage(`{"attempts":2}`), At: storetest.T0})
 	}))
-	require.ErrorIs(t, db.SettleOutbox(ctx, store.SettleOutboxParams{OwnerID: owner, ID: q.Msg.ID, ClaimedAttempt: 1, Status: "FAILED", Now: storetest.T0}),
-		store.ErrLeaseLost)
-	n, err := db.CountSettleAudits(ctx, owner, "k")
+	require.ErrorIs(t, outboxrows.Settle(ctx, db, outboxrows.SettleParams{OwnerID: owner, ID: q.Msg.ID, ClaimedAttempt: 1, Status: "FAILED", Now: storetest.T0}),
+		outboxrows.ErrLeaseLost)
+	n, err := outboxrows.CountSettleAudits(ctx, db, owner, "k")
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 

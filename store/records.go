@@ -188,16 +188,6 @@ func (db *DB) FindRevision(ctx context.Context, ref RevisionRef) (RevisionWithPa
 	return r, nil
 }
 
-func scanExecution(row pgx.Row) (model.Execution, error) {
-	var e model.Execution
-	err := row.Scan(&e.ID, &e.OwnerID, &e.ModuleCode, &e.RecordID, &e.FeatureID, &e.Mode, &e.Status, &e.RecordRevision,
-		&e.Input, &e.Output, &e.IdempotencyKey, &e.CreatedAt, &e.UpdatedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return e, ErrNotFound
-	}
-	return e, err
-}
-
 // ExecutionRef names one feature execution: its owner, its record's module and id, and its own
 // id. Named fields, not four positional strings a caller could swap without the compiler noticing.
 type ExecutionRef struct {
@@ -206,7 +196,7 @@ type ExecutionRef struct {
 
 // FindExecution reads the execution ref names.
 func (db *DB) FindExecution(ctx context.Context, ref ExecutionRef) (model.Execution, error) {
-	return scanExecution(db.Q(ctx).QueryRow(ctx, `SELECT `+ExecutionColumns+` FROM feature_execution
+	return ScanExecution(db.Q(ctx).QueryRow(ctx, `SELECT `+ExecutionColumns+` FROM feature_execution
 		WHERE owner_id = $1 AND module_code = $2 AND record_id = $3 AND id = $4`, ref.Owner, ref.Module, ref.RecordID, ref.ID))
 }
 

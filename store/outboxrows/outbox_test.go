@@ -1,4 +1,4 @@
-package store_test
+package outboxrows_test
 
 import (
 	"context"
@@ -12,16 +12,17 @@ import (
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/store/outboxrows"
 	"github.com/idemwork/idemwork/store/verifyrows"
 )
 
 func claim(t *testing.T, db *store.DB, now time.Time, scope ...string) []model.OutboxMessage {
 	t.Helper()
-	p := store.ClaimOutboxParams{Now: now, LeaseUntil: now.Add(30 * time.Second), Limit: 10}
+	p := outboxrows.ClaimParams{Now: now, LeaseUntil: now.Add(30 * time.Second), Limit: 10}
 	if len(scope) > 0 {
 		p.OwnerID, p.IDs = scope[0], scope[1:]
 	}
-	msgs, err := db.ClaimOutbox(context.Background(), p)
+	msgs, err := outboxrows.Claim(context.Background(), db, p)
 	require.NoError(t, err)
 	return msgs
 }
@@ -66,7 +67,7 @@ func TestAMessageAnotherTransactionHoldsIsSkippedNotWaitedFor(t *testing.T) {
 
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	msgs, err := db.ClaimOutbox(cctx, store.ClaimOutboxParams{Now: storetest.T0, LeaseUntil: storetest.T0.Add(time.Minute), Limit: 10})
+	msgs, err := outboxrows.Claim(cctx, db.DB, outboxrows.ClaimParams{Now: storetest.T0, LeaseUntil: storetest.T0.Add(time.Minute), Limit: 10})
 	require.NoError(t, err, "the claim does not wait for the held row")
 	require.Equal(t, []string{free.Msg.ID}, ids(msgs))
 }
@@ -82,7 +83,7 @@ func TestAClaimCanBeScopedToAnOwnerAndToSomeOfItsMessages(t *testing.T) {
 	require.Equal(t, []string{a1.Msg.ID}, ids(claim(t, db.DB, storetest.T0, "alice")))
 	require.Equal(t, []string{b1.Msg.ID}, ids(claim(t, db.DB, storetest.T0)))
 
-	_, err := db.ClaimOutbox(context.Background(), store.ClaimOutboxParams{Now: storetest.T0, LeaseUntil: storetest.T0, Limit: 1, IDs: []string{a1.Msg.ID}})
+	_, err := outboxrows.Claim(context.Background(), db.DB, outboxrows.ClaimParams{Now: storetest.T0, LeaseUntil: storetest.T0, Limit: 1, IDs: []string{a1.Msg.ID}})
 	require.ErrorContains(t, err, "IDs need their OwnerID")
 }
 
@@ -113,20 +114,20 @@ func TestASettleIsFencedByTheAttemptItsClaimCounted(t *testing.T) {
 
 	boom := "provider down"
 	settle := func(m model.OutboxMessage, status string) error {
-		return db.SettleOutbox(ctx, store.SettleOutboxParams{OwnerID: m.OwnerID, ID: m.ID, ClaimedAttempt: m.Attempts, Status: status,
+		return outboxrows.Settle(ctx, db.DB, outboxrows.SettleParams{OwnerID: m.OwnerID, ID: m.ID, ClaimedAttempt: m.Attempts, Status: status,
 			LastError: &boom, NextAttemptAt: storetest.T0.Add(time.Hour), Now: storetest.T0.Add(2 * time.Minute)})
 	}
 	before := readMessage(t, db, q.Msg)
-	require.ErrorIs(t, settle(stale, "FAILED"), store.ErrLeaseLost, "the claim of attempt 1 lost its lease")
+	require.ErrorIs(t, settle(stale, "FAILED"), outboxrows.ErrLeaseLost, "the claim of attempt 1 lost its lease")
 	require.Equal(t, before, readMessage(t, db, q.Msg), "a lost lease writes nothing")
 
 	require.NoError(t, settle(current, "PENDING"), "the current claim settles a retry")
 	require.Equal(t, messageRow{Status: "PENDING", Attempts: 2, LastError: &boom, Next: storetest.T0.Add(time.Hour)}, readMessage(t, db, q.Msg))
-	require.ErrorIs(t, settle(stale, "DELIVERED"), store.ErrLeaseLost, "the claim of attempt 1 still loses after the retry")
+	require.ErrorIs(t, settle(stale, "DELIVERED"), outboxrows.ErrLeaseLost, "the claim of attempt 1 still loses after the retry")
 
 	third := claim(t, db.DB, storetest.T0.Add(time.Hour))[0]
 	require.NoError(t, settle(third, "DELIVERED"))
-	require.ErrorIs(t, settle(third, "FAILED"), store.ErrLeaseLost, "a DELIVERED message is never settled again")
+	require.ErrorIs(t, settle(third, "FAILED"), outboxrows.ErrLeaseLost, "a DELIVERED message is never settled again")
 	require.Equal(t, "DELIVERED", readMessage(t, db, q.Msg).Status)
 }
 
@@ -136,15 +137,15 @@ func TestOnlyAPendingExecutionIsSettledAndOnlyOnce(t *testing.T) {
 	ctx := context.Background()
 	q := storetest.QueueRun(t, db.DB, "alice", "k1", storetest.T0)
 
-	e, err := db.SettleExecution(ctx, store.SettleExecutionParams{OwnerID: "alice", ID: q.Exec.ID, Status: "DELIVERED", Now: storetest.T0.Add(time.Minute)})
+	e, err := outboxrows.SettleExecution(ctx, db.DB, outboxrows.SettleExecutionParams{OwnerID: "alice", ID: q.Exec.ID, Status: "DELIVERED", Now: storetest.T0.Add(time.Minute)})
 	require.NoError(t, err)
 	require.Equal(t, "DELIVERED", e.Status)
 	require.Equal(t, q.Exec.FeatureID, e.FeatureID)
 	require.True(t, e.UpdatedAt.Equal(storetest.T0.Add(time.Minute)))
 
-	_, err = db.SettleExecution(ctx, store.SettleExecutionParams{OwnerID: "alice", ID: q.Exec.ID, Status: "FAILED", Now: storetest.T0.Add(2 * time.Minute)})
+	_, err = outboxrows.SettleExecution(ctx, db.DB, outboxrows.SettleExecutionParams{OwnerID: "alice", ID: q.Exec.ID, Status: "FAILED", Now: storetest.T0.Add(2 * time.Minute)})
 	require.ErrorIs(t, err, store.ErrNotFound)
-	_, err = db.SettleExecution(ctx, store.SettleExecutionParams{OwnerID: "bob", ID: q.Exec.ID, Status: "FAILED", Now: storetest.T0.Add(2 * time.Minute)})
+	_, err = outboxrows.SettleExecution(ctx, db.DB, outboxrows.SettleExecutionParams{OwnerID: "bob", ID: q.Exec.ID, Status: "FAILED", Now: storetest.T0.Add(2 * time.Minute)})
 	require.ErrorIs(t, err, store.ErrNotFound, "another owner's execution is not found")
 	require.Equal(t, 1, storetest.CountWhere(t, db, `SELECT count(*) FROM feature_execution WHERE id = $1 AND status = 'DELIVERED'`, q.Exec.ID))
 }
@@ -173,7 +174,7 @@ func TestTheFeatureActionNamesWhatTheSettleCountAndVerifyFind(t *testing.T) {
 	settleAudit(t, db.DB, failed, "a4", store.FeatureAction("F02", store.FeatureFailed)+"_LATER")
 
 	for key, want := range map[string]int{"k1": 1, "k2": 2} {
-		n, err := db.CountSettleAudits(ctx, "alice", key)
+		n, err := outboxrows.CountSettleAudits(ctx, db.DB, "alice", key)
 		require.NoError(t, err)
 		require.Equal(t, want, n, "settle events of %s (any feature's, never a QUEUED one)", key)
 	}

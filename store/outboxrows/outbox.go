@@ -1,4 +1,4 @@
-package store
+package outboxrows
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idemwork/idemwork/model"
+	"github.com/idemwork/idemwork/store"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -15,8 +16,8 @@ import (
 // it: a worker whose lease ran out (its provider call outlived it, or the clock moved) finds the
 // row claimed again or settled by someone else, changes nothing and is told so.
 
-// ClaimOutboxParams selects due messages.
-type ClaimOutboxParams struct {
+// ClaimParams selects due messages.
+type ClaimParams struct {
 	// Now is the worker's clock; messages due at or before it are claimed.
 	Now time.Time
 	// LeaseUntil is when a claimed message becomes due again if its claim is never settled.
@@ -28,10 +29,10 @@ type ClaimOutboxParams struct {
 	IDs     []string
 }
 
-// ClaimOutbox claims up to Limit due PENDING messages in one short transaction of its own
+// Claim claims up to Limit due PENDING messages in one short transaction of its own
 // (FOR UPDATE SKIP LOCKED: concurrent workers never take the same message) and returns them
 // with Attempts already counting this claim.
-func (db *DB) ClaimOutbox(ctx context.Context, p ClaimOutboxParams) ([]model.OutboxMessage, error) {
+func Claim(ctx context.Context, db *store.DB, p ClaimParams) ([]model.OutboxMessage, error) {
 	if len(p.IDs) > 0 && p.OwnerID == "" {
 		return nil, errors.New("claim outbox messages: IDs need their OwnerID")
 	}
@@ -64,8 +65,8 @@ func (db *DB) ClaimOutbox(ctx context.Context, p ClaimOutboxParams) ([]model.Out
 	return out, err
 }
 
-// SettleOutboxParams records the result of one claim's provider call.
-type SettleOutboxParams struct {
+// SettleParams records the result of one claim's provider call.
+type SettleParams struct {
 	OwnerID, ID string
 	// ClaimedAttempt is the claim's token: the row's attempts when this worker claimed it.
 	ClaimedAttempt int
@@ -76,13 +77,13 @@ type SettleOutboxParams struct {
 	Now           time.Time
 }
 
-// ErrLeaseLost is returned by SettleOutbox when the message is no longer PENDING under the
+// ErrLeaseLost is returned by Settle when the message is no longer PENDING under the
 // claimed attempt: another worker claimed it again after the lease ran out, or settled it.
 var ErrLeaseLost = errors.New("the outbox claim's lease was lost: the message was claimed again or settled by another worker")
 
-// SettleOutbox writes the claim's result, fenced: only a PENDING row still at the claimed
+// Settle writes the claim's result, fenced: only a PENDING row still at the claimed
 // attempt changes, and anything else is ErrLeaseLost with nothing written.
-func (db *DB) SettleOutbox(ctx context.Context, p SettleOutboxParams) error {
+func Settle(ctx context.Context, db *store.DB, p SettleParams) error {
 	tag, err := db.Q(ctx).Exec(ctx, `UPDATE outbox_message SET status = $4, last_error = $5, next_attempt_at = $6, updated_at = $7
 		WHERE owner_id = $1 AND id = $2 AND status = 'PENDING' AND attempts = $3`,
 		p.OwnerID, p.ID, p.ClaimedAttempt, p.Status, p.LastError, p.NextAttemptAt, p.Now)
@@ -105,10 +106,10 @@ type SettleExecutionParams struct {
 
 // SettleExecution moves a PENDING outbox execution to p.Status and returns it as settled. An
 // execution that is not PENDING any more is never changed again (ErrNotFound).
-func (db *DB) SettleExecution(ctx context.Context, p SettleExecutionParams) (model.Execution, error) {
-	e, err := scanExecution(db.Q(ctx).QueryRow(ctx, `UPDATE feature_execution SET status = $3, updated_at = $4
-		WHERE owner_id = $1 AND id = $2 AND status = 'PENDING' RETURNING `+ExecutionColumns, p.OwnerID, p.ID, p.Status, p.Now))
-	if err != nil && !errors.Is(err, ErrNotFound) {
+func SettleExecution(ctx context.Context, db *store.DB, p SettleExecutionParams) (model.Execution, error) {
+	e, err := store.ScanExecution(db.Q(ctx).QueryRow(ctx, `UPDATE feature_execution SET status = $3, updated_at = $4
+		WHERE owner_id = $1 AND id = $2 AND status = 'PENDING' RETURNING `+store.ExecutionColumns, p.OwnerID, p.ID, p.Status, p.Now))
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return e, fmt.Errorf("settle execution %s: %w", p.ID, err)
 	}
 	return e, err
@@ -116,9 +117,9 @@ func (db *DB) SettleExecution(ctx context.Context, p SettleExecutionParams) (mod
 
 // CountSettleAudits counts the outbox settle events (FEATURE_<id>_DELIVERED or _FAILED) that
 // carry an owner's idempotency key.
-func (db *DB) CountSettleAudits(ctx context.Context, owner, key string) (int, error) {
+func CountSettleAudits(ctx context.Context, db *store.DB, owner, key string) (int, error) {
 	var n int
 	err := db.Q(ctx).QueryRow(ctx, `SELECT count(*) FROM audit_event WHERE owner_id = $1 AND idempotency_key = $2
-		AND action ~ '`+SettleActionPattern+`'`, owner, key).Scan(&n)
+		AND action ~ '`+store.SettleActionPattern+`'`, owner, key).Scan(&n)
 	return n, err
 }
