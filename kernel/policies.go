@@ -14,6 +14,7 @@ import (
 	"github.com/idemwork/idemwork/jsonb"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/store/records"
 	"github.com/idemwork/idemwork/store/replay"
 )
 
@@ -306,7 +307,7 @@ func (k *Kernel) restoreReviewByID(ctx context.Context, owner, module string, re
 	} else if pre.isOffline() {
 		return ReviewResult{}, errNeedsRead
 	} else {
-		r, err := k.db.FindReview(ctx, store.ReviewRef{Owner: owner, RecordID: ref.RecordID, ID: ref.ReviewID})
+		r, err := records.FindReview(ctx, k.db, store.ReviewRef{Owner: owner, RecordID: ref.RecordID, ID: ref.ReviewID})
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return ReviewResult{}, err
 		}
@@ -434,7 +435,7 @@ func (k *Kernel) readRevision(ctx context.Context, pre *prefetched, owner, modul
 	if pre.isOffline() {
 		return revisionRead{}, errNeedsRead
 	}
-	row, err := k.db.FindRevision(ctx, store.RevisionRef{Owner: owner, Module: module, RecordID: recordID, Revision: revision})
+	row, err := records.FindRevision(ctx, k.db, store.RevisionRef{Owner: owner, Module: module, RecordID: recordID, Revision: revision})
 	if errors.Is(err, store.ErrNotFound) {
 		return revisionRead{}, nil
 	}
@@ -456,7 +457,7 @@ func (k *Kernel) readExecution(ctx context.Context, pre *prefetched, owner, modu
 	if pre.isOffline() {
 		return executionRead{}, errNeedsRead
 	}
-	e, a, err := k.db.FindExecutionAttested(ctx, store.ExecutionRef{Owner: owner, Module: module, RecordID: recordID, ID: id})
+	e, a, err := records.FindExecutionAttested(ctx, k.db, store.ExecutionRef{Owner: owner, Module: module, RecordID: recordID, ID: id})
 	if errors.Is(err, store.ErrNotFound) {
 		return executionRead{}, nil
 	}
@@ -489,7 +490,7 @@ func checkRevision(rev revisionRead, owner, module, recordID string, revision in
 // The revision must also be the one its digest chain says was written (issue 22): a snapshot,
 // key or time changed after the write fails closed too, naming the revision.
 func (k *Kernel) FindRevision(ctx context.Context, ref store.RevisionRef) (model.Record, error) {
-	row, err := k.db.FindRevision(ctx, ref)
+	row, err := records.FindRevision(ctx, k.db, ref)
 	if errors.Is(err, store.ErrNotFound) {
 		return model.Record{}, apperr.New(apperr.RecordNotFound, "record %s has no revision %d for owner %s in module %s", ref.RecordID, ref.Revision, ref.Owner, ref.Module)
 	}

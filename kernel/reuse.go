@@ -17,6 +17,7 @@ import (
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
 	"github.com/idemwork/idemwork/store/readmodel"
+	"github.com/idemwork/idemwork/store/records"
 )
 
 // explainReuse adds to a write's IDEMPOTENCY_KEY_REUSED which fields of r differ from the key's
@@ -145,7 +146,7 @@ func (k *Kernel) rebuildFirst(ctx context.Context, r model.WriteRequest, recordI
 			}
 		}
 	case model.KindAction:
-		e, err := k.db.FindExecution(ctx, store.ExecutionRef{Owner: owner, Module: module, RecordID: recordID, ID: executionID})
+		e, err := records.FindExecution(ctx, k.db, store.ExecutionRef{Owner: owner, Module: module, RecordID: recordID, ID: executionID})
 		if err != nil {
 			return nil, apperr.Wrap(apperr.RecordNotFound, err, "execution %s", executionID)
 		}

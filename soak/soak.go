@@ -24,6 +24,7 @@ import (
 	"github.com/idemwork/idemwork/outbox"
 	"github.com/idemwork/idemwork/store"
 	"github.com/idemwork/idemwork/store/outboxrows"
+	"github.com/idemwork/idemwork/store/records"
 	"github.com/idemwork/idemwork/store/verifyrows"
 	"github.com/idemwork/idemwork/storm"
 	"github.com/idemwork/idemwork/storm/stormtypes"
@@ -593,7 +594,7 @@ func (e *engine) spec(ctx context.Context, round int, p plan) (stormtypes.Spec, 
 			Payload: json.RawMessage(fmt.Sprintf(`{"round":%d}`, round))}
 	case opPatch:
 		// The record's revision now: every earlier round has settled, so nothing else moves it.
-		cur, err := e.k.DB().FindRecord(ctx, store.RecordRef{Owner: o.id, Module: kernel.ModuleNote, ID: o.note}, false)
+		cur, err := records.FindRecord(ctx, e.k.DB(), store.RecordRef{Owner: o.id, Module: kernel.ModuleNote, ID: o.note}, false)
 		if err != nil {
 			return s, fmt.Errorf("read the note's revision: %w", err)
 		}

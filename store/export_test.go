@@ -1,10 +1,5 @@
 package store
 
-// The query builder of a record read ahead, for the plan tests in store_test.
-var (
-	RecordHeldSQL = recordHeldSQL
-)
-
 // PolicyOf is resolvePolicy's outcome and the exec mode it picks once the session knows whether
 // a pooler answers (detected), for the policy tests.
 func PolicyOf(dsn string, opts Options, detected bool) (pooler Pooler, mode, schemaPath string, err error) {

@@ -1,4 +1,4 @@
-package store_test
+package records_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/store/records"
 )
 
 // The record read a keyed write sends ahead with its reservation reads and locks the record
@@ -40,11 +41,11 @@ func TestARecordReadAheadReadsAndLocksOnlyForTheKeysHolder(t *testing.T) {
 		require.NoError(t, err)
 		return false
 	}
-	readAhead := func(reserveSQL, key string) (*store.RecordAhead, pgx.Tx) {
+	readAhead := func(reserveSQL, key string) (*records.RecordAhead, pgx.Tx) {
 		tx, err := db.Pool.Begin(ctx)
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = tx.Rollback(ctx) })
-		ahead := db.DB.RecordAhead(store.RecordRef{Owner: "alice", Module: kernel.ModuleNote, ID: id}, true)
+		ahead := records.ReadAhead(db.DB, store.RecordRef{Owner: "alice", Module: kernel.ModuleNote, ID: id}, true)
 		var b pgx.Batch
 		b.Queue(reserveSQL, key)
 		ahead.QueueHeld(&b, "alice", key)
@@ -80,7 +81,7 @@ func TestARecordReadAheadReadsAndLocksOnlyForTheKeysHolder(t *testing.T) {
 	defer conn.Release()
 	_, err = conn.Exec(ctx, `SET plan_cache_mode = force_generic_plan`)
 	require.NoError(t, err)
-	_, err = conn.Exec(ctx, `PREPARE ahead_probe(text, text, text, text, text) AS `+store.RecordHeldSQL+` FOR NO KEY UPDATE`)
+	_, err = conn.Exec(ctx, `PREPARE ahead_probe(text, text, text, text, text) AS `+records.RecordHeldSQL+` FOR NO KEY UPDATE`)
 	require.NoError(t, err)
 	rows, err := conn.Query(ctx, `EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) EXECUTE ahead_probe('alice', 'NOTE', '`+id+`', 'taken', 'alice')`)
 	require.NoError(t, err)
