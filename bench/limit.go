@@ -470,7 +470,7 @@ func readLimit(br pgx.BatchResults, path []role, recordID string) (err error) {
 // limitReplayHit is what a replay must read, in one round trip on the runner's pool: the key row
 // and the rows its envelope points at, by the runner's own statement, in a transaction of the
 // session's (BEGIN, settings, the read, COMMIT), decoded into the Go values the runner decodes
-// them into (store.ScanExecutionReplay). Nothing is checked or restored: no fingerprint, no
+// them into (replay.ScanExecution). Nothing is checked or restored: no fingerprint, no
 // digest, no snapshot.
 func (t *target) limitReplayHit(ctx context.Context, w *worker) (err error) {
 	p := t.fx.plans[ReplayHit]

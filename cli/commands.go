@@ -335,7 +335,7 @@ func newKeysCmd(a *app) *cobra.Command {
 
 const timeJSON = "2006-01-02T15:04:05.999999Z07:00"
 
-// checkLimit refuses a --limit outside 1–store.MaxPage for a page (or below 1 for an export,
+// checkLimit refuses a --limit outside 1–readmodel.MaxPage for a page (or below 1 for an export,
 // which has no ceiling): 0 and -1 once returned everything with exit 0.
 func checkLimit(limit int, page bool) error {
 	switch {

@@ -273,7 +273,7 @@ func (v *verifier) page(limit int) verifyrows.Page {
 // what a check had to put off because it needed a read.
 //
 // Without --since, scan (when set) reads the whole scope instead, one streamed statement whose
-// related rows PostgreSQL joins set-wise (store.VerifyScope): the checks run as the rows arrive,
+// related rows PostgreSQL joins set-wise (verifyrows.Scope): the checks run as the rows arrive,
 // the progress is told every limit rows, and idle runs once at the end.
 func pages[T interface {
 	Cursor() verifyrows.Cursor
