@@ -19,6 +19,7 @@ import (
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/store/replay"
 )
 
 // The limit side is the physical limit of a write: the statements the runner's path sends for
@@ -459,7 +460,7 @@ func readLimit(br pgx.BatchResults, path []role, recordID string, locked *model.
 // limitReplayHit is what a replay must read, in one round trip on the runner's pool: the key row
 // and the rows its envelope points at, by the runner's own statement, in a transaction of the
 // session's (BEGIN, settings, the read, COMMIT), decoded into the Go values the runner decodes
-// them into (store.ScanExecutionReplay). Nothing is checked or restored: no fingerprint, no
+// them into (replay.ScanExecution). Nothing is checked or restored: no fingerprint, no
 // digest, no snapshot.
 func (t *target) limitReplayHit(ctx context.Context, w *worker) (err error) {
 	p := t.fx.plans[ReplayHit]
@@ -484,7 +485,7 @@ func (t *target) limitReplayHit(ctx context.Context, w *worker) (err error) {
 			return err
 		}
 	}
-	r, found, err := store.ScanExecutionReplay(br.QueryRow())
+	r, found, err := replay.ScanExecution(br.QueryRow())
 	if err != nil {
 		return err
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/store/readmodel"
 	"github.com/idemwork/idemwork/wire"
 )
 
@@ -215,7 +216,7 @@ func newRecordCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			d, err := db.GetRecordDetail(cmd.Context(), store.RecordRef{Owner: owner, Module: module, ID: id})
+			d, err := readmodel.GetRecordDetail(cmd.Context(), db, store.RecordRef{Owner: owner, Module: module, ID: id})
 			if err != nil {
 				return err
 			}
@@ -282,7 +283,7 @@ func newKeysCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			rows, next, err := k.DB().Keys(cmd.Context(), model.KeyQuery{Owner: owner, Prefix: prefix, Limit: limit, Cursor: cursor})
+			rows, next, err := readmodel.Keys(cmd.Context(), k.DB(), model.KeyQuery{Owner: owner, Prefix: prefix, Limit: limit, Cursor: cursor})
 			if err != nil {
 				return err
 			}
@@ -334,12 +335,12 @@ func newKeysCmd(a *app) *cobra.Command {
 
 const timeJSON = "2006-01-02T15:04:05.999999Z07:00"
 
-// checkLimit refuses a --limit outside 1–store.MaxPage for a page (or below 1 for an export,
+// checkLimit refuses a --limit outside 1–readmodel.MaxPage for a page (or below 1 for an export,
 // which has no ceiling): 0 and -1 once returned everything with exit 0.
 func checkLimit(limit int, page bool) error {
 	switch {
-	case page && (limit < 1 || limit > store.MaxPage):
-		return usagef("--limit: want a page of 1-%d entries, got %d (--cursor continues with the next page)", store.MaxPage, limit)
+	case page && (limit < 1 || limit > readmodel.MaxPage):
+		return usagef("--limit: want a page of 1-%d entries, got %d (--cursor continues with the next page)", readmodel.MaxPage, limit)
 	case limit < 1:
 		return usagef("--limit: want at least 1 entry to export, got %d (leave it out to export everything)", limit)
 	}
@@ -417,7 +418,7 @@ func newHistoryCmd(a *app) *cobra.Command {
 			}
 			var exportFormat model.ExportFormat
 			if format != "" {
-				f, err := store.ParseExportFormat(format)
+				f, err := readmodel.ParseExportFormat(format)
 				if err != nil {
 					return usagef("--format: %q is not json or csv", format)
 				}
@@ -436,7 +437,7 @@ func newHistoryCmd(a *app) *cobra.Command {
 					max = q.Limit
 				}
 				w := &countingWriter{w: a.stdout}
-				if _, err := db.ExportHistory(cmd.Context(), q, exportFormat, w, max, nil); err != nil {
+				if _, err := readmodel.ExportHistory(cmd.Context(), db, q, exportFormat, w, max, nil); err != nil {
 					if w.n > 0 {
 						// Part of the export is already out: another object would break it.
 						return &reportedError{err}
@@ -445,7 +446,7 @@ func newHistoryCmd(a *app) *cobra.Command {
 				}
 				return nil
 			}
-			events, next, err := db.Timeline(cmd.Context(), q)
+			events, next, err := readmodel.Timeline(cmd.Context(), db, q)
 			if err != nil {
 				return err
 			}

@@ -6,7 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/idemwork/idemwork/idem/idemtype"
-	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/store/reap"
 )
 
 func newReapCmd(a *app) *cobra.Command {
@@ -25,8 +25,8 @@ func newReapCmd(a *app) *cobra.Command {
 					return err
 				}
 			}
-			if batch < 1 || batch > store.MaxReapBatch {
-				return usagef("--batch: want 1-%d rows, got %d", store.MaxReapBatch, batch)
+			if batch < 1 || batch > reap.MaxReapBatch {
+				return usagef("--batch: want 1-%d rows, got %d", reap.MaxReapBatch, batch)
 			}
 			k, err := a.kernel(cmd.Context())
 			if err != nil {
@@ -37,7 +37,7 @@ func newReapCmd(a *app) *cobra.Command {
 					return err
 				}
 			}
-			res, err := k.DB().ReapExpired(cmd.Context(), store.ReapParams{Owner: owner, Now: k.Runner().Clock().Now(), Batch: batch, DryRun: dryRun})
+			res, err := reap.ReapExpired(cmd.Context(), k.DB(), reap.ReapParams{Owner: owner, Now: k.Runner().Clock().Now(), Batch: batch, DryRun: dryRun})
 			if err != nil {
 				return err
 			}
@@ -54,7 +54,7 @@ func newReapCmd(a *app) *cobra.Command {
 		}}
 	f := cmd.Flags()
 	f.StringVar(&owner, "owner", "", "reap only this owner's keys (default: every owner)")
-	f.IntVar(&batch, "batch", store.DefaultReapBatch, "rows per delete statement")
+	f.IntVar(&batch, "batch", reap.DefaultReapBatch, "rows per delete statement")
 	f.BoolVar(&dryRun, "dry-run", false, "count the expired keys, delete nothing")
 	return cmd
 }

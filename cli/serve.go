@@ -16,6 +16,7 @@ import (
 	"github.com/idemwork/idemwork/httpapi"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/store/reap"
 	"github.com/idemwork/idemwork/wire"
 )
 
@@ -83,10 +84,10 @@ func (a *app) serve(ctx context.Context, ln net.Listener, devAuth bool) error {
 		return err
 	}
 	// The reaper (every idempotency.reap_interval; 0 disables it) counts on /metrics.
-	var reaper *store.Reaper
+	var reaper *reap.Reaper
 	var extra []prometheus.Collector
 	if a.cfg.Idempotency.ReapInterval.Duration > 0 && a.db.Access() == store.Writable {
-		reaper = store.NewReaper(k.DB(), k.Runner().Clock().Now, store.DefaultReapBatch,
+		reaper = reap.NewReaper(k.DB(), k.Runner().Clock().Now, reap.DefaultReapBatch,
 			slog.New(slog.NewTextHandler(a.stderr, nil)).With("component", "reaper"))
 		extra = reaperMetrics(reaper)
 	}
@@ -229,13 +230,13 @@ func readOnlyNote(db *store.DB) string {
 }
 
 // reaperMetrics are the reaper's running totals as Prometheus counters.
-func reaperMetrics(r *store.Reaper) []prometheus.Collector {
-	counter := func(name, help string, v func(store.ReaperTotals) int64) prometheus.Collector {
+func reaperMetrics(r *reap.Reaper) []prometheus.Collector {
+	counter := func(name, help string, v func(reap.ReaperTotals) int64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(v(r.Totals())) })
 	}
 	return []prometheus.Collector{
-		counter("idemwork_reaper_runs_total", "Reaps of expired idempotency keys run by serve.", func(t store.ReaperTotals) int64 { return t.Runs }),
-		counter("idemwork_reaper_deleted_total", "Expired idempotency rows the reaper deleted.", func(t store.ReaperTotals) int64 { return t.Deleted }),
-		counter("idemwork_reaper_failures_total", "Reaps that failed (retried at the next interval).", func(t store.ReaperTotals) int64 { return t.Failures }),
+		counter("idemwork_reaper_runs_total", "Reaps of expired idempotency keys run by serve.", func(t reap.ReaperTotals) int64 { return t.Runs }),
+		counter("idemwork_reaper_deleted_total", "Expired idempotency rows the reaper deleted.", func(t reap.ReaperTotals) int64 { return t.Deleted }),
+		counter("idemwork_reaper_failures_total", "Reaps that failed (retried at the next interval).", func(t reap.ReaperTotals) int64 { return t.Failures }),
 	}
 }

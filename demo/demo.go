@@ -11,6 +11,9 @@ import (
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/store/demorows"
+	"github.com/idemwork/idemwork/store/legacy"
+	"github.com/idemwork/idemwork/store/readmodel"
 )
 
 // Owners are the owners demo seed writes for.
@@ -39,7 +42,7 @@ func Seed(ctx context.Context, k *kernel.Kernel) (SeedReport, error) {
 	}
 	// Once the first demo key has expired (24 h by default) a replay would execute again; the
 	// revision it wrote says the seed already ran.
-	seeded, keyLive, err := k.DB().SeedState(ctx, "alice", demoFirstKey, k.Runner().Clock().Now())
+	seeded, keyLive, err := demorows.SeedState(ctx, k.DB(), "alice", demoFirstKey, k.Runner().Clock().Now())
 	if err != nil {
 		return rep, err
 	}
@@ -148,7 +151,7 @@ func seedLegacyReceipts(ctx context.Context, k *kernel.Kernel) (int, error) {
 		`{"policy":"raw-json-v1","body":{"identityId":"legacy-1","displayName":"Alice A."}}`,
 		`{"policy":"raw-json-v1","body":{"identityId":"legacy-2","displayName":"Alice B."}}`,
 	} {
-		ok, err := k.DB().InsertLegacyReceipt(ctx, store.LegacyReceipt{OwnerID: "alice", Key: fmt.Sprintf("demo:alice:legacy-identity-%d", i+1),
+		ok, err := legacy.InsertReceipt(ctx, k.DB(), legacy.Receipt{OwnerID: "alice", Key: fmt.Sprintf("demo:alice:legacy-identity-%d", i+1),
 			Operation: kernel.OpLegacyIdentityCreate, Fingerprint: fmt.Sprintf("%064d", i+1), Response: json.RawMessage(body),
 			CreatedAt: now, ExpiresAt: now.Add(k.Runner().TTL())})
 		if err != nil {
@@ -229,21 +232,21 @@ func (d *Blocked) Next(ctx context.Context) (model.DemoStep, error) {
 		if err != nil {
 			return step, err
 		}
-		latest, err := d.k.DB().LatestRecord(ctx, store.RecordRef{Owner: d.owner, Module: kernel.ModuleMem, ID: d.record.ID})
+		latest, err := readmodel.LatestRecord(ctx, d.k.DB(), store.RecordRef{Owner: d.owner, Module: kernel.ModuleMem, ID: d.record.ID})
 		if err != nil {
 			return step, err
 		}
-		audit, err := d.k.DB().AuditForKey(ctx, d.owner, publish.Key)
+		audit, err := readmodel.AuditForKey(ctx, d.k.DB(), d.owner, publish.Key)
 		if err != nil {
 			return step, err
 		}
-		execs, err := d.k.DB().ExecutionsForKey(ctx, d.owner, publish.Key)
+		execs, err := demorows.ExecutionsForKey(ctx, d.k.DB(), d.owner, publish.Key)
 		if err != nil {
 			return step, err
 		}
 		messages := 0
 		for _, e := range execs {
-			m, err := d.k.DB().OutboxForExecution(ctx, d.owner, e.ID)
+			m, err := demorows.OutboxForExecution(ctx, d.k.DB(), d.owner, e.ID)
 			if err != nil {
 				return step, err
 			}
@@ -272,7 +275,7 @@ func (d *Blocked) Next(ctx context.Context) (model.DemoStep, error) {
 		if err != nil && !failsClosed(err) {
 			return step, err
 		}
-		execs, xerr := d.k.DB().ExecutionsForKey(ctx, d.owner, publish.Key)
+		execs, xerr := demorows.ExecutionsForKey(ctx, d.k.DB(), d.owner, publish.Key)
 		if xerr != nil {
 			return step, xerr
 		}

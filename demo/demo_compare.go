@@ -9,6 +9,8 @@ import (
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/model"
+	"github.com/idemwork/idemwork/store/demorows"
+	"github.com/idemwork/idemwork/store/readmodel"
 )
 
 // CompareModes reads the two requests of the walk-throughs — blockedKey a direct_external run,
@@ -27,12 +29,12 @@ func CompareModes(ctx context.Context, k *kernel.Kernel, owner, blockedKey, outb
 
 func modeSide(ctx context.Context, k *kernel.Kernel, owner, key string) (model.ModeSide, error) {
 	side := model.ModeSide{Key: key, Committed: []string{}}
-	row, err := k.DB().GetKey(ctx, owner, key)
+	row, err := readmodel.GetKey(ctx, k.DB(), owner, key)
 	if err != nil {
 		return side, err
 	}
 	side.Operation = row.Operation
-	execs, err := k.DB().ExecutionsForKey(ctx, owner, key)
+	execs, err := demorows.ExecutionsForKey(ctx, k.DB(), owner, key)
 	if err != nil {
 		return side, err
 	}
@@ -41,15 +43,15 @@ func modeSide(ctx context.Context, k *kernel.Kernel, owner, key string) (model.M
 	}
 	e := execs[0]
 	side.Mode = e.Mode
-	audit, err := k.DB().AuditForKey(ctx, owner, key)
+	audit, err := readmodel.AuditForKey(ctx, k.DB(), owner, key)
 	if err != nil {
 		return side, err
 	}
-	messages, err := k.DB().OutboxForExecution(ctx, owner, e.ID)
+	messages, err := demorows.OutboxForExecution(ctx, k.DB(), owner, e.ID)
 	if err != nil {
 		return side, err
 	}
-	writers, err := k.DB().KeyWriters(ctx, owner, key)
+	writers, err := demorows.KeyWriters(ctx, k.DB(), owner, key)
 	if err != nil {
 		return side, err
 	}

@@ -15,6 +15,9 @@ import (
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/outbox"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/store/demorows"
+	"github.com/idemwork/idemwork/store/outboxrows"
+	"github.com/idemwork/idemwork/store/readmodel"
 )
 
 // Outbox walks through the replacement of a direct provider call (SPEC §7) on real rows,
@@ -147,7 +150,7 @@ type noteState struct {
 	execs    []model.Execution
 	messages []model.OutboxMessage
 	audit    []model.AuditEvent
-	writers  []store.RowWriter
+	writers  []demorows.RowWriter
 	settles  int
 }
 
@@ -191,23 +194,23 @@ func (d *Outbox) reread(ctx context.Context, step *model.DemoStep, i int) (noteS
 func (d *Outbox) read(ctx context.Context, key string) (noteState, error) {
 	var s noteState
 	var err error
-	if s.execs, err = d.k.DB().ExecutionsForKey(ctx, d.owner, key); err != nil {
+	if s.execs, err = demorows.ExecutionsForKey(ctx, d.k.DB(), d.owner, key); err != nil {
 		return s, err
 	}
 	for _, e := range s.execs {
-		m, err := d.k.DB().OutboxForExecution(ctx, d.owner, e.ID)
+		m, err := demorows.OutboxForExecution(ctx, d.k.DB(), d.owner, e.ID)
 		if err != nil {
 			return s, err
 		}
 		s.messages = append(s.messages, m...)
 	}
-	if s.audit, err = d.k.DB().AuditForKey(ctx, d.owner, key); err != nil {
+	if s.audit, err = readmodel.AuditForKey(ctx, d.k.DB(), d.owner, key); err != nil {
 		return s, err
 	}
-	if s.writers, err = d.k.DB().KeyWriters(ctx, d.owner, key); err != nil {
+	if s.writers, err = demorows.KeyWriters(ctx, d.k.DB(), d.owner, key); err != nil {
 		return s, err
 	}
-	s.settles, err = d.k.DB().CountSettleAudits(ctx, d.owner, key)
+	s.settles, err = outboxrows.CountSettleAudits(ctx, d.k.DB(), d.owner, key)
 	return s, err
 }
 
@@ -269,15 +272,15 @@ func (d *Outbox) createRecord(ctx context.Context, step *model.DemoStep) error {
 	if err != nil {
 		return err
 	}
-	latest, err := d.k.DB().LatestRecord(ctx, store.RecordRef{Owner: d.owner, Module: kernel.ModuleCommitment, ID: res.Record.ID})
+	latest, err := readmodel.LatestRecord(ctx, d.k.DB(), store.RecordRef{Owner: d.owner, Module: kernel.ModuleCommitment, ID: res.Record.ID})
 	if err != nil {
 		return err
 	}
-	row, err := d.k.DB().GetKey(ctx, d.owner, key)
+	row, err := readmodel.GetKey(ctx, d.k.DB(), d.owner, key)
 	if err != nil {
 		return err
 	}
-	writers, err := d.k.DB().KeyWriters(ctx, d.owner, key)
+	writers, err := demorows.KeyWriters(ctx, d.k.DB(), d.owner, key)
 	if err != nil {
 		return err
 	}
@@ -315,7 +318,7 @@ func (d *Outbox) notify(ctx context.Context, step *model.DemoStep) error {
 	if err != nil {
 		return err
 	}
-	latest, err := d.k.DB().LatestRecord(ctx, store.RecordRef{Owner: d.owner, Module: kernel.ModuleCommitment, ID: d.record.ID})
+	latest, err := readmodel.LatestRecord(ctx, d.k.DB(), store.RecordRef{Owner: d.owner, Module: kernel.ModuleCommitment, ID: d.record.ID})
 	if err != nil {
 		return err
 	}
@@ -521,7 +524,7 @@ func (d *Outbox) exhaust(ctx context.Context, step *model.DemoStep) error {
 		if _, err := d.pass(ctx, m); err != nil {
 			return err
 		}
-		msgs, err := d.k.DB().OutboxForExecution(ctx, d.owner, n.exec.ID)
+		msgs, err := demorows.OutboxForExecution(ctx, d.k.DB(), d.owner, n.exec.ID)
 		if err != nil {
 			return err
 		}
@@ -585,7 +588,7 @@ func (d *Outbox) settled(ctx context.Context, step *model.DemoStep) error {
 	if err != nil {
 		return err
 	}
-	latest, err := d.k.DB().LatestRecord(ctx, store.RecordRef{Owner: d.owner, Module: kernel.ModuleCommitment, ID: d.record.ID})
+	latest, err := readmodel.LatestRecord(ctx, d.k.DB(), store.RecordRef{Owner: d.owner, Module: kernel.ModuleCommitment, ID: d.record.ID})
 	if err != nil {
 		return err
 	}

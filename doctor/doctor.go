@@ -20,6 +20,7 @@ import (
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/migrations"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/store/dbfacts"
 )
 
 // Report is what doctor found. Its JSON is `idemwork doctor --json`'s object (SPEC §10.2).
@@ -34,12 +35,12 @@ type Report struct {
 	Pooler   Pooler `json:"pooler"`
 	Schema   string `json:"schema"`
 	// SearchPath is what every transaction of idemwork's sets.
-	SearchPath     string           `json:"searchPath"`
-	ReadOnly       bool             `json:"readOnly"`
-	ReadOnlyReason *string          `json:"readOnlyReason"`
-	Migrations     Migrations       `json:"migrations"`
-	Privileges     store.Privileges `json:"privileges"`
-	Replication    Replication      `json:"replication"`
+	SearchPath     string             `json:"searchPath"`
+	ReadOnly       bool               `json:"readOnly"`
+	ReadOnlyReason *string            `json:"readOnlyReason"`
+	Migrations     Migrations         `json:"migrations"`
+	Privileges     dbfacts.Privileges `json:"privileges"`
+	Replication    Replication        `json:"replication"`
 	// WritesSafe is true when nothing found makes a write unsafe; Reasons say what does.
 	WritesSafe bool     `json:"writesSafe"`
 	Reasons    []string `json:"reasons"`
@@ -103,7 +104,7 @@ func Examine(ctx context.Context, db *store.DB, database string, sections ...Sec
 	if err != nil {
 		return Report{}, err
 	}
-	privs, err := db.ReadPrivileges(ctx)
+	privs, err := dbfacts.ReadPrivileges(ctx, db)
 	if err != nil {
 		return Report{}, err
 	}

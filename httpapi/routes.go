@@ -12,6 +12,7 @@ import (
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/store/readmodel"
 	"github.com/idemwork/idemwork/wire"
 )
 
@@ -178,8 +179,8 @@ func (a *API) read(fn endpointFunc) endpointFunc {
 }
 
 // recordParams checks the record id of the path and the page's query (limit up to max).
-func recordParams(r *http.Request, owner string, max int) (store.RecordPageParams, error) {
-	p := store.RecordPageParams{Owner: owner, Module: r.PathValue("module"), RecordID: r.PathValue("id"), Limit: store.DefaultRecordPage}
+func recordParams(r *http.Request, owner string, max int) (readmodel.RecordPageParams, error) {
+	p := readmodel.RecordPageParams{Owner: owner, Module: r.PathValue("module"), RecordID: r.PathValue("id"), Limit: readmodel.DefaultRecordPage}
 	if err := kernel.CheckRecordID(p.RecordID); err != nil {
 		return p, err
 	}
@@ -203,7 +204,7 @@ func recordParams(r *http.Request, owner string, max int) (store.RecordPageParam
 }
 
 // pagePath is the path of a list's page after after, at the request's page size.
-func pagePath(r *http.Request, part, after string, p store.RecordPageParams) *string {
+func pagePath(r *http.Request, part, after string, p readmodel.RecordPageParams) *string {
 	v := url.Values{}
 	if after != "" {
 		v.Set("after", after)
@@ -219,10 +220,10 @@ func pagePath(r *http.Request, part, after string, p store.RecordPageParams) *st
 }
 
 func executionCursor(e model.Execution) string {
-	return store.Cursor{At: e.CreatedAt, ID: e.ID}.Encode()
+	return readmodel.Cursor{At: e.CreatedAt, ID: e.ID}.Encode()
 }
 
-func auditCursor(e model.AuditEvent) string { return store.Cursor{At: e.At, ID: e.ID}.Encode() }
+func auditCursor(e model.AuditEvent) string { return readmodel.Cursor{At: e.At, ID: e.ID}.Encode() }
 
 // getRecord answers the record, its latest revision and the first page of its executions and
 // audit events: three statements, however long its history.
@@ -230,21 +231,21 @@ func (a *API) getRecord(r *http.Request, owner string) (model.Response, error) {
 	if r.URL.RawQuery != "" {
 		return model.Response{}, apperr.New(apperr.BadRequest, "GET of a record takes no query; page its lists at links.revisions, links.executions and links.audit")
 	}
-	p, err := recordParams(r, owner, store.MaxRecordPage)
+	p, err := recordParams(r, owner, readmodel.MaxRecordPage)
 	if err != nil {
 		return model.Response{}, err
 	}
 	db := a.k.DB()
-	head, err := db.GetRecordHead(r.Context(), store.RecordRef{Owner: owner, Module: p.Module, ID: p.RecordID})
+	head, err := readmodel.GetRecordHead(r.Context(), db, store.RecordRef{Owner: owner, Module: p.Module, ID: p.RecordID})
 	if err != nil {
 		return model.Response{}, err
 	}
 	p.Exists = true
-	execs, moreExecs, err := db.RecordExecutionPage(r.Context(), p)
+	execs, moreExecs, err := readmodel.RecordExecutionPage(r.Context(), db, p)
 	if err != nil {
 		return model.Response{}, err
 	}
-	audit, moreAudit, err := db.RecordAuditPage(r.Context(), p)
+	audit, moreAudit, err := readmodel.RecordAuditPage(r.Context(), db, p)
 	if err != nil {
 		return model.Response{}, err
 	}
@@ -264,10 +265,10 @@ func (a *API) getRecord(r *http.Request, owner string) (model.Response, error) {
 // no record).
 func (a *API) getRecordPart(r *http.Request, owner string) (model.Response, error) {
 	part := r.PathValue("part")
-	max := store.MaxRecordPage
+	max := readmodel.MaxRecordPage
 	switch part {
 	case "revisions":
-		max = store.MaxRevisionPage
+		max = readmodel.MaxRevisionPage
 	case "executions", "audit":
 	default:
 		return model.Response{}, apperr.New(apperr.NotFound, "no route GET %s (a record has /revisions, /executions and /audit)", r.URL.Path)
@@ -287,7 +288,7 @@ func (a *API) getRecordPart(r *http.Request, owner string) (model.Response, erro
 			}
 			p.AfterRevision = n
 		}
-		revs, more, err := db.RecordRevisionPage(ctx, p)
+		revs, more, err := readmodel.RecordRevisionPage(ctx, db, p)
 		if err != nil {
 			return model.Response{}, err
 		}
@@ -298,14 +299,14 @@ func (a *API) getRecordPart(r *http.Request, owner string) (model.Response, erro
 		return wire.JSON(http.StatusOK, body), nil
 	}
 	if after != "" {
-		c, err := store.DecodeCursor(after)
+		c, err := readmodel.DecodeCursor(after)
 		if err != nil {
 			return model.Response{}, apperr.New(apperr.BadRequest, "after: %q is not a cursor this server printed (follow next)", after)
 		}
 		p.After = c
 	}
 	if part == "executions" {
-		execs, more, err := db.RecordExecutionPage(ctx, p)
+		execs, more, err := readmodel.RecordExecutionPage(ctx, db, p)
 		if err != nil {
 			return model.Response{}, err
 		}
@@ -315,7 +316,7 @@ func (a *API) getRecordPart(r *http.Request, owner string) (model.Response, erro
 		}
 		return wire.JSON(http.StatusOK, body), nil
 	}
-	audit, more, err := db.RecordAuditPage(ctx, p)
+	audit, more, err := readmodel.RecordAuditPage(ctx, db, p)
 	if err != nil {
 		return model.Response{}, err
 	}

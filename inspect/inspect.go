@@ -14,6 +14,8 @@ import (
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/store/readmodel"
+	"github.com/idemwork/idemwork/store/verifyrows"
 	"github.com/idemwork/idemwork/verify"
 	"github.com/idemwork/idemwork/wire"
 )
@@ -54,14 +56,14 @@ func StoredKey(ctx context.Context, k *kernel.Kernel, owner, key string) (model.
 	if key == "" {
 		return model.KeyView{}, apperr.New(apperr.ValidationFailed, "key: empty")
 	}
-	row, err := k.DB().GetKey(ctx, owner, key)
+	row, err := readmodel.GetKey(ctx, k.DB(), owner, key)
 	if err != nil {
 		return model.KeyView{}, err
 	}
 	now := k.Runner().Clock().Now()
 	v := model.KeyView{Key: row.Key, Operation: row.Operation, Status: row.Status, Fingerprint: row.Fingerprint,
 		CreatedAt: row.CreatedAt, ExpiresAt: row.ExpiresAt, Envelope: row.Response, Expired: !row.ExpiresAt.After(now)}
-	history, err := k.DB().KeyHistory(ctx, owner, key, keyHistoryCap)
+	history, err := readmodel.KeyHistory(ctx, k.DB(), owner, key, keyHistoryCap)
 	if err != nil {
 		return model.KeyView{}, err
 	}
@@ -109,7 +111,7 @@ func StoredKey(ctx context.Context, k *kernel.Kernel, owner, key string) (model.
 			recordID = loose.Result.RecordID
 		}
 		if recordID != "" && kernel.CheckRecordID(recordID) == nil {
-			latest, err := k.DB().LatestRecord(ctx, store.RecordRef{Owner: owner, Module: op.Module, ID: recordID})
+			latest, err := readmodel.LatestRecord(ctx, k.DB(), store.RecordRef{Owner: owner, Module: op.Module, ID: recordID})
 			if err != nil && !errors.Is(err, store.ErrNotFound) {
 				return model.KeyView{}, err
 			}
@@ -124,7 +126,7 @@ func StoredKey(ctx context.Context, k *kernel.Kernel, owner, key string) (model.
 	if refOK {
 		cur = &ref
 	}
-	facts := &store.VerifyKeyRowFacts{Status: row.Status, Operation: row.Operation, ReservedXID: row.ReservedXID, CreatedAt: row.CreatedAt, ExpiresAt: row.ExpiresAt}
+	facts := &verifyrows.KeyRowFacts{Status: row.Status, Operation: row.Operation, ReservedXID: row.ReservedXID, CreatedAt: row.CreatedAt, ExpiresAt: row.ExpiresAt}
 	problems := verify.KeyLives(row.Key, facts, history)
 	v.Problems = []string{}
 	if v.RestoreError != nil && v.RestoreError.Code == apperr.SnapshotIntegrity {
@@ -184,7 +186,7 @@ const (
 // they settle. Rows that record no transaction (written before migration 0004) are grouped by
 // what they reference (an audit event names its revision and its execution); such a group is the
 // current life only when it holds what the envelope references.
-func groupLives(events []model.Event, ref *resultRef, row *store.VerifyKeyRowFacts, problems []verify.KeyProblem) []model.KeyLife {
+func groupLives(events []model.Event, ref *resultRef, row *verifyrows.KeyRowFacts, problems []verify.KeyProblem) []model.KeyLife {
 	reserved := ""
 	if row != nil && row.ReservedXID != nil {
 		reserved = *row.ReservedXID

@@ -7,14 +7,14 @@ import (
 
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/model"
-	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/store/verifyrows"
 	"github.com/idemwork/idemwork/verify"
 )
 
 // keyStory is a key's verdict in words (issue 22): what its rows say happened — read from the
 // rows' keys, transactions, times and digests, never inferred from the reservation's time — and
 // what a retry gets now. lives are groupLives' (the current life first).
-func keyStory(v model.KeyView, row *store.VerifyKeyRowFacts, lives []model.KeyLife, problems []verify.KeyProblem) (string, string) {
+func keyStory(v model.KeyView, row *verifyrows.KeyRowFacts, lives []model.KeyLife, problems []verify.KeyProblem) (string, string) {
 	retry := retryPhrase(v)
 	cur := lives[0]
 	ran := ranPhrase(cur)

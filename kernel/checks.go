@@ -6,6 +6,7 @@ import (
 
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/store/verifyrows"
 )
 
 // The checks `idemwork verify` (package verify) runs through the kernel: each is the very check
@@ -40,7 +41,7 @@ func (j *Judgement) Execution(owner, id string, err error) {
 // restore would read. judged, when set, says what is wrong with every revision and execution in
 // scope; offline, that the connection is busy: a restore that needs a row r does not hold then
 // fails with an error NeedsRead reports, to be checked again online.
-func (k *Kernel) CheckStoredKey(ctx context.Context, r store.VerifyKeyRow, judged *Judgement, offline bool) error {
+func (k *Kernel) CheckStoredKey(ctx context.Context, r verifyrows.KeyRow, judged *Judgement, offline bool) error {
 	pre := &prefetched{rev: r.Revision, exec: r.Execution, execAttest: r.ExecutionAttest, review: r.Review, offline: offline}
 	if judged != nil {
 		pre.judged = &judged.j

@@ -18,6 +18,7 @@ import (
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/store/readmodel"
 	"github.com/idemwork/idemwork/verify"
 )
 
@@ -165,13 +166,13 @@ func exerciseKernel(t *testing.T, k *kernel.Kernel) {
 	require.JSONEq(t, `{"text":"second"}`, string(stored))
 
 	// The read models.
-	detail, err := db.GetRecordDetail(ctx, store.RecordRef{Owner: owner, Module: kernel.ModuleNote, ID: created.Record.ID})
+	detail, err := readmodel.GetRecordDetail(ctx, db, store.RecordRef{Owner: owner, Module: kernel.ModuleNote, ID: created.Record.ID})
 	require.NoError(t, err)
 	require.Len(t, detail.Revisions, 2)
-	keys, _, err := db.KeyPage(ctx, owner, 50, "")
+	keys, _, err := readmodel.KeyPage(ctx, db, owner, 50, "")
 	require.NoError(t, err)
 	require.Len(t, keys, 7)
-	events, _, err := db.History(ctx, owner, 100, "", false)
+	events, _, err := readmodel.History(ctx, db, owner, 100, "", false)
 	require.NoError(t, err)
 	require.NotEmpty(t, events)
 	view, err := inspect.Key(ctx, k, owner, "patch-1")

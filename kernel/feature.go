@@ -9,6 +9,7 @@ import (
 	"github.com/idemwork/idemwork/idem"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/store/records"
 )
 
 type preparedFeature struct {
@@ -63,7 +64,7 @@ func (k *Kernel) runFeature(ctx context.Context, pin *model.FeatureInput, mod *M
 		return bodyV1(map[string]any{"input": in.Input})
 	}
 	// The current record's read travels with the reservation (and nowhere without one).
-	current := k.db.RecordAhead(store.RecordRef{Owner: in.Owner, Module: mod.Code, ID: in.RecordID}, true)
+	current := records.ReadAhead(k.db, store.RecordRef{Owner: in.Owner, Module: mod.Code, ID: in.RecordID}, true)
 	req.Prefetch = []idem.Prefetch{current}
 	prepare := func(ctx context.Context) (preparedFeature, error) {
 		k.note("prepare")

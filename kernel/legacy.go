@@ -7,6 +7,7 @@ import (
 
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/idem/idemtype"
+	"github.com/idemwork/idemwork/store/legacy"
 )
 
 // LegacyLedgerEntry is the ledger row that must be passed before legacy receipts are redacted.
@@ -20,13 +21,18 @@ type VerifyReport struct {
 	Problems []string `json:"problems"`
 }
 
+// legacyReceipts are the rows the verification counts and the redaction deletes: identity:create
+// receipts stored under raw-json-v1, which an envelope names at its root member "policy"
+// (idemtype.Envelope): the path is the format's, handed to the store.
+var legacyReceipts = legacy.Receipts{Operation: OpLegacyIdentityCreate, Policy: idemtype.LegacyPolicy, PolicyAt: []string{"policy"}}
+
 // VerifyLegacy checks the legacy IDENTITY receipts and records the verdict in the ledger: it
 // passes when every raw-json-v1 receipt belongs to identity:create and every identity:create
 // receipt is raw-json-v1 (nothing typed would be touched by the redaction). Safe to rerun.
 func (k *Kernel) VerifyLegacy(ctx context.Context) (VerifyReport, error) {
 	rep := VerifyReport{Name: LegacyLedgerEntry, Problems: []string{}}
 	err := k.db.Tx(ctx, func(ctx context.Context) error {
-		c, err := k.db.CountLegacy(ctx, OpLegacyIdentityCreate, idemtype.LegacyPolicy)
+		c, err := legacy.Count(ctx, k.db, legacyReceipts)
 		if err != nil {
 			return err
 		}
@@ -45,7 +51,7 @@ func (k *Kernel) VerifyLegacy(ctx context.Context) (VerifyReport, error) {
 			rep.Status = "failed"
 		}
 		detail, _ := json.Marshal(map[string]any{"receipts": rep.Receipts, "problems": rep.Problems})
-		return k.db.SetLedgerEntry(ctx, LegacyLedgerEntry, rep.Status, json.RawMessage(detail), k.runner.Clock().Now())
+		return legacy.SetLedgerEntry(ctx, k.db, LegacyLedgerEntry, rep.Status, json.RawMessage(detail), k.runner.Clock().Now())
 	})
 	return rep, err
 }
@@ -56,14 +62,14 @@ func (k *Kernel) RedactLegacy(ctx context.Context) (int64, error) {
 	var deleted int64
 	err := k.db.Tx(ctx, func(ctx context.Context) error {
 		// FOR SHARE: a concurrent verify that flips the entry waits for this redaction.
-		status, err := k.db.ShareLedgerEntry(ctx, LegacyLedgerEntry)
+		status, err := legacy.ShareLedgerEntry(ctx, k.db, LegacyLedgerEntry)
 		if err != nil {
 			return err
 		}
 		if status != "passed" {
 			return apperr.New(apperr.ValidationFailed, "ledger entry %s is %s, not passed: run 'idemwork legacy verify' first (and fix what it reports)", LegacyLedgerEntry, status)
 		}
-		deleted, err = k.db.DeleteLegacy(ctx, OpLegacyIdentityCreate, idemtype.LegacyPolicy)
+		deleted, err = legacy.Delete(ctx, k.db, legacyReceipts)
 		return err
 	})
 	return deleted, err

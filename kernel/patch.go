@@ -9,6 +9,7 @@ import (
 	"github.com/idemwork/idemwork/idem"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/store/records"
 )
 
 func revisionConflict(recordID string, expected int) *apperr.Error {
@@ -74,7 +75,7 @@ func (k *Kernel) patch(ctx context.Context, pin *model.PatchInput, mod *Module, 
 		return bodyV1(map[string]any{"expectRevision": in.ExpectRevision, "title": in.Title, "summary": in.Summary, "payload": in.Payload})
 	}
 	// The current record's read travels with the reservation (and nowhere without one).
-	current := k.db.RecordAhead(store.RecordRef{Owner: in.Owner, Module: mod.Code, ID: in.RecordID}, false)
+	current := records.ReadAhead(k.db, store.RecordRef{Owner: in.Owner, Module: mod.Code, ID: in.RecordID}, false)
 	req.Prefetch = []idem.Prefetch{current}
 	prepare := func(ctx context.Context) (model.Record, error) {
 		k.note("prepare")

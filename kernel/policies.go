@@ -14,6 +14,8 @@ import (
 	"github.com/idemwork/idemwork/jsonb"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/store/records"
+	"github.com/idemwork/idemwork/store/replay"
 )
 
 // Policy names (SPEC §5). A new name means new restore semantics.
@@ -75,11 +77,16 @@ type reviewRef struct {
 // says where (idem.ResultPath), this package which members, and the store only follows the
 // paths it is handed.
 var (
-	recordReplay = store.RevisionReplayStatement(store.ReplayRefs{
+	recordReplay = replay.RevisionStatement(store.ReplayRefs{
 		RecordID: idem.ResultPath(fieldRecordID), Revision: idem.ResultPath(fieldRevision)})
-	featureReplay = store.ExecutionReplayStatement(store.ReplayRefs{
+	featureReplay = replay.ExecutionStatement(store.ReplayRefs{
 		RecordID: idem.ResultPath(fieldRecordID), Revision: idem.ResultPath(fieldRevision), ExecutionID: idem.ResultPath(fieldExecutionID)})
 )
+
+// ResultRefs are where every policy's stored result keeps the rows it references, for reads of
+// keys across policies (verify's): the store follows them and never knows the envelope.
+var ResultRefs = store.ReplayRefs{RecordID: idem.ResultPath(fieldRecordID), Revision: idem.ResultPath(fieldRevision),
+	ExecutionID: idem.ResultPath(fieldExecutionID), ReviewID: idem.ResultPath(fieldReviewID)}
 
 // revisionRead is the revision a reference resolved to, however it was read.
 type revisionRead struct {
@@ -300,7 +307,7 @@ func (k *Kernel) restoreReviewByID(ctx context.Context, owner, module string, re
 	} else if pre.isOffline() {
 		return ReviewResult{}, errNeedsRead
 	} else {
-		r, err := k.db.FindReview(ctx, store.ReviewRef{Owner: owner, RecordID: ref.RecordID, ID: ref.ReviewID})
+		r, err := records.FindReview(ctx, k.db, store.ReviewRef{Owner: owner, RecordID: ref.RecordID, ID: ref.ReviewID})
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return ReviewResult{}, err
 		}
@@ -428,7 +435,7 @@ func (k *Kernel) readRevision(ctx context.Context, pre *prefetched, owner, modul
 	if pre.isOffline() {
 		return revisionRead{}, errNeedsRead
 	}
-	row, err := k.db.FindRevision(ctx, store.RevisionRef{Owner: owner, Module: module, RecordID: recordID, Revision: revision})
+	row, err := records.FindRevision(ctx, k.db, store.RevisionRef{Owner: owner, Module: module, RecordID: recordID, Revision: revision})
 	if errors.Is(err, store.ErrNotFound) {
 		return revisionRead{}, nil
 	}
@@ -450,7 +457,7 @@ func (k *Kernel) readExecution(ctx context.Context, pre *prefetched, owner, modu
 	if pre.isOffline() {
 		return executionRead{}, errNeedsRead
 	}
-	e, a, err := k.db.FindExecutionAttested(ctx, store.ExecutionRef{Owner: owner, Module: module, RecordID: recordID, ID: id})
+	e, a, err := records.FindExecutionAttested(ctx, k.db, store.ExecutionRef{Owner: owner, Module: module, RecordID: recordID, ID: id})
 	if errors.Is(err, store.ErrNotFound) {
 		return executionRead{}, nil
 	}
@@ -483,7 +490,7 @@ func checkRevision(rev revisionRead, owner, module, recordID string, revision in
 // The revision must also be the one its digest chain says was written (issue 22): a snapshot,
 // key or time changed after the write fails closed too, naming the revision.
 func (k *Kernel) FindRevision(ctx context.Context, ref store.RevisionRef) (model.Record, error) {
-	row, err := k.db.FindRevision(ctx, ref)
+	row, err := records.FindRevision(ctx, k.db, ref)
 	if errors.Is(err, store.ErrNotFound) {
 		return model.Record{}, apperr.New(apperr.RecordNotFound, "record %s has no revision %d for owner %s in module %s", ref.RecordID, ref.Revision, ref.Owner, ref.Module)
 	}

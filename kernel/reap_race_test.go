@@ -14,7 +14,7 @@ import (
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/model"
-	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/store/reap"
 )
 
 func TestAStormRacingTheReaperStillExecutesOncePerKey(t *testing.T) {
@@ -48,7 +48,7 @@ func TestAStormRacingTheReaperStillExecutesOncePerKey(t *testing.T) {
 				return
 			default:
 			}
-			res, err := b.db.ReapExpired(ctx, store.ReapParams{Now: b.clock.Now(), Batch: 1})
+			res, err := reap.ReapExpired(ctx, b.db.DB, reap.ReapParams{Now: b.clock.Now(), Batch: 1})
 			if err != nil {
 				reapErr.Store(err)
 				return

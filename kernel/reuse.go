@@ -16,6 +16,8 @@ import (
 	"github.com/idemwork/idemwork/jsonb"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/store/readmodel"
+	"github.com/idemwork/idemwork/store/records"
 )
 
 // explainReuse adds to a write's IDEMPOTENCY_KEY_REUSED which fields of r differ from the key's
@@ -47,7 +49,7 @@ func (k *Kernel) ExplainKeyReuse(ctx context.Context, r model.WriteRequest) (mod
 	if r.Key() == "" {
 		return unknown("the request has no key")
 	}
-	row, err := k.db.GetKey(ctx, r.Owner(), r.Key())
+	row, err := readmodel.GetKey(ctx, k.db, r.Owner(), r.Key())
 	if apperr.CodeOf(err) == apperr.NotFound {
 		return unknown("the key has no row any more (it expired, or was reaped)")
 	}
@@ -100,7 +102,7 @@ func (k *Kernel) ExplainKeyReuse(ctx context.Context, r model.WriteRequest) (mod
 func (k *Kernel) rebuildFirst(ctx context.Context, r model.WriteRequest, recordID string, revision int, executionID string) ([]model.WriteRequest, error) {
 	owner, module := r.Owner(), r.Module()
 	snapshot := func(rev int) (model.Record, error) {
-		got, err := k.db.GetRevision(ctx, owner, recordID, rev)
+		got, err := readmodel.GetRevision(ctx, k.db, owner, recordID, rev)
 		if err != nil {
 			return model.Record{}, err
 		}
@@ -144,7 +146,7 @@ func (k *Kernel) rebuildFirst(ctx context.Context, r model.WriteRequest, recordI
 			}
 		}
 	case model.KindAction:
-		e, err := k.db.FindExecution(ctx, store.ExecutionRef{Owner: owner, Module: module, RecordID: recordID, ID: executionID})
+		e, err := records.FindExecution(ctx, k.db, store.ExecutionRef{Owner: owner, Module: module, RecordID: recordID, ID: executionID})
 		if err != nil {
 			return nil, apperr.Wrap(apperr.RecordNotFound, err, "execution %s", executionID)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/idemwork/idemwork/jsonb"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/store/records"
 )
 
 // ReviewInput is a commitment review request.
@@ -49,7 +50,7 @@ func (k *Kernel) CreateReview(ctx context.Context, in ReviewInput) (ReviewWriteR
 	req := idem.Request{Owner: in.Owner, Key: in.Key, Operation: op, Module: mod.Code, Body: body, ShareInFlight: in.ShareInFlight,
 		BodyV1: func() ([]byte, error) { return bodyV1(map[string]any{"verdict": in.Verdict, "comment": in.Comment}) }}
 	// The current record's read travels with the reservation (and nowhere without one).
-	current := k.db.RecordAhead(store.RecordRef{Owner: in.Owner, Module: mod.Code, ID: in.RecordID}, false)
+	current := records.ReadAhead(k.db, store.RecordRef{Owner: in.Owner, Module: mod.Code, ID: in.RecordID}, false)
 	req.Prefetch = []idem.Prefetch{current}
 	prepare := func(ctx context.Context) (model.Record, error) {
 		k.note("prepare")

@@ -12,6 +12,7 @@ import (
 	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/store/readmodel"
 	"github.com/idemwork/idemwork/wire"
 )
 
@@ -62,7 +63,7 @@ func (in *Inspector) InspectStoredKey(ctx context.Context, owner, key string) (m
 	if key == "" {
 		return model.KeyView{}, apperr.New(apperr.ValidationFailed, "key: empty")
 	}
-	row, err := in.db.GetKey(ctx, owner, key)
+	row, err := readmodel.GetKey(ctx, in.db, owner, key)
 	if err != nil {
 		return model.KeyView{}, err
 	}

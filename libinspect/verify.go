@@ -9,7 +9,7 @@ import (
 
 	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/model"
-	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/store/verifyrows"
 )
 
 // The runner's invariants over a service's keys (the names are the kernel's, for the same
@@ -73,9 +73,9 @@ func (in *Inspector) VerifyInvariants(ctx context.Context, opts model.VerifyOpti
 		rep.Checked["unrestored:"+policy]++
 	}
 	err := in.db.ReadSnapshot(ctx, func(ctx context.Context) error {
-		p := store.VerifyPage{Owner: opts.Owner, Limit: opts.Batch}
+		p := verifyrows.Page{Owner: opts.Owner, Limit: opts.Batch}
 		for {
-			rows, err := in.db.VerifyServiceKeys(ctx, p)
+			rows, err := verifyrows.ServiceKeys(ctx, in.db, p)
 			if err != nil {
 				return err
 			}
@@ -104,7 +104,7 @@ func (in *Inspector) VerifyInvariants(ctx context.Context, opts model.VerifyOpti
 	return rep, nil
 }
 
-func (in *Inspector) checkKey(ctx context.Context, r store.VerifyKeyRow, opts model.VerifyOptions, violate func(string, model.Violation), unchecked func(policy string)) {
+func (in *Inspector) checkKey(ctx context.Context, r verifyrows.KeyRow, opts model.VerifyOptions, violate func(string, model.Violation), unchecked func(policy string)) {
 	ex := model.Violation{Owner: r.OwnerID, Key: r.Key}
 	if r.Status == "PROCESSING" {
 		if !r.ExpiresAt.After(opts.Now) {

@@ -33,6 +33,7 @@ import (
 
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/store/outboxrows"
 )
 
 // Provider is a real external system. Deliver must be idempotent on msg.IdempotencyID: a
@@ -274,7 +275,7 @@ func (w *Worker) RunScoped(ctx context.Context, scope Scope, limit int) (Report,
 		}
 		now := w.opts.Clock.Now()
 		leaseUntil := now.Add(w.opts.Lease)
-		msgs, err := w.db.ClaimOutbox(ctx, store.ClaimOutboxParams{Now: now, LeaseUntil: leaseUntil, Limit: free,
+		msgs, err := outboxrows.Claim(ctx, w.db, outboxrows.ClaimParams{Now: now, LeaseUntil: leaseUntil, Limit: free,
 			OwnerID: scope.OwnerID, IDs: scope.MessageIDs})
 		if err != nil {
 			fail(err)
@@ -335,7 +336,7 @@ func (w *Worker) process(ctx context.Context, m model.OutboxMessage, leaseUntil 
 		notBefore = leaseUntil
 	}
 	outcome, err := w.settle(ctx, m, callErr, notBefore)
-	if errors.Is(err, store.ErrLeaseLost) {
+	if errors.Is(err, outboxrows.ErrLeaseLost) {
 		w.opts.Logger.Warn("outbox: lease lost; the settle changed nothing", "message", m.ID, "owner", m.OwnerID,
 			"attempt", m.Attempts, "lease", w.opts.Lease, "callError", errString(callErr))
 		rep.Lost++
@@ -424,14 +425,14 @@ func (w *Worker) settle(ctx context.Context, m model.OutboxMessage, callErr erro
 		}
 	}
 	err := w.db.Tx(ctx, func(ctx context.Context) error {
-		if err := w.db.SettleOutbox(ctx, store.SettleOutboxParams{OwnerID: m.OwnerID, ID: m.ID, ClaimedAttempt: m.Attempts,
+		if err := outboxrows.Settle(ctx, w.db, outboxrows.SettleParams{OwnerID: m.OwnerID, ID: m.ID, ClaimedAttempt: m.Attempts,
 			Status: status, LastError: lastErr, NextAttemptAt: next, Now: now}); err != nil {
 			return err
 		}
 		if status == settledRetry {
 			return nil
 		}
-		e, err := w.db.SettleExecution(ctx, store.SettleExecutionParams{OwnerID: m.OwnerID, ID: m.ExecutionID, Status: status, Now: now})
+		e, err := outboxrows.SettleExecution(ctx, w.db, outboxrows.SettleExecutionParams{OwnerID: m.OwnerID, ID: m.ExecutionID, Status: status, Now: now})
 		if errors.Is(err, store.ErrNotFound) {
 			// The message was still ours but its execution is settled already: the two disagree,
 			// and writing a second settlement would only hide it. Nothing commits.

@@ -106,6 +106,38 @@ for p in kernel verify inspect demo outbox storm; do
 	noimport "$mod/$p" "its SQL belongs in $mod/store" "github.com/jackc/pgx/v5/..." "database/sql" "github.com/jmoiron/sqlx"
 done
 
+# The store is split by job: the core package (store) is the session — the pool, its policy,
+# transactions and the batch, error translation, the names of rows — and each job lies below
+# the kernel in a package of its own (store/<job>) built on it. The core imports none of them;
+# no job reaches anything above the store (the kernel, the runner library idem, verify, the
+# adapters, the configuration, the views), so none can learn the envelope's layout: where a
+# result keeps what it references is handed in by the caller that owns the format. Jobs do not
+# import each other, except verifyrows, which reads key rows with replay's scanners.
+storejobs=$($GO list "$mod/store/..." | grep -v "^$mod/store\$")
+# shellcheck disable=SC2086 # one package path a word
+forbid "$mod/store" $storejobs
+for j in $storejobs; do
+	siblings=()
+	for k in $storejobs; do
+		[[ $k == "$j" ]] && continue
+		[[ $j == "$mod/store/verifyrows" && $k == "$mod/store/replay" ]] && continue
+		siblings+=("$k")
+	done
+	forbid "$j" "$mod/kernel" "$mod/verify" "$mod/inspect" "$mod/demo" "$mod/outbox" "$mod/storm" "$mod/httpapi" \
+		"$mod/wire" "$mod/cli" "$mod/config" "$mod/tui" "$mod/views" "$mod/internal/workbench" "${siblings[@]}"
+	# The runner library's seam types (the replay's parameters and key row) are the replay's to use.
+	[[ $j == "$mod/store/replay" ]] || noimport "$j" "a job of the store reads rows, the runner's seam is the core's" "$mod/idem"
+	noimport "$j" "the envelope's layout is handed in by its owner" "$mod/idem/idemtype"
+done
+noimport "$mod/store" "the envelope's layout is handed in by its owner" "$mod/idem/idemtype"
+# The core store imports idem for its driver seam (idem.Driver, StepError, CommitAnswered) only:
+# no Go file of the store names where the envelope keeps a member, nor reads one in SQL.
+if h=$(grep -rnE "idem\.ResultPath|->>? *'(policy|result)'" --include='*.go' --exclude='*_test.go' store | grep -vE '^[^:]+:[0-9]+:[[:space:]]*//'); then
+	echo "depcheck: the store knows the envelope's layout (its owner hands paths in):"
+	echo "$h"
+	fail=1
+fi
+
 # The kernel is the engine: what a client receives (statuses, Location, headers, exit codes) is
 # wire's and the adapters', and verify, the key view (inspect) and the guided demos are built on
 # the kernel, never the other way round; the outbox worker is the host's to run (the demo drives

@@ -23,6 +23,9 @@ import (
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/outbox"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/store/outboxrows"
+	"github.com/idemwork/idemwork/store/records"
+	"github.com/idemwork/idemwork/store/verifyrows"
 	"github.com/idemwork/idemwork/storm"
 	"github.com/idemwork/idemwork/storm/stormtypes"
 	"github.com/idemwork/idemwork/verify"
@@ -591,7 +594,7 @@ func (e *engine) spec(ctx context.Context, round int, p plan) (stormtypes.Spec, 
 			Payload: json.RawMessage(fmt.Sprintf(`{"round":%d}`, round))}
 	case opPatch:
 		// The record's revision now: every earlier round has settled, so nothing else moves it.
-		cur, err := e.k.DB().FindRecord(ctx, store.RecordRef{Owner: o.id, Module: kernel.ModuleNote, ID: o.note}, false)
+		cur, err := records.FindRecord(ctx, e.k.DB(), store.RecordRef{Owner: o.id, Module: kernel.ModuleNote, ID: o.note}, false)
 		if err != nil {
 			return s, fmt.Errorf("read the note's revision: %w", err)
 		}
@@ -765,7 +768,7 @@ func (e *engine) onlySettled(ctx context.Context, spec stormtypes.Spec, v stormt
 	if spec.Op != stormtypes.OpAction || spec.Action.Module != kernel.ModuleCommitment || len(v.Problems) != 1 || v.Executions != 1 {
 		return false
 	}
-	settles, err := e.k.DB().CountSettleAudits(ctx, spec.Owner(), spec.Key())
+	settles, err := outboxrows.CountSettleAudits(ctx, e.k.DB(), spec.Owner(), spec.Key())
 	return err == nil && settles > 0 && v.AuditEvents == 1+settles
 }
 
@@ -817,7 +820,7 @@ func (e *engine) drainOutbox(ctx context.Context, limit time.Duration) error {
 		Lease: 3 * time.Second, CallTimeout: time.Second, BaseBackoff: 100 * time.Millisecond, MaxBackoff: 2 * time.Second})
 	deadline := time.Now().Add(limit)
 	for {
-		t, err := e.k.DB().OutboxTally(ctx, owners, 20)
+		t, err := verifyrows.OutboxTally(ctx, e.k.DB(), owners, 20)
 		if err != nil {
 			return fmt.Errorf("soak: tally the outbox: %w", err)
 		}

@@ -24,9 +24,9 @@ const (
 	ActionReviewCreated = "REVIEW_CREATED"
 )
 
-// revisionWriteActionSQL matches the audit action of a write that wrote a revision (a create,
+// RevisionWriteActionSQL matches the audit action of a write that wrote a revision (a create,
 // a patch, an internal feature's run), over the column act.
-func revisionWriteActionSQL(act string) string {
+func RevisionWriteActionSQL(act string) string {
 	return `(` + act + ` IN ('` + ActionRecordCreated + `', '` + ActionRecordPatched + `') OR ` + act + ` ~ '^` + featureActionPrefix + `.+_` + FeatureExecuted + `$')`
 }
 
@@ -36,10 +36,10 @@ func FeatureAction(featureID, outcome string) string {
 	return featureActionPrefix + featureID + "_" + outcome
 }
 
-// featureActionSQL is FeatureAction as an SQL expression over a column holding the feature id.
-func featureActionSQL(featureColumn, outcome string) string {
+// FeatureActionSQL is FeatureAction as an SQL expression over a column holding the feature id.
+func FeatureActionSQL(featureColumn, outcome string) string {
 	return "'" + featureActionPrefix + "' || " + featureColumn + " || '_" + outcome + "'"
 }
 
-// settleActionPattern matches the settle events of any feature (a POSIX regular expression).
-const settleActionPattern = "^" + featureActionPrefix + ".+_(" + FeatureDelivered + "|" + FeatureFailed + ")$"
+// SettleActionPattern matches the settle events of any feature (a POSIX regular expression).
+const SettleActionPattern = "^" + featureActionPrefix + ".+_(" + FeatureDelivered + "|" + FeatureFailed + ")$"

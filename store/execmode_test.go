@@ -8,9 +8,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemwork/idemwork/internal/storetest"
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/store/demorows"
+	"github.com/idemwork/idemwork/store/legacy"
+	"github.com/idemwork/idemwork/store/outboxrows"
+	"github.com/idemwork/idemwork/store/stormrows"
 )
 
 // TestTheOutboxStormAndDemoStatementsWorkInEveryExecMode runs every statement of the outbox
@@ -62,105 +67,106 @@ func exerciseOutboxStormDemo(t *testing.T, db *store.DB, owner string) {
 	t.Helper()
 	ctx := context.Background()
 	const op = "feature:COMMITMENT:F02"
-	q := queueRun(t, db, owner, "k", t0)
+	q := storetest.QueueRun(t, db, owner, "k", storetest.T0)
 
 	// The demo seed and its legacy receipt (a JSON argument).
-	ok, err := db.InsertLegacyReceipt(ctx, store.LegacyReceipt{OwnerID: owner, Key: "k", Operation: op, Fingerprint: "f",
-		Response: json.RawMessage(`{"policy":"raw-json-v1","body":{}}`), CreatedAt: t0, ExpiresAt: t0.Add(time.Hour)})
+	ok, err := legacy.InsertReceipt(ctx, db, legacy.Receipt{OwnerID: owner, Key: "k", Operation: op, Fingerprint: "f",
+		Response: json.RawMessage(`{"policy":"raw-json-v1","body":{}}`), CreatedAt: storetest.T0, ExpiresAt: storetest.T0.Add(time.Hour)})
 	require.NoError(t, err)
 	require.True(t, ok)
-	seeded, live, err := db.SeedState(ctx, owner, "k", t0)
+	seeded, live, err := demorows.SeedState(ctx, db, owner, "k", storetest.T0)
 	require.NoError(t, err)
 	require.Equal(t, [2]bool{true, true}, [2]bool{seeded, live})
 
 	// The outbox worker: a scoped claim (an array argument), a fenced retry (a text argument), the
 	// delivered settle with its execution and audit event in one transaction.
-	msgs, err := db.ClaimOutbox(ctx, store.ClaimOutboxParams{Now: t0, LeaseUntil: t0.Add(time.Minute), Limit: 5, OwnerID: owner, IDs: []string{q.msg.ID}})
+	msgs, err := outboxrows.Claim(ctx, db, outboxrows.ClaimParams{Now: storetest.T0, LeaseUntil: storetest.T0.Add(time.Minute), Limit: 5, OwnerID: owner, IDs: []string{q.Msg.ID}})
 	require.NoError(t, err)
-	require.Equal(t, []string{q.msg.ID}, ids(msgs))
+	require.Len(t, msgs, 1)
+	require.Equal(t, q.Msg.ID, msgs[0].ID)
 	boom := "provider down"
-	require.NoError(t, db.SettleOutbox(ctx, store.SettleOutboxParams{OwnerID: owner, ID: q.msg.ID, ClaimedAttempt: 1, Status: "PENDING",
-		LastError: &boom, NextAttemptAt: t0, Now: t0}))
-	msgs, err = db.ClaimOutbox(ctx, store.ClaimOutboxParams{Now: t0, LeaseUntil: t0.Add(time.Minute), Limit: 5})
+	require.NoError(t, outboxrows.Settle(ctx, db, outboxrows.SettleParams{OwnerID: owner, ID: q.Msg.ID, ClaimedAttempt: 1, Status: "PENDING",
+		LastError: &boom, NextAttemptAt: storetest.T0, Now: storetest.T0}))
+	msgs, err = outboxrows.Claim(ctx, db, outboxrows.ClaimParams{Now: storetest.T0, LeaseUntil: storetest.T0.Add(time.Minute), Limit: 5})
 	require.NoError(t, err)
 	require.Equal(t, 2, msgs[0].Attempts)
 	require.NoError(t, db.Tx(ctx, func(ctx context.Context) error {
-		if err := db.SettleOutbox(ctx, store.SettleOutboxParams{OwnerID: owner, ID: q.msg.ID, ClaimedAttempt: 2, Status: "DELIVERED",
-			NextAttemptAt: t0, Now: t0}); err != nil {
+		if err := outboxrows.Settle(ctx, db, outboxrows.SettleParams{OwnerID: owner, ID: q.Msg.ID, ClaimedAttempt: 2, Status: "DELIVERED",
+			NextAttemptAt: storetest.T0, Now: storetest.T0}); err != nil {
 			return err
 		}
-		e, err := db.SettleExecution(ctx, store.SettleExecutionParams{OwnerID: owner, ID: q.exec.ID, Status: "DELIVERED", Now: t0})
+		e, err := outboxrows.SettleExecution(ctx, db, outboxrows.SettleExecutionParams{OwnerID: owner, ID: q.Exec.ID, Status: "DELIVERED", Now: storetest.T0})
 		if err != nil {
 			return err
 		}
 		rev := e.RecordRevision
 		return db.InsertAudit(ctx, model.AuditEvent{ID: "settle-" + owner, OwnerID: owner, ModuleCode: e.ModuleCode, RecordID: &e.RecordID,
 			Action: store.FeatureAction(e.FeatureID, store.FeatureDelivered), Revision: &rev, ExecutionID: &e.ID, IdempotencyKey: e.IdempotencyKey,
-			Detail: json.RawMessage(`{"attempts":2}`), At: t0})
+			Detail: json.RawMessage(`{"attempts":2}`), At: storetest.T0})
 	}))
-	require.ErrorIs(t, db.SettleOutbox(ctx, store.SettleOutboxParams{OwnerID: owner, ID: q.msg.ID, ClaimedAttempt: 1, Status: "FAILED", Now: t0}),
-		store.ErrLeaseLost)
-	n, err := db.CountSettleAudits(ctx, owner, "k")
+	require.ErrorIs(t, outboxrows.Settle(ctx, db, outboxrows.SettleParams{OwnerID: owner, ID: q.Msg.ID, ClaimedAttempt: 1, Status: "FAILED", Now: storetest.T0}),
+		outboxrows.ErrLeaseLost)
+	n, err := outboxrows.CountSettleAudits(ctx, db, owner, "k")
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 
 	// A storm's verdict.
-	k, err := db.ReadKeyState(ctx, owner, "k")
+	k, err := stormrows.ReadKeyState(ctx, db, owner, "k")
 	require.NoError(t, err)
 	require.True(t, k.Found)
-	rows, err := db.CountKeyRows(ctx, store.KeyOperation{Owner: owner, Key: "k", Operation: op})
+	rows, err := stormrows.CountKeyRows(ctx, db, stormrows.KeyOperation{Owner: owner, Key: "k", Operation: op})
 	require.NoError(t, err)
 	require.Equal(t, 3, rows)
-	revs, err := db.KeyRevisionsSince(ctx, owner, "k", k.CreatedAt)
+	revs, err := stormrows.KeyRevisionsSince(ctx, db, owner, "k", k.CreatedAt)
 	require.NoError(t, err)
 	require.Len(t, revs, 1)
-	execs, err := db.KeyExecutionsSince(ctx, owner, "k", k.CreatedAt)
+	execs, err := stormrows.KeyExecutionsSince(ctx, db, owner, "k", k.CreatedAt)
 	require.NoError(t, err)
 	require.Equal(t, "DELIVERED", execs[0].Status)
-	audit, earlier, err := db.KeyAuditSince(ctx, store.KeyOperation{Owner: owner, Key: "k", Operation: op}, k.CreatedAt)
+	audit, earlier, err := stormrows.KeyAuditSince(ctx, db, stormrows.KeyOperation{Owner: owner, Key: "k", Operation: op}, k.CreatedAt)
 	require.NoError(t, err)
 	require.Equal(t, [2]int{1, 0}, [2]int{audit, earlier})
 
 	// A storm's watch over its own sessions (this prefix has none).
-	counts, err := db.AppSessions(ctx, "no-such-storm-")
+	counts, err := stormrows.AppSessions(ctx, db, "no-such-storm-")
 	require.NoError(t, err)
 	require.Zero(t, counts.Sessions)
-	blockers, err := db.AppBlockers(ctx, "no-such-storm-", 3)
+	blockers, err := stormrows.AppBlockers(ctx, db, "no-such-storm-", 3)
 	require.NoError(t, err)
 	require.Empty(t, blockers)
-	require.NoError(t, db.CancelAppStatements(ctx, "no-such-storm-"))
-	open, err := db.AppOpenTransactions(ctx, "no-such-storm-")
+	require.NoError(t, stormrows.CancelAppStatements(ctx, db, "no-such-storm-"))
+	open, err := stormrows.AppOpenTransactions(ctx, db, "no-such-storm-")
 	require.NoError(t, err)
 	require.Zero(t, open)
 
 	// The demos' reads.
-	all, err := db.ExecutionsForKey(ctx, owner, "k")
+	all, err := demorows.ExecutionsForKey(ctx, db, owner, "k")
 	require.NoError(t, err)
 	require.Len(t, all, 1)
-	out, err := db.OutboxForExecution(ctx, owner, q.exec.ID)
+	out, err := demorows.OutboxForExecution(ctx, db, owner, q.Exec.ID)
 	require.NoError(t, err)
 	require.Equal(t, "DELIVERED", out[0].Status)
-	writers, err := db.KeyWriters(ctx, owner, "k")
+	writers, err := demorows.KeyWriters(ctx, db, owner, "k")
 	require.NoError(t, err)
 	require.Len(t, writers, 6, "key row, revision, execution, message, QUEUED and DELIVERED events")
 
 	// The legacy receipts' verification and redaction.
 	require.NoError(t, db.Tx(ctx, func(ctx context.Context) error {
-		c, err := db.CountLegacy(ctx, op, "raw-json-v1")
+		c, err := legacy.Count(ctx, db, legacy.Receipts{Operation: op, Policy: "raw-json-v1", PolicyAt: []string{"policy"}})
 		if err != nil {
 			return err
 		}
 		require.Equal(t, 1, c.Receipts)
-		return db.SetLedgerEntry(ctx, owner+"-ledger", "passed", json.RawMessage(`{"receipts":1,"problems":[]}`), t0)
+		return legacy.SetLedgerEntry(ctx, db, owner+"-ledger", "passed", json.RawMessage(`{"receipts":1,"problems":[]}`), storetest.T0)
 	}))
 	var deleted int64
 	require.NoError(t, db.Tx(ctx, func(ctx context.Context) error {
-		status, err := db.ShareLedgerEntry(ctx, owner+"-ledger")
+		status, err := legacy.ShareLedgerEntry(ctx, db, owner+"-ledger")
 		if err != nil {
 			return err
 		}
 		require.Equal(t, "passed", status)
-		deleted, err = db.DeleteLegacy(ctx, op, "raw-json-v1")
+		deleted, err = legacy.Delete(ctx, db, legacy.Receipts{Operation: op, Policy: "raw-json-v1", PolicyAt: []string{"policy"}})
 		return err
 	}))
 	require.EqualValues(t, 1, deleted)

@@ -1,19 +1,5 @@
 package store
 
-import "github.com/idemwork/idemwork/model"
-
-// The query builders, for the plan tests in store_test.
-var (
-	HistorySQL    = historySQL
-	TimelineSQL   = timelineSQL
-	AuditSQL      = auditSQL
-	KeysSQL       = keysSQL
-	RecordsSQL    = recordsSQL
-	ExecutionsSQL = executionsSQL
-
-	RecordHeldSQL = recordHeldSQL
-)
-
 // PolicyOf is resolvePolicy's outcome and the exec mode it picks once the session knows whether
 // a pooler answers (detected), for the policy tests.
 func PolicyOf(dsn string, opts Options, detected bool) (pooler Pooler, mode, schemaPath string, err error) {
@@ -30,15 +16,3 @@ func TxSettingsSQL(db *DB) (string, []any) { return db.settings.sql, db.settings
 
 // CommitOutcome is commitOutcome, for its table test.
 var CommitOutcome = commitOutcome
-
-// AuditPageSQL is the action-prefix audit page the first plan test pinned.
-func AuditPageSQL(owner, actionPrefix string, limit int, c *Cursor) (string, []any) {
-	q, args, _ := auditSQL(model.AuditQuery{Owner: owner, ActionPrefix: actionPrefix}, limit, c)
-	return q, args
-}
-
-// The reaper's statements, for plan tests.
-const (
-	ReapAllSQL   = reapAll
-	ReapOwnerSQL = reapOwner
-)

@@ -15,6 +15,7 @@ import (
 	"github.com/idemwork/idemwork/migrations"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/store/readmodel"
 )
 
 // poolers are the two pgbouncer pool modes production puts in front of PostgreSQL.
@@ -72,7 +73,7 @@ func TestAReadOnlySessionIsRefusedByTheServerThroughPgBouncerAndLeaksNothing(t *
 			var readOnly string
 			require.NoError(t, ro.Q(ctx).QueryRow(ctx, `SELECT current_setting('transaction_read_only')`).Scan(&readOnly))
 			require.Equal(t, "on", readOnly)
-			_, err = ro.Sessions(ctx)
+			_, err = readmodel.Sessions(ctx, ro)
 			require.NoError(t, err)
 
 			// The server connections the read-only session used serve a writer next, unchanged:
@@ -156,7 +157,7 @@ func TestASchemaBehindIsRefusedAndOneNewerIsBrowsableReadOnly(t *testing.T) {
 	require.Contains(t, msg, "9999")
 	_, err = db.Q(ctx).Exec(ctx, `INSERT INTO data_migration_ledger (name, status) VALUES ('x', 'passed')`)
 	requireCode(t, err, apperr.SchemaNotReady)
-	_, _, err = db.KeyPage(ctx, "alice", 10, "")
+	_, _, err = readmodel.KeyPage(ctx, db, "alice", 10, "")
 	require.NoError(t, err, "browsing works")
 }
 
@@ -285,7 +286,7 @@ func TestASchemaSettingPutsEveryTableInItAndHoldsThroughPoolers(t *testing.T) {
 		for i := range 3 {
 			writeRecord(t, db, route+"-"+string(rune('a'+i)))
 		}
-		recs, _, err := db.Records(ctx, model.RecordQuery{Owner: "alice", Limit: 50})
+		recs, _, err := readmodel.Records(ctx, db, model.RecordQuery{Owner: "alice", Limit: 50})
 		require.NoError(t, err, route)
 		require.NotEmpty(t, recs, route)
 	}
@@ -369,7 +370,7 @@ func TestOneTransactionPoolerSessionAfterAnotherWorks(t *testing.T) {
 			return err
 		}
 		defer db.Close()
-		_, _, err = db.KeyPage(ctx, "alice", 10, "")
+		_, _, err = readmodel.KeyPage(ctx, db, "alice", 10, "")
 		return err
 	}
 	// One command after another, as a user runs them: each is a new client of pgbouncer that
@@ -469,7 +470,7 @@ func TestAReadOnlyStatementTravelsInOneRoundTrip(t *testing.T) {
 		c.opts.Tracer, c.opts.MaxConns = tr, 1
 		db := openVia(t, c.dsn, c.opts)
 		read := func() {
-			_, _, err := db.KeyPage(ctx, "alice", 10, "")
+			_, _, err := readmodel.KeyPage(ctx, db, "alice", 10, "")
 			require.NoError(t, err)
 		}
 		read() // warm: statements described or prepared on the connection

@@ -14,6 +14,7 @@ import (
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/store/readmodel"
 )
 
 // migrateInto migrates database name directly, with every table in schema.
@@ -136,7 +137,7 @@ func TestADirectSessionSetsItsSchemaInEveryTransactionAndNothingForTheSession(t 
 	require.Equal(t, "exec", db.Connection().ExecMode, "a schema is not what a session starts with: no statement is prepared outside a transaction")
 	require.Equal(t, schema, db.Connection().Schema)
 	writeRecord(t, db, "r1")
-	recs, _, err := db.Records(ctx, model.RecordQuery{Owner: "alice", Limit: 10})
+	recs, _, err := readmodel.Records(ctx, db, model.RecordQuery{Owner: "alice", Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, recs, 1)
 	require.Equal(t, 1, recordsIn(t, name, schema))

@@ -14,6 +14,7 @@ import (
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/store/readmodel"
 )
 
 // settingsInTx reads, inside one of idemwork's transactions, every setting it depends on.
@@ -102,7 +103,7 @@ func TestWhatAnotherClientLeftOnAServerConnectionChangesNothing(t *testing.T) {
 			})
 			require.Error(t, err, "a revision of a record that does not exist must be refused by the foreign key")
 			// A stored time reads back as the instant it is, whatever TimeZone and DateStyle were left.
-			recs, _, err := db.Records(ctx, model.RecordQuery{Owner: "alice", Limit: 10})
+			recs, _, err := readmodel.Records(ctx, db, model.RecordQuery{Owner: "alice", Limit: 10})
 			require.NoError(t, err)
 			require.Len(t, recs, 2)
 			require.WithinDuration(t, time.Now(), recs[0].CreatedAt, time.Minute)

@@ -398,7 +398,7 @@ func (db *DB) schemaError(ctx context.Context, st migrations.State) error {
 		// Only on this error path: one more read, to give advice the reader can follow.
 		if err := db.Q(ctx).QueryRow(ctx, `SELECT current_user, coalesce(has_schema_privilege(current_schema(), 'CREATE'), false)`).
 			Scan(&user, &canCreate); err == nil && !canCreate {
-			msg += fmt.Sprintf(" — by a role that may create tables in schema %s (role %s may not: ask the database's owner)", ident(st.Schema), ident(user))
+			msg += fmt.Sprintf(" — by a role that may create tables in schema %s (role %s may not: ask the database's owner)", Ident(st.Schema), Ident(user))
 		}
 	}
 	return apperr.New(apperr.SchemaNotReady, "%s", msg)
@@ -459,7 +459,7 @@ func (db *DB) accessRefusal() error {
 		return apperr.New(apperr.ReadOnly, "this session is read-only; reconnect with --allow-writes (or allow_writes = true) to write")
 	case ReadOnlyService:
 		return apperr.New(apperr.ReadOnly, "schema %s holds a service's idempotency keys (the runner library's tables), not idemwork's records: "+
-			"idemwork inspects it (keys, key, history, verify, the Keys view) and writes nothing there", ident(db.conn.Schema))
+			"idemwork inspects it (keys, key, history, verify, the Keys view) and writes nothing there", Ident(db.conn.Schema))
 	}
 	return nil
 }
@@ -569,11 +569,11 @@ func (db *DB) checkSchema(ctx context.Context, anySchema bool) error {
 		}
 		return apperr.New(apperr.PermissionDenied, "role %s lacks USAGE on schema %s, the schema idemwork is set to use "+
 			"([database] schema, or search_path= in the URL), so it cannot see the tables there: ask for GRANT %s ON SCHEMA %s TO %s",
-			ident(user), ident(name), grant, ident(name), ident(user))
+			Ident(user), Ident(name), grant, Ident(name), Ident(user))
 	case !exists && !anySchema:
 		return apperr.New(apperr.SchemaNotReady, "schema %s, the schema idemwork is set to use ([database] schema, or search_path= in "+
 			"the URL), does not exist in database %s: run 'idemwork migrate --allow-writes' (it creates the schema when the role may), "+
-			"or set the schema that holds idemwork's tables", ident(name), ident(database))
+			"or set the schema that holds idemwork's tables", Ident(name), Ident(database))
 	}
 	return nil
 }
@@ -600,7 +600,7 @@ func (db *DB) prepareSchema(ctx context.Context) error {
 		if !canCreateSchema {
 			return apperr.New(apperr.PermissionDenied, "role %s lacks CREATE on database %s, so it cannot create schema %s: "+
 				"ask for CREATE SCHEMA %s AUTHORIZATION %s (or GRANT CREATE ON DATABASE %s TO %s)",
-				ident(user), ident(database), ident(name), ident(name), ident(user), ident(database), ident(user))
+				Ident(user), Ident(database), Ident(name), Ident(name), Ident(user), Ident(database), Ident(user))
 		}
 		if _, err := db.Q(ctx).Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{name}.Sanitize()); err != nil {
 			return TranslateError(fmt.Errorf("migrate: create schema %s: %w", name, err))
@@ -611,7 +611,7 @@ func (db *DB) prepareSchema(ctx context.Context) error {
 		return apperr.New(apperr.PermissionDenied, "role %s lacks CREATE on schema %s, so it cannot create idemwork's tables there "+
 			"(PostgreSQL 15 and later grant CREATE on public only to the database owner): ask for GRANT CREATE ON SCHEMA %s TO %s, "+
 			"or give idemwork a schema of its own (CREATE SCHEMA idemwork AUTHORIZATION %s) and set [database] schema = \"idemwork\"",
-			ident(user), ident(schema), ident(schema), ident(user), ident(user))
+			Ident(user), Ident(schema), Ident(schema), Ident(user), Ident(user))
 	}
 	return nil
 }
@@ -631,9 +631,9 @@ func firstPathSchema(path string) string {
 	return ""
 }
 
-// ident writes a name as SQL would need it: bare when it is a plain lower-case identifier,
+// Ident writes a name as SQL would need it: bare when it is a plain lower-case identifier,
 // double-quoted otherwise (messages show GRANT statements a user can paste).
-func ident(s string) string {
+func Ident(s string) string {
 	if plainIdent.MatchString(s) {
 		return s
 	}
@@ -704,7 +704,7 @@ func (db *DB) checkPrivileges(ctx context.Context) error {
 		hint = "; or browse read-only (without --allow-writes), which needs only SELECT"
 	}
 	return apperr.New(apperr.PermissionDenied, "role %s lacks %s: ask for GRANT %s ON ALL TABLES IN SCHEMA %s TO %s%s",
-		ident(db.conn.User), strings.Join(lacks, "; "), grant, ident(db.conn.Schema), ident(db.conn.User), hint)
+		Ident(db.conn.User), strings.Join(lacks, "; "), grant, Ident(db.conn.Schema), Ident(db.conn.User), hint)
 }
 
 // Warm opens up to n connections of the pool before a burst, so the burst's requests meet on

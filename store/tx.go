@@ -429,3 +429,38 @@ func (db *DB) Savepoint(ctx context.Context, name string, fn func(ctx context.Co
 	_, err := a.Exec(ctx, "RELEASE SAVEPOINT "+ident)
 	return err
 }
+
+// ReadSnapshot runs fn in a read-only REPEATABLE READ transaction carried by the context fn
+// receives: every statement through db.Q(ctx) — the kernel's restores included — reads the
+// same snapshot, and the server refuses any write. It works on a read-only session too.
+func (db *DB) ReadSnapshot(ctx context.Context, fn func(ctx context.Context) error) error {
+	if a, ok := ctx.Value(ambientKey{}).(*ambient); ok && a.db == db {
+		return fn(ctx)
+	}
+	conn, err := db.acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer conn.Release()
+	err = db.sendBegin(ctx, conn, beginSnapshot)
+	if err == nil {
+		// Its page reads are many small index lookups whose generic plans the planner may cost
+		// high enough to JIT-compile on every page: compiling costs far more than running them.
+		// Its whole-scope reads (verifyscan.go) hash-join whole tables: with more memory than
+		// the default 4 MB a hash is built in one batch rather than spilled to disk in many; and
+		// each is planned for the owner it reads (a prepared statement's generic plan, cached
+		// from another owner's verify, does not know how many rows that owner has).
+		// Transaction-local all three: nothing outlives the snapshot on a pooled connection.
+		_, err = conn.Exec(ctx, `select pg_catalog.set_config('jit', 'off', true), pg_catalog.set_config('work_mem', '64MB', true),
+			pg_catalog.set_config('plan_cache_mode', 'force_custom_plan', true)`)
+	}
+	a := &ambient{db: db, conn: conn, begun: true}
+	if err != nil {
+		a.rollback(context.WithoutCancel(ctx))
+		return fmt.Errorf("begin a read-only snapshot: %w", db.translate(err))
+	}
+	err = fn(context.WithValue(ctx, ambientKey{}, a))
+	// Nothing to commit: the transaction only read.
+	a.rollback(context.WithoutCancel(ctx))
+	return db.translate(err)
+}

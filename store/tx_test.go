@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/internal/storetest"
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
@@ -36,13 +37,6 @@ func event(id string) model.AuditEvent {
 	return model.AuditEvent{ID: id, OwnerID: "alice", ModuleCode: "NOTE", Action: "MARK", At: time.Now()}
 }
 
-func countWhere(t *testing.T, db *testdb.DB, sql string, args ...any) int {
-	t.Helper()
-	var n int
-	require.NoError(t, db.Pool.QueryRow(context.Background(), sql, args...).Scan(&n))
-	return n
-}
-
 func TestQueuedWritesTravelWithBeginAndCommitInOneRoundTrip(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t)
@@ -55,7 +49,7 @@ func TestQueuedWritesTravelWithBeginAndCommitInOneRoundTrip(t *testing.T) {
 		return nil
 	}))
 	require.Equal(t, []string{"batch[begin; settings; insert into audit_event; insert into audit_event; commit]"}, tr.Take())
-	require.Equal(t, 2, countWhere(t, db, `SELECT count(*) FROM audit_event WHERE id IN ('a', 'b')`))
+	require.Equal(t, 2, storetest.CountWhere(t, db, `SELECT count(*) FROM audit_event WHERE id IN ('a', 'b')`))
 }
 
 func TestBeginTravelsWithTheFirstStatementAndTheBatchWithCommit(t *testing.T) {
@@ -112,7 +106,7 @@ func TestAQueuedWritesArgumentsAreTakenWhenItIsQueued(t *testing.T) {
 	require.Equal(t, 1, rev, "the revision as it was when queued")
 	require.Equal(t, "first-key", key)
 	require.JSONEq(t, `{"n":1}`, detail)
-	require.Zero(t, countWhere(t, db, `SELECT count(*) FROM audit_event WHERE id = 'other'`))
+	require.Zero(t, storetest.CountWhere(t, db, `SELECT count(*) FROM audit_event WHERE id = 'other'`))
 }
 
 // The batch keeps its copies in slabs of its own (a few allocations a batch): writes that fill
@@ -157,7 +151,7 @@ func TestManyQueuedWritesEachKeepTheArgumentsTheyWereQueuedWith(t *testing.T) {
 		g := got["many-"+strconv.Itoa(i)]
 		require.Equal(t, [3]string{strconv.Itoa(i), "key-" + strconv.Itoa(i), "rec-" + strconv.Itoa(i)}, [3]string{g[0], g[1], g[2]})
 		require.JSONEq(t, detailOf(i), g[3])
-		require.Equal(t, 1, countWhere(t, db, `SELECT count(*) FROM data_migration_ledger WHERE name = $1`, "key-"+strconv.Itoa(i)))
+		require.Equal(t, 1, storetest.CountWhere(t, db, `SELECT count(*) FROM data_migration_ledger WHERE name = $1`, "key-"+strconv.Itoa(i)))
 	}
 }
 
@@ -175,7 +169,7 @@ func TestAnArgumentThatCannotBeEncodedFailsItsStepBeforeAnythingIsSent(t *testin
 	require.Equal(t, "odd", se.Step)
 	require.Contains(t, err.Error(), "[]int cannot be queued")
 	require.Empty(t, tr.Take(), "nothing reached the server")
-	require.Zero(t, countWhere(t, db, `SELECT count(*) FROM audit_event WHERE id = 'fine'`))
+	require.Zero(t, storetest.CountWhere(t, db, `SELECT count(*) FROM audit_event WHERE id = 'fine'`))
 }
 
 func TestAWriteTheServerRefusesFailsAsItsOwnStepAndRollsBackTheTransaction(t *testing.T) {
@@ -199,8 +193,8 @@ func TestAWriteTheServerRefusesFailsAsItsOwnStepAndRollsBackTheTransaction(t *te
 	require.Equal(t, "23505", pgErr.Code)
 	require.True(t, strings.HasPrefix(err.Error(), "insert audit event: "), "the write's own words, as a statement run at once fails: %s", err.Error())
 	require.False(t, apperr.Is(err, apperr.CommitUnknown), "the server answered")
-	require.Zero(t, countWhere(t, db, `SELECT count(*) FROM audit_event WHERE id = 'dup'`))
-	require.Zero(t, countWhere(t, db, `SELECT count(*) FROM data_migration_ledger WHERE name = 'at-once'`), "what ran at once rolled back too")
+	require.Zero(t, storetest.CountWhere(t, db, `SELECT count(*) FROM audit_event WHERE id = 'dup'`))
+	require.Zero(t, storetest.CountWhere(t, db, `SELECT count(*) FROM data_migration_ledger WHERE name = 'at-once'`), "what ran at once rolled back too")
 }
 
 func TestAGuardedWriteThatFindsNoRowFailsWithItsGuardBeforeTheCommit(t *testing.T) {
@@ -220,7 +214,7 @@ func TestAGuardedWriteThatFindsNoRowFailsWithItsGuardBeforeTheCommit(t *testing.
 	require.ErrorAs(t, err, &se)
 	require.Equal(t, "record", se.Step)
 	require.Equal(t, apperr.RevisionConflict, apperr.CodeOf(err))
-	require.Zero(t, countWhere(t, db, `SELECT count(*) FROM audit_event WHERE id = 'before-guard'`))
+	require.Zero(t, storetest.CountWhere(t, db, `SELECT count(*) FROM audit_event WHERE id = 'before-guard'`))
 }
 
 func TestAnErrorFromTheFunctionSendsNoneOfItsQueuedWrites(t *testing.T) {
@@ -234,7 +228,7 @@ func TestAnErrorFromTheFunctionSendsNoneOfItsQueuedWrites(t *testing.T) {
 	})
 	require.ErrorIs(t, err, boom)
 	require.Empty(t, tr.Take(), "no BEGIN, no write, no ROLLBACK: nothing had reached the server")
-	require.Zero(t, countWhere(t, db, `SELECT count(*) FROM audit_event WHERE id = 'never'`))
+	require.Zero(t, storetest.CountWhere(t, db, `SELECT count(*) FROM audit_event WHERE id = 'never'`))
 }
 
 func TestANestedBatchIsSentWhenItsFunctionReturnsAndCommitsWithTheOuterTransaction(t *testing.T) {
@@ -260,7 +254,7 @@ func TestANestedBatchIsSentWhenItsFunctionReturnsAndCommitsWithTheOuterTransacti
 	})
 	require.ErrorIs(t, err, boom)
 	require.Equal(t, []string{"batch[begin; settings; insert into audit_event]", "select count(*) from", "rollback"}, tr.Take())
-	require.Zero(t, countWhere(t, db, `SELECT count(*) FROM audit_event WHERE id = 'nested'`), "the outer rollback undid the inner writes")
+	require.Zero(t, storetest.CountWhere(t, db, `SELECT count(*) FROM audit_event WHERE id = 'nested'`), "the outer rollback undid the inner writes")
 
 	// A nested batch's failing write fails the inner call with its step.
 	err = tdb.Tx(ctx, func(outer context.Context) error {

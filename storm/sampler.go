@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/store/stormrows"
 	"github.com/idemwork/idemwork/storm/stormtypes"
 )
 
@@ -73,7 +74,7 @@ func (s *sampler) loop(ctx context.Context, stormDone <-chan struct{}) {
 // sample takes one look; with blockers it also asks whom the waiters wait on.
 func (s *sampler) sample(ctx context.Context, blockers bool) (stormtypes.LockSample, error) {
 	x := stormtypes.LockSample{At: time.Now()}
-	c, err := s.db.AppSessions(ctx, s.prefix)
+	c, err := stormrows.AppSessions(ctx, s.db, s.prefix)
 	if err != nil {
 		return x, err
 	}
@@ -81,7 +82,7 @@ func (s *sampler) sample(ctx context.Context, blockers bool) (stormtypes.LockSam
 	if x.Waiting == 0 || !blockers {
 		return x, nil
 	}
-	bs, err := s.db.AppBlockers(ctx, s.prefix, 3)
+	bs, err := stormrows.AppBlockers(ctx, s.db, s.prefix, 3)
 	if err != nil {
 		return x, err
 	}
@@ -120,12 +121,12 @@ const settleTimeout = 10 * time.Second
 func settle(ctx context.Context, db *store.DB, prefix string, bound time.Duration, stopped bool) (int, error) {
 	deadline := time.Now().Add(bound)
 	if stopped {
-		if err := db.CancelAppStatements(ctx, prefix); err != nil {
+		if err := stormrows.CancelAppStatements(ctx, db, prefix); err != nil {
 			return 0, err
 		}
 	}
 	for {
-		open, err := db.AppOpenTransactions(ctx, prefix)
+		open, err := stormrows.AppOpenTransactions(ctx, db, prefix)
 		if err == nil && open == 0 {
 			return 0, nil
 		}

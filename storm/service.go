@@ -19,6 +19,7 @@ import (
 
 	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/store/stormrows"
 	"github.com/idemwork/idemwork/storm/stormtypes"
 )
 
@@ -175,7 +176,7 @@ type serviceState struct {
 
 func readServiceState(ctx context.Context, db *store.DB, spec ServiceSpec) (serviceState, error) {
 	st := serviceState{status: "ABSENT"}
-	k, err := db.ReadKeyState(ctx, spec.Owner, spec.Key)
+	k, err := stormrows.ReadKeyState(ctx, db, spec.Owner, spec.Key)
 	if err != nil {
 		return st, err
 	}
@@ -183,7 +184,7 @@ func readServiceState(ctx context.Context, db *store.DB, spec ServiceSpec) (serv
 		st.status, st.operation = k.Status, k.Operation
 	}
 	if spec.CountSQL != "" {
-		n, err := db.CountServiceRows(ctx, spec.CountSQL, spec.countArgs()...)
+		n, err := stormrows.CountServiceRows(ctx, db, spec.CountSQL, spec.countArgs()...)
 		if err != nil {
 			return st, err
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/idemwork/idemwork/idem/idemtype"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/store/stormrows"
 	"github.com/idemwork/idemwork/storm/stormtypes"
 )
 
@@ -45,14 +46,14 @@ func (k keyState) String() string {
 func readKeyState(ctx context.Context, db *store.DB, spec stormtypes.Spec) (keyState, error) {
 	k := keyState{status: "ABSENT"}
 	owner, key := spec.Owner(), spec.Key()
-	row, err := db.ReadKeyState(ctx, owner, key)
+	row, err := stormrows.ReadKeyState(ctx, db, owner, key)
 	if err != nil {
 		return k, err
 	}
 	if row.Found {
 		k.status, k.operation, k.createdAt, k.updatedAt = row.Status, row.Operation, row.CreatedAt, row.UpdatedAt
 	}
-	k.rows, err = db.CountKeyRows(ctx, store.KeyOperation{Owner: owner, Key: key, Operation: spec.Operation()})
+	k.rows, err = stormrows.CountKeyRows(ctx, db, stormrows.KeyOperation{Owner: owner, Key: key, Operation: spec.Operation()})
 	return k, err
 }
 
@@ -80,7 +81,7 @@ func verify(ctx context.Context, db *store.DB, spec stormtypes.Spec, before keyS
 
 	// Rows of the key's current lifetime: written at or after its reservation. Without a key row
 	// every row counts (and the missing row is itself the problem reported below).
-	row, err := db.ReadKeyState(ctx, owner, key)
+	row, err := stormrows.ReadKeyState(ctx, db, owner, key)
 	if err != nil {
 		unread(&v, "read the key", err)
 		return v
@@ -90,12 +91,12 @@ func verify(ctx context.Context, db *store.DB, spec stormtypes.Spec, before keyS
 		v.KeyStatus, v.Operation = row.Status, row.Operation
 	}
 
-	revs, err := db.KeyRevisionsSince(ctx, owner, key, since)
+	revs, err := stormrows.KeyRevisionsSince(ctx, db, owner, key, since)
 	if err != nil {
 		unread(&v, "read the revisions", err)
 		return v
 	}
-	execs, err := db.KeyExecutionsSince(ctx, owner, key, since)
+	execs, err := stormrows.KeyExecutionsSince(ctx, db, owner, key, since)
 	if err != nil {
 		unread(&v, "read the executions", err)
 		return v
@@ -103,7 +104,7 @@ func verify(ctx context.Context, db *store.DB, spec stormtypes.Spec, before keyS
 	// Only the audit events the storm's operation writes (the kernel names the operation in each
 	// one's detail): the outbox worker audits a delivery with the execution's key too, after the
 	// storm and by its own doing.
-	if v.AuditEvents, v.EarlierRows, err = db.KeyAuditSince(ctx, store.KeyOperation{Owner: owner, Key: key, Operation: spec.Operation()}, since); err != nil {
+	if v.AuditEvents, v.EarlierRows, err = stormrows.KeyAuditSince(ctx, db, stormrows.KeyOperation{Owner: owner, Key: key, Operation: spec.Operation()}, since); err != nil {
 		unread(&v, "read the audit events", err)
 		return v
 	}

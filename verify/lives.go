@@ -8,6 +8,7 @@ import (
 
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/store/verifyrows"
 )
 
 // A key's lives (issue 22): every row a request writes names the key and the transaction that
@@ -81,7 +82,7 @@ func plural(n int, one string) string {
 // judgeLives checks a key's lives (any order; the row's may be nil): each transaction wrote one
 // run of the shape its audit event names (key_rows_once), and each life came after the one before
 // it expired, by the expiry the earlier transaction recorded (key_runs_once).
-func judgeLives(key string, row *store.VerifyKeyRowFacts, lives []life) []KeyProblem {
+func judgeLives(key string, row *verifyrows.KeyRowFacts, lives []life) []KeyProblem {
 	var out []KeyProblem
 	add := func(inv, xid, format string, args ...any) *KeyProblem {
 		out = append(out, KeyProblem{Invariant: inv, XID: xid, Detail: fmt.Sprintf(format, args...)})
@@ -161,7 +162,7 @@ func judgeLives(key string, row *store.VerifyKeyRowFacts, lives []life) []KeyPro
 // KeyLives judges a key's lives as verify does (key_rows_once, key_runs_once) from its timeline
 // (store.DB.KeyHistory: the rows written under the key, the key row among them) and its key row
 // (nil: none): what the key view shows beside the key.
-func KeyLives(key string, row *store.VerifyKeyRowFacts, timeline []model.Event) []KeyProblem {
+func KeyLives(key string, row *verifyrows.KeyRowFacts, timeline []model.Event) []KeyProblem {
 	return judgeLives(key, row, livesOf(timeline))
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/store/verifyrows"
 )
 
 // Invariants of the stored rows (SPEC §4, §6, §7; issue 22), checked by `idemwork verify` and the
@@ -216,7 +217,7 @@ func Invariants(ctx context.Context, k *kernel.Kernel, opts model.VerifyOptions)
 	}
 	err := k.DB().ReadSnapshot(ctx, func(ctx context.Context) error {
 		if opts.Progress != nil {
-			est, err := k.DB().VerifyEstimate(ctx, opts.Owner, opts.Since)
+			est, err := verifyrows.Estimate(ctx, k.DB(), opts.Owner, opts.Since)
 			if err != nil {
 				return err
 			}
@@ -261,8 +262,8 @@ func (v *verifier) report(table string) {
 }
 
 // page is the keyset page the run reads next of a table, limit rows long.
-func (v *verifier) page(limit int) store.VerifyPage {
-	return store.VerifyPage{Owner: v.opts.Owner, Limit: max(limit, 1), Since: v.opts.Since}
+func (v *verifier) page(limit int) verifyrows.Page {
+	return verifyrows.Page{Owner: v.opts.Owner, Limit: max(limit, 1), Since: v.opts.Since}
 }
 
 // pages reads a table page by page, each page starting after the last row of the one before.
@@ -272,10 +273,12 @@ func (v *verifier) page(limit int) store.VerifyPage {
 // what a check had to put off because it needed a read.
 //
 // Without --since, scan (when set) reads the whole scope instead, one streamed statement whose
-// related rows PostgreSQL joins set-wise (store.VerifyScope): the checks run as the rows arrive,
+// related rows PostgreSQL joins set-wise (verifyrows.Scope): the checks run as the rows arrive,
 // the progress is told every limit rows, and idle runs once at the end.
-func pages[T interface{ Cursor() store.VerifyCursor }](ctx context.Context, v *verifier, table string, limit int,
-	read func(ctx context.Context, p store.VerifyPage) ([]T, error), scan func(ctx context.Context, s store.VerifyScope, fn func(T) error) error,
+func pages[T interface {
+	Cursor() verifyrows.Cursor
+}](ctx context.Context, v *verifier, table string, limit int,
+	read func(ctx context.Context, p verifyrows.Page) ([]T, error), scan func(ctx context.Context, s verifyrows.Scope, fn func(T) error) error,
 	check func(row T), idle func(ctx context.Context) error) error {
 	if scan != nil && v.opts.Since.IsZero() {
 		return scanned(ctx, v, table, limit, scan, check, idle)
@@ -294,7 +297,7 @@ func pages[T interface{ Cursor() store.VerifyCursor }](ctx context.Context, v *v
 		if len(rows) == p.Limit {
 			p.After = rows[len(rows)-1].Cursor()
 			next = make(chan page, 1)
-			go func(p store.VerifyPage) {
+			go func(p verifyrows.Page) {
 				rows, err := read(ctx, p)
 				next <- page{rows, err}
 			}(p)
@@ -328,7 +331,7 @@ func pages[T interface{ Cursor() store.VerifyCursor }](ctx context.Context, v *v
 // scanned is pages' whole-scope read: the rows of one streamed statement, checked as they come,
 // counted in batches of limit rows (each told to the progress, after ctx is checked).
 func scanned[T any](ctx context.Context, v *verifier, table string, limit int,
-	scan func(ctx context.Context, s store.VerifyScope, fn func(T) error) error, check func(row T), idle func(ctx context.Context) error) error {
+	scan func(ctx context.Context, s verifyrows.Scope, fn func(T) error) error, check func(row T), idle func(ctx context.Context) error) error {
 	limit = max(limit, 1)
 	n := 0
 	flush := func() error {
@@ -339,7 +342,7 @@ func scanned[T any](ctx context.Context, v *verifier, table string, limit int,
 		v.report(table)
 		return ctx.Err()
 	}
-	err := scan(ctx, store.VerifyScope{Owner: v.opts.Owner}, func(r T) error {
+	err := scan(ctx, verifyrows.Scope{Owner: v.opts.Owner}, func(r T) error {
 		check(r)
 		if n++; n == limit {
 			return flush()
@@ -362,13 +365,13 @@ func scanned[T any](ctx context.Context, v *verifier, table string, limit int,
 
 func (v *verifier) keys(ctx context.Context) error {
 	light := v.judged != nil
-	read := func(ctx context.Context, p store.VerifyPage) ([]store.VerifyKeyRow, error) {
-		return v.k.DB().VerifyKeys(ctx, p, light)
+	read := func(ctx context.Context, p verifyrows.Page) ([]verifyrows.KeyRow, error) {
+		return verifyrows.Keys(ctx, v.k.DB(), kernel.ResultRefs, p, light)
 	}
 	// The keys whose restore needs a row the page did not bring (a damaged reference, mostly):
 	// judged again once the connection is free.
-	var putOff []store.VerifyKeyRow
-	judge := func(ctx context.Context, r store.VerifyKeyRow, offline bool) bool {
+	var putOff []verifyrows.KeyRow
+	judge := func(ctx context.Context, r verifyrows.KeyRow, offline bool) bool {
 		ex := model.Violation{Owner: r.OwnerID, Key: r.Key}
 		if r.Status == "PROCESSING" {
 			if !r.ExpiresAt.After(v.opts.Now) {
@@ -405,12 +408,14 @@ func (v *verifier) keys(ctx context.Context) error {
 		}
 		return true
 	}
-	var scan func(ctx context.Context, s store.VerifyScope, fn func(store.VerifyKeyRow) error) error
+	var scan func(ctx context.Context, s verifyrows.Scope, fn func(verifyrows.KeyRow) error) error
 	if light {
-		scan = v.k.DB().VerifyKeysScan // the light columns: what the scan reads
+		scan = func(ctx context.Context, s verifyrows.Scope, fn func(verifyrows.KeyRow) error) error {
+			return verifyrows.KeysScan(ctx, v.k.DB(), kernel.ResultRefs, s, fn) // the light columns: what the scan reads
+		}
 	}
 	return pages(ctx, v, "keys", v.opts.Batch, read, scan,
-		func(r store.VerifyKeyRow) {
+		func(r verifyrows.KeyRow) {
 			if !judge(ctx, r, true) {
 				putOff = append(putOff, r)
 			}
@@ -425,8 +430,8 @@ func (v *verifier) keys(ctx context.Context) error {
 }
 
 func (v *verifier) records(ctx context.Context) error {
-	return pages(ctx, v, "records", v.opts.Batch, v.k.DB().VerifyRecords, v.k.DB().VerifyRecordsScan,
-		func(r store.VerifyRecordRow) {
+	return pages(ctx, v, "records", v.opts.Batch, readOn(v.k.DB(), verifyrows.Records), scanOn(v.k.DB(), verifyrows.RecordsScan),
+		func(r verifyrows.RecordRow) {
 			ex := model.Violation{Owner: r.OwnerID, Record: r.ID}
 			if r.Revisions != r.Revision || r.MinRevision != 1 || r.MaxRevision != r.Revision {
 				ex.Detail = fmt.Sprintf("record.revision is %d but it has %d revision(s) numbered %d..%d", r.Revision, r.Revisions, r.MinRevision, r.MaxRevision)
@@ -451,8 +456,8 @@ func (v *verifier) printable(ex model.Violation, where, title, summary string) {
 }
 
 func (v *verifier) revisions(ctx context.Context) error {
-	return pages(ctx, v, "revisions", v.opts.Batch/verifyRevisionBatchShare, v.k.DB().VerifyRevisions, v.k.DB().VerifyRevisionsScan,
-		func(r store.VerifyRevisionRow) {
+	return pages(ctx, v, "revisions", v.opts.Batch/verifyRevisionBatchShare, readOn(v.k.DB(), verifyrows.Revisions), scanOn(v.k.DB(), verifyrows.RevisionsScan),
+		func(r verifyrows.RevisionRow) {
 			ex := model.Violation{Owner: r.OwnerID, Key: deref(r.IdempotencyKey), Record: r.RecordID, Revision: r.Revision.Revision}
 			var bad error // what a read of the revision fails closed with
 			switch {
@@ -488,8 +493,8 @@ func (v *verifier) revisions(ctx context.Context) error {
 }
 
 func (v *verifier) executions(ctx context.Context) error {
-	return pages(ctx, v, "executions", v.opts.Batch, v.k.DB().VerifyExecutions, v.k.DB().VerifyExecutionsScan,
-		func(r store.VerifyExecutionRow) {
+	return pages(ctx, v, "executions", v.opts.Batch, readOn(v.k.DB(), verifyrows.Executions), scanOn(v.k.DB(), verifyrows.ExecutionsScan),
+		func(r verifyrows.ExecutionRow) {
 			ex := model.Violation{Owner: r.OwnerID, Key: deref(r.IdempotencyKey), Record: r.RecordID, Execution: r.ID}
 			switch {
 			case !r.HasRecord:
@@ -538,8 +543,8 @@ func (v *verifier) executions(ctx context.Context) error {
 }
 
 func (v *verifier) outbox(ctx context.Context) error {
-	return pages(ctx, v, "outboxMessages", v.opts.Batch, v.k.DB().VerifyOutbox, v.k.DB().VerifyOutboxScan,
-		func(r store.VerifyOutboxRow) {
+	return pages(ctx, v, "outboxMessages", v.opts.Batch, readOn(v.k.DB(), verifyrows.Outbox), scanOn(v.k.DB(), verifyrows.OutboxScan),
+		func(r verifyrows.OutboxRow) {
 			ex := model.Violation{Owner: r.OwnerID, Key: deref(r.Key), Message: r.ID, Execution: r.ExecutionID}
 			if s := v.secretIn(r.PayloadRef, false, nil); s != "" {
 				ex.Detail = "the payload reference " + s
@@ -562,8 +567,8 @@ func (v *verifier) outbox(ctx context.Context) error {
 }
 
 func (v *verifier) audit(ctx context.Context) error {
-	return pages(ctx, v, "auditEvents", v.opts.Batch*2, v.k.DB().VerifyAudit, v.k.DB().VerifyAuditScan,
-		func(r store.VerifyAuditRow) {
+	return pages(ctx, v, "auditEvents", v.opts.Batch*2, readOn(v.k.DB(), verifyrows.Audit), scanOn(v.k.DB(), verifyrows.AuditScan),
+		func(r verifyrows.AuditRow) {
 			if s := v.secretIn(r.Detail, true, r.Contents); s != "" {
 				ex := model.Violation{Owner: r.OwnerID, Audit: r.ID, Detail: r.Action + ": the detail " + s}
 				if r.RecordID != nil {
@@ -578,15 +583,15 @@ func (v *verifier) audit(ctx context.Context) error {
 // transaction wrote under the key, and the key row.
 func (v *verifier) lives(ctx context.Context) error {
 	type page struct {
-		keys []store.VerifyKeyLives
-		next store.VerifyCursor
+		keys []verifyrows.KeyLives
+		next verifyrows.Cursor
 		more bool
 		read int
 		err  error
 	}
-	readPage := func(p store.VerifyPage) page {
+	readPage := func(p verifyrows.Page) page {
 		var x page
-		x.keys, x.next, x.more, x.read, x.err = v.k.DB().VerifyKeyLives(ctx, p)
+		x.keys, x.next, x.more, x.read, x.err = verifyrows.KeyLivesPage(ctx, v.k.DB(), p)
 		return x
 	}
 	if v.opts.Since.IsZero() {
@@ -603,7 +608,7 @@ func (v *verifier) lives(ctx context.Context) error {
 		if cur.more {
 			p.After = cur.next
 			ahead = make(chan page, 1)
-			go func(p store.VerifyPage) { ahead <- readPage(p) }(p)
+			go func(p verifyrows.Page) { ahead <- readPage(p) }(p)
 		}
 		v.rep.Batches++
 		v.rep.Checked["keyLives"] += int64(len(cur.keys))
@@ -634,7 +639,7 @@ func (v *verifier) livesScanned(ctx context.Context) error {
 		v.report("keyLives")
 		return ctx.Err()
 	}
-	err := v.k.DB().VerifyKeyLivesScan(ctx, store.VerifyScope{Owner: v.opts.Owner}, func(k store.VerifyKeyLives, n int) error {
+	err := verifyrows.KeyLivesScan(ctx, v.k.DB(), verifyrows.Scope{Owner: v.opts.Owner}, func(k verifyrows.KeyLives, n int) error {
 		v.judgeKey(k)
 		keys++
 		if read += n; read >= limit {
@@ -648,7 +653,7 @@ func (v *verifier) livesScanned(ctx context.Context) error {
 	return flush()
 }
 
-func (v *verifier) judgeKey(k store.VerifyKeyLives) {
+func (v *verifier) judgeKey(k verifyrows.KeyLives) {
 	lives := make([]life, 0, len(k.Lives))
 	recent := v.opts.Since.IsZero()
 	for _, l := range k.Lives {
@@ -685,3 +690,13 @@ func deref(s *string) string {
 // quoteKey shows a key in a message ("k7"), quoted with Go's rules (a planted key may hold
 // anything).
 func quoteKey(k string) string { return strconv.Quote(k) }
+
+// readOn binds a page read of verifyrows to the session db.
+func readOn[T any](db *store.DB, read func(context.Context, *store.DB, verifyrows.Page) ([]T, error)) func(context.Context, verifyrows.Page) ([]T, error) {
+	return func(ctx context.Context, p verifyrows.Page) ([]T, error) { return read(ctx, db, p) }
+}
+
+// scanOn binds a whole-scope scan of verifyrows to the session db.
+func scanOn[T any](db *store.DB, scan func(context.Context, *store.DB, verifyrows.Scope, func(T) error) error) func(context.Context, verifyrows.Scope, func(T) error) error {
+	return func(ctx context.Context, s verifyrows.Scope, fn func(T) error) error { return scan(ctx, db, s, fn) }
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/idemwork/idemwork/internal/autofailover"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/store/dbfacts"
 	"github.com/idemwork/idemwork/views"
 )
 
@@ -40,7 +41,7 @@ type clusterReader struct {
 }
 
 func (c *clusterReader) Cluster(ctx context.Context) (model.Cluster, error) {
-	node, err := c.db.NodeReplication(ctx)
+	node, err := dbfacts.ReadNodeReplication(ctx, c.db)
 	if err != nil {
 		return model.Cluster{}, Coded(err)
 	}
@@ -75,7 +76,7 @@ func (c *clusterReader) Cluster(ctx context.Context) (model.Cluster, error) {
 
 // monitorURL is the configured monitor, or the one the local keeper of the connected node
 // names (looked for once, on a loopback node).
-func (c *clusterReader) monitorURL(node store.NodeReplication) string {
+func (c *clusterReader) monitorURL(node dbfacts.NodeReplication) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.fixed || c.monitor != "" || (!c.lookedAt.IsZero() && time.Since(c.lookedAt) < lookAgain) {
@@ -102,8 +103,8 @@ func (c *clusterReader) whyNoMonitor() string {
 
 // monitorNodes are the monitor's nodes, with the lag the connected primary reports for each
 // (pg_auto_failover names a node's replication slot and application "pgautofailover_standby_<id>").
-func monitorNodes(st autofailover.State, node store.NodeReplication, connected string) []model.ClusterNode {
-	lag := map[string]store.Standby{}
+func monitorNodes(st autofailover.State, node dbfacts.NodeReplication, connected string) []model.ClusterNode {
+	lag := map[string]dbfacts.Standby{}
 	for _, s := range node.Standbys {
 		lag[s.Name] = s
 	}
@@ -130,7 +131,7 @@ func monitorNodes(st autofailover.State, node store.NodeReplication, connected s
 }
 
 // nodeView is the connected node and the standbys it reports.
-func nodeView(node store.NodeReplication, connected string) []model.ClusterNode {
+func nodeView(node dbfacts.NodeReplication, connected string) []model.ClusterNode {
 	self := model.ClusterNode{Name: "connected", Addr: connected, Role: "primary", LagBytes: -1, ReplayLagMs: -1, Connected: true}
 	if connected == "" {
 		self.Addr = "local socket"

@@ -19,6 +19,7 @@ import (
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/outbox"
 	"github.com/idemwork/idemwork/store"
+	"github.com/idemwork/idemwork/store/readmodel"
 	"github.com/idemwork/idemwork/verify"
 	"github.com/idemwork/idemwork/views"
 	"github.com/idemwork/idemwork/wire"
@@ -139,62 +140,62 @@ type reads struct {
 }
 
 func (r reads) Records(ctx context.Context, q model.RecordQuery) ([]model.Record, string, error) {
-	rows, next, err := r.db.Records(ctx, q)
+	rows, next, err := readmodel.Records(ctx, r.db, q)
 	return rows, next, r.coded(err)
 }
 
 func (r reads) RecordModule(ctx context.Context, owner, id string) (string, error) {
-	m, err := r.db.RecordModule(ctx, owner, id)
+	m, err := readmodel.RecordModule(ctx, r.db, owner, id)
 	return m, r.coded(err)
 }
 
 func (r reads) RecordOutline(ctx context.Context, owner, module, id string) (model.RecordOutline, error) {
-	o, err := r.db.RecordOutline(ctx, store.RecordRef{Owner: owner, Module: module, ID: id})
+	o, err := readmodel.RecordOutline(ctx, r.db, store.RecordRef{Owner: owner, Module: module, ID: id})
 	return o, r.coded(err)
 }
 
 func (r reads) GetRevision(ctx context.Context, owner, recordID string, revision int) (model.Revision, error) {
-	rev, err := r.db.GetRevision(ctx, owner, recordID, revision)
+	rev, err := readmodel.GetRevision(ctx, r.db, owner, recordID, revision)
 	return rev, r.coded(err)
 }
 
 func (r reads) LatestRecord(ctx context.Context, owner, module, id string) (model.Record, error) {
-	rec, err := r.db.LatestRecord(ctx, store.RecordRef{Owner: owner, Module: module, ID: id})
+	rec, err := readmodel.LatestRecord(ctx, r.db, store.RecordRef{Owner: owner, Module: module, ID: id})
 	return rec, r.coded(err)
 }
 
 func (r reads) Keys(ctx context.Context, q model.KeyQuery) ([]model.KeyRow, string, error) {
-	rows, next, err := r.db.Keys(ctx, q)
+	rows, next, err := readmodel.Keys(ctx, r.db, q)
 	return rows, next, r.coded(err)
 }
 
 func (r reads) Executions(ctx context.Context, q model.ExecutionQuery) ([]model.Execution, string, error) {
-	rows, next, err := r.db.Executions(ctx, q)
+	rows, next, err := readmodel.Executions(ctx, r.db, q)
 	return rows, next, r.coded(err)
 }
 
 func (r reads) Audit(ctx context.Context, q model.AuditQuery) ([]model.AuditEvent, string, error) {
-	rows, next, err := r.db.Audit(ctx, q)
+	rows, next, err := readmodel.Audit(ctx, r.db, q)
 	return rows, next, r.coded(err)
 }
 
 func (r reads) Timeline(ctx context.Context, q model.HistoryQuery) ([]model.Event, string, error) {
-	rows, next, err := r.db.Timeline(ctx, q)
+	rows, next, err := readmodel.Timeline(ctx, r.db, q)
 	return rows, next, r.coded(err)
 }
 
 func (r reads) ExportHistory(ctx context.Context, q model.HistoryQuery, format model.ExportFormat, w io.Writer, max int, progress func(int)) (int, error) {
-	n, err := r.db.ExportHistory(ctx, q, format, w, max, progress)
+	n, err := readmodel.ExportHistory(ctx, r.db, q, format, w, max, progress)
 	return n, r.coded(err)
 }
 
 func (r reads) Sessions(ctx context.Context) ([]model.Session, error) {
-	s, err := r.db.Sessions(ctx)
+	s, err := readmodel.Sessions(ctx, r.db)
 	return s, r.coded(err)
 }
 
 func (r reads) OutboxPage(ctx context.Context, owner string, limit int, cursor string) ([]model.OutboxMessage, string, error) {
-	rows, next, err := r.db.OutboxPage(ctx, owner, limit, cursor)
+	rows, next, err := readmodel.OutboxPage(ctx, r.db, owner, limit, cursor)
 	return rows, next, r.coded(err)
 }
 

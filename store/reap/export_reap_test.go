@@ -1,0 +1,7 @@
+package reap
+
+// The reaper's statements, for plan tests.
+const (
+	ReapAllSQL   = reapAll
+	ReapOwnerSQL = reapOwner
+)
