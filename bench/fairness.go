@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idemwork/idemwork/httpapi"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/model"
 	"github.com/idemwork/idemwork/store"
@@ -49,6 +50,9 @@ type FairnessReport struct {
 	PoolConns  int `json:"poolConns"`
 	// OwnerShare is the connections one owner's requests may hold (idempotency.owner_max_conns).
 	OwnerShare int `json:"ownerShare"`
+	// OwnerReadSlots is how many of one owner's reads run at once (http.owner_max_reads: the
+	// server's default, half its CPUs).
+	OwnerReadSlots int `json:"ownerReadSlots"`
 	// FloodProcess says where the flood's client ran: "child" (a process of its own, as a real
 	// client is) or "this" (the server's process: tests).
 	FloodProcess string `json:"floodProcess"`
@@ -150,7 +154,7 @@ func (h *harness) runFairness(ctx context.Context, flood int, shapes []int) (*Fa
 	}
 	runner := floodRunner{exe: h.env.Executable, args: h.env.FloodArgs}
 	rep := &FairnessReport{Revisions: FairnessRevisions, PayloadBytes: FairnessPayloadBytes, PoolConns: FairnessPoolConns,
-		OwnerShare: k.Runner().OwnerMaxConns(), FloodProcess: "this", ProbeProcess: "this", Target: FairnessTarget, Floods: []FairnessFloodReport{}, Met: true}
+		OwnerShare: k.Runner().OwnerMaxConns(), OwnerReadSlots: httpapi.DefaultOwnerMaxReads(), FloodProcess: "this", ProbeProcess: "this", Target: FairnessTarget, Floods: []FairnessFloodReport{}, Met: true}
 	if len(runner.args) > 0 {
 		rep.FloodProcess, rep.ProbeProcess, rep.FloodNice = "child", "child", FloodNice
 	}

@@ -37,6 +37,7 @@ func TestTheFairnessCellMeasuresTheOtherOwnersReadsUnderAFlood(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, FairnessRevisions, f.Revisions)
 	require.Equal(t, FairnessPoolConns/2, f.OwnerShare)
+	require.Equal(t, httpapi.DefaultOwnerMaxReads(), f.OwnerReadSlots)
 	require.Equal(t, "this", f.FloodProcess)
 	require.Equal(t, "this", f.ProbeProcess)
 	require.Less(t, f.FloodBytes, 2*FairnessPayloadBytes+64<<10, "one answer holds the latest revision, not %d", FairnessRevisions)

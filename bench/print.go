@@ -64,9 +64,9 @@ func Print(w io.Writer, r Report) {
 
 	if f := r.Fairness; f != nil {
 		fmt.Fprintf(w, "\nfairness (issue 28): one owner's GETs of a %d-revision record (%d KB per answer), another owner's GETs one after\n"+
-			"another meanwhile (the flood's client in %s process, the other owner's in %s); pool %d, owner share %d;\n"+
+			"another meanwhile (the flood's client in %s process, the other owner's in %s); pool %d, owner share %d, read slots %d;\n"+
 			"alone p50 %.2f p99 %.2f ms (each flood's ratio divides by the other owner's p99 alone just before it)\n",
-			f.Revisions, f.FloodBytes>>10, floodLabel(f.FloodProcess, f.FloodNice), processLabel(f.ProbeProcess), f.PoolConns, f.OwnerShare, f.AloneP50Ms, f.AloneP99Ms)
+			f.Revisions, f.FloodBytes>>10, floodLabel(f.FloodProcess, f.FloodNice), processLabel(f.ProbeProcess), f.PoolConns, f.OwnerShare, f.OwnerReadSlots, f.AloneP50Ms, f.AloneP99Ms)
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "flood of\tGETs\tin flight\tflood ms\tanswers\tother alone p99\tother p50 ms\tother p99 ms\tmax ms\tsamples\tp99 ÷ alone\t")
 		row := func(fl FairnessFloodReport, verdict string) {

@@ -106,7 +106,7 @@ type HTTP struct {
 	Tokens       map[string]string `toml:"tokens"`
 	// RequireKey makes a write without an Idempotency-Key 400 BAD_REQUEST.
 	RequireKey bool `toml:"require_key"`
-	// OwnerMaxReads bounds the reads one owner runs at once; 0 is this process's CPUs (at least 2).
+	// OwnerMaxReads bounds the reads one owner runs at once; 0 is half this process's CPUs (at least 1).
 	OwnerMaxReads int `toml:"owner_max_reads"`
 }
 
@@ -363,7 +363,7 @@ func (c *Config) Validate() error {
 	case len(c.Database.Schema) > 63 || strings.ContainsRune(c.Database.Schema, 0):
 		return fmt.Errorf("database.schema %q is not a schema name (at most 63 bytes, no NUL)", c.Database.Schema)
 	case c.HTTP.OwnerMaxReads < 0 || c.HTTP.OwnerMaxReads > 1000:
-		return fmt.Errorf("http.owner_max_reads must be 0 (this process's CPUs) to 1000, got %d", c.HTTP.OwnerMaxReads)
+		return fmt.Errorf("http.owner_max_reads must be 0 (half this process's CPUs) to 1000, got %d", c.HTTP.OwnerMaxReads)
 	case c.HTTP.MaxBodyBytes <= 0:
 		return fmt.Errorf("http.max_body_bytes must be positive, got %d", c.HTTP.MaxBodyBytes)
 	case c.Outbox.MaxAttempts <= 0:

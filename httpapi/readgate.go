@@ -13,11 +13,14 @@ import (
 // mostly work for the CPUs — the server detoasting a snapshot, this process decoding and encoding
 // it — so an owner holding its whole share of connections (half the pool) with reads still takes
 // every CPU from the others: the owner's reads beyond this bound wait here, holding nothing, and
-// past the wait are 503 OVERLOADED. The default bound is this process's Ps (GOMAXPROCS), at
-// least 2. (Half the Ps, to leave one free for other owners, was measured in the fairness cell:
-// the other owner's ratio did not move beyond the shared machine's noise, and the flooding owner's
-// 100 reads in flight got half the throughput and 503s past acquire_timeout: see
-// docs/benchmarks.md.) At most OwnerReadQueue(bound) wait — ReadQueueFactor per slot, or per
+// past the wait are 503 OVERLOADED. The default bound is half this process's Ps (GOMAXPROCS), at
+// least 1: a read is a chain — this process, the database's backend, this process again — that
+// keeps about one CPU busy, so an owner's reads at most take half the CPUs and every other owner
+// finds the other half free (an idle P waiting on the network sees its request at once, instead
+// of a busy one noticing it at the scheduler's next poll). Measured in the fairness cell, 5 runs
+// alternated (docs/benchmarks.md): the other owner's p99 under the flood was lower in every pair
+// than with a slot per P, and the flooding owner's reads took about twice as long.
+// At most OwnerReadQueue(bound) wait — ReadQueueFactor per slot, or per
 // CPU when there are more CPUs than slots: a client that keeps 100 reads in flight is paced by
 // its turns, parked at no cost, rather than refused and firing again at once. The rest of a
 // flood is refused on arrival, spread over the time it arrives in, instead of waking together when their waits run
@@ -48,9 +51,9 @@ func OwnerReadQueue(maxReads int) int {
 	return ReadQueueFactor * max(maxReads, runtime.GOMAXPROCS(0))
 }
 
-// DefaultOwnerMaxReads is Options.OwnerMaxReads when 0: this process's Ps (GOMAXPROCS), at
-// least 2.
-func DefaultOwnerMaxReads() int { return max(runtime.GOMAXPROCS(0), 2) }
+// DefaultOwnerMaxReads is Options.OwnerMaxReads when 0: half this process's Ps (GOMAXPROCS), at
+// least 1.
+func DefaultOwnerMaxReads() int { return max(runtime.GOMAXPROCS(0)/2, 1) }
 
 func newReadGate(maxReads int, wait time.Duration) *readGate {
 	if maxReads <= 0 {

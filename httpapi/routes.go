@@ -11,7 +11,6 @@ import (
 	"github.com/idemwork/idemwork/inspect"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/model"
-	"github.com/idemwork/idemwork/store"
 	"github.com/idemwork/idemwork/store/readmodel"
 	"github.com/idemwork/idemwork/wire"
 )
@@ -226,7 +225,7 @@ func executionCursor(e model.Execution) string {
 func auditCursor(e model.AuditEvent) string { return readmodel.Cursor{At: e.At, ID: e.ID}.Encode() }
 
 // getRecord answers the record, its latest revision and the first page of its executions and
-// audit events: three statements, however long its history.
+// audit events: three statements in one round trip, however long its history.
 func (a *API) getRecord(r *http.Request, owner string) (model.Response, error) {
 	if r.URL.RawQuery != "" {
 		return model.Response{}, apperr.New(apperr.BadRequest, "GET of a record takes no query; page its lists at links.revisions, links.executions and links.audit")
@@ -235,26 +234,17 @@ func (a *API) getRecord(r *http.Request, owner string) (model.Response, error) {
 	if err != nil {
 		return model.Response{}, err
 	}
-	db := a.k.DB()
-	head, err := readmodel.GetRecordHead(r.Context(), db, store.RecordRef{Owner: owner, Module: p.Module, ID: p.RecordID})
+	pages, err := readmodel.GetRecordFirstPages(r.Context(), a.k.DB(), p)
 	if err != nil {
 		return model.Response{}, err
 	}
-	p.Exists = true
-	execs, moreExecs, err := readmodel.RecordExecutionPage(r.Context(), db, p)
-	if err != nil {
-		return model.Response{}, err
-	}
-	audit, moreAudit, err := readmodel.RecordAuditPage(r.Context(), db, p)
-	if err != nil {
-		return model.Response{}, err
-	}
-	body := RecordBody{Record: head.Record, Revisions: []model.Revision{head.Latest}, Executions: execs, Audit: audit,
+	execs, audit := pages.Executions, pages.Audit
+	body := RecordBody{Record: pages.Record, Revisions: []model.Revision{pages.Latest}, Executions: execs, Audit: audit,
 		Links: RecordLinks{Revisions: *pagePath(r, "revisions", "", p)}}
-	if moreExecs {
+	if pages.MoreExecutions {
 		body.Links.Executions = pagePath(r, "executions", executionCursor(execs[len(execs)-1]), p)
 	}
-	if moreAudit {
+	if pages.MoreAudit {
 		body.Links.Audit = pagePath(r, "audit", auditCursor(audit[len(audit)-1]), p)
 	}
 	return wire.JSON(http.StatusOK, body), nil

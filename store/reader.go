@@ -49,6 +49,13 @@ func (r *Reader) GetContext(ctx context.Context, dest any, query string, args ..
 	return nil
 }
 
+// ScanStructs maps rows (at most limit when > 0) into dest, a pointer to a slice, by their db
+// tags, as the Reader's SelectContext does — for the answers of a batch, which the Reader's
+// one-statement calls cannot send. It closes rows.
+func ScanStructs(rows pgx.Rows, dest any, limit int) error {
+	return sqlx.StructScan(&sqlxRows{rows: rows, limit: limit}, dest)
+}
+
 // sqlxRows lets sqlx scan pgx rows; limit > 0 stops after that many.
 type sqlxRows struct {
 	rows        pgx.Rows

@@ -132,6 +132,17 @@ func TestVerifyFindsEveryKindOfPlantedViolation(t *testing.T) {
 	b.Exec(t, `UPDATE idempotency_record SET response = jsonb_set(response, '{result,revision}', '7') WHERE owner_id = 'v-env'`)
 	want["v-env"] = []string{verify.InvEnvelopeRestores}
 
+	// A create's own transaction wrote two revisions under its key (a second record's, with the
+	// create's transaction id, as a buggy module or a bad import could): one life, two revisions,
+	// one RECORD_CREATED.
+	rows := b.CreateNote(t, "v-rows", "rows-key", "r")
+	b.Exec(t, `INSERT INTO record (owner_id, id, module_code, revision, title, summary, payload, created_at, updated_at)
+		SELECT owner_id, 'TWIN' || id, module_code, 1, title, summary, payload, created_at, updated_at FROM record WHERE id = $1`, rows.Record.ID)
+	b.Exec(t, `INSERT INTO record_revision (owner_id, record_id, revision, snapshot, idempotency_key, created_at, written_xid, digest)
+		SELECT owner_id, 'TWIN' || record_id, 1, jsonb_set(snapshot, '{id}', to_jsonb('TWIN' || record_id)), idempotency_key, created_at, written_xid, digest
+		FROM record_revision WHERE record_id = $1`, rows.Record.ID)
+	want["v-rows"] = []string{verify.InvKeyRowsOnce, verify.InvRevisionAudited, verify.InvRevisionChain} // the second revision has no audit event, and its digest is another record's
+
 	// A committed PROCESSING row past its expiry.
 	b.Exec(t, `INSERT INTO idempotency_record (owner_id, idempotency_key, operation, fingerprint, status, created_at, expires_at, updated_at)
 		VALUES ('v-proc', 'stuck', 'NOTE:record:create', 'fp', 'PROCESSING', now() - interval '2 days', now() - interval '1 day', now() - interval '2 days')`)

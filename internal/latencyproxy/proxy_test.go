@@ -73,10 +73,14 @@ func median(d []time.Duration) time.Duration {
 }
 
 // A ping-pong through the proxy takes one round trip: never less (each direction waits half of
-// it), and about that much more than the same exchange without the delay. A delay waited on Go
-// timers alone (about a millisecond per wait, however short, when the process is otherwise idle)
-// adds about 2.2 ms here, and fails the upper bound. Not parallel: the other tests' exchanges
-// would compete for the same two cores.
+// it), and about that much more than the same exchange without the delay — less than 1¾ of it
+// more, where a proxy that waited the whole round trip in each direction adds two, and a delay
+// waited on Go timers alone (about a millisecond per wait, however short, when the process is
+// otherwise idle) about 2.2 ms. Not parallel: the other tests' exchanges
+// would compete for the same two cores. The upper bound is a median on a shared machine: a
+// burst of other work can push one sample of 60 past it, so up to five samples are taken and
+// one within the bound passes; a proxy that adds too much does so in every sample. The lower
+// bound holds for every exchange of every sample.
 func TestAPingPongTakesOneRoundTrip(t *testing.T) {
 	up := echoServer(t)
 	const rtt = 400 * time.Microsecond
@@ -91,11 +95,17 @@ func TestAPingPongTakesOneRoundTrip(t *testing.T) {
 
 	pingPong(t, cb, 10) // warm both paths
 	pingPong(t, cd, 10)
-	b, d := pingPong(t, cb, 60), pingPong(t, cd, 60)
-	require.GreaterOrEqual(t, slices.Min(d), rtt, "an exchange was faster than the round trip: %v", d)
-	added := median(d) - median(b)
-	t.Logf("median without delay %v, with %v: added %v", median(b), median(d), added)
-	require.Less(t, added, rtt+800*time.Microsecond, "the proxy added %v to a %v round trip", added, rtt)
+	var added []time.Duration
+	for range 5 {
+		b, d := pingPong(t, cb, 60), pingPong(t, cd, 60)
+		require.GreaterOrEqual(t, slices.Min(d), rtt, "an exchange was faster than the round trip: %v", d)
+		added = append(added, median(d)-median(b))
+		t.Logf("median without delay %v, with %v: added %v", median(b), median(d), added[len(added)-1])
+		if added[len(added)-1] < rtt*7/4 {
+			return
+		}
+	}
+	t.Fatalf("the proxy added %v (medians of five samples) to a %v round trip", added, rtt)
 }
 
 // Sixteen connections exchanging at once each see one round trip per exchange: the delay
