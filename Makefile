@@ -8,7 +8,7 @@ FUZZTIME ?= 20000x
 # Fuzz targets as package:Target, each run FUZZTIME times by `make test` and `make fuzz`.
 FUZZ_TARGETS := ./config:FuzzDecode ./idem/idemtype:FuzzValidateKey ./idem/idemtype:FuzzValidateOwner ./idem:FuzzParseEnvelope ./kernel:FuzzCheckJSONObject ./httpapi:FuzzDecodeBody ./httpapi:FuzzAuthenticate ./idem/idemhttp:FuzzParseKey ./jsonb:FuzzCanonical ./store:FuzzRedactDSN ./internal/termsafe:FuzzCell
 
-.PHONY: run build example test test-go test-norace test-race test-fuzz test-tmux test-ha lint lint-example fuzz bench soak clean
+.PHONY: run build example test test-go test-norace test-race test-fuzz test-tmux test-tmux-fuzz test-ha lint lint-example fuzz bench soak clean
 
 ## run: build, start the embedded cluster, seed demo data (idempotent) and open the TUI
 run: build
@@ -27,7 +27,7 @@ example:
 ## detector changes (allocation counts) once more without it. The whole suite runs once, under
 ## -race: a second plain run of every package doubled CI's time and checked nothing the race
 ## run does not.
-test: lint test-tmux test-fuzz test-race test-norace
+test: lint test-tmux-fuzz test-race test-norace
 
 ## test-go: every package without the race detector (faster while iterating; not part of test)
 test-go:
@@ -67,6 +67,16 @@ test-fuzz:
 # The real binary in a real terminal: create, replay, storm, quit (scripts/tui-smoke.sh).
 test-tmux: build
 	scripts/tui-smoke.sh $(BIN)
+
+# test-tmux and test-fuzz side by side: the smoke spends its minute or two waiting on a terminal
+# (keystrokes, initdb, screens to appear), the fuzz targets keep the cores busy. The smoke's
+# lines are printed when both are done; either failing fails the target.
+test-tmux-fuzz: build
+	@echo "scripts/tui-smoke.sh $(BIN) (alongside the fuzz targets; its output follows them)"
+	@log=$$(mktemp); scripts/tui-smoke.sh $(BIN) >$$log 2>&1 & smoke=$$!; \
+	$(MAKE) --no-print-directory test-fuzz; fuzz=$$?; \
+	wait $$smoke; rc=$$?; cat $$log; rm -f $$log; \
+	[ $$rc -eq 0 ] || echo "tui-smoke failed (exit $$rc)"; [ $$fuzz -eq 0 ] && [ $$rc -eq 0 ]
 
 ## lint: gofmt, go.mod tidy, go vet, staticcheck (both with the ha tests' files), the dependency arrows
 ## (scripts/depcheck.sh), and examples/shop built and vetted in its own module (so the library's

@@ -44,19 +44,25 @@ func runOn(t *testing.T, dataDir string, args ...string) (int, string, string) {
 func TestSoakWithEveryFaultExecutesEachKeyOnceAndVerifyAgrees(t *testing.T) {
 	t.Parallel()
 	dataDir := ownCluster(t)
-	code, out, errOut := runOn(t, dataDir, "soak", "--rounds", "60", "--seed", "11",
+	// 18 rounds whose seed plans every kind of fault at least twice (kill-child 5, kill-server 4,
+	// restart 2, terminate 9 rounds) and the outbox op in 5: 60 rounds of seed 11 planned 4
+	// kill-child and one restart, at three times the cost. A kill-child finds no child when the
+	// machine is slow to start them (2 planned were both missed once): 5 keep a margin. The many
+	// rounds are `make soak`'s job.
+	code, out, errOut := runOn(t, dataDir, "soak", "--rounds", "18", "--seed", "78",
 		"--rates", "restart=0.06,kill-child=1,kill-server=0.4,terminate=0.6")
 	require.Equal(t, wire.ExitOK, code, "stdout %s\nstderr %s", out, errOut)
 	res := jsonObject(t, out)
 	for _, k := range []string{"rounds", "requests", "faults", "executions", "duplicates", "violations", "tookMs"} {
 		require.Contains(t, res, k)
 	}
-	require.EqualValues(t, 60, res["rounds"])
-	require.EqualValues(t, 60, res["executions"], "each round's key executed exactly once")
+	require.EqualValues(t, 18, res["rounds"])
+	require.EqualValues(t, 18, res["executions"], "each round's key executed exactly once")
 	require.EqualValues(t, 0, res["duplicates"])
 	require.EqualValues(t, 0, res["violations"])
-	require.Greater(t, res["requests"], float64(60))
+	require.Greater(t, res["requests"], float64(18))
 	faults := res["faults"].(map[string]any)
+	t.Logf("faults: %v", faults)
 	for _, kind := range []string{"kill-child", "terminate", "restart", "kill-server"} {
 		require.Positive(t, faults[kind], "%s was injected: %v", kind, faults)
 	}

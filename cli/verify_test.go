@@ -1,12 +1,15 @@
 package cli_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/wire"
 )
 
@@ -81,17 +84,34 @@ func TestVerifyExits4NamingTheInvariantAndTheKeyForEachClassOfTampering(t *testi
 		mem     string // a MEM-001 record created under m1, rewritten (F01) under r1
 		rewrite string // r1's execution
 	}
+	// The history is written once through the CLI, into a template; each case tampers with a
+	// copy of it (the ids read back from the copy, which are the template's).
 	setupHistory := func(t *testing.T) history {
-		c := newKernelCLI(t)
-		h := history{c: c}
-		h.note = obj(t, c.ok("create", "--owner", "alice", "--module", "NOTE", "--key", "c1", "--title", "one", "--payload", `{"text":"one"}`)["record"])["id"].(string)
-		for i, k := range []string{"p2", "p3", "p4"} {
-			c.ok("patch", "--owner", "alice", "--module", "NOTE", "--record", h.note, "--expect-revision", fmt.Sprint(i+1), "--key", k, "--title", k)
+		name := testdb.NewDatabaseFrom(t, "verify-history", func(tb testing.TB, name string) {
+			tt := tb.(*testing.T)
+			c := &kernelCLI{t: tt, db: &testdb.DB{DSN: testdb.DSNOf(tb, name), Name: name}}
+			c.ok("migrate")
+			note := obj(tt, c.ok("create", "--owner", "alice", "--module", "NOTE", "--key", "c1", "--title", "one", "--payload", `{"text":"one"}`)["record"])["id"].(string)
+			for i, k := range []string{"p2", "p3", "p4"} {
+				c.ok("patch", "--owner", "alice", "--module", "NOTE", "--record", note, "--expect-revision", fmt.Sprint(i+1), "--key", k, "--title", k)
+			}
+			mem := obj(tt, c.ok("create", "--owner", "alice", "--module", "MEM-001", "--key", "m1", "--title", "memo",
+				"--payload", `{"originalContent":"  a   b ","currentContent":"  a   b "}`)["record"])["id"].(string)
+			c.ok("action", "--owner", "alice", "--module", "MEM-001", "--record", mem, "--feature", "F01", "--key", "r1")
+			require.Equal(tt, true, c.ok("verify", "--owner", "alice")["ok"], "clean before the damage")
+		})
+		dsn := testdb.DSNOf(t, name)
+		pool, err := pgxpool.New(context.Background(), dsn)
+		require.NoError(t, err)
+		t.Cleanup(pool.Close)
+		h := history{c: &kernelCLI{t: t, db: &testdb.DB{DSN: dsn, Pool: pool, Name: name}}}
+		for q, v := range map[string]*string{
+			`SELECT id FROM record WHERE module_code = 'NOTE'`:              &h.note,
+			`SELECT id FROM record WHERE module_code = 'MEM-001'`:           &h.mem,
+			`SELECT id FROM feature_execution WHERE idempotency_key = 'r1'`: &h.rewrite,
+		} {
+			require.NoError(t, pool.QueryRow(context.Background(), q).Scan(v), q)
 		}
-		h.mem = obj(t, c.ok("create", "--owner", "alice", "--module", "MEM-001", "--key", "m1", "--title", "memo",
-			"--payload", `{"originalContent":"  a   b ","currentContent":"  a   b "}`)["record"])["id"].(string)
-		h.rewrite = obj(t, c.ok("action", "--owner", "alice", "--module", "MEM-001", "--record", h.mem, "--feature", "F01", "--key", "r1")["execution"])["id"].(string)
-		require.Equal(t, true, c.ok("verify", "--owner", "alice")["ok"], "clean before the damage")
 		return h
 	}
 	cases := []struct {

@@ -13,6 +13,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/internal/tuitest"
 	"github.com/idemwork/idemwork/internal/uictx"
 	"github.com/idemwork/idemwork/tui"
@@ -44,11 +45,21 @@ func keyStates() []keyState {
 	)
 }
 
-// enter brings a fresh model over the seeded data into the state.
-func enter(t *testing.T, w, h int, st keyState) *tui.Model {
+// seeded is a database holding tuitest.SeedFixed's rows, for the states of one test: each state
+// gets a workbench of its own over it (reaching a state only reads), not a database of its own.
+func seeded(t *testing.T) *testdb.DB {
 	t.Helper()
-	m, b := newModel(t, w, h)
+	b := tuitest.New(t)
 	tuitest.SeedFixed(t, b)
+	return b.DB
+}
+
+// enter brings a fresh model (a fresh workbench over db, seeded) into the state.
+func enter(t *testing.T, db *testdb.DB, w, h int, st keyState) *tui.Model {
+	t.Helper()
+	b := tuitest.NewOver(db)
+	m := tui.New(b.Ctx, b.Backend)
+	m.Update(tea.WindowSizeMsg{Width: w, Height: h})
 	settleModel(t, m, m.Init())
 	for _, k := range st.keys {
 		settleModel(t, m, cmdOf(m.Update(key(k))))
@@ -121,8 +132,9 @@ func shadowedDigits(km uictx.KeyMap, v views.View) []string {
 func TestNoTwoKeysActiveInOneViewCollide(t *testing.T) {
 	t.Parallel()
 	km := uictx.DefaultKeys()
+	db := seeded(t)
 	for _, st := range keyStates() {
-		m := enter(t, 120, 40, st)
+		m := enter(t, db, 120, 40, st)
 		v := m.Active()
 		at := st.name + " (" + v.Title() + ")"
 		require.Empty(t, collisions(activeKeys(km, v)), "%s: two bindings claim one key", at)
@@ -165,9 +177,10 @@ func TestTheHelpShowsEveryKeyOfTheFocusedViewAndTheGlobalKeys(t *testing.T) {
 		global = append(global, gv.Field(i).Interface().(kb.Binding))
 	}
 	global = append(global, km.Shell.NavUp, km.Shell.NavDown, km.Shell.NavLeave)
+	db := seeded(t)
 	for _, size := range [][2]int{{80, 24}, {120, 40}} {
 		for _, st := range keyStates() {
-			m := enter(t, size[0], size[1], st)
+			m := enter(t, db, size[0], size[1], st)
 			v := m.Active()
 			if v.Capturing() {
 				continue // ? is typed into the field
@@ -193,8 +206,9 @@ func TestEveryBindingOfTheKeyMapIsShownWhereItActs(t *testing.T) {
 	t.Parallel()
 	km := uictx.DefaultKeys()
 	var shown []kb.Binding
+	db := seeded(t)
 	for _, st := range keyStates() {
-		v := enter(t, 120, 40, st).Active()
+		v := enter(t, db, 120, 40, st).Active()
 		shown = append(shown, v.ShortHelp()...)
 		if !v.Capturing() { // while a field takes the keys, ? is typed: only the footer shows
 			shown = append(shown, flatten(v.FullHelp())...)

@@ -79,7 +79,10 @@ func Pollute(t testing.TB, b *Bouncer, name string, lb LeftBehind) int {
 			t.Fatalf("testdb: pollute: connect: %v", err)
 		}
 		conns = append(conns, c)
-		if _, err := c.Exec(ctx, "BEGIN"); err != nil {
+		// The server connection may carry an idle_in_transaction_session_timeout an earlier
+		// Pollute left: this transaction waits idle while the others connect, so it lifts it for
+		// itself (SET LOCAL ends with the transaction).
+		if _, err := c.Exec(ctx, "BEGIN; SET LOCAL idle_in_transaction_session_timeout = 0"); err != nil {
 			t.Fatalf("testdb: pollute: %v", err)
 		}
 	}
@@ -91,20 +94,24 @@ func Pollute(t testing.TB, b *Bouncer, name string, lb LeftBehind) int {
 	stmts = append(stmts, "PREPARE leftover_statement AS SELECT 1")
 	for _, s := range lb.Sets {
 		stmts = append(stmts, "SET SESSION "+s)
+		// A timeout is left for the session but lifted for the rest of this transaction (SET
+		// LOCAL ends with it): the 200 ms statement_timeout of EveryGUC canceled a later SET of
+		// the batch on a loaded machine.
+		if name := strings.TrimSpace(strings.SplitN(s, "=", 2)[0]); strings.HasSuffix(name, "_timeout") {
+			stmts = append(stmts, "SET LOCAL "+name+" = 0")
+		}
 	}
 	if lb.Role != "" {
 		stmts = append(stmts, "SET SESSION ROLE "+pgx.Identifier{lb.Role}.Sanitize())
 	}
-	// …then each leaves lb behind and commits at once (a SET made in a transaction that commits
-	// stays for the session; a timeout it sets never meets an idle transaction of its own).
+	// …then each leaves lb behind and commits at once, in one batch (a SET made in a transaction
+	// that commits stays for the session): a timeout it sets never meets an idle transaction of
+	// its own, however slow the round trips of a loaded machine (one statement at a time, the
+	// 200 ms idle_in_transaction_session_timeout of EveryGUC killed the session between two).
+	batch := strings.Join(append(stmts, "COMMIT"), ";\n")
 	for _, c := range conns {
-		for _, s := range stmts {
-			if _, err := c.Exec(ctx, s); err != nil {
-				t.Fatalf("testdb: pollute: %s: %v", s, err)
-			}
-		}
-		if _, err := c.Exec(ctx, "COMMIT"); err != nil {
-			t.Fatalf("testdb: pollute: commit: %v", err)
+		if _, err := c.Exec(ctx, batch); err != nil {
+			t.Fatalf("testdb: pollute: %v\n%s", err, batch)
 		}
 	}
 	return len(conns)
