@@ -160,7 +160,7 @@ func (a *app) runStorm(cmd *cobra.Command, sf *stormFlags, spec stormtypes.Spec)
 	args, wenv := a.stormWorkerArgs()
 	env := storm.Env{Kernel: k, DSN: a.conn.DSN, Serve: serveStorm, MaxBodyBytes: a.cfg.HTTP.MaxBodyBytes, Stderr: a.stderr,
 		WorkerArgs: args, WorkerEnv: wenv, MaxConns: a.cfg.Database.MaxConns}
-	stall := newStallReporter(a.stderr, spec.N)
+	stall := newStallReporter(a.stderr, spec.N, spec.Hold)
 	env.OnLocks = stall.sample
 	events := make(chan stormtypes.Event, 256)
 	go stall.count(events)
@@ -391,14 +391,15 @@ func countsText(outcomes map[string]int) string {
 type stallReporter struct {
 	w        io.Writer
 	n        int
+	hold     time.Duration // the storm's --hold: its own winner keeps the key that long
 	mu       sync.Mutex
 	answered int
 	progress time.Time
 	last     stormtypes.LockSample
 }
 
-func newStallReporter(w io.Writer, n int) *stallReporter {
-	return &stallReporter{w: w, n: n, progress: time.Now()}
+func newStallReporter(w io.Writer, n int, hold time.Duration) *stallReporter {
+	return &stallReporter{w: w, n: n, hold: hold, progress: time.Now()}
 }
 
 // sample is the storm's OnLocks.
@@ -416,6 +417,26 @@ func (r *stallReporter) count(events <-chan stormtypes.Event) {
 		r.progress = time.Now()
 		r.mu.Unlock()
 	}
+}
+
+// stallLine says what a storm without an answer for quiet waits on. With --hold, the storm's
+// own winner keeps its transaction open on purpose: when nothing but the storm's own sessions
+// holds what they wait on, the line says so, so that a wait the user asked for is not read as
+// something else holding the key (and one that is something else is never put on the hold).
+func stallLine(answered, n int, elapsed, quiet time.Duration, sample stormtypes.LockSample, hold time.Duration) string {
+	line := sample.WaitsOn()
+	if line == "" {
+		line = "none of its sessions waits on a lock"
+	}
+	own := true
+	for _, b := range sample.Blockers {
+		own = own && b.Storm
+	}
+	if hold > 0 && own {
+		line += fmt.Sprintf(" — the executing request holds its transaction %s after its work (--hold), as asked", hold)
+	}
+	return fmt.Sprintf("idemwork storm: %d of %d answered after %.1f s, none for %.1f s; %s",
+		answered, n, elapsed.Seconds(), quiet.Seconds(), line)
 }
 
 // stallAfter is how long a storm may go without an answer before the reporter speaks.
@@ -442,12 +463,7 @@ func (r *stallReporter) start() func() {
 			if answered >= r.n || quiet < stallAfter || (sample.Waiting == 0 && quiet < 5*stallAfter) {
 				continue
 			}
-			line := sample.WaitsOn()
-			if line == "" {
-				line = "none of its sessions waits on a lock"
-			}
-			fmt.Fprintf(r.w, "idemwork storm: %d of %d answered after %.1f s, none for %.1f s; %s\n",
-				answered, r.n, time.Since(began).Seconds(), quiet.Seconds(), line)
+			fmt.Fprintln(r.w, stallLine(answered, r.n, time.Since(began), quiet, sample, r.hold))
 		}
 	}()
 	return func() {
