@@ -1,10 +1,10 @@
 package wire
 
 import (
-	"bytes"
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"strings"
 
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/idem"
@@ -23,7 +23,10 @@ const (
 
 // JSON is a response whose body is v as JSON (HTML characters unescaped, one trailing newline).
 func JSON(status int, v any) model.Response {
-	var b bytes.Buffer
+	// A strings.Builder, not a bytes.Buffer: the encoder writes the body once, and String hands
+	// those bytes over as the body instead of copying them again (a record's answer is 100 KB
+	// and more).
+	var b strings.Builder
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
