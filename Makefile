@@ -8,7 +8,7 @@ FUZZTIME ?= 20000x
 # Fuzz targets as package:Target, each run FUZZTIME times by `make test` and `make fuzz`.
 FUZZ_TARGETS := ./config:FuzzDecode ./idem/idemtype:FuzzValidateKey ./idem/idemtype:FuzzValidateOwner ./idem:FuzzParseEnvelope ./kernel:FuzzCheckJSONObject ./httpapi:FuzzDecodeBody ./httpapi:FuzzAuthenticate ./idem/idemhttp:FuzzParseKey ./jsonb:FuzzCanonical ./store:FuzzRedactDSN ./internal/termsafe:FuzzCell
 
-.PHONY: run build example test test-go test-norace test-race test-fuzz test-tmux test-tmux-fuzz test-ha lint lint-example fuzz bench soak clean
+.PHONY: run build example test ci test-go test-norace test-race test-fuzz test-tmux test-tmux-fuzz test-ha lint lint-example fuzz bench soak clean
 
 ## run: build, start the embedded cluster, seed demo data (idempotent) and open the TUI
 run: build
@@ -27,7 +27,21 @@ example:
 ## detector changes (allocation counts) once more without it. The whole suite runs once, under
 ## -race: a second plain run of every package doubled CI's time and checked nothing the race
 ## run does not.
-test: lint test-tmux-fuzz test-race test-norace
+TEST_FIRST := lint test-tmux-fuzz
+TEST_RACE  := test-race test-norace
+test: $(TEST_FIRST) $(TEST_RACE)
+
+## ci: what .ci/run runs: `make test` with test-ha beside its race run. test-ha spends its 2-3
+## minutes mostly on its formations (start-up, failover timers, rejoins) and fits inside the race
+## run; it runs beside that run rather than beside test-tmux-fuzz, whose smoke waits for screens
+## with fixed deadlines. Its output is held and printed after; either failing fails the target.
+ci: $(TEST_FIRST)
+	@echo "make test-ha (beside $(TEST_RACE); its output follows theirs)"
+	@log=$$(mktemp); $(MAKE) --no-print-directory test-ha >$$log 2>&1 & ha=$$!; \
+	$(MAKE) --no-print-directory $(TEST_RACE); rc=$$?; \
+	wait $$ha; harc=$$?; cat $$log; rm -f $$log; \
+	[ $$rc -eq 0 ] || echo "$(TEST_RACE) failed (exit $$rc)"; \
+	[ $$harc -eq 0 ] || echo "test-ha failed (exit $$harc)"; [ $$rc -eq 0 ] && [ $$harc -eq 0 ]
 
 ## test-go: every package without the race detector (faster while iterating; not part of test)
 test-go:
@@ -47,13 +61,15 @@ test-race:
 
 ## test-ha: the failover tests — the files *_ha_test.go, built with the tag ha, each test starting
 ## a pg_auto_failover formation (monitor and two nodes under pg_autoctl, 30-100 s to come up here)
-## or an async standby pair, and failing it over; .ci/run runs it after `make test`. Only those
-## files' tests run (the rest ran in `make test`), not under -race: what they exercise runs in
-## other processes, and the formations' timings are what bound them.
+## or an async standby pair, and failing it over; .ci/run runs it beside `make test`'s race run
+## (make ci). Only those files' tests run (the rest run in `make test`), not under -race: what they
+## exercise runs in other processes, and the formations' timings are what bound them. It needs no
+## bin/idemwork (the tests re-execute their own binary), so it does not build one, which beside
+## `make test` would write the file test-tmux-fuzz builds and runs.
 HA_FILES := $(shell find . -name '*_ha_test.go' -not -path './examples/*')
 HA_PACKAGES := $(sort $(patsubst %/,%,$(dir $(HA_FILES))))
 HA_TESTS := $(shell sed -n 's/^func \(Test[A-Za-z0-9_]*\)(t \*testing\.T).*/\1/p' $(HA_FILES) | paste -sd'|')
-test-ha: build
+test-ha:
 	$(GO) test -count=1 -p 1 -tags ha -timeout 14m -run '^($(HA_TESTS))$$' $(HA_PACKAGES)
 
 # Each fuzz target for a few seconds' worth of runs: enough to catch a regression in a parser.

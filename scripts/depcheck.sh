@@ -8,15 +8,48 @@ GO=${GO:-go}
 mod=$($GO list -m)
 fail=0
 
-# hit LIST DEP: the first line of LIST (package paths, one a line) that is DEP, or lies under it
-# when DEP is a prefix ending in /...; empty when none does.
-hit() {
-	local list=$1 dep=$2
-	if [[ $dep == */... ]]; then
-		grep -E "^${dep%/...}(/|$)" <<<"$list" | head -1 || true
-	else
-		grep -Fx "$dep" <<<"$list" | head -1 || true
-	fi
+# The module's import graph, from one go list (each call loads the packages anew, a second or
+# more here, and the checks below ask about some fifty packages): a line per package of ./...
+# — its path, what it imports, and everything it depends on (go list's .Deps: the transitive
+# imports, what `go list -deps` lists besides the package itself).
+graph=$($GO list -f '{{.ImportPath}}|{{join .Imports " "}}|{{join .Deps " "}}' ./...)
+
+# field PKG N: field N of PKG's line of the graph (1 the path, 2 its imports, 3 its
+# dependencies), one package a line; fails naming PKG when it is no package of the module.
+field() {
+	awk -F'|' -v p="$1" -v n="$2" '$1 == p { found = 1; if ($n != "") { gsub(/ /, "\n", $n); print $n } }
+		END { exit !found }' <<<"$graph" || { echo "depcheck: $1 is no package of $mod" >&2; return 1; }
+}
+
+# deps PKG: what `go list -deps PKG` lists: PKG and everything it depends on.
+deps() {
+	field "$1" 3 || return 1
+	echo "$1"
+}
+
+# packages PREFIX: the module's packages at PREFIX or under it (what `go list PREFIX/...` lists).
+packages() {
+	awk -F'|' -v p="$1" '$1 == p || index($1, p "/") == 1 { print $1 }' <<<"$graph"
+}
+
+# hits LIST DEP...: for each DEP in turn, the first line of LIST (package paths, one a line) that
+# is DEP, or lies under it when DEP is a prefix ending in /...; nothing for a DEP none matches.
+# One awk for all the DEPs: a process per DEP and LIST took most of depcheck's minute.
+hits() {
+	local list=$1
+	shift
+	awk -v want="$*" 'BEGIN { n = split(want, d, " ") }
+		{ line[++m] = $0 }
+		END {
+			for (i = 1; i <= n; i++) {
+				p = d[i]; pre = ""
+				if (p ~ /\/\.\.\.$/) pre = substr(p, 1, length(p) - 4)
+				for (j = 1; j <= m; j++) {
+					l = line[j]
+					if ((pre == "" && l == p) || (pre != "" && (l == pre || index(l, pre "/") == 1))) { print l; break }
+				}
+			}
+		}' <<<"$list"
 }
 
 # forbid PKG DEP...: PKG (with everything it imports) must not depend on any DEP (a package path,
@@ -24,16 +57,12 @@ hit() {
 forbid() {
 	local pkg=$1
 	shift
-	local deps
-	deps=$($GO list -deps "$pkg")
-	for dep in "$@"; do
-		local h
-		h=$(hit "$deps" "$dep")
-		if [[ -n $h ]]; then
-			echo "depcheck: $pkg depends on $h (it must not)"
-			fail=1
-		fi
-	done
+	local list h
+	list=$(deps "$pkg")
+	while IFS= read -r h; do
+		echo "depcheck: $pkg depends on $h (it must not)"
+		fail=1
+	done < <(hits "$list" "$@")
 }
 
 # only PKG IMPORTER...: no package of the module imports PKG except the IMPORTERs.
@@ -49,7 +78,7 @@ only() {
 			echo "depcheck: $p imports $pkg (only $* may)"
 			fail=1
 		fi
-	done < <($GO list -f '{{.ImportPath}} {{join .Imports " "}}' ./...)
+	done < <(awk -F'|' '{ print $1, $2 }' <<<"$graph")
 }
 
 # noimport PKG WHY DEP...: PKG itself (not what it imports) must not import any DEP; WHY says
@@ -57,16 +86,12 @@ only() {
 noimport() {
 	local pkg=$1 why=$2
 	shift 2
-	local imports
-	imports=$($GO list -f '{{join .Imports "\n"}}' "$pkg")
-	for dep in "$@"; do
-		local h
-		h=$(hit "$imports" "$dep")
-		if [[ -n $h ]]; then
-			echo "depcheck: $pkg imports $h ($why)"
-			fail=1
-		fi
-	done
+	local imports h
+	imports=$(field "$pkg" 2)
+	while IFS= read -r h; do
+		echo "depcheck: $pkg imports $h ($why)"
+		fail=1
+	done < <(hits "$imports" "$@")
 }
 
 # within PKG ALLOWED...: of this module, PKG (with everything it imports) depends only on the
@@ -74,7 +99,8 @@ noimport() {
 within() {
 	local pkg=$1
 	shift
-	local dep
+	local dep list
+	list=$(deps "$pkg")
 	while read -r dep; do
 		[[ $dep == "$mod" || $dep == "$mod"/* ]] || continue
 		local ok=0
@@ -89,14 +115,14 @@ within() {
 			echo "depcheck: $pkg depends on $dep (the runner library may use only $*)"
 			fail=1
 		fi
-	done < <($GO list -deps "$pkg")
+	done <<<"$list"
 }
 
 # The runner library (idem and its subpackages: the middleware, the database-free types) is what
 # other services go get: it reaches nothing of the workbench — not the kernel, views, storm, cli
 # or tui, nor the store and model those are built on — only the coded errors and the canonical
 # JSON it shares with them.
-for p in $($GO list "$mod/idem/..."); do
+for p in $(packages "$mod/idem"); do
 	within "$p" "$mod/idem/..." "$mod/apperr" "$mod/jsonb"
 done
 
@@ -113,7 +139,7 @@ done
 # adapters, the configuration, the views), so none can learn the envelope's layout: where a
 # result keeps what it references is handed in by the caller that owns the format. Jobs do not
 # import each other, except verifyrows, which reads key rows with replay's scanners.
-storejobs=$($GO list "$mod/store/..." | grep -v "^$mod/store\$")
+storejobs=$(packages "$mod/store" | grep -v "^$mod/store\$")
 # shellcheck disable=SC2086 # one package path a word
 forbid "$mod/store" $storejobs
 for j in $storejobs; do
