@@ -8,7 +8,7 @@ FUZZTIME ?= 20000x
 # Fuzz targets as package:Target, each run FUZZTIME times by `make test` and `make fuzz`.
 FUZZ_TARGETS := ./config:FuzzDecode ./idem/idemtype:FuzzValidateKey ./idem/idemtype:FuzzValidateOwner ./idem:FuzzParseEnvelope ./kernel:FuzzCheckJSONObject ./httpapi:FuzzDecodeBody ./httpapi:FuzzAuthenticate ./idem/idemhttp:FuzzParseKey ./jsonb:FuzzCanonical ./store:FuzzRedactDSN ./internal/termsafe:FuzzCell
 
-.PHONY: run build example test ci test-go test-norace test-race test-fuzz test-tmux test-tmux-fuzz test-ha lint lint-example fuzz bench soak clean
+.PHONY: run build example test test-go test-norace test-race test-fuzz test-tmux test-tmux-fuzz test-ha lint lint-example fuzz bench soak clean
 
 ## run: build, start the embedded cluster, seed demo data (idempotent) and open the TUI
 run: build
@@ -29,19 +29,22 @@ example:
 ## run does not.
 TEST_FIRST := lint test-tmux-fuzz
 TEST_RACE  := test-race test-norace
-test: $(TEST_FIRST) $(TEST_RACE)
-
-## ci: what .ci/run runs: `make test` with test-ha beside its race run. test-ha spends its 2-3
-## minutes mostly on its formations (start-up, failover timers, rejoins) and fits inside the race
-## run; it runs beside that run rather than beside test-tmux-fuzz, whose smoke waits for screens
-## with fixed deadlines. Its output is held and printed after; either failing fails the target.
-ci: $(TEST_FIRST)
+# WITH_HA=1 (what .ci/run passes) runs test-ha beside the race run: test-ha spends its 2-3 minutes
+# mostly on its formations (start-up, failover timers, rejoins) and fits inside the race run; it
+# runs beside that run rather than beside test-tmux-fuzz, whose smoke waits for screens with fixed
+# deadlines. Its output is held and printed after; either failing fails the target.
+WITH_HA ?=
+ifeq ($(WITH_HA),1)
+test: $(TEST_FIRST)
 	@echo "make test-ha (beside $(TEST_RACE); its output follows theirs)"
 	@log=$$(mktemp); $(MAKE) --no-print-directory test-ha >$$log 2>&1 & ha=$$!; \
 	$(MAKE) --no-print-directory $(TEST_RACE); rc=$$?; \
 	wait $$ha; harc=$$?; cat $$log; rm -f $$log; \
 	[ $$rc -eq 0 ] || echo "$(TEST_RACE) failed (exit $$rc)"; \
 	[ $$harc -eq 0 ] || echo "test-ha failed (exit $$harc)"; [ $$rc -eq 0 ] && [ $$harc -eq 0 ]
+else
+test: $(TEST_FIRST) $(TEST_RACE)
+endif
 
 ## test-go: every package without the race detector (faster while iterating; not part of test)
 test-go:
@@ -62,7 +65,7 @@ test-race:
 ## test-ha: the failover tests — the files *_ha_test.go, built with the tag ha, each test starting
 ## a pg_auto_failover formation (monitor and two nodes under pg_autoctl, 30-100 s to come up here)
 ## or an async standby pair, and failing it over; .ci/run runs it beside `make test`'s race run
-## (make ci). Only those files' tests run (the rest run in `make test`), not under -race: what they
+## (make test WITH_HA=1). Only those files' tests run (the rest run in `make test`), not under -race: what they
 ## exercise runs in other processes, and the formations' timings are what bound them. It needs no
 ## bin/idemwork (the tests re-execute their own binary), so it does not build one, which beside
 ## `make test` would write the file test-tmux-fuzz builds and runs.
