@@ -27,24 +27,7 @@ example:
 ## detector changes (allocation counts) once more without it. The whole suite runs once, under
 ## -race: a second plain run of every package doubled CI's time and checked nothing the race
 ## run does not.
-TEST_FIRST := lint test-tmux-fuzz
-TEST_RACE  := test-race test-norace
-# WITH_HA=1 (what .ci/run passes) runs test-ha beside the race run: test-ha spends its 2-3 minutes
-# mostly on its formations (start-up, failover timers, rejoins) and fits inside the race run; it
-# runs beside that run rather than beside test-tmux-fuzz, whose smoke waits for screens with fixed
-# deadlines. Its output is held and printed after; either failing fails the target.
-WITH_HA ?=
-ifeq ($(WITH_HA),1)
-test: $(TEST_FIRST)
-	@echo "make test-ha (beside $(TEST_RACE); its output follows theirs)"
-	@log=$$(mktemp); $(MAKE) --no-print-directory test-ha >$$log 2>&1 & ha=$$!; \
-	$(MAKE) --no-print-directory $(TEST_RACE); rc=$$?; \
-	wait $$ha; harc=$$?; cat $$log; rm -f $$log; \
-	[ $$rc -eq 0 ] || echo "$(TEST_RACE) failed (exit $$rc)"; \
-	[ $$harc -eq 0 ] || echo "test-ha failed (exit $$harc)"; [ $$rc -eq 0 ] && [ $$harc -eq 0 ]
-else
-test: $(TEST_FIRST) $(TEST_RACE)
-endif
+test: lint test-tmux-fuzz test-race test-norace
 
 ## test-go: every package without the race detector (faster while iterating; not part of test)
 test-go:
@@ -64,11 +47,11 @@ test-race:
 
 ## test-ha: the failover tests — the files *_ha_test.go, built with the tag ha, each test starting
 ## a pg_auto_failover formation (monitor and two nodes under pg_autoctl, 30-100 s to come up here)
-## or an async standby pair, and failing it over; .ci/run runs it beside `make test`'s race run
-## (make test WITH_HA=1). Only those files' tests run (the rest run in `make test`), not under -race: what they
-## exercise runs in other processes, and the formations' timings are what bound them. It needs no
-## bin/idemwork (the tests re-execute their own binary), so it does not build one, which beside
-## `make test` would write the file test-tmux-fuzz builds and runs.
+## or an async standby pair, and failing it over; .ci/run runs it after `make test` (beside the
+## race run it made CI 40 s slower on two CPUs: both use the CPUs, the formations do not only
+## wait). Only those files' tests run (the rest ran in `make test`), not under -race: what they
+## exercise runs in other processes, and the formations' timings are what bound them. It builds
+## no bin/idemwork: its tests re-execute their own binary.
 HA_FILES := $(shell find . -name '*_ha_test.go' -not -path './examples/*')
 HA_PACKAGES := $(sort $(patsubst %/,%,$(dir $(HA_FILES))))
 HA_TESTS := $(shell sed -n 's/^func \(Test[A-Za-z0-9_]*\)(t \*testing\.T).*/\1/p' $(HA_FILES) | paste -sd'|')
