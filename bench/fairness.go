@@ -59,6 +59,9 @@ type FairnessReport struct {
 	// FloodNice is the nice value the flood's child ran at (FloodNice: it stands in for clients
 	// on other machines, whose CPU is not the server's); 0 when it ran in this process.
 	FloodNice int `json:"floodNice"`
+	// FloodPolicy is the scheduling policy the flood's child ran at (FloodPolicy, "idle": it
+	// runs only on a CPU nothing else wants); "" when it ran in this process.
+	FloodPolicy string `json:"floodPolicy"`
 	// ProbeProcess says the same of the other owner's client, alone and under the flood alike: in
 	// the server's process its GETs would queue behind the server's goroutines for its own
 	// client's work too, and measure that.
@@ -156,7 +159,7 @@ func (h *harness) runFairness(ctx context.Context, flood int, shapes []int) (*Fa
 	rep := &FairnessReport{Revisions: FairnessRevisions, PayloadBytes: FairnessPayloadBytes, PoolConns: FairnessPoolConns,
 		OwnerShare: k.Runner().OwnerMaxConns(), OwnerReadSlots: httpapi.DefaultOwnerMaxReads(), FloodProcess: "this", ProbeProcess: "this", Target: FairnessTarget, Floods: []FairnessFloodReport{}, Met: true}
 	if len(runner.args) > 0 {
-		rep.FloodProcess, rep.ProbeProcess, rep.FloodNice = "child", "child", FloodNice
+		rep.FloodProcess, rep.ProbeProcess, rep.FloodNice, rep.FloodPolicy = "child", "child", FloodNice, FloodPolicy
 	}
 	probe, err := runner.probe(ctx, FloodJob{URL: base + otherID, Token: "bench-token-" + other})
 	if err != nil {

@@ -14,8 +14,8 @@ import (
 )
 
 // The flood's process is lowered whole: every thread of a running multi-threaded process (this
-// test binary, started again and parked on its stdin) ends at FloodNice.
-func TestTheFloodsEveryThreadRunsAtTheFloodsNice(t *testing.T) {
+// test binary, started again and parked on its stdin) ends at FloodNice and SCHED_IDLE.
+func TestTheFloodsEveryThreadRunsAtTheFloodsNiceAndIdlePolicy(t *testing.T) {
 	t.Parallel()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestParkedOnStdin$")
 	cmd.Env = append(os.Environ(), parkEnv+"=1")
@@ -38,6 +38,7 @@ func TestTheFloodsEveryThreadRunsAtTheFloodsNice(t *testing.T) {
 	n, err := threadNice(cmd.Process.Pid, cmd.Process.Pid)
 	require.NoError(t, err)
 	require.Equal(t, ours, n, "a child starts at its parent's nice")
+	require.False(t, threadIdle(cmd.Process.Pid), "a child starts at its parent's policy")
 
 	require.NoError(t, deprioritize(cmd.Process.Pid, FloodNice))
 	tasks, err = os.ReadDir(filepath.Join("/proc", strconv.Itoa(cmd.Process.Pid), "task"))
@@ -48,6 +49,7 @@ func TestTheFloodsEveryThreadRunsAtTheFloodsNice(t *testing.T) {
 		n, err := threadNice(cmd.Process.Pid, tid)
 		require.NoError(t, err)
 		require.Equal(t, FloodNice, n, "thread %d", tid)
+		require.True(t, threadIdle(tid), "thread %d runs at SCHED_IDLE", tid)
 	}
 }
 
@@ -57,7 +59,7 @@ const parkEnv = "IDEMWORK_BENCH_TEST_PARK"
 // of its stdin. Run by itself, it has nothing to do.
 func TestParkedOnStdin(t *testing.T) {
 	if os.Getenv(parkEnv) == "" {
-		t.Skip("the child of TestTheFloodsEveryThreadRunsAtTheFloodsNice")
+		t.Skip("the child of TestTheFloodsEveryThreadRunsAtTheFloodsNiceAndIdlePolicy")
 	}
 	fmt.Println("parked")
 	_, _ = io.Copy(io.Discard, os.Stdin)
