@@ -15,11 +15,11 @@ import (
 // policy. The cell asks how much one owner's reads take from another's on the server; on one
 // machine the flood's own client (2,000 goroutines opening, writing and reading 2,000
 // connections) competes for the same two cores, which no flood from a client on another machine
-// does. Nice 19 alone did not remove it: under Linux's EEVDF scheduler a task that holds a CPU
-// keeps it until its slice runs out (RUN_TO_PARITY) even when a nice-0 task wakes, so each hop
-// of the other owner's GET (its client, the server, its PostgreSQL backend) could wait a slice
-// behind the flood's client, and the flood's child still took 60–90 % of a CPU beside a server
-// that was never idle. SCHED_IDLE is the policy for exactly this: its threads run only on a CPU
+// does. Nice 19 alone did not remove it: the flood's child still took 60–90 % of a CPU beside a
+// server that was never idle (measured from /proc during the 2,000-in-flight flood), and under
+// Linux's EEVDF scheduler a task running on a CPU may keep it to the end of its slice
+// (RUN_TO_PARITY) when a nice-0 task wakes, so each hop of the other owner's GET (its client,
+// the server, its PostgreSQL backend) could wait behind the flood's client. SCHED_IDLE is the policy for exactly this: its threads run only on a CPU
 // nothing else wants, and any other thread that wakes takes the CPU from them at once. The flood
 // keeps every idle cycle (it is not slowed when the server waits on the database); what remains
 // is what the server does with it.
