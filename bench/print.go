@@ -64,7 +64,7 @@ func Print(w io.Writer, r Report) {
 
 	if f := r.Fairness; f != nil {
 		fmt.Fprintf(w, "\nfairness (issue 28): one owner's GETs of a %d-revision record (%d KB per answer), another owner's GETs one after\n"+
-			"another meanwhile (the flood's client in %s process, the other owner's in %s); pool %d, owner share %d, read slots %d;\n"+
+			"another meanwhile (the flood's client in %s; the other owner's in %s); pool %d, owner share %d, read slots %d;\n"+
 			"alone p50 %.2f p99 %.2f ms (each flood's ratio divides by the other owner's p99 alone just before it)\n",
 			f.Revisions, f.FloodBytes>>10, floodLabel(f.FloodProcess, f.FloodNice, f.FloodPolicy), processLabel(f.ProbeProcess), f.PoolConns, f.OwnerShare, f.OwnerReadSlots, f.AloneP50Ms, f.AloneP99Ms)
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -233,21 +233,21 @@ func statusesLabel(m map[string]int) string {
 	return strings.Join(parts, ", ")
 }
 
-// processLabel says where a fairness client ran.
 // floodLabel is processLabel for the flood, with the nice value and policy its child ran at.
 func floodLabel(p string, nice int, policy string) string {
 	if p == "child" && policy != "" {
-		return fmt.Sprintf("a process of its own at nice %d and SCHED_%s, standing in for another machine,", nice, strings.ToUpper(policy))
+		return fmt.Sprintf("a process of its own at nice %d and SCHED_%s, standing in for another machine", nice, strings.ToUpper(policy))
 	}
 	if p == "child" && nice != 0 {
-		return fmt.Sprintf("a process of its own at nice %d, standing in for another machine,", nice)
+		return fmt.Sprintf("a process of its own at nice %d, standing in for another machine", nice)
 	}
 	return processLabel(p)
 }
 
+// processLabel says where a fairness client ran.
 func processLabel(p string) string {
 	if p == "child" {
 		return "a process of its own"
 	}
-	return "the server's"
+	return "the server's process"
 }

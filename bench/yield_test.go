@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -63,4 +64,20 @@ func TestParkedOnStdin(t *testing.T) {
 	}
 	fmt.Println("parked")
 	_, _ = io.Copy(io.Discard, os.Stdin)
+}
+
+// The fairness table's header says where each client ran, and the flood's nice and policy with
+// it: a reader comparing two runs sees whether the flood's client could take a CPU from the server.
+func TestTheFairnessHeaderSaysWhereEachClientRanAndAtWhatPriority(t *testing.T) {
+	t.Parallel()
+	header := func(f FairnessReport) string {
+		var out strings.Builder
+		f.Floods = []FairnessFloodReport{}
+		Print(&out, Report{Fairness: &f})
+		return out.String()
+	}
+	require.Contains(t, header(FairnessReport{FloodProcess: "child", FloodNice: FloodNice, FloodPolicy: FloodPolicy, ProbeProcess: "child"}),
+		"(the flood's client in a process of its own at nice 19 and SCHED_IDLE, standing in for another machine; the other owner's in a process of its own)")
+	require.Contains(t, header(FairnessReport{FloodProcess: "this", ProbeProcess: "this"}),
+		"(the flood's client in the server's process; the other owner's in the server's process)")
 }
