@@ -654,12 +654,19 @@ func (v *verifier) livesScanned(ctx context.Context) error {
 }
 
 func (v *verifier) judgeKey(k verifyrows.KeyLives) {
-	lives := make([]life, 0, len(k.Lives))
+	// --since: a page holds the owner's older keys too (verifyrows.KeyLivesPage); a key none of
+	// whose lives ends since is neither judged nor counted.
 	recent := v.opts.Since.IsZero()
 	for _, l := range k.Lives {
 		if !l.Last.Before(v.opts.Since) {
 			recent = true
 		}
+	}
+	if !recent {
+		return
+	}
+	lives := make([]life, 0, len(k.Lives))
+	for _, l := range k.Lives {
 		if l.XID == nil {
 			for table, n := range map[string]int{"revisions": l.Revisions, "executions": l.Executions, "reviews": l.Reviews,
 				"outboxMessages": l.Messages, "auditEvents": l.RunAudits} {
@@ -671,9 +678,6 @@ func (v *verifier) judgeKey(k verifyrows.KeyLives) {
 		}
 		lives = append(lives, life{xid: *l.XID, first: l.First, last: l.Last, revisions: l.Revisions, executions: l.Executions,
 			reviews: l.Reviews, messages: l.Messages, runAudits: l.RunAudits, actions: l.Actions, keyExpiresAt: l.KeyExpiresAt})
-	}
-	if !recent {
-		return // --since: nothing of this key was written since
 	}
 	for _, p := range judgeLives(k.Key, k.Row, lives) {
 		v.violate(p.Invariant, model.Violation{Owner: k.OwnerID, Key: k.Key, Detail: p.Detail})
