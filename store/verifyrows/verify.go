@@ -503,7 +503,8 @@ var verifyLivesSQL = func() string {
 // events of one owner — a key's rows are never split between pages — and their key rows. With
 // p.Since, the page's keys are those with an audit event since then (their older lives are read
 // too, to judge them). next is where the page after starts; more is false on the last page. read
-// counts the audit events the page spans.
+// counts the keyed audit events (since p.Since) the page was cut by, at most p.Limit: its last
+// key's events past the limit are read but not counted.
 func KeyLivesPage(ctx context.Context, db *store.DB, p Page) (out []KeyLives, next Cursor, more bool, read int, err error) {
 	owner, after := p.Owner, p.After.ID
 	if owner == "" {
