@@ -26,16 +26,22 @@ var owners = []string{"alice", "bob", "carol"}
 
 // history writes, through the kernel, every kind of row for each owner (several per table:
 // creates, patches — a record of five revisions —, features internal, blocked and through the
-// outbox, delivered, failed and pending, a review), then a second life of bob's key "a-create"
-// once the first expired: a key with two lives.
+// outbox, delivered, failed and pending, a review), a second run of one feature on bob's note
+// (two executions of a feature on one record), then a second life of bob's key "a-create" once
+// the first expired: a key with two lives.
 func history(t *testing.T) *kerneltest.Bundle {
 	t.Helper()
+	ctx := context.Background()
 	b := kerneltest.New(t)
 	for _, o := range owners {
 		b.WriteEveryKindOfRow(t, o)
 	}
+	var note string
+	require.NoError(t, b.DB.Pool.QueryRow(ctx, `SELECT record_id FROM feature_execution WHERE owner_id = 'bob' AND idempotency_key = 'a-archive'`).Scan(&note))
+	_, err := b.K.RunFeature(ctx, model.FeatureInput{Owner: "bob", Module: kernel.ModuleNote, RecordID: note, FeatureID: "F01", Key: "a-archive-again"})
+	require.NoError(t, err)
 	b.Clock.Advance(idem.DefaultTTL + time.Minute)
-	_, err := b.K.Create(context.Background(), model.CreateInput{Owner: "bob", Module: kernel.ModuleNote, Key: "a-create", Title: "again",
+	_, err = b.K.Create(ctx, model.CreateInput{Owner: "bob", Module: kernel.ModuleNote, Key: "a-create", Title: "again",
 		Payload: kerneltest.Raw(map[string]any{"text": "again"})})
 	require.NoError(t, err)
 	return b
