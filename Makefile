@@ -6,7 +6,7 @@ BIN     := bin/idemwork
 # (golang/go#75804, fixed in go1.27). 20,000 runs take 1-8 s per target here.
 FUZZTIME ?= 20000x
 # Fuzz targets as package:Target, each run FUZZTIME times by `make test` and `make fuzz`.
-FUZZ_TARGETS := ./config:FuzzDecode ./idem/idemtype:FuzzValidateKey ./idem/idemtype:FuzzValidateOwner ./idem:FuzzParseEnvelope ./kernel:FuzzCheckJSONObject ./httpapi:FuzzDecodeBody ./httpapi:FuzzAuthenticate ./idem/idemhttp:FuzzParseKey ./jsonb:FuzzCanonical ./store:FuzzRedactDSN ./internal/termsafe:FuzzCell
+FUZZ_TARGETS := ./config:FuzzDecode ./idem/idemtype:FuzzValidateKey ./idem/idemtype:FuzzValidateOwner ./idem:FuzzParseEnvelope ./kernel:FuzzCheckJSONObject ./kernel:FuzzDecodeObject ./httpapi:FuzzDecodeBody ./httpapi:FuzzAuthenticate ./idem/idemhttp:FuzzParseKey ./jsonb:FuzzCanonical ./store:FuzzRedactDSN ./internal/termsafe:FuzzCell
 
 .PHONY: run build example test test-go test-norace test-race test-fuzz test-tmux test-tmux-fuzz test-ha lint lint-example fuzz bench soak clean
 
