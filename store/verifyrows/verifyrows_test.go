@@ -16,6 +16,7 @@ import (
 	"github.com/idemwork/idemwork/internal/testdb"
 	"github.com/idemwork/idemwork/kernel"
 	"github.com/idemwork/idemwork/model"
+	"github.com/idemwork/idemwork/outbox"
 	"github.com/idemwork/idemwork/store"
 	"github.com/idemwork/idemwork/store/verifyrows"
 )
@@ -27,12 +28,13 @@ var owners = []string{"alice", "bob", "carol"}
 // history writes, through the kernel, every kind of row for each owner (several per table:
 // creates, patches — a record of five revisions —, features internal, blocked and through the
 // outbox, delivered, failed and pending, a review), a second run of one feature on bob's note
-// (two executions of a feature on one record), then a second life of bob's key "a-create" once
-// the first expired: a key with two lives.
-func history(t *testing.T) *kerneltest.Bundle {
+// (two executions of a feature on one record); then, since a day later, a second life of bob's
+// key "a-create" (a key with two lives), a feature of bob's through the outbox, and the pending
+// messages delivered.
+func history(t *testing.T) (b *kerneltest.Bundle, since time.Time) {
 	t.Helper()
 	ctx := context.Background()
-	b := kerneltest.New(t)
+	b = kerneltest.New(t)
 	for _, o := range owners {
 		b.WriteEveryKindOfRow(t, o)
 	}
@@ -41,28 +43,51 @@ func history(t *testing.T) *kerneltest.Bundle {
 	_, err := b.K.RunFeature(ctx, model.FeatureInput{Owner: "bob", Module: kernel.ModuleNote, RecordID: note, FeatureID: "F01", Key: "a-archive-again"})
 	require.NoError(t, err)
 	b.Clock.Advance(idem.DefaultTTL + time.Minute)
+	since = b.Clock.Now()
 	_, err = b.K.Create(ctx, model.CreateInput{Owner: "bob", Module: kernel.ModuleNote, Key: "a-create", Title: "again",
 		Payload: kerneltest.Raw(map[string]any{"text": "again"})})
 	require.NoError(t, err)
-	return b
+	c := b.CreateCommitment(t, "bob", "")
+	_, err = b.K.RunFeature(ctx, model.FeatureInput{Owner: "bob", Module: kernel.ModuleCommitment, RecordID: c.Record.ID, FeatureID: "F02", Key: "a-notify-d"})
+	require.NoError(t, err)
+	pending := b.Count(t, `SELECT count(*) FROM outbox_message WHERE status = 'PENDING'`)
+	require.Equal(t, 2, pending, "bob's message and carol's last (the others' were delivered by the next owner's worker)")
+	w := outbox.NewWorker(b.DB.DB, outbox.Options{Providers: map[string]outbox.Provider{"notifier": outbox.NewMemoryProvider()}, Clock: b.Clock, MaxAttempts: 1})
+	rep, err := w.RunOnce(ctx, 100)
+	require.NoError(t, err)
+	require.Equal(t, pending, rep.Claimed)
+	return b, since
 }
 
 // row is a row of one of verify's passes: the cursor of the page after it is its primary key.
 type row interface{ Cursor() verifyrows.Cursor }
 
-// table is one of verify's passes over a table: its page read, its whole-scope scan, and its
-// primary key as read behind the store's back (owner $1, or every owner when $1 is empty).
+// table is one of verify's passes over a table: its page read, its whole-scope scan, and where
+// its rows are: the table, its primary key after owner_id (with 0 for a revision number when it
+// has none), the time column of "written or changed since".
 type table[T row] struct {
-	name string
-	page func(context.Context, *store.DB, verifyrows.Page) ([]T, error)
-	scan func(context.Context, *store.DB, verifyrows.Scope, func(T) error) error
-	keys string
+	name          string
+	page          func(context.Context, *store.DB, verifyrows.Page) ([]T, error)
+	scan          func(context.Context, *store.DB, verifyrows.Scope, func(T) error) error
+	from, key, at string
 }
 
-// keysOf reads the primary keys of scope owner as cursors, in the table's key order.
-func keysOf(t *testing.T, b *kerneltest.Bundle, q, owner string) []verifyrows.Cursor {
+// want reads, behind the store's back, the primary keys of scope owner's rows (written or
+// changed since since, unless it is zero) as cursors, in key order.
+func (tb table[T]) want(t *testing.T, b *kerneltest.Bundle, owner string, since time.Time) []verifyrows.Cursor {
 	t.Helper()
-	rows, err := b.DB.Pool.Query(context.Background(), q, owner)
+	var at *time.Time
+	if !since.IsZero() {
+		at = &since
+	}
+	return cursors(t, b, `SELECT owner_id, `+tb.key+` FROM `+tb.from+` WHERE ($1 = '' OR owner_id = $1)
+		AND ($2::timestamptz IS NULL OR `+tb.at+` >= $2) ORDER BY 1, 2, 3`, owner, at)
+}
+
+// cursors reads q's (owner, id, revision) rows as cursors.
+func cursors(t *testing.T, b *kerneltest.Bundle, q string, args ...any) []verifyrows.Cursor {
+	t.Helper()
+	rows, err := b.DB.Pool.Query(context.Background(), q, args...)
 	require.NoError(t, err)
 	defer rows.Close()
 	out := []verifyrows.Cursor{}
@@ -75,13 +100,14 @@ func keysOf(t *testing.T, b *kerneltest.Bundle, q, owner string) []verifyrows.Cu
 	return out
 }
 
-// pageAll reads scope owner page after page, limit rows each, each page starting after the last
-// row of the one before, until a page comes back short (as verify reads them).
+// pageAll reads the pages of p.Owner's scope (since p.Since), p.Limit rows each, each page
+// starting after the last row of the one before, until a page comes back short (as verify reads
+// them).
 func pageAll[T row](t *testing.T, ctx context.Context, db *store.DB, read func(context.Context, *store.DB, verifyrows.Page) ([]T, error),
-	owner string, limit int) []T {
+	p verifyrows.Page) []T {
 	t.Helper()
 	var all []T
-	p := verifyrows.Page{Owner: owner, Limit: limit}
+	limit := p.Limit
 	for pages := 0; ; pages++ {
 		require.Less(t, pages, 1000, "the pages never end (a page that starts at its own last row?)")
 		rows, err := read(ctx, db, p)
@@ -111,10 +137,11 @@ func scanAll[T row](t *testing.T, ctx context.Context, db *store.DB, scan func(c
 // and page limits small enough that pages end between two owners and between two rows of one
 // owner, the pages return exactly the scope's rows, each once, in key order; and the scan returns
 // the very same rows, column for column (in whatever order its plan yields them: a scan other
-// than the lives' promises none).
-func checkTable[T row](t *testing.T, b *kerneltest.Bundle, tb table[T]) {
+// than the lives' promises none). With Since, the pages return exactly the scope's rows written
+// or changed since then, each as the scan read it.
+func checkTable[T row](t *testing.T, b *kerneltest.Bundle, since time.Time, tb table[T]) {
 	t.Run(tb.name, func(t *testing.T) {
-		all := keysOf(t, b, tb.keys, "")
+		all := tb.want(t, b, "", time.Time{})
 		for _, o := range owners {
 			n := 0
 			for _, c := range all {
@@ -125,7 +152,7 @@ func checkTable[T row](t *testing.T, b *kerneltest.Bundle, tb table[T]) {
 			require.GreaterOrEqual(t, n, 3, "%s of %s: too few rows for a page of 2 to end between two of one owner", tb.name, o)
 		}
 		for _, owner := range []string{"", "bob", "nobody"} {
-			want := keysOf(t, b, tb.keys, owner)
+			want := tb.want(t, b, owner, time.Time{})
 			order := map[verifyrows.Cursor]int{}
 			for i, c := range want {
 				order[c] = i
@@ -138,13 +165,28 @@ func checkTable[T row](t *testing.T, b *kerneltest.Bundle, tb table[T]) {
 				}
 				slices.SortStableFunc(scanned, func(x, y T) int { return cmp.Compare(order[x.Cursor()], order[y.Cursor()]) })
 				for _, limit := range []int{1, 2, 3, 1000} {
-					paged := pageAll(t, ctx, b.DB.DB, tb.page, owner, limit)
+					paged := pageAll(t, ctx, b.DB.DB, tb.page, verifyrows.Page{Owner: owner, Limit: limit})
 					got := make([]verifyrows.Cursor, len(paged))
 					for i, r := range paged {
 						got[i] = r.Cursor()
 					}
 					require.Equal(t, want, got, "%s of %q in pages of %d: the scope's rows, each once, in key order", tb.name, owner, limit)
 					require.Equal(t, paged, scanned, "%s of %q in pages of %d: what the scan read of each row", tb.name, owner, limit)
+				}
+				if owner == "nobody" {
+					return nil
+				}
+				recent := tb.want(t, b, owner, since)
+				require.NotEmpty(t, recent, "%s of %q: no row written or changed since", tb.name, owner)
+				require.Less(t, len(recent), len(want))
+				for _, limit := range []int{1, 2, 1000} {
+					paged := pageAll(t, ctx, b.DB.DB, tb.page, verifyrows.Page{Owner: owner, Limit: limit, Since: since})
+					got := make([]verifyrows.Cursor, len(paged))
+					for i, r := range paged {
+						got[i] = r.Cursor()
+						require.Equal(t, scanned[order[r.Cursor()]], r, "%s of %q since, in pages of %d: %+v as the scan read it", tb.name, owner, limit, r.Cursor())
+					}
+					require.Equal(t, recent, got, "%s of %q since, in pages of %d: the rows written or changed since, each once, in key order", tb.name, owner, limit)
 				}
 				return nil
 			})
@@ -160,26 +202,22 @@ func checkTable[T row](t *testing.T, b *kerneltest.Bundle, tb table[T]) {
 // another owner's rows.
 func TestThePagesOfATableAreItsScanSplitByKey(t *testing.T) {
 	t.Parallel()
-	b := history(t)
-	const scoped = ` WHERE $1 = '' OR owner_id = $1`
-	checkTable(t, b, table[verifyrows.RecordRow]{"records", verifyrows.Records, verifyrows.RecordsScan,
-		`SELECT owner_id, id, 0 FROM record` + scoped + ` ORDER BY owner_id, id`})
-	checkTable(t, b, table[verifyrows.RevisionRow]{"revisions", verifyrows.Revisions, verifyrows.RevisionsScan,
-		`SELECT owner_id, record_id, revision FROM record_revision` + scoped + ` ORDER BY owner_id, record_id, revision`})
-	checkTable(t, b, table[verifyrows.ExecutionRow]{"executions", verifyrows.Executions, verifyrows.ExecutionsScan,
-		`SELECT owner_id, id, 0 FROM feature_execution` + scoped + ` ORDER BY owner_id, id`})
-	checkTable(t, b, table[verifyrows.KeyRow]{"keys",
+	b, since := history(t)
+	checkTable(t, b, since, table[verifyrows.RecordRow]{"records", verifyrows.Records, verifyrows.RecordsScan, "record", "id, 0", "updated_at"})
+	checkTable(t, b, since, table[verifyrows.RevisionRow]{"revisions", verifyrows.Revisions, verifyrows.RevisionsScan,
+		"record_revision", "record_id, revision", "created_at"})
+	checkTable(t, b, since, table[verifyrows.ExecutionRow]{"executions", verifyrows.Executions, verifyrows.ExecutionsScan,
+		"feature_execution", "id, 0", "updated_at"})
+	checkTable(t, b, since, table[verifyrows.KeyRow]{"keys",
 		func(ctx context.Context, db *store.DB, p verifyrows.Page) ([]verifyrows.KeyRow, error) {
 			return verifyrows.Keys(ctx, db, kernel.ResultRefs, p, true) // the light columns: what the scan reads
 		},
 		func(ctx context.Context, db *store.DB, s verifyrows.Scope, fn func(verifyrows.KeyRow) error) error {
 			return verifyrows.KeysScan(ctx, db, kernel.ResultRefs, s, fn)
 		},
-		`SELECT owner_id, idempotency_key, 0 FROM idempotency_record` + scoped + ` ORDER BY owner_id, idempotency_key`})
-	checkTable(t, b, table[verifyrows.OutboxRow]{"outbox", verifyrows.Outbox, verifyrows.OutboxScan,
-		`SELECT owner_id, id, 0 FROM outbox_message` + scoped + ` ORDER BY owner_id, id`})
-	checkTable(t, b, table[verifyrows.AuditRow]{"audit", verifyrows.Audit, verifyrows.AuditScan,
-		`SELECT owner_id, id, 0 FROM audit_event` + scoped + ` ORDER BY owner_id, id`})
+		"idempotency_record", "idempotency_key, 0", "updated_at"})
+	checkTable(t, b, since, table[verifyrows.OutboxRow]{"outbox", verifyrows.Outbox, verifyrows.OutboxScan, "outbox_message", "id, 0", "updated_at"})
+	checkTable(t, b, since, table[verifyrows.AuditRow]{"audit", verifyrows.Audit, verifyrows.AuditScan, "audit_event", "id, 0", "at"})
 }
 
 // The pages and the scan say the same things of the rows because those things are there to say:
@@ -189,7 +227,7 @@ func TestThePagesOfATableAreItsScanSplitByKey(t *testing.T) {
 // execution with its run's audit event and its outbox message.
 func TestTheRowsComeWithWhatTheyReference(t *testing.T) {
 	t.Parallel()
-	b := history(t)
+	b, _ := history(t)
 	ctx := testdb.Context(t)
 	keys := map[bool]map[string]verifyrows.KeyRow{}
 	for _, light := range []bool{true, false} {
@@ -246,9 +284,9 @@ func TestTheRowsComeWithWhatTheyReference(t *testing.T) {
 // events a page, each page starting where the one before said, until one says it is the last.
 // A page's read counts the keyed audit events it was cut by: one at least when it holds a key,
 // never more than the limit.
-func lifePages(t *testing.T, ctx context.Context, db *store.DB, owner string, limit int) (all []verifyrows.KeyLives) {
+func lifePages(t *testing.T, ctx context.Context, db *store.DB, p verifyrows.Page) (all []verifyrows.KeyLives) {
 	t.Helper()
-	p := verifyrows.Page{Owner: owner, Limit: limit}
+	limit := p.Limit
 	for pages := 0; ; pages++ {
 		require.Less(t, pages, 1000, "the pages never end")
 		keys, next, more, read, err := verifyrows.KeyLivesPage(ctx, db, p)
@@ -271,7 +309,7 @@ func lifePages(t *testing.T, ctx context.Context, db *store.DB, owner string, li
 // worker's settles).
 func TestTheKeyLivesPagesAreTheScanSplitBetweenKeys(t *testing.T) {
 	t.Parallel()
-	b := history(t)
+	b, since := history(t)
 	for _, owner := range []string{"", "bob", "nobody"} {
 		scoped := ` AND ($1 = '' OR owner_id = $1)`
 		var union []string
@@ -279,7 +317,7 @@ func TestTheKeyLivesPagesAreTheScanSplitBetweenKeys(t *testing.T) {
 			union = append(union, `SELECT owner_id, idempotency_key FROM `+tb+` WHERE idempotency_key IS NOT NULL`+scoped)
 		}
 		// A key's lives are its rows of every table but the outbox worker's settle events.
-		wantKeys := keysOf(t, b, `SELECT owner_id, idempotency_key, 0 FROM (`+strings.Join(union, " UNION ")+`
+		wantKeys := cursors(t, b, `SELECT owner_id, idempotency_key, 0 FROM (`+strings.Join(union, " UNION ")+`
 				AND action !~ '`+store.SettleActionPattern+`') k ORDER BY owner_id, idempotency_key`, owner)
 		runs := b.Count(t, `SELECT count(*) FROM audit_event WHERE idempotency_key IS NOT NULL AND action !~ '`+store.SettleActionPattern+`'`+scoped, owner)
 		err := b.DB.DB.ReadSnapshot(testdb.Context(t), func(ctx context.Context) error {
@@ -304,7 +342,31 @@ func TestTheKeyLivesPagesAreTheScanSplitBetweenKeys(t *testing.T) {
 				require.Equal(t, "SUCCEEDED", scanned[i].Row.Status)
 			}
 			for _, limit := range []int{1, 2, 3, 1000} {
-				require.Equal(t, scanned, lifePages(t, ctx, b.DB.DB, owner, limit), "the lives of %q in pages of %d", owner, limit)
+				require.Equal(t, scanned, lifePages(t, ctx, b.DB.DB, verifyrows.Page{Owner: owner, Limit: limit}), "the lives of %q in pages of %d", owner, limit)
+			}
+			// Since a time, the pages are cut by the keys with an audit event since then (the
+			// outbox worker's settles included): they hold each of those keys and the owner's
+			// other keys before it, each once, in key order, with all its lives as the scan
+			// reads them (the older ones too: the caller judges them), and none of an owner
+			// without such an event.
+			recentKeys := cursors(t, b, `SELECT DISTINCT owner_id, idempotency_key, 0 FROM audit_event
+				WHERE idempotency_key IS NOT NULL AND at >= $2`+scoped+` ORDER BY 1, 2`, owner, since)
+			require.Equal(t, owner == "nobody", len(recentKeys) == 0)
+			for _, limit := range []int{1, 2, 1000} {
+				paged := lifePages(t, ctx, b.DB.DB, verifyrows.Page{Owner: owner, Limit: limit, Since: since})
+				next, found := 0, 0
+				for _, k := range paged {
+					i := slices.IndexFunc(scanned[next:], func(s verifyrows.KeyLives) bool { return s.OwnerID == k.OwnerID && s.Key == k.Key })
+					require.GreaterOrEqual(t, i, 0, "since, in pages of %d: %s/%s is no key of %q's after the page's last", limit, k.OwnerID, k.Key, owner)
+					next += i
+					require.Equal(t, scanned[next], k, "since, in pages of %d: as the scan reads it", limit)
+					next++
+					require.NotEqual(t, "alice", k.OwnerID, "alice wrote nothing since")
+					if found < len(recentKeys) && recentKeys[found] == (verifyrows.Cursor{Owner: k.OwnerID, ID: k.Key}) {
+						found++
+					}
+				}
+				require.Equal(t, len(recentKeys), found, "since, in pages of %d: every key of %q with an audit event since", limit, owner)
 			}
 			return nil
 		})
