@@ -3,10 +3,13 @@ GO      ?= go
 BIN     := bin/idemwork
 # A count of executions, not a duration: with a duration, go1.26's fuzz coordinator can report
 # "context deadline exceeded" as a failure when the time runs out mid-execution
-# (golang/go#75804, fixed in go1.27). 20,000 runs take 1-8 s per target here.
+# (golang/go#75804, fixed in go1.27). 20,000 runs take 1-8 s per target here, but
+# kernel:FuzzDecodeObject 25-70 s: its 20 KB deep-nesting seed takes ~10 ms a run, and the runs
+# stall while the fuzzer minimizes that seed's interesting mutants (-fuzzminimizetime, 60 s by
+# default; with 100x a run saw no stall).
 FUZZTIME ?= 20000x
 # Fuzz targets as package:Target, each run FUZZTIME times by `make test` and `make fuzz`.
-FUZZ_TARGETS := ./config:FuzzDecode ./idem/idemtype:FuzzValidateKey ./idem/idemtype:FuzzValidateOwner ./idem:FuzzParseEnvelope ./kernel:FuzzCheckJSONObject ./httpapi:FuzzDecodeBody ./httpapi:FuzzAuthenticate ./idem/idemhttp:FuzzParseKey ./jsonb:FuzzCanonical ./store:FuzzRedactDSN ./internal/termsafe:FuzzCell
+FUZZ_TARGETS := ./config:FuzzDecode ./idem/idemtype:FuzzValidateKey ./idem/idemtype:FuzzValidateOwner ./idem:FuzzParseEnvelope ./kernel:FuzzCheckJSONObject ./kernel:FuzzDecodeObject ./httpapi:FuzzDecodeBody ./httpapi:FuzzAuthenticate ./idem/idemhttp:FuzzParseKey ./jsonb:FuzzCanonical ./store:FuzzRedactDSN ./internal/termsafe:FuzzCell
 
 .PHONY: run build example test test-go test-norace test-race test-fuzz test-tmux test-tmux-fuzz test-ha lint lint-example fuzz bench soak clean
 

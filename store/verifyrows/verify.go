@@ -501,9 +501,12 @@ var verifyLivesSQL = func() string {
 // KeyLivesPage reads the lives of the next keys after p.After (Owner and ID are the key's
 // owner and key; an empty Owner starts at the first owner): the keys of about p.Limit keyed audit
 // events of one owner — a key's rows are never split between pages — and their key rows. With
-// p.Since, the page's keys are those with an audit event since then (their older lives are read
-// too, to judge them). next is where the page after starts; more is false on the last page. read
-// counts the audit events the page spans.
+// p.Since, those are the audit events since then: the page holds the keys with one and the
+// owner's other keys after p.After up to the last of them (each with all its lives, the older ones
+// too, to judge them; a caller that wants only what was written since drops the keys none of whose
+// lives ends since, as verify's judgeKey does). next is where the page after starts; more is false
+// on the last page. read counts the keyed audit events (since p.Since) the page was cut by, at
+// most p.Limit: its last key's events past the limit are read but not counted.
 func KeyLivesPage(ctx context.Context, db *store.DB, p Page) (out []KeyLives, next Cursor, more bool, read int, err error) {
 	owner, after := p.Owner, p.After.ID
 	if owner == "" {
