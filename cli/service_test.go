@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -35,8 +34,10 @@ import (
 // the module cache).
 func buildShop(t *testing.T) string {
 	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	src := filepath.Join(filepath.Dir(filepath.Dir(file)), "examples", "shop")
+	// go test runs a package's tests in its directory, so the checkout is the parent (not
+	// runtime.Caller's file name, which -trimpath makes a module path).
+	src, err := filepath.Abs(filepath.Join("..", "examples", "shop"))
+	require.NoError(t, err)
 	bin := filepath.Join(t.TempDir(), "shop")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

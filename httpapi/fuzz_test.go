@@ -71,8 +71,14 @@ func FuzzAuthenticate(f *testing.F) {
 		f.Add(s, "alice", true)
 		f.Add(s, "bob", true)
 	}
+	// authenticate only reads the API's tokens and options: one API per mode serves every input
+	// (building one per input — its mux and metrics — was most of this target's time).
+	apis := map[bool]*API{}
+	for _, dev := range []bool{false, true} {
+		apis[dev] = New(nil, Options{Tokens: map[string]string{token: "alice"}, DevAuth: dev})
+	}
 	f.Fuzz(func(t *testing.T, authz, devOwner string, dev bool) {
-		a := New(nil, Options{Tokens: map[string]string{token: "alice"}, DevAuth: dev})
+		a := apis[dev]
 		r := httptest.NewRequest(http.MethodGet, "/", nil) // RemoteAddr 192.0.2.1: not loopback
 		if authz != "" {
 			r.Header.Set("Authorization", authz)

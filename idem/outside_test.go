@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -136,8 +135,10 @@ func main() {
 func TestAModuleOutsideTheRepositoryUsesTheRunnerAndTheMiddleware(t *testing.T) {
 	t.Parallel()
 	dsn := testdb.DSNOf(t, testdb.NewEmptyDatabase(t))
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Dir(filepath.Dir(file))
+	// go test runs a package's tests in its directory, so the checkout is the parent (not
+	// runtime.Caller's file name, which -trimpath makes a module path).
+	root, err := filepath.Abs("..")
+	require.NoError(t, err)
 	dir := t.TempDir()
 	goMod := "module example.com/outside\n\ngo 1.26.0\n\nrequire (\n\tgithub.com/idemwork/idemwork v0.0.0-00010101000000-000000000000\n" +
 		"\tgithub.com/jackc/pgx/v5 v5.13.0\n)\n\nreplace github.com/idemwork/idemwork => " + root + "\n"
@@ -151,7 +152,10 @@ func TestAModuleOutsideTheRepositoryUsesTheRunnerAndTheMiddleware(t *testing.T) 
 	defer cancel()
 	cmd := exec.CommandContext(ctx, goTool(t), "run", ".")
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "OUTSIDE_DSN="+dsn, "GOFLAGS=-mod=mod", "GOPROXY=off", "GOSUMDB=off", "GOWORK=off")
+	// -mod=mod after the caller's GOFLAGS (make's -trimpath lets this build reuse the build cache
+	// of an earlier clone).
+	goflags := strings.TrimSpace(os.Getenv("GOFLAGS") + " -mod=mod")
+	cmd.Env = append(os.Environ(), "OUTSIDE_DSN="+dsn, "GOFLAGS="+goflags, "GOPROXY=off", "GOSUMDB=off", "GOWORK=off")
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	got := string(out)

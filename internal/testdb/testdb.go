@@ -39,6 +39,10 @@ type server struct {
 	tmpDir   string
 	adminDSN string
 	template string
+	// strategy is how CREATE DATABASE copies a template: FILE_COPY where the server has it
+	// (PostgreSQL 15 and later, whose default WAL_LOG writes every page of the copy to the WAL
+	// and through shared buffers: several times the CPU of a file copy for a test's database).
+	strategy string
 	seq      atomic.Int64
 
 	mu        sync.Mutex
@@ -118,6 +122,13 @@ func (s *server) start() error {
 		return fmt.Errorf("testdb: connect to %s: %w", store.RedactDSN(s.adminDSN), err)
 	}
 	defer conn.Close(ctx)
+	var version int
+	if err := conn.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&version); err != nil {
+		return err
+	}
+	if version >= 150000 {
+		s.strategy = " STRATEGY FILE_COPY"
+	}
 	tpl := pgx.Identifier{s.template}.Sanitize()
 	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+tpl); err != nil {
 		return err
@@ -218,7 +229,7 @@ func NewDatabaseFrom(t testing.TB, key string, build func(t testing.TB, name str
 	if !made && err == nil {
 		tpl = fmt.Sprintf("tpl_%s_%d", key, os.Getpid())
 		Admin(t, "DROP DATABASE IF EXISTS "+pgx.Identifier{tpl}.Sanitize())
-		Admin(t, "CREATE DATABASE "+pgx.Identifier{tpl}.Sanitize()+" TEMPLATE template0")
+		Admin(t, createSQL(tpl, "template0"))
 		if shared.templates == nil {
 			shared.templates, shared.tplErr = map[string]string{}, map[string]error{}
 		}
@@ -252,9 +263,14 @@ func createDatabase(t testing.TB, template string) string {
 	t.Helper()
 	shared.ensure(t)
 	name := fmt.Sprintf("t_%d_%d", os.Getpid(), shared.seq.Add(1))
-	Admin(t, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+" TEMPLATE "+pgx.Identifier{template}.Sanitize())
+	Admin(t, createSQL(name, template))
 	t.Cleanup(func() { dropDatabase(name) })
 	return name
+}
+
+// createSQL creates database name as a copy of template.
+func createSQL(name, template string) string {
+	return "CREATE DATABASE " + pgx.Identifier{name}.Sanitize() + " TEMPLATE " + pgx.Identifier{template}.Sanitize() + shared.strategy
 }
 
 func dropDatabase(name string) {
@@ -278,7 +294,7 @@ func ForExample(opts Options) (*DB, func()) {
 	if err != nil {
 		panic(fmt.Sprintf("testdb: %v", err))
 	}
-	_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+" TEMPLATE "+pgx.Identifier{shared.template}.Sanitize())
+	_, err = conn.Exec(ctx, createSQL(name, shared.template))
 	conn.Close(ctx)
 	if err != nil {
 		panic(fmt.Sprintf("testdb: %v", err))
@@ -316,7 +332,7 @@ func EmptyForExample() (dsn string, drop func()) {
 	if err != nil {
 		panic(fmt.Sprintf("testdb: %v", err))
 	}
-	_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+" TEMPLATE template0")
+	_, err = conn.Exec(ctx, createSQL(name, "template0"))
 	conn.Close(ctx)
 	if err != nil {
 		panic(fmt.Sprintf("testdb: %v", err))
