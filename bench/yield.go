@@ -19,10 +19,10 @@ import (
 // server that was never idle (measured from /proc during the 2,000-in-flight flood), and under
 // Linux's EEVDF scheduler a task running on a CPU may keep it to the end of its slice
 // (RUN_TO_PARITY) when a nice-0 task wakes, so each hop of the other owner's GET (its client,
-// the server, its PostgreSQL backend) could wait behind the flood's client. SCHED_IDLE is the policy for exactly this: its threads run only on a CPU
-// nothing else wants, and any other thread that wakes takes the CPU from them at once. The flood
-// keeps every idle cycle (it is not slowed when the server waits on the database); what remains
-// is what the server does with it.
+// the server, its PostgreSQL backend) could wait behind the flood's client. SCHED_IDLE is the
+// policy for exactly this: its threads run only on a CPU nothing else wants, and any other thread
+// that wakes takes the CPU from them at once. The flood keeps every idle cycle (it is not slowed
+// when the server waits on the database); what remains is what the server does with it.
 const (
 	FloodNice   = 19
 	FloodPolicy = "idle"

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -656,13 +657,7 @@ func (v *verifier) livesScanned(ctx context.Context) error {
 func (v *verifier) judgeKey(k verifyrows.KeyLives) {
 	// --since: a page holds the owner's older keys too (verifyrows.KeyLivesPage); a key none of
 	// whose lives ends since is neither judged nor counted.
-	recent := v.opts.Since.IsZero()
-	for _, l := range k.Lives {
-		if !l.Last.Before(v.opts.Since) {
-			recent = true
-		}
-	}
-	if !recent {
+	if !v.opts.Since.IsZero() && !slices.ContainsFunc(k.Lives, func(l verifyrows.Life) bool { return !l.Last.Before(v.opts.Since) }) {
 		return
 	}
 	lives := make([]life, 0, len(k.Lives))
