@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -126,6 +127,7 @@ type accessEntry struct {
 	owner   string
 	err     error
 	waited  bool
+	stack   []byte // a recovered panic's, for the operator's log
 }
 
 type entryKey struct{}
@@ -172,6 +174,7 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				panic(p)
 			}
 			entry.err = fmt.Errorf("panic: %v", p)
+			entry.stack = debug.Stack() // the operator's log gets where; the client, only INTERNAL
 			if sw.status == 0 {
 				wire.Error(apperr.New(apperr.Internal, "internal error (see the server log)")).Serve(sw)
 			}
@@ -192,6 +195,9 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			var ae *apperr.Error
 			if errors.As(entry.err, &ae) && ae.Err != nil {
 				attrs = append(attrs, "cause", ae.Err.Error())
+			}
+			if entry.stack != nil {
+				attrs = append(attrs, "stack", string(entry.stack))
 			}
 		}
 		a.log.Info("request", attrs...)

@@ -276,3 +276,31 @@ func TestAnOwnersReadsBeyondTheQueueAreRefusedAtOnce(t *testing.T) {
 	require.Equal(t, 5, counts[http.StatusServiceUnavailable], "%v", counts)
 	require.Equal(t, httpapi.OwnerReadQueue(1)+1, counts[http.StatusOK], "%v", counts)
 }
+
+// A read that finds no free connection in the pool within the acquire timeout is 503 OVERLOADED
+// with Retry-After, on every read route: never a 500. (GET of a record sends its three reads as
+// one batch; a batch that never reached the server once answered its rows as nil, and the read
+// panicked closing them.)
+func TestEveryReadRouteIs503OverloadedWhenThePoolHasNoFreeConnection(t *testing.T) {
+	t.Parallel()
+	const poolSize = 3
+	b := setupWith(t, serverOptions{db: testdb.Options{MaxConns: poolSize, AcquireTimeout: 300 * time.Millisecond}})
+	created := b.as(t, aliceToken, "POST", "/v1/modules/NOTE/records", `{"title":"to read"}`, key("r-1")...)
+	require.Equal(t, http.StatusCreated, created.status, created.raw)
+	base := "/v1/modules/NOTE/records/" + created.record()["id"].(string)
+
+	ctx := testdb.Context(t)
+	for range poolSize { // another part of the service holds every connection of the kernel's pool
+		c, err := b.k.DB().AcquireAsIs(ctx)
+		require.NoError(t, err)
+		defer c.Release()
+	}
+	for _, path := range []string{base, base + "/revisions", base + "/executions", base + "/audit", "/v1/keys/r-1"} {
+		r := b.as(t, aliceToken, "GET", path, "")
+		require.Equal(t, http.StatusServiceUnavailable, r.status, "GET %s: %s", path, r.raw)
+		require.Equal(t, "OVERLOADED", r.code(), path)
+		require.Equal(t, "1", r.header.Get("Retry-After"), path)
+		require.Contains(t, r.raw, "no database connection became free within 300ms", path)
+	}
+	require.NotContains(t, b.log.String(), "status=500")
+}

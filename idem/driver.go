@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/internal/failedpgx"
 )
 
 // Querier runs statements: a pgx pool, connection or transaction satisfies it. A Replayer reads
@@ -288,7 +289,7 @@ func (r failedRow) Scan(...any) error { return r.err }
 type failedBatch struct{ err error }
 
 func (b failedBatch) Exec() (pgconn.CommandTag, error) { return pgconn.CommandTag{}, b.err }
-func (b failedBatch) Query() (pgx.Rows, error)         { return nil, b.err }
+func (b failedBatch) Query() (pgx.Rows, error)         { return failedpgx.Rows(b.err), b.err }
 func (b failedBatch) QueryRow() pgx.Row                { return failedRow(b) }
 func (b failedBatch) Close() error                     { return b.err }
 func (b failedBatch) Tx() pgx.Tx                       { return nil }

@@ -6,6 +6,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/idemwork/idemwork/internal/failedpgx"
 )
 
 // The flow (flow.go) asks for its statements in SPEC §4.2's order — the key read, the
@@ -111,7 +113,7 @@ func (a *aheadOf) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 
 func (a *aheadOf) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	if !a.send(ctx, sql, args) {
-		return nil, errOneStatement
+		return failedpgx.Rows(errOneStatement), errOneStatement
 	}
 	return a.br.Query()
 }
@@ -163,7 +165,7 @@ func (s *oneByOne) Exec() (pgconn.CommandTag, error) {
 func (s *oneByOne) Query() (pgx.Rows, error) {
 	q, err := s.next()
 	if err != nil {
-		return nil, err
+		return failedpgx.Rows(err), err
 	}
 	rows, err := s.q.Query(s.ctx, q.SQL, q.Arguments...)
 	s.err = err

@@ -121,9 +121,10 @@ within() {
 # The runner library (idem and its subpackages: the middleware, the database-free types) is what
 # other services go get: it reaches nothing of the workbench — not the kernel, views, storm, cli
 # or tui, nor the store and model those are built on — only the coded errors and the canonical
-# JSON it shares with them.
+# JSON it shares with them, and the failed rows that pgx's contract asks of every Query (a leaf
+# over pgx, shared with the store).
 for p in $(packages "$mod/idem"); do
-	within "$p" "$mod/idem/..." "$mod/apperr" "$mod/jsonb"
+	within "$p" "$mod/idem/..." "$mod/apperr" "$mod/jsonb" "$mod/internal/failedpgx"
 done
 
 # SQL lives in store: the kernel, what is built on it (verify, the key view, the demos), the

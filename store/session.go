@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemwork/idemwork/apperr"
+	"github.com/idemwork/idemwork/internal/failedpgx"
 )
 
 // singleTx is where a statement outside any transaction goes: never bare onto a pooled
@@ -162,12 +163,13 @@ func (s singleTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 func (s singleTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	run, err := s.open(ctx, mayWrite(sql), func(b *pgx.Batch) { b.Queue(sql, args...) })
 	if err != nil {
-		return nil, err
+		return failedpgx.Rows(err), err
 	}
 	rows, err := run.br.Query()
 	if err != nil {
 		rows.Close()
-		return nil, run.finish(err)
+		err = run.finish(err)
+		return failedpgx.Rows(err), err
 	}
 	return &singleRows{Rows: rows, run: run}, nil
 }

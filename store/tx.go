@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemwork/idemwork/apperr"
 	"github.com/idemwork/idemwork/idem"
+	"github.com/idemwork/idemwork/internal/failedpgx"
 )
 
 // ambientKey is the context key of the ambient transaction. The value records which DB began
@@ -223,7 +224,7 @@ func (a *ambient) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 // Query runs sql in the transaction after BEGIN.
 func (a *ambient) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	if err := a.begin(ctx); err != nil {
-		return nil, err
+		return failedpgx.Rows(err), err
 	}
 	return a.conn.Query(ctx, sql, args...)
 }
@@ -353,7 +354,7 @@ func (r *batchRow) Scan(dest ...any) error {
 type errBatch struct{ err error }
 
 func (b errBatch) Exec() (pgconn.CommandTag, error) { return pgconn.CommandTag{}, b.err }
-func (b errBatch) Query() (pgx.Rows, error)         { return nil, b.err }
+func (b errBatch) Query() (pgx.Rows, error)         { return failedpgx.Rows(b.err), b.err }
 func (b errBatch) QueryRow() pgx.Row                { return errRow(b) }
 func (b errBatch) Close() error                     { return b.err }
 
